@@ -1,0 +1,70 @@
+"""Events: what the log parser finds in raw text, before any record is consulted.
+
+The data flow of explain is text -> events -> matches -> explanations. This module holds the
+values of the first step. The parser (``errkb.logparse``) produces them; the matcher consumes
+them. Line numbers are always 1-based numbers of lines in the *original* input, so a user can
+jump to them, whatever prefixes, colours or carriage returns were stripped on the way.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class EventKind(str, enum.Enum):
+    """How an exception message was found."""
+
+    TRACEBACK = "traceback"  #: the last line(s) of a Python traceback (any flavour)
+    BARE = "bare"  #: a ``Class: message`` line outside a traceback
+    LOG = "log"  #: a logger line that carries a message without a traceback
+
+
+class ChainLink(str, enum.Enum):
+    """How a traceback is tied to the one printed before it."""
+
+    NONE = "none"  #: first (or only) traceback of its chain
+    CAUSE = "cause"  #: "The above exception was the direct cause of the following exception:"
+    CONTEXT = "context"  #: "During handling of the above exception, another exception occurred:"
+    GROUP = "group"  #: a sub-exception printed inside an exception group
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One ``File "...", line N, in func`` frame (or its pytest / IPython equivalent)."""
+
+    path: str
+    line: int | None
+    function: str | None
+    source: str | None  #: the source line shown under the frame, stripped
+    input_line: int  #: where the frame header is in the original input
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One exception (or error message) found in the input.
+
+    ``message`` is the exception's message as printed, with per-line prefixes removed; a message
+    that spans several lines keeps its newlines. ``lines`` are the original input line numbers the
+    message occupies (the class line first).
+    """
+
+    kind: EventKind
+    exc_class: str | None  #: as printed, possibly dotted (``a.b.SomeError``); None for LOG lines
+    message: str
+    lines: tuple[int, ...]
+    frames: tuple[Frame, ...] = ()
+    chain_id: int | None = None  #: events of one printed chain share an id
+    chain_position: int = 0  #: 0 = the first traceback printed in the chain = the root cause
+    link: ChainLink = ChainLink.NONE
+    stream: str = ""  #: prefix identity (rank, pod, pid) the event's lines were grouped by
+
+    @property
+    def is_root_cause(self) -> bool:
+        """True for the first exception printed in a chain (Python prints the cause first)."""
+        return self.chain_position == 0
+
+    @property
+    def short_class(self) -> str | None:
+        """The class name without its module path."""
+        return self.exc_class.rsplit(".", 1)[-1] if self.exc_class else None

@@ -1,0 +1,159 @@
+"""The knowledge base's tables, as a typed SQLAlchemy 2 ORM.
+
+The schema itself is created and evolved only by the Alembic migrations in ``migrations/``;
+these classes describe it for queries and writes (a test checks they agree).
+
+Design for sync and history: a record row is never deleted. A record absent from a full
+snapshot is marked ``retired``. Every change an ingest, sync or rollback makes to a record adds a
+``record_history`` row holding the content the record had *before* that change (``None`` when
+the change added it), tagged with the ``dataset_versions`` row of the change. So the content of
+any record at any applied version can be rebuilt, and a rollback is just another change.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    """Declarative base of errkb's tables."""
+
+
+class ChangeKind(str, enum.Enum):
+    """What a history row records."""
+
+    ADDED = "added"
+    UPDATED = "updated"
+    RETIRED = "retired"
+    RESTORED = "restored"  #: a retired record came back (in a snapshot or by rollback)
+
+
+class VersionKind(str, enum.Enum):
+    """How a dataset version row came to be."""
+
+    INGEST = "ingest"
+    SYNC = "sync"
+    ROLLBACK = "rollback"
+
+
+class RecordRow(Base):
+    __tablename__ = "records"
+
+    id: Mapped[str] = mapped_column(String(16), primary_key=True)
+    repo: Mapped[str] = mapped_column(String, index=True)
+    slug: Mapped[str] = mapped_column(String, index=True)
+    error_code: Mapped[str | None] = mapped_column(String)
+    error_message: Mapped[str] = mapped_column(Text)
+    message_pattern: Mapped[str] = mapped_column(Text)
+    error_type: Mapped[str] = mapped_column(String)
+    error_class: Mapped[str | None] = mapped_column(String, index=True)
+    http_status: Mapped[int | None] = mapped_column(Integer)
+    severity: Mapped[str] = mapped_column(String)
+    file_path: Mapped[str] = mapped_column(Text)
+    line_number: Mapped[int | None] = mapped_column(Integer)
+    source_code: Mapped[str | None] = mapped_column(Text)
+    source_code_start: Mapped[int | None] = mapped_column(Integer)
+    source_code_end: Mapped[int | None] = mapped_column(Integer)
+    github_url: Mapped[str] = mapped_column(Text)
+    documentation: Mapped[str] = mapped_column(Text)
+    trigger_scenarios: Mapped[str] = mapped_column(Text)
+    common_situations: Mapped[str] = mapped_column(Text)
+    example_fix: Mapped[str | None] = mapped_column(Text)
+    handling_strategy: Mapped[str | None] = mapped_column(String)
+    validation_code: Mapped[str | None] = mapped_column(Text)
+    type_guard: Mapped[str | None] = mapped_column(Text)
+    try_catch_pattern: Mapped[str | None] = mapped_column(Text)
+    background_tag: Mapped[str | None] = mapped_column(String)
+    content_changed_at: Mapped[str | None] = mapped_column(String)
+    analyzed_sha: Mapped[str] = mapped_column(String(40))
+    analyzed_at: Mapped[str] = mapped_column(String)
+    schema_version: Mapped[int] = mapped_column(Integer)
+    #: Fields the v2 contract does not know, as a JSON object (None when there are none).
+    extra_json: Mapped[str | None] = mapped_column(Text)
+    #: The record exactly as it came in (key order kept): what export gives back.
+    raw_json: Mapped[str] = mapped_column(Text)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    #: The datasetVersion the current content was published in, when known.
+    dataset_version: Mapped[str | None] = mapped_column(String)
+    retired: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    added_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
+    changed_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
+
+
+class SolutionRow(Base):
+    __tablename__ = "record_solutions"
+
+    record_id: Mapped[str] = mapped_column(
+        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class PreventionTipRow(Base):
+    __tablename__ = "record_prevention_tips"
+
+    record_id: Mapped[str] = mapped_column(
+        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+
+
+class TagRow(Base):
+    __tablename__ = "record_tags"
+
+    record_id: Mapped[str] = mapped_column(
+        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tag: Mapped[str] = mapped_column(String, index=True)
+
+
+class VersionRow(Base):
+    __tablename__ = "dataset_versions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: Upstream's export timestamp; None for a local ingest of records without envelopes.
+    dataset_version: Mapped[str | None] = mapped_column(String, index=True)
+    kind: Mapped[str] = mapped_column(String)  # VersionKind
+    source: Mapped[str] = mapped_column(Text)
+    partial: Mapped[bool] = mapped_column(Boolean, default=False)
+    full: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: JSON object of the hashes checked (manifest and file sha256s), or None.
+    hashes_json: Mapped[str | None] = mapped_column(Text)
+    added: Mapped[int] = mapped_column(Integer, default=0)
+    updated: Mapped[int] = mapped_column(Integer, default=0)
+    unchanged: Mapped[int] = mapped_column(Integer, default=0)
+    retired: Mapped[int] = mapped_column(Integer, default=0)
+    rejected: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[str] = mapped_column(String)
+    finished_at: Mapped[str] = mapped_column(String)
+    #: For a rollback: the version id it restored.
+    restores: Mapped[int | None] = mapped_column(Integer)
+
+
+class HistoryRow(Base):
+    __tablename__ = "record_history"
+    __table_args__ = (Index("ix_record_history_record_version", "record_id", "version_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    record_id: Mapped[str] = mapped_column(ForeignKey("records.id"))
+    version_id: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"), index=True)
+    change: Mapped[str] = mapped_column(String)  # ChangeKind
+    #: The record's JSON before this change; None when the change added the record.
+    previous_json: Mapped[str | None] = mapped_column(Text)
+    previous_retired: Mapped[bool | None] = mapped_column(Boolean)
+    previous_dataset_version: Mapped[str | None] = mapped_column(String)
+
+
+class MetaRow(Base):
+    """Small key/value state: the current dataset version and the change counter readers poll."""
+
+    __tablename__ = "meta"
+
+    key: Mapped[str] = mapped_column(String, primary_key=True)
+    value: Mapped[str] = mapped_column(Text)

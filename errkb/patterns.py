@@ -1,0 +1,289 @@
+"""Compiling a record's message into a safe, anchored matcher.
+
+Dataset patterns are untrusted regexes written for JavaScript: they can fail to compile, use
+syntax RE2 lacks, disagree with their own template, or backtrack catastrophically under
+Python's ``re``. So:
+
+* every dataset-derived regex runs only under RE2 (linear time, no backtracking);
+* the regex is end-anchored, so upstream's trailing lazy ``(.+?)`` takes the whole value
+  (``(1, 3072)``, not ``(``), and start-anchored when the template starts with a placeholder;
+* each capture is named after its template placeholder (``prefix``,
+  ``tuple(loaded_weight.shape)``); a ``!r`` capture prefers a whole Python string literal, so a
+  quoted prefix containing spaces or the template's own words is still taken whole;
+* when the messagePattern is upstream's mechanical derivation of the template, errkb builds the
+  regex from the template itself (same language, better captures); a hand-written pattern is
+  used as is when it compiles and agrees with the template; otherwise errkb falls back to the
+  template and records why (``PatternSpec.reason``, reported by ``errkb lint``).
+
+``PatternSpec`` is a plain value (strings and tuples) so a compiled index can be stored as JSON
+and loaded without running anything.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from errkb import upstream
+from errkb.template import Literal, Placeholder, Template, parse_template
+
+#: Prefilter anchors shorter than this match too much text to be useful.
+MIN_ANCHOR_CHARS = 4
+_RE2_META = re.compile(r"[\\.^$|?*+()\[\]{}]")
+_QUOTED = r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\""""
+_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.MULTILINE)
+
+
+class PatternOrigin(str, enum.Enum):
+    """Where a record's compiled regex came from."""
+
+    TEMPLATE = "template"  #: built from errorMessage (messagePattern is its plain derivation)
+    MESSAGE_PATTERN = "messagePattern"  #: a hand-written messagePattern, used as is
+    FALLBACK = "fallback"  #: messagePattern unusable; built from errorMessage (see reason)
+
+
+@dataclass(frozen=True)
+class PatternSpec:
+    """Everything the matcher needs about one record, as plain data."""
+
+    record_id: str
+    regex: str  #: RE2 syntax, anchored, groups named c0..cN
+    names: tuple[str, ...]  #: capture name of group cI
+    repr_groups: tuple[bool, ...]  #: group cI is a ``!r`` value: strip its quotes
+    anchor: str  #: the literal the prefilter looks for ("" = no usable anchor)
+    literal_length: int
+    origin: PatternOrigin
+    reason: str | None
+    error_class: str | None
+    file_path: str
+    line_number: int | None
+    functions: tuple[str, ...]  #: functions defined in the record's sourceCode window
+    template: str  #: the errorMessage
+
+    def to_json(self) -> list[Any]:
+        return [
+            self.record_id, self.regex, list(self.names), list(self.repr_groups), self.anchor,
+            self.literal_length, self.origin.value, self.reason, self.error_class,
+            self.file_path, self.line_number, list(self.functions), self.template,
+        ]  # fmt: skip
+
+    @classmethod
+    def from_json(cls, row: list[Any]) -> PatternSpec:
+        return cls(
+            row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], PatternOrigin(row[6]),
+            row[7], row[8], row[9], row[10], tuple(row[11]), row[12],
+        )  # fmt: skip
+
+
+def re2_escape(text: str) -> str:
+    """Escape regex metacharacters only (RE2's own escape turns every symbol into ``\\x``)."""
+    return _RE2_META.sub(lambda m: "\\" + m.group(0), text)
+
+
+def compile_record(
+    record_id: str,
+    error_message: str,
+    message_pattern: str,
+    *,
+    error_class: str | None = None,
+    file_path: str = "",
+    line_number: int | None = None,
+    source_code: str | None = None,
+) -> PatternSpec:
+    """Build the PatternSpec of one record (never raises: a bad pattern falls back)."""
+    template = parse_template(error_message)
+    origin, regex, reason = _choose_regex(template, message_pattern)
+    functions = tuple(dict.fromkeys(_DEF.findall(source_code or "")))
+    return PatternSpec(
+        record_id=record_id,
+        regex=regex,
+        names=tuple(p.name for p in template.placeholders),
+        repr_groups=tuple(p.is_repr for p in template.placeholders),
+        anchor=choose_anchor(template),
+        literal_length=template.literal_length,
+        origin=origin,
+        reason=reason,
+        error_class=error_class,
+        file_path=file_path,
+        line_number=line_number,
+        functions=functions,
+        template=error_message,
+    )
+
+
+def choose_anchor(template: Template) -> str:
+    """The literal the prefilter scans for: the template's longest literal run."""
+    best = max((t.strip() for t in template.literals), key=len, default="")
+    return best if len(best) >= MIN_ANCHOR_CHARS else ""
+
+
+def template_regex(template: Template) -> str:
+    """An anchored RE2 regex for the template, groups named c0..cN in placeholder order."""
+    parts: list[str] = []
+    index = 0
+    for seg in template.segments:
+        if isinstance(seg, Literal):
+            parts.append(re2_escape(seg.text))
+        else:
+            parts.append(_group(index, seg))
+            index += 1
+    return _anchor("".join(parts), template.starts_with_placeholder)
+
+
+def _group(index: int, placeholder: Placeholder) -> str:
+    body = f"{_QUOTED}|.+?" if placeholder.is_repr else ".+?"
+    return f"(?P<c{index}>{body})"
+
+
+def _anchor(body: str, start: bool) -> str:
+    # (?s): a value may span lines. $ without (?m) is the end of the text in RE2.
+    return "(?s)" + ("^" if start else "") + "(?:" + body + ")$"
+
+
+def _choose_regex(template: Template, pattern: str) -> tuple[PatternOrigin, str, str | None]:
+    own = template_regex(template)
+    if pattern == upstream.message_pattern(template.source) and template.placeholders:
+        return PatternOrigin.TEMPLATE, own, None
+    converted, groups = _name_groups(pattern)
+    if converted is None:
+        return PatternOrigin.FALLBACK, own, "messagePattern has unbalanced groups"
+    if groups != len(template.placeholders):
+        why = (
+            f"messagePattern has {groups} capture group(s) but errorMessage has "
+            f"{len(template.placeholders)} placeholder(s)"
+        )
+        return PatternOrigin.FALLBACK, own, why
+    regex = _anchor(converted, template.starts_with_placeholder)
+    error = compile_error(regex)
+    if error is not None:
+        return PatternOrigin.FALLBACK, own, f"messagePattern does not compile under RE2: {error}"
+    if not _agrees(regex, template):
+        return (
+            PatternOrigin.FALLBACK,
+            own,
+            "messagePattern does not match its own errorMessage rendered with sample values",
+        )
+    return PatternOrigin.MESSAGE_PATTERN, regex, None
+
+
+def _name_groups(pattern: str) -> tuple[str | None, int]:
+    """Rename capturing groups (``(...)`` and JS ``(?<n>...)``) to c0..cN; count them."""
+    out: list[str] = []
+    i, n, count, depth = 0, len(pattern), 0, 0
+    in_class = False
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+            out.append(ch)
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+        elif ch == "(":
+            depth += 1
+            if pattern.startswith("(?<", i) and not pattern.startswith(("(?<=", "(?<!"), i):
+                close = pattern.find(">", i)
+                if close < 0:
+                    return None, count
+                out.append(f"(?P<c{count}>")
+                count += 1
+                i = close + 1
+                continue
+            if pattern.startswith("(?", i):
+                out.append(ch)
+            else:
+                out.append(f"(?P<c{count}>")
+                count += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                return None, count
+            out.append(ch)
+        else:
+            out.append(ch)
+        i += 1
+    return ("".join(out) if depth == 0 else None), count
+
+
+def compile_error(regex: str) -> str | None:
+    """None when RE2 accepts ``regex``; otherwise RE2's complaint."""
+    try:
+        compile_re2(regex)
+    except Exception as exc:  # re2 raises its own error type
+        return str(exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else exc)
+    return None
+
+
+_OPTIONS: Any = None
+
+
+def compile_re2(regex: str) -> Any:
+    """Compile under RE2 with quiet options (RE2 otherwise logs every error to stderr)."""
+    global _OPTIONS
+    import re2
+
+    if _OPTIONS is None:
+        options = re2.Options()
+        options.log_errors = False
+        # Bound the automaton's memory: a hostile pattern gets an error, not gigabytes.
+        options.max_mem = 8 << 20
+        _OPTIONS = options
+    return re2.compile(regex, _OPTIONS)
+
+
+def _agrees(regex: str, template: Template) -> bool:
+    """Does ``regex`` match the template rendered with distinctive sample values, capturing them?"""
+    compiled = compile_re2(regex)
+    # Two sample sets: words, and numbers (a hand-written pattern may type a value as \d+).
+    for sample in ("v{}x", "1{}7"):
+        values = {name: sample.format(i) for i, name in enumerate(template.names)}
+        match = compiled.search(template.render(values))
+        if match is not None and all(
+            (unquote(match.group(f"c{i}")) if p.is_repr else match.group(f"c{i}")) == values[p.name]
+            for i, p in enumerate(template.placeholders)
+        ):
+            return True
+    return False
+
+
+_ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "0": "\0"}
+
+
+def unquote(value: str) -> str:
+    """Show a ``repr`` of a str without its quotes (``'enc.0'`` -> ``enc.0``), escapes decoded."""
+    if len(value) < 2 or value[0] not in "'\"" or value[-1] != value[0]:
+        return value
+    body = value[1:-1]
+    if "\\" not in body:
+        return body
+    out: list[str] = []
+    i = 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+                i += 2
+                continue
+            width = {"x": 2, "u": 4, "U": 8}.get(nxt)
+            digits = body[i + 2 : i + 2 + width] if width else ""
+            if (
+                width
+                and len(digits) == width
+                and all(c in "0123456789abcdefABCDEF" for c in digits)
+            ):
+                code = int(digits, 16)
+                if code <= 0x10FFFF:
+                    out.append(chr(code))
+                    i += 2 + width
+                    continue
+        out.append(ch)
+        i += 1
+    return "".join(out)

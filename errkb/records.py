@@ -1,0 +1,221 @@
+"""Records: the schemaVersion-2 error record, its validation, and its typed value.
+
+Validation has two layers. ``schemas/record.v2.schema.json`` (JSON Schema 2020-12, formats
+checked) says what JSON Schema can say; ``_code_rules`` adds the rest (sourceCode at most 40
+lines, lineNumber >= sourceCodeStart, sourceCodeEnd >= sourceCodeStart). Unknown extra fields
+are accepted and kept verbatim, because upstream adds optional fields without bumping
+schemaVersion. A record whose id does not follow the upstream formula is a warning, not an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from errkb import upstream
+from errkb._resources import schema_path
+from errkb.errors import Problem
+
+#: Every field the schemaVersion-2 contract names, in upstream's order.
+KNOWN_FIELDS: tuple[str, ...] = (
+    "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType",
+    "errorClass", "httpStatus", "severity", "filePath", "lineNumber", "sourceCode",
+    "sourceCodeStart", "sourceCodeEnd", "githubUrl", "documentation", "triggerScenarios",
+    "commonSituations", "solutions", "exampleFix", "handlingStrategy", "validationCode",
+    "typeGuard", "tryCatchPattern", "preventionTips", "tags", "backgroundTag",
+    "contentChangedAt", "analyzedSha", "analyzedAt", "schemaVersion",
+)  # fmt: skip
+_KNOWN = frozenset(KNOWN_FIELDS)
+MAX_SOURCE_LINES = 40
+
+_validators_lock = threading.Lock()
+_validators: dict[str, Any] = {}
+
+
+def _validator(name: str) -> Any:
+    """A cached jsonschema validator for one of our schema files (built once per process)."""
+    with _validators_lock:
+        if name not in _validators:
+            from jsonschema import Draft202012Validator
+            from referencing import Registry, Resource
+
+            def load(filename: str) -> Any:
+                return json.loads(schema_path(filename).read_text(encoding="utf-8"))
+
+            record_schema = load("record.v2.schema.json")
+            registry: Registry[Any] = Registry().with_resources(
+                [
+                    ("record.v2.schema.json", Resource.from_contents(record_schema)),
+                    (record_schema["$id"], Resource.from_contents(record_schema)),
+                ]
+            )
+            schema = load(name)
+            Draft202012Validator.check_schema(schema)
+            _validators[name] = Draft202012Validator(
+                schema,
+                registry=registry,
+                format_checker=Draft202012Validator.FORMAT_CHECKER,
+            )
+        return _validators[name]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """Outcome of validating one record: its problems (errors) and warnings."""
+
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str = "$") -> Checked:
+    """Validate one record object; every broken rule is reported, not only the first."""
+    rid = obj.get("id") if isinstance(obj, dict) and isinstance(obj.get("id"), str) else None
+
+    def problem(json_path: str, rule: str) -> Problem:
+        return Problem(source, location, rid, json_path, rule)
+
+    problems: list[Problem] = []
+    errors = sorted(
+        _validator("record.v2.schema.json").iter_errors(obj), key=lambda e: list(e.absolute_path)
+    )
+    for err in errors:
+        problems.append(problem(_json_path(path_prefix, err.absolute_path), _rule(err)))
+    if isinstance(obj, dict):
+        problems.extend(problem(f"{path_prefix}.{p}", r) for p, r in _code_rules(obj))
+    warnings: list[Problem] = []
+    if isinstance(obj, dict) and not problems:
+        expected = upstream.record_id(
+            obj["repo"], obj["errorCode"], obj["errorMessage"], obj["filePath"]
+        )
+        if expected != obj["id"]:
+            warnings.append(
+                problem(
+                    f"{path_prefix}.id",
+                    f"id does not follow the upstream formula (expected {expected})",
+                )
+            )
+    return Checked(tuple(problems), tuple(warnings))
+
+
+def _code_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    source = obj.get("sourceCode")
+    if isinstance(source, str) and len(source.splitlines()) > MAX_SOURCE_LINES:
+        yield "sourceCode", f"sourceCode has more than {MAX_SOURCE_LINES} lines"
+    start, end, line = obj.get("sourceCodeStart"), obj.get("sourceCodeEnd"), obj.get("lineNumber")
+    ints = (int,)
+    if isinstance(start, ints) and isinstance(end, ints) and end < start:
+        yield "sourceCodeEnd", f"sourceCodeEnd ({end}) is before sourceCodeStart ({start})"
+    if isinstance(start, ints) and isinstance(line, ints) and line < start:
+        yield "lineNumber", f"lineNumber ({line}) is before sourceCodeStart ({start})"
+
+
+def _json_path(prefix: str, parts: Any) -> str:
+    out = prefix
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _rule(err: Any) -> str:
+    message = str(err.message)
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return f"{message} ({err.validator})"
+
+
+def check_envelope(obj: Mapping[str, Any], *, source: str, location: str) -> list[Problem]:
+    """Problems with an envelope's own fields; its record is checked by ``check_record``."""
+    rid = obj["record"].get("id") if isinstance(obj.get("record"), dict) else None
+    # The record is replaced by a stand-in so only the envelope's own rules report here.
+    errors = _validator("envelope.v2.schema.json").iter_errors({**obj, "record": {}})
+    return [
+        Problem(source, location, rid, _json_path("$", err.absolute_path), _rule(err))
+        for err in errors
+        if list(err.absolute_path)[:1] != ["record"] and err.validator != "$ref"
+    ]
+
+
+def unknown_fields(obj: Mapping[str, Any]) -> list[str]:
+    """Names of fields the v2 contract does not know, in the record's order."""
+    return [k for k in obj if k not in _KNOWN]
+
+
+def canonical_json(obj: Mapping[str, Any]) -> str:
+    """Key-sorted compact JSON: equal content gives equal text, whatever the key order."""
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def verbatim_json(obj: Mapping[str, Any]) -> str:
+    """Compact JSON keeping the record's own key order: what export gives back."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def content_hash(obj: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON: tells a changed record from an unchanged one."""
+    return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Record:
+    """A validated record. ``raw`` is the record exactly as it came in, unknown fields included."""
+
+    id: str
+    repo: str
+    slug: str
+    error_code: str | None
+    error_message: str
+    message_pattern: str
+    error_type: str
+    error_class: str | None
+    http_status: int | None
+    severity: str
+    file_path: str
+    line_number: int | None
+    github_url: str
+    documentation: str
+    trigger_scenarios: str
+    common_situations: str
+    solutions: tuple[str, ...]
+    example_fix: str | None
+    prevention_tips: tuple[str, ...]
+    tags: tuple[str, ...]
+    raw: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Record:
+        """Build from a record object that passed ``check_record``."""
+        return cls(
+            id=obj["id"],
+            repo=obj["repo"],
+            slug=obj["slug"],
+            error_code=obj["errorCode"],
+            error_message=obj["errorMessage"],
+            message_pattern=obj["messagePattern"],
+            error_type=obj["errorType"],
+            error_class=obj["errorClass"],
+            http_status=obj["httpStatus"],
+            severity=obj["severity"],
+            file_path=obj["filePath"],
+            line_number=obj["lineNumber"],
+            github_url=obj["githubUrl"],
+            documentation=obj["documentation"],
+            trigger_scenarios=obj["triggerScenarios"],
+            common_situations=obj["commonSituations"],
+            solutions=tuple(obj["solutions"]),
+            example_fix=obj["exampleFix"],
+            prevention_tips=tuple(obj["preventionTips"]),
+            tags=tuple(obj["tags"]),
+            raw=obj,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as it came in (a copy)."""
+        return json.loads(verbatim_json(self.raw))  # type: ignore[no-any-return]

@@ -1,0 +1,469 @@
+"""The SQLite store: opening, migrating, and applying records in one transaction.
+
+Two access paths, on purpose:
+
+* Writes (ingest, sync, rollback) and the maintenance commands go through SQLAlchemy's typed
+  ORM, in ONE explicit ``BEGIN IMMEDIATE`` transaction per unit of work, so a reader never sees
+  half a version and a crash leaves the database as it was.
+* The explain hot path reads with the standard library's ``sqlite3`` (one connection per thread),
+  because importing SQLAlchemy's ORM costs about half a second of start-up and explain needs
+  only a few indexed look-ups. WAL journaling lets those readers run during a write.
+
+The schema is created and evolved only by Alembic (``migrations/``). Opening a database checks
+its revision with a single query; Alembic is imported only when an upgrade is due. A database
+stamped with a revision this errkb does not know was made by a newer errkb and is refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from errkb import records as rec
+from errkb.errors import SchemaVersionError, StoreError, UsageError
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Engine
+    from sqlalchemy.orm import Session
+
+#: The Alembic revision this code expects (tests pin it to the migrations' head).
+SCHEMA_HEAD = "0001"
+BUSY_TIMEOUT_MS = 10_000
+_CHUNK = 500  # ids per IN (...) query: well under SQLite's parameter limit
+
+
+def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
+    """Turn ``--db`` / ``ERRKB_DB`` / the default into a database file path.
+
+    Accepts a file path or an SQLAlchemy SQLite URL (``sqlite:///relative.db``,
+    ``sqlite:////abs/path.db``). errkb reads with the standard library's sqlite3, so other
+    database engines are refused with a clear message.
+    """
+    if target is None:
+        env = os.environ.get("ERRKB_DB")
+        if env:
+            return resolve_db_path(env)
+        from platformdirs import user_data_dir
+
+        return Path(user_data_dir("errkb", appauthor=False)) / "errkb.sqlite3"
+    text = os.fspath(target)
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if not scheme.startswith("sqlite"):
+            raise UsageError(f"unsupported database URL {text!r}: errkb stores its data in SQLite")
+        path = rest[1:] if rest.startswith("/") else rest
+        if not path or path == ":memory:":
+            raise UsageError(f"database URL {text!r} names no file; give a path")
+        return Path(path.split("?", 1)[0])
+    return Path(text)
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """What one unit of work did to the records."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    retired: int = 0
+    rejected: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "retired": self.retired,
+            "rejected": self.rejected,
+        }
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A validated record on its way into the store."""
+
+    obj: Mapping[str, Any]
+    dataset_version: str | None
+
+
+class Store:
+    """One SQLite knowledge-base file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._engine: Engine | None = None
+        self._engine_lock = threading.Lock()
+
+    # ------------------------------------------------------------------ opening and schema
+    def ensure_schema(self) -> bool:
+        """Bring the schema to head; return True when the database was just created."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot create its directory: {exc}") from exc
+        revision = self._revision()
+        if revision == SCHEMA_HEAD:
+            return False
+        self._upgrade(revision)
+        return revision is None
+
+    def _revision(self) -> str | None:
+        conn = self.reader()
+        try:
+            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):
+                return None
+            raise StoreError(f"{self.path}: cannot read database: {exc}") from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not an errkb database ({exc})") from exc
+        return str(row[0]) if row else None
+
+    def _upgrade(self, revision: str | None) -> None:
+        from alembic import command
+        from alembic.config import Config
+        from alembic.script import ScriptDirectory
+
+        from errkb._resources import bundle_path
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(bundle_path("migrations")))
+        script = ScriptDirectory.from_config(cfg)
+        if revision is not None and script.get_revision(revision) is None:
+            raise SchemaVersionError(
+                f"{self.path}: database schema revision {revision!r} is newer than this errkb "
+                f"(which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
+            )
+        with self.engine().begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    # ------------------------------------------------------------------ connections
+    def reader(self) -> sqlite3.Connection:
+        """This thread's read connection (standard library; cheap to open, never shared)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            try:
+                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("PRAGMA foreign_keys = ON")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self.path}: cannot open database: {exc}") from exc
+            self._local.conn = conn
+        return conn
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees one committed state of the database."""
+        conn = self.reader()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def engine(self) -> Engine:
+        with self._engine_lock:
+            if self._engine is None:
+                from sqlalchemy import create_engine, event
+                from sqlalchemy.pool import NullPool
+
+                engine = create_engine(f"sqlite:///{self.path}", poolclass=NullPool)
+
+                @event.listens_for(engine, "connect")
+                def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+                    # Let us issue BEGIN ourselves (pysqlite's implicit BEGIN is DEFERRED).
+                    dbapi_conn.isolation_level = None
+                    cur = dbapi_conn.cursor()
+                    cur.execute("PRAGMA journal_mode = WAL")
+                    cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                    cur.execute("PRAGMA foreign_keys = ON")
+                    cur.execute("PRAGMA synchronous = NORMAL")
+                    cur.close()
+
+                @event.listens_for(engine, "begin")
+                def _on_begin(conn: Connection) -> None:
+                    # IMMEDIATE takes the write lock up front: two writers never interleave
+                    # and a reader never sees a half-applied unit of work.
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+                self._engine = engine
+            return self._engine
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        """One write transaction (``BEGIN IMMEDIATE``): committed whole or not at all."""
+        from sqlalchemy.orm import Session
+
+        try:
+            with Session(self.engine()) as session, session.begin():
+                yield session
+        except sqlite3.OperationalError as exc:  # pragma: no cover - wrapped by SQLAlchemy
+            raise StoreError(f"{self.path}: write failed: {exc}") from exc
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+        if self._engine is not None:
+            self._engine.dispose()
+
+    # ------------------------------------------------------------------ reads (stdlib)
+    def meta(self, conn: sqlite3.Connection | None = None) -> dict[str, str]:
+        conn = conn or self.reader()
+        return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+
+    def is_empty(self) -> bool:
+        row = self.reader().execute("SELECT count(*) FROM dataset_versions").fetchone()
+        return not row or row[0] == 0
+
+    def raw_record(self, record_id: str, conn: sqlite3.Connection | None = None) -> Any:
+        row = (
+            (conn or self.reader())
+            .execute("SELECT raw_json FROM records WHERE id = ?", (record_id,))
+            .fetchone()
+        )
+        return json.loads(row[0]) if row else None
+
+    def find_ids(self, key: str) -> list[str]:
+        """Ids of records whose id or slug is ``key`` (a slug can repeat across repos)."""
+        rows = self.reader().execute(
+            "SELECT id FROM records WHERE id = ? OR slug = ? ORDER BY retired, repo, id",
+            (key, key),
+        )
+        return [str(r[0]) for r in rows]
+
+    # ------------------------------------------------------------------ writes (ORM)
+    def apply(
+        self,
+        session: Session,
+        incoming: Sequence[Incoming],
+        *,
+        kind: str,
+        source: str,
+        dataset_version: str | None,
+        full: bool = False,
+        partial: bool = False,
+        rejected: int = 0,
+        hashes: Mapping[str, Any] | None = None,
+    ) -> tuple[int, ApplyCounts]:
+        """Upsert ``incoming`` inside ``session``'s transaction and record the version row.
+
+        Returns the new version id and the counts. With ``full``, records absent from
+        ``incoming`` are retired (kept, marked, their content copied to history).
+        """
+        from sqlalchemy import insert, select, update
+
+        from errkb.models import HistoryRow, RecordRow, VersionRow
+
+        started = now_iso()
+        version = VersionRow(
+            dataset_version=dataset_version,
+            kind=kind,
+            source=source,
+            partial=partial,
+            full=full,
+            hashes_json=json.dumps(dict(hashes)) if hashes else None,
+            started_at=started,
+            finished_at=started,
+        )
+        session.add(version)
+        session.flush()
+        vid = version.id
+
+        latest: dict[str, Incoming] = {}
+        for item in incoming:
+            latest[str(item.obj["id"])] = item  # a repeated id: the last one wins
+        existing: dict[str, tuple[str, bool]] = {}
+        ids = list(latest)
+        for chunk in _chunks(ids, _CHUNK):
+            stmt = select(RecordRow.id, RecordRow.content_hash, RecordRow.retired).where(
+                RecordRow.id.in_(chunk)
+            )
+            for rid, chash, retired in session.execute(stmt):
+                existing[rid] = (chash, bool(retired))
+
+        new_rows: list[dict[str, Any]] = []
+        changed_rows: list[dict[str, Any]] = []
+        restored: list[str] = []
+        unchanged = 0
+        for rid, item in latest.items():
+            row = _record_columns(item, vid)
+            if rid not in existing:
+                row["added_in"] = vid
+                new_rows.append(row)
+            elif existing[rid][0] != row["content_hash"]:
+                changed_rows.append(row)
+            elif existing[rid][1]:
+                restored.append(rid)
+            else:
+                unchanged += 1
+
+        def history(rids: Sequence[str], change: str) -> None:
+            # Copy the previous content SQL-side: no record text passes through Python.
+            for chunk in _chunks(list(rids), _CHUNK):
+                marks = ",".join("?" * len(chunk))
+                session.connection().exec_driver_sql(
+                    "INSERT INTO record_history (record_id, version_id, change, previous_json, "
+                    "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
+                    f"retired, dataset_version FROM records WHERE id IN ({marks})",
+                    (vid, change, *chunk),
+                )
+
+        changed_ids = [r["id"] for r in changed_rows]
+        history(changed_ids, "updated")
+        history(restored, "restored")
+        if new_rows:
+            session.execute(insert(RecordRow), new_rows)
+            session.execute(
+                insert(HistoryRow),
+                [{"record_id": r["id"], "version_id": vid, "change": "added"} for r in new_rows],
+            )
+        if changed_rows:
+            session.execute(update(RecordRow), changed_rows)
+            _delete_children(session, changed_ids)
+        if restored:
+            for chunk in _chunks(restored, _CHUNK):
+                session.execute(
+                    update(RecordRow)
+                    .where(RecordRow.id.in_(chunk))
+                    .values(retired=False, changed_in=vid)
+                )
+        _insert_children(session, [latest[r["id"]].obj for r in (*new_rows, *changed_rows)])
+
+        retired_count = 0
+        if full:
+            keep = set(latest)
+            live = [
+                rid
+                for (rid,) in session.execute(
+                    select(RecordRow.id).where(RecordRow.retired.is_(False))
+                )
+                if rid not in keep
+            ]
+            history(live, "retired")
+            for chunk in _chunks(live, _CHUNK):
+                session.execute(
+                    update(RecordRow)
+                    .where(RecordRow.id.in_(chunk))
+                    .values(retired=True, changed_in=vid)
+                )
+            retired_count = len(live)
+
+        counts = ApplyCounts(
+            added=len(new_rows),
+            updated=len(changed_rows) + len(restored),
+            unchanged=unchanged,
+            retired=retired_count,
+            rejected=rejected,
+        )
+        version.added, version.updated = counts.added, counts.updated
+        version.unchanged, version.retired = counts.unchanged, counts.retired
+        version.rejected = counts.rejected
+        version.finished_at = now_iso()
+        self.bump_state(session, dataset_version)
+        return vid, counts
+
+    def bump_state(self, session: Session, dataset_version: str | None) -> None:
+        """Record that the knowledge base changed: readers compare ``state`` to reload."""
+        from errkb.models import MetaRow
+
+        state = session.get(MetaRow, "state")
+        counter = int(state.value) + 1 if state else 1
+        session.merge(MetaRow(key="state", value=str(counter)))
+        if dataset_version is not None:
+            session.merge(MetaRow(key="dataset_version", value=dataset_version))
+
+
+def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _record_columns(item: Incoming, vid: int) -> dict[str, Any]:
+    obj = item.obj
+    extra = {k: obj[k] for k in rec.unknown_fields(obj)}
+    return {
+        "id": obj["id"],
+        "repo": obj["repo"],
+        "slug": obj["slug"],
+        "error_code": obj["errorCode"],
+        "error_message": obj["errorMessage"],
+        "message_pattern": obj["messagePattern"],
+        "error_type": obj["errorType"],
+        "error_class": obj["errorClass"],
+        "http_status": obj["httpStatus"],
+        "severity": obj["severity"],
+        "file_path": obj["filePath"],
+        "line_number": obj["lineNumber"],
+        "source_code": obj["sourceCode"],
+        "source_code_start": obj["sourceCodeStart"],
+        "source_code_end": obj["sourceCodeEnd"],
+        "github_url": obj["githubUrl"],
+        "documentation": obj["documentation"],
+        "trigger_scenarios": obj["triggerScenarios"],
+        "common_situations": obj["commonSituations"],
+        "example_fix": obj["exampleFix"],
+        "handling_strategy": obj["handlingStrategy"],
+        "validation_code": obj["validationCode"],
+        "type_guard": obj["typeGuard"],
+        "try_catch_pattern": obj["tryCatchPattern"],
+        "background_tag": obj.get("backgroundTag"),
+        "content_changed_at": obj.get("contentChangedAt"),
+        "analyzed_sha": obj["analyzedSha"],
+        "analyzed_at": obj["analyzedAt"],
+        "schema_version": obj["schemaVersion"],
+        "extra_json": json.dumps(extra, ensure_ascii=False) if extra else None,
+        "raw_json": rec.verbatim_json(obj),
+        "content_hash": rec.content_hash(obj),
+        "dataset_version": item.dataset_version,
+        "retired": False,
+        "changed_in": vid,
+    }
+
+
+def _delete_children(session: Session, ids: Sequence[str]) -> None:
+    from sqlalchemy import delete
+
+    from errkb.models import PreventionTipRow, SolutionRow, TagRow
+
+    for chunk in _chunks(ids, _CHUNK):
+        for model in (SolutionRow, PreventionTipRow, TagRow):
+            session.execute(delete(model).where(model.record_id.in_(chunk)))
+
+
+def _insert_children(session: Session, objs: Iterable[Mapping[str, Any]]) -> None:
+    from sqlalchemy import insert
+
+    from errkb.models import PreventionTipRow, SolutionRow, TagRow
+
+    solutions: list[dict[str, Any]] = []
+    tips: list[dict[str, Any]] = []
+    tags: list[dict[str, Any]] = []
+    for obj in objs:
+        rid = obj["id"]
+        solutions += [
+            {"record_id": rid, "position": i, "text": t} for i, t in enumerate(obj["solutions"])
+        ]
+        tips += [
+            {"record_id": rid, "position": i, "text": t}
+            for i, t in enumerate(obj["preventionTips"])
+        ]
+        tags += [{"record_id": rid, "position": i, "tag": t} for i, t in enumerate(obj["tags"])]
+    for model, rows in ((SolutionRow, solutions), (PreventionTipRow, tips), (TagRow, tags)):
+        if rows:
+            session.execute(insert(model), rows)

@@ -1,0 +1,255 @@
+"""Message templates: a record's ``errorMessage`` split into literal text and placeholders.
+
+Upstream writes the message as it appears in the source, placeholders kept: Python f-string and
+``str.format`` fields (``{prefix!r}``, ``{tuple(w.shape)}``, ``{}``), JavaScript template fields
+(``${name}``) and printf conversions (``%s``, ``%(name)s``, ``%5.2f``). Everything errkb does with
+a record's message — the anchored matcher, the prefilter anchors, the upstream-style pattern,
+rendering sample messages for lint — starts from this one parse.
+
+A placeholder's *name* is the expression inside the braces without its conversion (``!r``) or
+format spec (``:>8``): that is how captures are named in explanations. Parsing never fails: text
+that is not a well-formed field stays literal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+_PRINTF_CONVERSIONS = frozenset("sdifgeExXorcaub")
+
+
+@dataclass(frozen=True)
+class Literal:
+    """Literal text of a template."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """One substituted value in a template."""
+
+    name: str  #: the expression (``prefix``, ``tuple(loaded_weight.shape)``, ``arg1``)
+    raw: str  #: the field exactly as written (``{prefix!r}``)
+    conversion: str | None = None  #: ``r``, ``s`` or ``a`` for Python fields; None otherwise
+
+    @property
+    def is_repr(self) -> bool:
+        """True when the value is printed with ``repr`` (``!r`` or ``%r``): quoted if a str."""
+        return self.conversion == "r"
+
+
+Segment = Literal | Placeholder
+
+
+@dataclass(frozen=True)
+class Template:
+    """A parsed ``errorMessage``."""
+
+    source: str
+    segments: tuple[Segment, ...]
+
+    @cached_property
+    def placeholders(self) -> tuple[Placeholder, ...]:
+        return tuple(s for s in self.segments if isinstance(s, Placeholder))
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """Placeholder names in template order, each once."""
+        return tuple(dict.fromkeys(p.name for p in self.placeholders))
+
+    @cached_property
+    def literals(self) -> tuple[str, ...]:
+        return tuple(s.text for s in self.segments if isinstance(s, Literal))
+
+    @property
+    def literal_length(self) -> int:
+        """How much literal text the template has: the measure of how specific it is."""
+        return sum(len(t) for t in self.literals)
+
+    @property
+    def starts_with_placeholder(self) -> bool:
+        return bool(self.segments) and isinstance(self.segments[0], Placeholder)
+
+    def render(self, values: dict[str, str]) -> str:
+        """Substitute ``values`` (by placeholder name); a ``!r`` str value gets Python quotes."""
+        out: list[str] = []
+        for seg in self.segments:
+            if isinstance(seg, Literal):
+                out.append(seg.text)
+            else:
+                value = values.get(seg.name, seg.name)
+                out.append(repr(value) if seg.is_repr else value)
+        return "".join(out)
+
+    def masked(self, mask: str = "\u2026") -> str:
+        """The template with every placeholder replaced by ``mask`` (for fuzzy comparison)."""
+        return "".join(s.text if isinstance(s, Literal) else mask for s in self.segments)
+
+
+def parse_template(message: str) -> Template:
+    """Split ``message`` into literals and placeholders. Never raises."""
+    segments: list[Segment] = []
+    buf: list[str] = []
+    positional = 0
+    i, n = 0, len(message)
+
+    def flush() -> None:
+        if buf:
+            segments.append(Literal("".join(buf)))
+            buf.clear()
+
+    while i < n:
+        ch = message[i]
+        if ch == "{" and i + 1 < n and message[i + 1] == "{":
+            buf.append("{")
+            i += 2
+            continue
+        if ch == "}" and i + 1 < n and message[i + 1] == "}":
+            buf.append("}")
+            i += 2
+            continue
+        if ch == "$" and i + 1 < n and message[i + 1] == "{":
+            end = _matching_brace(message, i + 1)
+            if end is not None:
+                expr = message[i + 2 : end].strip()
+                if expr:
+                    flush()
+                    segments.append(Placeholder(expr, message[i : end + 1]))
+                    i = end + 1
+                    continue
+        if ch == "{":
+            end = _matching_brace(message, i)
+            if end is not None:
+                field = message[i + 1 : end]
+                name, conversion = _split_field(field)
+                if name is None:
+                    positional += 1
+                    name = f"arg{positional}"
+                elif name.isdigit():
+                    name = f"arg{int(name) + 1}"
+                if _plausible_expression(name):
+                    flush()
+                    segments.append(Placeholder(name, message[i : end + 1], conversion))
+                    i = end + 1
+                    continue
+        if ch == "%" and i + 1 < n:
+            parsed = _printf_field(message, i)
+            if parsed is not None:
+                end, key, conv = parsed
+                if conv == "%":
+                    buf.append("%")
+                else:
+                    flush()
+                    if key is None:
+                        positional += 1
+                        key = f"arg{positional}"
+                    segments.append(Placeholder(key, message[i:end], "r" if conv == "r" else None))
+                i = end
+                continue
+        buf.append(ch)
+        i += 1
+    flush()
+    return Template(message, tuple(segments))
+
+
+def _matching_brace(text: str, start: int) -> int | None:
+    """Index of the ``}`` closing the ``{`` at ``start``, skipping nested brackets and strings."""
+    depth = 0
+    quote: str | None = None
+    i = start
+    # A field longer than this is not a placeholder but prose that happens to contain a brace.
+    limit = min(len(text), start + 200)
+    while i < limit:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+            if depth == 0:
+                return i if ch == "}" else None
+            if depth < 0:
+                return None
+        i += 1
+    return None
+
+
+def _split_field(field: str) -> tuple[str | None, str | None]:
+    """``prefix!r:>8`` -> (``prefix``, ``r``). Only top-level ``!`` and ``:`` count."""
+    depth = 0
+    quote: str | None = None
+    conversion: str | None = None
+    end = len(field)
+    for i, ch in enumerate(field):
+        if quote:
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "[({":
+            depth += 1
+        elif ch in "])}":
+            depth -= 1
+        elif depth == 0 and ch == "!" and field[i + 1 : i + 2] in ("r", "s", "a"):
+            if i + 2 == len(field) or field[i + 2] == ":":
+                conversion = field[i + 1]
+                end = i
+                break
+        elif depth == 0 and ch == ":":
+            end = i
+            break
+    name = field[:end].strip()
+    # f-string debug form {x=} prints "x=<value>"; the expression is still x.
+    if name.endswith("=") and not name.endswith(("==", "!=", "<=", ">=")):
+        name = name[:-1].strip()
+    return (name or None), conversion
+
+
+def _plausible_expression(name: str) -> bool:
+    """Reject brace pairs that are clearly prose or JSON, such as ``{"a": 1}`` or ``{ }``."""
+    if not name or name[0] in "\"'" or "\n" in name:
+        return False
+    return not (name.startswith(("'", '"')) or ": " in name and name[0] == '"')
+
+
+def _printf_field(text: str, start: int) -> tuple[int, str | None, str] | None:
+    """Parse a printf conversion at ``start`` -> (end, mapping key, conversion char)."""
+    i = start + 1
+    n = len(text)
+    if i < n and text[i] == "%":
+        return i + 1, None, "%"
+    key: str | None = None
+    if i < n and text[i] == "(":
+        close = text.find(")", i, i + 64)
+        if close < 0:
+            return None
+        key = text[i + 1 : close]
+        if not key.isidentifier():
+            return None
+        i = close + 1
+    while i < n and text[i] in "#0- +":
+        i += 1
+    while i < n and (text[i].isdigit() or text[i] == "*"):
+        i += 1
+    if i < n and text[i] == ".":
+        i += 1
+        while i < n and (text[i].isdigit() or text[i] == "*"):
+            i += 1
+    while i < n and text[i] in "hlL":
+        i += 1
+    if i < n and text[i] in _PRINTF_CONVERSIONS:
+        # "100% done" is prose, not a conversion: require the conversion to end a word.
+        if i + 1 < n and text[i + 1].isalnum() and key is None:
+            return None
+        return i + 1, key, text[i]
+    return None

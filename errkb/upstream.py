@@ -1,0 +1,52 @@
+"""The formulas upstream (ErrLookup) uses to derive a record's id, slug and messagePattern.
+
+errkb reproduces them to check records it ingests (an id that does not follow the formula is a
+warning: the id is the upsert key, so a drifting formula would duplicate records) and to write
+draft records (``errkb extract``) that look exactly like upstream's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from errkb.template import Literal, parse_template
+
+#: Upstream falls back to the escaped literal message when a template has less literal text
+#: than this: a pattern made mostly of wildcards would match nearly anything.
+MIN_LITERAL_CHARS = 6
+
+_SLUG_RUN = re.compile(r"[^a-z0-9]+")
+_JS_METACHARS = re.compile(r"[.*+?^${}()|\[\]\\]")
+
+
+def record_id(repo: str, error_code: str | None, error_message: str, file_path: str) -> str:
+    """First 16 hex digits of sha256(repo \\x01 (errorCode or errorMessage) \\x01 filePath)."""
+    key = "\x01".join((repo, error_code or error_message, file_path))
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def slug(error_code: str | None, error_message: str) -> str:
+    """First 50 chars of errorCode or errorMessage, lowercased, non-alphanumeric runs -> '-'."""
+    text = (error_code or error_message)[:50].lower()
+    return _SLUG_RUN.sub("-", text).strip("-")
+
+
+def js_escape(text: str) -> str:
+    """Escape ``text`` the way upstream's JavaScript escapes regex metacharacters."""
+    return _JS_METACHARS.sub(lambda m: "\\" + m.group(0), text)
+
+
+def message_pattern(error_message: str) -> str:
+    """Derive messagePattern from errorMessage as upstream does.
+
+    Every placeholder becomes a lazy ``(.+?)``; literal text is escaped. Too little literal text
+    gives the escaped literal message instead. (The result is unanchored and targets JavaScript
+    RegExp: errkb never runs it as is; see ``errkb.patterns``.)
+    """
+    template = parse_template(error_message)
+    if template.literal_length < MIN_LITERAL_CHARS or not template.placeholders:
+        return js_escape(error_message)
+    return "".join(
+        js_escape(seg.text) if isinstance(seg, Literal) else "(.+?)" for seg in template.segments
+    )

@@ -44,6 +44,17 @@ class Matcher:
         self._compiled: dict[int, Any] = {}
         self._lock = threading.Lock()
         self.by_id = {spec.record_id: spec for spec in self.specs}
+        self._masked: list[str] | None = None
+
+    def masked_templates(self) -> list[str]:
+        """Every spec's template with placeholders blanked (for fuzzy suggestions); cached."""
+        if self._masked is None:
+            from errkb.template import parse_template
+
+            masked = [parse_template(s.template).masked(" ") for s in self.specs]
+            with self._lock:
+                self._masked = masked
+        return self._masked
 
     def __len__(self) -> int:
         return len(self.specs)

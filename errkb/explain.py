@@ -1,0 +1,400 @@
+"""Deciding: from parsed events to scored, deduplicated matches, and the Report value.
+
+Data flows one way: text -> events (``errkb.logparse``) -> hits (``errkb.matcher``) -> matches
+(here) -> rendering (``errkb.render``). The rules, in order:
+
+1. Each event's message is searched as a whole and through its embedded candidates (wrapper
+   suffixes, reprs, JSON strings: ``errkb.spans``), innermost first. Per event, a record keeps
+   only its innermost hit, so a JSON reply's ``(2,).\\nRolling back...`` never beats ``(2,)``.
+2. A hit whose captures contain the template's own placeholders (``{prefix!r}``) is source
+   text — an IPython context line, a grep hit — not the error happening. It is dropped.
+3. Hits claiming the same message text compete: more literal text wins (the more specific
+   pattern), then agreement with the traceback's frames; the others become alternatives.
+4. One match per distinct (record, captured values) across the whole input: the cause, its
+   wrapper and every rank's copy are one match with ``occurrences`` and all their lines.
+5. Exceptions nothing matched get up to three ``similar`` suggestions (rapidfuzz over the
+   templates with placeholders masked), clearly marked as suggestions.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from errkb.events import EventKind, Frame, LogEvent
+from errkb.matcher import Hit, Matcher
+from errkb.patterns import PatternSpec
+
+BASE_EXACT = 0.8
+CLASS_BONUS = 0.1
+WRAPPED_BONUS = 0.05
+FRAME_BONUS = 0.1
+FILE_ONLY_BONUS = 0.05
+#: ``similar`` suggestions: best rapidfuzz WRatio at least this (0-100), scored below any exact.
+SIMILAR_CUTOFF = 72.0
+SIMILAR_SCALE = 0.6
+MAX_SIMILAR_QUERIES = 20
+NEARBY_LINES = 25
+_SOURCE_ROOTS = ("python", "src", "lib")
+
+
+class Confidence(str, enum.Enum):
+    """How sure errkb is that a match explains the exception."""
+
+    EXACT = "exact"  #: the record's full pattern matched the message
+    SIMILAR = "similar"  #: a suggestion: the closest templates to an unmatched message
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    """The exception as it appeared in the input."""
+
+    cls: str | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class": self.cls, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another record whose pattern matched the same message but lost to a more specific one."""
+
+    id: str
+    slug: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "slug": self.slug, "score": self.score}
+
+
+@dataclass(frozen=True)
+class Match:
+    """A known error found in the input (or, with SIMILAR confidence, a suggestion)."""
+
+    id: str
+    slug: str
+    confidence: Confidence
+    score: float
+    captures: tuple[tuple[str, str], ...]
+    occurrences: int
+    lines: tuple[int, ...]
+    exception: ExceptionInfo
+    record: Mapping[str, Any] = field(repr=False)
+    root_cause: bool = False
+    alternatives: tuple[Alternative, ...] = ()
+    evidence: tuple[str, ...] = ()  #: why the score is what it is, in words
+    diagnosis: Any = None  #: a validators.Diagnosis when the record has a reference validator
+    validated: bool = False  #: the record is backed by a reference validator
+
+    @property
+    def capture_dict(self) -> dict[str, str]:
+        return dict(self.captures)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "slug": self.slug,
+            "confidence": self.confidence.value,
+            "score": self.score,
+            "captures": dict(self.captures),
+            "occurrences": self.occurrences,
+            "lines": list(self.lines),
+            "exception": self.exception.to_dict(),
+            "rootCause": self.root_cause,
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "evidence": list(self.evidence),
+            "validator": self.validated,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
+            "record": dict(self.record),
+        }
+        return out
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """An exception found in the input that no record's pattern matched."""
+
+    cls: str | None
+    message: str
+    line: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class": self.cls, "message": self.message, "line": self.line}
+
+
+@dataclass(frozen=True)
+class Report:
+    """What explain found: ``to_dict()`` is exactly the ``--format json`` object."""
+
+    errkb_version: str
+    dataset_version: str | None
+    matches: tuple[Match, ...]
+    unmatched: tuple[Unmatched, ...]
+
+    @property
+    def exact(self) -> tuple[Match, ...]:
+        return tuple(m for m in self.matches if m.confidence is Confidence.EXACT)
+
+    @property
+    def explained(self) -> bool:
+        """At least one known error was explained (exit code 0 of ``errkb explain``)."""
+        return bool(self.exact)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "errkb": self.errkb_version,
+            "datasetVersion": self.dataset_version,
+            "matches": [m.to_dict() for m in self.matches],
+            "unmatched": [u.to_dict() for u in self.unmatched],
+        }
+
+
+@dataclass
+class _Found:
+    """Accumulates one (record, captures) across events."""
+
+    hit: Hit
+    events: list[LogEvent]
+    score: float
+    evidence: tuple[str, ...]
+    alternatives: dict[str, float]
+
+
+RecordLookup = Callable[[str], Mapping[str, Any] | None]
+Diagnoser = Callable[[str, Mapping[str, str]], Any]
+
+
+def decide(
+    events: Sequence[LogEvent],
+    matcher: Matcher,
+    record: RecordLookup,
+    *,
+    diagnose: Diagnoser | None = None,
+    has_validator: Callable[[str], bool] | None = None,
+) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
+    """Turn parsed events into matches (exact first, in input order) and unmatched exceptions."""
+    from errkb.spans import message_spans
+
+    chain_frames = _frames_by_chain(events)
+    found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
+    unmatched: list[LogEvent] = []
+    for event in events:
+        per_record: dict[str, tuple[Hit, bool, str]] = {}
+        for span in message_spans(event.message):
+            for hit in matcher.find(span.text):
+                if hit.spec.record_id in per_record or _is_source_text(hit, span.text):
+                    continue
+                per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])
+        if not per_record:
+            if event.kind is not EventKind.LOG and event.exc_class:
+                unmatched.append(event)
+            continue
+        frames = chain_frames.get(event.chain_id, event.frames) if event.chain_id else event.frames
+        scored = {
+            rid: (hit, *_score(hit.spec, event, embedded, frames))
+            for rid, (hit, embedded, _claim) in per_record.items()
+        }
+        # Hits claiming the same message text compete; distinct messages all stand.
+        by_claim: dict[str, list[str]] = {}
+        for rid, (_hit, _embedded, claim) in per_record.items():
+            by_claim.setdefault(claim, []).append(rid)
+        for rids in by_claim.values():
+            ranked = sorted(
+                rids, key=lambda r: (-scored[r][0].spec.literal_length, -scored[r][1], r)
+            )
+            winner = ranked[0]
+            hit, score, evidence = scored[winner]
+            key = (winner, hit.captures)
+            entry = found.get(key)
+            if entry is None:
+                entry = found[key] = _Found(hit, [], score, evidence, {})
+            entry.events.append(event)
+            if score > entry.score:
+                entry.score, entry.evidence = score, evidence
+            for loser in ranked[1:]:
+                entry.alternatives[loser] = max(
+                    entry.alternatives.get(loser, 0.0), scored[loser][1]
+                )
+
+    matches: list[Match] = []
+    for (rid, captures), entry in sorted(
+        found.items(), key=lambda kv: min(e.lines[0] for e in kv[1].events if e.lines)
+    ):
+        rec = record(rid)
+        if rec is None:  # retired between matcher build and look-up: not explainable now
+            continue
+        shown = _representative(entry.events, entry.hit.spec)
+        lines = sorted({e.lines[0] for e in entry.events if e.lines})
+        alternatives = tuple(
+            Alternative(alt, _slug(record, alt), round(score, 3))
+            for alt, score in sorted(entry.alternatives.items(), key=lambda kv: -kv[1])
+        )
+        matches.append(
+            Match(
+                id=rid,
+                slug=str(rec.get("slug", "")),
+                confidence=Confidence.EXACT,
+                score=round(min(entry.score, 1.0), 3),
+                captures=captures,
+                occurrences=len(lines),
+                lines=tuple(lines),
+                exception=ExceptionInfo(shown.exc_class, shown.message),
+                record=rec,
+                root_cause=any(e.is_root_cause and e.chain_id is not None for e in entry.events),
+                alternatives=alternatives,
+                evidence=entry.evidence,
+                diagnosis=diagnose(rid, dict(captures)) if diagnose else None,
+                validated=bool(has_validator and has_validator(rid)),
+            )
+        )
+    similar = _similar(unmatched, matcher, record)
+    leftovers = _dedupe_unmatched(unmatched)
+    return tuple(matches) + tuple(similar), tuple(leftovers)
+
+
+def _slug(record: RecordLookup, rid: str) -> str:
+    rec = record(rid)
+    return str(rec.get("slug", "")) if rec else ""
+
+
+def _is_source_text(hit: Hit, text: str) -> bool:
+    """A match on the f-string template itself (grep output, an IPython context line)."""
+    for name, value in hit.captures:
+        if "{" + name in value or value.startswith(("{", "${")) and value.endswith("}"):
+            return True
+    head = text[max(0, hit.start - 2) : hit.start]
+    return head.endswith(('f"', "f'", 'f"""'))
+
+
+def _frames_by_chain(events: Iterable[LogEvent]) -> dict[int, tuple[Frame, ...]]:
+    out: dict[int, list[Frame]] = {}
+    for event in events:
+        if event.chain_id is not None:
+            out.setdefault(event.chain_id, []).extend(event.frames)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _score(
+    spec: PatternSpec, event: LogEvent, embedded: bool, frames: Sequence[Frame]
+) -> tuple[float, tuple[str, ...]]:
+    score = BASE_EXACT
+    evidence = ["the record's full pattern matched the message"]
+    if spec.error_class and event.short_class == spec.error_class:
+        score += CLASS_BONUS
+        evidence.append(f"the exception class is {spec.error_class}, as the record says")
+    elif embedded:
+        score += WRAPPED_BONUS
+        evidence.append("the message is embedded in a wrapping error")
+    frame_score, frame_note = _frame_agreement(spec, frames)
+    if frame_score:
+        score += frame_score
+        evidence.append(frame_note)
+    return round(score, 3), tuple(evidence)
+
+
+def same_file(frame_path: str, record_path: str) -> bool:
+    """Do a traceback path and a record's repo path name the same file?
+
+    Compared from the package directory on: ``.../site-packages/sglang/x.py``,
+    ``/sgl-workspace/sglang/python/sglang/x.py`` and ``python/sglang/x.py`` agree.
+    """
+    record_parts = [p for p in record_path.replace("\\", "/").split("/") if p]
+    while len(record_parts) > 1 and record_parts[0] in _SOURCE_ROOTS:
+        record_parts = record_parts[1:]
+    frame_parts = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    if not record_parts or len(frame_parts) < len(record_parts):
+        return False
+    return frame_parts[-len(record_parts) :] == record_parts
+
+
+def _frame_agreement(spec: PatternSpec, frames: Sequence[Frame]) -> tuple[float, str]:
+    file_only = False
+    for frame in frames:
+        if not same_file(frame.path, spec.file_path):
+            continue
+        near = (
+            frame.line is not None
+            and spec.line_number is not None
+            and abs(frame.line - spec.line_number) <= NEARBY_LINES
+        )
+        if near or (frame.function and frame.function in spec.functions):
+            return FRAME_BONUS, f"a traceback frame is {spec.file_path}:{frame.line}"
+        file_only = True
+    if file_only:
+        return FILE_ONLY_BONUS, f"a traceback frame is in {spec.file_path}"
+    return 0.0, ""
+
+
+def _representative(events: Sequence[LogEvent], spec: PatternSpec) -> LogEvent:
+    """The event to show: the one raised as the record's class, else the root cause."""
+    for event in events:
+        if spec.error_class and event.short_class == spec.error_class:
+            return event
+    for event in events:
+        if event.is_root_cause:
+            return event
+    return events[0]
+
+
+def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
+    seen: set[tuple[str | None, str]] = set()
+    out: list[Unmatched] = []
+    for event in events:
+        key = (event.exc_class, event.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(Unmatched(event.exc_class, event.message, event.lines[0] if event.lines else 0))
+    return out
+
+
+def _similar(events: Sequence[LogEvent], matcher: Matcher, record: RecordLookup) -> list[Match]:
+    if not events or not matcher.specs:
+        return []
+    from rapidfuzz import fuzz, process
+
+    choices = matcher.masked_templates()
+    out: list[Match] = []
+    seen: set[str] = set()
+    for event in _dedupe_events(events)[:MAX_SIMILAR_QUERIES]:
+        results = process.extract(
+            event.message, choices, scorer=fuzz.WRatio, limit=3, score_cutoff=SIMILAR_CUTOFF
+        )
+        for _choice, ratio, index in results:
+            spec = matcher.specs[index]
+            key = f"{spec.record_id}\x00{event.message}"
+            rec = record(spec.record_id)
+            if key in seen or rec is None:
+                continue
+            seen.add(key)
+            out.append(
+                Match(
+                    id=spec.record_id,
+                    slug=str(rec.get("slug", "")),
+                    confidence=Confidence.SIMILAR,
+                    score=round(ratio / 100 * SIMILAR_SCALE, 3),
+                    captures=(),
+                    occurrences=1,
+                    lines=(event.lines[0],) if event.lines else (),
+                    exception=ExceptionInfo(event.exc_class, event.message),
+                    record=rec,
+                    evidence=(
+                        f"suggestion only: the message is {ratio:.0f}% similar to the "
+                        "record's template, but its pattern did not match",
+                    ),
+                )
+            )
+    return out
+
+
+def _dedupe_events(events: Sequence[LogEvent]) -> list[LogEvent]:
+    seen: set[str] = set()
+    out: list[LogEvent] = []
+    for event in events:
+        if event.message not in seen:
+            seen.add(event.message)
+            out.append(event)
+    return out

@@ -1,0 +1,137 @@
+"""Ingest: validate every record of some files, then upsert the valid ones in one transaction.
+
+Validation happens before the database is touched, and every problem is collected (file, line
+or index, record id, JSON path, rule), so one run tells a maintainer everything that is wrong.
+Invalid records are rejected and reported; the valid ones are applied together or not at all.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from errkb import records as rec
+from errkb.errors import Problem
+from errkb.reader import Item, read_sources
+from errkb.store import ApplyCounts, Incoming, Store
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What ``ingest`` did: counts, and every rejected record with its reason."""
+
+    counts: ApplyCounts
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+    version_id: int | None
+    dataset_version: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.counts.to_dict(),
+            "datasetVersion": self.dataset_version,
+            "problems": [str(p) for p in self.problems],
+            "warnings": [str(p) for p in self.warnings],
+        }
+
+
+@dataclass(frozen=True)
+class Validated:
+    """The outcome of reading and validating sources, before anything is written."""
+
+    incoming: tuple[Incoming, ...]
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+    rejected: int
+
+    @property
+    def dataset_version(self) -> str | None:
+        """The newest datasetVersion among the envelopes read (ISO strings sort by time)."""
+        versions = [i.dataset_version for i in self.incoming if i.dataset_version]
+        return max(versions) if versions else None
+
+
+def validate_sources(paths: Iterable[str | os.PathLike[str]]) -> Validated:
+    """Read and validate every item of ``paths``; nothing is written."""
+    incoming: list[Incoming] = []
+    problems: list[Problem] = []
+    warnings: list[Problem] = []
+    rejected = 0
+    for item, checked, envelope_problems in _checked(paths):
+        if item.problem is not None:
+            problems.append(item.problem)
+            rejected += 1
+            continue
+        problems.extend(envelope_problems)
+        warnings.extend(checked.warnings)
+        unknown = rec.unknown_fields(item.obj)
+        if unknown:
+            where = f"{item.path_prefix}"
+            warnings.append(
+                Problem(
+                    item.source,
+                    item.location,
+                    item.obj.get("id"),
+                    where,
+                    f"unknown field(s) kept verbatim: {', '.join(unknown)}",
+                )
+            )
+        if checked.ok and not envelope_problems:
+            version = item.dataset_version if isinstance(item.dataset_version, str) else None
+            incoming.append(Incoming(item.obj, version))
+        else:
+            problems.extend(checked.problems)
+            rejected += 1
+    return Validated(tuple(incoming), tuple(problems), tuple(warnings), rejected)
+
+
+def _checked(
+    paths: Iterable[str | os.PathLike[str]],
+) -> Iterator[tuple[Item, rec.Checked, list[Problem]]]:
+    for item in read_sources(paths):
+        if item.problem is not None:
+            yield item, rec.Checked((), ()), []
+            continue
+        checked = rec.check_record(
+            item.obj, source=item.source, location=item.location, path_prefix=item.path_prefix
+        )
+        envelope = (
+            rec.check_envelope(item.envelope, source=item.source, location=item.location)
+            if item.envelope is not None
+            else []
+        )
+        yield item, checked, envelope
+
+
+def ingest_paths(
+    store: Store, paths: Iterable[str | os.PathLike[str]], *, only_if_empty: bool = False
+) -> IngestReport:
+    """Validate ``paths`` and apply the valid records in one write transaction."""
+    paths = list(paths)
+    validated = validate_sources(paths)
+    source = ", ".join(str(p) for p in paths)
+    counts = ApplyCounts(rejected=validated.rejected)
+    version_id: int | None = None
+    if validated.incoming:
+        with store.write() as session:
+            if only_if_empty:
+                from sqlalchemy import func, select
+
+                from errkb.models import VersionRow
+
+                if session.scalar(select(func.count()).select_from(VersionRow)):
+                    # Another process seeded it first: nothing to do.
+                    return IngestReport(counts, (), (), None, None)
+            version_id, counts = store.apply(
+                session,
+                validated.incoming,
+                kind="ingest",
+                source=source,
+                dataset_version=validated.dataset_version,
+                rejected=validated.rejected,
+            )
+    return IngestReport(
+        counts, validated.problems, validated.warnings, version_id, validated.dataset_version
+    )

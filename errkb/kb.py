@@ -1,0 +1,263 @@
+"""The knowledge base: the library's front door (``errkb.open()``).
+
+A ``KnowledgeBase`` wraps one SQLite store and a compiled matcher over its live records. It is
+safe to share between threads: the matcher is immutable once built, each thread reads through
+its own SQLite connection, and every explain runs inside one read transaction, so an answer is
+consistent with exactly one dataset version even while a sync commits a new one. When the store
+changes (a sync in another process), the next explain notices the changed state counter and
+rebuilds the matcher; ``refresh()`` does it on demand.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from errkb import __version__
+from errkb.errors import NotFoundError, StoreError
+from errkb.events import EventKind, LogEvent
+from errkb.explain import Report, decide
+from errkb.ingest import IngestReport, ingest_paths
+from errkb.matcher import Matcher
+from errkb.patterns import PatternSpec, compile_record
+from errkb.records import Record
+from errkb.store import Store, resolve_db_path
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Counts describing the knowledge base."""
+
+    path: str
+    records: int
+    retired: int
+    repos: int
+    versions: int
+    dataset_version: str | None
+    by_class: tuple[tuple[str, int], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "records": self.records,
+            "retired": self.retired,
+            "repos": self.repos,
+            "versions": self.versions,
+            "datasetVersion": self.dataset_version,
+            "byClass": dict(self.by_class),
+        }
+
+
+class KnowledgeBase:
+    """An opened knowledge base. Create it with ``errkb.open()``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._lock = threading.Lock()
+        self._matcher: Matcher | None = None
+        self._state: str | None = None
+
+    @property
+    def path(self) -> Path:
+        return self.store.path
+
+    # ------------------------------------------------------------------ explain
+    def explain(self, text: str | bytes) -> Report:
+        """Find every known error in ``text`` (a log, a traceback, any pasted output)."""
+        from errkb.logparse import parse_log
+        from errkb.logtext import decode_input
+
+        if isinstance(text, bytes | bytearray):
+            text = decode_input(bytes(text))
+        return self._report(parse_log(text))
+
+    def match_message(self, message: str, exc_class: str | None = None) -> Report:
+        """Explain one exception message (what a bot has when it catches an error)."""
+        event = LogEvent(EventKind.BARE, exc_class, message, (1,))
+        return self._report([event])
+
+    def _report(self, events: list[LogEvent]) -> Report:
+        from errkb.validators import diagnose, has_validator
+
+        with self.store.snapshot() as conn:
+            meta = self.store.meta(conn)
+            matcher = self._matcher_for(meta.get("state", "0"), conn)
+            cache: dict[str, Mapping[str, Any] | None] = {}
+
+            def lookup(rid: str) -> Mapping[str, Any] | None:
+                if rid not in cache:
+                    cache[rid] = self.store.raw_record(rid, conn)
+                return cache[rid]
+
+            matches, unmatched = decide(
+                events, matcher, lookup, diagnose=diagnose, has_validator=has_validator
+            )
+        return Report(__version__, meta.get("dataset_version"), matches, unmatched)
+
+    def _matcher_for(self, state: str, conn: Any) -> Matcher:
+        with self._lock:
+            if self._matcher is None or self._state != state:
+                self._matcher = Matcher(load_specs(conn))
+                self._state = state
+            return self._matcher
+
+    def refresh(self) -> bool:
+        """Reload the matcher if the store changed since it was built; True if it did."""
+        with self.store.snapshot() as conn:
+            state = self.store.meta(conn).get("state", "0")
+            changed = state != self._state
+            self._matcher_for(state, conn)
+        return changed
+
+    # ------------------------------------------------------------------ records
+    def get(self, key: str) -> Record:
+        """The record with this id (or slug); NotFoundError if none."""
+        ids = self.store.find_ids(key)
+        if not ids:
+            raise NotFoundError(f"no record with id or slug {key!r}")
+        raw = self.store.raw_record(ids[0])
+        return Record.from_json(raw)
+
+    def is_retired(self, record_id: str) -> bool:
+        row = (
+            self.store.reader()
+            .execute("SELECT retired FROM records WHERE id = ?", (record_id,))
+            .fetchone()
+        )
+        return bool(row and row[0])
+
+    def records(
+        self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
+    ) -> list[Record]:
+        """Live records, filtered; ordered by repo then id."""
+        sql = "SELECT raw_json FROM records r WHERE retired = 0"
+        params: list[str] = []
+        if repo:
+            sql += " AND repo = ?"
+            params.append(repo)
+        if error_class:
+            sql += " AND error_class = ?"
+            params.append(error_class)
+        if tag:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
+            )
+            params.append(tag)
+        sql += " ORDER BY repo, id"
+        rows = self.store.reader().execute(sql, params)
+        return [Record.from_json(json.loads(raw)) for (raw,) in rows]
+
+    def stats(self) -> Stats:
+        conn = self.store.reader()
+
+        def one(sql: str) -> int:
+            return int(conn.execute(sql).fetchone()[0])
+
+        by_class = tuple(
+            (str(c or "(none)"), int(n))
+            for c, n in conn.execute(
+                "SELECT error_class, count(*) FROM records WHERE retired = 0 "
+                "GROUP BY error_class ORDER BY count(*) DESC, error_class LIMIT 10"
+            )
+        )
+        return Stats(
+            path=str(self.path),
+            records=one("SELECT count(*) FROM records WHERE retired = 0"),
+            retired=one("SELECT count(*) FROM records WHERE retired = 1"),
+            repos=one("SELECT count(DISTINCT repo) FROM records WHERE retired = 0"),
+            versions=one("SELECT count(*) FROM dataset_versions"),
+            dataset_version=self.store.meta().get("dataset_version"),
+            by_class=by_class,
+        )
+
+    def iter_envelopes(self, *, include_retired: bool = False) -> Iterator[dict[str, Any]]:
+        """Every record as a ``{"record", "datasetVersion"}`` envelope, in id order."""
+        sql = "SELECT raw_json, dataset_version FROM records"
+        if not include_retired:
+            sql += " WHERE retired = 0"
+        sql += " ORDER BY id"
+        # A cursor of its own: export streams 150k records without holding them all.
+        for raw, version in self.store.reader().execute(sql):
+            yield {"record": json.loads(raw), "datasetVersion": version}
+
+    def export(self, out: IO[str], *, include_retired: bool = False) -> int:
+        """Write JSON Lines of envelopes to ``out``; return how many."""
+        count = 0
+        for envelope in self.iter_envelopes(include_retired=include_retired):
+            out.write(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n")
+            count += 1
+        return count
+
+    # ------------------------------------------------------------------ writes
+    def ingest(self, paths: Iterable[str | os.PathLike[str]]) -> IngestReport:
+        """Validate every record of ``paths``, then upsert the valid ones in one transaction."""
+        return ingest_paths(self.store, paths)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def load_specs(conn: Any) -> list[PatternSpec]:
+    """Compile the PatternSpec of every live record."""
+    rows = conn.execute(
+        "SELECT id, error_message, message_pattern, error_class, file_path, line_number, "
+        "source_code FROM records WHERE retired = 0 ORDER BY id"
+    )
+    return [
+        compile_record(
+            rid,
+            message,
+            pattern,
+            error_class=cls,
+            file_path=path,
+            line_number=line,
+            source_code=source,
+        )
+        for rid, message, pattern, cls, path, line, source in rows
+    ]
+
+
+def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = True) -> KnowledgeBase:
+    """Open (creating and migrating if needed) a knowledge base.
+
+    ``target`` is a database path or SQLite URL; by default ``$ERRKB_DB``, else a file in the
+    user's data directory. A database errkb creates is filled from the bundled dataset unless
+    ``bundled`` is False. When the default location is not writable, errkb still works: it
+    builds a private temporary database from the bundled data for this process.
+    """
+    explicit = target is not None or bool(os.environ.get("ERRKB_DB"))
+    store = Store(resolve_db_path(target))
+    try:
+        store.ensure_schema()
+    except StoreError:
+        if explicit:
+            raise
+        store = _temporary_store()
+    kb = KnowledgeBase(store)
+    if bundled and store.is_empty():
+        from errkb._resources import bundled_dataset_dir
+
+        ingest_paths(store, [bundled_dataset_dir()], only_if_empty=True)
+    return kb
+
+
+def _temporary_store() -> Store:
+    folder = tempfile.mkdtemp(prefix="errkb-")
+    atexit.register(shutil.rmtree, folder, True)
+    store = Store(Path(folder) / "errkb.sqlite3")
+    store.ensure_schema()
+    return store

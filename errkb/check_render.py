@@ -1,0 +1,228 @@
+"""Render a :class:`~errkb.check.CheckReport` as text, JSON, SARIF 2.1.0 or GitHub annotations.
+
+Renderers are pure: report in, string out. Records are looked up through ``record_lookup`` (a
+callable returning the record's JSON object, or None), so this module needs no database; it
+accepts either the bare record or the envelope ``{"record": {...}, "datasetVersion": ...}``.
+A finding of a sibling condition (no record) is rendered under its stable rule id, such as
+``quanto.missing-tensors``, with upstream's own severity: they all raise, so they are errors.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from pathlib import PurePath
+from typing import Any
+from urllib.parse import quote
+
+from errkb import __version__
+from errkb.check import CheckReport
+from errkb.validators import rule_for
+from errkb.validators.registry import Finding
+
+RecordLookup = Callable[[str], Mapping[str, Any] | None]
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+INFORMATION_URI = "https://github.com/standardbeagle/err-lookup"
+
+
+class CheckFormat(enum.StrEnum):
+    """Output formats of ``errkb check``."""
+
+    TEXT = "text"
+    JSON = "json"
+    SARIF = "sarif"
+    GITHUB = "github"
+
+
+def _record(lookup: RecordLookup, record_id: str | None) -> Mapping[str, Any] | None:
+    if record_id is None:
+        return None
+    found = lookup(record_id)
+    if found is None:
+        return None
+    inner = found.get("record")
+    return inner if isinstance(inner, Mapping) else found
+
+
+def _first_solution(record: Mapping[str, Any] | None) -> str | None:
+    if record is None:
+        return None
+    solutions = record.get("solutions")
+    if isinstance(solutions, list) and solutions and isinstance(solutions[0], str):
+        return " ".join(solutions[0].split())  # one line, whatever the record holds
+    return None
+
+
+def _severity(record: Mapping[str, Any] | None) -> str:
+    severity = record.get("severity") if record is not None else None
+    return severity if isinstance(severity, str) else "error"
+
+
+_SARIF_LEVEL = {"critical": "error", "error": "error", "warning": "warning", "info": "note"}
+_GITHUB_COMMAND = {"critical": "error", "error": "error", "warning": "warning", "info": "notice"}
+
+
+def render_text(report: CheckReport, record_lookup: RecordLookup) -> str:
+    """Render like a linter: ``path: prefix: message [rule]`` and an indented one-line fix."""
+    lines: list[str] = []
+    for finding in report.findings:
+        where = f"{finding.path}: {finding.prefix}" if finding.prefix else finding.path
+        lines.append(f"{where}: {finding.message} [{finding.rule}]")
+        fix = _first_solution(_record(record_lookup, finding.record_id))
+        if fix:
+            lines.append(f"    fix: {fix}")
+    for error in report.errors:
+        lines.append(f"{error.path}: error: {error.message}")
+    files = len(report.checked)
+    counts = [f"{len(report.findings)} finding(s)"] if report.findings else ["no findings"]
+    if report.errors:
+        counts.append(f"{len(report.errors)} error(s)")
+    lines.append(f"checked {files} file(s): {', '.join(counts)}")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: CheckReport) -> str:
+    """Render ``report.to_dict()`` as indented JSON."""
+    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+
+
+def _uri(path: str) -> str:
+    pure = PurePath(path)
+    if pure.is_absolute():
+        return "file://" + quote(pure.as_posix())
+    return quote(pure.as_posix())
+
+
+def _sarif_rule(rule_id: str, finding: Finding, record: Mapping[str, Any] | None) -> dict[str, Any]:
+    rule = rule_for(rule_id)
+    entry: dict[str, Any] = {"id": rule_id}
+    if rule is not None:
+        entry["name"] = rule.name
+        entry["shortDescription"] = {"text": rule.template}
+    entry["properties"] = {"check": finding.check.value}
+    entry["defaultConfiguration"] = {"level": _SARIF_LEVEL.get(_severity(record), "error")}
+    if record is not None:
+        url = record.get("githubUrl")
+        if isinstance(url, str):
+            entry["helpUri"] = url
+        if isinstance(record.get("documentation"), str):
+            entry["fullDescription"] = {"text": record["documentation"]}
+        solutions = record.get("solutions")
+        if isinstance(solutions, list) and solutions:
+            entry["help"] = {"text": "\n".join(f"- {s}" for s in solutions if isinstance(s, str))}
+    return entry
+
+
+def sarif_document(report: CheckReport, record_lookup: RecordLookup) -> dict[str, Any]:
+    """Build the SARIF 2.1.0 log as a dict (``render_sarif`` serialises it)."""
+    rules: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
+    results: list[dict[str, Any]] = []
+    for finding in report.findings:
+        record = _record(record_lookup, finding.record_id)
+        if finding.rule not in index:
+            index[finding.rule] = len(rules)
+            rules.append(_sarif_rule(finding.rule, finding, record))
+        location: dict[str, Any] = {
+            "physicalLocation": {"artifactLocation": {"uri": _uri(finding.path)}}
+        }
+        if finding.prefix:
+            location["logicalLocations"] = [{"name": finding.prefix, "kind": "module"}]
+        results.append(
+            {
+                "ruleId": finding.rule,
+                "ruleIndex": index[finding.rule],
+                "level": _SARIF_LEVEL.get(_severity(record), "error"),
+                "message": {"text": finding.message},
+                "locations": [location],
+                "properties": {
+                    "check": finding.check.value,
+                    "recordId": finding.record_id,
+                    "tensor": finding.tensor,
+                },
+            }
+        )
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": error.message},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(error.path)}}}],
+        }
+        for error in report.errors
+    ]
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "errkb",
+                        "version": __version__,
+                        "informationUri": INFORMATION_URI,
+                        "rules": rules,
+                    }
+                },
+                "invocations": [
+                    {
+                        "executionSuccessful": not report.errors,
+                        "toolExecutionNotifications": notifications,
+                    }
+                ],
+                "results": results,
+            }
+        ],
+    }
+
+
+def render_sarif(report: CheckReport, record_lookup: RecordLookup) -> str:
+    """Render the report as a SARIF 2.1.0 log (ruleId = record id, or the sibling rule id)."""
+    return json.dumps(sarif_document(report, record_lookup), indent=2, ensure_ascii=False) + "\n"
+
+
+def escape_data(text: str) -> str:
+    """Escape a workflow command's message, as GitHub's runner expects."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Escape a workflow command property value (``file=``, ``title=``)."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def render_github(report: CheckReport, record_lookup: RecordLookup) -> str:
+    """Render GitHub Actions workflow commands: one ``::error file=...,title=...::`` per item."""
+    lines: list[str] = []
+    for finding in report.findings:
+        record = _record(record_lookup, finding.record_id)
+        command = _GITHUB_COMMAND.get(_severity(record), "error")
+        title = f"errkb {finding.check.value} [{finding.rule}]"
+        message = f"{finding.prefix}: {finding.message}" if finding.prefix else finding.message
+        fix = _first_solution(record)
+        if fix:
+            message += f"\nfix: {fix}"
+        lines.append(
+            f"::{command} file={escape_property(finding.path)},"
+            f"title={escape_property(title)}::{escape_data(message)}"
+        )
+    for error in report.errors:
+        lines.append(
+            f"::error file={escape_property(error.path)},"
+            f"title={escape_property('errkb: cannot check')}::{escape_data(error.message)}"
+        )
+    return "".join(line + "\n" for line in lines)
+
+
+def render(report: CheckReport, fmt: CheckFormat | str, record_lookup: RecordLookup) -> str:
+    """Render ``report`` in ``fmt``: the one call the CLI needs."""
+    match CheckFormat(fmt):
+        case CheckFormat.TEXT:
+            return render_text(report, record_lookup)
+        case CheckFormat.JSON:
+            return render_json(report)
+        case CheckFormat.SARIF:
+            return render_sarif(report, record_lookup)
+        case CheckFormat.GITHUB:
+            return render_github(report, record_lookup)

@@ -1,0 +1,175 @@
+"""Reference validator predicting sglang's fused per-tensor scale failure (record 129d60f3f6e5f4e0).
+
+Upstream's check is a runtime one, in ``MergedColumnParallelLinear.weight_loader_v2``: when a
+checkpoint tensor is loaded whole (``loaded_shard_id`` None, or a tuple of shard ids) into a
+``PerTensorScaleParameter``, it must hold exactly one element, else::
+
+    Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)
+
+``QKVParallelLinear`` has the same check for ``loaded_shard_id`` None, worded
+``... fused-in-checkpoint QKV checkpoint load when loaded_shard_id is None, got shape ...`` (a
+sibling with no record yet). ``()`` and ``(1,)`` pass; ``(0,)`` fails; the dtype is irrelevant.
+
+From a checkpoint this is predictable when both hold:
+
+* the model's scheme (see :func:`errkb.checkpoint.detect_scheme`) makes the scale a
+  ``PerTensorScaleParameter``: e.g. fp8 without ``weight_block_size`` (``weight_scale``, plus
+  ``input_scale`` for static activations), compressed-tensors ``strategy: tensor``, ModelOpt FP8
+  (``weight_scale``, ``input_scale``) or NVFP4 (``weight_scale_2``, ``input_scale``);
+* the scale belongs to a layer that is already fused in the checkpoint. A checkpoint tensor named
+  after the fused module (``gate_up_proj``, ``qkv_proj``, ...) is fused by construction: models
+  whose checkpoints keep ``gate_proj``/``up_proj`` apart never name a tensor ``gate_up_proj``.
+
+MoE expert weights (a path component ``experts``) are skipped: they load into ``FusedMoE``, not a
+merged-column linear, even when named ``gate_up_proj``.
+
+First failure wins, as upstream: the load raises at the first bad tensor, so by default one
+finding is reported, for the first tensor in load order (files in the order given, tensor names
+sorted as ``safe_open(...).keys()`` returns them). ``all_layers=True`` reports every bad tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from errkb.checkpoint import QuantScheme
+from errkb.safetensors import SafetensorsHeader
+from errkb.validators.registry import (
+    CheckName,
+    Condition,
+    Diagnosis,
+    Finding,
+    Rule,
+    format_shape,
+    numel,
+    parse_capture,
+)
+
+RECORD_ID = "129d60f3f6e5f4e0"
+UPSTREAM = "sglang MergedColumnParallelLinear.weight_loader_v2 / QKVParallelLinear.weight_loader_v2"
+CAPTURE_SHAPE = "tuple(loaded_weight.shape)"
+
+#: Module names of MergedColumnParallelLinear layers that checkpoints store fused:
+#: Phi-3/Phi-4 ``gate_up_proj``, ChatGLM ``dense_h_to_4h``, Qwen3-Next in-projections.
+MERGED_COLUMN_MODULES = frozenset({"gate_up_proj", "dense_h_to_4h", "in_proj_qkvz", "in_proj_ba"})
+#: Module names of QKVParallelLinear layers that checkpoints store fused:
+#: Phi-3 ``qkv_proj``, Falcon/GPT-NeoX/ChatGLM ``query_key_value``, Baichuan ``W_pack``,
+#: Qwen (v1)/GPT-2 ``c_attn``.
+QKV_MODULES = frozenset({"qkv_proj", "query_key_value", "W_pack", "c_attn"})
+
+MERGED_NOT_SCALAR = Rule(
+    RECORD_ID,
+    "linear.merged-column-scale-not-scalar",
+    RECORD_ID,
+    CheckName.LINEAR,
+    "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape "
+    "{tuple(loaded_weight.shape)}",
+)
+QKV_NOT_SCALAR = Rule(
+    "linear.qkv-scale-not-scalar",
+    "linear.qkv-scale-not-scalar",
+    None,
+    CheckName.LINEAR,
+    "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id is "
+    "None, got shape {tuple(loaded_weight.shape)}",
+)
+RULES: tuple[Rule, ...] = (MERGED_NOT_SCALAR, QKV_NOT_SCALAR)
+
+
+def fused_scale_rule(name: str, scheme: QuantScheme) -> Rule | None:
+    """Return the rule that governs tensor ``name`` under ``scheme``, or None if none does."""
+    parts = name.split(".")
+    if len(parts) < 2 or "experts" in parts[:-2]:
+        return None
+    module, suffix = parts[-2], parts[-1]
+    if suffix not in scheme.per_tensor_scales:
+        return None
+    if module in MERGED_COLUMN_MODULES:
+        return MERGED_NOT_SCALAR
+    if module in QKV_MODULES:
+        return QKV_NOT_SCALAR
+    return None
+
+
+def check_linear(
+    headers: Sequence[SafetensorsHeader],
+    scheme: QuantScheme,
+    *,
+    all_layers: bool = False,
+) -> tuple[Finding, ...]:
+    """Predict the fused per-tensor scale failure for a group of files loaded with ``scheme``."""
+    findings: list[Finding] = []
+    for header in headers:
+        for name in header.names():
+            rule = fused_scale_rule(name, scheme)
+            if rule is None:
+                continue
+            info = header.tensors[name]
+            if info.numel == 1:
+                continue
+            template = rule.template.removesuffix("{tuple(loaded_weight.shape)}")
+            findings.append(
+                Finding(
+                    path=str(header.path),
+                    prefix=name.rsplit(".", 1)[0],
+                    tensor=name,
+                    message=template + format_shape(info.shape),
+                    record_id=rule.record_id,
+                    check=CheckName.LINEAR,
+                    rule=rule.id,
+                )
+            )
+            if not all_layers:
+                return tuple(findings)
+    return tuple(findings)
+
+
+def diagnose(captures: Mapping[str, str]) -> Diagnosis:
+    """Explain an ``Expected scalar scale for fused-in-checkpoint merged-column ...`` message."""
+    unknowns: list[str] = []
+    shape = parse_capture(captures, CAPTURE_SHAPE, unknowns)
+    expected = "() or (1,)"
+    if shape is None:
+        return Diagnosis(
+            RECORD_ID,
+            Condition.UNPARSED,
+            expected,
+            "The scale shape could not be read; a per-tensor scale has exactly 1 element: "
+            "the checkpoint's quantization recipe and the model's config disagree.",
+            tuple(unknowns),
+        )
+    s = format_shape(shape)
+    n = numel(shape)
+    if n == 1:
+        return Diagnosis(
+            RECORD_ID,
+            Condition.NOT_THIS_CHECK,
+            expected,
+            f"The shape {s} has exactly 1 element, which passes this check: the message did "
+            "not come from this condition.",
+        )
+    if n == 0:
+        return Diagnosis(
+            RECORD_ID,
+            Condition.EMPTY_SCALE,
+            expected,
+            f"The scale {s} has 0 elements; a per-tensor scale has exactly 1: the exporter "
+            "wrote an empty placeholder where the fused layer's scalar scale belongs; "
+            "re-export the checkpoint with one scalar per fused tensor.",
+        )
+    if n <= 3:
+        hint = (
+            f" {n} values look like one scale per logical shard (e.g. gate and up, or q, k "
+            "and v): a per-shard recipe saved into an already fused tensor."
+        )
+    else:
+        hint = f" {n} values look like one scale per output channel."
+    return Diagnosis(
+        RECORD_ID,
+        Condition.NOT_PER_TENSOR,
+        expected,
+        f"The scale has {n} elements; a per-tensor scale has exactly 1: the checkpoint was "
+        "quantized per channel or per shard while the model is configured per tensor."
+        f"{hint} Load it with a per-channel quantization config, or re-export one scalar scale "
+        "per fused tensor.",
+    )

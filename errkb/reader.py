@@ -72,12 +72,11 @@ def _walk(root: Path) -> Iterator[Path]:
 def open_text(path: Path) -> IO[str]:
     """Open ``path`` as UTF-8 text, transparently gunzipping it when it starts with gzip magic."""
     try:
-        raw = path.open("rb")
-        magic = raw.read(2)
-        raw.seek(0)
+        with path.open("rb") as probe:
+            magic = probe.read(2)
+        stream: IO[bytes] = gzip.open(path, "rb") if magic == _GZIP_MAGIC else path.open("rb")
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    stream: IO[bytes] = gzip.GzipFile(fileobj=raw, mode="rb") if magic == _GZIP_MAGIC else raw
     return io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline=None)
 
 

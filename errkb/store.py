@@ -142,7 +142,7 @@ class Store:
         cfg = Config()
         cfg.set_main_option("script_location", str(bundle_path("migrations")))
         script = ScriptDirectory.from_config(cfg)
-        if revision is not None and script.get_revision(revision) is None:
+        if revision is not None and not _known_revision(script, revision):
             raise SchemaVersionError(
                 f"{self.path}: database schema revision {revision!r} is newer than this errkb "
                 f"(which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
@@ -387,6 +387,15 @@ class Store:
         session.merge(MetaRow(key="state", value=str(counter)))
         if dataset_version is not None:
             session.merge(MetaRow(key="dataset_version", value=dataset_version))
+
+
+def _known_revision(script: Any, revision: str) -> bool:
+    from alembic.util import CommandError
+
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:
+        return False
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:

@@ -124,7 +124,9 @@ def parse_template(message: str) -> Template:
             if end is not None:
                 field = message[i + 1 : end]
                 name, conversion = _split_field(field)
-                if name is None:
+                if name is None and field and field[0] not in "!:":
+                    name = ""  # "{ }" is prose; only an empty field ({}, {!r}, {:>4}) is numbered
+                elif name is None:
                     positional += 1
                     name = f"arg{positional}"
                 elif name.isdigit():

@@ -1,0 +1,69 @@
+"""Shared fixtures: the bundled seed records, fresh knowledge bases, and the example logs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb import upstream
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = ROOT / "data" / "dataset"
+EXAMPLES = ROOT / "data" / "examples"
+
+QUANTO_ID = "5c84e15f4be2c1a6"
+COMFY_ID = "b9825390f5c3ae68"
+LINEAR_ID = "129d60f3f6e5f4e0"
+
+
+def load_seed_envelopes() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(DATASET.glob("*.txt"))]
+
+
+@pytest.fixture
+def envelopes() -> list[dict[str, Any]]:
+    return load_seed_envelopes()
+
+
+@pytest.fixture
+def seed_records(envelopes: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["record"]["id"]: e["record"] for e in envelopes}
+
+
+def make_record(base: dict[str, Any], message: str, file_path: str | None = None) -> dict[str, Any]:
+    """A valid variant of a seed record with another message (id, slug, pattern recomputed)."""
+    rec = copy.deepcopy(base)
+    rec["errorMessage"] = message
+    if file_path is not None:
+        rec["filePath"] = file_path
+    rec["messagePattern"] = upstream.message_pattern(message)
+    rec["id"] = upstream.record_id(rec["repo"], rec["errorCode"], message, rec["filePath"])
+    rec["slug"] = upstream.slug(rec["errorCode"], message)
+    return rec
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never touch the developer's real data directory or $ERRKB_DB."""
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    monkeypatch.delenv("ERRKB_DB", raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(tmp_path / "kb.sqlite3") as opened:
+        yield opened
+
+
+@pytest.fixture
+def empty_kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(tmp_path / "empty.sqlite3", bundled=False) as opened:
+        yield opened

@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from errkb.records import KNOWN_FIELDS, Record, check_envelope, check_record, content_hash
+from tests.conftest import QUANTO_ID
+
+
+def test_schema_accepts_every_seed(envelopes: list[dict[str, Any]]) -> None:
+    for env in envelopes:
+        checked = check_record(env["record"], source="seed")
+        assert checked.ok, checked.problems
+        assert checked.warnings == ()
+        assert check_envelope(env, source="seed", location="") == []
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "rule"),
+    [
+        (lambda r: r.update(id="XYZ"), "$.id", "pattern"),
+        (lambda r: r.update(repo="no-slash"), "$.repo", "pattern"),
+        (lambda r: r.update(slug="Not A Slug"), "$.slug", "pattern"),
+        (lambda r: r.update(errorType="boom"), "$.errorType", "enum"),
+        (lambda r: r.update(severity="fatal"), "$.severity", "enum"),
+        (lambda r: r.update(httpStatus=700), "$.httpStatus", "maximum"),
+        (lambda r: r.update(lineNumber="168"), "$.lineNumber", "type"),
+        (lambda r: r.update(githubUrl="not a url"), "$.githubUrl", "format"),
+        (lambda r: r.update(documentation=""), "$.documentation", "minLength"),
+        (lambda r: r.update(solutions="fix it"), "$.solutions", "type"),
+        (lambda r: r.update(tags=["Has Space"]), "$.tags[0]", "pattern"),
+        (lambda r: r.update(handlingStrategy="pray"), "$.handlingStrategy", "enum"),
+        (lambda r: r.update(analyzedSha="abc"), "$.analyzedSha", "pattern"),
+        (lambda r: r.update(analyzedAt="yesterday"), "$.analyzedAt", "format"),
+        (lambda r: r.update(schemaVersion=3), "$.schemaVersion", "const"),
+        (lambda r: r.update(backgroundTag="Not Kebab"), "$.backgroundTag", "pattern"),
+        (lambda r: r.update(contentChangedAt="soon"), "$.contentChangedAt", "format"),
+        (lambda r: r.pop("errorMessage"), "$", "required"),
+        (lambda r: r.update(sourceCode="x\n" * 41), "$.sourceCode", "more than 40 lines"),
+        (lambda r: r.update(lineNumber=10), "$.lineNumber", "before sourceCodeStart"),
+        (lambda r: r.update(sourceCodeEnd=100), "$.sourceCodeEnd", "before sourceCodeStart"),
+    ],
+)
+def test_schema_rejects_each_violation_with_its_path(
+    seed_records: dict[str, dict[str, Any]], mutate: Any, path: str, rule: str
+) -> None:
+    rec = copy.deepcopy(seed_records[QUANTO_ID])
+    mutate(rec)
+    checked = check_record(rec, source="f.jsonl", location="line 7")
+    assert not checked.ok
+    hits = [p for p in checked.problems if p.json_path == path and rule in p.rule]
+    assert hits, [str(p) for p in checked.problems]
+    assert hits[0].source == "f.jsonl" and hits[0].location == "line 7"
+    assert str(hits[0]).startswith("f.jsonl line 7")
+
+
+def test_every_violation_is_reported_not_only_the_first(seed_records: dict[str, dict[str, Any]]) -> None:
+    rec = copy.deepcopy(seed_records[QUANTO_ID])
+    rec.update(severity="fatal", errorType="boom", tags=[1])
+    paths = {p.json_path for p in check_record(rec, source="x").problems}
+    assert {"$.severity", "$.errorType", "$.tags[0]"} <= paths
+
+
+def test_unknown_fields_are_accepted_and_missing_background_tag_is_fine(
+    seed_records: dict[str, dict[str, Any]],
+) -> None:
+    rec = copy.deepcopy(seed_records[QUANTO_ID])
+    rec["someNewField"] = {"nested": [1, 2]}
+    rec["contentChangedAt"] = None
+    del rec["backgroundTag"]
+    assert check_record(rec, source="x").ok
+
+
+def test_id_formula_mismatch_is_a_warning(seed_records: dict[str, dict[str, Any]]) -> None:
+    rec = copy.deepcopy(seed_records[QUANTO_ID])
+    rec["id"] = "0123456789abcdef"
+    checked = check_record(rec, source="x")
+    assert checked.ok
+    assert len(checked.warnings) == 1 and QUANTO_ID in checked.warnings[0].rule
+
+
+def test_envelope_version_must_be_a_timestamp(envelopes: list[dict[str, Any]]) -> None:
+    env = {**envelopes[0], "datasetVersion": "latest"}
+    problems = check_envelope(env, source="x", location="")
+    assert [p.json_path for p in problems] == ["$.datasetVersion"]
+
+
+def test_record_value_and_content_hash(seed_records: dict[str, dict[str, Any]]) -> None:
+    raw = seed_records[QUANTO_ID]
+    record = Record.from_json(raw)
+    assert record.id == QUANTO_ID and record.error_class == "ValueError"
+    assert record.to_json() == raw
+    reordered = dict(reversed(list(raw.items())))
+    assert content_hash(reordered) == content_hash(raw)
+    assert set(raw) <= set(KNOWN_FIELDS)

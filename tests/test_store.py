@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb.errors import SchemaVersionError, UsageError
+from errkb.store import SCHEMA_HEAD, Store, resolve_db_path
+from tests.conftest import DATASET, QUANTO_ID, make_record
+
+
+def test_schema_head_constant_is_the_migrations_head() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from errkb._resources import bundle_path
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(bundle_path("migrations")))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == SCHEMA_HEAD
+
+
+def test_migrations_create_the_schema_the_models_describe(tmp_path: Path) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from errkb.models import Base
+
+    store = Store(tmp_path / "m.sqlite3")
+    assert store.ensure_schema() is True
+    assert store.ensure_schema() is False  # already at head: no second upgrade
+    with store.engine().connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    assert diff == []
+    conn2 = sqlite3.connect(store.path)
+    assert conn2.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_database_from_a_newer_errkb_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "newer.sqlite3"
+    Store(path).ensure_schema()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    with pytest.raises(SchemaVersionError, match="newer than this errkb"):
+        errkb.open(path)
+
+
+def test_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "junk.sqlite3"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(errkb.StoreError):
+        errkb.open(path)
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("kb.db", Path("kb.db")),
+        ("sqlite:///rel/kb.db", Path("rel/kb.db")),
+        ("sqlite:////abs/kb.db", Path("/abs/kb.db")),
+    ],
+)
+def test_db_targets(target: str, expected: Path) -> None:
+    assert resolve_db_path(target) == expected
+
+
+@pytest.mark.parametrize("target", ["postgresql://u@h/db", "sqlite://", "sqlite:///:memory:"])
+def test_unsupported_db_targets(target: str) -> None:
+    with pytest.raises(UsageError):
+        resolve_db_path(target)
+
+
+def test_env_var_and_default_location(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRKB_DB", str(tmp_path / "env.sqlite3"))
+    assert resolve_db_path(None) == tmp_path / "env.sqlite3"
+    monkeypatch.delenv("ERRKB_DB")
+    assert resolve_db_path(None).name == "errkb.sqlite3"
+
+
+def test_default_database_is_created_and_filled_from_bundled_data() -> None:
+    with errkb.open() as kb:
+        assert kb.stats().records == 3
+        assert kb.path.exists()
+        assert kb.stats().dataset_version == "2026-08-28T06:17:29.519Z"
+
+
+def test_unwritable_data_dir_still_works_from_bundled_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("XDG_DATA_HOME", str(blocker))  # mkdir below a file fails, even as root
+    with errkb.open() as kb:
+        assert kb.get(QUANTO_ID).id == QUANTO_ID
+        assert not str(kb.path).startswith(str(blocker))
+
+
+def test_ingest_is_idempotent(empty_kb: errkb.KnowledgeBase) -> None:
+    first = empty_kb.ingest([DATASET])
+    assert (first.counts.added, first.counts.updated, first.counts.unchanged) == (3, 0, 0)
+    again = empty_kb.ingest([DATASET])
+    assert (again.counts.added, again.counts.updated, again.counts.unchanged) == (0, 0, 3)
+    assert empty_kb.stats().records == 3
+
+
+def test_update_keeps_previous_content_in_history(
+    empty_kb: errkb.KnowledgeBase, tmp_path: Path, envelopes: list[dict[str, Any]]
+) -> None:
+    empty_kb.ingest([DATASET])
+    changed = json.loads(json.dumps(envelopes[0]))
+    changed["record"]["documentation"] = "Rewritten documentation."
+    path = tmp_path / "changed.json"
+    path.write_text(json.dumps(changed))
+    report = empty_kb.ingest([path])
+    assert (report.counts.updated, report.counts.added) == (1, 0)
+    assert empty_kb.get(QUANTO_ID).documentation == "Rewritten documentation."
+    rows = empty_kb.store.reader().execute(
+        "SELECT change, previous_json FROM record_history WHERE record_id = ? ORDER BY id", (QUANTO_ID,)
+    ).fetchall()
+    assert [r[0] for r in rows] == ["added", "updated"]
+    assert rows[0][1] is None
+    assert json.loads(rows[1][1]) == envelopes[0]["record"]
+
+
+def test_invalid_records_are_rejected_and_the_rest_applied(
+    empty_kb: errkb.KnowledgeBase, tmp_path: Path, envelopes: list[dict[str, Any]]
+) -> None:
+    bad = json.loads(json.dumps(envelopes[1]))
+    bad["record"]["severity"] = "fatal"
+    path = tmp_path / "mix.jsonl"
+    path.write_text(json.dumps(envelopes[0]) + "\n" + json.dumps(bad) + "\n")
+    report = empty_kb.ingest([path])
+    assert report.counts.added == 1 and report.counts.rejected == 1
+    (problem,) = report.problems
+    assert problem.location == "line 2" and problem.json_path == "$.record.severity"
+    assert problem.record_id == bad["record"]["id"]
+
+
+def test_child_rows_are_ordered_and_queryable(kb: errkb.KnowledgeBase, seed_records: dict[str, Any]) -> None:
+    rows = kb.store.reader().execute(
+        "SELECT text FROM record_solutions WHERE record_id = ? ORDER BY position", (QUANTO_ID,)
+    ).fetchall()
+    assert [r[0] for r in rows] == seed_records[QUANTO_ID]["solutions"]
+    assert [r.id for r in kb.records(tag="quanto")] == [QUANTO_ID]
+    assert len(kb.records(error_class="ValueError")) == 3
+    assert kb.records(repo="nobody/nothing") == []
+
+
+def test_export_round_trips_into_a_fresh_database(
+    kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    extra = make_record(seed_records[QUANTO_ID], "Quanto layer {prefix!r} is odd")
+    extra["futureField"] = {"kept": True}
+    path = tmp_path / "extra.json"
+    path.write_text(json.dumps(extra))
+    kb.ingest([path])
+    out = tmp_path / "export.jsonl"
+    with out.open("w") as fh:
+        assert kb.export(fh) == 4
+    with errkb.open(tmp_path / "fresh.sqlite3", bundled=False) as fresh:
+        report = fresh.ingest([out])
+        assert report.counts.added == 4 and not report.problems
+        assert [e for e in fresh.iter_envelopes()] == [e for e in kb.iter_envelopes()]
+        assert fresh.get(extra["id"]).raw["futureField"] == {"kept": True}

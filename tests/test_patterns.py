@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from errkb.matcher import Matcher
+from errkb.patterns import PatternOrigin, compile_record, unquote
+from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
+
+
+def _spec(rec: dict[str, Any]) -> Any:
+    return compile_record(rec["id"], rec["errorMessage"], rec["messagePattern"],
+                          error_class=rec["errorClass"], file_path=rec["filePath"])
+
+
+def test_hostile_pattern_runs_in_linear_time() -> None:
+    spec = compile_record("x" * 16, "{a} and {b} are incompatible", "(.+?) and (.+?) are incompatible")
+    matcher = Matcher([spec])
+    line = "a and " * (100_000 // 6)
+    start = time.perf_counter()
+    assert matcher.verify(0, line) is None
+    assert time.perf_counter() - start < 0.05
+    hit = matcher.verify(0, "x and y are incompatible")
+    assert hit is not None and hit.captures == (("a", "x"), ("b", "y"))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "reason"),
+    [
+        ("Value (.+?) is bad(?=!)", "does not compile under RE2"),
+        ("Value (.+?) is bad \\u0041", "does not compile under RE2"),
+        ("Totally different text (.+?)", "does not match its own errorMessage"),
+        ("Value (.+?) is (.+?) bad", "capture group(s)"),
+        ("Value (.+? is bad", "unbalanced"),
+    ],
+)
+def test_unusable_message_pattern_falls_back_to_the_template(pattern: str, reason: str) -> None:
+    spec = compile_record("f" * 16, "Value {v!r} is bad", pattern)
+    assert spec.origin is PatternOrigin.FALLBACK
+    assert spec.reason is not None and reason in spec.reason
+    hit = Matcher([spec]).find("ValueError: Value 'q' is bad")
+    assert [h.captures for h in hit] == [(("v", "q"),)]
+
+
+def test_hand_written_pattern_that_agrees_is_used() -> None:
+    spec = compile_record("e" * 16, "port {port} busy", r"port (\d+) busy")
+    assert spec.origin is PatternOrigin.MESSAGE_PATTERN and spec.reason is None
+    matcher = Matcher([spec])
+    assert matcher.find("port 8080 busy")[0].captures == (("port", "8080"),)
+    assert matcher.find("port http busy") == []
+
+
+def test_trailing_capture_takes_the_whole_value(seed_records: dict[str, Any]) -> None:
+    matcher = Matcher([_spec(r) for r in seed_records.values()])
+    hits = matcher.find("Quanto layer 'enc.0' has incompatible scale F32 (1, 3072)")
+    assert [h.spec.record_id for h in hits] == [QUANTO_ID]
+    assert dict(hits[0].captures) == {
+        "prefix": "enc.0", "scale_slice.get_dtype()": "F32", "scale_shape": "(1, 3072)",
+    }
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Comfy W4A4 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)",
+        "Comfy NVFP4 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)",
+        "MXFP8 layer 'x' has incompatible weight/scale metadata: a and b",
+        "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id is None, got shape (2,)",
+        "Quanto layer 'x' needs a 2D I8 weight, got I8 (3,)",
+    ],
+)
+def test_sibling_messages_do_not_match_seed_records(seed_records: dict[str, Any], message: str) -> None:
+    matcher = Matcher([_spec(r) for r in seed_records.values()])
+    assert matcher.find(message) == []
+
+
+_value = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), min_size=1, max_size=30
+)
+_shape = st.lists(st.integers(0, 70000), max_size=4).map(
+    lambda xs: "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
+)
+_dtype = st.sampled_from(["F32", "BF16", "F16", "I32", "F8_E4M3", "I8"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(prefix=_value, dtype=_dtype, shape=_shape, weight=_shape)
+def test_rendering_seed_templates_and_matching_recovers_the_values(
+    prefix: str, dtype: str, shape: str, weight: str
+) -> None:
+    from tests.conftest import load_seed_envelopes
+    from errkb.template import parse_template
+
+    records = {e["record"]["id"]: e["record"] for e in load_seed_envelopes()}
+    matcher = Matcher([_spec(r) for r in records.values()])
+    cases = {
+        QUANTO_ID: {"prefix": prefix, "scale_slice.get_dtype()": dtype, "scale_shape": shape},
+        COMFY_ID: {"prefix": prefix, "weight_shape": weight, "scale_shape": shape},
+        LINEAR_ID: {"tuple(loaded_weight.shape)": shape},
+    }
+    for rid, values in cases.items():
+        message = parse_template(records[rid]["errorMessage"]).render(values)
+        hits = [h for h in matcher.find(message) if h.spec.record_id == rid]
+        assert len(hits) == 1, message
+        assert dict(hits[0].captures) == values
+
+
+@pytest.mark.parametrize(
+    ("quoted", "plain"),
+    [("'enc.0'", "enc.0"), ('"it\'s"', "it's"), ("'a\\nb'", "a\nb"), ("'\\x41\\u00e9'", "Aé"),
+     ("unquoted", "unquoted"), ("'", "'")],
+)
+def test_unquote(quoted: str, plain: str) -> None:
+    assert unquote(quoted) == plain

@@ -93,7 +93,7 @@ def match(ctx: click.Context, message: str, exc_class: str | None, fmt: str) -> 
 @click.pass_context
 def show(ctx: click.Context, key: str, fmt: str) -> None:
     """Show one record, rendered like an explanation."""
-    from errkb.validators import has_validator
+    from errkb.validators import validator_for
 
     kb = _open_kb(ctx)
     record = kb.get(key)
@@ -101,7 +101,7 @@ def show(ctx: click.Context, key: str, fmt: str) -> None:
         record.to_json(),
         OutputFormat(fmt),
         color=_color(sys.stdout),
-        validated=has_validator(record.id),
+        validated=validator_for(record.id) is not None,
         retired=kb.is_retired(record.id),
     )
     click.echo(text, nl=False)

@@ -85,7 +85,10 @@ class KnowledgeBase:
         return self._report([event])
 
     def _report(self, events: list[LogEvent]) -> Report:
-        from errkb.validators import diagnose, has_validator
+        from errkb.validators import diagnose, validator_for
+
+        def has_validator(rid: str) -> bool:
+            return validator_for(rid) is not None
 
         with self.store.snapshot() as conn:
             meta = self.store.meta(conn)

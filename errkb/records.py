@@ -36,7 +36,7 @@ _validators_lock = threading.Lock()
 _validators: dict[str, Any] = {}
 
 
-def _validator(name: str) -> Any:
+def schema_validator(name: str) -> Any:
     """A cached jsonschema validator for one of our schema files (built once per process)."""
     with _validators_lock:
         if name not in _validators:
@@ -84,7 +84,7 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
 
     problems: list[Problem] = []
     errors = sorted(
-        _validator("record.v2.schema.json").iter_errors(obj), key=lambda e: list(e.absolute_path)
+        schema_validator("record.v2.schema.json").iter_errors(obj), key=lambda e: list(e.absolute_path)
     )
     for err in errors:
         problems.append(problem(_json_path(path_prefix, err.absolute_path), _rule(err)))
@@ -135,7 +135,7 @@ def check_envelope(obj: Mapping[str, Any], *, source: str, location: str) -> lis
     """Problems with an envelope's own fields; its record is checked by ``check_record``."""
     rid = obj["record"].get("id") if isinstance(obj.get("record"), dict) else None
     # The record is replaced by a stand-in so only the envelope's own rules report here.
-    errors = _validator("envelope.v2.schema.json").iter_errors({**obj, "record": {}})
+    errors = schema_validator("envelope.v2.schema.json").iter_errors({**obj, "record": {}})
     return [
         Problem(source, location, rid, _json_path("$", err.absolute_path), _rule(err))
         for err in errors

@@ -244,7 +244,8 @@ def diagnose(captures: Mapping[str, str]) -> Diagnosis:
         dtype_text = f"the scale dtype {dtype} is fine"
     else:
         dtype_text = f"the scale dtype {dtype} is not allowed: it must be BF16, F16 or F32"
-    dtype_ok = dtype in FLOAT_DTYPES
+    # An unknown dtype is not a wrong one: only a known non-float dtype is called out.
+    dtype_bad = dtype is not None and dtype not in FLOAT_DTYPES
     unknowns.append("out_features")
     expected = "(out_features, 1)"
     where = f"out_features is the first dimension of {data}, which the message does not show"
@@ -253,14 +254,14 @@ def diagnose(captures: Mapping[str, str]) -> Diagnosis:
         return Diagnosis(
             RECORD_ID,
             condition,
-            expected_text if dtype_ok else f"{expected_text} in BF16, F16 or F32",
+            f"{expected_text} in BF16, F16 or F32" if dtype_bad else expected_text,
             f"In {layer}, {dtype_text}; {shape_text}.",
             tuple(dict.fromkeys(unknowns)),
         )
 
     if shape is None:
         return result(
-            Condition.UNPARSED if dtype_ok else Condition.SCALE_DTYPE,
+            Condition.SCALE_DTYPE if dtype_bad else Condition.UNPARSED,
             f"the scale shape could not be read; it must be (out_features, 1), and {where}",
         )
     s = format_shape(shape)
@@ -280,7 +281,13 @@ def diagnose(captures: Mapping[str, str]) -> Diagnosis:
         )
     if len(shape) == 2 and shape[1] == 1:
         (n, _) = shape
-        if not dtype_ok:
+        if dtype is None:
+            return result(
+                Condition.UNPARSED,
+                f"the shape {s} has the right form, so either the dtype is not BF16, F16 or "
+                f"F32, or the scale's {n} rows do not match the weight's out_features ({where})",
+            )
+        if dtype_bad:
             return result(
                 Condition.SCALE_DTYPE,
                 f"the shape {s} has the right form, so if {n} is out_features only the dtype "

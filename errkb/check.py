@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from errkb.checkpoint import CheckpointGroup, FileError, QuantScheme, resolve_inputs
 from errkb.errors import CheckpointError, UsageError
@@ -47,7 +48,7 @@ class CheckReport:
             return 2
         return 1 if self.findings else 0
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "findings": [finding.to_dict() for finding in self.findings],
             "checked": list(self.checked),

@@ -330,6 +330,16 @@ def test_all_layers_reports_each_layer_once_in_order(tmp_path: Path) -> None:
     assert len(_one(tmp_path, tensors)) == 1
 
 
+def test_all_layers_reports_a_conflicting_layer_once(tmp_path: Path) -> None:
+    tensors = {**comfy_layer("a", scale=T("F32", (4,))), **comfy_layer("b", scale=T("F32", (4,)))}
+    metadata = _layers_metadata({"a": {"format": "int8_tensorwise", "group_size": 1}})
+    found = _one(tmp_path, tensors, metadata, all_layers=True)
+    assert [(r[1], r[5]) for r in found] == [
+        ("a", "comfy.conflicting-markers"),
+        ("b", RECORD_ID),
+    ]
+
+
 def test_a_group_of_shards_is_inspected_together(tmp_path: Path) -> None:
     markers_only = _header(
         tmp_path / "model-00001-of-00002.safetensors",

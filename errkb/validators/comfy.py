@@ -274,13 +274,14 @@ def _inspect(
         run.report(MISSING_MARKERS, message, run.where[f"{first[0]}.weight"], None, None)
 
     for prefix, marker in run.markers.items():
-        if marker.get("format") == "int8_tensorwise":
+        # In all_layers mode a layer that already failed (a conflict) reports nothing more.
+        if marker.get("format") == "int8_tensorwise" and prefix not in run.failed:
             _check_int8_layer(run, prefix)
 
     mapped: set[str] = set()
     for prefix in run.markers:
         if prefix in run.failed:
-            continue  # in all_layers mode a layer reports only its first failure
+            continue  # likewise: one failure per layer
         target = param_name_mapper(prefix) if param_name_mapper else prefix
         if target in mapped:
             message = f"Comfy markers collide after parameter mapping at {target!r}"

@@ -1,0 +1,744 @@
+"""Log parser: find every exception (and error message) in a cleaned log.
+
+This is the first step of ``explain``: text -> events. The input is first cleaned by
+:mod:`errkb.logtext`; the lines of each writer (rank, pod, pid) are then parsed on their own, so
+tracebacks that a collector interleaved line by line come apart again. The parser knows the
+traceback flavours users paste: CPython's (3.10 to 3.13: caret lines, elided statements, chains,
+exception groups), pytest's (``path:168: in func`` frames, ``E   `` lines), IPython/Jupyter's
+(``Cell In[3], line 2``, ``--> 168`` context), plus single lines that carry an error without a
+traceback (``ValueError: ...`` on its own, an ``ERROR`` log line, an HTTP JSON reply).
+
+What it must *not* report is as important: source context lines (a traceback's source line, an
+IPython context line, a pytest listing, grep output of the source, code in a Markdown code fence)
+can contain the very f-string of an error message, and they are not occurrences of it.
+
+The parser never raises and is linear in the input: every loop advances, look-aheads are
+bounded, and the few regexes are our own, anchored, with bounded repetitions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from errkb.events import ChainLink, EventKind, Frame, LogEvent
+from errkb.logtext import LogLine, NormalizedLog, normalize
+
+__all__ = ["parse_log", "parse_normalized"]
+
+#: A message keeps at most this many continuation lines ...
+MAX_CONTINUATION_LINES = 200
+#: ... and stops growing past this many characters.
+MAX_MESSAGE_CHARS = 1 << 20
+#: Frames kept per traceback (a RecursionError prints up to ~1000; the ends are what matter).
+MAX_FRAMES = 512
+
+_TB_TAIL = "Traceback (most recent call last):"
+_CHAIN_SEPARATORS = {
+    "The above exception was the direct cause of the following exception:": ChainLink.CAUSE,
+    "During handling of the above exception, another exception occurred:": ChainLink.CONTEXT,
+}
+_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "EXCEPTION"})
+
+# ``  File "<path>", line N, in <func>``; the path has no quote in it (CPython prints repr-less
+# paths, and a quote-free class keeps the match linear).
+_FRAME_RE = re.compile(
+    r"[ \t]{0,64}File \"(?P<path>[^\"\n]{1,4096})\", line (?P<line>\d{1,10})"
+    r"(?:, in (?P<func>.{1,1024}))?$"
+)
+# The last line of a traceback: ``pkg.mod.SomeError: message`` or a bare ``SomeError``.
+_EXC_LINE_RE = re.compile(
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})(?P<colon>: ?(?P<msg>.*))?$"
+)
+# A ``Class: message`` line outside any traceback; the class is then checked by name.
+_BARE_RE = re.compile(r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>\S.*)$")
+_PATH = r"(?P<path>(?:[A-Za-z]:)?[^\s:][^:\n]{0,1023}?)"
+# warnings.showwarning / pytest --tb=line / grep over a log: ``path.py:168: ValueError: msg``.
+_PATH_EXC_RE = re.compile(
+    _PATH + r":(?P<line>\d{1,9}): ?"
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>\S.*)$"
+)
+# pytest frame locations: ``path.py:12: in test_x`` (short), ``path.py:12:`` / ``path.py:168:
+# ValueError`` (long; trailing space already stripped).
+_PYTEST_LOC_RE = re.compile(
+    _PATH + r":(?P<line>\d{1,9}):(?: (?:in (?P<func>\S.{0,1023})|(?P<cls>[A-Za-z_][\w.]{0,255})))?$"
+)
+# pytest's short summary: ``FAILED tests/x.py::test_y - ValueError: msg``.
+_PYTEST_SUMMARY_RE = re.compile(
+    r"(?:FAILED|ERROR) (?P<node>\S{1,2048}) - "
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>.*)$"
+)
+# grep / rg output: ``path.py:306:    f"..."`` (greedy over a colon-free class: no backtracking).
+_GREP_RE = re.compile(r"(?P<path>[^\s:]{1,1024}):\d{1,9}[:-]")
+# IPython / Jupyter.
+_IPY_HEADER_RE = re.compile(
+    r"(?P<cls>[A-Za-z_][\w.]{0,255}?) {1,200}Traceback \(most recent call last\)$"
+)
+_IPY_CELL_RE = re.compile(
+    r"(?P<path>(?:Cell|Input) In ?\[\d{1,9}\]), (?:line (?P<line>\d{1,9})|in (?P<func1>.{1,512}))"
+    r"(?:, in (?P<func2>.{1,512}))?$"
+)
+_IPY_FILE_RE = re.compile(
+    r"File (?P<path>\S.{0,4095}?):(?P<line>\d{1,9})(?:, in (?P<func>.{1,1024}))?$"
+)
+_IPY_OLD_RE = re.compile(
+    r"(?P<path><ipython-input-[^>\n]{1,128}>|(?:/|~|[A-Za-z]:\\)[^\n]{0,4096}?\.pyx?)"
+    r" in (?P<func>\S.{0,1023})$"
+)
+_IPY_ARROW_RE = re.compile(r"-{1,16}> {0,16}(?P<line>\d{1,9})(?: (?P<src>.*))?$")
+# Exception groups: margins ``  | ``, the top header ``  + Exception Group Traceback ...``,
+# separators ``  +-+---------------- 1 ----------------`` and closers ``    +------...``.
+_GROUP_LINE_RE = re.compile(r"(?P<ind>(?:  ){1,64})(?P<mark>[|+])(?P<rest>.*)$")
+_GROUP_SEP_RE = re.compile(r"(?P<ind>(?:  ){0,64})(?P<first>\+-)?\+-{16} \S{1,16} -{16}$")
+_GROUP_CLOSE_RE = re.compile(r"(?:  ){0,64}\+-{36}$")
+_GROUP_HEAD = "  + Exception Group " + _TB_TAIL
+# Markdown code fences; code in a source-language fence is source, not output.
+_FENCE_RE = re.compile(r" {0,3}(?:`{3,}|~{3,}) {0,8}(?P<info>[\w+#.-]{0,32})")
+_SOURCE_FENCES = frozenset(
+    {
+        "python", "py", "python3", "py3", "diff", "patch", "c", "cpp", "c++", "cuda", "cu",
+        "rust", "rs", "go", "java", "javascript", "js", "typescript", "ts", "toml", "yaml",
+        "yml", "ini", "cfg", "dockerfile",
+    }
+)  # fmt: skip
+# An HTTP reply or serialized result that carries an error message as a string value:
+# ``{"success":false,"message":"Failed to update weights: ..."}`` or its Python dict repr.
+_PAYLOAD_RE = re.compile(
+    r"[\"'](?:message|error|detail|msg|error_message|errorMessage|reason)[\"'] {0,8}: {0,8}[\"']"
+)
+
+_EXC_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt")
+_KNOWN_CLASSES = frozenset(
+    {
+        "Exception", "BaseException", "ExceptionGroup", "BaseExceptionGroup",
+        "KeyboardInterrupt", "StopIteration", "StopAsyncIteration", "GeneratorExit",
+        "SystemExit",
+    }
+)  # fmt: skip
+
+
+def is_exception_class(name: str) -> bool:
+    """Tell whether a (possibly dotted) name looks like an exception class on its own.
+
+    Used where nothing else says "this is an exception" (a line outside any traceback): the
+    last name part must end in Error/Exception/Warning/Exit/Interrupt after some stem, or be a
+    well-known builtin such as ``KeyboardInterrupt``. ``Error: ...`` and ``Warning: ...`` alone
+    are ordinary words in logs and do not count.
+    """
+    last = name.rsplit(".", 1)[-1]
+    if last in _KNOWN_CLASSES:
+        return True
+    return any(last.endswith(s) and len(last) > len(s) for s in _EXC_SUFFIXES)
+
+
+def parse_log(text: str) -> list[LogEvent]:
+    """Find the exceptions and error messages in raw log text, in input order."""
+    return parse_normalized(normalize(text))
+
+
+def parse_normalized(log: NormalizedLog) -> list[LogEvent]:
+    """Find the exceptions and error messages in an already normalised log, in input order."""
+    chain_ids = itertools.count(1)
+    events: list[LogEvent] = []
+    for stream, lines in log.streams().items():
+        if _looks_reversed(lines):
+            # Cloud log viewers export newest first; a traceback then reads bottom-up.
+            lines = lines[::-1]
+        events.extend(_StreamParser(lines, stream, chain_ids).run())
+    events.sort(key=lambda e: e.lines[0] if e.lines else 0)
+    return _renumber_chains(events)
+
+
+def _renumber_chains(events: list[LogEvent]) -> list[LogEvent]:
+    """Renumber chains 1, 2, ... by first appearance, whatever order streams were parsed in."""
+    mapping: dict[int, int] = {}
+    out = []
+    for event in events:
+        if event.chain_id is None:
+            out.append(event)
+            continue
+        new = mapping.setdefault(event.chain_id, len(mapping) + 1)
+        out.append(event if new == event.chain_id else replace(event, chain_id=new))
+    return out
+
+
+def _looks_reversed(lines: Sequence[LogLine]) -> bool:
+    """Tell whether a stream is in reverse order: its traceback headers come *after* frames."""
+    forward = backward = 0
+    n = len(lines)
+    for idx, line in enumerate(lines):
+        if not line.text.endswith(_TB_TAIL):
+            continue
+        if idx + 1 < n and _FRAME_RE.match(lines[idx + 1].text):
+            forward += 1
+        elif idx > 0 and _FRAME_RE.match(lines[idx - 1].text):
+            backward += 1
+    return backward > forward
+
+
+@dataclass
+class _Draft:
+    """An event being built; turned into a frozen LogEvent once its chain is complete."""
+
+    kind: EventKind
+    exc_class: str | None
+    message: str
+    lines: list[int]
+    frames: list[Frame] = field(default_factory=list)
+    link: ChainLink = ChainLink.NONE
+    order: int = 0  #: print position of the traceback's first line (for sorting group members)
+
+
+class _StreamParser:
+    """Parse the lines of one stream (or of one exception-group member)."""
+
+    def __init__(self, lines: Sequence[LogLine], stream: str, chain_ids: Iterator[int]) -> None:
+        self.lines = lines
+        self.n = len(lines)
+        self.stream = stream
+        self.chain_ids = chain_ids
+        self.events: list[LogEvent] = []
+        self._not_group_until = -1  # a "  | ..." run already known to be no exception group
+        # pytest output is emitted entry by entry; this is what has been seen of the current test
+        self._pt_frames: list[Frame] = []
+        self._pt_source: str | None = None
+        self._pt_chain: int | None = None
+        self._pt_position = 0
+        self._pt_link: ChainLink | None = None
+
+    # --- driver -------------------------------------------------------------------------------
+
+    def run(self) -> list[LogEvent]:
+        lines, n = self.lines, self.n
+        i = 0
+        in_fence = source_fence = False
+        while i < n:
+            line = lines[i]
+            t = line.text
+            if not t or t.isspace():
+                i += 1
+                continue
+            first = t[0]
+            if first in "`~" or (first == " " and t.lstrip()[:1] in ("`", "~")):
+                fence = _FENCE_RE.match(t)
+                if fence is not None:
+                    if in_fence:
+                        in_fence = source_fence = False
+                    else:
+                        in_fence = True
+                        source_fence = fence.group("info").lower() in _SOURCE_FENCES
+                    i += 1
+                    continue
+            if self._starts_traceback(i, headerless=True):
+                i = self._chain(i)
+                continue
+            link = _CHAIN_SEPARATORS.get(t.strip())
+            if link is not None:
+                # Only pytest prints a separator between tracebacks this parser did not chain.
+                self._pt_link = link
+                i += 1
+                continue
+            if line.pytest_error:
+                i = self._pytest_exception(i)
+                continue
+            if self._pytest_marker(i):
+                i += 1
+                continue
+            if not source_fence:
+                self._single_line(line)
+            i += 1
+        return self.events
+
+    def _starts_traceback(self, i: int, *, headerless: bool) -> bool:
+        """Tell whether a traceback (or a chain beginning without one) starts at line ``i``."""
+        t = self.lines[i].text
+        if t.endswith(_TB_TAIL):
+            return True
+        if t.endswith("Traceback (most recent call last)") and _IPY_HEADER_RE.match(t):
+            return True
+        if t.startswith(("  |", "  +")) and self._group_end(i) > i:
+            return True
+        if headerless and not self.lines[i].pytest_error:
+            # An exception that was never raised prints without a traceback; as the cause of
+            # another one it is followed by a chain separator.
+            m = _BARE_RE.match(t)
+            if m is not None and is_exception_class(m.group("cls")):
+                k = self._skip_blank(i + 1)
+                return k < self.n and self.lines[k].text.strip() in _CHAIN_SEPARATORS
+        return False
+
+    def _skip_blank(self, j: int) -> int:
+        lines, n = self.lines, self.n
+        while j < n and (not lines[j].text or lines[j].text.isspace()):
+            j += 1
+        return j
+
+    # --- chains -------------------------------------------------------------------------------
+
+    def _chain(self, i: int) -> int:
+        j, drafts = self._chain_drafts(i)
+        self._emit_chain(drafts)
+        return j
+
+    def _chain_drafts(self, i: int) -> tuple[int, list[_Draft]]:
+        """Parse one printed chain starting at line ``i``; return where it ends and its drafts."""
+        drafts: list[_Draft] = []
+        link = ChainLink.NONE
+        while True:
+            j, found = self._one(i)
+            if found:
+                found[0].link = link
+                drafts.extend(found)
+            k = self._skip_blank(j)
+            if k < self.n:
+                next_link = _CHAIN_SEPARATORS.get(self.lines[k].text.strip())
+                if next_link is not None:
+                    k2 = self._skip_blank(k + 1)
+                    if k2 < self.n and self._starts_traceback(k2, headerless=False):
+                        link, i = next_link, k2
+                        continue
+                    if k2 < self.n and self._exception_line_at(k2):
+                        link, i = next_link, k2
+                        continue
+                    return k + 1, drafts
+            return max(j, i + 1), drafts
+
+    def _exception_line_at(self, i: int) -> bool:
+        m = _BARE_RE.match(self.lines[i].text)
+        return m is not None and is_exception_class(m.group("cls"))
+
+    def _emit_chain(self, drafts: list[_Draft]) -> None:
+        if not drafts:
+            return
+        chain_id = next(self.chain_ids)
+        for position, d in enumerate(drafts):
+            self.events.append(self._event(d, chain_id, position))
+
+    def _event(self, d: _Draft, chain_id: int | None, position: int) -> LogEvent:
+        return LogEvent(
+            kind=d.kind,
+            exc_class=d.exc_class,
+            message=d.message,
+            lines=tuple(d.lines),
+            frames=tuple(d.frames),
+            chain_id=chain_id,
+            chain_position=position,
+            link=d.link,
+            stream=self.stream,
+        )
+
+    def _one(self, i: int) -> tuple[int, list[_Draft]]:
+        """Parse one traceback (of any flavour) starting at line ``i``."""
+        t = self.lines[i].text
+        if t.startswith(("  |", "  +")):
+            end = self._group_end(i)
+            if end > i:
+                return self._group(i, end)
+        if t.endswith("Traceback (most recent call last)"):
+            m = _IPY_HEADER_RE.match(t)
+            if m is not None:
+                return self._ipython(i)
+        if t.endswith(_TB_TAIL):
+            return self._plain(i, headerless=False)
+        return self._plain(i, headerless=True)
+
+    # --- CPython tracebacks -------------------------------------------------------------------
+
+    def _plain(self, h: int, *, headerless: bool) -> tuple[int, list[_Draft]]:
+        lines, n = self.lines, self.n
+        base = 0
+        frames: list[Frame] = []
+        if headerless:
+            j = h
+            every = lines[h].header
+        else:
+            head = lines[h].text
+            stripped = head.lstrip()
+            if stripped.startswith(("Traceback", "Exception Group Traceback")):
+                # An indented traceback (a Markdown code block, a doctest): strip its indent.
+                base = len(head) - len(stripped)
+            j = h + 1
+            # Loggers that prefix *every* line (vLLM, logging with a subprocess's output) also
+            # prefix the frames; only where the frames are bare does a prefix mean "new record".
+            every = j < n and lines[j].header
+            path: str | None = None
+            lineno: int | None = None
+            func: str | None = None
+            source: str | None = None
+            frame_at = 0
+            while j < n:
+                t = lines[j].text
+                if not t or t.isspace():
+                    k = self._skip_blank(j)
+                    if k < n and _FRAME_RE.match(_dedent(lines[k].text, base) or ""):
+                        j = k
+                        continue
+                    break
+                body = _dedent(t, base)
+                if body is None or body[:1] not in (" ", "\t"):
+                    break
+                fm = _FRAME_RE.match(body)
+                if fm is not None:
+                    if path is not None:
+                        _add_frame(frames, Frame(path, lineno, func, source, frame_at))
+                    path, lineno = fm.group("path"), int(fm.group("line"))
+                    func, source, frame_at = fm.group("func"), None, lines[j].number
+                elif path is not None and source is None and _is_source(body):
+                    source = body.strip()
+                j += 1
+            if path is not None:
+                _add_frame(frames, Frame(path, lineno, func, source, frame_at))
+        if j >= n:
+            return max(j, h + 1), []
+        exc = lines[j]
+        if exc.header and not every and not headerless:
+            return max(j, h + 1), []  # the traceback was cut off; a new log record follows
+        body = _dedent(exc.text, base)
+        m = _EXC_LINE_RE.match(body) if body is not None else None
+        if m is None or (m.group("colon") is None and not is_exception_class(m.group("cls"))):
+            return max(j, h + 1), []
+        parts = [m.group("msg") or ""]
+        numbers = [exc.number]
+        j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
+        order = lines[h].number
+        draft = _Draft(EventKind.TRACEBACK, m.group("cls"), "\n".join(parts), numbers, frames)
+        draft.order = order
+        return j, [draft]
+
+    def _continuation(
+        self, j: int, parts: list[str], numbers: list[int], *, every: bool, base: int, pytest: bool
+    ) -> int:
+        """Append the further lines of a multi-line message; return the first line after it."""
+        lines, n = self.lines, self.n
+        size = sum(len(p) for p in parts)
+        while j < n and len(numbers) <= MAX_CONTINUATION_LINES and size < MAX_MESSAGE_CHARS:
+            line = lines[j]
+            t = line.text
+            if not t or t.isspace() or line.pytest_error != pytest:
+                break
+            if line.header and not every:
+                break
+            if (
+                t.endswith(_TB_TAIL)
+                or t.endswith("Traceback (most recent call last)")
+                or t.strip() in _CHAIN_SEPARATORS
+                or _FRAME_RE.match(t)
+            ):
+                break
+            body = _dedent(t, base)
+            if body is None:
+                break
+            parts.append(body)
+            numbers.append(line.number)
+            size += len(body)
+            j += 1
+        return j
+
+    # --- IPython / Jupyter --------------------------------------------------------------------
+
+    def _ipython(self, h: int) -> tuple[int, list[_Draft]]:
+        lines, n = self.lines, self.n
+        frames: list[Frame] = []
+        path: str | None = None
+        lineno: int | None = None
+        func: str | None = None
+        source: str | None = None
+        frame_at = 0
+        j = h + 1
+        while j < n:
+            t = lines[j].text
+            if not t or t.isspace():
+                j += 1
+                continue
+            m = _IPY_CELL_RE.match(t) or _IPY_FILE_RE.match(t) or _IPY_OLD_RE.match(t)
+            if m is not None:
+                if path is not None:
+                    _add_frame(frames, Frame(path, lineno, func, source, frame_at))
+                groups = m.groupdict()
+                path = groups["path"]
+                lineno = int(groups["line"]) if groups.get("line") else None
+                raw_func = groups.get("func") or groups.get("func2") or groups.get("func1")
+                func = _ipython_function(raw_func) if raw_func else None
+                source, frame_at = None, lines[j].number
+                j += 1
+                continue
+            arrow = _IPY_ARROW_RE.match(t)
+            if arrow is not None:
+                # "--> 168     raise ValueError(" marks the line the frame stopped at.
+                if path is not None and source is None:
+                    source = (arrow.group("src") or "").strip() or None
+                    if lineno is None:
+                        lineno = int(arrow.group("line"))
+                j += 1
+                continue
+            if t[0] in " \t" or t.startswith("..."):
+                j += 1  # numbered context lines, "[... skipping hidden 1 frame]"
+                continue
+            break
+        if path is not None:
+            _add_frame(frames, Frame(path, lineno, func, source, frame_at))
+        if j >= n:
+            return j, []
+        m2 = _EXC_LINE_RE.match(lines[j].text)
+        if m2 is None or (m2.group("colon") is None and not is_exception_class(m2.group("cls"))):
+            return j, []
+        parts = [m2.group("msg") or ""]
+        numbers = [lines[j].number]
+        j = self._continuation(j + 1, parts, numbers, every=False, base=0, pytest=False)
+        draft = _Draft(EventKind.TRACEBACK, m2.group("cls"), "\n".join(parts), numbers, frames)
+        draft.order = lines[h].number
+        return j, [draft]
+
+    # --- exception groups ---------------------------------------------------------------------
+
+    def _group_end(self, i: int) -> int:
+        """Return the end of the exception-group block starting at ``i``, or ``i`` if none."""
+        if i < self._not_group_until:
+            return i
+        lines, n = self.lines, self.n
+        k = i
+        has_separator = lines[i].text == _GROUP_HEAD
+        while k < n:
+            t = lines[k].text
+            if not _GROUP_LINE_RE.match(t):
+                break
+            if not has_separator and "+-" in t and _GROUP_SEP_RE.match(t):
+                has_separator = True
+            k += 1
+        if has_separator:
+            return k
+        self._not_group_until = k  # a margin-like run that is no group: do not rescan it
+        return i
+
+    def _group(self, h: int, end: int) -> tuple[int, list[_Draft]]:
+        """Split a group block into its members (by margin depth) and parse each on its own."""
+        buckets: dict[tuple[int, ...], list[LogLine]] = {}
+        paths: dict[int, tuple[int, ...]] = {1: ()}
+        counters: dict[int, int] = {}
+        for line in self.lines[h:end]:
+            t = line.text
+            sep = _GROUP_SEP_RE.match(t)
+            if sep is not None:
+                depth = len(sep.group("ind")) // 2 - (0 if sep.group("first") else 1)
+                depth = max(depth, 1)
+                counters[depth] = counters.get(depth, 0) + 1
+                parent = _nearest(paths, depth)
+                paths = {d: p for d, p in paths.items() if d <= depth}
+                counters = {d: c for d, c in counters.items() if d <= depth}
+                paths[depth + 1] = (*parent, counters[depth])
+                continue
+            if _GROUP_CLOSE_RE.match(t):
+                continue
+            m = _GROUP_LINE_RE.match(t)
+            if m is None:
+                continue
+            rest = m.group("rest")
+            content = rest[1:] if rest.startswith(" ") else rest
+            path = _nearest(paths, len(m.group("ind")) // 2)
+            buckets.setdefault(path, []).append(
+                replace(line, text=content, header=False, pytest_error=False)
+            )
+        drafts: list[_Draft] = []
+        for path, member_lines in buckets.items():
+            member = _StreamParser(member_lines, self.stream, self.chain_ids)
+            found = member.member_drafts()
+            if path and found:
+                found[0].link = ChainLink.GROUP
+            drafts.extend(found)
+        drafts.sort(key=lambda d: d.order)
+        return end, drafts
+
+    def member_drafts(self) -> list[_Draft]:
+        """Parse a de-margined group member: its chain(s), with or without traceback headers."""
+        drafts: list[_Draft] = []
+        i = 0
+        while i < self.n:
+            t = self.lines[i].text
+            if not t or t.isspace():
+                i += 1
+                continue
+            m = _EXC_LINE_RE.match(t)
+            if t.endswith(_TB_TAIL) or (
+                m is not None
+                and (m.group("colon") is not None or is_exception_class(m.group("cls")))
+            ):
+                j, found = self._chain_drafts(i)
+                drafts.extend(found)
+                i = max(j, i + 1)
+                continue
+            i += 1
+        return drafts
+
+    # --- pytest -------------------------------------------------------------------------------
+
+    def _pytest_marker(self, i: int) -> bool:
+        """Record pytest frame context at line ``i``; tell whether the line was such context."""
+        t = self.lines[i].text
+        if t.startswith(("___", "===")) and t.endswith(("___", "===")):
+            # A new test (or a new session section): what came before belongs to another test.
+            self._pt_frames, self._pt_source = [], None
+            self._pt_chain, self._pt_link = None, None
+            return True
+        if t.startswith("> ") or t == ">":
+            self._pt_source = t[1:].strip() or None
+            return True
+        m = _PYTEST_LOC_RE.match(t) if ":" in t else None
+        if m is None:
+            return False
+        func = m.group("func")
+        source = self._pt_source
+        if func is not None and i + 1 < self.n and self.lines[i + 1].text[:1] in (" ", "\t"):
+            source = self.lines[i + 1].text.strip() or None  # --tb=short: source comes after
+        _add_frame(
+            self._pt_frames,
+            Frame(m.group("path"), int(m.group("line")), func, source, self.lines[i].number),
+        )
+        self._pt_source = None
+        return True
+
+    def _pytest_exception(self, i: int) -> int:
+        """Turn a block of ``E   `` lines (plus the location line after it) into one event."""
+        lines, n = self.lines, self.n
+        m = _EXC_LINE_RE.match(lines[i].text)
+        if m is not None and (m.group("colon") is not None or is_exception_class(m.group("cls"))):
+            cls: str | None = m.group("cls")
+            parts = [m.group("msg") or ""]
+        else:
+            cls, parts = None, [lines[i].text]
+        numbers = [lines[i].number]
+        j = self._continuation(i + 1, parts, numbers, every=True, base=0, pytest=True)
+        frames = self._pt_frames
+        k = self._skip_blank(j)
+        if k < n and k - j <= 1:
+            loc = _PYTEST_LOC_RE.match(lines[k].text)
+            if loc is not None and loc.group("func") is None:
+                # --tb=long names the raising frame (and the class) after the E lines.
+                _add_frame(
+                    frames,
+                    Frame(
+                        loc.group("path"),
+                        int(loc.group("line")),
+                        None,
+                        self._pt_source,
+                        lines[k].number,
+                    ),
+                )
+                cls = cls or loc.group("cls")
+                j = k + 1
+        if cls is None and parts[0].startswith("assert "):
+            cls = "AssertionError"  # pytest's assertion rewriting prints the expression only
+        draft = _Draft(EventKind.TRACEBACK, cls, "\n".join(parts), numbers, frames)
+        if self._pt_link is not None and self._pt_chain is not None:
+            draft.link = self._pt_link
+            self._pt_position += 1
+        else:
+            self._pt_chain = next(self.chain_ids)
+            self._pt_position = 0
+        self.events.append(self._event(draft, self._pt_chain, self._pt_position))
+        self._pt_frames, self._pt_source, self._pt_link = [], None, None
+        return j
+
+    # --- single lines -------------------------------------------------------------------------
+
+    def _single_line(self, line: LogLine) -> None:
+        """Report a line that carries an error on its own (no traceback around it)."""
+        t = line.text
+        if line.level in _ERROR_LEVELS:
+            body = t.strip()
+            m = _BARE_RE.match(body)
+            if m is not None and is_exception_class(m.group("cls")):
+                self._single(EventKind.LOG, m.group("cls"), m.group("msg"), line)
+            elif body:
+                s = _PYTEST_SUMMARY_RE.match("ERROR " + body)
+                if s is not None and is_exception_class(s.group("cls")):
+                    self._single(EventKind.LOG, s.group("cls"), s.group("msg"), line)
+                else:
+                    self._single(EventKind.LOG, None, body, line)
+            return
+        if t[0] not in " \t":
+            m = _BARE_RE.match(t)
+            if m is not None and is_exception_class(m.group("cls")):
+                self._single(EventKind.BARE, m.group("cls"), m.group("msg"), line)
+                return
+            if ":" in t[:1100]:
+                p = _PATH_EXC_RE.match(t)
+                if p is not None and is_exception_class(p.group("cls")):
+                    frame = Frame(p.group("path"), int(p.group("line")), None, None, line.number)
+                    self._single(EventKind.BARE, p.group("cls"), p.group("msg"), line, frame)
+                    return
+            if t.startswith("FAILED "):
+                s = _PYTEST_SUMMARY_RE.match(t)
+                if s is not None:
+                    self._single(EventKind.LOG, s.group("cls"), s.group("msg"), line)
+                    return
+            grep = _GREP_RE.match(t)
+            if grep is not None and ("/" in grep.group("path") or "." in grep.group("path")):
+                return  # grep output quotes source, and source is no occurrence
+        elif t.lstrip()[:1] not in ("'", '"'):
+            # Indented: source or a listing, unless it is a key of a pretty-printed payload.
+            return
+        if _PAYLOAD_RE.search(t) is not None:
+            self._single(EventKind.LOG, None, t.strip(), line)
+
+    def _single(
+        self,
+        kind: EventKind,
+        cls: str | None,
+        message: str,
+        line: LogLine,
+        frame: Frame | None = None,
+    ) -> None:
+        self.events.append(
+            LogEvent(
+                kind=kind,
+                exc_class=cls,
+                message=message,
+                lines=(line.number,),
+                frames=(frame,) if frame is not None else (),
+                stream=self.stream,
+            )
+        )
+
+
+def _nearest(paths: dict[int, tuple[int, ...]], depth: int) -> tuple[int, ...]:
+    """Return the member path at ``depth``, or the deepest one above it (malformed input)."""
+    while depth > 1 and depth not in paths:
+        depth -= 1
+    return paths.get(depth, ())
+
+
+def _dedent(text: str, base: int) -> str | None:
+    """Remove ``base`` columns of indentation; None when the line is indented less."""
+    if not base:
+        return text
+    if len(text) >= base and text[:base].isspace():
+        return text[base:]
+    return None
+
+
+def _is_source(body: str) -> bool:
+    """Tell whether an indented traceback line is the frame's source (not a caret or elision)."""
+    s = body.strip()
+    if not s or not s.strip("^~ "):
+        return False  # 3.11+ caret line
+    return not (s.startswith("...<") or s.startswith("[Previous line repeated"))
+
+
+def _add_frame(frames: list[Frame], frame: Frame) -> None:
+    # Keep the first and the last frames of very deep stacks: they say where it started and
+    # where it failed.
+    if len(frames) >= MAX_FRAMES:
+        del frames[MAX_FRAMES // 2]
+    frames.append(frame)
+
+
+def _ipython_function(raw: str) -> str:
+    """``func(a, b)`` -> ``func``; ``<cell line: 2>()`` -> ``<cell line: 2>``."""
+    raw = raw.strip()
+    if raw.startswith("<"):
+        end = raw.find(">")
+        return raw[: end + 1] if end > 0 else raw
+    paren = raw.find("(")
+    return raw[:paren] if paren > 0 else raw

@@ -1,0 +1,355 @@
+r"""Log text normalisation: from whatever a user pasted to clean lines with their origin.
+
+Users paste terminal captures, collector exports and notebook output. Before any traceback can
+be parsed, this module undoes what the transport did to each line: ANSI colour codes (also the
+bare ``[1;36m`` remnants a copy leaves behind), Windows line ends, tqdm bars glued to the next
+line by ``\r``, and the stack of per-line prefixes that loggers and collectors put in front of
+the text (timestamps, ``[2026-08-28 05:10:05 TP0]``, ``[pod/x/y]``, ``svc  |``,
+``(RayWorkerWrapper pid=1234)``, ``[rank0]:``, pytest's ``E   `` ...). Every cleaned line keeps
+its 1-based line number in the *original* input and the "stream identity" (rank, pod, pid,
+service) its prefixes carried, so the parser can reassemble interleaved output and report line
+numbers a user can jump to.
+
+All patterns here are our own fixed regexes: each is anchored at a known position and every
+repetition is bounded, so none can backtrack catastrophically, and the prefix patterns never
+look past a bounded head of a line (a 10 MB line costs one scan, not one per pattern). Every
+function is total: any input gives a result, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = [
+    "LogLine",
+    "NormalizedLog",
+    "decode_input",
+    "normalize",
+]
+
+#: Prefix patterns only ever look at this many characters of a line.
+PREFIX_HEAD = 2048
+#: At most this many stacked prefixes are stripped from one line.
+MAX_PREFIXES = 8
+
+# --- whole-text cleaning ---------------------------------------------------------------------
+
+# A real escape sequence: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or
+# ST), DCS/PM/APC strings, charset selection and the two-byte escapes. "␛" (U+241B) is what some
+# terminals and web views show instead of ESC when a log is copied.
+_ANSI_RE = re.compile(
+    r"[\x1b\u241b](?:"
+    r"\[[0-?]{0,64}[ -/]{0,16}[@-~]"
+    r"|\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)?"
+    r"|[PX^_][^\x1b\n]{0,4096}(?:\x1b\\)?"
+    r"|[()*+][0-9A-Za-z]?"
+    r"|[@-Z\\-_]"
+    r")?"
+)
+# What is left of an SGR colour code when the ESC byte was lost in a copy: ``[1;36m``, ``[0m``,
+# or ``^[[31m`` from ``cat -v``. Digits are required so ``arr[m]`` or ``x[mask]`` survive.
+_ANSI_REMNANT_RE = re.compile(r"(?:\^\[)?\[\d{1,3}(?:;\d{1,3}){0,15}m|\(B\[m")
+# C0 controls except TAB/LF/CR, and DEL: NUL bytes, backspaces and bells carry no text.
+_CTRL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+
+# A tqdm-style progress bar at the start of a ``\r`` segment: "desc:  50%|█████ | 1/2 [...]"
+# or sglang's "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01, ...]".
+# Whatever follows the closing ``]`` was glued on by the next writer.
+_PROGRESS_RE = re.compile(
+    r"[^\n]{0,256}?\d{1,3}(?:\.\d{1,2})?%[^\n]{0,512}?"
+    r"\d{1,12}(?:\.\d{1,3})?[kMGT]?/\d{1,12}(?:\.\d{1,3})?[kMGT]?"
+    r"(?: ?\[[^\]\n]{0,256}\])?"
+)
+
+# --- per-line prefixes -----------------------------------------------------------------------
+
+_DATE = r"(?:\d{4}[-/])?\d{1,2}[-/]\d{1,2}"
+_TIME = r"\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?"
+_TZ = r"(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?"
+_STAMP = rf"{_DATE}[ T]{_TIME}{_TZ}"
+_LEVELS = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|NOTICE|EXCEPTION"
+_MONTHS = r"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+
+# One alternation, one branch per prefix shape. Each branch is wrapped in a named group ``K_*``
+# that closes last, so ``match.lastgroup`` names the branch. Order matters where shapes overlap:
+# ``[pod/..]`` and ``[rank0]:`` before the generic ``[tag]``; cloud severity before log level.
+_PREFIX_RE = re.compile(
+    "|".join(
+        (
+            # kubectl logs --prefix
+            r"(?P<K_kube>\[(?P<kube>pod/[^\]\s]{1,300})\] ?)",
+            # torchrun / torch.distributed.launch --tee
+            r"(?P<K_rank>\[(?P<rank>(?:rank|default)\d{1,6})\]:? ?)",
+            # sglang "[2026-08-28 05:10:05 DP1 TP3 EP2] ", diffusion "[08-28 05:10:05] ", CI
+            # "[2025-11-06T02:09:46.230Z] ", "[01:38:57] "
+            rf"(?P<K_bts>\[(?P<bts>{_STAMP}|{_TIME})"
+            r"(?P<ranks>(?: [A-Z]{1,4}\d{1,6}){0,8})\]:? ?)",
+            # glog / c10d: "W0828 05:10:05.123456 1234 file.cpp:12] " (also bracketed)
+            r"(?P<K_glog>\[?(?P<glog>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,8}\d{1,10} "
+            r"[^\]\s]{1,256}:\d{1,7}\] ?)",
+            # cloud logging export: "ERROR 2025-04-04T06:24:51.493646621Z " (a per-line severity)
+            rf"(?P<K_cloud>(?:DEFAULT|{_LEVELS}|ALERT|EMERGENCY) (?=\d{{4}}-\d{{2}}-\d{{2}}T))",
+            # Python logging "2025-04-03 12:05:56,595 - __main__ - INFO - "
+            rf"(?P<K_dash>(?P<dts>{_STAMP}) - (?:[\w.<>-]{{1,128}} - )?(?P<dlevel>{_LEVELS}) - )",
+            # bare timestamps: RFC 3339 (docker, kubectl --timestamps), logging's asctime
+            rf"(?P<K_ts>(?P<ts>{_STAMP})(?: \||:| -)? ?)",
+            # syslog / journald: "Aug 28 05:10:05 host python3[123]: "
+            rf"(?P<K_syslog>(?:{_MONTHS}) {{1,2}}\d{{1,2}} \d{{2}}:\d{{2}}:\d{{2}} [\w.-]{{1,64}} "
+            r"(?P<prog>[\w./@-]{1,64}(?:\[\d{1,10}\])?): ?)",
+            # Python's default "ERROR:root:" format
+            rf"(?P<K_lvlname>(?P<nlevel>{_LEVELS}):[\w.<>-]{{1,128}}:)",
+            # level words: "ERROR ", "ERROR: ", "[ERROR] ", "ERROR - ", loguru "ERROR    | ",
+            # uvicorn's padded "INFO:     "
+            rf"(?P<K_level>\[?(?P<level>{_LEVELS})\]?"
+            r"(?P<lsep> {0,8}\| | - |:(?P<lpad> {0,8})| (?=\S)))",
+            # code location after a level: vLLM "[core.py:946] ", loguru "mod:func:12 - "
+            r"(?P<K_loc>\[[\w.<>/-]{1,128}:\d{1,7}\] |[\w.<>]{1,128}:[\w.<>]{1,128}:\d{1,7} - )",
+            # Ray / vLLM worker output: "(RayWorkerWrapper pid=1234) ", "(WorkerDict pid=77,
+            # ip=10.0.0.2) ", "(EngineCore_DP0 pid=14675) ", "(raylet, ip=10.0.0.3) "
+            r"(?P<K_ray>\((?P<ray>[^()\n]{0,128}?\bpid=\d{1,10}[^()\n]{0,128}?"
+            r"|(?:raylet|gcs_server|autoscaler|monitor|dashboard_agent|log_monitor)"
+            r"(?:, ip=[\w.:]{1,64})?)\) ?)",
+            # pytest's exception lines "E       ValueError: ..." (and the empty "E")
+            r"(?P<K_pytest>E(?: {3,64}|$))",
+            # any other bracketed tag: "[TP0] ", "[worker-3] ", "[gpu=0] ", "[Gloo] "
+            r"(?P<K_tag>\[(?P<tag>[A-Za-z][\w.:/@=-]{0,63})\]:? )",
+        )
+    )
+)
+# docker compose "svc-1  | " only ever comes first: elsewhere "word | " is ordinary text.
+_COMPOSE_RE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
+# A bracketed tag names a stream when it looks like a rank or a worker: "TP0", "gw3", "gpu=0".
+_TAG_IDENTITY_RE = re.compile(r"[A-Za-z][A-Za-z_-]{0,31}=?\d{1,6}")
+
+_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One cleaned line and where it came from."""
+
+    number: int  #: 1-based line number in the original input (shared by ``\r`` segments)
+    text: str  #: the line without prefixes, colours and trailing whitespace; indentation kept
+    stream: str = ""  #: identity of the writer (rank, pod, pid, service), "" when unknown
+    level: str | None = None  #: log level word of the line's own logger prefix ("ERROR", ...)
+    header: bool = False  #: a logger prefix on this line starts a new log record
+    pytest_error: bool = False  #: the line was one of pytest's ``E   `` exception lines
+
+
+@dataclass(frozen=True)
+class NormalizedLog:
+    """The cleaned lines of one input, in input order."""
+
+    lines: tuple[LogLine, ...]
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __iter__(self) -> Iterator[LogLine]:
+        return iter(self.lines)
+
+    @property
+    def text(self) -> str:
+        """The cleaned text, one line per cleaned line (handy for debugging and tests)."""
+        return "\n".join(line.text for line in self.lines)
+
+    def streams(self) -> dict[str, list[LogLine]]:
+        """Group the lines by stream identity, each group in input order."""
+        groups: dict[str, list[LogLine]] = {}
+        for line in self.lines:
+            groups.setdefault(line.stream, []).append(line)
+        return groups
+
+
+def decode_input(data: bytes) -> str:
+    """Decode raw log bytes to text; never raises.
+
+    UTF-8 with replacement characters for invalid bytes; UTF-16 when the data says so (a BOM, or
+    the NUL pattern of text that PowerShell's ``>`` wrote); NUL bytes are dropped.
+    """
+    try:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return data.decode("utf-16", errors="replace").replace("\x00", "")
+        if _looks_utf16le(data):
+            return data.decode("utf-16-le", errors="replace").replace("\x00", "")
+        return data.decode("utf-8-sig", errors="replace").replace("\x00", "")
+    except Exception:  # decoding must be total, and latin-1 cannot fail
+        return data.decode("latin-1").replace("\x00", "")
+
+
+def _looks_utf16le(data: bytes) -> bool:
+    """ASCII text in UTF-16-LE without a BOM: nearly every odd byte is NUL, even bytes are not."""
+    head = data[:4096]
+    if len(head) < 16:
+        return False
+    odd = head[1::2]
+    even = head[0::2]
+    return odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even)
+
+
+def normalize(text: str) -> NormalizedLog:
+    """Clean a whole log; see the module docstring for what is removed."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\x1b" in text or "\u241b" in text:
+        text = _ANSI_RE.sub("", text)
+    text = _ANSI_REMNANT_RE.sub("", text)
+    if "\r\n" in text:
+        text = text.replace("\r\n", "\n")
+    text = _CTRL_RE.sub("", text)
+    physical = text.split("\n")
+    if physical and physical[-1] == "":
+        physical.pop()
+
+    out: list[LogLine] = []
+    state = _State()
+    append = out.append
+    for number, raw in enumerate(physical, start=1):
+        if "\r" in raw:
+            for segment in _segments(raw):
+                append(_clean_line(number, segment, state))
+        else:
+            append(_clean_line(number, raw, state))
+    return NormalizedLog(tuple(out))
+
+
+class _State:
+    """What cleaning one line needs to know about the lines before it."""
+
+    __slots__ = ("pytest_width", "record_ids")
+
+    def __init__(self) -> None:
+        #: transport key -> rank of the log record currently being written on that transport
+        self.record_ids: dict[str, str] = {}
+        #: width of the "E   " prefix of the previous line, 0 when it was no pytest E line
+        self.pytest_width = 0
+
+
+def _pytest_text_start(line: str, start: int, state: _State) -> int:
+    """Where the text of a pytest ``E`` line starts.
+
+    pytest prefixes every line of one exception with the same ``E`` + spaces; spaces beyond
+    that width are the message's own indentation, so the first line of a block sets the width.
+    """
+    pos = start + 1
+    while pos < len(line) and line[pos] == " ":
+        pos += 1
+    width = pos - start
+    if state.pytest_width and width > state.pytest_width:
+        return start + state.pytest_width
+    state.pytest_width = width
+    return pos
+
+
+def _segments(raw: str) -> list[str]:
+    r"""Return the parts of a physical line with ``\r`` in it that are worth keeping.
+
+    A terminal shows only what was written after the last ``\r``, and for a tqdm bar followed
+    by a log line that is exactly the error text. But a bar can also be glued to the text with
+    no ``\r`` in between (the bar's own ``\r`` comes *before* it), and a segment that was
+    overwritten is not always a bar (two processes sharing a terminal). So: drop the progress
+    bars, keep what a writer glued after them, and keep every other non-blank segment in order.
+    """
+    kept: list[str] = []
+    last_nonblank = ""
+    for segment in raw.split("\r"):
+        if not segment.strip():
+            continue
+        last_nonblank = segment
+        m = _PROGRESS_RE.match(segment, 0, min(len(segment), PREFIX_HEAD))
+        if m is not None:
+            rest = segment[m.end() :]
+            if rest.strip():
+                kept.append(rest)
+            continue
+        kept.append(segment)
+    if not kept:
+        # Only bars (or nothing): keep the final state, as a terminal would show it.
+        kept.append(last_nonblank)
+    return kept
+
+
+def _clean_line(number: int, raw: str, state: _State) -> LogLine:
+    """Strip the stacked prefixes of one line and work out its stream identity."""
+    line = raw.rstrip()
+    record_ids = state.record_ids
+    if not line or line[0] in " \t":
+        # No prefix starts with whitespace: a frame or source line, or a continuation line of
+        # a multi-line log record, which belongs to the record its transport stream is in.
+        state.pytest_width = 0
+        return LogLine(number, line, record_ids.get("", ""))
+
+    pos = 0
+    end = min(len(line), PREFIX_HEAD)
+    transport: list[str] = []
+    record: str | None = None
+    level: str | None = None
+    header = False
+    pytest_error = False
+
+    m = _COMPOSE_RE.match(line, 0, end)
+    if m is not None and not _PREFIX_RE.match(line, 0, end):
+        transport.append(m.group("svc"))
+        pos = m.end()
+
+    for _ in range(MAX_PREFIXES):
+        m = _PREFIX_RE.match(line, pos, end)
+        if m is None or m.end() == pos:
+            break
+        kind = m.lastgroup
+        new_pos = m.end()
+        if kind == "K_kube":
+            transport.append(m.group("kube"))
+        elif kind == "K_rank":
+            transport.append(m.group("rank"))
+        elif kind == "K_ray":
+            transport.append(m.group("ray").strip())
+        elif kind == "K_syslog":
+            transport.append(m.group("prog"))
+        elif kind == "K_bts":
+            # A "T" date is a collector's per-line stamp; a space date is a logger's record.
+            if "T" not in m.group("bts"):
+                header = True
+                record = m.group("ranks").strip()
+        elif kind == "K_ts":
+            if "T" not in m.group("ts"):
+                header = True
+                record = ""
+        elif kind == "K_dash":
+            header, level, record = True, m.group("dlevel"), ""
+        elif kind == "K_glog":
+            header, level, record = True, _GLOG_LEVELS[m.group("glog")], ""
+        elif kind == "K_lvlname":
+            header, level = True, m.group("nlevel")
+            record = record if record is not None else ""
+        elif kind == "K_level":
+            header, level = True, m.group("level")
+            record = record if record is not None else ""
+            pad = m.group("lpad")
+            if pad is not None and len(pad) > 1:
+                # uvicorn pads "LEVEL:" to a fixed width of ten; any other run of spaces after
+                # "LEVEL:" is the text's own indentation (a traceback line logged as-is).
+                start = m.start("K_level")
+                new_pos = start + 10 if new_pos - start >= 10 else m.start("lpad") + 1
+        elif kind == "K_tag":
+            tag = m.group("tag")
+            if _TAG_IDENTITY_RE.fullmatch(tag):
+                record = tag
+        elif kind == "K_pytest":
+            pytest_error = True
+            pos = _pytest_text_start(line, m.start("K_pytest"), state)
+            break
+        # K_cloud and K_loc carry no identity: the line is simply continued.
+        pos = new_pos
+
+    if not pytest_error:
+        state.pytest_width = 0
+    key = " ".join(transport)
+    if record is not None:
+        record_ids[key] = record
+    rank = record_ids.get(key, "")
+    stream = f"{key} {rank}" if key and rank else key or rank
+    text = line[pos:] if pos else line
+    return LogLine(number, text, stream, level, header, pytest_error)

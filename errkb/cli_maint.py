@@ -1,0 +1,54 @@
+"""Dataset maintainers' commands: ``errkb lint`` and ``errkb extract``.
+
+They register on the main group (``errkb.cli`` imports this module), and stay thin like every
+other command: parse options, call one library function, render. Library errors propagate to
+``errkb.cli.main``, which maps them to a message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+
+from errkb.cli import cli
+from errkb.extract import DEFAULT_SHA, extract, write_jsonl
+
+
+@cli.command("extract")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--repo", required=True, metavar="OWNER/NAME", help="Repository the source is from.")
+@click.option(
+    "--sha", default=DEFAULT_SHA, show_default="40 zeros", metavar="SHA", help="Commit scanned."
+)
+@click.option("--root", type=click.Path(file_okay=False), help="Make filePath relative to this.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Skip matching files/directories.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write to FILE (atomically).")
+@click.option("--envelope", is_flag=True, help='Write {"record", "datasetVersion"} envelopes.')
+def extract_command(
+    paths: Sequence[str],
+    repo: str,
+    sha: str,
+    root: str | None,
+    exclude: Sequence[str],
+    output: str | None,
+    envelope: bool,
+) -> None:
+    """Write draft records for the raise sites in Python PATHS, as JSON Lines.
+
+    Source is parsed, never imported or run. Files that do not parse are skipped with a warning.
+    """
+
+    def warn(path: str, reason: str) -> None:
+        click.echo(f"warning: skipped {path}: {reason}", err=True)
+
+    records = extract(paths, repo=repo, sha=sha, root=root, exclude=exclude, on_skip=warn)
+    if output is None:
+        count = write_jsonl(records, sys.stdout, envelope=envelope)
+    else:
+        from errkb.atomic import atomic_write_text
+
+        with atomic_write_text(output) as fh:
+            count = write_jsonl(records, fh, envelope=envelope)
+    click.echo(f"extracted {count} record(s)" + (f" to {output}" if output else ""), err=True)

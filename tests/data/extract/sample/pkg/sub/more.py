@@ -1,0 +1,2 @@
+def more(value):
+    raise ValueError(f"nested module value {value}")  # line 2

@@ -42,15 +42,17 @@ _CHAIN_SEPARATORS = {
 }
 _ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "EXCEPTION"})
 
-# ``  File "<path>", line N, in <func>``; the path has no quote in it (CPython prints repr-less
-# paths, and a quote-free class keeps the match linear).
+# ``  File "<path>", line N, in <func>`` (loguru marks the failing frame ``> File``); the path
+# has no quote in it (CPython prints paths as is, and a quote-free class keeps it linear).
 _FRAME_RE = re.compile(
-    r"[ \t]{0,64}File \"(?P<path>[^\"\n]{1,4096})\", line (?P<line>\d{1,10})"
+    r"(?:> |[ \t]{0,64})File \"(?P<path>[^\"\n]{1,4096})\", line (?P<line>\d{1,10})"
     r"(?:, in (?P<func>.{1,1024}))?$"
 )
 # The last line of a traceback: ``pkg.mod.SomeError: message`` or a bare ``SomeError``.
+# Ray prints ``ray.exceptions.RayTaskError(ValueError): ...``: the cause class in parentheses.
 _EXC_LINE_RE = re.compile(
-    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})(?P<colon>: ?(?P<msg>.*))?$"
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}(?:\([A-Za-z_][\w.]{0,255}\))?)"
+    r"(?P<colon>: ?(?P<msg>.*))?$"
 )
 # A ``Class: message`` line outside any traceback; the class is then checked by name.
 _BARE_RE = re.compile(r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>\S.*)$")
@@ -108,6 +110,9 @@ _SOURCE_FENCES = frozenset(
 _PAYLOAD_RE = re.compile(
     r"[\"'](?:message|error|detail|msg|error_message|errorMessage|reason)[\"'] {0,8}: {0,8}[\"']"
 )
+
+# A shell or REPL prompt after a traceback is the user typing again, not more message.
+_PROMPT_RE = re.compile(r"(?:\$|#|>>>|PS [^>\n]{1,256}>|In \[\d{1,9}\]:)(?: |$)")
 
 _EXC_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt")
 _KNOWN_CLASSES = frozenset(
@@ -371,13 +376,17 @@ class _StreamParser:
             while j < n:
                 t = lines[j].text
                 if not t or t.isspace():
+                    # CPython prints no blank lines here; loguru separates frames (and the
+                    # exception line) with them.
                     k = self._skip_blank(j)
                     if k < n and _FRAME_RE.match(_dedent(lines[k].text, base) or ""):
                         j = k
                         continue
+                    if k < n and path is not None and self._exception_line_at(k):
+                        j = k
                     break
                 body = _dedent(t, base)
-                if body is None or body[:1] not in (" ", "\t"):
+                if body is None or (body[:1] not in (" ", "\t") and not body.startswith("> File")):
                     break
                 fm = _FRAME_RE.match(body)
                 if fm is not None:
@@ -401,7 +410,10 @@ class _StreamParser:
             return max(j, h + 1), []
         parts = [m.group("msg") or ""]
         numbers = [exc.number]
-        j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
+        if m.group("colon") is not None:
+            j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
+        else:
+            j += 1  # "AssertionError" alone: an empty message has no further lines
         order = lines[h].number
         draft = _Draft(EventKind.TRACEBACK, m.group("cls"), "\n".join(parts), numbers, frames)
         draft.order = order
@@ -413,18 +425,27 @@ class _StreamParser:
         """Append the further lines of a multi-line message; return the first line after it."""
         lines, n = self.lines, self.n
         size = sum(len(p) for p in parts)
+        first = lines[j - 1]
         while j < n and len(numbers) <= MAX_CONTINUATION_LINES and size < MAX_MESSAGE_CHARS:
             line = lines[j]
             t = line.text
-            if not t or t.isspace() or line.pytest_error != pytest:
+            if not t or t.isspace() or line.pytest_error != pytest or _PROMPT_RE.match(t):
                 break
-            if line.header and not every:
+            if every:
+                # Every line of the record carries the same logger prefix; a line with another
+                # one (or none, or one more) was written by someone else.
+                if not pytest and (
+                    line.record_prefixes != first.record_prefixes or line.level != first.level
+                ):
+                    break
+            elif line.header:
                 break
             if (
                 t.endswith(_TB_TAIL)
                 or t.endswith("Traceback (most recent call last)")
                 or t.strip() in _CHAIN_SEPARATORS
                 or _FRAME_RE.match(t)
+                or (t.lstrip()[:1] in ("`", "~") and _FENCE_RE.match(t))
             ):
                 break
             body = _dedent(t, base)
@@ -538,7 +559,7 @@ class _StreamParser:
             content = rest[1:] if rest.startswith(" ") else rest
             path = _nearest(paths, len(m.group("ind")) // 2)
             buckets.setdefault(path, []).append(
-                replace(line, text=content, header=False, pytest_error=False)
+                replace(line, text=content, record_prefixes=0, pytest_error=False)
             )
         drafts: list[_Draft] = []
         for path, member_lines in buckets.items():

@@ -86,8 +86,8 @@ _PREFIX_RE = re.compile(
             # "[2025-11-06T02:09:46.230Z] ", "[01:38:57] "
             rf"(?P<K_bts>\[(?P<bts>{_STAMP}|{_TIME})"
             r"(?P<ranks>(?: [A-Z]{1,4}\d{1,6}){0,8})\]:? ?)",
-            # glog / c10d: "W0828 05:10:05.123456 1234 file.cpp:12] " (also bracketed)
-            r"(?P<K_glog>\[?(?P<glog>[IWEF])\d{4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,8}\d{1,10} "
+            # glog / torch: "W0828 05:10:05.123456 1234 file.cpp:12] ", c10d "[W828 ...] "
+            r"(?P<K_glog>\[?(?P<glog>[IWEF])\d{3,4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,8}\d{1,10} "
             r"[^\]\s]{1,256}:\d{1,7}\] ?)",
             # cloud logging export: "ERROR 2025-04-04T06:24:51.493646621Z " (a per-line severity)
             rf"(?P<K_cloud>(?:DEFAULT|{_LEVELS}|ALERT|EMERGENCY) (?=\d{{4}}-\d{{2}}-\d{{2}}T))",
@@ -105,7 +105,8 @@ _PREFIX_RE = re.compile(
             rf"(?P<K_level>\[?(?P<level>{_LEVELS})\]?"
             r"(?P<lsep> {0,8}\| | - |:(?P<lpad> {0,8})| (?=\S)))",
             # code location after a level: vLLM "[core.py:946] ", loguru "mod:func:12 - "
-            r"(?P<K_loc>\[[\w.<>/-]{1,128}:\d{1,7}\] |[\w.<>]{1,128}:[\w.<>]{1,128}:\d{1,7} - )",
+            # (sglang diffusion writes "[gpu_worker.py: 447] ")
+            r"(?P<K_loc>\[[\w.<>/-]{1,128}: ?\d{1,7}\] |[\w.<>]{1,128}:[\w.<>]{1,128}:\d{1,7} - )",
             # Ray / vLLM worker output: "(RayWorkerWrapper pid=1234) ", "(WorkerDict pid=77,
             # ip=10.0.0.2) ", "(EngineCore_DP0 pid=14675) ", "(raylet, ip=10.0.0.3) "
             r"(?P<K_ray>\((?P<ray>[^()\n]{0,128}?\bpid=\d{1,10}[^()\n]{0,128}?"
@@ -124,6 +125,20 @@ _COMPOSE_RE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
 _TAG_IDENTITY_RE = re.compile(r"[A-Za-z][A-Za-z_-]{0,31}=?\d{1,6}")
 
 _GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
+_TS = 1
+_LEVEL = 2
+
+
+def _record_part(records: int, group: int, part: int) -> tuple[int, int]:
+    """Count logger record headers: a timestamp and a level next to each other are one header.
+
+    A header has at most one timestamp and one level ("[ts] ERROR: ", vLLM's "ERROR 02-07
+    03:59:09 "); a second one starts another header, as when a relay logs a line that already
+    carried its own logger prefix.
+    """
+    if not records or group & part:
+        return records + 1, part
+    return records, group | part
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +149,15 @@ class LogLine:
     text: str  #: the line without prefixes, colours and trailing whitespace; indentation kept
     stream: str = ""  #: identity of the writer (rank, pod, pid, service), "" when unknown
     level: str | None = None  #: log level word of the line's own logger prefix ("ERROR", ...)
-    header: bool = False  #: a logger prefix on this line starts a new log record
+    #: How many logger prefixes (each the start of a log record) the line carried: 0 for a
+    #: continuation line of a multi-line record, 2 when a relay logs another logger's lines.
+    record_prefixes: int = 0
     pytest_error: bool = False  #: the line was one of pytest's ``E   `` exception lines
+
+    @property
+    def header(self) -> bool:
+        """True when a logger prefix on this line starts a new log record."""
+        return self.record_prefixes > 0
 
 
 @dataclass(frozen=True)
@@ -286,7 +308,8 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     transport: list[str] = []
     record: str | None = None
     level: str | None = None
-    header = False
+    records = 0  # logger record headers on this line
+    group = 0  # which parts (_TS, _LEVEL) the current header already has
     pytest_error = False
 
     m = _COMPOSE_RE.match(line, 0, end)
@@ -311,21 +334,25 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
         elif kind == "K_bts":
             # A "T" date is a collector's per-line stamp; a space date is a logger's record.
             if "T" not in m.group("bts"):
-                header = True
+                records, group = _record_part(records, group, _TS)
                 record = m.group("ranks").strip()
         elif kind == "K_ts":
             if "T" not in m.group("ts"):
-                header = True
+                records, group = _record_part(records, group, _TS)
                 record = ""
         elif kind == "K_dash":
-            header, level, record = True, m.group("dlevel"), ""
+            records, group = _record_part(records, group, _TS | _LEVEL)
+            level, record = m.group("dlevel"), ""
         elif kind == "K_glog":
-            header, level, record = True, _GLOG_LEVELS[m.group("glog")], ""
+            records, group = _record_part(records, group, _TS | _LEVEL)
+            level, record = _GLOG_LEVELS[m.group("glog")], ""
         elif kind == "K_lvlname":
-            header, level = True, m.group("nlevel")
+            records, group = _record_part(records, group, _LEVEL)
+            level = m.group("nlevel")
             record = record if record is not None else ""
         elif kind == "K_level":
-            header, level = True, m.group("level")
+            records, group = _record_part(records, group, _LEVEL)
+            level = m.group("level")
             record = record if record is not None else ""
             pad = m.group("lpad")
             if pad is not None and len(pad) > 1:
@@ -352,4 +379,4 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     rank = record_ids.get(key, "")
     stream = f"{key} {rank}" if key and rank else key or rank
     text = line[pos:] if pos else line
-    return LogLine(number, text, stream, level, header, pytest_error)
+    return LogLine(number, text, stream, level, records, pytest_error)

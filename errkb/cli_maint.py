@@ -14,6 +14,37 @@ import click
 
 from errkb.cli import cli
 from errkb.extract import DEFAULT_SHA, extract, write_jsonl
+from errkb.lint import LintFormat, LintRule, lint, render_lint
+
+
+@cli.command("lint")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice([f.value for f in LintFormat]),
+    default=LintFormat.TEXT.value,
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--ignore",
+    multiple=True,
+    type=click.Choice([r.value for r in LintRule]),
+    help="Do not run this rule (repeatable).",
+)
+@click.pass_context
+def lint_command(
+    ctx: click.Context, sources: Sequence[str], fmt: str, ignore: Sequence[str]
+) -> None:
+    """Check the records in SOURCES before a dataset version goes live.
+
+    One line per finding: path, location, [record id], rule and message. Exit 0 when clean,
+    1 when there are findings, 2 on error.
+    """
+    report = lint(sources, ignore=[LintRule(r) for r in ignore])
+    click.echo(render_lint(report, LintFormat(fmt)), nl=False)
+    ctx.exit(report.exit_code)
 
 
 @cli.command("extract")

@@ -1,0 +1,464 @@
+"""``errkb lint``: everything wrong with a dataset's records, before a version goes live.
+
+:func:`lint` reads record sources the way ingest does (any shape :mod:`errkb.reader` accepts)
+and reports a :class:`LintFinding` for each problem it sees, naming the record, the file and
+place it came from, a stable rule id (:class:`LintRule`) and a severity. It keeps checking a
+record after its first problem, so one run tells a maintainer everything. Checks:
+
+* the record contract (every schema problem ``errkb.records.check_record`` reports), duplicate
+  ids, ids and slugs that do not follow upstream's formulas, unknown extra fields;
+* the messagePattern: does it compile under RE2 (the only engine errkb runs dataset regexes
+  with), does it match its own errorMessage rendered with sample values, does it capture the
+  right extent when run as upstream runs it (unanchored: a trailing lazy ``(.+?)`` takes one
+  character), and does the template have enough literal text to be selective;
+* ambiguity: records whose rendered message another record's pattern also matches. This uses
+  the matcher's Aho-Corasick prefilter, not all pairs, so it scales to upstream's ~150,000
+  records, and verifies candidates under RE2 through a bounded cache of compiled regexes;
+* the githubUrl: pinned to the record's repo, analyzedSha and filePath, its line anchor
+  covering lineNumber.
+
+Exit codes follow linters: 0 clean, 1 findings (:attr:`LintReport.exit_code`), 2 for errors
+raised (an unreadable path), which the CLI maps in one place.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, TypeGuard
+from urllib.parse import unquote as url_unquote
+
+from errkb import records as rec
+from errkb import upstream
+from errkb.matcher import Matcher
+from errkb.patterns import (
+    MIN_ANCHOR_CHARS,
+    PatternOrigin,
+    PatternSpec,
+    compile_error,
+    compile_re2,
+    compile_record,
+    unquote,
+)
+from errkb.reader import Item, read_sources
+from errkb.template import Template, parse_template
+
+__all__ = [
+    "RULE_SEVERITY",
+    "LintFinding",
+    "LintFormat",
+    "LintReport",
+    "LintRule",
+    "Severity",
+    "lint",
+    "render_lint",
+    "sample_values",
+]
+
+
+class Severity(enum.StrEnum):
+    """How bad a finding is. Both make ``lint`` exit 1; errors should block a release."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class LintRule(enum.StrEnum):
+    """The stable id of each check (used in output and by ``--ignore``)."""
+
+    UNREADABLE = "unreadable"  #: the source item is not JSON, or not a record object
+    SCHEMA = "schema"  #: the record (or its envelope) breaks the schemaVersion-2 contract
+    DUPLICATE_ID = "duplicate-id"  #: another record read earlier has the same id
+    ID_FORMULA = "id-formula"  #: id is not upstream's sha256 formula of repo/message/file
+    SLUG_FORMULA = "slug-formula"  #: slug is not upstream's formula of errorCode/errorMessage
+    UNKNOWN_FIELD = "unknown-field"  #: fields the contract does not know (kept verbatim)
+    PATTERN_RE2 = "pattern-re2"  #: messagePattern does not compile under RE2
+    PATTERN_MISMATCH = "pattern-mismatch"  #: messagePattern disagrees with errorMessage
+    LAZY_CAPTURE = "lazy-capture"  #: unanchored, the pattern captures the wrong extent
+    LOW_SPECIFICITY = "low-specificity"  #: too little literal text to be selective
+    AMBIGUOUS = "ambiguous"  #: another record's pattern matches this record's message
+    GITHUB_URL = "github-url"  #: githubUrl disagrees with repo/analyzedSha/filePath/lineNumber
+
+
+#: The severity of every rule: a rule always reports at the same level.
+RULE_SEVERITY: Mapping[LintRule, Severity] = {
+    LintRule.UNREADABLE: Severity.ERROR,
+    LintRule.SCHEMA: Severity.ERROR,
+    LintRule.DUPLICATE_ID: Severity.ERROR,
+    # Matches records.check_record, which warns: a drifting id duplicates rather than breaks.
+    LintRule.ID_FORMULA: Severity.WARNING,
+    LintRule.SLUG_FORMULA: Severity.WARNING,
+    LintRule.UNKNOWN_FIELD: Severity.WARNING,
+    LintRule.PATTERN_RE2: Severity.ERROR,
+    LintRule.PATTERN_MISMATCH: Severity.ERROR,
+    # errkb anchors every regex it runs, so it is not misled; upstream's own search is.
+    LintRule.LAZY_CAPTURE: Severity.WARNING,
+    LintRule.LOW_SPECIFICITY: Severity.WARNING,
+    LintRule.AMBIGUOUS: Severity.WARNING,
+    LintRule.GITHUB_URL: Severity.ERROR,
+}
+
+
+class LintFormat(enum.StrEnum):
+    """Output formats of :func:`render_lint`."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One problem with one record (or one unreadable item)."""
+
+    source: str  #: the file the record was read from
+    location: str  #: "line 3", "index 12", or "" for a whole-file object
+    record_id: str | None  #: None when the item has no string id
+    rule: LintRule
+    message: str
+
+    @property
+    def severity(self) -> Severity:
+        return RULE_SEVERITY[self.rule]
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "source": self.source,
+            "location": self.location,
+            "recordId": self.record_id,
+            "rule": self.rule.value,
+            "severity": self.severity.value,
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        where = self.source + (f" {self.location}" if self.location else "")
+        rid = f" [{self.record_id}]" if self.record_id else ""
+        return f"{where}{rid} {self.rule.value}: {self.message}"
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """Every finding of one lint run, in source order."""
+
+    findings: tuple[LintFinding, ...]
+    records: int  #: items read (records and unreadable items)
+
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when clean, 1 when there are findings (errors raised mean 2, in the CLI)."""
+        return 1 if self.findings else 0
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "errors": self.count(Severity.ERROR),
+            "warnings": self.count(Severity.WARNING),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+def render_lint(report: LintReport, fmt: LintFormat = LintFormat.TEXT) -> str:
+    """Render a report: one ``path location [id] rule: message`` line per finding, or JSON."""
+    if fmt is LintFormat.JSON:
+        return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    lines = [str(f) for f in report.findings]
+    errors, warnings = report.count(Severity.ERROR), report.count(Severity.WARNING)
+    lines.append(
+        f"{report.records} record(s): {errors} error(s), {warnings} warning(s)"
+        if report.findings
+        else f"{report.records} record(s): clean"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def sample_values(template: Template, form: str = "v{}x") -> dict[str, str]:
+    """Distinctive values for a template's placeholders (``v0x``, ``v1x``, ...)."""
+    return {name: form.format(i) for i, name in enumerate(template.names)}
+
+
+# Two sample sets, as errkb.patterns uses: words, and numbers (a hand-written pattern may type a
+# value as \d+).
+_SAMPLE_FORMS = ("v{}x", "1{}7")
+_GITHUB = re.compile(
+    r"^https://github\.com/(?P<repo>[^/?#]+/[^/?#]+)/blob/(?P<sha>[^/?#]+)/(?P<path>[^?#]+)"
+    r"(?:#L(?P<start>\d+)(?:-L(?P<end>\d+))?)?$"
+)
+_EXPECTED_URL = "https://github.com/<repo>/blob/<analyzedSha>/<filePath>#L<start>-L<end>"
+#: Ambiguity verification revisits a regex whenever its anchor occurs in another message; keep
+#: the hot ones compiled without holding 150,000 compiled automata (~13 KB each) at once.
+_REGEX_CACHE = 4096
+#: Other records named in one ambiguity finding; the rest are counted.
+_AMBIGUOUS_LISTED = 3
+
+
+@dataclass
+class _Entry:
+    """What the ambiguity pass needs of one record whose pattern could be compiled."""
+
+    index: int  #: the record's position in the findings order
+    item: Item  #: where the record was read
+    record_id: str | None
+    spec: PatternSpec
+    text: str  #: errorMessage rendered with sample values
+    label: str  #: how another finding names this record
+
+
+@dataclass
+class _Run:
+    """Mutable state of one lint run."""
+
+    ignore: frozenset[LintRule]
+    findings: list[tuple[int, int, LintFinding]] = field(default_factory=list)
+    entries: list[_Entry] = field(default_factory=list)
+    first_seen: dict[str, str] = field(default_factory=dict)
+    items: int = 0
+
+    def add(self, index: int, item: Item, record_id: str | None, rule: LintRule, msg: str) -> None:
+        if rule not in self.ignore:
+            finding = LintFinding(item.source, item.location, record_id, rule, msg)
+            self.findings.append((index, _RULE_ORDER[rule], finding))
+
+
+_RULE_ORDER = {rule: i for i, rule in enumerate(LintRule)}
+
+
+def lint(
+    paths: Iterable[str | os.PathLike[str]], *, ignore: Collection[LintRule] = ()
+) -> LintReport:
+    """Check every record of ``paths`` against every rule (except those in ``ignore``).
+
+    Raises InputError when a path does not exist; problems inside files are findings.
+    """
+    run = _Run(frozenset(ignore))
+    for index, item in enumerate(read_sources(paths)):
+        run.items += 1
+        _lint_item(run, index, item)
+    if LintRule.AMBIGUOUS not in run.ignore:
+        _ambiguity(run)
+    run.findings.sort(key=lambda t: (t[0], t[1]))
+    return LintReport(tuple(f for _, _, f in run.findings), run.items)
+
+
+def _lint_item(run: _Run, index: int, item: Item) -> None:
+    if item.problem is not None:
+        run.add(index, item, None, LintRule.UNREADABLE, item.problem.rule)
+        return
+    obj = item.obj
+    rid = obj.get("id") if isinstance(obj.get("id"), str) else None
+
+    def add(rule: LintRule, message: str) -> None:
+        run.add(index, item, rid, rule, message)
+
+    checked = rec.check_record(
+        obj, source=item.source, location=item.location, path_prefix=item.path_prefix
+    )
+    problems = list(checked.problems)
+    if item.envelope is not None:
+        problems += rec.check_envelope(item.envelope, source=item.source, location=item.location)
+    for problem in problems:
+        add(LintRule.SCHEMA, f"{problem.json_path}: {problem.rule}")
+    if rid is not None:
+        here = item.source + (f" {item.location}" if item.location else "")
+        if rid in run.first_seen:
+            add(LintRule.DUPLICATE_ID, f"id already used by the record at {run.first_seen[rid]}")
+        else:
+            run.first_seen[rid] = here
+    _formulas(obj, rid, add)
+    unknown = rec.unknown_fields(obj)
+    if unknown:
+        add(LintRule.UNKNOWN_FIELD, f"unknown field(s), kept verbatim: {', '.join(unknown)}")
+    _patterns(run, index, item, rid, add)
+    _github_url(obj, add)
+
+
+Add = Callable[[LintRule, str], None]
+
+
+def _is_str(value: Any) -> TypeGuard[str]:
+    return isinstance(value, str) and value != ""
+
+
+def _formulas(obj: Mapping[str, Any], rid: str | None, add: Add) -> None:
+    code, message = obj.get("errorCode"), obj.get("errorMessage")
+    if not (_is_str(message) and (code is None or isinstance(code, str))):
+        return
+    repo, path = obj.get("repo"), obj.get("filePath")
+    if rid is not None and _is_str(repo) and _is_str(path):
+        expected = upstream.record_id(repo, code, message, path)
+        if rid != expected:
+            add(
+                LintRule.ID_FORMULA,
+                f"id does not follow the upstream formula (expected {expected})",
+            )
+    slug = obj.get("slug")
+    expected_slug = upstream.slug(code, message)
+    if isinstance(slug, str) and slug != expected_slug:
+        add(
+            LintRule.SLUG_FORMULA,
+            f"slug does not follow upstream's formula (expected {expected_slug!r})",
+        )
+
+
+def _patterns(run: _Run, index: int, item: Item, rid: str | None, add: Add) -> None:
+    obj = item.obj
+    message, pattern = obj.get("errorMessage"), obj.get("messagePattern")
+    if not (_is_str(message) and _is_str(pattern)):
+        return
+    template = parse_template(message)
+    raw_error = compile_error(pattern)
+    if raw_error is not None:
+        add(LintRule.PATTERN_RE2, f"messagePattern does not compile under RE2: {raw_error}")
+    line = obj.get("lineNumber")
+    path = obj.get("filePath")
+    spec = compile_record(
+        rid or f"#{index}",
+        message,
+        pattern,
+        file_path=path if isinstance(path, str) else "",
+        line_number=line if isinstance(line, int) else None,
+    )
+    # A pattern that does not compile also "falls back"; it is reported once, above.
+    if spec.origin is PatternOrigin.FALLBACK and raw_error is None:
+        add(LintRule.PATTERN_MISMATCH, spec.reason or "messagePattern is unusable")
+    if raw_error is None and template.placeholders:
+        wrong = _lazy_capture(pattern, template)
+        if wrong is not None:
+            add(LintRule.LAZY_CAPTURE, wrong)
+    if not spec.anchor:
+        add(
+            LintRule.LOW_SPECIFICITY,
+            f"no literal run of {MIN_ANCHOR_CHARS}+ characters: errkb cannot prefilter this "
+            "record and never matches it",
+        )
+    elif template.placeholders and template.literal_length < upstream.MIN_LITERAL_CHARS:
+        add(
+            LintRule.LOW_SPECIFICITY,
+            f"only {template.literal_length} literal character(s) (upstream needs "
+            f"{upstream.MIN_LITERAL_CHARS}): the pattern is nearly all wildcards",
+        )
+    label = rid or f"{obj.get('filePath', '?')}"
+    text = template.render(sample_values(template))
+    run.entries.append(_Entry(index, item, rid, spec, text, label))
+
+
+def _lazy_capture(pattern: str, template: Template) -> str | None:
+    """Run the raw pattern as upstream does (unanchored search) and compare its captures."""
+    compiled = compile_re2(pattern)
+    if compiled.groups != len(template.placeholders):
+        return None  # a group/placeholder mismatch is pattern-mismatch's business
+    for form in _SAMPLE_FORMS:
+        values = sample_values(template, form)
+        match = compiled.search(template.render(values))
+        if match is None:
+            continue
+        for i, placeholder in enumerate(template.placeholders):
+            got = match.group(i + 1)
+            want = values[placeholder.name]
+            if got is None or (unquote(got) if placeholder.is_repr else got) != want:
+                return (
+                    f"unanchored, messagePattern captures {got!r} for {placeholder.raw} where "
+                    f"the message has {want!r} (a lazy (.+?) with nothing after it stops at "
+                    "one character)"
+                    if i == len(template.placeholders) - 1
+                    else f"unanchored, messagePattern captures {got!r} for {placeholder.raw} "
+                    f"where the message has {want!r}"
+                )
+        return None
+    return None  # matches no rendering at all: pattern-mismatch reports it
+
+
+def _github_url(obj: Mapping[str, Any], add: Add) -> None:
+    url = obj.get("githubUrl")
+    if not isinstance(url, str):
+        return
+    m = _GITHUB.match(url)
+    if m is None:
+        add(LintRule.GITHUB_URL, f"githubUrl is not of the form {_EXPECTED_URL} (or #L<line>)")
+        return
+    problems: list[str] = []
+    repo, sha, path = obj.get("repo"), obj.get("analyzedSha"), obj.get("filePath")
+    if isinstance(repo, str) and m["repo"] != repo:
+        problems.append(f"names repository {m['repo']}, the record's repo is {repo}")
+    if isinstance(sha, str) and m["sha"] != sha:
+        problems.append(f"is pinned to {m['sha']}, the record's analyzedSha is {sha}")
+    if isinstance(path, str) and url_unquote(m["path"]) != path:
+        problems.append(f"points at {url_unquote(m['path'])}, the record's filePath is {path}")
+    line = obj.get("lineNumber")
+    if m["start"] is None:
+        if isinstance(line, int):
+            problems.append(f"has no #L line anchor for lineNumber {line}")
+    else:
+        start = int(m["start"])
+        end = int(m["end"]) if m["end"] is not None else start
+        if end < start:
+            problems.append(f"line anchor #L{start}-L{end} is reversed")
+        elif isinstance(line, int) and not start <= line <= end:
+            anchor = f"#L{start}" + (f"-L{end}" if m["end"] is not None else "")
+            problems.append(f"line anchor {anchor} does not cover lineNumber {line}")
+    if problems:
+        add(LintRule.GITHUB_URL, "githubUrl " + "; ".join(problems))
+
+
+def _ambiguity(run: _Run) -> None:
+    """Report every record whose rendered message another record's pattern also matches."""
+    # Records with the same regex and anchor behave identically: verify each such group once.
+    group_of: dict[tuple[str, str], int] = {}
+    members: list[list[_Entry]] = []
+    specs: list[PatternSpec] = []
+    for entry in run.entries:
+        key = (entry.spec.regex, entry.spec.anchor)
+        g = group_of.get(key)
+        if g is None:
+            g = group_of[key] = len(members)
+            members.append([])
+            specs.append(entry.spec)
+        members[g].append(entry)
+    if not specs:
+        return
+    matcher = Matcher(specs)
+    regex = lru_cache(maxsize=_REGEX_CACHE)(compile_re2)
+    # Identical templates render identical texts: search each text once.
+    by_text: dict[str, list[_Entry]] = {}
+    for entry in run.entries:
+        by_text.setdefault(entry.text, []).append(entry)
+    for text, renderers in by_text.items():
+        matched: list[_Entry] = []
+        for g in sorted(matcher.candidates(text)):
+            group = members[g]
+            if len(group) == 1 and len(renderers) == 1 and group[0] is renderers[0]:
+                continue  # only the record itself: nothing to report, nothing to compile
+            if regex(specs[g].regex).search(text) is not None:
+                matched.extend(group)
+        if not matched:
+            continue
+        for entry in renderers:
+            others = [m for m in matched if m is not entry]
+            if others:
+                _report_ambiguous(run, entry, others)
+
+
+def _report_ambiguous(run: _Run, entry: _Entry, others: list[_Entry]) -> None:
+    named = ", ".join(
+        f"{o.label} ({o.spec.file_path}"
+        + (f":{o.spec.line_number}" if o.spec.line_number else "")
+        + ")"
+        for o in others[:_AMBIGUOUS_LISTED]
+    )
+    more = f" and {len(others) - _AMBIGUOUS_LISTED} more" if len(others) > _AMBIGUOUS_LISTED else ""
+    message = (
+        f"the message rendered with sample values ({_clip(entry.text)!r}) is also matched by "
+        f"{len(others)} other record(s): {named}{more}"
+    )
+    run.add(entry.index, entry.item, entry.record_id, LintRule.AMBIGUOUS, message)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

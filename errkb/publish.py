@@ -1,0 +1,493 @@
+"""Reading ErrLookup's published tree, from a local copy or over http(s).
+
+Upstream publishes one dataset version as a small tree (see the README's "Syncing" section):
+``data/manifest.json`` names the version and the sha256 of the files it lists
+(``data/index.json.gz``, ``data/repos.json``); ``data/repos/{owner}/{name}.json`` hold the full
+records and carry no hash of their own, so ``errkb.sync`` cross-checks them against the hashed
+index. This module locates such a tree (a directory, its ``data/`` folder, the manifest file, a
+site's base URL or the manifest's URL), fetches files from it, and parses and verifies the
+metadata files. It never interprets downloaded content as anything but JSON: no exec, eval or
+pickle. Downloads stream into temporary files under a size cap, so a hostile or broken server can
+neither exhaust memory nor disk, and any failure is one ``NetworkError`` naming the URL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import hashlib
+import http.client
+import json
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from errkb import __version__
+from errkb.errors import IntegrityError, NetworkError, SyncError
+
+#: Default cap on any one downloaded (or decompressed) file.
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+#: The manifest is a few hundred bytes; anything this large is not a manifest.
+MANIFEST_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_TIMEOUT = 60.0
+MANIFEST_PATH = "data/manifest.json"
+_CHUNK = 1 << 20
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+# Same rule as the record schema's repo field; it also keeps a repo name from escaping the tree.
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+
+# ---------------------------------------------------------------------------- values
+@dataclass(frozen=True)
+class FileEntry:
+    """One file the manifest lists, with the hashes it promises."""
+
+    name: str  #: the key in ``manifest.files`` ("index", "repos")
+    path: str  #: as listed: "/data/index.json.gz"
+    sha256: str
+    bytes: int | None = None
+    encoding: str | None = None  #: "gzip" for the index
+    raw_sha256: str | None = None  #: sha256 of the decompressed content
+    raw_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed ``data/manifest.json``."""
+
+    dataset_version: str
+    schema_version: int
+    counts: Mapping[str, Any]
+    files: Mapping[str, FileEntry]
+    sha256: str  #: of the manifest bytes themselves
+
+    def entry(self, name: str, where: str) -> FileEntry:
+        try:
+            return self.files[name]
+        except KeyError:
+            raise SyncError(f"{where}: the manifest lists no {name!r} file") from None
+
+
+@dataclass(frozen=True)
+class RepoInfo:
+    """One ``repos.json`` entry: what tells a changed repository from an unchanged one."""
+
+    repo: str
+    analyzed_sha: str | None
+    content_changed_at: str | None
+
+    @property
+    def fingerprint(self) -> tuple[str | None, str | None]:
+        return (self.analyzed_sha, self.content_changed_at)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """The outcome of fetching one file: a local path, or "not modified" (HTTP 304)."""
+
+    where: str  #: URL or local path, for messages
+    path: Path | None
+    etag: str | None = None
+
+    @property
+    def not_modified(self) -> bool:
+        return self.path is None
+
+
+# ---------------------------------------------------------------------------- trees
+class Tree(Protocol):
+    """A published tree errkb can fetch files from."""
+
+    @property
+    def location(self) -> str:
+        """The tree's base (URL or directory), as shown to the user."""
+
+    @property
+    def manifest_path(self) -> str:
+        """Path of the manifest relative to the base."""
+
+    def where(self, rel: str) -> str:
+        """Where ``rel`` lives (URL or file path), for messages."""
+
+    def fetch(
+        self, rel: str, dest: Path, *, max_bytes: int, etag: str | None = None
+    ) -> Fetched: ...
+
+
+@dataclass(frozen=True)
+class LocalTree:
+    """A published tree on the local file system; files are read in place, never copied."""
+
+    base: Path
+    manifest_path: str = MANIFEST_PATH
+
+    @property
+    def location(self) -> str:
+        return str(self.base)
+
+    def where(self, rel: str) -> str:
+        return str(self.base / clean_rel(rel))
+
+    def fetch(self, rel: str, dest: Path, *, max_bytes: int, etag: str | None = None) -> Fetched:
+        path = self.base / clean_rel(rel)
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise SyncError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        if size > max_bytes:
+            raise SyncError(f"{path}: {size} bytes is over the {max_bytes}-byte cap")
+        return Fetched(str(path), path)
+
+
+class _SafeRedirect(urllib.request.HTTPRedirectHandler):
+    """Follow redirects only to http(s): a redirect must not reach ``file:`` or ``ftp:``."""
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: Any,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+            raise NetworkError(f"GET {req.full_url}: refused redirect to {newurl!r}")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+@dataclass(frozen=True)
+class HttpTree:
+    """A published tree served over http(s)."""
+
+    base: str  #: no trailing slash
+    manifest_path: str = MANIFEST_PATH
+    timeout: float = DEFAULT_TIMEOUT
+
+    def __post_init__(self) -> None:
+        if urllib.parse.urlsplit(self.base).scheme not in ("http", "https"):
+            raise SyncError(f"{self.base}: only http and https URLs are supported")
+
+    @property
+    def location(self) -> str:
+        return self.base
+
+    def where(self, rel: str) -> str:
+        return f"{self.base}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
+
+    def fetch(self, rel: str, dest: Path, *, max_bytes: int, etag: str | None = None) -> Fetched:
+        return download(self.where(rel), dest, max_bytes=max_bytes, etag=etag, timeout=self.timeout)
+
+
+def locate(source: str) -> Tree | None:
+    """Return the published tree ``source`` names, or None when it is plain records.
+
+    A local tree is recognised by its manifest: ``ROOT`` (with ``ROOT/data/manifest.json``), its
+    ``data/`` directory, or the ``manifest.json`` file. An http(s) URL is a site's base URL
+    (manifest at ``<base>/data/manifest.json``) or, when it ends in ``.json``, the manifest's own.
+    """
+    scheme = urllib.parse.urlsplit(source).scheme.lower()
+    if scheme in ("http", "https"):
+        url = source.split("#", 1)[0]
+        path = urllib.parse.urlsplit(url).path
+        if path.endswith(".json"):
+            head, _, name = url.rpartition("/")
+            if head.endswith("/data"):
+                return HttpTree(head[: -len("/data")], f"data/{name}")
+            return HttpTree(head, name)
+        return HttpTree(url.rstrip("/"))
+    if "://" in source:
+        raise SyncError(f"{source}: unsupported URL scheme {scheme!r}; use http(s) or a path")
+    p = Path(source)
+    if p.is_file() and p.name == "manifest.json":
+        if p.parent.name == "data":
+            return LocalTree(p.parent.parent, f"data/{p.name}")
+        return LocalTree(p.parent, p.name)
+    if p.is_dir():
+        if (p / MANIFEST_PATH).is_file():
+            return LocalTree(p)
+        if (p / "manifest.json").is_file():
+            if p.name == "data":
+                return LocalTree(p.parent)
+            return LocalTree(p, "manifest.json")
+    return None
+
+
+def clean_rel(path: str) -> str:
+    """Make a listed path relative to the tree's base, refusing anything that could escape it.
+
+    Listed paths are absolute on the site ("/data/index.json.gz") and live under the base.
+    """
+    rel = path.lstrip("/")
+    parts = rel.split("/")
+    if (
+        not rel
+        or "://" in path
+        or "\\" in path
+        or "\x00" in path
+        or any(part in ("", ".", "..") for part in parts)
+    ):
+        raise IntegrityError(f"unsafe path {path!r} in the published tree")
+    return rel
+
+
+def repo_file(repo: str) -> str:
+    """Path of one repository's records file: ``data/repos/{owner}/{name}.json``."""
+    if not _REPO.match(repo) or any(part in (".", "..") for part in repo.split("/")):
+        raise IntegrityError(f"invalid repository name {repo!r} in the published index")
+    return f"data/repos/{repo}.json"
+
+
+# ---------------------------------------------------------------------------- downloads
+_OPENER = urllib.request.build_opener(_SafeRedirect())
+
+
+def download(
+    url: str,
+    dest: Path,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    etag: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Fetched:
+    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``.
+
+    Every failure (connection, HTTP status, short body, over the cap) is a ``NetworkError``
+    naming the URL; ``dest`` may then hold a partial file, which the caller's temporary
+    directory removes.
+    """
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise NetworkError(f"GET {url}: only http and https URLs are supported")
+    request = urllib.request.Request(  # noqa: S310 - scheme checked just above
+        url, headers={"User-Agent": f"errkb/{__version__}", "Accept-Encoding": "identity"}
+    )
+    if etag:
+        request.add_header("If-None-Match", etag)
+    try:
+        # The scheme is checked above and redirects are limited to http(s) by _SafeRedirect.
+        response = _OPENER.open(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code == 304 and etag:
+            return Fetched(url, None, etag)
+        raise NetworkError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        raise NetworkError(f"GET {url}: {_reason(exc.reason)}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise NetworkError(f"GET {url}: {_reason(exc)}") from exc
+    with response:
+        length_header = response.headers.get("Content-Length")
+        expected = int(length_header) if length_header and length_header.isdigit() else None
+        if expected is not None and expected > max_bytes:
+            raise NetworkError(f"GET {url}: {expected} bytes is over the {max_bytes}-byte cap")
+        total = 0
+        try:
+            with dest.open("wb") as out:
+                while chunk := response.read(_CHUNK):
+                    total += len(chunk)
+                    if total > max_bytes:
+                        raise NetworkError(f"GET {url}: body is over the {max_bytes}-byte cap")
+                    out.write(chunk)
+        except (OSError, http.client.HTTPException) as exc:
+            raise NetworkError(f"GET {url}: connection lost after {total} bytes: {exc!r}") from exc
+        # http.client returns a short body silently when the peer closes early: check it here.
+        if expected is not None and total != expected:
+            raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
+        return Fetched(url, dest, response.headers.get("ETag"))
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, socket.timeout | TimeoutError):
+        return "timed out"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason) or type(reason).__name__
+
+
+# ---------------------------------------------------------------------------- parsing
+def parse_manifest(data: bytes, where: str) -> Manifest:
+    """Parse and check a manifest's shape (hashes are checked when the files are fetched)."""
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SyncError(f"{where}: the manifest is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise SyncError(f"{where}: the manifest is not a JSON object")
+    if doc.get("schemaVersion") != 2:
+        raise SyncError(
+            f"{where}: manifest schemaVersion {doc.get('schemaVersion')!r} is not supported "
+            "(errkb reads schemaVersion 2)"
+        )
+    version = doc.get("datasetVersion")
+    if not isinstance(version, str) or parse_version(version) is None:
+        raise SyncError(f"{where}: manifest datasetVersion {version!r} is not an ISO timestamp")
+    files_doc = doc.get("files")
+    if not isinstance(files_doc, dict):
+        raise SyncError(f"{where}: the manifest has no 'files' object")
+    files: dict[str, FileEntry] = {}
+    for name, spec in files_doc.items():
+        if not isinstance(spec, dict):
+            raise SyncError(f"{where}: manifest files.{name} is not an object")
+        path, sha = spec.get("path"), spec.get("sha256")
+        if not isinstance(path, str) or not isinstance(sha, str) or not _SHA256.match(sha):
+            raise SyncError(f"{where}: manifest files.{name} needs a path and a sha256")
+        raw_sha = spec.get("rawSha256")
+        if raw_sha is not None and (not isinstance(raw_sha, str) or not _SHA256.match(raw_sha)):
+            raise SyncError(f"{where}: manifest files.{name}.rawSha256 is not a sha256")
+        files[str(name)] = FileEntry(
+            name=str(name),
+            path=path,
+            sha256=sha,
+            bytes=_int_or_none(spec.get("bytes")),
+            encoding=spec.get("encoding") if isinstance(spec.get("encoding"), str) else None,
+            raw_sha256=raw_sha,
+            raw_bytes=_int_or_none(spec.get("rawBytes")),
+        )
+    counts_doc = doc.get("counts")
+    counts: dict[str, Any] = counts_doc if isinstance(counts_doc, dict) else {}
+    return Manifest(version, 2, counts, files, hashlib.sha256(data).hexdigest())
+
+
+def parse_version(text: str) -> dt.datetime | None:
+    """Parse a datasetVersion (an ISO timestamp); None when it is not one."""
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def verify_file(fetched: Fetched, entry: FileEntry, *, max_bytes: int) -> bytes:
+    """Check ``entry``'s size and hashes against the fetched file; return its (raw) content.
+
+    For a gzip entry both the compressed ``sha256`` and the decompressed ``rawSha256`` are
+    checked, and the decompressed size is capped too (a small file can inflate enormously).
+    """
+    assert fetched.path is not None  # noqa: S101 - callers never pass a 304 here
+    digest = hashlib.sha256()
+    size = 0
+    with fetched.path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            size += len(chunk)
+            digest.update(chunk)
+    if entry.bytes is not None and size != entry.bytes:
+        raise IntegrityError(
+            f"{fetched.where}: {size} bytes, but the manifest says {entry.bytes}; nothing changed"
+        )
+    if digest.hexdigest() != entry.sha256:
+        raise IntegrityError(
+            f"{fetched.where}: sha256 {digest.hexdigest()} does not match the manifest's "
+            f"{entry.sha256}; nothing changed"
+        )
+    if entry.encoding is None or entry.encoding == "identity":
+        return fetched.path.read_bytes()
+    if entry.encoding != "gzip":
+        raise SyncError(f"{fetched.where}: unsupported encoding {entry.encoding!r}")
+    raw = _gunzip(fetched, max_bytes)
+    if entry.raw_bytes is not None and len(raw) != entry.raw_bytes:
+        raise IntegrityError(
+            f"{fetched.where}: {len(raw)} bytes decompressed, but the manifest says "
+            f"{entry.raw_bytes}; nothing changed"
+        )
+    raw_digest = hashlib.sha256(raw).hexdigest()
+    if entry.raw_sha256 is not None and raw_digest != entry.raw_sha256:
+        raise IntegrityError(
+            f"{fetched.where}: decompressed sha256 {raw_digest} does not match the manifest's "
+            f"rawSha256 {entry.raw_sha256}; nothing changed"
+        )
+    return raw
+
+
+def _gunzip(fetched: Fetched, max_bytes: int) -> bytes:
+    assert fetched.path is not None  # noqa: S101
+    parts: list[bytes] = []
+    total = 0
+    try:
+        with gzip.open(fetched.path, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                total += len(chunk)
+                if total > max_bytes:
+                    raise SyncError(
+                        f"{fetched.where}: decompresses to over the {max_bytes}-byte cap"
+                    )
+                parts.append(chunk)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise IntegrityError(f"{fetched.where}: not a valid gzip file: {exc}") from None
+    return b"".join(parts)
+
+
+def parse_index(raw: bytes, where: str, dataset_version: str) -> dict[str, list[str]]:
+    """Ids per repository from the index (``{errors: [{id, repo, ...}]}`` or a bare array)."""
+    doc = _load_json(raw, where)
+    if isinstance(doc, dict):
+        other = doc.get("datasetVersion")
+        if isinstance(other, str) and other != dataset_version:
+            raise IntegrityError(
+                f"{where}: index is for datasetVersion {other}, the manifest for {dataset_version}"
+            )
+        doc = doc.get("errors")
+    if not isinstance(doc, list):
+        raise SyncError(f"{where}: the index holds no 'errors' array")
+    by_repo: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for n, row in enumerate(doc):
+        if (
+            not isinstance(row, dict)
+            or not isinstance(row.get("id"), str)
+            or not isinstance(row.get("repo"), str)
+        ):
+            raise SyncError(f"{where}: index row {n} has no string id and repo")
+        rid, repo = row["id"], row["repo"]
+        if rid in seen:
+            duplicates.append(rid)
+        seen.add(rid)
+        by_repo.setdefault(repo, []).append(rid)
+    if duplicates:
+        raise IntegrityError(f"{where}: ids listed more than once: {some_ids(duplicates)}")
+    return by_repo
+
+
+def parse_repos(raw: bytes, where: str) -> dict[str, RepoInfo]:
+    """``repos.json`` (a bare array or ``{repos: [...]}``), by repository name."""
+    doc = _load_json(raw, where)
+    if isinstance(doc, dict):
+        doc = doc.get("repos")
+    if not isinstance(doc, list):
+        raise SyncError(f"{where}: repos.json holds no array of repositories")
+    out: dict[str, RepoInfo] = {}
+    for n, entry in enumerate(doc):
+        if not isinstance(entry, dict) or not isinstance(entry.get("repo"), str):
+            raise SyncError(f"{where}: repos.json entry {n} has no string 'repo'")
+        sha, changed = entry.get("analyzedSha"), entry.get("contentChangedAt")
+        out[entry["repo"]] = RepoInfo(
+            entry["repo"],
+            sha if isinstance(sha, str) else None,
+            changed if isinstance(changed, str) else None,
+        )
+    return out
+
+
+def _load_json(raw: bytes, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IntegrityError(f"{where}: not valid JSON: {exc}") from None
+
+
+def some_ids(ids: list[str], limit: int = 10) -> str:
+    shown = ", ".join(sorted(ids)[:limit])
+    return shown + (f" ... ({len(ids)} in all)" if len(ids) > limit else "")

@@ -1,0 +1,770 @@
+"""Dataset sync: bring the knowledge base to one dataset version, whole or not at all.
+
+A sync has two phases, and only the second touches the database:
+
+1. Plan. Read the source (plain record files, a local copy of the published tree, or its
+   http(s) URL), verify every published hash, cross-check each per-repository file against the
+   hashed index, and validate every record. Anything wrong stops here: nothing has changed.
+2. Apply. One ``BEGIN IMMEDIATE`` transaction (``Store.write`` + ``Store.apply``) upserts the
+   records, retires those a full snapshot no longer lists, writes history rows and the version
+   row, and bumps the state counter readers poll. A crash or kill mid-transaction leaves the
+   previous version intact (SQLite's WAL rolls the partial transaction back).
+
+Repositories whose ``analyzedSha`` and ``contentChangedAt`` did not change since the last sync
+are not downloaded again; their stored records are fed back to ``Store.apply`` as they are, so
+they count as unchanged and a full snapshot does not retire them. The facts that make this safe
+(each repository's fingerprint, ETags) are kept in the ``meta`` table in the same transaction
+as the version they describe, and trusted only while that version is still the latest one: an
+ingest or rollback in between makes the next sync fetch everything again.
+
+One sync at a time per database: an ``flock`` on ``<db>.sync.lock`` is held for the whole run,
+so a second sync fails at once instead of downloading in vain and then waiting for the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from errkb import publish
+from errkb import records as rec
+from errkb.errors import (
+    IntegrityError,
+    Problem,
+    RecordError,
+    SyncError,
+    SyncLockedError,
+)
+from errkb.models import VersionKind
+from errkb.reader import Item, read_file
+from errkb.store import ApplyCounts, Incoming, Store
+
+if TYPE_CHECKING:
+    from errkb.kb import KnowledgeBase
+
+_STATE_KEY = "sync_state"
+_CHUNK = 500  # ids per IN (...) query, as in errkb.store
+
+
+class SyncStatus(enum.StrEnum):
+    """What a sync (or rollback) ended up doing."""
+
+    APPLIED = "applied"  #: a new version row was written
+    UP_TO_DATE = "up-to-date"  #: the source is the version we have: nothing to do
+    DRY_RUN = "dry-run"  #: the diff was computed; nothing was written
+
+
+class Stage(enum.StrEnum):
+    """The steps a sync reports progress for, in order."""
+
+    MANIFEST = "manifest"
+    INDEX = "index"
+    REPOS = "repos"  #: download, cross-check and validate each repository file
+    VALIDATE = "validate"  #: plain record files
+    APPLY = "apply"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress report: ``done`` of ``total`` units of ``stage``."""
+
+    stage: Stage
+    done: int
+    total: int
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Which record ids a sync adds, updates, leaves unchanged and retires."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+
+    def counts(self, rejected: int = 0) -> ApplyCounts:
+        return ApplyCounts(
+            len(self.added), len(self.updated), len(self.unchanged), len(self.retired), rejected
+        )
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "added": list(self.added),
+            "updated": list(self.updated),
+            "unchanged": list(self.unchanged),
+            "retired": list(self.retired),
+        }
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    """What a sync or rollback did (or, for a dry run, would do)."""
+
+    status: SyncStatus
+    kind: VersionKind
+    source: str
+    dataset_version: str | None  #: the version the source holds (or the rollback restored)
+    previous_version: str | None  #: the knowledge base's dataset version before
+    counts: ApplyCounts = field(default_factory=ApplyCounts)
+    version_id: int | None = None  #: the dataset_versions row written
+    full: bool = False
+    partial: bool = False  #: some records were rejected (``skip_invalid``)
+    elapsed: float = 0.0
+    problems: tuple[Problem, ...] = ()
+    reject_report: str | None = None
+    diff: Diff | None = None  #: set for dry runs
+    repos_fetched: int = 0
+    repos_skipped: int = 0  #: unchanged since the last sync: not downloaded
+    hashes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.status is SyncStatus.APPLIED
+
+    def summary(self) -> str:
+        """Return the one line the CLI prints at the end."""
+        if self.status is SyncStatus.UP_TO_DATE:
+            return f"already at {self.dataset_version or 'that version'}: nothing to do"
+        c = self.counts
+        line = (
+            f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, "
+            f"retired {c.retired}, rejected {c.rejected} in {self.elapsed:.1f}s"
+        )
+        return f"dry run, nothing changed: {line}" if self.status is SyncStatus.DRY_RUN else line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "kind": self.kind.value,
+            "source": self.source,
+            "datasetVersion": self.dataset_version,
+            "previousVersion": self.previous_version,
+            **self.counts.to_dict(),
+            "versionId": self.version_id,
+            "full": self.full,
+            "partial": self.partial,
+            "elapsed": round(self.elapsed, 3),
+            "problems": [str(p) for p in self.problems],
+            "rejectReport": self.reject_report,
+            "diff": self.diff.to_dict() if self.diff is not None else None,
+            "reposFetched": self.repos_fetched,
+            "reposSkipped": self.repos_skipped,
+            "hashes": dict(self.hashes),
+        }
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Everything a sync will write, computed (and validated) before the database is touched."""
+
+    source: str
+    dataset_version: str | None
+    previous_version: str | None
+    full: bool
+    incoming: tuple[Incoming, ...]
+    problems: tuple[Problem, ...]
+    rejected: int
+    keep_repos: frozenset[str]  #: unchanged repositories: their live records stay as they are
+    keep_ids: frozenset[str]  #: rejected records whose stored content stays
+    hashes: tuple[tuple[str, str], ...] = ()
+    state: Mapping[str, Any] | None = None  #: the sync state to record with the version
+    repos_fetched: int = 0
+    repos_skipped: int = 0
+
+
+# ---------------------------------------------------------------------------- entry point
+def sync(
+    target: Store | KnowledgeBase,
+    source: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    full: bool | None = None,
+    allow_downgrade: bool = False,
+    skip_invalid: bool = False,
+    reject_report: str | os.PathLike[str] | None = None,
+    progress: ProgressCallback | None = None,
+    max_bytes: int = publish.DEFAULT_MAX_BYTES,
+    timeout: float = publish.DEFAULT_TIMEOUT,
+) -> SyncReport:
+    """Bring the knowledge base to the dataset version ``source`` holds, in one transaction.
+
+    ``source`` is a record file or directory (a partial source: nothing is retired unless
+    ``full``), a local published tree (its root, its ``data/`` directory or the manifest), or an
+    http(s) URL of one (a full snapshot unless ``full=False``). Invalid records refuse the whole
+    version (``RecordError``) unless ``skip_invalid``, which applies the rest, writes the rejects
+    as JSON Lines to ``reject_report`` (default ``<db>.rejects.jsonl``) and marks the version
+    partial. An older version than the current one is refused unless ``allow_downgrade``.
+    """
+    store: Store = target.store if not isinstance(target, Store) else target
+    store.ensure_schema()
+    started = time.monotonic()
+    notify = progress or (lambda _p: None)
+    with sync_lock(store.path), _workdir(store.path) as tmp:
+        tree = publish.locate(os.fspath(source))
+        planned: _Plan | SyncReport
+        if tree is None:
+            planned = _plan_records(store, Path(source), full=bool(full), notify=notify)
+        else:
+            tree = _with_timeout(tree, timeout)
+            planned = _plan_published(
+                store,
+                tree,
+                tmp,
+                full=True if full is None else full,
+                allow_downgrade=allow_downgrade,
+                max_bytes=max_bytes,
+                notify=notify,
+            )
+        if isinstance(planned, SyncReport):
+            return replace(planned, elapsed=time.monotonic() - started)
+        if tree is None:
+            _check_downgrade(planned, allow_downgrade)
+        return _execute(
+            store,
+            planned,
+            dry_run=dry_run,
+            skip_invalid=skip_invalid,
+            reject_report=reject_report,
+            notify=notify,
+            started=started,
+        )
+
+
+@contextlib.contextmanager
+def sync_lock(db_path: Path) -> Iterator[Path]:
+    """Hold ``<db>.sync.lock`` for a sync or rollback; fail at once if another one holds it.
+
+    ``flock`` is released by the kernel when the process dies, so a killed sync never leaves a
+    stale lock behind.
+    """
+    lock_path = db_path.with_name(db_path.name + ".sync.lock")
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise SyncError(f"{lock_path}: cannot open the sync lock: {exc.strerror}") from exc
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise SyncLockedError(
+                f"{db_path}: another sync is running (it holds {lock_path}); try again later"
+            ) from None
+        yield lock_path
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def _workdir(db_path: Path) -> Iterator[Path]:
+    """Yield a temporary download directory beside the database, removed afterwards.
+
+    Called with the lock held, so leftovers of a killed sync of this database (same prefix)
+    can be removed safely first.
+    """
+    prefix = f".{db_path.name}.sync-"
+    for stale in db_path.parent.glob(prefix + "*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix=prefix, dir=db_path.parent) as tmp:
+        yield Path(tmp)
+
+
+def _with_timeout(tree: publish.Tree, timeout: float) -> publish.Tree:
+    if isinstance(tree, publish.HttpTree):
+        return replace(tree, timeout=timeout)
+    return tree
+
+
+# ---------------------------------------------------------------------------- planning
+def _plan_records(store: Store, path: Path, *, full: bool, notify: ProgressCallback) -> _Plan:
+    from errkb.ingest import validate_sources
+
+    notify(Progress(Stage.VALIDATE, 0, 1))
+    validated = validate_sources([path])
+    notify(Progress(Stage.VALIDATE, 1, 1))
+    kept = {p.record_id for p in validated.problems if p.record_id} if full else set()
+    return _Plan(
+        source=str(path),
+        dataset_version=validated.dataset_version,
+        previous_version=store.meta().get("dataset_version"),
+        full=full,
+        incoming=validated.incoming,
+        problems=validated.problems,
+        rejected=validated.rejected,
+        keep_repos=frozenset(),
+        keep_ids=frozenset(kept),
+    )
+
+
+def _plan_published(
+    store: Store,
+    tree: publish.Tree,
+    tmp: Path,
+    *,
+    full: bool,
+    allow_downgrade: bool,
+    max_bytes: int,
+    notify: ProgressCallback,
+) -> _Plan | SyncReport:
+    latest = _latest_version(store)
+    current = store.meta().get("dataset_version")
+    state = _load_state(store, latest)
+    etags: Mapping[str, str] = state.get("etags", {}) if state else {}
+
+    # 1. The manifest: stop early when it names the version we have.
+    notify(Progress(Stage.MANIFEST, 0, 1))
+    where = tree.where(tree.manifest_path)
+    fetched = tree.fetch(
+        tree.manifest_path,
+        tmp / "manifest.json",
+        max_bytes=publish.MANIFEST_MAX_BYTES,
+        etag=etags.get(where),
+    )
+    if fetched.not_modified:
+        version = state.get("datasetVersion") if state else None
+        return _up_to_date(tree.location, version if isinstance(version, str) else current)
+    assert fetched.path is not None  # noqa: S101 - not_modified covers None
+    manifest = publish.parse_manifest(fetched.path.read_bytes(), where)
+    notify(Progress(Stage.MANIFEST, 1, 1))
+    version = manifest.dataset_version
+    if (
+        latest is not None
+        and latest.dataset_version == version
+        and latest.full
+        and latest.kind in (VersionKind.SYNC.value, VersionKind.ROLLBACK.value)
+    ):
+        return _up_to_date(tree.location, version, current)
+    _refuse_downgrade(where, version, current, allow_downgrade)
+
+    # 2. The hashed metadata files.
+    notify(Progress(Stage.INDEX, 0, 2))
+    index_entry = manifest.entry("index", where)
+    index_file = tree.fetch(index_entry.path, tmp / "index.json.gz", max_bytes=max_bytes)
+    by_repo = publish.parse_index(
+        publish.verify_file(index_file, index_entry, max_bytes=max_bytes), index_file.where, version
+    )
+    errors_count = manifest.counts.get("errors")
+    indexed = sum(len(ids) for ids in by_repo.values())
+    if isinstance(errors_count, int) and errors_count != indexed:
+        raise IntegrityError(
+            f"{index_file.where}: {indexed} ids, but the manifest counts {errors_count} errors; "
+            "nothing changed"
+        )
+    notify(Progress(Stage.INDEX, 1, 2))
+    repos_entry = manifest.entry("repos", where)
+    repos_file = tree.fetch(repos_entry.path, tmp / "repos.json", max_bytes=max_bytes)
+    repos = publish.parse_repos(
+        publish.verify_file(repos_file, repos_entry, max_bytes=max_bytes), repos_file.where
+    )
+    notify(Progress(Stage.INDEX, 2, 2))
+    hashes = [("manifest", manifest.sha256), ("index", index_entry.sha256)]
+    if index_entry.raw_sha256:
+        hashes.append(("indexRaw", index_entry.raw_sha256))
+    hashes.append(("repos", repos_entry.sha256))
+
+    # 3. Which repositories to fetch: those whose fingerprint changed since our last sync.
+    live = _live_ids_by_repo(store)
+    previous: Mapping[str, Any] = state.get("repos", {}) if state else {}
+    fetch: list[str] = []
+    skipped: list[str] = []
+    for repo in sorted(by_repo):
+        info = repos.get(repo)
+        same_ids = live.get(repo, frozenset()) == frozenset(by_repo[repo])
+        if (
+            info is not None
+            and info.analyzed_sha is not None
+            and previous.get(repo) == list(info.fingerprint)
+            and same_ids
+        ):
+            skipped.append(repo)
+        else:
+            fetch.append(repo)
+
+    # 4. Fetch, cross-check and validate each of them.
+    incoming: list[Incoming] = []
+    problems: list[Problem] = []
+    rejected = 0
+    kept_ids: set[str] = set()
+    new_etags: dict[str, str] = {}
+    clean: list[str] = list(skipped)  # repositories applied exactly as published
+    if fetched.etag:
+        new_etags[where] = fetched.etag
+    for repo in skipped:
+        old = etags.get(tree.where(publish.repo_file(repo)))
+        if old:
+            new_etags[tree.where(publish.repo_file(repo))] = old
+    notify(Progress(Stage.REPOS, 0, len(fetch)))
+    fetched_count = 0
+    for n, repo in enumerate(fetch):
+        rel = publish.repo_file(repo)
+        repo_where = tree.where(rel)
+        ids = by_repo[repo]
+        # A 304 means "the file you applied last time": usable only while our stored records
+        # of that repository are exactly the ones that file held.
+        same_ids = live.get(repo, frozenset()) == frozenset(ids)
+        etag = etags.get(repo_where) if state and same_ids else None
+        got = tree.fetch(rel, tmp / f"repo-{n}.json", max_bytes=max_bytes, etag=etag)
+        if got.not_modified:
+            skipped.append(repo)
+            clean.append(repo)
+            new_etags[repo_where] = etag or ""
+        else:
+            fetched_count += 1
+            part = _read_repo(got, repo, ids, version)
+            incoming.extend(part.incoming)
+            problems.extend(part.problems)
+            rejected += part.rejected
+            kept_ids |= part.rejected_ids
+            if not part.rejected:
+                clean.append(repo)
+                if got.etag:
+                    new_etags[repo_where] = got.etag
+            if got.path is not None and got.path.is_relative_to(tmp):
+                got.path.unlink()  # keep disk use to one repository file at a time
+        notify(Progress(Stage.REPOS, n + 1, len(fetch)))
+
+    fingerprints = {
+        repo: list(repos[repo].fingerprint)
+        for repo in clean
+        if repo in repos and repos[repo].analyzed_sha is not None
+    }
+    new_state = {
+        "datasetVersion": version,
+        "source": tree.location,
+        "etags": new_etags,
+        "repos": fingerprints,
+    }
+    return _Plan(
+        source=tree.location,
+        dataset_version=version,
+        previous_version=current,
+        full=full,
+        incoming=tuple(incoming),
+        problems=tuple(problems),
+        rejected=rejected,
+        keep_repos=frozenset(skipped),
+        keep_ids=frozenset(kept_ids),
+        hashes=tuple(hashes),
+        state=new_state,
+        repos_fetched=fetched_count,
+        repos_skipped=len(skipped),
+    )
+
+
+@dataclass(frozen=True)
+class _RepoPart:
+    incoming: tuple[Incoming, ...]
+    problems: tuple[Problem, ...]
+    rejected: int
+    rejected_ids: frozenset[str]
+
+
+def _read_repo(
+    fetched: publish.Fetched, repo: str, index_ids: Sequence[str], version: str
+) -> _RepoPart:
+    """Cross-check one repository file against the index, then validate its records."""
+    assert fetched.path is not None  # noqa: S101
+    where = fetched.where
+    items = list(read_file(fetched.path))
+    broken = [it.problem for it in items if it.problem is not None]
+    if broken:
+        # The file cannot be read as records at all: every record it should hold is rejected.
+        problems = tuple(replace(p, source=where) for p in broken)
+        return _RepoPart((), problems, len(index_ids), frozenset(index_ids))
+    _cross_check(items, repo, index_ids, where)
+    incoming: list[Incoming] = []
+    problems_list: list[Problem] = []
+    rejected_ids: set[str] = set()
+    for item in items:
+        checked = rec.check_record(
+            item.obj, source=where, location=item.location, path_prefix=item.path_prefix
+        )
+        envelope = (
+            rec.check_envelope(item.envelope, source=where, location=item.location)
+            if item.envelope is not None
+            else []
+        )
+        if checked.ok and not envelope:
+            incoming.append(Incoming(item.obj, version))
+        else:
+            problems_list.extend(checked.problems)
+            problems_list.extend(envelope)
+            rejected_ids.add(item.obj["id"])
+    return _RepoPart(
+        tuple(incoming), tuple(problems_list), len(rejected_ids), frozenset(rejected_ids)
+    )
+
+
+def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
+    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
+    expected = set(index_ids)
+    found: list[str] = []
+    faults: list[str] = []
+    for item in items:
+        rid = item.obj.get("id")
+        if not isinstance(rid, str):
+            faults.append(f"a record without a string id at {item.location or 'top level'}")
+            continue
+        found.append(rid)
+        if item.obj.get("repo") != repo:
+            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for rid in found:
+        if rid in seen:
+            duplicates.append(rid)
+        seen.add(rid)
+    missing = sorted(expected - seen)
+    extra = sorted(seen - expected)
+    if missing:
+        faults.append(f"missing ids listed in the index: {publish.some_ids(missing)}")
+    if extra:
+        faults.append(f"ids the index does not list: {publish.some_ids(extra)}")
+    if duplicates:
+        faults.append(f"ids repeated: {publish.some_ids(duplicates)}")
+    if faults:
+        raise IntegrityError(
+            f"{where}: repository {repo} does not match the hashed index: "
+            + "; ".join(faults[:10])
+            + "; nothing changed"
+        )
+
+
+def _up_to_date(source: str, version: str | None, previous: str | None = None) -> SyncReport:
+    return SyncReport(SyncStatus.UP_TO_DATE, VersionKind.SYNC, source, version, previous or version)
+
+
+def _refuse_downgrade(where: str, version: str, current: str | None, allow: bool) -> None:
+    if allow or current is None:
+        return
+    new, old = publish.parse_version(version), publish.parse_version(current)
+    if new is not None and old is not None and new < old:
+        raise SyncError(
+            f"{where}: datasetVersion {version} is older than the current {current}; "
+            "refusing to downgrade (allow it with --allow-downgrade)"
+        )
+
+
+def _check_downgrade(plan: _Plan, allow: bool) -> None:
+    if plan.dataset_version is not None:
+        _refuse_downgrade(plan.source, plan.dataset_version, plan.previous_version, allow)
+
+
+# ---------------------------------------------------------------------------- database reads
+@dataclass(frozen=True)
+class LatestVersion:
+    """The newest ``dataset_versions`` row."""
+
+    id: int
+    dataset_version: str | None
+    kind: str
+    full: bool
+
+
+def _latest_version(store: Store) -> LatestVersion | None:
+    row = (
+        store.reader()
+        .execute(
+            "SELECT id, dataset_version, kind, full FROM dataset_versions ORDER BY id DESC LIMIT 1"
+        )
+        .fetchone()
+    )
+    return LatestVersion(int(row[0]), row[1], str(row[2]), bool(row[3])) if row else None
+
+
+def _load_state(store: Store, latest: LatestVersion | None) -> dict[str, Any] | None:
+    """Return the last sync's state if that sync is still the latest change to the database."""
+    text = store.meta().get(_STATE_KEY)
+    if text is None or latest is None:
+        return None
+    try:
+        state = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(state, dict) or state.get("versionId") != latest.id:
+        return None
+    if not isinstance(state.get("etags"), dict) or not isinstance(state.get("repos"), dict):
+        return None
+    return state
+
+
+def _live_ids_by_repo(store: Store) -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for rid, repo in store.reader().execute("SELECT id, repo FROM records WHERE retired = 0"):
+        out.setdefault(str(repo), set()).add(str(rid))
+    return {repo: frozenset(ids) for repo, ids in out.items()}
+
+
+Query = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
+
+
+def _kept_records(query: Query, plan: _Plan, exclude: set[str]) -> list[Incoming]:
+    """Load the stored live records a sync keeps as they are (unchanged repositories, rejects)."""
+    out: list[Incoming] = []
+    for column, keys in (("repo", sorted(plan.keep_repos)), ("id", sorted(plan.keep_ids))):
+        for start in range(0, len(keys), _CHUNK):
+            chunk = keys[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            # Only a fixed column name and "?" placeholders are interpolated.
+            where = f"WHERE retired = 0 AND {column} IN ({marks})"
+            sql = "SELECT id, raw_json, dataset_version FROM records " + where  # noqa: S608
+            for rid, raw, version in query(sql, chunk):
+                if rid not in exclude:
+                    exclude.add(rid)
+                    out.append(Incoming(json.loads(raw), version))
+    return out
+
+
+def diff(query: Query, incoming: Sequence[Incoming], *, full: bool) -> Diff:
+    """Compute what applying ``incoming`` would do, by the same rules as ``Store.apply``."""
+    latest = {str(item.obj["id"]): item for item in incoming}
+    existing: dict[str, tuple[str, bool]] = {}
+    ids = list(latest)
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id, content_hash, retired FROM records WHERE id IN ({marks})"  # noqa: S608
+        for rid, chash, retired in query(sql, chunk):
+            existing[str(rid)] = (str(chash), bool(retired))
+    added: list[str] = []
+    updated: list[str] = []
+    unchanged: list[str] = []
+    for rid, item in latest.items():
+        if rid not in existing:
+            added.append(rid)
+        elif existing[rid][0] != rec.content_hash(item.obj) or existing[rid][1]:
+            updated.append(rid)  # changed content, or a retired record coming back
+        else:
+            unchanged.append(rid)
+    gone: list[str] = []
+    if full:
+        gone = [
+            str(rid)
+            for (rid,) in query("SELECT id FROM records WHERE retired = 0", ())
+            if rid not in latest
+        ]
+    return Diff(*(tuple(sorted(x)) for x in (added, updated, unchanged, gone)))
+
+
+# ---------------------------------------------------------------------------- applying
+def _execute(
+    store: Store,
+    plan: _Plan,
+    *,
+    dry_run: bool,
+    skip_invalid: bool,
+    reject_report: str | os.PathLike[str] | None,
+    notify: ProgressCallback,
+    started: float,
+) -> SyncReport:
+    if plan.problems and not skip_invalid:
+        raise RecordError(
+            plan.problems,
+            summary=(
+                f"{plan.source}: {plan.rejected} invalid record(s) in datasetVersion "
+                f"{plan.dataset_version or '(none)'}; nothing was changed "
+                "(--skip-invalid applies the rest)"
+            ),
+        )
+    report = SyncReport(
+        SyncStatus.DRY_RUN if dry_run else SyncStatus.APPLIED,
+        VersionKind.SYNC,
+        plan.source,
+        plan.dataset_version,
+        plan.previous_version,
+        full=plan.full,
+        partial=plan.rejected > 0,
+        problems=plan.problems,
+        repos_fetched=plan.repos_fetched,
+        repos_skipped=plan.repos_skipped,
+        hashes=plan.hashes,
+    )
+    own = {str(item.obj["id"]) for item in plan.incoming}
+    if dry_run:
+        with store.snapshot() as conn:
+
+            def query(sql: str, params: Sequence[Any]) -> Iterable[Sequence[Any]]:
+                return conn.execute(sql, tuple(params))
+
+            incoming = [*plan.incoming, *_kept_records(query, plan, own)]
+            found = diff(query, incoming, full=plan.full)
+        return replace(
+            report,
+            counts=found.counts(plan.rejected),
+            diff=found,
+            elapsed=time.monotonic() - started,
+        )
+
+    report_path: str | None = None
+    if plan.problems:
+        # Written before the transaction: if it cannot be written, nothing has changed yet.
+        target = reject_report or store.path.with_name(store.path.name + ".rejects.jsonl")
+        write_rejects(target, plan.problems, plan.dataset_version)
+        report_path = os.fspath(target)
+
+    notify(Progress(Stage.APPLY, 0, 1))
+    with store.write() as session:
+        connection = session.connection()
+
+        def query_w(sql: str, params: Sequence[Any]) -> Iterable[Sequence[Any]]:
+            return connection.exec_driver_sql(sql, tuple(params))
+
+        incoming = [*plan.incoming, *_kept_records(query_w, plan, own)]
+        version_id, counts = store.apply(
+            session,
+            incoming,
+            kind=VersionKind.SYNC.value,
+            source=plan.source,
+            dataset_version=plan.dataset_version,
+            full=plan.full,
+            partial=plan.rejected > 0,
+            rejected=plan.rejected,
+            hashes=dict(plan.hashes) or None,
+        )
+        if plan.state is not None:
+            from errkb.models import MetaRow
+
+            value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
+            session.merge(MetaRow(key=_STATE_KEY, value=value))
+    notify(Progress(Stage.APPLY, 1, 1))
+    return replace(
+        report,
+        counts=counts,
+        version_id=version_id,
+        reject_report=report_path,
+        elapsed=time.monotonic() - started,
+    )
+
+
+def write_rejects(
+    path: str | os.PathLike[str], problems: Iterable[Problem], dataset_version: str | None
+) -> None:
+    """Write rejected records' problems as JSON Lines, atomically (old file or complete new)."""
+    from errkb.atomic import atomic_write_text
+
+    try:
+        with atomic_write_text(path) as fh:
+            for p in problems:
+                line = {
+                    "source": p.source,
+                    "location": p.location,
+                    "id": p.record_id,
+                    "path": p.json_path,
+                    "rule": p.rule,
+                    "datasetVersion": dataset_version,
+                }
+                fh.write(json.dumps(line, ensure_ascii=False) + "\n")
+    except OSError as exc:
+        raise SyncError(f"{path}: cannot write the reject report: {exc.strerror or exc}") from exc

@@ -196,16 +196,17 @@ def _wrappers(
     A ``": "`` inside a string literal belongs to the quoted message, which is offered decoded
     on its own; splitting the escaped form there would only add noise.
     """
+    starts: list[int] = []
     start = 0
-    offered = 0
-    while offered < MAX_WRAPPERS:
+    while len(starts) < MAX_WRAPPERS:
         idx = head.find(": ", start)
         if idx < 0:
-            return
+            break
         start = idx + 2
-        if any(a <= idx < b for a, b in quoted):
-            continue
-        offered += 1
+        if not any(a <= idx < b for a, b in quoted):
+            starts.append(start)
+    # The last wrapper's suffix is the innermost message: offer it first.
+    for start in reversed(starts):
         suffix = text[start:].lstrip()
         if suffix:
             add(suffix, _at(base, len(text) - len(suffix)), depth, SpanVia.WRAPPER)

@@ -1,0 +1,733 @@
+"""The log parser: every traceback flavour, single-line errors, streams, and the labelled corpus."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from errkb.events import ChainLink, EventKind, LogEvent
+from errkb.logparse import is_exception_class, parse_log
+from errkb.logtext import decode_input
+from errkb.spans import message_spans
+
+CORPUS = Path(__file__).parent / "data" / "corpus"
+DATASET = Path(__file__).resolve().parent.parent / "data" / "dataset"
+EXPECTATIONS: dict[str, dict[str, Any]] = json.loads((CORPUS / "expectations.json").read_text())
+
+SHAPES = {
+    "ansi", "ansi-remnants", "bare", "chain-cause", "chain-context", "cloud-logger", "crlf",
+    "docker-compose", "docker-rfc3339", "exception-group", "grep", "ipython", "json-reply",
+    "kubectl-prefix", "log-line", "loguru", "markdown", "multi-line-message", "pytest-line",
+    "pytest-long", "pytest-short", "python-logging", "ray", "repr", "sglang-diffusion",
+    "sglang-llm", "sglang-llm-ranks", "stacked-prefixes", "syslog", "torchrun", "tqdm-cr",
+    "traceback-py311", "traceback-py313", "vllm",
+}  # fmt: skip
+
+
+def brief(events: list[LogEvent]) -> list[tuple[str, str | None, int]]:
+    return [(e.kind.value, e.short_class, e.lines[0]) for e in events]
+
+
+# --- CPython tracebacks --------------------------------------------------------------------
+
+SGL = "/usr/local/lib/python3.10/dist-packages/sglang"
+PY310 = "\n".join(
+    [
+        "Traceback (most recent call last):",
+        f'  File "{SGL}/srt/models/llama.py", line 641, in load_weights',
+        "    weight_loader(param, loaded_weight)",
+        f'  File "{SGL}/srt/layers/linear.py", line 872, in weight_loader_v2',
+        "    raise ValueError(",
+        "ValueError: Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, "
+        "got shape (2,)",
+        "",
+    ]
+)
+
+
+def test_plain_traceback_frames_and_message() -> None:
+    [event] = parse_log(PY310)
+    assert event.kind is EventKind.TRACEBACK
+    assert event.exc_class == "ValueError"
+    assert event.message.endswith("got shape (2,)")
+    assert event.lines == (6,)
+    assert [
+        (f.path.rsplit("/", 1)[-1], f.line, f.function, f.source, f.input_line)
+        for f in event.frames
+    ] == [
+        ("llama.py", 641, "load_weights", "weight_loader(param, loaded_weight)", 2),
+        ("linear.py", 872, "weight_loader_v2", "raise ValueError(", 4),
+    ]
+    assert event.chain_id is not None and event.is_root_cause and event.link is ChainLink.NONE
+
+
+def test_caret_lines_and_313_elisions_are_not_source() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "a.py", line 3, in <module>
+    engine = load(path)
+             ^^^^^^^^^^
+  File "b.py", line 9, in load
+    weight_loader(param, loaded_weight, shard_id)
+    ~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "c.py", line 872, in weight_loader_v2
+    raise ValueError(
+    ...<3 lines>...
+    )
+ValueError: boom
+"""
+    [event] = parse_log(text)
+    assert [f.source for f in event.frames] == [
+        "engine = load(path)",
+        "weight_loader(param, loaded_weight, shard_id)",
+        "raise ValueError(",
+    ]
+    assert event.message == "boom"
+
+
+def test_dotted_class_and_class_without_message() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+sglang.multimodal_gen.runtime.x.ComponentCheckpointUnsupportedError: Cannot configure it
+
+Traceback (most recent call last):
+  File "parameter.py", line 409, in _load_into_shard_id
+    assert param_data.shape == loaded_weight.shape
+AssertionError
+more text that is no part of an empty message
+"""
+    first, second = parse_log(text)
+    assert first.exc_class == "sglang.multimodal_gen.runtime.x.ComponentCheckpointUnsupportedError"
+    assert first.short_class == "ComponentCheckpointUnsupportedError"
+    assert (second.exc_class, second.message, second.lines) == ("AssertionError", "", (8,))
+
+
+def test_multi_line_message_ends_at_blank_line_new_record_or_prompt() -> None:
+    text = """\
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+ValueError: line one
+line two
+  indented three
+
+not part of it
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+ValueError: only this
+[2026-08-28 05:10:05] Received sigquit from a child process.
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+ValueError: up to the prompt
+$ python again.py
+"""
+    a, b, c = parse_log(text)
+    assert (a.message, a.lines) == ("line one\nline two\n  indented three", (3, 4, 5))
+    assert (b.message, b.lines) == ("only this", (10,))
+    assert c.message == "up to the prompt"
+
+
+def test_truncated_traceback_gives_no_event() -> None:
+    text = """\
+[2026-08-28 05:10:05] Scheduler hit an exception: Traceback (most recent call last):
+  File "x.py", line 1, in f
+    raise ValueError(
+[2026-08-28 05:10:06] Received sigquit from a child process.
+"""
+    assert parse_log(text) == []
+
+
+def test_indented_traceback_in_a_markdown_code_block() -> None:
+    text = """\
+Steps to reproduce:
+
+    Traceback (most recent call last):
+      File "x.py", line 1, in f
+        raise ValueError("x")
+    ValueError: indented by four
+"""
+    [event] = parse_log(text)
+    assert (event.exc_class, event.message, event.lines) == ("ValueError", "indented by four", (6,))
+    assert event.frames[0].source == 'raise ValueError("x")'
+
+
+# --- chains and groups ---------------------------------------------------------------------
+
+CHAIN = """\
+Traceback (most recent call last):
+  File "q.py", line 168, in inspect
+    raise ValueError(
+ValueError: inner
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "t.py", line 184, in configure
+    raise Wrapped(
+pkg.Wrapped: outer: inner
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "m.py", line 9, in main
+    cleanup()
+RuntimeError: cleanup failed
+"""
+
+
+def test_chain_links_positions_and_one_chain_id() -> None:
+    events = parse_log(CHAIN)
+    assert [(e.short_class, e.chain_position, e.link) for e in events] == [
+        ("ValueError", 0, ChainLink.NONE),
+        ("Wrapped", 1, ChainLink.CAUSE),
+        ("RuntimeError", 2, ChainLink.CONTEXT),
+    ]
+    assert len({e.chain_id for e in events}) == 1
+    assert [e.is_root_cause for e in events] == [True, False, False]
+
+
+def test_separate_tracebacks_are_separate_chains() -> None:
+    events = parse_log(PY310 + "\nsome log line\n" + PY310)
+    assert [e.chain_id for e in events] == [1, 2]
+    assert all(e.is_root_cause for e in events)
+
+
+def test_a_cause_without_traceback_starts_the_chain() -> None:
+    text = """\
+KeyError: 'never raised'
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+ValueError: raised from it
+"""
+    events = parse_log(text)
+    assert [(e.kind, e.short_class, e.chain_position, e.link) for e in events] == [
+        (EventKind.TRACEBACK, "KeyError", 0, ChainLink.NONE),
+        (EventKind.TRACEBACK, "ValueError", 1, ChainLink.CAUSE),
+    ]
+
+
+GROUP = """\
+  + Exception Group Traceback (most recent call last):
+  |   File "<stdin>", line 1, in <module>
+  | ExceptionGroup: many (2 sub-exceptions)
+  +-+---------------- 1 ----------------
+    | Exception Group Traceback (most recent call last):
+    |   File "<stdin>", line 3, in <module>
+    | ExceptionGroup: inner (1 sub-exception)
+    +-+---------------- 1 ----------------
+      | Traceback (most recent call last):
+      |   File "x.py", line 2, in f
+      | ValueError: deep
+      +------------------------------------
+    +---------------- 2 ----------------
+    | TypeError: never raised
+    | second line
+    +------------------------------------
+"""
+
+
+def test_exception_group_members_nested_and_unraised() -> None:
+    events = parse_log(GROUP)
+    assert [(e.short_class, e.message, e.lines, e.chain_position, e.link) for e in events] == [
+        ("ExceptionGroup", "many (2 sub-exceptions)", (3,), 0, ChainLink.NONE),
+        ("ExceptionGroup", "inner (1 sub-exception)", (7,), 1, ChainLink.GROUP),
+        ("ValueError", "deep", (11,), 2, ChainLink.GROUP),
+        ("TypeError", "never raised\nsecond line", (14, 15), 3, ChainLink.GROUP),
+    ]
+    assert len({e.chain_id for e in events}) == 1
+    assert events[2].frames[0].path == "x.py"
+
+
+def test_a_group_inside_a_chain_takes_the_chain_link() -> None:
+    text = (
+        PY310 + "\nDuring handling of the above exception, another exception occurred:\n\n" + GROUP
+    )
+    events = parse_log(text)
+    assert [e.link for e in events[:2]] == [ChainLink.NONE, ChainLink.CONTEXT]
+    assert len({e.chain_id for e in events}) == 1
+
+
+def test_margin_lines_without_separators_are_no_group() -> None:
+    text = "  | a table cell |\n  | another |\n" * 3
+    assert parse_log(text) == []
+
+
+# --- pytest ----------------------------------------------------------------------------------
+
+PYTEST_SHORT = """\
+_________________________________ test_load _________________________________
+tests/test_x.py:12: in test_load
+    load()
+src/pkg/mod.py:168: in load
+    raise ValueError(
+E   ValueError: first line
+E     second line
+
+The above exception was the direct cause of the following exception:
+
+tests/test_x.py:14: in test_load
+    raise RuntimeError("wrapped") from e
+E   RuntimeError: wrapped
+=========================== short test summary info ============================
+FAILED tests/test_x.py::test_load - RuntimeError: wrapped
+"""
+
+
+def test_pytest_short_frames_e_lines_chain_and_summary() -> None:
+    first, second, summary = parse_log(PYTEST_SHORT)
+    assert (first.exc_class, first.message, first.lines) == (
+        "ValueError",
+        "first line\n  second line",
+        (6, 7),
+    )
+    assert [(f.path, f.line, f.function, f.source) for f in first.frames] == [
+        ("tests/test_x.py", 12, "test_load", "load()"),
+        ("src/pkg/mod.py", 168, "load", "raise ValueError("),
+    ]
+    assert (second.exc_class, second.link, second.chain_position) == (
+        "RuntimeError",
+        ChainLink.CAUSE,
+        1,
+    )
+    assert second.chain_id == first.chain_id
+    assert (summary.kind, summary.exc_class, summary.message) == (
+        EventKind.LOG,
+        "RuntimeError",
+        "wrapped",
+    )
+
+
+def test_pytest_long_takes_the_class_and_frame_from_the_location_line() -> None:
+    text = """\
+    def test_x():
+>       assert scale.shape == (3072, 1)
+E       assert (3072,) == (3072, 1)
+E         Right contains one more item: 1
+
+tests/test_x.py:7: AssertionError
+"""
+    [event] = parse_log(text)
+    assert event.exc_class == "AssertionError"
+    assert event.message.startswith("assert (3072,) == (3072, 1)")
+    assert [(f.path, f.line, f.source) for f in event.frames] == [
+        ("tests/test_x.py", 7, "assert scale.shape == (3072, 1)")
+    ]
+
+
+def test_pytest_source_listing_is_not_an_event() -> None:
+    text = """\
+    def check():
+        raise ValueError(
+            f"Quanto layer {prefix!r} has incompatible scale "
+        )
+        ValueError: looks like an error but is indented source
+"""
+    assert parse_log(text) == []
+
+
+# --- IPython -----------------------------------------------------------------------------------
+
+
+def test_ipython8_frames_and_context_lines() -> None:
+    text = """\
+---------------------------------------------------------------------------
+ValueError                                Traceback (most recent call last)
+Cell In[3], line 2
+      1 path = "x"
+----> 2 inspect(path)
+
+File /usr/lib/python3.11/site-packages/pkg/mod.py:168, in inspect(file_path, mapper)
+    165 if bad:
+--> 168     raise ValueError(
+    169         f"Quanto layer {prefix!r} has incompatible scale "
+    170     )
+
+ValueError: the real message
+"""
+    [event] = parse_log(text)
+    assert (event.exc_class, event.message, event.lines) == (
+        "ValueError",
+        "the real message",
+        (13,),
+    )
+    assert [(f.path, f.line, f.function, f.source) for f in event.frames] == [
+        ("Cell In[3]", 2, None, "inspect(path)"),
+        ("/usr/lib/python3.11/site-packages/pkg/mod.py", 168, "inspect", "raise ValueError("),
+    ]
+
+
+def test_ipython7_legacy_frames() -> None:
+    text = """\
+ValueError                                Traceback (most recent call last)
+<ipython-input-5-8d1f2c3b9a7e> in <module>
+----> 2 markers = inspect(["x"])
+
+/opt/conda/lib/python3.10/site-packages/pkg/utils.py in inspect(paths, mapper)
+--> 306                 f"shapes: {weight_shape} and {scale_shape}"
+
+ValueError: legacy
+"""
+    [event] = parse_log(text)
+    assert [(f.path, f.line, f.function) for f in event.frames] == [
+        ("<ipython-input-5-8d1f2c3b9a7e>", 2, "<module>"),
+        ("/opt/conda/lib/python3.10/site-packages/pkg/utils.py", 306, "inspect"),
+    ]
+
+
+# --- single lines -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ValueError: bare one", [("bare", "ValueError", 1)]),
+        ("pkg.mod.QuantError: dotted", [("bare", "QuantError", 1)]),
+        ("KeyboardInterrupt: x", [("bare", "KeyboardInterrupt", 1)]),
+        ("Exception: plain", [("bare", "Exception", 1)]),
+        ("Error: a CLI's wording, not a class", []),
+        ("Warning: neither", []),
+        ("Note: not an exception", []),
+        ("   ValueError: indented, so source or listing", []),
+        ("/x/y.py:168: UserWarning: deprecated", [("bare", "UserWarning", 1)]),
+        ("[2026-08-28 05:10:05] ERROR: something failed", [("log", None, 1)]),
+        ("ERROR 02-07 03:59:09 [core.py:946] ValueError: in a log", [("log", "ValueError", 1)]),
+        (
+            "INFO 02-07 03:59:09 [core.py:946] ValueError: info is no error",
+            [("bare", "ValueError", 1)],
+        ),
+        ('{"success":false,"message":"Failed to update weights: x"}', [("log", None, 1)]),
+        ('  "message": "Failed to update weights: x",', [("log", None, 1)]),
+        ('python/x.py:12:    return {"message": "grep of source"}', []),
+        ('python/x.py:306:    f"Comfy INT8 layer {prefix!r} has incompatible"', []),
+        ("FAILED tests/t.py::test_a - ValueError: summary", [("log", "ValueError", 1)]),
+    ],
+)
+def test_single_line_events(text: str, expected: list[tuple[str, str | None, int]]) -> None:
+    assert brief(parse_log(text)) == expected
+
+
+def test_code_fences_source_is_silent_but_fenced_tracebacks_parse() -> None:
+    text = """\
+```python
+SomeError: annotations = "not output"
+raise ValueError("source")
+```
+```
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+ValueError: fenced output
+```
+```python
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+ValueError: pasted in a python fence
+```
+"""
+    assert brief(parse_log(text)) == [
+        ("traceback", "ValueError", 8),
+        ("traceback", "ValueError", 13),
+    ]
+    assert parse_log(text)[1].message == "pasted in a python fence"
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ValueError", True),
+        ("a.b.ComponentCheckpointUnsupportedError", True),
+        ("SystemExit", True),
+        ("StopIteration", True),
+        ("Error", False),
+        ("Exception", True),
+        ("Warning", False),
+        ("Killed", False),
+    ],
+)
+def test_is_exception_class(name: str, expected: bool) -> None:
+    assert is_exception_class(name) is expected
+
+
+# --- streams ---------------------------------------------------------------------------------
+
+
+def test_interleaved_ranks_are_reassembled() -> None:
+    a = PY310.replace("(2,)", "(3,)").splitlines()
+    b = PY310.splitlines()
+    text = "\n".join(f"[rank0]: {x}\n[rank1]: {y}" for x, y in zip(a, b, strict=True))
+    events = parse_log(text)
+    assert [(e.stream, e.message[-4:], e.lines) for e in events] == [
+        ("rank0", "(3,)", (11,)),
+        ("rank1", "(2,)", (12,)),
+    ]
+    assert [len(e.frames) for e in events] == [2, 2]
+
+
+def test_reversed_cloud_export_is_read_bottom_up() -> None:
+    lines = PY310.splitlines()[::-1]
+    text = "\n".join(f"ERROR 2025-04-04T06:24:51.{9 - k}Z {x}" for k, x in enumerate(lines))
+    [event] = parse_log(text)
+    assert event.exc_class == "ValueError"
+    assert event.lines == (1,)
+    assert [f.line for f in event.frames] == [641, 872]
+
+
+# --- robustness ------------------------------------------------------------------------------
+
+FRAGMENTS = [
+    "Traceback (most recent call last):",
+    '  File "x.py", line 3, in f',
+    "    raise ValueError(",
+    "    ^^^^^^",
+    "ValueError: x",
+    "AssertionError",
+    "",
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+    "  + Exception Group Traceback (most recent call last):",
+    "  | ValueError: a",
+    "  +-+---------------- 1 ----------------",
+    "    | KeyError: b",
+    "    +------------------------------------",
+    "E   ValueError: y",
+    "tests/t.py:3: in f",
+    "t.py:3: ValueError",
+    "> x()",
+    "ValueError                                Traceback (most recent call last)",
+    "Cell In[3], line 2",
+    "----> 2 f()",
+    "```python",
+    "```",
+    "[2026-08-28 05:10:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '[rank1]:   File "y.py", line 4, in g',
+    "ERROR 2025-04-04T06:24:51.493646621Z ValueError: z",
+    '{"message":"Failed: \\u00e9\\n"}',
+    "\x1b[31m\r\x00",
+]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(max_size=3000))
+def test_parse_log_never_raises_on_arbitrary_text(text: str) -> None:
+    for event in parse_log(text):
+        assert event.lines and all(n >= 1 for n in event.lines)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=60))
+def test_parse_log_never_raises_on_traceback_fragments(parts: list[str]) -> None:
+    text = "\n".join(parts)
+    total = len(text.split("\n"))
+    for event in parse_log(text):
+        assert all(1 <= n <= total for n in event.lines)
+        assert all(1 <= f.input_line <= total for f in event.frames)
+
+
+def test_a_10mb_line_parses_in_bounded_time() -> None:
+    text = 'Traceback (most recent call last):\n  File "x.py", line 1, in f\nValueError: ' + (
+        "x" * 10_000_000
+    )
+    start = time.perf_counter()
+    [event] = parse_log(text)
+    assert time.perf_counter() - start < 30
+    assert len(event.message) == 10_000_000
+
+
+def test_a_50k_line_log_parses_in_bounded_time() -> None:
+    text = (CORPUS / "sglang_llm_tp4_every_rank.log").read_text() * 350
+    assert len(text.splitlines()) > 50_000
+    start = time.perf_counter()
+    events = parse_log(text)
+    assert time.perf_counter() - start < 60
+    assert len(events) == 4 * 350
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "  | not a group",
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in f',
+        "E   ValueError: x",
+        "ValueError: x",
+        "tests/t.py:3: in f",
+        "    | ValueError: x",
+    ],
+)
+def test_repeated_lines_parse_in_linear_time(line: str) -> None:
+    start = time.perf_counter()
+    parse_log("\n".join([line] * 20_000))
+    assert time.perf_counter() - start < 30  # a quadratic rescan would take minutes
+
+
+# --- the labelled corpus -------------------------------------------------------------------
+
+
+def _templates() -> dict[str, str]:
+    out = {}
+    for path in DATASET.glob("*.txt"):
+        record = json.loads(path.read_text())["record"]
+        out[record["id"]] = record["errorMessage"]
+    return out
+
+
+TEMPLATES = _templates()
+_FIELD = re.compile(r"\{([^{}]+)\}")
+
+
+def _render(template: str, captures: dict[str, str]) -> str:
+    def field(m: re.Match[str]) -> str:
+        expr = m.group(1)
+        if expr.endswith("!r"):
+            return repr(captures[expr[:-2]])
+        return captures[expr]
+
+    return _FIELD.sub(field, template)
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    parts = _FIELD.split(template)
+    return re.compile("".join(re.escape(p) if k % 2 == 0 else "(.+)" for k, p in enumerate(parts)))
+
+
+def _occurrence_lines(events: list[LogEvent], message: str) -> set[int]:
+    return {e.lines[0] for e in events if any(s.text == message for s in message_spans(e.message))}
+
+
+def test_corpus_is_large_and_labelled() -> None:
+    logs = sorted(p.name for p in CORPUS.glob("*.log"))
+    assert set(logs) == set(EXPECTATIONS)
+    assert len(logs) >= 40
+    negatives = [n for n, e in EXPECTATIONS.items() if not e["matches"]]
+    assert len(negatives) >= 15
+    assert {e["shape"] for e in EXPECTATIONS.values()} == SHAPES
+    covered = {m["id"] for e in EXPECTATIONS.values() for m in e["matches"]}
+    assert covered == set(TEMPLATES)
+    for name, e in EXPECTATIONS.items():
+        assert e["note"], name
+        for m in e["matches"]:
+            fields = {f[:-2] if f.endswith("!r") else f for f in _FIELD.findall(TEMPLATES[m["id"]])}
+            assert set(m["captures"]) == fields, name
+            if "lines" in m:
+                assert m["occurrences"] == len(m["lines"]), name
+
+
+POSITIVES = [
+    pytest.param(name, m, id=f"{name}:{m['id']}")
+    for name, e in EXPECTATIONS.items()
+    for m in e["matches"]
+]
+
+
+@pytest.mark.parametrize(("name", "match"), POSITIVES)
+def test_corpus_positive_occurrences_are_events(name: str, match: dict[str, Any]) -> None:
+    events = parse_log(decode_input((CORPUS / name).read_bytes()))
+    message = _render(TEMPLATES[match["id"]], match["captures"])
+    lines = _occurrence_lines(events, message)
+    assert lines, f"{message!r} not found in any event of {name}"
+    if "lines" in match:
+        assert sorted(lines) == match["lines"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPECTATIONS.items() if not e["matches"]))
+def test_corpus_negatives_have_no_event_matching_a_record(name: str) -> None:
+    events = parse_log(decode_input((CORPUS / name).read_bytes()))
+    regexes = [_template_regex(t) for t in TEMPLATES.values()]
+    for event in events:
+        for span in message_spans(event.message):
+            assert not any(rx.fullmatch(span.text) for rx in regexes), (name, span.text)
+
+
+def test_corpus_positive_files_match_only_what_is_labelled() -> None:
+    regexes = {rid: _template_regex(t) for rid, t in TEMPLATES.items()}
+    for name, e in EXPECTATIONS.items():
+        events = parse_log(decode_input((CORPUS / name).read_bytes()))
+        labelled = {m["id"] for m in e["matches"]}
+        hit = {
+            rid
+            for event in events
+            for span in message_spans(event.message)
+            for rid, rx in regexes.items()
+            if rx.fullmatch(span.text)
+        }
+        assert hit == labelled, name
+
+
+# Per-file parser expectations: (kind, short class, first line, chain position, link, stream).
+PARSES = {
+    "diffusion_quanto_text_encoder_worker_crash.log": [
+        ("traceback", "ValueError", 14, 0, "none", ""),
+        ("traceback", "ComponentCheckpointUnsupportedError", 53, 1, "cause", ""),
+        ("traceback", "EOFError", 72, 0, "none", ""),
+    ],
+    "cloud_logging_reversed_chain.log": [
+        ("traceback", "ComponentCheckpointUnsupportedError", 1, 1, "cause", ""),
+        ("traceback", "ValueError", 40, 0, "none", ""),
+    ],
+    "kubectl_stacked_prefixes_tp2.log": [
+        ("traceback", "ValueError", 28, 0, "none", "pod/qwen-72b-fp8-0/server TP1"),
+        ("traceback", "ValueError", 55, 0, "none", "pod/qwen-72b-fp8-0/server TP0"),
+    ],
+    "ray_workerdict_two_actors.log": [
+        ("traceback", "ValueError", 69, 0, "none", "WorkerDict pid=77, ip=10.0.0.2 TP0"),
+        ("traceback", "ValueError", 71, 0, "none", "WorkerDict pid=81, ip=10.0.0.3 TP0"),
+    ],
+    "diffusion_comfy_int8_logger_every_line_crlf.log": [
+        ("log", None, 3, 0, "none", ""),
+        ("traceback", "ValueError", 22, 0, "none", ""),
+    ],
+    "exception_group_taskgroup.log": [
+        ("traceback", "ExceptionGroup", 9, 0, "none", ""),
+        ("traceback", "ValueError", 16, 1, "group", ""),
+        ("traceback", "ValueError", 23, 2, "group", ""),
+    ],
+    "chain_during_handling_rollback.log": [
+        ("traceback", "ValueError", 14, 0, "none", ""),
+        ("traceback", "ValueError", 28, 1, "context", ""),
+    ],
+    "ray_task_error_driver.log": [
+        ("traceback", "RayTaskError(ValueError)", 11, 0, "none", ""),
+        ("bare", "ValueError", 21, 0, "none", ""),
+    ],
+    "loguru_exception.log": [
+        ("log", None, 2, 0, "none", ""),
+        ("traceback", "ValueError", 14, 0, "none", ""),
+    ],
+    "neg_grep_source_templates.log": [],
+    "neg_markdown_source_fences.log": [],
+    "neg_successful_startup.log": [],
+    "python_logging_relay_every_line.log": [
+        ("traceback", "ValueError", 36, 0, "none", ""),
+        ("log", None, 38, 0, "none", ""),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(PARSES))
+def test_corpus_parses(name: str) -> None:
+    events = parse_log(decode_input((CORPUS / name).read_bytes()))
+    got = [
+        (e.kind.value, e.short_class, e.lines[0], e.chain_position, e.link.value, e.stream)
+        for e in events
+    ]
+    assert got == PARSES[name]
+
+
+def test_corpus_frames_keep_paths_lines_and_sources() -> None:
+    events = parse_log((CORPUS / "sglang_llm_single_gpu_py310.log").read_text())
+    [event] = events
+    last = event.frames[-1]
+    assert last.path == "/usr/local/lib/python3.10/dist-packages/sglang/srt/layers/linear.py"
+    assert (last.line, last.function, last.source) == (872, "weight_loader_v2", "raise ValueError(")
+    assert len(event.frames) == 12
+    text = (CORPUS / "sglang_llm_single_gpu_py310.log").read_text().splitlines()
+    assert all(text[f.input_line - 1].lstrip().startswith("File ") for f in event.frames)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from errkb.check import CheckReport, check
 from errkb.errors import (
     CheckpointError,
     ErrkbError,
@@ -39,6 +40,7 @@ from errkb.kb import open_kb as open  # noqa: A001 - errkb.open() is the documen
 from errkb.records import Record
 
 __all__ = [
+    "CheckReport",
     "CheckpointError",
     "Confidence",
     "ErrkbError",
@@ -64,5 +66,6 @@ __all__ = [
     "Unmatched",
     "UsageError",
     "__version__",
+    "check",
     "open",
 ]

@@ -174,6 +174,25 @@ def export(ctx: click.Context, output: str | None, include_retired: bool) -> Non
     click.echo(f"exported {count} record(s) to {output}", err=True)
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@_format_option("text", "json", "sarif", "github")
+@click.option("--all-layers", is_flag=True, help="Report every layer's first failure, not only upstream's first.")
+@click.pass_context
+def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) -> None:
+    """Pre-flight checkpoints (safetensors files, sharded indexes, model directories).
+
+    Runs the reference validators of the records errkb ships. Exit 0 clean, 1 findings,
+    2 a file could not be read or checked.
+    """
+    from errkb.check_render import render
+
+    report = errkb.check(paths, all_layers=all_layers)
+    kb = _open_kb(ctx)
+    click.echo(render(report, fmt, kb.store.raw_record), nl=False)
+    ctx.exit(report.exit_code)
+
+
 def _read_inputs(files: Sequence[str]) -> bytes:
     """Read the files (``-`` = standard input) as bytes; decoding happens in the library."""
     chunks: list[bytes] = []

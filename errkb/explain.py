@@ -32,8 +32,10 @@ CLASS_BONUS = 0.1
 WRAPPED_BONUS = 0.05
 FRAME_BONUS = 0.1
 FILE_ONLY_BONUS = 0.05
-#: ``similar`` suggestions: best rapidfuzz WRatio at least this (0-100), scored below any exact.
-SIMILAR_CUTOFF = 72.0
+#: ``similar`` suggestions: rapidfuzz's normalised edit similarity (0-100) of the message and the
+#: masked template must reach this. WRatio was tried and rejected: its partial-match rule rates a
+#: short template highly against any long message that shares a few words.
+SIMILAR_CUTOFF = 60.0
 SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
 NEARBY_LINES = 25
@@ -354,14 +356,19 @@ def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
 def _similar(events: Sequence[LogEvent], matcher: Matcher, record: RecordLookup) -> list[Match]:
     if not events or not matcher.specs:
         return []
-    from rapidfuzz import fuzz, process
+    from rapidfuzz import fuzz, process, utils
 
     choices = matcher.masked_templates()
     out: list[Match] = []
     seen: set[str] = set()
     for event in _dedupe_events(events)[:MAX_SIMILAR_QUERIES]:
         results = process.extract(
-            event.message, choices, scorer=fuzz.WRatio, limit=3, score_cutoff=SIMILAR_CUTOFF
+            event.message,
+            choices,
+            scorer=fuzz.ratio,
+            processor=utils.default_process,
+            limit=3,
+            score_cutoff=SIMILAR_CUTOFF,
         )
         for _choice, ratio, index in results:
             spec = matcher.specs[index]

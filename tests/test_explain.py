@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb.explain import Confidence, same_file
+from tests.conftest import COMFY_ID, EXAMPLES, LINEAR_ID, QUANTO_ID
+
+EXPECTED = {
+    "quanto-incompatible-scale.log": (
+        QUANTO_ID,
+        {"prefix": "encoder.block.0.layer.0.SelfAttention.q", "scale_slice.get_dtype()": "F32",
+         "scale_shape": "(4096,)"},
+    ),
+    "comfy-int8-scale-shapes.log": (
+        COMFY_ID,
+        {"prefix": "double_blocks.0.img_attn.qkv", "weight_shape": "(9216, 3072)", "scale_shape": "(1, 9216)"},
+    ),
+    "merged-column-scalar-scale.log": (LINEAR_ID, {"tuple(loaded_weight.shape)": "(16384,)"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_examples_are_explained_with_full_captures(kb: errkb.KnowledgeBase, name: str) -> None:
+    rid, captures = EXPECTED[name]
+    report = kb.explain((EXAMPLES / name).read_text())
+    assert [m.id for m in report.exact] == [rid]
+    match = report.exact[0]
+    assert match.capture_dict == captures
+    assert match.record["id"] == rid
+    assert match.score >= 0.9  # class and frame agree
+    assert report.explained
+
+
+def test_cause_and_wrapper_are_one_match_with_both_lines(kb: errkb.KnowledgeBase) -> None:
+    text = (EXAMPLES / "quanto-incompatible-scale.log").read_text()
+    (match,) = kb.explain(text).exact
+    lines = text.splitlines()
+    assert match.occurrences == 2
+    assert all("has incompatible scale" in lines[n - 1] for n in match.lines)
+    assert match.root_cause
+    assert match.exception.cls == "ValueError"
+
+
+def test_bytes_input_and_report_json_contract(kb: errkb.KnowledgeBase) -> None:
+    report = kb.explain((EXAMPLES / "comfy-int8-scale-shapes.log").read_bytes())
+    data = report.to_dict()
+    assert data["errkb"] == errkb.__version__
+    assert data["datasetVersion"] == "2026-08-28T06:17:29.519Z"
+    (m,) = data["matches"]
+    assert m["confidence"] == "exact" and m["occurrences"] == 1
+    assert list(m["captures"]) == ["prefix", "weight_shape", "scale_shape"]
+    assert m["exception"]["class"] == "ValueError"
+    assert m["record"]["githubUrl"].startswith("https://github.com/sgl-project/sglang/blob/")
+    json.dumps(data)  # serialisable as is
+    from errkb.records import schema_validator
+
+    schema_validator("explanation.schema.json").validate(data)
+
+
+def test_match_message_for_bots(kb: errkb.KnowledgeBase) -> None:
+    report = kb.match_message("Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)")
+    assert [m.id for m in report.exact] == [LINEAR_ID]
+    assert report.exact[0].capture_dict == {"tuple(loaded_weight.shape)": "(2,)"}
+
+
+def test_near_miss_gets_similar_suggestion_not_exact(kb: errkb.KnowledgeBase) -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "ValueError: Expected scalar scale for fused-in-checkpoint QKV checkpoint load when "
+        "loaded_shard_id is None, got shape (3,)\n"
+    )
+    report = kb.explain(text)
+    assert report.exact == ()
+    assert not report.explained
+    assert [m.id for m in report.matches if m.confidence is Confidence.SIMILAR] == [LINEAR_ID]
+    assert report.unmatched[0].cls == "ValueError"
+
+
+def test_unknown_exception_is_listed_unmatched(kb: errkb.KnowledgeBase) -> None:
+    report = kb.explain("KeyError: 'nothing we know about at all'\n")
+    assert report.exact == ()
+    assert [(u.cls, u.line) for u in report.unmatched] == [("KeyError", 1)]
+
+
+@pytest.mark.parametrize(
+    ("frame", "record", "same"),
+    [
+        ("/usr/lib/python3/site-packages/sglang/srt/layers/linear.py", "python/sglang/srt/layers/linear.py", True),
+        ("/sgl-workspace/sglang/python/sglang/srt/layers/linear.py", "python/sglang/srt/layers/linear.py", True),
+        ("python/sglang/srt/layers/linear.py", "python/sglang/srt/layers/linear.py", True),
+        ("/x/vllm/model_executor/layers/linear.py", "python/sglang/srt/layers/linear.py", False),
+        ("linear.py", "python/sglang/srt/layers/linear.py", False),
+    ],
+)
+def test_same_file(frame: str, record: str, same: bool) -> None:
+    assert same_file(frame, record) is same
+
+
+def test_explain_from_many_threads(kb: errkb.KnowledgeBase) -> None:
+    texts = [(EXAMPLES / n).read_text() for n in sorted(EXPECTED)]
+    expected = [EXPECTED[n][0] for n in sorted(EXPECTED)]
+    errors: list[BaseException] = []
+    results: list[list[str]] = []
+
+    def work() -> None:
+        try:
+            for _ in range(10):
+                results.append([kb.explain(t).exact[0].id for t in texts])
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert results == [expected] * 80
+
+
+def test_new_records_are_picked_up_without_restart(kb: errkb.KnowledgeBase, tmp_path: Path,
+                                                    seed_records: dict[str, Any]) -> None:
+    from tests.conftest import make_record
+
+    message = "Quanto layer 'q' is frobnicated beyond repair"
+    assert kb.match_message(message).exact == ()
+    other = errkb.open(kb.path)  # another handle, as another process would have
+    rec = make_record(seed_records[QUANTO_ID], "Quanto layer {prefix!r} is frobnicated beyond repair")
+    (tmp_path / "new.json").write_text(json.dumps(rec))
+    other.ingest([tmp_path / "new.json"])
+    other.close()
+    assert [m.id for m in kb.match_message(message).exact] == [rec["id"]]

@@ -165,7 +165,9 @@ class Server:
     """A running test server: its base URL, the requests it saw, and faults to inject.
 
     ``faults`` maps a URL path ("/data/repos/org/repo-1.json") to "500", "404", "drop" (close
-    the connection without a response), or "truncate" (promise more bytes than are sent).
+    the connection without a response), "truncate" (promise more bytes than are sent),
+    "nolength" (no Content-Length: the body ends when the connection closes), or
+    "redirect:<url>" (a 302 to that URL).
     ``root`` can be switched to serve another tree.
     """
 
@@ -199,6 +201,12 @@ def _handler(server: Server) -> type[http.server.BaseHTTPRequestHandler]:
             if fault in ("500", "404"):
                 self.send_error(int(fault))
                 return
+            if fault is not None and fault.startswith("redirect:"):
+                self.send_response(302)
+                self.send_header("Location", fault.removeprefix("redirect:"))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             rel = path.lstrip("/")
             target = (server.root / rel).resolve()
             if ".." in rel.split("/") or not target.is_file():
@@ -220,6 +228,12 @@ def _handler(server: Server) -> type[http.server.BaseHTTPRequestHandler]:
                 self.end_headers()
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
+                self.close_connection = True
+                return
+            if fault == "nolength":
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(body)
                 self.close_connection = True
                 return
             self.send_header("Content-Length", str(len(body)))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from errkb.events import ChainLink, EventKind, Frame, LogEvent
 from errkb.logtext import LogLine, NormalizedLog, normalize
 
-__all__ = ["parse_log", "parse_normalized"]
+__all__ = ["is_exception_class", "parse_log", "parse_normalized"]
 
 #: A message keeps at most this many continuation lines ...
 MAX_CONTINUATION_LINES = 200
@@ -50,8 +50,10 @@ _FRAME_RE = re.compile(
 )
 # The last line of a traceback: ``pkg.mod.SomeError: message`` or a bare ``SomeError``.
 # Ray prints ``ray.exceptions.RayTaskError(ValueError): ...``: the cause class in parentheses.
+# A class defined in a function prints as ``mod.func.<locals>.Error``.
 _EXC_LINE_RE = re.compile(
-    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}(?:\([A-Za-z_][\w.]{0,255}\))?)"
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.(?:<locals>|[A-Za-z_]\w{0,127})){0,24}"
+    r"(?:\([A-Za-z_][\w.]{0,255}\))?)"
     r"(?P<colon>: ?(?P<msg>.*))?$"
 )
 # A ``Class: message`` line outside any traceback; the class is then checked by name.

@@ -119,6 +119,8 @@ _PREFIX_RE = re.compile(
         )
     )
 )
+# Ray's log deduplication appends " [repeated 3x across cluster]" to a line it folded.
+_RAY_REPEATED_RE = re.compile(r" {0,8}\[repeated \d{1,9}x across cluster\]$")
 # docker compose "svc-1  | " only ever comes first: elsewhere "word | " is ordinary text.
 _COMPOSE_RE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
 # A bracketed tag names a stream when it looks like a rank or a worker: "TP0", "gw3", "gpu=0".
@@ -379,4 +381,6 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     rank = record_ids.get(key, "")
     stream = f"{key} {rank}" if key and rank else key or rank
     text = line[pos:] if pos else line
+    if text.endswith("across cluster]"):
+        text = _RAY_REPEATED_RE.sub("", text)
     return LogLine(number, text, stream, level, records, pytest_error)

@@ -110,6 +110,22 @@ more text that is no part of an empty message
     assert (second.exc_class, second.message, second.lines) == ("AssertionError", "", (8,))
 
 
+def test_local_class_and_ray_cause_class_names() -> None:
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "__main__.test.<locals>.LocalError: boom\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in f\n'
+        "ray.exceptions.RayTaskError(ValueError): ray::W.load() (pid=1, ip=10.0.0.2)\n"
+    )
+    assert [e.exc_class for e in parse_log(text)] == [
+        "__main__.test.<locals>.LocalError",
+        "ray.exceptions.RayTaskError(ValueError)",
+    ]
+
+
 def test_multi_line_message_ends_at_blank_line_new_record_or_prompt() -> None:
     text = """\
 Traceback (most recent call last):

@@ -248,6 +248,11 @@ def test_a_record_rank_covers_its_unprefixed_continuation_lines() -> None:
     assert [ln.header for ln in log] == [True, False, False, True, False]
 
 
+def test_ray_deduplication_suffix_is_removed() -> None:
+    line = one("(RayWorkerWrapper pid=1235) ValueError: x (2,) [repeated 3x across cluster]")
+    assert line.text == "ValueError: x (2,)"
+
+
 def test_transport_prefixes_are_not_inherited() -> None:
     # Ray prefixes every forwarded line; an unprefixed line is the driver's own output.
     log = normalize("(RayWorkerWrapper pid=9) x\ndriver line\n(RayWorkerWrapper pid=9) y\n")

@@ -340,6 +340,11 @@ def _raise_site(node: ast.Raise, lines: Sequence[str]) -> RaiseSite | None:
     parts = message_parts(message, lines)
     if not any(isinstance(p, Text) and p.text.strip() for p in parts):
         return None  # nothing literal to recognise the message by
+    if all(isinstance(p, Text) for p in parts):
+        # A message without fields is written as the program prints it: upstream derives such a
+        # record's messagePattern by escaping the errorMessage itself, so a doubled brace or
+        # percent sign would end up in the pattern and the pattern would miss the real message.
+        return RaiseSite(node.lineno, name, "".join(p.text for p in parts if isinstance(p, Text)))
     return RaiseSite(node.lineno, name, build_template(parts))
 
 

@@ -28,6 +28,7 @@ from errkb.extract import (
     write_jsonl,
 )
 from errkb.ingest import validate_sources
+from errkb.patterns import PatternOrigin, compile_record
 from errkb.records import check_record, unknown_fields
 from errkb.template import Literal, parse_template
 
@@ -105,6 +106,24 @@ def test_skips_and_order(sample: list[dict[str, Any]]) -> None:
         ("pkg/sub/more.py", 2),
     ]
     assert len({r["id"] for r in sample}) == len(sample)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        # No fields: written as printed, so upstream's escaped-literal pattern matches it.
+        ("raise ValueError('use {name} or 100%% (%r)')", "use {name} or 100%% (%r)"),
+        ("raise ValueError(\"weekday ('%A', '%a', or '%u')\")", "weekday ('%A', '%a', or '%u')"),
+        # With fields, literal braces and percent signs are escaped for the template parser.
+        ("raise ValueError(f'use {{name}} for {x} (%a)')", "use {{name}} for {x} (%%a)"),
+    ],
+)
+def test_pattern_matches_its_own_message(tmp_path: Path, source: str, message: str) -> None:
+    (tmp_path / "m.py").write_text(source + "\n", encoding="utf-8")
+    (record,) = run([tmp_path])
+    assert record["errorMessage"] == message
+    spec = compile_record(record["id"], message, record["messagePattern"])
+    assert spec.origin is not PatternOrigin.FALLBACK, spec.reason
 
 
 def test_every_record_is_schema_valid(sample: list[dict[str, Any]]) -> None:

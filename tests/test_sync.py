@@ -1,0 +1,485 @@
+"""Tests for errkb.sync: published trees served over HTTP on 127.0.0.1, local trees, record files.
+
+Every refusal is checked to leave the database exactly as it was (versions, records, history,
+meta), because "nothing changed" is the promise a failed sync makes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from published import Server, build_tree, hashes, make_record, serve
+
+import errkb
+import errkb.cli_sync
+from errkb.cli import cli, main
+from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
+from errkb.store import Store
+from errkb.sync import Progress, Stage, SyncStatus, sync, sync_lock
+
+V0 = "2026-08-31T00:00:00.000Z"
+V1 = "2026-09-01T00:00:00.000Z"
+V2 = "2026-09-02T00:00:00.000Z"
+V3 = "2026-09-03T00:00:00.000Z"
+REMOVED = (0, 1, 4, 5)  # v2 drops these (repos 0 and 1)
+ADDED = (40, 41, 44, 45)  # v2 adds these (repos 0 and 1)
+CHANGED = (8, 9)  # v2 changes their documentation (repos 0 and 1)
+
+
+def repo_of(n: int) -> str:
+    return f"org/repo-{n % 4}"
+
+
+def records_v1() -> list[dict[str, Any]]:
+    return [make_record(n, repo_of(n)) for n in range(40)]
+
+
+def records_v2() -> list[dict[str, Any]]:
+    return [
+        make_record(n, repo_of(n), marker="v2" if n in CHANGED else "")
+        for n in (*range(40), *ADDED)
+        if n not in REMOVED
+    ]
+
+
+def ids(numbers: tuple[int, ...]) -> set[str]:
+    return {make_record(n, repo_of(n))["id"] for n in numbers}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    build_tree(root / "v0", records_v1()[:10], V0)
+    build_tree(root / "v1", records_v1(), V1)
+    build_tree(root / "v2", records_v2(), V2)
+    # v3: the same records as v2; repo-2's metadata changed, its file did not.
+    build_tree(root / "v3", records_v2(), V3, repo_meta={"org/repo-2": {"contentChangedAt": V3}})
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(site: Path) -> Iterator[Server]:
+    with serve(site) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def _no_faults(server: Server) -> Iterator[None]:
+    yield
+    server.faults.clear()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    st = Store(tmp_path / "kb.sqlite3")
+    yield st
+    st.close()
+
+
+def live(store: Store) -> dict[str, str]:
+    rows = store.reader().execute("SELECT id, content_hash FROM records WHERE retired = 0")
+    return {str(rid): str(h) for rid, h in rows}
+
+
+def state(store: Store) -> tuple[Any, ...]:
+    """Everything a failed sync must leave untouched."""
+    conn = sqlite3.connect(store.path)
+    try:
+        return (
+            conn.execute("SELECT * FROM dataset_versions ORDER BY id").fetchall(),
+            conn.execute("SELECT id, content_hash, retired FROM records ORDER BY id").fetchall(),
+            conn.execute("SELECT count(*) FROM record_history").fetchone(),
+            conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
+        )
+    finally:
+        conn.close()
+
+
+def copy_tree(site: Path, name: str, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(site / name, tmp_path / name))
+
+
+def edit_repo_file(tree: Path, repo: str, edit: Any) -> None:
+    path = tree / "data" / "repos" / f"{repo}.json"
+    items = json.loads(path.read_text())
+    edit(items)
+    path.write_text(json.dumps(items))
+
+
+# ---------------------------------------------------------------------------- versions
+def test_first_version_over_http(store: Store, server: Server, site: Path) -> None:
+    report = sync(store, f"{server.base}/v1")
+    assert report.status is SyncStatus.APPLIED
+    assert report.counts.to_dict() == {
+        "added": 40,
+        "updated": 0,
+        "unchanged": 0,
+        "retired": 0,
+        "rejected": 0,
+    }
+    assert live(store) == hashes(records_v1())
+    assert report.repos_fetched == 4 and report.repos_skipped == 0
+    row = store.reader().execute(
+        "SELECT dataset_version, kind, source, full, partial, hashes_json, added "
+        "FROM dataset_versions WHERE id = ?",
+        (report.version_id,),
+    )
+    version, kind, source, full, partial, hashes_json, added = row.fetchone()
+    assert (version, kind, source, full, partial, added) == (
+        V1,
+        "sync",
+        f"{server.base}/v1",
+        1,
+        0,
+        40,
+    )
+    manifest = json.loads((site / "v1" / "data" / "manifest.json").read_text())
+    recorded = json.loads(hashes_json)
+    assert recorded["index"] == manifest["files"]["index"]["sha256"]
+    assert recorded["indexRaw"] == manifest["files"]["index"]["rawSha256"]
+    assert recorded["repos"] == manifest["files"]["repos"]["sha256"]
+    assert store.meta()["dataset_version"] == V1
+
+
+def test_second_version_adds_updates_and_retires(store: Store, server: Server) -> None:
+    sync(store, f"{server.base}/v1")
+    before = len(server.requests)
+    report = sync(store, f"{server.base}/v2")
+    assert (report.counts.added, report.counts.updated) == (4, 2)
+    assert (report.counts.unchanged, report.counts.retired) == (34, 4)
+    assert live(store) == hashes(records_v2())
+    # Retired records are kept, marked, with their content.
+    for rid in ids(REMOVED):
+        assert errkb.KnowledgeBase(store).is_retired(rid)
+        assert store.raw_record(rid)["id"] == rid
+    # Only the two repositories that changed were downloaded again.
+    assert (report.repos_fetched, report.repos_skipped) == (2, 2)
+    fetched = {p for p in server.paths()[before:] if "/repos/" in p}
+    assert fetched == {"/v2/data/repos/org/repo-0.json", "/v2/data/repos/org/repo-1.json"}
+    changes = dict(
+        store.reader().execute(
+            "SELECT change, count(*) FROM record_history WHERE version_id = ? GROUP BY change",
+            (report.version_id,),
+        )
+    )
+    assert changes == {"added": 4, "updated": 2, "retired": 4}
+
+
+def test_same_version_again_is_a_noop(store: Store, server: Server) -> None:
+    sync(store, f"{server.base}/v1")
+    before, snapshot = len(server.requests), state(store)
+    report = sync(store, f"{server.base}/v1")
+    assert report.status is SyncStatus.UP_TO_DATE
+    assert report.summary() == f"already at {V1}: nothing to do"
+    assert state(store) == snapshot
+    # One conditional request for the manifest, nothing else.
+    (path, etag), *rest = server.requests[before:]
+    assert path == "/v1/data/manifest.json" and etag and not rest
+
+
+def test_same_version_from_a_local_tree_is_a_noop(store: Store, site: Path) -> None:
+    sync(store, site / "v1")
+    snapshot = state(store)
+    report = sync(store, site / "v1" / "data" / "manifest.json")
+    assert report.status is SyncStatus.UP_TO_DATE and state(store) == snapshot
+
+
+def test_older_version_is_refused_unless_allowed(store: Store, server: Server) -> None:
+    sync(store, f"{server.base}/v1")
+    snapshot = state(store)
+    with pytest.raises(SyncError, match=f"datasetVersion {V0} is older than the current {V1}"):
+        sync(store, f"{server.base}/v0")
+    assert state(store) == snapshot
+    report = sync(store, f"{server.base}/v0", allow_downgrade=True)
+    assert report.counts.retired == 30
+    assert live(store) == hashes(records_v1()[:10])
+
+
+def test_metadata_change_without_content_change_gets_a_304(store: Store, site: Path) -> None:
+    # Upstream publishes every version at the same URLs: switch what the server serves.
+    with serve(site / "v2") as srv:
+        sync(store, srv.base)
+        srv.root = site / "v3"
+        before = len(srv.requests)
+        report = sync(store, srv.base)
+    assert report.status is SyncStatus.APPLIED and report.dataset_version == V3
+    assert (report.repos_fetched, report.repos_skipped) == (0, 4)
+    assert report.counts.unchanged == 40 and report.counts.retired == 0
+    [(path, etag)] = [r for r in srv.requests[before:] if "/repos/" in r[0]]
+    assert path == "/data/repos/org/repo-2.json" and etag  # a conditional request: 304
+    assert live(store) == hashes(records_v2())
+
+
+def test_dry_run_returns_the_diff_and_changes_nothing(store: Store, server: Server) -> None:
+    sync(store, f"{server.base}/v1")
+    snapshot = state(store)
+    report = sync(store, f"{server.base}/v2", dry_run=True)
+    assert report.status is SyncStatus.DRY_RUN and report.diff is not None
+    assert set(report.diff.added) == ids(ADDED)
+    assert set(report.diff.updated) == ids(CHANGED)
+    assert set(report.diff.retired) == ids(REMOVED)
+    assert len(report.diff.unchanged) == 34
+    assert report.counts.added == 4 and report.summary().startswith("dry run, nothing changed:")
+    assert state(store) == snapshot
+
+
+# ---------------------------------------------------------------------------- refusals
+def test_index_sha256_mismatch_changes_nothing(store: Store, site: Path, tmp_path: Path) -> None:
+    sync(store, site / "v1")
+    tree = copy_tree(site, "v2", tmp_path)
+    index = tree / "data" / "index.json.gz"
+    doc = json.loads(gzip.decompress(index.read_bytes()))
+    doc["errors"].pop()
+    index.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    snapshot = state(store)
+    with pytest.raises(IntegrityError, match=r"index\.json\.gz: .*(sha256|bytes)"):
+        sync(store, tree)
+    assert state(store) == snapshot
+
+
+def test_repos_json_sha256_mismatch_over_http(store: Store, site: Path, tmp_path: Path) -> None:
+    tree = copy_tree(site, "v2", tmp_path)
+    repos = tree / "data" / "repos.json"
+    doc = json.loads(repos.read_text())
+    doc[0]["stars"] = 2  # same length, different bytes
+    repos.write_text(json.dumps(doc))
+    with serve(tmp_path) as srv, pytest.raises(IntegrityError, match=r"repos\.json: sha256"):
+        sync(store, f"{srv.base}/v2")
+    assert store.is_empty()
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda items: items.pop(), "missing ids listed in the index: "),
+        (lambda items: items.append(make_record(99, "org/repo-1")), "ids the index does not list"),
+        (lambda items: items.append(items[0]), "ids repeated"),
+        (lambda items: items[0].update(repo="org/repo-9"), "claims repo 'org/repo-9'"),
+    ],
+)
+def test_repo_file_must_match_the_index(
+    store: Store, site: Path, tmp_path: Path, edit: Any, message: str
+) -> None:
+    sync(store, site / "v1")
+    tree = copy_tree(site, "v2", tmp_path)
+    edit_repo_file(tree, "org/repo-1", edit)
+    snapshot = state(store)
+    with pytest.raises(IntegrityError, match=f"repository org/repo-1 .*{message}"):
+        sync(store, tree)
+    assert state(store) == snapshot
+
+
+def test_manifest_count_must_match_the_index(store: Store, site: Path, tmp_path: Path) -> None:
+    tree = copy_tree(site, "v2", tmp_path)
+    manifest = tree / "data" / "manifest.json"
+    doc = json.loads(manifest.read_text())
+    doc["counts"]["errors"] += 1
+    manifest.write_text(json.dumps(doc))
+    with pytest.raises(IntegrityError, match="40 ids, but the manifest counts 41 errors"):
+        sync(store, tree)
+
+
+def test_unsafe_repo_name_in_the_index_is_refused(store: Store, site: Path, tmp_path: Path) -> None:
+    records = [dict(make_record(1, "org/repo-1"), repo="org/..")]
+    tree = build_tree(tmp_path / "evil", records, V1)
+    with pytest.raises(IntegrityError, match=r"invalid repository name 'org/\.\.'"):
+        sync(store, tree)
+
+
+def _break_record(tree: Path, n: int) -> str:
+    rid = make_record(n, repo_of(n))["id"]
+
+    def edit(items: list[dict[str, Any]]) -> None:
+        for item in items:
+            if item["id"] == rid:
+                item["severity"] = "fatal"
+
+    edit_repo_file(tree, repo_of(n), edit)
+    return rid
+
+
+def test_invalid_record_refuses_the_version(store: Store, site: Path, tmp_path: Path) -> None:
+    sync(store, site / "v1")
+    tree = copy_tree(site, "v2", tmp_path)
+    rid = _break_record(tree, 13)
+    snapshot = state(store)
+    with pytest.raises(RecordError) as caught:
+        sync(store, tree)
+    [problem] = caught.value.problems
+    assert problem.record_id == rid and problem.json_path == "$.severity"
+    assert problem.source.endswith("data/repos/org/repo-1.json")
+    assert "nothing was changed" in str(caught.value) and rid in str(caught.value)
+    assert state(store) == snapshot
+
+
+def test_skip_invalid_applies_the_rest(store: Store, site: Path, tmp_path: Path) -> None:
+    sync(store, site / "v1")
+    tree = copy_tree(site, "v2", tmp_path)
+    rid = _break_record(tree, 13)
+    rejects = tmp_path / "rejects.jsonl"
+    report = sync(store, tree, skip_invalid=True, reject_report=rejects)
+    assert report.partial and report.counts.rejected == 1
+    assert report.reject_report == str(rejects)
+    [line] = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert (line["id"], line["path"], line["datasetVersion"]) == (rid, "$.severity", V2)
+    assert "fatal" in line["rule"]
+    expected = hashes(records_v2())
+    expected[rid] = hashes(records_v1())[rid]  # the rejected record keeps its stored content
+    assert live(store) == expected
+    [partial] = store.reader().execute(
+        "SELECT partial FROM dataset_versions WHERE id = ?", (report.version_id,)
+    )
+    assert partial == (1,)
+
+
+def test_skip_invalid_default_report_beside_the_database(
+    store: Store, site: Path, tmp_path: Path
+) -> None:
+    tree = copy_tree(site, "v2", tmp_path)
+    _break_record(tree, 13)
+    report = sync(store, tree, skip_invalid=True)
+    assert report.reject_report == str(store.path) + ".rejects.jsonl"
+    assert Path(report.reject_report).read_text().count("\n") == 1
+    assert report.counts.added == 39
+
+
+@pytest.mark.parametrize("fault", ["500", "404", "drop", "truncate"])
+def test_network_failure_halfway_changes_nothing(store: Store, server: Server, fault: str) -> None:
+    sync(store, f"{server.base}/v1")
+    snapshot = state(store)
+    server.faults["/v2/data/repos/org/repo-1.json"] = fault
+    with pytest.raises(NetworkError, match=r"/v2/data/repos/org/repo-1\.json"):
+        sync(store, f"{server.base}/v2", timeout=5)
+    assert state(store) == snapshot
+    assert server.paths()[-1] == "/v2/data/repos/org/repo-1.json"  # it failed halfway
+    server.faults.clear()
+    assert sync(store, f"{server.base}/v2").status is SyncStatus.APPLIED
+    assert live(store) == hashes(records_v2())
+
+
+def test_network_failure_on_the_manifest(store: Store, server: Server) -> None:
+    server.faults["/v1/data/manifest.json"] = "500"
+    with pytest.raises(NetworkError, match="HTTP 500"):
+        sync(store, f"{server.base}/v1")
+    assert store.is_empty()
+
+
+def test_a_second_sync_fails_at_once(store: Store, site: Path) -> None:
+    store.ensure_schema()
+    with sync_lock(store.path), pytest.raises(SyncLockedError, match="another sync is running"):
+        sync(store, site / "v1")
+    assert store.is_empty()
+    assert sync(store, site / "v1").status is SyncStatus.APPLIED  # the lock was released
+
+
+# ---------------------------------------------------------------------------- record files
+def _write_envelopes(path: Path, records: list[dict[str, Any]], version: str) -> Path:
+    with path.open("w") as fh:
+        for r in records:
+            fh.write(json.dumps({"record": r, "datasetVersion": version}) + "\n")
+    return path
+
+
+def test_record_files_are_a_partial_source(store: Store, site: Path, tmp_path: Path) -> None:
+    sync(store, site / "v1")
+    changed = [make_record(n, repo_of(n), marker="local") for n in (2, 3)]
+    source = _write_envelopes(tmp_path / "some.jsonl", changed, V2)
+    report = sync(store, source)
+    assert (report.counts.updated, report.counts.retired, report.full) == (2, 0, False)
+    assert len(live(store)) == 40
+    report = sync(store, source, full=True)
+    assert (report.counts.unchanged, report.counts.retired) == (2, 38)
+    assert live(store) == hashes(changed)
+
+
+def test_invalid_record_file_names_file_line_and_path(store: Store, tmp_path: Path) -> None:
+    bad = make_record(7, "org/repo-3")
+    bad["httpStatus"] = 42
+    source = _write_envelopes(tmp_path / "bad.jsonl", [make_record(6, "org/repo-2"), bad], V1)
+    with pytest.raises(RecordError) as caught:
+        sync(store, source)
+    [problem] = caught.value.problems
+    assert (problem.source, problem.location) == (str(source), "line 2")
+    assert (problem.record_id, problem.json_path) == (bad["id"], "$.record.httpStatus")
+    assert store.is_empty()
+
+
+# ---------------------------------------------------------------------------- callers
+def test_progress_reports_every_stage(store: Store, site: Path) -> None:
+    seen: list[Progress] = []
+    sync(store, site / "v1", progress=seen.append)
+    stages = [p.stage for p in seen]
+    order = [Stage.MANIFEST, Stage.INDEX, Stage.REPOS, Stage.APPLY]
+    assert [s for i, s in enumerate(stages) if i == 0 or stages[i - 1] != s] == order
+    repos = [p for p in seen if p.stage is Stage.REPOS]
+    assert repos[-1].done == repos[-1].total == 4
+    assert seen[-1] == Progress(Stage.APPLY, 1, 1)
+
+
+def test_sync_a_knowledge_base(tmp_path: Path, site: Path) -> None:
+    with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        report = sync(kb, site / "v1")
+        assert report.to_dict()["added"] == 40
+        stats = kb.stats()
+        assert (stats.records, stats.dataset_version) == (40, V1)
+
+
+# ---------------------------------------------------------------------------- CLI
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as caught:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(caught.value.code or 0), out.out, out.err
+
+
+def test_cli_sync(capsys: pytest.CaptureFixture[str], tmp_path: Path, site: Path) -> None:
+    db = str(tmp_path / "kb.sqlite3")
+    code, out, _ = _main(capsys, "--db", db, "sync", str(site / "v1"))
+    assert code == 0 and out.startswith("added 40, updated 0, unchanged 0, retired 3")
+    code, out, _ = _main(capsys, "--db", db, "sync", str(site / "v1"))
+    assert (code, out) == (0, f"already at {V1}: nothing to do\n")
+    code, out, err = _main(capsys, "--db", db, "sync", str(site / "v0"))
+    assert code == 2 and out == "" and "refusing to downgrade" in err
+    code, out, _ = _main(capsys, "--db", db, "sync", "--quiet", str(site / "v2"))
+    assert (code, out) == (0, "")
+    code, out, _ = _main(capsys, "--db", db, "sync", "--format", "json", str(site / "v2"))
+    assert code == 0 and json.loads(out)["status"] == "up-to-date"
+
+
+def test_cli_sync_dry_run_and_skip_invalid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, site: Path
+) -> None:
+    db = str(tmp_path / "kb.sqlite3")
+    tree = copy_tree(site, "v2", tmp_path)
+    rid = _break_record(tree, 13)
+    code, out, err = _main(capsys, "--db", db, "sync", "--dry-run", str(tree))
+    assert code == 2 and rid in err and "$.severity" in err
+    code, out, err = _main(
+        capsys, "--db", db, "sync", "--skip-invalid", "--dry-run", "--format", "json", str(tree)
+    )
+    report = json.loads(out)
+    assert code == 1 and report["status"] == "dry-run" and len(report["diff"]["added"]) == 39
+    assert f"rejected: {tree}" in err
+    rejects = tmp_path / "r.jsonl"
+    code, out, err = _main(
+        capsys, "--db", db, "sync", "--skip-invalid", "--reject-report", str(rejects), str(tree)
+    )
+    assert code == 1 and "rejected 1" in out and f"written to {rejects}" in err
+    assert json.loads(rejects.read_text())["id"] == rid
+
+
+def test_cli_sync_help_and_runner(tmp_path: Path, site: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["sync", "--help"])
+    assert result.exit_code == 0 and "--allow-downgrade" in result.output
+    result = runner.invoke(cli, ["--db", str(tmp_path / "kb.sqlite3"), "sync", str(site / "v1")])
+    assert result.exception is None and result.exit_code == 0
+    assert "added 40" in result.stdout and result.stderr == ""  # no progress bar off a terminal

@@ -36,7 +36,7 @@ from errkb.events import EventKind, LogEvent
 from errkb.explain import Confidence, ExceptionInfo, Match, Report, Unmatched
 from errkb.ingest import IngestReport
 from errkb.kb import KnowledgeBase, Stats
-from errkb.kb import open_kb as open  # noqa: A001 - errkb.open() is the documented entry point
+from errkb.kb import open_kb as open
 from errkb.records import Record
 
 __all__ = [

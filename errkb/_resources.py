@@ -15,7 +15,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def bundle_path(name: str) -> Path:
-    """Return the directory of the shipped folder ``name`` (``migrations``, ``data``, ``schemas``)."""
+    """Directory of a shipped folder: ``migrations``, ``data`` or ``schemas``."""
     for candidate in (_PACKAGE_DIR / "_bundle" / name, _PACKAGE_DIR.parent / name):
         if candidate.is_dir():
             return candidate

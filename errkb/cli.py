@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import IO, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import IO, Any, NoReturn, TypeVar
 
 import click
 
 import errkb
 from errkb.errors import ErrkbError
 from errkb.render import OutputFormat, render_record, render_report
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Input larger than this is refused rather than read: errkb answers within bounded memory.
 MAX_INPUT_BYTES = 1 << 30
@@ -34,7 +36,7 @@ def _open_kb(ctx: click.Context) -> errkb.KnowledgeBase:
     return kb
 
 
-def _format_option(*choices: str) -> Any:
+def _format_option(*choices: str) -> Callable[[_F], _F]:
     return click.option(
         "--format",
         "fmt",
@@ -165,7 +167,7 @@ def export(ctx: click.Context, output: str | None, include_retired: bool) -> Non
     """Export records as JSON Lines of {"record", "datasetVersion"} envelopes."""
     kb = _open_kb(ctx)
     if output is None:
-        kb.export(click.get_text_stream("stdout"), include_retired=include_retired)
+        kb.export(sys.stdout, include_retired=include_retired)
         return
     from errkb.atomic import atomic_write_text
 
@@ -177,7 +179,11 @@ def export(ctx: click.Context, output: str | None, include_retired: bool) -> Non
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
 @_format_option("text", "json", "sarif", "github")
-@click.option("--all-layers", is_flag=True, help="Report every layer's first failure, not only upstream's first.")
+@click.option(
+    "--all-layers",
+    is_flag=True,
+    help="Report every layer's first failure, not only upstream's first.",
+)
 @click.pass_context
 def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) -> None:
     """Pre-flight checkpoints (safetensors files, sharded indexes, model directories).
@@ -200,7 +206,7 @@ def _read_inputs(files: Sequence[str]) -> bytes:
     for name in files:
         try:
             if name == "-":
-                data = click.get_binary_stream("stdin").read(MAX_INPUT_BYTES + 1)
+                data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
             else:
                 with open(name, "rb") as fh:
                     data = fh.read(MAX_INPUT_BYTES + 1)

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 
 
-class EventKind(str, enum.Enum):
+class EventKind(enum.StrEnum):
     """How an exception message was found."""
 
     TRACEBACK = "traceback"  #: the last line(s) of a Python traceback (any flavour)
@@ -20,7 +20,7 @@ class EventKind(str, enum.Enum):
     LOG = "log"  #: a logger line that carries a message without a traceback
 
 
-class ChainLink(str, enum.Enum):
+class ChainLink(enum.StrEnum):
     """How a traceback is tied to the one printed before it."""
 
     NONE = "none"  #: first (or only) traceback of its chain

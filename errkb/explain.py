@@ -1,4 +1,4 @@
-"""Deciding: from parsed events to scored, deduplicated matches, and the Report value.
+r"""Deciding: from parsed events to scored, deduplicated matches, and the Report value.
 
 Data flows one way: text -> events (``errkb.logparse``) -> hits (``errkb.matcher``) -> matches
 (here) -> rendering (``errkb.render``). The rules, in order:
@@ -42,7 +42,7 @@ NEARBY_LINES = 25
 _SOURCE_ROOTS = ("python", "src", "lib")
 
 
-class Confidence(str, enum.Enum):
+class Confidence(enum.StrEnum):
     """How sure errkb is that a match explains the exception."""
 
     EXACT = "exact"  #: the record's full pattern matched the message
@@ -265,7 +265,7 @@ def _slug(record: RecordLookup, rid: str) -> str:
 def _is_source_text(hit: Hit, text: str) -> bool:
     """A match on the f-string template itself (grep output, an IPython context line)."""
     for name, value in hit.captures:
-        if "{" + name in value or value.startswith(("{", "${")) and value.endswith("}"):
+        if "{" + name in value or (value.startswith(("{", "${")) and value.endswith("}")):
             return True
     head = text[max(0, hit.start - 2) : hit.start]
     return head.endswith(('f"', "f'", 'f"""'))
@@ -298,7 +298,7 @@ def _score(
 
 
 def same_file(frame_path: str, record_path: str) -> bool:
-    """Do a traceback path and a record's repo path name the same file?
+    """Tell whether a traceback path and a record's repo path name the same file.
 
     Compared from the package directory on: ``.../site-packages/sglang/x.py``,
     ``/sgl-workspace/sglang/python/sglang/x.py`` and ``python/sglang/x.py`` agree.

@@ -22,7 +22,7 @@ class Base(DeclarativeBase):
     """Declarative base of errkb's tables."""
 
 
-class ChangeKind(str, enum.Enum):
+class ChangeKind(enum.StrEnum):
     """What a history row records."""
 
     ADDED = "added"
@@ -31,7 +31,7 @@ class ChangeKind(str, enum.Enum):
     RESTORED = "restored"  #: a retired record came back (in a snapshot or by rollback)
 
 
-class VersionKind(str, enum.Enum):
+class VersionKind(enum.StrEnum):
     """How a dataset version row came to be."""
 
     INGEST = "ingest"

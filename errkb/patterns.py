@@ -36,7 +36,7 @@ _QUOTED = r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\""""
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.MULTILINE)
 
 
-class PatternOrigin(str, enum.Enum):
+class PatternOrigin(enum.StrEnum):
     """Where a record's compiled regex came from."""
 
     TEMPLATE = "template"  #: built from errorMessage (messagePattern is its plain derivation)
@@ -78,7 +78,7 @@ class PatternSpec:
 
 
 def re2_escape(text: str) -> str:
-    """Escape regex metacharacters only (RE2's own escape turns every symbol into ``\\x``)."""
+    r"""Escape regex metacharacters only (RE2's own escape turns every symbol into ``\x``)."""
     return _RE2_META.sub(lambda m: "\\" + m.group(0), text)
 
 
@@ -238,7 +238,7 @@ def compile_re2(regex: str) -> Any:
 
 
 def _agrees(regex: str, template: Template) -> bool:
-    """Does ``regex`` match the template rendered with distinctive sample values, capturing them?"""
+    """Check that ``regex`` matches the template rendered with sample values, capturing them."""
     compiled = compile_re2(regex)
     # Two sample sets: words, and numbers (a hand-written pattern may type a value as \d+).
     for sample in ("v{}x", "1{}7"):

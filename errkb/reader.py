@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from errkb.errors import InputError, Problem
 
@@ -74,7 +74,12 @@ def open_text(path: Path) -> IO[str]:
     try:
         with path.open("rb") as probe:
             magic = probe.read(2)
-        stream: IO[bytes] = gzip.open(path, "rb") if magic == _GZIP_MAGIC else path.open("rb")
+        # The returned wrapper owns the stream and closes it.
+        stream = (
+            cast(IO[bytes], gzip.open(path, "rb"))  # noqa: SIM115
+            if magic == _GZIP_MAGIC
+            else path.open("rb")
+        )
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     return io.TextIOWrapper(stream, encoding="utf-8", errors="strict", newline=None)

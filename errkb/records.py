@@ -84,7 +84,8 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
 
     problems: list[Problem] = []
     errors = sorted(
-        schema_validator("record.v2.schema.json").iter_errors(obj), key=lambda e: list(e.absolute_path)
+        schema_validator("record.v2.schema.json").iter_errors(obj),
+        key=lambda e: list(e.absolute_path),
     )
     for err in errors:
         problems.append(problem(_json_path(path_prefix, err.absolute_path), _rule(err)))

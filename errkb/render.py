@@ -16,7 +16,7 @@ from typing import Any
 from errkb.explain import Confidence, Match, Report
 
 
-class OutputFormat(str, enum.Enum):
+class OutputFormat(enum.StrEnum):
     """Output formats of ``errkb explain``, ``match`` and ``show``."""
 
     TEXT = "text"
@@ -62,7 +62,9 @@ def _text_report(report: Report, style: Style) -> str:
             out.append(f"  line {_lines(m.lines)}: {exc}{_clip(m.exception.message)}")
             out.append(f"    ~ {m.id} {m.slug} (similarity {m.score:.2f})")
         out.append("")
-    unexplained = [u for u in report.unmatched if not any(s.lines[:1] == (u.line,) for s in similar)]
+    unexplained = [
+        u for u in report.unmatched if not any(s.lines[:1] == (u.line,) for s in similar)
+    ]
     if unexplained:
         out.append(style("Exceptions with no known record:", bold=True))
         for u in unexplained:
@@ -129,8 +131,14 @@ def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
     return lines
 
 
-def render_record(rec: Mapping[str, Any], fmt: OutputFormat, *, color: bool = False,
-                  validated: bool = False, retired: bool = False) -> str:
+def render_record(
+    rec: Mapping[str, Any],
+    fmt: OutputFormat,
+    *,
+    color: bool = False,
+    validated: bool = False,
+    retired: bool = False,
+) -> str:
     """Render one record (``errkb show``) like an explanation."""
     if fmt is OutputFormat.JSON:
         return json.dumps(dict(rec), ensure_ascii=False, indent=2) + "\n"

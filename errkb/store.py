@@ -153,7 +153,7 @@ class Store:
 
     # ------------------------------------------------------------------ connections
     def reader(self) -> sqlite3.Connection:
-        """This thread's read connection (standard library; cheap to open, never shared)."""
+        """The calling thread's read connection (standard library; cheap to open, never shared)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
@@ -316,11 +316,16 @@ class Store:
         def history(rids: Sequence[str], change: str) -> None:
             # Copy the previous content SQL-side: no record text passes through Python.
             for chunk in _chunks(list(rids), _CHUNK):
-                marks = ",".join("?" * len(chunk))
-                session.connection().exec_driver_sql(
-                    "INSERT INTO record_history (record_id, version_id, change, previous_json, "
+                # Only "?" placeholders are interpolated; values are bound parameters.
+                sql = (
+                    "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
                     "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
-                    f"retired, dataset_version FROM records WHERE id IN ({marks})",
+                    "retired, dataset_version FROM records WHERE id IN ("
+                    + ",".join("?" * len(chunk))
+                    + ")"
+                )
+                session.connection().exec_driver_sql(
+                    sql,
                     (vid, change, *chunk),
                 )
 

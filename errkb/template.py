@@ -221,7 +221,7 @@ def _plausible_expression(name: str) -> bool:
     """Reject brace pairs that are clearly prose or JSON, such as ``{"a": 1}`` or ``{ }``."""
     if not name or name[0] in "\"'" or "\n" in name:
         return False
-    return not (name.startswith(("'", '"')) or ": " in name and name[0] == '"')
+    return not (name.startswith(("'", '"')) or (": " in name and name[0] == '"'))
 
 
 def _printf_field(text: str, start: int) -> tuple[int, str | None, str] | None:

@@ -21,7 +21,7 @@ _JS_METACHARS = re.compile(r"[.*+?^${}()|\[\]\\]")
 
 
 def record_id(repo: str, error_code: str | None, error_message: str, file_path: str) -> str:
-    """First 16 hex digits of sha256(repo \\x01 (errorCode or errorMessage) \\x01 filePath)."""
+    r"""First 16 hex digits of sha256(repo \x01 (errorCode or errorMessage) \\x01 filePath)."""
     key = "\x01".join((repo, error_code or error_message, file_path))
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 

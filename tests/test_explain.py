@@ -14,12 +14,19 @@ from tests.conftest import COMFY_ID, EXAMPLES, LINEAR_ID, QUANTO_ID
 EXPECTED = {
     "quanto-incompatible-scale.log": (
         QUANTO_ID,
-        {"prefix": "encoder.block.0.layer.0.SelfAttention.q", "scale_slice.get_dtype()": "F32",
-         "scale_shape": "(4096,)"},
+        {
+            "prefix": "encoder.block.0.layer.0.SelfAttention.q",
+            "scale_slice.get_dtype()": "F32",
+            "scale_shape": "(4096,)",
+        },
     ),
     "comfy-int8-scale-shapes.log": (
         COMFY_ID,
-        {"prefix": "double_blocks.0.img_attn.qkv", "weight_shape": "(9216, 3072)", "scale_shape": "(1, 9216)"},
+        {
+            "prefix": "double_blocks.0.img_attn.qkv",
+            "weight_shape": "(9216, 3072)",
+            "scale_shape": "(1, 9216)",
+        },
     ),
     "merged-column-scalar-scale.log": (LINEAR_ID, {"tuple(loaded_weight.shape)": "(16384,)"}),
 }
@@ -64,7 +71,10 @@ def test_bytes_input_and_report_json_contract(kb: errkb.KnowledgeBase) -> None:
 
 
 def test_match_message_for_bots(kb: errkb.KnowledgeBase) -> None:
-    report = kb.match_message("Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)")
+    report = kb.match_message(
+        "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, "
+        "got shape (2,)"
+    )
     assert [m.id for m in report.exact] == [LINEAR_ID]
     assert report.exact[0].capture_dict == {"tuple(loaded_weight.shape)": "(2,)"}
 
@@ -92,8 +102,16 @@ def test_unknown_exception_is_listed_unmatched(kb: errkb.KnowledgeBase) -> None:
 @pytest.mark.parametrize(
     ("frame", "record", "same"),
     [
-        ("/usr/lib/python3/site-packages/sglang/srt/layers/linear.py", "python/sglang/srt/layers/linear.py", True),
-        ("/sgl-workspace/sglang/python/sglang/srt/layers/linear.py", "python/sglang/srt/layers/linear.py", True),
+        (
+            "/usr/lib/python3/site-packages/sglang/srt/layers/linear.py",
+            "python/sglang/srt/layers/linear.py",
+            True,
+        ),
+        (
+            "/sgl-workspace/sglang/python/sglang/srt/layers/linear.py",
+            "python/sglang/srt/layers/linear.py",
+            True,
+        ),
         ("python/sglang/srt/layers/linear.py", "python/sglang/srt/layers/linear.py", True),
         ("/x/vllm/model_executor/layers/linear.py", "python/sglang/srt/layers/linear.py", False),
         ("linear.py", "python/sglang/srt/layers/linear.py", False),
@@ -125,14 +143,17 @@ def test_explain_from_many_threads(kb: errkb.KnowledgeBase) -> None:
     assert results == [expected] * 80
 
 
-def test_new_records_are_picked_up_without_restart(kb: errkb.KnowledgeBase, tmp_path: Path,
-                                                    seed_records: dict[str, Any]) -> None:
+def test_new_records_are_picked_up_without_restart(
+    kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
     from tests.conftest import make_record
 
     message = "Quanto layer 'q' is frobnicated beyond repair"
     assert kb.match_message(message).exact == ()
     other = errkb.open(kb.path)  # another handle, as another process would have
-    rec = make_record(seed_records[QUANTO_ID], "Quanto layer {prefix!r} is frobnicated beyond repair")
+    rec = make_record(
+        seed_records[QUANTO_ID], "Quanto layer {prefix!r} is frobnicated beyond repair"
+    )
     (tmp_path / "new.json").write_text(json.dumps(rec))
     other.ingest([tmp_path / "new.json"])
     other.close()

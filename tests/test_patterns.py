@@ -13,12 +13,19 @@ from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
 
 def _spec(rec: dict[str, Any]) -> Any:
-    return compile_record(rec["id"], rec["errorMessage"], rec["messagePattern"],
-                          error_class=rec["errorClass"], file_path=rec["filePath"])
+    return compile_record(
+        rec["id"],
+        rec["errorMessage"],
+        rec["messagePattern"],
+        error_class=rec["errorClass"],
+        file_path=rec["filePath"],
+    )
 
 
 def test_hostile_pattern_runs_in_linear_time() -> None:
-    spec = compile_record("x" * 16, "{a} and {b} are incompatible", "(.+?) and (.+?) are incompatible")
+    spec = compile_record(
+        "x" * 16, "{a} and {b} are incompatible", "(.+?) and (.+?) are incompatible"
+    )
     matcher = Matcher([spec])
     line = "a and " * (100_000 // 6)
     start = time.perf_counter()
@@ -59,7 +66,9 @@ def test_trailing_capture_takes_the_whole_value(seed_records: dict[str, Any]) ->
     hits = matcher.find("Quanto layer 'enc.0' has incompatible scale F32 (1, 3072)")
     assert [h.spec.record_id for h in hits] == [QUANTO_ID]
     assert dict(hits[0].captures) == {
-        "prefix": "enc.0", "scale_slice.get_dtype()": "F32", "scale_shape": "(1, 3072)",
+        "prefix": "enc.0",
+        "scale_slice.get_dtype()": "F32",
+        "scale_shape": "(1, 3072)",
     }
 
 
@@ -69,17 +78,22 @@ def test_trailing_capture_takes_the_whole_value(seed_records: dict[str, Any]) ->
         "Comfy W4A4 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)",
         "Comfy NVFP4 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)",
         "MXFP8 layer 'x' has incompatible weight/scale metadata: a and b",
-        "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id is None, got shape (2,)",
+        "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
+        "is None, got shape (2,)",
         "Quanto layer 'x' needs a 2D I8 weight, got I8 (3,)",
     ],
 )
-def test_sibling_messages_do_not_match_seed_records(seed_records: dict[str, Any], message: str) -> None:
+def test_sibling_messages_do_not_match_seed_records(
+    seed_records: dict[str, Any], message: str
+) -> None:
     matcher = Matcher([_spec(r) for r in seed_records.values()])
     assert matcher.find(message) == []
 
 
 _value = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), min_size=1, max_size=30
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
+    min_size=1,
+    max_size=30,
 )
 _shape = st.lists(st.integers(0, 70000), max_size=4).map(
     lambda xs: "(" + ", ".join(map(str, xs)) + ("," if len(xs) == 1 else "") + ")"
@@ -92,8 +106,8 @@ _dtype = st.sampled_from(["F32", "BF16", "F16", "I32", "F8_E4M3", "I8"])
 def test_rendering_seed_templates_and_matching_recovers_the_values(
     prefix: str, dtype: str, shape: str, weight: str
 ) -> None:
-    from tests.conftest import load_seed_envelopes
     from errkb.template import parse_template
+    from tests.conftest import load_seed_envelopes
 
     records = {e["record"]["id"]: e["record"] for e in load_seed_envelopes()}
     matcher = Matcher([_spec(r) for r in records.values()])
@@ -111,8 +125,14 @@ def test_rendering_seed_templates_and_matching_recovers_the_values(
 
 @pytest.mark.parametrize(
     ("quoted", "plain"),
-    [("'enc.0'", "enc.0"), ('"it\'s"', "it's"), ("'a\\nb'", "a\nb"), ("'\\x41\\u00e9'", "Aé"),
-     ("unquoted", "unquoted"), ("'", "'")],
+    [
+        ("'enc.0'", "enc.0"),
+        ('"it\'s"', "it's"),
+        ("'a\\nb'", "a\nb"),
+        ("'\\x41\\u00e9'", "Aé"),
+        ("unquoted", "unquoted"),
+        ("'", "'"),
+    ],
 )
 def test_unquote(quoted: str, plain: str) -> None:
     assert unquote(quoted) == plain

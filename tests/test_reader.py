@@ -34,7 +34,11 @@ def _write(path: Path, text: str, gz: bool) -> Path:
     "shape", ["envelope", "bare", "array-of-records", "array-of-envelopes", "jsonl", "pretty"]
 )
 def test_every_shape_reads(
-    tmp_path: Path, envelopes: list[dict[str, Any]], records: list[dict[str, Any]], shape: str, gz: bool
+    tmp_path: Path,
+    envelopes: list[dict[str, Any]],
+    records: list[dict[str, Any]],
+    shape: str,
+    gz: bool,
 ) -> None:
     expected = [r["id"] for r in records]
     if shape == "envelope":
@@ -46,7 +50,9 @@ def test_every_shape_reads(
     elif shape == "array-of-envelopes":
         paths = [_write(tmp_path / "repo.json", json.dumps(envelopes), gz)]
     elif shape == "jsonl":
-        paths = [_write(tmp_path / "all.jsonl", "\n".join(json.dumps(e) for e in envelopes) + "\n", gz)]
+        paths = [
+            _write(tmp_path / "all.jsonl", "\n".join(json.dumps(e) for e in envelopes) + "\n", gz)
+        ]
     else:
         paths = [_write(tmp_path / "one.json", json.dumps(envelopes[0], indent=2), gz)]
         expected = expected[:1]
@@ -61,14 +67,18 @@ def test_directory_is_read_recursively_and_skips_published_metadata(
     (tmp_path / "y.jsonl").write_text(json.dumps(envelopes[1]) + "\n")
     (tmp_path / "manifest.json").write_text("{}")
     (tmp_path / "notes.md").write_text("not a record")
-    assert sorted(_ids([tmp_path])) == sorted([envelopes[0]["record"]["id"], envelopes[1]["record"]["id"]])
+    assert sorted(_ids([tmp_path])) == sorted(
+        [envelopes[0]["record"]["id"], envelopes[1]["record"]["id"]]
+    )
 
 
 def test_jsonl_bad_lines_are_located_and_do_not_hide_others(
     tmp_path: Path, envelopes: list[dict[str, Any]]
 ) -> None:
     path = tmp_path / "mixed.jsonl"
-    path.write_text(json.dumps(envelopes[0]) + "\n{not json\n[1, 2]\n" + json.dumps(envelopes[1]) + "\n")
+    path.write_text(
+        json.dumps(envelopes[0]) + "\n{not json\n[1, 2]\n" + json.dumps(envelopes[1]) + "\n"
+    )
     items = list(read_sources([path]))
     assert [i.location for i in items] == ["line 1", "line 2", "line 3", "line 4"]
     assert items[1].problem is not None and "invalid JSON" in items[1].problem.rule

@@ -56,7 +56,9 @@ def test_schema_rejects_each_violation_with_its_path(
     assert str(hits[0]).startswith("f.jsonl line 7")
 
 
-def test_every_violation_is_reported_not_only_the_first(seed_records: dict[str, dict[str, Any]]) -> None:
+def test_every_violation_is_reported_not_only_the_first(
+    seed_records: dict[str, dict[str, Any]],
+) -> None:
     rec = copy.deepcopy(seed_records[QUANTO_ID])
     rec.update(severity="fatal", errorType="boom", tags=[1])
     paths = {p.json_path for p in check_record(rec, source="x").problems}

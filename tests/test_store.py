@@ -118,9 +118,14 @@ def test_update_keeps_previous_content_in_history(
     report = empty_kb.ingest([path])
     assert (report.counts.updated, report.counts.added) == (1, 0)
     assert empty_kb.get(QUANTO_ID).documentation == "Rewritten documentation."
-    rows = empty_kb.store.reader().execute(
-        "SELECT change, previous_json FROM record_history WHERE record_id = ? ORDER BY id", (QUANTO_ID,)
-    ).fetchall()
+    rows = (
+        empty_kb.store.reader()
+        .execute(
+            "SELECT change, previous_json FROM record_history WHERE record_id = ? ORDER BY id",
+            (QUANTO_ID,),
+        )
+        .fetchall()
+    )
     assert [r[0] for r in rows] == ["added", "updated"]
     assert rows[0][1] is None
     assert json.loads(rows[1][1]) == envelopes[0]["record"]
@@ -140,10 +145,16 @@ def test_invalid_records_are_rejected_and_the_rest_applied(
     assert problem.record_id == bad["record"]["id"]
 
 
-def test_child_rows_are_ordered_and_queryable(kb: errkb.KnowledgeBase, seed_records: dict[str, Any]) -> None:
-    rows = kb.store.reader().execute(
-        "SELECT text FROM record_solutions WHERE record_id = ? ORDER BY position", (QUANTO_ID,)
-    ).fetchall()
+def test_child_rows_are_ordered_and_queryable(
+    kb: errkb.KnowledgeBase, seed_records: dict[str, Any]
+) -> None:
+    rows = (
+        kb.store.reader()
+        .execute(
+            "SELECT text FROM record_solutions WHERE record_id = ? ORDER BY position", (QUANTO_ID,)
+        )
+        .fetchall()
+    )
     assert [r[0] for r in rows] == seed_records[QUANTO_ID]["solutions"]
     assert [r.id for r in kb.records(tag="quanto")] == [QUANTO_ID]
     assert len(kb.records(error_class="ValueError")) == 3
@@ -164,5 +175,5 @@ def test_export_round_trips_into_a_fresh_database(
     with errkb.open(tmp_path / "fresh.sqlite3", bundled=False) as fresh:
         report = fresh.ingest([out])
         assert report.counts.added == 4 and not report.problems
-        assert [e for e in fresh.iter_envelopes()] == [e for e in kb.iter_envelopes()]
+        assert list(fresh.iter_envelopes()) == list(kb.iter_envelopes())
         assert fresh.get(extra["id"]).raw["futureField"] == {"kept": True}

@@ -10,11 +10,16 @@ from errkb.template import Literal, Placeholder, parse_template
 @pytest.mark.parametrize(
     ("message", "names"),
     [
-        ("Quanto layer {prefix!r} has incompatible scale {scale_slice.get_dtype()} {scale_shape}",
-         ("prefix", "scale_slice.get_dtype()", "scale_shape")),
+        (
+            "Quanto layer {prefix!r} has incompatible scale "
+            "{scale_slice.get_dtype()} {scale_shape}",
+            ("prefix", "scale_slice.get_dtype()", "scale_shape"),
+        ),
         ("got shape {tuple(loaded_weight.shape)}", ("tuple(loaded_weight.shape)",)),
-        ("missing metadata={sorted(missing_map)[:5]}, x={d['k']}",
-         ("sorted(missing_map)[:5]", "d['k']")),
+        (
+            "missing metadata={sorted(missing_map)[:5]}, x={d['k']}",
+            ("sorted(missing_map)[:5]", "d['k']"),
+        ),
         ("width {w:>8} and {v!r:^3}", ("w", "v")),
         ("positional {} and {} then {0}", ("arg1", "arg2")),
         ("printf %s and %(name)r and %5.2f", ("arg1", "name", "arg2")),
@@ -28,7 +33,7 @@ def test_placeholder_names(message: str, names: tuple[str, ...]) -> None:
 
 @pytest.mark.parametrize(
     "message",
-    ["100% sure", "literal {{braces}} stay", "a JSON body {\"k\": 1}", "50%% done", "{ }"],
+    ["100% sure", "literal {{braces}} stay", 'a JSON body {"k": 1}', "50%% done", "{ }"],
 )
 def test_prose_stays_literal(message: str) -> None:
     template = parse_template(message)

@@ -5,10 +5,15 @@ from typing import Any
 from errkb import upstream
 
 
-def test_seed_ids_slugs_and_patterns_follow_upstream(seed_records: dict[str, dict[str, Any]]) -> None:
+def test_seed_ids_slugs_and_patterns_follow_upstream(
+    seed_records: dict[str, dict[str, Any]],
+) -> None:
     assert len(seed_records) == 3
     for rid, rec in seed_records.items():
-        assert upstream.record_id(rec["repo"], rec["errorCode"], rec["errorMessage"], rec["filePath"]) == rid
+        assert (
+            upstream.record_id(rec["repo"], rec["errorCode"], rec["errorMessage"], rec["filePath"])
+            == rid
+        )
         assert upstream.slug(rec["errorCode"], rec["errorMessage"]) == rec["slug"]
         assert upstream.message_pattern(rec["errorMessage"]) == rec["messagePattern"]
 

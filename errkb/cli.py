@@ -52,7 +52,8 @@ class _Failure(click.ClickException):
 
     def __init__(self, error: ErrkbError) -> None:
         super().__init__(str(error))
-        self.exit_code = error.exit_code
+        # click declares exit_code a ClassVar; each ErrkbError carries its own code.
+        self.exit_code = error.exit_code  # type: ignore[misc]
 
     def show(self, file: IO[Any] | None = None) -> None:
         click.echo(f"errkb: error: {self.message}", err=True)
@@ -249,3 +250,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.stderr.close()
         sys.exit(0)
     sys.exit(0)  # pragma: no cover - click's main always exits
+
+
+# The maintainers' and sync commands live in their own modules and register on ``cli``.
+from errkb import cli_maint, cli_sync  # noqa: E402, F401

@@ -223,10 +223,11 @@ def _safetensors_in(directory: Path) -> list[Path]:
 
 
 def _dir_groups(directory: Path, errors: list[FileError]) -> list[CheckpointGroup]:
+    # The directory's own files are one checkpoint; each subdirectory holding safetensors
+    # (a diffusers component, or a folder of several checkpoints) is another.
     files = _safetensors_in(directory)
-    if files:
-        return [CheckpointGroup(tuple(files), _scheme_for_dir(directory, errors))]
-    groups = [
+    groups = [CheckpointGroup(tuple(files), _scheme_for_dir(directory, errors))] if files else []
+    groups += [
         CheckpointGroup(tuple(sub_files), _scheme_for_dir(sub, errors))
         for sub in sorted(p for p in directory.iterdir() if p.is_dir())
         if (sub_files := _safetensors_in(sub))

@@ -191,7 +191,9 @@ def decide(
                     continue
                 per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])
         if not per_record:
-            if event.kind is not EventKind.LOG and event.exc_class:
+            # A logger line without a match is noise; an exception (or a message a caller
+            # handed us directly, which arrives as BARE) deserves a suggestion.
+            if event.kind is EventKind.BARE or (event.kind is not EventKind.LOG and event.exc_class):
                 unmatched.append(event)
             continue
         frames = chain_frames.get(event.chain_id, event.frames) if event.chain_id else event.frames

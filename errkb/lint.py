@@ -204,7 +204,8 @@ class _Entry:
     """What the ambiguity pass needs of one record whose pattern could be compiled."""
 
     index: int  #: the record's position in the findings order
-    item: Item  #: where the record was read
+    source: str  #: where the record was read (not the Item: that would keep every record alive)
+    location: str
     record_id: str | None
     spec: PatternSpec
     text: str  #: errorMessage rendered with sample values
@@ -221,9 +222,11 @@ class _Run:
     first_seen: dict[str, str] = field(default_factory=dict)
     items: int = 0
 
-    def add(self, index: int, item: Item, record_id: str | None, rule: LintRule, msg: str) -> None:
+    def add(
+        self, index: int, source: str, location: str, rid: str | None, rule: LintRule, msg: str
+    ) -> None:
         if rule not in self.ignore:
-            finding = LintFinding(item.source, item.location, record_id, rule, msg)
+            finding = LintFinding(source, location, rid, rule, msg)
             self.findings.append((index, _RULE_ORDER[rule], finding))
 
 
@@ -249,13 +252,13 @@ def lint(
 
 def _lint_item(run: _Run, index: int, item: Item) -> None:
     if item.problem is not None:
-        run.add(index, item, None, LintRule.UNREADABLE, item.problem.rule)
+        run.add(index, item.source, item.location, None, LintRule.UNREADABLE, item.problem.rule)
         return
     obj = item.obj
     rid = obj.get("id") if isinstance(obj.get("id"), str) else None
 
     def add(rule: LintRule, message: str) -> None:
-        run.add(index, item, rid, rule, message)
+        run.add(index, item.source, item.location, rid, rule, message)
 
     checked = rec.check_record(
         obj, source=item.source, location=item.location, path_prefix=item.path_prefix
@@ -313,7 +316,7 @@ def _patterns(run: _Run, index: int, item: Item, rid: str | None, add: Add) -> N
     if not (_is_str(message) and _is_str(pattern)):
         return
     template = parse_template(message)
-    raw_error = compile_error(pattern)
+    raw, raw_error = _compile_raw(pattern)
     if raw_error is not None:
         add(LintRule.PATTERN_RE2, f"messagePattern does not compile under RE2: {raw_error}")
     line = obj.get("lineNumber")
@@ -328,8 +331,8 @@ def _patterns(run: _Run, index: int, item: Item, rid: str | None, add: Add) -> N
     # A pattern that does not compile also "falls back"; it is reported once, above.
     if spec.origin is PatternOrigin.FALLBACK and raw_error is None:
         add(LintRule.PATTERN_MISMATCH, spec.reason or "messagePattern is unusable")
-    if raw_error is None and template.placeholders:
-        wrong = _lazy_capture(pattern, template)
+    if raw is not None and template.placeholders:
+        wrong = _lazy_capture(raw, template)
         if wrong is not None:
             add(LintRule.LAZY_CAPTURE, wrong)
     if not spec.anchor:
@@ -346,12 +349,19 @@ def _patterns(run: _Run, index: int, item: Item, rid: str | None, add: Add) -> N
         )
     label = rid or f"{obj.get('filePath', '?')}"
     text = template.render(sample_values(template))
-    run.entries.append(_Entry(index, item, rid, spec, text, label))
+    run.entries.append(_Entry(index, item.source, item.location, rid, spec, text, label))
 
 
-def _lazy_capture(pattern: str, template: Template) -> str | None:
+def _compile_raw(pattern: str) -> tuple[Any, str | None]:
+    """Compile the messagePattern as written, under RE2: (compiled, None) or (None, why)."""
+    try:
+        return compile_re2(pattern), None
+    except Exception:  # re2 raises its own error type; compile_error words it
+        return None, compile_error(pattern) or "rejected by RE2"
+
+
+def _lazy_capture(compiled: Any, template: Template) -> str | None:
     """Run the raw pattern as upstream does (unanchored search) and compare its captures."""
-    compiled = compile_re2(pattern)
     if compiled.groups != len(template.placeholders):
         return None  # a group/placeholder mismatch is pattern-mismatch's business
     for form in _SAMPLE_FORMS:
@@ -429,7 +439,10 @@ def _ambiguity(run: _Run) -> None:
     by_text: dict[str, list[_Entry]] = {}
     for entry in run.entries:
         by_text.setdefault(entry.text, []).append(entry)
-    for text, renderers in by_text.items():
+    # Texts sharing an anchor share most candidates: visiting them together keeps those
+    # candidates' regexes in the bounded cache instead of compiling them again and again.
+    order = sorted(by_text.items(), key=lambda kv: kv[1][0].spec.anchor)
+    for text, renderers in order:
         matched: list[_Entry] = []
         for g in sorted(matcher.candidates(text)):
             group = members[g]
@@ -457,7 +470,7 @@ def _report_ambiguous(run: _Run, entry: _Entry, others: list[_Entry]) -> None:
         f"the message rendered with sample values ({_clip(entry.text)!r}) is also matched by "
         f"{len(others)} other record(s): {named}{more}"
     )
-    run.add(entry.index, entry.item, entry.record_id, LintRule.AMBIGUOUS, message)
+    run.add(entry.index, entry.source, entry.location, entry.record_id, LintRule.AMBIGUOUS, message)
 
 
 def _clip(text: str, limit: int = 80) -> str:

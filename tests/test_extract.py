@@ -378,8 +378,7 @@ def test_build_template_escapes(parts: list[Part], template: str) -> None:
 
 
 def invoke(args: list[str]) -> Any:
-    import errkb.cli_maint  # noqa: F401  (registers the commands on the group)
-    from errkb.cli import cli
+    from errkb.cli import cli  # errkb.cli registers errkb.cli_maint's commands
 
     return CliRunner().invoke(cli, args)
 
@@ -415,4 +414,6 @@ def test_cli_extract_reports_skipped_files(tmp_path: Path) -> None:
 
 def test_cli_extract_bad_repo_is_an_error() -> None:
     result = invoke(["extract", str(DATA / "sample"), "--repo", "nope"])
-    assert isinstance(result.exception, UsageError)
+    assert result.exit_code == 2
+    assert "errkb: error: repo must look like owner/name, got 'nope'" in result.stderr
+    assert result.stdout == ""

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import errkb.lint as lint_module
 from errkb import upstream
 from errkb.errors import InputError
 from errkb.extract import extract, github_url
@@ -25,6 +24,7 @@ from errkb.lint import (
     lint,
     render_lint,
 )
+from errkb.patterns import compile_re2
 
 SEEDS = Path(__file__).parent.parent / "data" / "dataset"
 EXTRACT_SAMPLE = Path(__file__).parent / "data" / "extract" / "sample"
@@ -331,13 +331,13 @@ def test_ambiguity_uses_the_prefilter_not_all_pairs(
         make_record(f"Layer {w} failed with {{err}} here", filePath=f"{w}.py") for w in words
     ]
     calls: list[str] = []
-    real = lint_module.compile_re2
+    real = compile_re2
 
     def counting(regex: str) -> Any:
         calls.append(regex)
         return real(regex)
 
-    monkeypatch.setattr(lint_module, "compile_re2", counting)
+    monkeypatch.setattr("errkb.lint.compile_re2", counting)
     report = lint([write(tmp_path, *records)])
     assert report.findings == ()
     assert len(calls) == n  # one raw-pattern compile per record (lazy-capture), nothing else
@@ -414,8 +414,7 @@ def test_render_json() -> None:
 
 
 def invoke(args: list[str]) -> Any:
-    import errkb.cli_maint  # noqa: F401  (registers the commands on the group)
-    from errkb.cli import cli
+    from errkb.cli import cli  # errkb.cli registers errkb.cli_maint's commands
 
     return CliRunner().invoke(cli, args)
 
@@ -436,7 +435,6 @@ def test_cli_lint_clean_exit_0_json() -> None:
 
 
 def test_cli_lint_missing_path_exit_2() -> None:
-    import errkb.cli_maint  # noqa: F401
     from errkb.cli import main
 
     with pytest.raises(SystemExit) as exc:

@@ -44,11 +44,13 @@ __all__ = [
     "DEFAULT_SHA",
     "Field",
     "Part",
+    "RaiseSite",
     "Text",
     "build_template",
     "extract",
     "github_url",
     "message_parts",
+    "raise_sites",
     "write_jsonl",
 ]
 

@@ -1,0 +1,458 @@
+"""The benchmark corpus: 150,000 valid records, built deterministically from a seed.
+
+Real records come first: ``errkb.extract`` over the Python standard library (repo
+``python/cpython``) and over every package installed beside errkb (``pypi/<package>``), plus the
+three upstream seed records errkb bundles. That gives a few thousand records with real message
+templates. ErrLookup holds ~150,000 records over ~800 repositories, so the corpus is topped up
+with *variants*: a real template copied into another (made-up) repository with one literal word
+changed, so the matcher sees 150k distinct patterns with realistic shapes and anchor overlap.
+Variants are marked (tag ``bench-variant``, their documentation names the record they copy).
+
+Every record passes ``errkb.records.check_record`` with no problem and no warning (asserted).
+The output directory holds ``records.jsonl`` (one bare record a line), ``tree/`` (a published
+tree, as upstream serves it: ``data/manifest.json``, ``index.json.gz``, ``repos.json``,
+``repos/{owner}/{name}.json``) and ``info.json`` (counts, and the parameters that make the cache
+key). A directory whose ``info.json`` matches the parameters is reused as is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import copy
+import gzip
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import random
+import re
+import shutil
+import sysconfig
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from errkb import upstream
+from errkb._resources import bundled_dataset_dir
+from errkb.extract import Field, Text, build_template, extract, github_url
+from errkb.records import check_record
+from errkb.template import Literal, Placeholder, parse_template
+
+#: Bump when generation changes: cached corpora of another version are rebuilt.
+CORPUS_VERSION = 1
+DEFAULT_RECORDS = 150_000
+DEFAULT_SEED = 6
+QUICK_RECORDS = 4_000
+#: The sources ``--quick`` extracts (a few seconds); the full corpus uses every source.
+QUICK_SOURCES = ("python/cpython", "pypi/click", "pypi/jsonschema", "pypi/alembic")
+DATASET_VERSION = "2026-08-28T06:17:29.519Z"
+ANALYZED_AT = datetime(2026, 8, 28, 6, 0, 0, tzinfo=UTC)
+DEFAULT_OUT = Path(__file__).resolve().parent / "out"
+#: About as many repositories as ErrLookup has (real sources included).
+VARIANT_REPOS = 800
+
+log = logging.getLogger(__name__)
+
+_WORD = re.compile(r"(?<![A-Za-z0-9_])[A-Za-z]{3,14}(?![A-Za-z0-9_])")
+_OWNERS = (
+    "acme", "orbitlabs", "nimbus-ai", "quarkworks", "tensorforge", "lumen", "vectorial",
+    "helix-data", "stratus", "ferrite", "kestrel", "polaris-ml", "cobalt", "ember-io", "granite",
+    "juniper-labs", "meridian", "nova-compute", "onyx", "parallax", "quill", "riverbed-ai",
+    "sable", "tidepool", "umbra", "vertex-run", "willow", "xylem", "yarrow", "zephyr-systems",
+)  # fmt: skip
+_STEMS = (
+    "serve", "infer", "train", "loader", "pipeline", "gateway", "scheduler", "runtime", "kernels",
+    "tokenizer", "vision", "audio", "agent", "store", "cache", "bridge", "router", "engine",
+    "quant", "export", "convert", "eval", "bench", "dash", "worker", "sync", "index", "search",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Source:
+    """One tree to extract real records from, under its (fake) repository name."""
+
+    repo: str
+    path: Path
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A built corpus: where its files are and what it holds."""
+
+    directory: Path
+    info: dict[str, Any]
+
+    @property
+    def jsonl(self) -> Path:
+        return self.directory / "records.jsonl"
+
+    @property
+    def tree(self) -> Path:
+        return self.directory / "tree"
+
+    def records(self) -> list[dict[str, Any]]:
+        with self.jsonl.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh]
+
+
+def default_sources() -> list[Source]:
+    """The standard library, then every package in the running interpreter's site-packages."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    # Test suites raise to test the raising; they are not errors users meet in logs.
+    sources = [
+        Source(
+            "python/cpython",
+            stdlib,
+            ("test", "tests", "idle_test", "site-packages", "dist-packages", "config-*"),
+        )
+    ]
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    for entry in sorted(purelib.iterdir()):
+        name = entry.name
+        if name.startswith((".", "__")) or name.endswith((".dist-info", ".egg-info", ".pth")):
+            continue
+        if name in ("errkb",):  # the system under test is not a dataset repository
+            continue
+        if entry.is_dir() or name.endswith(".py"):
+            pkg = name.removesuffix(".py")
+            if re.fullmatch(r"[A-Za-z0-9_.-]+", pkg):
+                sources.append(Source(f"pypi/{pkg}", entry, ("test", "tests", "testing")))
+    return sources
+
+
+def _sha(repo: str) -> str:
+    """A stable fake commit per repository (records pin one; only its shape matters)."""
+    return hashlib.sha1(f"bench:{repo}".encode()).hexdigest()  # noqa: S324 - a fingerprint
+
+
+def extract_real(sources: Sequence[Source]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Real records of every source (plus the bundled upstream seeds), unique by id."""
+    skipped: list[str] = []
+    out: list[dict[str, Any]] = []
+    per_source: dict[str, int] = {}
+    seen: set[str] = set()
+    for seed_file in sorted(bundled_dataset_dir().glob("*.txt")):
+        record = json.loads(seed_file.read_text(encoding="utf-8"))["record"]
+        out.append(record)
+        seen.add(record["id"])
+    per_source["errlookup seeds"] = len(out)
+    for source in sources:
+        root = source.path if source.path.is_dir() else source.path.parent
+        count = 0
+        for record in extract(
+            [source.path],
+            repo=source.repo,
+            sha=_sha(source.repo),
+            root=root,
+            exclude=source.exclude,
+            analyzed_at=ANALYZED_AT,
+            on_skip=lambda path, why: skipped.append(path),
+        ):
+            if record["id"] in seen:
+                continue
+            seen.add(record["id"])
+            out.append(record)
+            count += 1
+        if count:
+            per_source[source.repo] = count
+    log.info("extracted %d real records (%d files skipped)", len(out), len(skipped))
+    return out, per_source
+
+
+def _variant_repos(rng: random.Random, taken: set[str]) -> list[str]:
+    repos: list[str] = []
+    seen = set(taken)
+    while len(repos) < VARIANT_REPOS:
+        name = f"{rng.choice(_OWNERS)}/{rng.choice(_STEMS)}-{rng.choice(_STEMS)}"
+        if name not in seen:
+            seen.add(name)
+            repos.append(name)
+    return repos
+
+
+def _vocabulary(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Lower-case words of the real templates' literal text: replacements look like prose."""
+    words: set[str] = set()
+    for record in records:
+        for text in parse_template(record["errorMessage"]).literals:
+            words.update(w.lower() for w in _WORD.findall(text))
+    return sorted(words)
+
+
+def change_one_word(message: str, rng: random.Random, vocabulary: Sequence[str]) -> str | None:
+    """The template with one literal word replaced (placeholders untouched), or None."""
+    template = parse_template(message)
+    spots = [
+        (i, m)
+        for i, seg in enumerate(template.segments)
+        if isinstance(seg, Literal)
+        for m in _WORD.finditer(seg.text)
+    ]
+    if not spots:
+        return None
+    index, m = rng.choice(spots)
+    word = rng.choice(vocabulary)
+    if word == m.group(0).lower():
+        return None
+    if m.group(0)[0].isupper():
+        word = word[0].upper() + word[1:]
+    segments = list(template.segments)
+    old = segments[index]
+    assert isinstance(old, Literal)
+    segments[index] = Literal(old.text[: m.start()] + word + old.text[m.end() :])
+    if not template.placeholders:
+        # A field-less message is written as printed (see errkb.extract), not escaped.
+        return "".join(s.text for s in segments if isinstance(s, Literal))
+    parts = [Text(s.text) if isinstance(s, Literal) else Field(s.raw) for s in segments]
+    new = build_template(parts)
+    # The rebuilt template must read back as the same fields around the changed text.
+    reread = parse_template(new)
+    if [p.raw for p in reread.placeholders] != [
+        p.raw for p in template.placeholders if isinstance(p, Placeholder)
+    ]:
+        return None
+    return new
+
+
+def make_variants(
+    real: Sequence[dict[str, Any]], count: int, seed: int
+) -> Iterator[dict[str, Any]]:
+    """``count`` variants: a real record in another repository with one literal word changed."""
+    rng = random.Random(seed)
+    vocabulary = _vocabulary(real)
+    repos = _variant_repos(rng, {r["repo"] for r in real})
+    bases = [r for r in real if _WORD.search(r["errorMessage"])]
+    seen_ids = {r["id"] for r in real}
+    seen_messages = {r["errorMessage"] for r in real}
+    made = 0
+    while made < count:
+        base = rng.choice(bases)
+        message = change_one_word(base["errorMessage"], rng, vocabulary)
+        # Distinct templates: two variants with one text would be indistinguishable in a log.
+        if message is None or message in seen_messages or not upstream.slug(None, message):
+            continue
+        repo = rng.choice(repos)
+        rid = upstream.record_id(repo, None, message, base["filePath"])
+        if rid in seen_ids:
+            continue
+        seen_ids.add(rid)
+        seen_messages.add(message)
+        record = copy.deepcopy(base)
+        sha = _sha(repo)
+        record.update(
+            id=rid,
+            repo=repo,
+            slug=upstream.slug(None, message),
+            errorCode=None,
+            errorMessage=message,
+            messagePattern=upstream.message_pattern(message),
+            githubUrl=github_url(
+                repo,
+                sha,
+                base["filePath"],
+                base["sourceCodeStart"] or base["lineNumber"] or 1,
+                base["sourceCodeEnd"],
+            ),
+            documentation=(
+                f"Benchmark variant of record {base['id']} ({base['repo']}) with one word "
+                "changed; not a real error."
+            ),
+            tags=sorted({*base["tags"], "bench-variant"}),
+            analyzedSha=sha,
+            analyzedAt=base["analyzedAt"],
+        )
+        made += 1
+        yield record
+
+
+def _check_chunk(records: list[dict[str, Any]]) -> list[str]:
+    """Problems and warnings of a chunk of records, as text (runs in a worker process)."""
+    bad: list[str] = []
+    for record in records:
+        checked = check_record(record, source="bench")
+        for p in (*checked.problems, *checked.warnings):
+            bad.append(f"{record.get('id')}: {p.json_path}: {p.rule}")
+    return bad
+
+
+def check_all(records: Sequence[dict[str, Any]]) -> None:
+    """Assert every record is valid, with no warning (jsonschema is slow: use every CPU)."""
+    chunks = [list(records[i : i + 2000]) for i in range(0, len(records), 2000)]
+    workers = max(1, min(len(chunks), os.cpu_count() or 1))
+    # Building the validator takes ~2 s (format checkers compile grammars): build it once here,
+    # so forked workers inherit it instead of each building their own.
+    _check_chunk(list(records[:1]))
+    if workers == 1:
+        bad = [b for chunk in chunks for b in _check_chunk(chunk)]
+    else:
+        context = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+            bad = [b for result in pool.map(_check_chunk, chunks) for b in result]
+    assert not bad, f"{len(bad)} invalid records, e.g. {bad[:5]}"
+
+
+# ---------------------------------------------------------------------------- published tree
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def write_tree(root: Path, records: Sequence[dict[str, Any]], dataset_version: str) -> None:
+    """Write the published tree of ``records`` as upstream serves it (see RECORDS.md).
+
+    Not tests/published.py's ``build_tree``: tests/ is not a package, and the bench pins each
+    repository's ``analyzedSha`` to its records' (real upstream does the same).
+    """
+    data = root / "data"
+    (data / "repos").mkdir(parents=True, exist_ok=True)
+    by_repo: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_repo.setdefault(r["repo"], []).append(r)
+    rows: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
+    for repo in sorted(by_repo):
+        items = by_repo[repo]
+        target = data / "repos" / f"{repo}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(json.dumps(items, ensure_ascii=False).encode("utf-8"))
+        entries.append(
+            {
+                "repo": repo,
+                "description": f"{repo} (errkb benchmark corpus)",
+                "language": "python",
+                "stars": len(items),
+                "sourceFiles": len({r["filePath"] for r in items}),
+                "defaultBranch": "main",
+                "analyzedSha": items[0]["analyzedSha"],
+                "analyzedAt": items[0]["analyzedAt"],
+                "contentChangedAt": None,
+                "errorCount": len(items),
+            }
+        )
+        rows.extend(
+            {
+                "id": r["id"],
+                "repo": r["repo"],
+                "slug": r["slug"],
+                "code": r["errorCode"],
+                "msg": r["errorMessage"],
+                "pattern": r["messagePattern"],
+                "type": r["errorType"],
+                "cls": r["errorClass"],
+                "tags": r["tags"],
+                "sev": r["severity"],
+            }
+            for r in items
+        )
+    index_raw = json.dumps(
+        {"schemaVersion": 2, "datasetVersion": dataset_version, "errors": rows},
+        ensure_ascii=False,
+    ).encode("utf-8")
+    index_gz = gzip.compress(index_raw, compresslevel=6, mtime=0)
+    (data / "index.json.gz").write_bytes(index_gz)
+    repos_raw = json.dumps(entries).encode("utf-8")
+    (data / "repos.json").write_bytes(repos_raw)
+    manifest = {
+        "schemaVersion": 2,
+        "datasetVersion": dataset_version,
+        "counts": {"repos": len(entries), "errors": len(rows)},
+        "files": {
+            "index": {
+                "path": "/data/index.json.gz",
+                "bytes": len(index_gz),
+                "sha256": _sha256(index_gz),
+                "encoding": "gzip",
+                "rawBytes": len(index_raw),
+                "rawSha256": _sha256(index_raw),
+            },
+            "repos": {
+                "path": "/data/repos.json",
+                "bytes": len(repos_raw),
+                "sha256": _sha256(repos_raw),
+            },
+        },
+    }
+    (data / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------- build / cache
+def corpus_dir(out: Path, records: int, seed: int, quick: bool) -> Path:
+    return out / f"corpus-n{records}-s{seed}{'-quick' if quick else ''}"
+
+
+def _key(records: int, seed: int, quick: bool) -> dict[str, Any]:
+    return {"version": CORPUS_VERSION, "size": records, "seed": seed, "quick": quick}
+
+
+def build_corpus(
+    out: Path = DEFAULT_OUT,
+    *,
+    records: int = DEFAULT_RECORDS,
+    seed: int = DEFAULT_SEED,
+    quick: bool = False,
+) -> Corpus:
+    """Build (or reuse) the corpus of ``records`` records for ``seed``; see the module doc."""
+    directory = corpus_dir(out, records, seed, quick)
+    info_path = directory / "info.json"
+    key = _key(records, seed, quick)
+    if info_path.exists():
+        info = json.loads(info_path.read_text(encoding="utf-8"))
+        if {k: info.get(k) for k in key} == key:
+            return Corpus(directory, info)
+    started = time.monotonic()
+    sources = default_sources()
+    if quick:
+        sources = [s for s in sources if s.repo in QUICK_SOURCES]
+    real, per_source = extract_real(sources)
+    if len(real) > records:
+        # More real records than asked for: a seeded sample, in extraction order.
+        keep = set(random.Random(seed).sample(range(len(real)), records))
+        real = [r for i, r in enumerate(real) if i in keep]
+    variants = list(make_variants(real, records - len(real), seed))
+    everything = real + variants
+    check_all(everything)
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with (tmp / "records.jsonl").open("w", encoding="utf-8") as fh:
+        for record in everything:
+            fh.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    write_tree(tmp / "tree", everything, DATASET_VERSION)
+    info = {
+        **key,
+        "records": len(everything),
+        "real": len(real),
+        "variants": len(variants),
+        "realBySource": per_source,
+        "repos": len({r["repo"] for r in everything}),
+        "datasetVersion": DATASET_VERSION,
+        "buildSeconds": round(time.monotonic() - started, 1),
+    }
+    (tmp / "info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
+    # Replace atomically enough: an interrupted build leaves only the .tmp directory behind.
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+    return Corpus(directory, info)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    size = args.records or (QUICK_RECORDS if args.quick else DEFAULT_RECORDS)
+    corpus = build_corpus(args.out, records=size, seed=args.seed, quick=args.quick)
+    print(corpus.directory)
+    print(json.dumps(corpus.info, indent=2))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    main()

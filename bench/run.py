@@ -1,0 +1,984 @@
+"""``python -m bench.run``: every issue-6 figure in one run, each against a baseline and a target.
+
+Measured in one run, on the same machine, against the same corpus and log:
+
+* scan throughput of ``kb.explain`` (library, warm matcher) and of the ``errkb explain`` CLI
+  (wall time: start, matcher build, scan, JSON output) on the whole log, against
+  ``grep -F -f anchors.txt`` (``LC_ALL=C``, ``-c`` so it reads the whole file), a plain
+  Aho-Corasick scan of the same anchors from Python (``ahocorasick_rs`` over bytes,
+  overlapping), and the naive approach (Python ``re.search`` of every record's messagePattern
+  on every line; measured on a sample of lines and patterns, extrapolated);
+* latency of ``kb.explain(one traceback)`` in a warm process (p50, p99);
+* cold start of ``errkb explain < example`` against ``python -c 'import click'`` (hyperfine if
+  installed), with the bundled knowledge base and with the big one;
+* a full sync of the published tree into a fresh database, and an unchanged re-sync: time and
+  peak RSS (each a subprocess; ``os.wait4`` gives its own rusage);
+* memory of a warm matcher (RSS after opening the KB and explaining one log, minus RSS after
+  ``import errkb``);
+* precision, recall and capture accuracy of exact matches against the ground truth, with every
+  miss and false hit listed with its cause.
+
+The measurements that need a clean process (``scan``, ``warm``, ``tree``) run as child processes
+of this module (``python -m bench.run _child ...``); the module imports only the standard
+library at the top so a child's "after import errkb" RSS means what it says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+PYTHON = sys.executable
+ERRKB = str(Path(PYTHON).with_name("errkb"))
+MB = 1_000_000
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Target:
+    """Which errkb the measured processes run: the working tree, or an exported revision.
+
+    Others edit errkb/ while benchmarks run, so ``--rev`` exports a commit (``git archive``) and
+    puts it first on every measured process's PYTHONPATH, with that directory as the working
+    directory (``python -m`` puts the cwd first on sys.path); ``bench`` itself still comes from
+    this checkout, after it.
+    """
+
+    errkb_dir: Path = REPO_ROOT / "errkb"
+    pythonpath: str | None = None
+    cwd: str | None = None
+    label: str = "working tree"
+
+
+TARGET = Target()
+
+
+# ---------------------------------------------------------------------------- helpers
+def rss_bytes(field_name: str = "VmRSS") -> int:
+    """This process's resident set size (or VmHWM, its peak) from /proc."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """A finished subprocess: wall seconds, its own peak RSS, exit code."""
+
+    seconds: float
+    max_rss: int
+    returncode: int
+
+
+def run_measured(
+    cmd: Sequence[str], *, stdout: Path | None = None, stdin: Path | None = None
+) -> ChildRun:
+    """Run ``cmd``; wall time and *its* peak RSS (``os.wait4``, not RUSAGE_CHILDREN's max)."""
+    out = stdout.open("wb") if stdout else subprocess.DEVNULL
+    inp = stdin.open("rb") if stdin else subprocess.DEVNULL
+    try:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stdin=inp, env=child_env(), cwd=TARGET.cwd)
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        if stdout:
+            out.close()  # type: ignore[union-attr]
+        if stdin:
+            inp.close()  # type: ignore[union-attr]
+    return ChildRun(seconds, usage.ru_maxrss * 1024, proc.returncode)
+
+
+def child_env() -> dict[str, str]:
+    """The environment of measured commands: bytecode caches allowed, no ambient database."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env.pop("ERRKB_DB", None)
+    env["NO_COLOR"] = "1"
+    if TARGET.pythonpath:
+        env["PYTHONPATH"] = TARGET.pythonpath
+    return env
+
+
+def export_rev(rev: str, into: Path) -> Target:
+    """Export errkb (and the folders it ships) at ``rev`` into ``into``; describe the target."""
+    sha = _git("rev-parse", "--verify", f"{rev}^{{commit}}")
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", sha, "errkb", "migrations", "data", "schemas"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return Target(into / "errkb", f"{into}{os.pathsep}{REPO_ROOT}", str(into), f"commit {sha}")
+
+
+def _git(*args: str) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), *args], capture_output=True, text=True, check=False
+    )
+    return proc.stdout.strip()
+
+
+def provenance() -> dict[str, str]:
+    """What was measured: the errkb source, HEAD, and whether errkb/ had uncommitted edits."""
+    dirty = _git("status", "--porcelain", "--", "errkb", "migrations")
+    return {
+        "errkb": TARGET.label,
+        "errkb_dir": str(TARGET.errkb_dir),
+        "head": _git("rev-parse", "HEAD"),
+        "uncommitted_errkb_changes": "yes" if dirty and TARGET.pythonpath is None else "no",
+    }
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+# ---------------------------------------------------------------------------- children
+def child_scan(db: str, log: str, example: str, result: str) -> None:
+    """Warm the matcher, then time ``kb.explain`` on the whole log; dump the predictions."""
+    import errkb
+
+    kb = errkb.open(db)
+    started = time.perf_counter()
+    kb.explain(Path(example).read_bytes())
+    build = time.perf_counter() - started
+    data = Path(log).read_bytes()
+    started = time.perf_counter()
+    report = kb.explain(data)
+    seconds = time.perf_counter() - started
+    out = {
+        "build_seconds": build,
+        "seconds": seconds,
+        "bytes": len(data),
+        "peak_rss": rss_bytes("VmHWM"),
+        "similar": len(report.matches) - len(report.exact),
+        "unmatched": len(report.unmatched),
+        "matches": [
+            {"id": m.id, "lines": list(m.lines), "captures": m.capture_dict} for m in report.exact
+        ],
+    }
+    Path(result).write_text(json.dumps(out), encoding="utf-8")
+
+
+def child_warm(db: str, example: str, tracebacks: str, anchors: str, result: str) -> None:
+    """Memory of a warm matcher, then explain latency over single tracebacks (and a baseline)."""
+    before = rss_bytes()
+    import errkb
+
+    after_import = rss_bytes()
+    kb = errkb.open(db)
+    started = time.perf_counter()
+    kb.explain(Path(example).read_bytes())
+    first = time.perf_counter() - started
+    warm_rss = rss_bytes()
+    cases = json.loads(Path(tracebacks).read_text(encoding="utf-8"))
+    times: list[float] = []
+    correct = 0
+    for text, expected in cases:
+        started = time.perf_counter()
+        report = kb.explain(text)
+        times.append(time.perf_counter() - started)
+        ids = {m.id for m in report.exact}
+        correct += expected["id"] in ids
+    # Baseline: only the anchor prefilter (one Aho-Corasick pass) over the same texts.
+    import ahocorasick_rs
+
+    words = json.loads(Path(anchors).read_text(encoding="utf-8"))
+    automaton = ahocorasick_rs.AhoCorasick(words)
+    base: list[float] = []
+    for text, _expected in cases:
+        started = time.perf_counter()
+        automaton.find_matches_as_indexes(text, overlapping=True)
+        base.append(time.perf_counter() - started)
+    out = {
+        "rss_start": before,
+        "rss_after_import": after_import,
+        "rss_warm": warm_rss,
+        "first_explain_seconds": first,
+        "latencies": times,
+        "correct": correct,
+        "calls": len(cases),
+        "baseline_latencies": base,
+    }
+    Path(result).write_text(json.dumps(out), encoding="utf-8")
+
+
+def child_tree(tree: str) -> None:
+    """Sync's floor: read and parse every file of the published tree, nothing else."""
+    import gzip
+
+    data = Path(tree) / "data"
+    json.loads((data / "manifest.json").read_bytes())
+    json.loads(gzip.decompress((data / "index.json.gz").read_bytes()))
+    json.loads((data / "repos.json").read_bytes())
+    count = sum(len(json.loads(p.read_bytes())) for p in sorted((data / "repos").rglob("*.json")))
+    print(count)
+
+
+# ---------------------------------------------------------------------------- baselines
+def anchors_of(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Each record's longest literal run, as errkb's prefilter chooses it (deduplicated)."""
+    from errkb.patterns import choose_anchor
+    from errkb.template import parse_template
+
+    seen: dict[str, None] = {}
+    for r in records:
+        anchor = choose_anchor(parse_template(r["errorMessage"]))
+        if anchor:
+            seen.setdefault(anchor, None)
+    return list(seen)
+
+
+def grep_patterns(anchors: Sequence[str]) -> list[str]:
+    """Anchors as grep -F lines: one spanning lines becomes its longest line (grep is per line)."""
+    out: dict[str, None] = {}
+    for anchor in anchors:
+        if "\n" in anchor or "\r" in anchor:
+            anchor = max(re.split(r"[\r\n]+", anchor), key=len).strip()
+        if len(anchor) >= 4:
+            out.setdefault(anchor, None)
+    return list(out)
+
+
+def grep_baseline(anchors_path: Path, log: Path) -> dict[str, Any] | None:
+    grep = shutil.which("grep")
+    if grep is None:
+        return None
+    env = {**child_env(), "LC_ALL": "C"}
+    started = time.perf_counter()
+    # -c: with output to /dev/null GNU grep stops at the first match; counting reads it all.
+    proc = subprocess.run(
+        [grep, "-c", "-F", "-f", str(anchors_path), str(log)],
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "lines": int(proc.stdout or b"0"), "rc": proc.returncode}
+
+
+def ac_baseline(anchors: Sequence[str], data: bytes) -> dict[str, Any]:
+    import ahocorasick_rs
+
+    started = time.perf_counter()
+    automaton = ahocorasick_rs.BytesAhoCorasick([a.encode("utf-8") for a in anchors])
+    build = time.perf_counter() - started
+    started = time.perf_counter()
+    hits = automaton.find_matches_as_indexes(data, overlapping=True)
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "build_seconds": build, "hits": len(hits)}
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(_signum: int, _frame: Any) -> None:
+    raise _Timeout
+
+
+def naive_baseline(
+    records: Sequence[dict[str, Any]],
+    log_text: str,
+    *,
+    lines: int,
+    patterns: int,
+    seed: int,
+    call_timeout: float = 0.05,
+) -> dict[str, Any]:
+    """``re.search`` of messagePatterns over lines, on a sample; extrapolated to the whole.
+
+    Guarding every call with a timer costs ~2.6 µs, more than a typical search, so each pattern
+    first runs over the whole line sample under one generous alarm; only a pattern that trips
+    it is re-run call by call under a ``call_timeout`` alarm (a call that times out counts at
+    least the timeout: the estimate is a lower bound). sre checks for signals while matching,
+    so the alarm does interrupt a backtracking search.
+    """
+    rng = random.Random(seed)
+    all_lines = log_text.split("\n")
+    sample = rng.sample(all_lines, min(lines, len(all_lines)))
+    chosen = rng.sample(list(records), min(patterns, len(records)))
+    compiled = []
+    failed = 0
+    for r in chosen:
+        try:
+            compiled.append(re.compile(r["messagePattern"]))
+        except (re.error, RecursionError, OverflowError):
+            failed += 1
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    total = 0.0
+    calls = 0
+    timeouts = 0
+    slow_patterns = 0
+    try:
+        for pattern in compiled:
+            started = time.perf_counter()
+            try:
+                signal.setitimer(signal.ITIMER_REAL, max(1.0, call_timeout * len(sample)) / 4)
+                for line in sample:
+                    pattern.search(line)
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                total += time.perf_counter() - started
+                calls += len(sample)
+                continue
+            except _Timeout:
+                slow_patterns += 1
+            for line in sample:
+                started = time.perf_counter()
+                try:
+                    signal.setitimer(signal.ITIMER_REAL, call_timeout)
+                    pattern.search(line)
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+                except _Timeout:
+                    timeouts += 1
+                total += time.perf_counter() - started
+                calls += 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    per_call = total / calls if calls else float("nan")
+    estimate = per_call * len(all_lines) * len(records)
+    return {
+        "per_call_us": per_call * 1e6,
+        "estimated_seconds": estimate,
+        "sample_lines": len(sample),
+        "sample_patterns": len(compiled),
+        "patterns_not_compiling": failed,
+        "backtracking_patterns": slow_patterns,
+        "timeouts": timeouts,
+        "log_lines": len(all_lines),
+    }
+
+
+def hyperfine(commands: dict[str, str], runs: int, warmup: int, out: Path) -> dict[str, float]:
+    """Median wall seconds per command: hyperfine when installed, else a subprocess loop."""
+    exe = shutil.which("hyperfine")
+    if exe:
+        export = out / "hyperfine.json"
+        cmd = [exe, "--style", "none", "-i", f"--warmup={warmup}", f"--runs={runs}"]
+        cmd += ["--export-json", str(export)]
+        for name, command in commands.items():
+            cmd += ["-n", name, command]
+        subprocess.run(cmd, check=True, env=child_env(), stdout=subprocess.DEVNULL, cwd=TARGET.cwd)
+        results = json.loads(export.read_text(encoding="utf-8"))["results"]
+        return {r["command"]: float(r["median"]) for r in results}
+    medians: dict[str, float] = {}
+    for name, command in commands.items():
+        times = []
+        for i in range(warmup + runs):
+            started = time.perf_counter()
+            subprocess.run(["sh", "-c", command], env=child_env(), check=False, cwd=TARGET.cwd)
+            if i >= warmup:
+                times.append(time.perf_counter() - started)
+        medians[name] = statistics.median(times)
+    return medians
+
+
+# ---------------------------------------------------------------------------- accuracy
+@dataclass
+class Accuracy:
+    """Precision, recall and capture accuracy of exact matches, and every miss explained."""
+
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    captures_ok: int = 0
+    false_hits: list[dict[str, Any]] = field(default_factory=list)
+    misses: list[dict[str, Any]] = field(default_factory=list)
+    wrong_captures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+
+    @property
+    def capture_accuracy(self) -> float:
+        return self.captures_ok / self.tp if self.tp else 1.0
+
+
+def score(
+    predictions: Sequence[dict[str, Any]],
+    truth: Sequence[dict[str, Any]],
+    log_lines: Sequence[str],
+    literal: dict[str, int],
+) -> Accuracy:
+    """Compare (record id, line) pairs; explain each false hit and miss from the truth rows."""
+    predicted: dict[tuple[str, int], dict[str, str]] = {}
+    for m in predictions:
+        for line in m["lines"]:
+            predicted[(m["id"], line)] = m["captures"]
+    expected = {(t["id"], t["line"]): t for t in truth}
+    by_line: dict[int, dict[str, Any]] = {t["line"]: t for t in truth}
+    by_instance: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for t in truth:
+        by_instance[t["instance"]].append(t)
+    ids_at_line: dict[int, set[str]] = defaultdict(set)
+    for rid, line in predicted:
+        ids_at_line[line].add(rid)
+    acc = Accuracy()
+    for key, captures in sorted(predicted.items(), key=lambda kv: kv[0][1]):
+        rid, line = key
+        if key in expected:
+            acc.tp += 1
+            want = expected[key]["captures"]
+            if captures == want:
+                acc.captures_ok += 1
+            else:
+                acc.wrong_captures.append(
+                    {"id": rid, "line": line, "got": captures, "expected": want}
+                )
+            continue
+        acc.fp += 1
+        text = log_lines[line - 1] if 0 < line <= len(log_lines) else ""
+        planted = by_line.get(line)
+        if planted and rid in planted["overlaps"]:
+            cause = (
+                f"overlap: record {rid} ({literal.get(rid, 0)} literal chars) matches a part of "
+                f"planted {planted['id']}'s message ({literal.get(planted['id'], 0)} literal "
+                "chars) and is reported as a separate match"
+            )
+        elif planted:
+            cause = f"another record at planted line ({planted['shape']}, planted {planted['id']})"
+        else:
+            cause = "filler line (no error planted here)"
+        acc.false_hits.append({"id": rid, "line": line, "cause": cause, "text": text[:160]})
+    for key, row in sorted(expected.items(), key=lambda kv: kv[0][1]):
+        if key in predicted:
+            continue
+        acc.fn += 1
+        rid, line = key
+        others = ids_at_line.get(line, set()) - {rid}
+        copies = by_instance[row["instance"]]
+        siblings = [t["line"] for t in copies if (rid, t["line"]) in predicted]
+        if others:
+            cause = "another record reported at this line instead: " + ", ".join(sorted(others))
+        elif siblings:
+            cause = f"found at line(s) {siblings} of the same instance, not at this copy"
+        else:
+            cause = f"nothing reported at this line ({row['shape']} shape)"
+        text = log_lines[line - 1] if 0 < line <= len(log_lines) else ""
+        acc.misses.append({"id": rid, "line": line, "cause": cause, "text": text[:160]})
+    return acc
+
+
+# ---------------------------------------------------------------------------- the run
+@dataclass
+class Figure:
+    """One row of the result table."""
+
+    name: str
+    value: str
+    baseline: str
+    ratio: str
+    target: str
+    status: str  #: PASS, MISS, or "" (no target)
+
+
+def _status(ok: bool | None) -> str:
+    return "" if ok is None else ("PASS" if ok else "MISS")
+
+
+def _mbps(nbytes: int, seconds: float) -> float:
+    return nbytes / MB / seconds if seconds > 0 else float("inf")
+
+
+def _child_cmd(*args: str) -> list[str]:
+    return [PYTHON, "-m", "bench.run", "_child", *args]
+
+
+def compile_bytecode() -> None:
+    """Byte-compile site-packages and errkb, so cold start measures imports, not compiles."""
+    targets = [sysconfig.get_paths()["purelib"], str(TARGET.errkb_dir)]
+    subprocess.run(
+        [PYTHON, "-m", "compileall", "-q", "-j0", *targets],
+        check=False,
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from bench.corpus import build_corpus
+    from bench.logs import Oracle, generate_log, log_path, single_tracebacks
+    from errkb._resources import examples_dir
+
+    quick = args.quick
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    corpus = build_corpus(args.out, records=args.records, seed=args.seed, quick=quick)
+    timings["corpus"] = time.perf_counter() - t0
+    records = corpus.records()
+    t0 = time.perf_counter()
+    path = log_path(corpus.directory, args.log_mb, args.seed, args.rate)
+    oracle: Oracle | None = None
+    lat_path = corpus.directory / f"tracebacks-{args.latency_calls}-s{args.seed}.json"
+    if not lat_path.exists():
+        oracle = Oracle(records)
+        cases = single_tracebacks(records, args.latency_calls, seed=args.seed, oracle=oracle)
+        lat_path.write_text(json.dumps(cases), encoding="utf-8")
+    log = generate_log(
+        records,
+        path,
+        size_mb=args.log_mb,
+        seed=args.seed,
+        rate=args.rate,
+        oracle=oracle,
+        key={"corpus": corpus.directory.name},
+    )
+    timings["log"] = time.perf_counter() - t0
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=corpus.directory))
+    try:
+        return _measure(args, corpus, records, log, lat_path, work, examples_dir(), timings)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _measure(
+    args: argparse.Namespace,
+    corpus: Any,
+    records: list[dict[str, Any]],
+    log: Any,
+    lat_path: Path,
+    work: Path,
+    examples: Path,
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    from errkb.patterns import compile_record
+
+    quick = args.quick
+    example = examples / "merged-column-scalar-scale.log"
+    info = {**corpus.info, "jsonl_bytes": corpus.jsonl.stat().st_size}
+    results: dict[str, Any] = {"corpus": info, "log": log.meta, "timings": timings}
+    compile_bytecode()
+
+    # --- sync: a fresh database, then an unchanged re-sync (also builds the DB used below).
+    db = work / "kb.sqlite3"
+    sync_cmd = [ERRKB, "--db", str(db), "sync", "--format", "json", str(corpus.tree)]
+    full = run_measured(sync_cmd, stdout=work / "sync1.json")
+    again = run_measured(sync_cmd, stdout=work / "sync2.json")
+    tree_floor = run_measured(_child_cmd("tree", str(corpus.tree)))
+    for name, r in (("full", full), ("resync", again)):
+        if r.returncode != 0:
+            raise SystemExit(f"sync ({name}) failed with exit code {r.returncode}")
+    resync_report = json.loads((work / "sync2.json").read_text(encoding="utf-8"))
+    results["sync"] = {
+        "full": asdict(full),
+        "resync": asdict(again),
+        "resync_status": resync_report.get("status"),
+        "tree_parse": asdict(tree_floor),
+    }
+
+    # --- scan: library (warm), CLI (wall), and the baselines on the same log.
+    scan_json = work / "scan.json"
+    scan = run_measured(_child_cmd("scan", str(db), str(log.path), str(example), str(scan_json)))
+    if scan.returncode != 0:
+        raise SystemExit(f"scan child failed with exit code {scan.returncode}")
+    lib = json.loads(scan_json.read_text(encoding="utf-8"))
+    cli = run_measured(
+        [ERRKB, "--db", str(db), "explain", "--format", "json", str(log.path)],
+        stdout=work / "cli.json",
+    )
+    anchors = anchors_of(records)
+    anchors_path = work / "anchors.json"
+    anchors_path.write_text(json.dumps(anchors), encoding="utf-8")
+    grep_path = work / "anchors.txt"
+    grep_path.write_text("\n".join(grep_patterns(anchors)) + "\n", encoding="utf-8")
+    data = log.path.read_bytes()
+    grep = None if args.no_grep else grep_baseline(grep_path, log.path)
+    ac = ac_baseline(anchors, data)
+    naive = None
+    if not args.no_naive:
+        naive = naive_baseline(
+            records,
+            data.decode("utf-8"),
+            lines=args.naive_lines,
+            patterns=args.naive_patterns,
+            seed=args.seed,
+        )
+    results["scan"] = {
+        "library": {k: v for k, v in lib.items() if k != "matches"},
+        "cli": asdict(cli),
+        "grep": grep,
+        "aho_corasick": ac,
+        "naive": naive,
+        "anchors": len(anchors),
+    }
+
+    # --- warm latency and matcher memory.
+    warm_json = work / "warm.json"
+    warm = run_measured(
+        _child_cmd("warm", str(db), str(example), str(lat_path), str(anchors_path), str(warm_json))
+    )
+    if warm.returncode != 0:
+        raise SystemExit(f"warm child failed with exit code {warm.returncode}")
+    w = json.loads(warm_json.read_text(encoding="utf-8"))
+    results["warm"] = {
+        k: v for k, v in w.items() if k not in ("latencies", "baseline_latencies")
+    } | {
+        "p50_ms": percentile(w["latencies"], 0.5) * 1e3,
+        "p99_ms": percentile(w["latencies"], 0.99) * 1e3,
+        "baseline_p50_ms": percentile(w["baseline_latencies"], 0.5) * 1e3,
+        "baseline_p99_ms": percentile(w["baseline_latencies"], 0.99) * 1e3,
+    }
+
+    # --- cold start.
+    bundled_db = work / "bundled.sqlite3"
+    subprocess.run(
+        [ERRKB, "--db", str(bundled_db), "stats"],
+        check=True,
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        cwd=TARGET.cwd,
+    )
+    cold = hyperfine(
+        {
+            "import click": f"{PYTHON} -c 'import click'",
+            "explain bundled": f"{ERRKB} --db {bundled_db} explain < {example}",
+            "explain corpus": f"{ERRKB} --db {db} explain < {example}",
+        },
+        runs=args.cold_runs,
+        warmup=1 if quick else 2,
+        out=work,
+    )
+    results["cold"] = cold
+
+    # --- accuracy.
+    literal = {
+        r["id"]: compile_record(r["id"], r["errorMessage"], r["messagePattern"]).literal_length
+        for r in records
+    }
+    log_lines = data.decode("utf-8").split("\n")
+    acc = score(lib["matches"], log.truth(), log_lines, literal)
+    results["accuracy"] = {
+        "tp": acc.tp,
+        "fp": acc.fp,
+        "fn": acc.fn,
+        "precision": acc.precision,
+        "recall": acc.recall,
+        "capture_accuracy": acc.capture_accuracy,
+        "false_hits": acc.false_hits,
+        "misses": acc.misses,
+        "wrong_captures": acc.wrong_captures,
+    }
+    results["figures"] = [asdict(f) for f in figures(results, quick)]
+    return results
+
+
+def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
+    """The result table, with baselines, ratios and targets."""
+    out: list[Figure] = []
+    size = r["log"]["bytes"]
+    lib = r["scan"]["library"]
+    lib_mbps = _mbps(size, lib["seconds"])
+    grep, ac, naive = r["scan"]["grep"], r["scan"]["aho_corasick"], r["scan"]["naive"]
+    grep_mbps = _mbps(size, grep["seconds"]) if grep else None
+    ac_mbps = _mbps(size, ac["seconds"])
+    naive_mbps = _mbps(size, naive["estimated_seconds"]) if naive else None
+    ok = lib_mbps >= 50 and lib_mbps > ac_mbps and (grep_mbps is None or lib_mbps > grep_mbps)
+    ratios = [f"{lib_mbps / ac_mbps:.3g}x AC"]
+    if grep_mbps:
+        ratios.insert(0, f"{lib_mbps / grep_mbps:.3g}x grep")
+    if naive_mbps:
+        ratios.append(f"{lib_mbps / naive_mbps:.3g}x naive")
+    out.append(
+        Figure(
+            f"scan: kb.explain, {size / MB:.1f} MB log (warm)",
+            f"{lib_mbps:.2f} MB/s ({lib['seconds']:.1f} s)",
+            "grep -F, Aho-Corasick, naive re",
+            ", ".join(ratios),
+            ">= 50 MB/s, ahead of grep -F and AC",
+            _status(ok),
+        )
+    )
+    cli = r["scan"]["cli"]
+    cli_mbps = _mbps(size, cli["seconds"])
+    out.append(
+        Figure(
+            "scan: errkb explain --format json (CLI wall)",
+            f"{cli_mbps:.2f} MB/s ({cli['seconds']:.1f} s, peak {cli['max_rss'] / 2**20:.0f} MiB)",
+            f"grep -F {grep_mbps:.2f} MB/s" if grep_mbps else "-",
+            f"{cli_mbps / grep_mbps:.3g}x grep" if grep_mbps else "-",
+            "-",
+            "",
+        )
+    )
+    if grep:
+        out.append(
+            Figure(
+                f"baseline: LC_ALL=C grep -c -F ({r['scan']['anchors']} anchors)",
+                f"{grep_mbps:.2f} MB/s ({grep['seconds']:.2f} s)",
+                "-",
+                "-",
+                "-",
+                "",
+            )
+        )
+    out.append(
+        Figure(
+            "baseline: ahocorasick_rs bytes, overlapping",
+            f"{ac_mbps:.1f} MB/s ({ac['seconds']:.2f} s, {ac['hits']} hits)",
+            f"build {ac['build_seconds']:.2f} s",
+            "-",
+            "-",
+            "",
+        )
+    )
+    if naive:
+        out.append(
+            Figure(
+                "baseline: naive re.search, every pattern x line",
+                f"{naive_mbps:.5f} MB/s (est. {naive['estimated_seconds'] / 3600:.1f} h)",
+                f"{naive['per_call_us']:.2f} us/call over {naive['sample_patterns']} patterns x "
+                f"{naive['sample_lines']} lines",
+                f"{naive['backtracking_patterns']} backtracking, {naive['timeouts']} timeouts",
+                "-",
+                "",
+            )
+        )
+    w = r["warm"]
+    out.append(
+        Figure(
+            f"latency p50: kb.explain(1 traceback), {w['calls']} calls",
+            f"{w['p50_ms']:.2f} ms",
+            f"AC prefilter only {w['baseline_p50_ms']:.3f} ms",
+            f"{w['p50_ms'] / w['baseline_p50_ms']:.3g}x",
+            "<= 2 ms",
+            _status(w["p50_ms"] <= 2),
+        )
+    )
+    out.append(
+        Figure(
+            "latency p99",
+            f"{w['p99_ms']:.2f} ms ({w['correct']}/{w['calls']} found)",
+            f"AC prefilter only {w['baseline_p99_ms']:.3f} ms",
+            f"{w['p99_ms'] / w['baseline_p99_ms']:.3g}x",
+            "<= 10 ms",
+            _status(w["p99_ms"] <= 10),
+        )
+    )
+    cold = r["cold"]
+    click = cold["import click"]
+    for name, label, limit in (
+        ("explain bundled", "bundled KB", 2.5),
+        ("explain corpus", f"{r['corpus']['records']} records", 4.0),
+    ):
+        out.append(
+            Figure(
+                f"cold: errkb explain < example, {label}",
+                f"{cold[name] * 1e3:.0f} ms",
+                f"python -c 'import click' {click * 1e3:.0f} ms",
+                f"{cold[name] / click:.2f}x",
+                f"<= {limit}x import click",
+                _status(cold[name] / click <= limit),
+            )
+        )
+    s = r["sync"]
+    floor = s["tree_parse"]
+    for key, label, limit in (
+        ("full", "full sync, fresh DB", 60),
+        ("resync", "unchanged re-sync", 10),
+    ):
+        run_ = s[key]
+        base, base_label = (
+            (floor["seconds"], "parse tree JSON")
+            if key == "full"
+            else (s["full"]["seconds"], "full sync")
+        )
+        out.append(
+            Figure(
+                f"sync: {label}",
+                f"{run_['seconds']:.1f} s, peak RSS {run_['max_rss'] / 2**20:.0f} MiB",
+                f"{base_label} {base:.1f} s"
+                + (f", {floor['max_rss'] / 2**20:.0f} MiB" if key == "full" else ""),
+                f"{run_['seconds'] / base:.2f}x",
+                f"<= {limit} s, RSS <= 1 GiB",
+                _status(run_["seconds"] <= limit and run_["max_rss"] <= 2**30),
+            )
+        )
+    mem = w["rss_warm"] - w["rss_after_import"]
+    jsonl = r["corpus"].get("jsonl_bytes") or 0
+    out.append(
+        Figure(
+            "memory: warm matcher (RSS - RSS after import errkb)",
+            f"{mem / 2**20:.0f} MiB",
+            f"records.jsonl {jsonl / 2**20:.0f} MiB" if jsonl else "-",
+            f"{mem / jsonl:.2f}x" if jsonl else "-",
+            "<= 400 MB",
+            _status(mem <= 400 * MB),
+        )
+    )
+    a = r["accuracy"]
+    out.append(
+        Figure(
+            "precision (exact, id + line)",
+            f"{a['precision'] * 100:.3f}% ({a['tp']} tp, {a['fp']} fp)",
+            "-",
+            "-",
+            ">= 99.9%",
+            _status(a["precision"] >= 0.999),
+        )
+    )
+    out.append(
+        Figure(
+            "recall (exact, id + line)",
+            f"{a['recall'] * 100:.3f}% ({a['fn']} missed)",
+            "-",
+            "-",
+            ">= 99.9%",
+            _status(a["recall"] >= 0.999),
+        )
+    )
+    out.append(
+        Figure(
+            "capture accuracy (of true hits)",
+            f"{a['capture_accuracy'] * 100:.3f}%",
+            "-",
+            "-",
+            "-",
+            "",
+        )
+    )
+    return out
+
+
+def render_table(rows: Sequence[Figure]) -> str:
+    """A Markdown table (pastes into BENCHMARKS.md as is)."""
+    head = ("Figure", "Value", "Baseline (same run)", "Ratio", "Target", "Status")
+    body = [(f.name, f.value, f.baseline, f.ratio, f.target, f.status) for f in rows]
+    widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(head), sep, *(line(b) for b in body)])
+
+
+def report(results: dict[str, Any], show: int) -> str:
+    rows = [Figure(**f) for f in results["figures"]]
+    a = results["accuracy"]
+    out = [render_table(rows), ""]
+    for title, items in (
+        ("False hits", a["false_hits"]),
+        ("Misses", a["misses"]),
+        ("Wrong captures", a["wrong_captures"]),
+    ):
+        if not items:
+            out.append(f"{title}: none")
+            continue
+        causes = Counter(
+            i.get("cause", "captures differ").split(":")[0].split(" (")[0] for i in items
+        )
+        out.append(f"{title}: {len(items)} ({', '.join(f'{c}: {n}' for c, n in causes.items())})")
+        for item in items[:show]:
+            out.append("  " + json.dumps(item, ensure_ascii=False))
+        if len(items) > show:
+            out.append(f"  ... and {len(items) - show} more (see the results JSON)")
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_child"]:
+        kind, rest = argv[1], argv[2:]
+        if kind == "scan":
+            child_scan(*rest)
+        elif kind == "warm":
+            child_warm(*rest)
+        elif kind == "tree":
+            child_tree(*rest)
+        else:
+            raise SystemExit(f"unknown child {kind!r}")
+        return
+    from bench.corpus import DEFAULT_OUT, DEFAULT_RECORDS, DEFAULT_SEED, QUICK_RECORDS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.run", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--records", type=int, default=None, help="corpus size (150000)")
+    parser.add_argument("--log-mb", type=float, default=None, help="log size in 10^6 bytes (50)")
+    parser.add_argument("--quick", action="store_true", help="4,000 records, a 3 MB log")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    parser.add_argument("--rate", type=float, default=100, help="planted errors per MB")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--latency-calls", type=int, default=None)
+    parser.add_argument("--cold-runs", type=int, default=None)
+    parser.add_argument("--naive-lines", type=int, default=None)
+    parser.add_argument("--naive-patterns", type=int, default=None)
+    parser.add_argument("--no-grep", action="store_true")
+    parser.add_argument("--no-naive", action="store_true")
+    parser.add_argument("--show", type=int, default=30, help="misses and false hits to print")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--rev",
+        default=None,
+        help="measure errkb at this git revision (exported) instead of the working tree",
+    )
+    args = parser.parse_args(argv)
+    q = args.quick
+    args.records = args.records or (QUICK_RECORDS if q else DEFAULT_RECORDS)
+    args.log_mb = args.log_mb or (3.0 if q else 50.0)
+    args.latency_calls = args.latency_calls or (300 if q else 2000)
+    args.cold_runs = args.cold_runs or (3 if q else 10)
+    args.naive_lines = args.naive_lines or (100 if q else 400)
+    args.naive_patterns = args.naive_patterns or (200 if q else 2000)
+    global TARGET
+    snapshot = None
+    if args.rev:
+        snapshot = Path(tempfile.mkdtemp(prefix="errkb-rev-"))
+        TARGET = export_rev(args.rev, snapshot)
+    started = time.perf_counter()
+    try:
+        results = run(args)
+    finally:
+        if snapshot:
+            shutil.rmtree(snapshot, ignore_errors=True)
+    results["measured"] = provenance()
+    results["args"] = {k: str(v) for k, v in vars(args).items()}
+    results["seconds"] = time.perf_counter() - started
+    name = f"results-n{args.records}-{args.log_mb:g}mb-s{args.seed}{'-quick' if q else ''}.json"
+    path = args.json or args.out / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    m = results["measured"]
+    print(
+        f"errkb measured: {m['errkb']} (HEAD {m['head'][:12]}, uncommitted errkb changes: "
+        f"{m['uncommitted_errkb_changes']})"
+    )
+    print(report(results, args.show))
+    print(f"\n(results: {path}; {results['seconds']:.0f} s in all)")
+
+
+if __name__ == "__main__":
+    main()

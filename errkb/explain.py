@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errkb.events import EventKind, Frame, LogEvent
-from errkb.matcher import Hit, Matcher
+from errkb.matcher import Hit, MatcherLike
 from errkb.patterns import PatternSpec
 
 BASE_EXACT = 0.8
@@ -32,10 +32,6 @@ CLASS_BONUS = 0.1
 WRAPPED_BONUS = 0.05
 FRAME_BONUS = 0.1
 FILE_ONLY_BONUS = 0.05
-#: ``similar`` suggestions: rapidfuzz's normalised edit similarity (0-100) of the message and the
-#: masked template must reach this. WRatio was tried and rejected: its partial-match rule rates a
-#: short template highly against any long message that shares a few words.
-SIMILAR_CUTOFF = 60.0
 SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
 NEARBY_LINES = 25
@@ -171,7 +167,7 @@ Diagnoser = Callable[[str, Mapping[str, str]], Any]
 
 def decide(
     events: Sequence[LogEvent],
-    matcher: Matcher,
+    matcher: MatcherLike,
     record: RecordLookup,
     *,
     diagnose: Diagnoser | None = None,
@@ -193,7 +189,9 @@ def decide(
         if not per_record:
             # A logger line without a match is noise; an exception (or a message a caller
             # handed us directly, which arrives as BARE) deserves a suggestion.
-            if event.kind is EventKind.BARE or (event.kind is not EventKind.LOG and event.exc_class):
+            if event.kind is EventKind.BARE or (
+                event.kind is not EventKind.LOG and event.exc_class
+            ):
                 unmatched.append(event)
             continue
         frames = chain_frames.get(event.chain_id, event.frames) if event.chain_id else event.frames
@@ -355,33 +353,16 @@ def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
     return out
 
 
-def _similar(events: Sequence[LogEvent], matcher: Matcher, record: RecordLookup) -> list[Match]:
-    if not events or not matcher.specs:
-        return []
-    from rapidfuzz import fuzz, process, utils
-
-    choices = matcher.masked_templates()
+def _similar(events: Sequence[LogEvent], matcher: MatcherLike, record: RecordLookup) -> list[Match]:
     out: list[Match] = []
-    seen: set[str] = set()
     for event in _dedupe_events(events)[:MAX_SIMILAR_QUERIES]:
-        results = process.extract(
-            event.message,
-            choices,
-            scorer=fuzz.ratio,
-            processor=utils.default_process,
-            limit=3,
-            score_cutoff=SIMILAR_CUTOFF,
-        )
-        for _choice, ratio, index in results:
-            spec = matcher.specs[index]
-            key = f"{spec.record_id}\x00{event.message}"
-            rec = record(spec.record_id)
-            if key in seen or rec is None:
+        for rid, ratio in matcher.similar(event.message, 3):
+            rec = record(rid)
+            if rec is None:
                 continue
-            seen.add(key)
             out.append(
                 Match(
-                    id=spec.record_id,
+                    id=rid,
                     slug=str(rec.get("slug", "")),
                     confidence=Confidence.SIMILAR,
                     score=round(ratio / 100 * SIMILAR_SCALE, 3),

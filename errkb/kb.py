@@ -26,8 +26,7 @@ from errkb.errors import NotFoundError, StoreError
 from errkb.events import EventKind, LogEvent
 from errkb.explain import Report, decide
 from errkb.ingest import IngestReport, ingest_paths
-from errkb.matcher import Matcher
-from errkb.patterns import PatternSpec, compile_record
+from errkb.matcher import IndexedMatcher, SpecCache
 from errkb.records import Record
 from errkb.store import Store, resolve_db_path
 
@@ -62,7 +61,7 @@ class KnowledgeBase:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._matcher: Matcher | None = None
+        self._cache: SpecCache | None = None
         self._state: str | None = None
 
     @property
@@ -92,7 +91,7 @@ class KnowledgeBase:
 
         with self.store.snapshot() as conn:
             meta = self.store.meta(conn)
-            matcher = self._matcher_for(meta.get("state", "0"), conn)
+            matcher = IndexedMatcher(conn, self._cache_for(meta.get("state", "0")))
             cache: dict[str, Mapping[str, Any] | None] = {}
 
             def lookup(rid: str) -> Mapping[str, Any] | None:
@@ -105,19 +104,21 @@ class KnowledgeBase:
             )
         return Report(__version__, meta.get("dataset_version"), matches, unmatched)
 
-    def _matcher_for(self, state: str, conn: Any) -> Matcher:
+    def _cache_for(self, state: str) -> SpecCache:
+        # Compiled records are valid for one state of the store: a sync (in any process)
+        # bumps the state, and the next report starts a fresh cache.
         with self._lock:
-            if self._matcher is None or self._state != state:
-                self._matcher = Matcher(load_specs(conn))
+            if self._cache is None or self._state != state:
+                self._cache = SpecCache()
                 self._state = state
-            return self._matcher
+            return self._cache
 
     def refresh(self) -> bool:
-        """Reload the matcher if the store changed since it was built; True if it did."""
+        """Drop compiled records if the store changed since they were compiled; True if so."""
         with self.store.snapshot() as conn:
             state = self.store.meta(conn).get("state", "0")
-            changed = state != self._state
-            self._matcher_for(state, conn)
+        changed = state != self._state
+        self._cache_for(state)
         return changed
 
     # ------------------------------------------------------------------ records
@@ -214,26 +215,6 @@ class KnowledgeBase:
         self.close()
 
 
-def load_specs(conn: Any) -> list[PatternSpec]:
-    """Compile the PatternSpec of every live record."""
-    rows = conn.execute(
-        "SELECT id, error_message, message_pattern, error_class, file_path, line_number, "
-        "source_code FROM records WHERE retired = 0 ORDER BY id"
-    )
-    return [
-        compile_record(
-            rid,
-            message,
-            pattern,
-            error_class=cls,
-            file_path=path,
-            line_number=line,
-            source_code=source,
-        )
-        for rid, message, pattern, cls, path, line, source in rows
-    ]
-
-
 def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = True) -> KnowledgeBase:
     """Open (creating and migrating if needed) a knowledge base.
 
@@ -251,6 +232,8 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
             raise
         store = _temporary_store()
     kb = KnowledgeBase(store)
+    if store.meta().get("match_index") == "stale":
+        store.reindex()  # a database migrated from before the match index
     if bundled and store.is_empty():
         from errkb._resources import bundled_dataset_dir
 

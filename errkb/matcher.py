@@ -1,21 +1,35 @@
-"""The matcher: which records' patterns match a piece of text, and with which captures.
+"""Matchers: which records' patterns match a piece of text, and with which captures.
 
-Built for ~150,000 records: one Aho-Corasick pass over the text finds every record anchor (all
-overlapping hits), and only those candidates' regexes are verified, under RE2. Regexes are
-compiled lazily, on first use, so building a matcher costs one automaton, not 150,000 regex
-compilations. Records whose template has no literal run of at least
-``patterns.MIN_ANCHOR_CHARS`` characters are not matched at all: a pattern that is nearly all
+Both matchers prefilter, then verify only the candidates under RE2, compiling regexes lazily:
+
+* ``IndexedMatcher`` (what ``KnowledgeBase.explain`` uses) takes its candidates from the match
+  index in the database (``errkb.matchindex``): nothing to build at start-up, one indexed query
+  per message, whatever the size of the knowledge base.
+* ``Matcher`` holds a set of PatternSpecs in memory and finds candidates with one Aho-Corasick
+  pass (all overlapping hits) over each record's most selective literal. Building it costs one
+  automaton, so it suits whole-dataset work done once (``errkb lint``'s ambiguity check).
+
+Records whose template has no usable literal are never candidates: a pattern that is nearly all
 wildcards would "explain" any message (``errkb lint`` reports them).
 """
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from errkb.patterns import PatternSpec, compile_re2, unquote
+from errkb.patterns import PatternSpec, compile_re2, compile_record, unquote
+
+#: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
+SIMILAR_CUTOFF = 60.0
+#: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
+SPEC_CACHE_SIZE = 4096
+#: Records ranked by similarity for one message at most (the rest share no rare word with it).
+SIMILAR_POOL = 5000
 
 
 @dataclass(frozen=True)
@@ -27,8 +41,53 @@ class Hit:
     start: int  #: where the match starts in the text searched
 
 
+class MatcherLike(Protocol):
+    """What the decision layer needs from a matcher."""
+
+    def find(self, text: str) -> list[Hit]: ...
+
+    def similar(self, message: str, limit: int) -> list[tuple[str, float]]: ...
+
+
+def verify(spec: PatternSpec, regex: Any, text: str) -> Hit | None:
+    """Match one record's compiled regex against ``text``; captures named by placeholder."""
+    match = regex.search(text)
+    if match is None:
+        return None
+    captures: dict[str, str] = {}
+    for i, name in enumerate(spec.names):
+        value = match.group(f"c{i}")
+        if value is None or name in captures:
+            continue
+        captures[name] = unquote(value) if spec.repr_groups[i] else value
+    return Hit(spec, tuple(captures.items()), match.start())
+
+
+def rank_similar(
+    message: str, choices: Sequence[tuple[str, str]], limit: int
+) -> list[tuple[str, float]]:
+    """The ``limit`` (id, score 0-100) whose masked template is closest to ``message``.
+
+    Normalised edit similarity, not WRatio: WRatio's partial-match rule rates a short template
+    highly against any long message that shares a few words.
+    """
+    if not choices:
+        return []
+    from rapidfuzz import fuzz, process, utils
+
+    results = process.extract(
+        message,
+        [masked for _rid, masked in choices],
+        scorer=fuzz.ratio,
+        processor=utils.default_process,
+        limit=limit,
+        score_cutoff=SIMILAR_CUTOFF,
+    )
+    return [(choices[index][0], float(score)) for _c, score, index in results]
+
+
 class Matcher:
-    """Prefilter + verify over a fixed set of PatternSpecs. Safe to share between threads."""
+    """Aho-Corasick prefilter + RE2 verify over a fixed set of PatternSpecs. Thread-safe."""
 
     def __init__(self, specs: Iterable[PatternSpec]) -> None:
         import ahocorasick_rs
@@ -44,17 +103,7 @@ class Matcher:
         self._compiled: dict[int, Any] = {}
         self._lock = threading.Lock()
         self.by_id = {spec.record_id: spec for spec in self.specs}
-        self._masked: list[str] | None = None
-
-    def masked_templates(self) -> list[str]:
-        """Every spec's template with placeholders blanked (for fuzzy suggestions); cached."""
-        if self._masked is None:
-            from errkb.template import parse_template
-
-            masked = [parse_template(s.template).masked(" ") for s in self.specs]
-            with self._lock:
-                self._masked = masked
-        return self._masked
+        self._masked: list[tuple[str, str]] | None = None
 
     def __len__(self) -> int:
         return len(self.specs)
@@ -82,20 +131,118 @@ class Matcher:
 
     def verify(self, index: int, text: str) -> Hit | None:
         """Match one candidate's full pattern against ``text``."""
-        match = self.regex(index).search(text)
-        if match is None:
-            return None
-        spec = self.specs[index]
-        captures: dict[str, str] = {}
-        for i, name in enumerate(spec.names):
-            value = match.group(f"c{i}")
-            if value is None or name in captures:
-                continue
-            captures[name] = unquote(value) if spec.repr_groups[i] else value
-        return Hit(spec, tuple(captures.items()), match.start())
+        return verify(self.specs[index], self.regex(index), text)
 
     def find(self, text: str, candidates: Sequence[int] | set[int] | None = None) -> list[Hit]:
         """Every record whose pattern matches ``text`` (anchors first, then RE2)."""
         pool = self.candidates(text) if candidates is None else candidates
-        hits = [hit for index in sorted(pool) if (hit := self.verify(index, text)) is not None]
+        return [hit for index in sorted(pool) if (hit := self.verify(index, text)) is not None]
+
+    def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
+        if self._masked is None:
+            from errkb.template import parse_template
+
+            masked = [(s.record_id, parse_template(s.template).masked(" ")) for s in self.specs]
+            with self._lock:
+                self._masked = masked
+        return rank_similar(message, self._masked, limit)
+
+
+class SpecCache:
+    """Compiled records of one knowledge-base state, shared by threads, bounded (LRU)."""
+
+    def __init__(self, size: int = SPEC_CACHE_SIZE) -> None:
+        self._entries: OrderedDict[str, tuple[PatternSpec, Any] | None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    def get_many(
+        self, conn: sqlite3.Connection, ids: Sequence[str]
+    ) -> list[tuple[PatternSpec, Any]]:
+        """The compiled (spec, regex) of each id, loading and compiling the missing ones."""
+        found: dict[str, tuple[PatternSpec, Any] | None] = {}
+        missing: list[str] = []
+        with self._lock:
+            for rid in ids:
+                if rid in self._entries:
+                    self._entries.move_to_end(rid)
+                    found[rid] = self._entries[rid]
+                else:
+                    missing.append(rid)
+        if missing:
+            loaded = _load_specs(conn, missing)
+            with self._lock:
+                for rid in missing:
+                    entry = loaded.get(rid)
+                    self._entries[rid] = found[rid] = entry
+                while len(self._entries) > self._size:
+                    self._entries.popitem(last=False)
+        return [entry for rid in ids if (entry := found.get(rid)) is not None]
+
+
+def _load_specs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[PatternSpec, Any]]:
+    out: dict[str, tuple[PatternSpec, Any]] = {}
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        sql = (
+            "SELECT id, error_message, message_pattern, error_class, file_path, "  # noqa: S608
+            "line_number, source_code FROM records WHERE retired = 0 AND id IN ("
+            + ",".join("?" * len(chunk))
+            + ")"
+        )
+        for rid, message, pattern, cls, path, line, source in conn.execute(sql, chunk):
+            spec = compile_record(
+                rid,
+                message,
+                pattern,
+                error_class=cls,
+                file_path=path,
+                line_number=line,
+                source_code=source,
+            )
+            if spec.anchor:  # same rule as Matcher: no usable literal, never a candidate
+                out[rid] = (spec, compile_re2(spec.regex))
+    return out
+
+
+class IndexedMatcher:
+    """Candidates from the database's match index, verified under RE2.
+
+    Bound to one read connection (the caller's snapshot) and one state's SpecCache; cheap to
+    create per report.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, cache: SpecCache) -> None:
+        self._conn = conn
+        self._cache = cache
+
+    def find(self, text: str) -> list[Hit]:
+        from errkb.matchindex import candidate_ids
+
+        ids = sorted(candidate_ids(self._conn, text))
+        hits = []
+        for spec, regex in self._cache.get_many(self._conn, ids):
+            hit = verify(spec, regex, text)
+            if hit is not None:
+                hits.append(hit)
         return hits
+
+    def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
+        from errkb.matchindex import TOKENS_PER_RECORD, candidate_ids
+        from errkb.template import parse_template
+
+        ids = candidate_ids(self._conn, message, max_rank=TOKENS_PER_RECORD - 1)[:SIMILAR_POOL]
+        choices: list[tuple[str, str]] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            sql = (
+                "SELECT id, error_message FROM records WHERE id IN ("  # noqa: S608
+                + ",".join("?" * len(chunk))
+                + ")"
+            )
+            choices += [
+                (rid, parse_template(msg).masked(" "))
+                for rid, msg in self._conn.execute(sql, chunk)
+            ]
+        choices.sort()
+        return rank_similar(message, choices, limit)

@@ -157,3 +157,22 @@ class MetaRow(Base):
 
     key: Mapped[str] = mapped_column(String, primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+
+
+class MatchTokenRow(Base):
+    """The match index: for each live record, its rarest literal tokens (rank 0 = rarest).
+
+    A message can only match a record whose every literal token it contains, so looking up the
+    message's tokens among the rank-0 tokens yields every candidate (``errkb.matchindex``). The
+    index is rebuilt in the same transaction as every change to the records, so readers always
+    see an index that agrees with the records they read.
+    """
+
+    __tablename__ = "match_tokens"
+    __table_args__ = (Index("ix_match_tokens_token_rank", "token", "rank"),)
+
+    token: Mapped[str] = mapped_column(String)
+    record_id: Mapped[str] = mapped_column(
+        String(16), ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0001"
+SCHEMA_HEAD = "0002"
 BUSY_TIMEOUT_MS = 10_000
 _CHUNK = 500  # ids per IN (...) query: well under SQLite's parameter limit
 
@@ -380,8 +380,20 @@ class Store:
         version.unchanged, version.retired = counts.unchanged, counts.retired
         version.rejected = counts.rejected
         version.finished_at = now_iso()
+        if counts.added or counts.updated or counts.retired:
+            from errkb import matchindex
+
+            matchindex.rebuild(session.connection().connection.dbapi_connection)
         self.bump_state(session, dataset_version)
         return vid, counts
+
+    def reindex(self) -> None:
+        """Rebuild the match index in its own write transaction."""
+        from errkb import matchindex
+
+        with self.write() as session:
+            matchindex.rebuild(session.connection().connection.dbapi_connection)
+            self.bump_state(session, None)
 
     def bump_state(self, session: Session, dataset_version: str | None) -> None:
         """Record that the knowledge base changed: readers compare ``state`` to reload."""

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import errkb
+from errkb.matchindex import candidate_ids, choose_tokens, message_tokens, template_tokens
+from errkb.template import parse_template
+from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
+
+
+@pytest.mark.parametrize(
+    ("message", "tokens"),
+    [
+        (
+            "Quanto layer {prefix!r} has incompatible scale {a} {b}",
+            ["Quanto", "layer", "has", "incompatible", "scale"],
+        ),
+        ("layer{n} failed", ["failed"]),  # "layer" touches the placeholder: not a whole word
+        ("{x}abc def{y}", []),
+        ("no placeholders at all", ["placeholders", "all"]),
+        ("ünïcode wörds {v}", ["ünïcode", "wörds"]),
+    ],
+)
+def test_template_tokens_are_whole_words_only(message: str, tokens: list[str]) -> None:
+    assert template_tokens(parse_template(message)) == tokens
+
+
+def test_rarest_words_rank_first() -> None:
+    rows = choose_tokens(
+        [
+            ("a" * 16, "shared words here {x} alpha"),
+            ("b" * 16, "shared words here {x} beta"),
+            ("c" * 16, "shared words here {x} gamma"),
+        ]
+    )
+    rank0 = {rid: tok for tok, rid, rank in rows if rank == 0}
+    assert rank0 == {"a" * 16: "alpha", "b" * 16: "beta", "c" * 16: "gamma"}
+    assert max(rank for _t, _r, rank in rows) == 2
+
+
+def test_candidates_come_from_the_database(kb: errkb.KnowledgeBase) -> None:
+    conn = kb.store.reader()
+    msg = "Comfy INT8 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)"
+    assert candidate_ids(conn, msg) == [COMFY_ID]
+    assert candidate_ids(conn, "nothing in common") == []
+    wide = candidate_ids(conn, "incompatible scale shape", max_rank=2)
+    assert set(wide) <= {QUANTO_ID, COMFY_ID, LINEAR_ID} and wide
+    assert len(message_tokens("w " * 10_000 + " ".join(f"t{i:05d}" for i in range(2000)))) == 500
+
+
+def test_index_follows_every_write(empty_kb: errkb.KnowledgeBase) -> None:
+    conn = empty_kb.store.reader()
+    assert conn.execute("SELECT count(*) FROM match_tokens").fetchone()[0] == 0
+    from tests.conftest import DATASET
+
+    empty_kb.ingest([DATASET])
+    assert conn.execute("SELECT count(DISTINCT record_id) FROM match_tokens").fetchone()[0] == 3
+
+
+def test_a_stale_index_is_rebuilt_on_open(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    errkb.open(path).close()
+    with sqlite3.connect(path) as conn:  # what a database migrated from revision 0001 looks like
+        conn.execute("DELETE FROM match_tokens")
+        conn.execute("INSERT INTO meta (key, value) VALUES ('match_index', 'stale')")
+    with errkb.open(path) as kb:
+        report = kb.match_message(
+            "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, "
+            "got shape (2,)"
+        )
+        assert [m.id for m in report.exact] == [LINEAR_ID]
+        assert "match_index" not in kb.store.meta()

@@ -71,12 +71,9 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ explain
     def explain(self, text: str | bytes) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output)."""
-        from errkb.logparse import parse_log
-        from errkb.logtext import decode_input
+        from errkb.regions import parse_input
 
-        if isinstance(text, bytes | bytearray):
-            text = decode_input(bytes(text))
-        return self._report(parse_log(text))
+        return self._report(parse_input(bytes(text) if isinstance(text, bytearray) else text))
 
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""

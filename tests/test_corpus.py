@@ -71,3 +71,14 @@ def corpus_figures(kb: errkb.KnowledgeBase) -> dict[str, float]:
 def test_corpus_figures(corpus_kb: errkb.KnowledgeBase) -> None:
     figures = corpus_figures(corpus_kb)
     assert figures == {"precision": 1.0, "recall": 1.0, "capture_accuracy": 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTATIONS))
+def test_corpus_log_when_narrowed(
+    corpus_kb: errkb.KnowledgeBase, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large inputs are parsed region by region: the corpus must explain exactly the same."""
+    import errkb.regions
+
+    monkeypatch.setattr(errkb.regions, "NARROW_ABOVE", 0)
+    test_corpus_log(corpus_kb, name)

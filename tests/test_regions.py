@@ -18,10 +18,11 @@ def _big_log(seed: int, lines: int = 40_000) -> tuple[str, list[int]]:
         r = rng.random()
         if r < 0.003:
             out += [
-                "[2026-08-28 05:10:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                "[2026-08-28 05:10:05 TP0] Scheduler hit an exception: "
+                "Traceback (most recent call last):",
                 '  File "/usr/lib/python3/dist-packages/sglang/x.py", line 3, in f',
                 "    g()",
-                '  File "/usr/lib/python3/dist-packages/sglang/srt/layers/quantization/q.py", line 168, in g',
+                '  File "/usr/lib/python3/dist-packages/sglang/srt/layers/q.py", line 168, in g',
                 "    raise ValueError(",
                 QUANTO.format(i=len(out)),
             ]

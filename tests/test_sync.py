@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from published import Server, build_tree, hashes, make_record, serve
 
 import errkb
-import errkb.cli_sync
+import errkb.cli_sync  # registers the sync commands on errkb.cli.cli
+import errkb.sync
 from errkb.cli import cli, main
 from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
 from errkb.store import Store
@@ -171,6 +172,23 @@ def test_second_version_adds_updates_and_retires(store: Store, server: Server) -
         )
     )
     assert changes == {"added": 4, "updated": 2, "retired": 4}
+
+
+def test_only_new_content_is_validated(
+    store: Store, server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync(store, f"{server.base}/v1")
+    checked: list[str] = []
+    real = errkb.sync.rec.check_record
+
+    def counting(obj: Any, **kwargs: Any) -> Any:
+        checked.append(obj["id"])
+        return real(obj, **kwargs)
+
+    monkeypatch.setattr(errkb.sync.rec, "check_record", counting)
+    sync(store, f"{server.base}/v2")
+    # The two fetched repositories hold 34 records; only the changed and added ones are new.
+    assert set(checked) == ids(CHANGED) | ids(ADDED)
 
 
 def test_same_version_again_is_a_noop(store: Store, server: Server) -> None:

@@ -10,13 +10,18 @@ Typical use::
         print(match.id, match.capture_dict, match.record["solutions"])
 
 ``Report.to_dict()`` is exactly what ``errkb explain --format json`` prints.
+
+The names below are imported on first use (PEP 562), so ``import errkb`` stays cheap for the
+command line: explaining a log must not pay for the checkpoint readers or the ORM.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from errkb.check import CheckReport, check
 from errkb.errors import (
     CheckpointError,
     ErrkbError,
@@ -32,12 +37,44 @@ from errkb.errors import (
     SyncLockedError,
     UsageError,
 )
-from errkb.events import EventKind, LogEvent
-from errkb.explain import Confidence, ExceptionInfo, Match, Report, Unmatched
-from errkb.ingest import IngestReport
-from errkb.kb import KnowledgeBase, Stats
-from errkb.kb import open_kb as open
-from errkb.records import Record
+
+if TYPE_CHECKING:
+    from errkb.check import CheckReport, check
+    from errkb.events import EventKind, LogEvent
+    from errkb.explain import Confidence, ExceptionInfo, Match, Report, Unmatched
+    from errkb.ingest import IngestReport
+    from errkb.kb import KnowledgeBase, Stats
+    from errkb.kb import open_kb as open
+    from errkb.records import Record
+    from errkb.sync import SyncReport
+
+_LAZY: dict[str, tuple[str, str]] = {
+    "CheckReport": ("errkb.check", "CheckReport"),
+    "check": ("errkb.check", "check"),
+    "EventKind": ("errkb.events", "EventKind"),
+    "LogEvent": ("errkb.events", "LogEvent"),
+    "Confidence": ("errkb.explain", "Confidence"),
+    "ExceptionInfo": ("errkb.explain", "ExceptionInfo"),
+    "Match": ("errkb.explain", "Match"),
+    "Report": ("errkb.explain", "Report"),
+    "Unmatched": ("errkb.explain", "Unmatched"),
+    "IngestReport": ("errkb.ingest", "IngestReport"),
+    "KnowledgeBase": ("errkb.kb", "KnowledgeBase"),
+    "Stats": ("errkb.kb", "Stats"),
+    "open": ("errkb.kb", "open_kb"),
+    "Record": ("errkb.records", "Record"),
+    "SyncReport": ("errkb.sync", "SyncReport"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'errkb' has no attribute {name!r}")
+
 
 __all__ = [
     "CheckReport",
@@ -63,6 +100,7 @@ __all__ = [
     "StoreError",
     "SyncError",
     "SyncLockedError",
+    "SyncReport",
     "Unmatched",
     "UsageError",
     "__version__",

@@ -8,6 +8,7 @@ exit code (2 = error), and each command's own results pick 0 or 1 as documented 
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -59,8 +60,30 @@ class _Failure(click.ClickException):
         click.echo(f"errkb: error: {self.message}", err=True)
 
 
+#: Commands defined in their own modules (they register on ``cli`` when imported). They are
+#: imported only when asked for, so ``errkb explain`` never pays for the ORM or the downloader.
+_COMMAND_MODULES = {
+    "lint": "errkb.cli_maint",
+    "extract": "errkb.cli_maint",
+    "sync": "errkb.cli_sync",
+    "versions": "errkb.cli_sync",
+    "history": "errkb.cli_sync",
+    "rollback": "errkb.cli_sync",
+}
+
+
 class _Group(click.Group):
-    """The one place where library errors become messages and exit codes."""
+    """Lazy command modules, and the one place where library errors become exit codes."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _COMMAND_MODULES:
+            importlib.import_module(_COMMAND_MODULES[cmd_name])
+        return super().get_command(ctx, cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in sorted(set(_COMMAND_MODULES.values())):
+            importlib.import_module(module)
+        return super().list_commands(ctx)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -250,7 +273,3 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         sys.stderr.close()
         sys.exit(0)
     sys.exit(0)  # pragma: no cover - click's main always exits
-
-
-# The maintainers' and sync commands live in their own modules and register on ``cli``.
-from errkb import cli_maint, cli_sync  # noqa: E402, F401

@@ -10,25 +10,24 @@ rebuilds the matcher; ``refresh()`` does it on demand.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from errkb import __version__
 from errkb.errors import NotFoundError, StoreError
 from errkb.events import EventKind, LogEvent
 from errkb.explain import Report, decide
-from errkb.ingest import IngestReport, ingest_paths
 from errkb.matcher import IndexedMatcher, SpecCache
 from errkb.records import Record
 from errkb.store import Store, resolve_db_path
+
+if TYPE_CHECKING:
+    from errkb.ingest import IngestReport
 
 
 @dataclass(frozen=True)
@@ -200,6 +199,8 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ writes
     def ingest(self, paths: Iterable[str | os.PathLike[str]]) -> IngestReport:
         """Validate every record of ``paths``, then upsert the valid ones in one transaction."""
+        from errkb.ingest import ingest_paths
+
         return ingest_paths(self.store, paths)
 
     def close(self) -> None:
@@ -233,12 +234,17 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
         store.reindex()  # a database migrated from before the match index
     if bundled and store.is_empty():
         from errkb._resources import bundled_dataset_dir
+        from errkb.ingest import ingest_paths
 
         ingest_paths(store, [bundled_dataset_dir()], only_if_empty=True)
     return kb
 
 
 def _temporary_store() -> Store:
+    import atexit
+    import shutil
+    import tempfile
+
     folder = tempfile.mkdtemp(prefix="errkb-")
     atexit.register(shutil.rmtree, folder, True)
     store = Store(Path(folder) / "errkb.sqlite3")

@@ -9,7 +9,6 @@ schemaVersion. A record whose id does not follow the upstream formula is a warni
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Iterator, Mapping
@@ -161,6 +160,8 @@ def verbatim_json(obj: Mapping[str, Any]) -> str:
 
 def content_hash(obj: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON: tells a changed record from an unchanged one."""
+    import hashlib  # only writers need it; loading OpenSSL would slow every explain's start
+
     return hashlib.sha256(canonical_json(obj).encode("utf-8")).hexdigest()
 
 

@@ -7,7 +7,6 @@ draft records (``errkb extract``) that look exactly like upstream's.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from errkb.template import Literal, parse_template
@@ -22,6 +21,8 @@ _JS_METACHARS = re.compile(r"[.*+?^${}()|\[\]\\]")
 
 def record_id(repo: str, error_code: str | None, error_message: str, file_path: str) -> str:
     r"""First 16 hex digits of sha256(repo \x01 (errorCode or errorMessage) \\x01 filePath)."""
+    import hashlib  # here, not at import: loading OpenSSL costs the explain path start-up time
+
     key = "\x01".join((repo, error_code or error_message, file_path))
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 

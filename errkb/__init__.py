@@ -39,18 +39,18 @@ from errkb.errors import (
 )
 
 if TYPE_CHECKING:
-    from errkb.check import CheckReport, check
     from errkb.events import EventKind, LogEvent
     from errkb.explain import Confidence, ExceptionInfo, Match, Report, Unmatched
     from errkb.ingest import IngestReport
     from errkb.kb import KnowledgeBase, Stats
     from errkb.kb import open_kb as open
+    from errkb.preflight import CheckReport, check
     from errkb.records import Record
     from errkb.sync import SyncReport
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "CheckReport": ("errkb.check", "CheckReport"),
-    "check": ("errkb.check", "check"),
+    "CheckReport": ("errkb.preflight", "CheckReport"),
+    "check": ("errkb.preflight", "check"),
     "EventKind": ("errkb.events", "EventKind"),
     "LogEvent": ("errkb.events", "LogEvent"),
     "Confidence": ("errkb.explain", "Confidence"),

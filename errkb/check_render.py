@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from errkb import __version__
-from errkb.check import CheckReport
+from errkb.preflight import CheckReport
 from errkb.validators import rule_for
 from errkb.validators.registry import Finding
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from checkpoints import T, comfy_layer, quanto_layer, quanto_metadata, write
 
-from errkb.check import CheckReport, FileError, check
 from errkb.errors import UsageError
+from errkb.preflight import CheckReport, FileError, check
 from errkb.validators import CheckName, Finding
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from errkb.check import CheckReport, FileError
 from errkb.check_render import (
     CheckFormat,
     escape_data,
@@ -17,6 +16,7 @@ from errkb.check_render import (
     render_sarif,
     render_text,
 )
+from errkb.preflight import CheckReport, FileError
 from errkb.validators import CheckName, Finding
 
 QUANTO_ID = "5c84e15f4be2c1a6"

@@ -1,4 +1,4 @@
-"""``errkb check``'s library half: run every reference validator over checkpoints.
+"""Pre-flight checks (``errkb check``): every reference validator run over checkpoints.
 
 :func:`check` takes files, sharded-checkpoint indexes and model directories, reads only safetensors
 headers (plus Comfy's tiny JSON markers) and returns a :class:`CheckReport`. It never raises for a

@@ -10,6 +10,7 @@ schemaVersion. A record whose id does not follow the upstream formula is a warni
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -82,9 +83,16 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
         return Problem(source, location, rid, json_path, rule)
 
     problems: list[Problem] = []
-    errors = sorted(
-        schema_validator("record.v2.schema.json").iter_errors(obj),
-        key=lambda e: list(e.absolute_path),
+    # The fast path proves most records valid in a few microseconds; anything it cannot prove
+    # goes through jsonschema, which also words the problems.
+    fast = isinstance(obj, dict) and fast_valid(obj)
+    errors = (
+        []
+        if fast
+        else sorted(
+            schema_validator("record.v2.schema.json").iter_errors(obj),
+            key=lambda e: list(e.absolute_path),
+        )
     )
     for err in errors:
         problems.append(problem(_json_path(path_prefix, err.absolute_path), _rule(err)))
@@ -103,6 +111,104 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
                 )
             )
     return Checked(tuple(problems), tuple(warnings))
+
+
+_ID = re.compile(r"[0-9a-f]{16}")
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SHA = re.compile(r"[0-9a-f]{40}")
+_NONSPACE = re.compile(r"\S")
+# Conservative shapes: anything outside them (percent-escapes, leap seconds, odd offsets) is left
+# to jsonschema's own format checkers, so the fast path never accepts what they would reject.
+_HTTP_URL = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
+)
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_ERROR_TYPES: frozenset[str | None] = frozenset(
+    {"exception", "error_code", "console", "http", "validation", "panic"}
+)
+_SEVERITIES: frozenset[str | None] = frozenset({"critical", "error", "warning", "info"})
+_STRATEGIES: frozenset[str | None] = frozenset(
+    {"try-catch", "type-guard", "validation", "retry", "fallback", None}
+)
+_REQUIRED = frozenset(KNOWN_FIELDS) - {"backgroundTag", "contentChangedAt"}
+
+
+def _date_time(value: object) -> bool:
+    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value):
+        return False
+    import datetime as dt
+
+    try:
+        dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def fast_valid(obj: Mapping[str, Any]) -> bool:
+    """True only when ``obj`` certainly satisfies record.v2.schema.json.
+
+    A False says nothing (jsonschema decides then); a test pins that every schema violation
+    we know of is refused here too, so this can only ever be stricter than the schema.
+    """
+
+    def text(key: str, nullable: bool = False, nonblank: bool = False) -> bool:
+        value = obj[key]
+        if value is None:
+            return nullable
+        return isinstance(value, str) and (not nonblank or bool(_NONSPACE.search(value)))
+
+    def integer(key: str, low: int, high: int | None = None) -> bool:
+        value = obj[key]
+        if value is None:
+            return True
+        return type(value) is int and value >= low and (high is None or value <= high)
+
+    def strings(key: str, pattern: re.Pattern[str] | None = None) -> bool:
+        value = obj[key]
+        return isinstance(value, list) and all(
+            isinstance(v, str) and (pattern is None or pattern.fullmatch(v)) for v in value
+        )
+
+    def shaped(key: str, pattern: re.Pattern[str], nullable: bool = False) -> bool:
+        value = obj.get(key)
+        if value is None:
+            return nullable
+        return isinstance(value, str) and bool(pattern.fullmatch(value))
+
+    def nonempty(key: str, nullable: bool = False) -> bool:
+        value = obj[key]
+        return (nullable and value is None) or (isinstance(value, str) and value != "")
+
+    def choice(key: str, allowed: frozenset[str | None]) -> bool:
+        value = obj[key]
+        return (value is None or isinstance(value, str)) and value in allowed
+
+    if _REQUIRED - obj.keys():
+        return False
+    return (
+        shaped("id", _ID) and shaped("repo", _REPO) and shaped("slug", _KEBAB)
+        and len(obj["slug"]) <= 50
+        and nonempty("errorCode", True) and nonempty("errorMessage")
+        and nonempty("messagePattern") and choice("errorType", _ERROR_TYPES)
+        and nonempty("errorClass", True) and integer("httpStatus", 100, 599)
+        and choice("severity", _SEVERITIES) and nonempty("filePath")
+        and integer("lineNumber", 1) and text("sourceCode", nullable=True)
+        and integer("sourceCodeStart", 1) and integer("sourceCodeEnd", 1)
+        and shaped("githubUrl", _HTTP_URL)
+        and text("documentation", nonblank=True) and text("triggerScenarios", nonblank=True)
+        and text("commonSituations", nonblank=True) and strings("solutions")
+        and text("exampleFix", nullable=True) and choice("handlingStrategy", _STRATEGIES)
+        and text("validationCode", nullable=True) and text("typeGuard", nullable=True)
+        and text("tryCatchPattern", nullable=True) and strings("preventionTips")
+        and strings("tags", _KEBAB) and shaped("backgroundTag", _KEBAB, nullable=True)
+        and (obj.get("contentChangedAt") is None or _date_time(obj["contentChangedAt"]))
+        and shaped("analyzedSha", _SHA) and _date_time(obj["analyzedAt"])
+        and type(obj["schemaVersion"]) is int and obj["schemaVersion"] == 2
+    )  # fmt: skip
 
 
 def _code_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

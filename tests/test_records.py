@@ -4,6 +4,8 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from errkb.records import KNOWN_FIELDS, Record, check_envelope, check_record, content_hash
 from tests.conftest import QUANTO_ID
@@ -97,3 +99,62 @@ def test_record_value_and_content_hash(seed_records: dict[str, dict[str, Any]]) 
     reordered = dict(reversed(list(raw.items())))
     assert content_hash(reordered) == content_hash(raw)
     assert set(raw) <= set(KNOWN_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("id", "XYZ"), ("id", "0123456789ABCDEF"), ("repo", "no-slash"), ("slug", "Not A Slug"),
+        ("slug", "a" * 51), ("errorCode", ""), ("errorMessage", ""), ("errorType", "boom"),
+        ("errorClass", ""), ("httpStatus", 99), ("httpStatus", True), ("severity", "fatal"),
+        ("lineNumber", 0), ("lineNumber", "1"), ("githubUrl", "not a url"),
+        ("githubUrl", "https://x/%zz"), ("documentation", "   "), ("solutions", ["a", 1]),
+        ("tags", ["Bad"]), ("handlingStrategy", "pray"), ("backgroundTag", "Bad Tag"),
+        ("contentChangedAt", "2026-13-01T00:00:00Z"), ("analyzedAt", "2026-02-30T00:00:00Z"),
+        ("analyzedAt", "2026-08-28 05:10:05"), ("analyzedSha", "abc"), ("schemaVersion", 3),
+        ("schemaVersion", True), ("sourceCode", 5), ("exampleFix", []),
+    ],
+)  # fmt: skip
+def test_fast_path_refuses_every_known_violation(
+    seed_records: dict[str, dict[str, Any]], field: str, value: Any
+) -> None:
+    from errkb.records import fast_valid, schema_validator
+
+    rec = copy.deepcopy(seed_records[QUANTO_ID])
+    assert fast_valid(rec)
+    rec[field] = value
+    assert not fast_valid(rec)
+    # and whatever the fast path refuses, check_record still judges by the schema
+    assert check_record(rec, source="x").ok == schema_validator("record.v2.schema.json").is_valid(
+        rec
+    )
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 700)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(field=st.sampled_from(sorted(KNOWN_FIELDS)), value=_json, drop=st.booleans())
+def test_fast_path_never_accepts_what_the_schema_rejects(
+    field: str, value: Any, drop: bool
+) -> None:
+    from errkb.records import fast_valid, schema_validator
+    from tests.conftest import load_seed_envelopes
+
+    rec = copy.deepcopy(load_seed_envelopes()[0]["record"])
+    if drop:
+        rec.pop(field, None)
+    else:
+        rec[field] = value
+    if fast_valid(rec):
+        assert schema_validator("record.v2.schema.json").is_valid(rec)

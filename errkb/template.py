@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-_PRINTF_CONVERSIONS = frozenset("sdifgeExXorcaub")
+_PRINTF_CONVERSIONS = frozenset("sdifFgGeExXorcau")
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,8 @@ def parse_template(message: str) -> Template:
             buf.append("}")
             i += 2
             continue
-        if ch == "$" and i + 1 < n and message[i + 1] == "{":
+        # "${{" is a literal "$" before an escaped brace, not a JavaScript field.
+        if ch == "$" and message[i + 1 : i + 2] == "{" and message[i + 2 : i + 3] != "{":
             end = _matching_brace(message, i + 1)
             if end is not None:
                 expr = message[i + 2 : end].strip()

@@ -61,3 +61,19 @@ def test_parse_never_raises_and_round_trips_literals(text: str) -> None:
     assert rebuilt.replace("{{", "{").replace("}}", "}").replace("%%", "%") == (
         text.replace("{{", "{").replace("}}", "}").replace("%%", "%")
     )
+
+
+@pytest.mark.parametrize(
+    ("message", "names", "literal"),
+    [
+        ("cost ${{amount}}", (), "cost ${amount}"),
+        ("ratio %5.1F%% of %G", ("arg1", "arg2"), "ratio % of "),
+        ("bytes %b stay", (), "bytes %b stay"),
+    ],
+)
+def test_dollar_brace_escape_and_printf_conversions(
+    message: str, names: tuple[str, ...], literal: str
+) -> None:
+    template = parse_template(message)
+    assert template.names == names
+    assert "".join(template.literals) == literal

@@ -28,6 +28,7 @@ from errkb.store import Store, resolve_db_path
 
 if TYPE_CHECKING:
     from errkb.ingest import IngestReport
+    from errkb.sync import SyncReport
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,14 @@ class KnowledgeBase:
         from errkb.ingest import ingest_paths
 
         return ingest_paths(self.store, paths)
+
+    def sync(self, source: str | os.PathLike[str], **options: Any) -> SyncReport:
+        """Apply the dataset version ``source`` holds (see ``errkb.sync.sync`` for options)."""
+        from errkb.sync import sync
+
+        report = sync(self, source, **options)
+        self.refresh()
+        return report
 
     def close(self) -> None:
         self.store.close()

@@ -158,3 +158,15 @@ def test_new_records_are_picked_up_without_restart(
     other.ingest([tmp_path / "new.json"])
     other.close()
     assert [m.id for m in kb.match_message(message).exact] == [rec["id"]]
+
+
+def test_kb_sync_applies_a_source_and_explains_its_records(
+    kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    from tests.conftest import make_record
+
+    rec = make_record(seed_records[QUANTO_ID], "Quanto layer {prefix!r} lost its scale")
+    (tmp_path / "more.jsonl").write_text(json.dumps(rec) + "\n")
+    report = kb.sync(tmp_path / "more.jsonl")
+    assert report.to_dict()["added"] == 1
+    assert [m.id for m in kb.match_message("Quanto layer 'z' lost its scale").exact] == [rec["id"]]

@@ -117,7 +117,11 @@ def explain(ctx: click.Context, files: Sequence[str], fmt: str) -> None:
     Exit 0 when at least one known error was explained, 1 when none was found, 2 on error.
     """
     kb = _open_kb(ctx)
-    report = kb.explain(_read_inputs(files or ("-",)))
+    names = files or ("-",)
+    if len(names) == 1:
+        report = kb.explain(_read_input(names[0]))
+    else:  # each file keeps its own line numbers
+        report = errkb.Report.merge([(name, kb.explain(_read_input(name))) for name in names])
     click.echo(render_report(report, OutputFormat(fmt), color=_color(sys.stdout)), nl=False)
     ctx.exit(0 if report.explained else 1)
 
@@ -244,24 +248,19 @@ def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) 
     ctx.exit(report.exit_code)
 
 
-def _read_inputs(files: Sequence[str]) -> bytes:
-    """Read the files (``-`` = standard input) as bytes; decoding happens in the library."""
-    chunks: list[bytes] = []
-    total = 0
-    for name in files:
-        try:
-            if name == "-":
-                data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-            else:
-                with open(name, "rb") as fh:
-                    data = fh.read(MAX_INPUT_BYTES + 1)
-        except OSError as exc:
-            raise errkb.InputError(f"{name}: cannot read: {exc.strerror or exc}") from exc
-        total += len(data)
-        if total > MAX_INPUT_BYTES:
-            raise errkb.InputError(f"{name}: input larger than {MAX_INPUT_BYTES} bytes")
-        chunks.append(data)
-    return b"\n".join(chunks)
+def _read_input(name: str) -> bytes:
+    """Read one input (``-`` = standard input) as bytes; decoding happens in the library."""
+    try:
+        if name == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(name, "rb") as fh:
+                data = fh.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise errkb.InputError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise errkb.InputError(f"{name}: input larger than {MAX_INPUT_BYTES} bytes")
+    return data
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

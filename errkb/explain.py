@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from errkb.events import EventKind, Frame, LogEvent
@@ -86,6 +86,7 @@ class Match:
     evidence: tuple[str, ...] = ()  #: why the score is what it is, in words
     diagnosis: Any = None  #: a validators.Diagnosis when the record has a reference validator
     validated: bool = False  #: the record is backed by a reference validator
+    source: str | None = None  #: the input file, when several were explained together
 
     @property
     def capture_dict(self) -> dict[str, str]:
@@ -108,6 +109,8 @@ class Match:
             "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
             "record": dict(self.record),
         }
+        if self.source is not None:
+            out["source"] = self.source
         return out
 
 
@@ -118,9 +121,13 @@ class Unmatched:
     cls: str | None
     message: str
     line: int
+    source: str | None = None  #: the input file, when several were explained together
 
     def to_dict(self) -> dict[str, Any]:
-        return {"class": self.cls, "message": self.message, "line": self.line}
+        out: dict[str, Any] = {"class": self.cls, "message": self.message, "line": self.line}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,17 @@ class Report:
     def explained(self) -> bool:
         """At least one known error was explained (exit code 0 of ``errkb explain``)."""
         return bool(self.exact)
+
+    @classmethod
+    def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
+        """One report for several inputs; each match and exception says which file it is from."""
+        first = named[0][1]
+        return cls(
+            first.errkb_version,
+            first.dataset_version,
+            tuple(replace(m, source=name) for name, r in named for m in r.matches),
+            tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

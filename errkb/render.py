@@ -84,6 +84,7 @@ def _text_match(m: Match, style: Style) -> str:
         style(f"● {rec.get('errorClass') or 'error'}: {m.slug}", fg="red", bold=True),
         f"  record {m.id}  ({m.confidence.value}, score {m.score:.2f})",
         f"  seen {m.occurrences}× at line{'s' if len(m.lines) > 1 else ''} {_lines(m.lines)}"
+        + (f" of {m.source}" if m.source else "")
         + ("  (root cause)" if m.root_cause else ""),
         "",
         "  " + style(_exception_line(m), fg="yellow"),

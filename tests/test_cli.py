@@ -183,3 +183,16 @@ def test_entry_point_runs_as_a_user_would(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert QUANTO_ID in proc.stdout
+
+
+def test_explain_several_files_keeps_each_files_line_numbers(db: Path) -> None:
+    logs = [EXAMPLES / "comfy-int8-scale-shapes.log", EXAMPLES / "merged-column-scalar-scale.log"]
+    result = run(db, "explain", "--format", "json", *map(str, logs))
+    assert result.exit_code == 0
+    matches = json.loads(result.stdout)["matches"]
+    assert [(m["id"], m["source"], m["lines"]) for m in matches] == [
+        (COMFY_ID, str(logs[0]), [12]),
+        (LINEAR_ID, str(logs[1]), [24]),
+    ]
+    text = run(db, "explain", *map(str, logs)).stdout
+    assert f"at line 12 of {logs[0]}" in text

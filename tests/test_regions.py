@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import json
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +67,30 @@ def test_windows_cover_each_hit_with_its_line_number() -> None:
 def test_small_input_is_parsed_whole() -> None:
     text = "nothing here\nQuanto layer 'a' has incompatible scale F32 (3,)\n"
     assert regions.parse_input(text) == parse_log(text)
+
+
+@pytest.mark.slow
+def test_a_200_mb_log_is_explained_within_bounded_memory(tmp_path: Path) -> None:
+    """Run in a fresh process so its peak RSS is the explain's own."""
+    script = f"""
+import json, resource, sys
+import errkb
+kb = errkb.open({str(tmp_path / "kb.sqlite3")!r})
+line = b"[2026-08-28 05:10:05 TP0] INFO decode batch 12345 tokens/s 1234.5 gpu 0 cache 0.5\\n"
+err = (b"ValueError: Expected scalar scale for fused-in-checkpoint merged-column "
+       b"checkpoint load, got shape (2,)\\n")
+chunk = line * 2000 + err
+data = chunk * (200_000_000 // len(chunk))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = kb.explain(data)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"n": len(data) // len(chunk), "occ": report.exact[0].occurrences,
+                  "extra_kib": after - before}}))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    result = json.loads(proc.stdout)
+    assert result["occ"] == result["n"]
+    # The input is held once; parsing adds only its small error regions.
+    assert result["extra_kib"] < 200 * 1024

@@ -44,7 +44,7 @@ from errkb.records import check_record
 from errkb.template import Literal, Placeholder, parse_template
 
 #: Bump when generation changes: cached corpora of another version are rebuilt.
-CORPUS_VERSION = 1
+CORPUS_VERSION = 2
 DEFAULT_RECORDS = 150_000
 DEFAULT_SEED = 6
 QUICK_RECORDS = 4_000
@@ -432,12 +432,27 @@ def build_corpus(
         "repos": len({r["repo"] for r in everything}),
         "datasetVersion": DATASET_VERSION,
         "buildSeconds": round(time.monotonic() - started, 1),
+        # Extraction and patterns come from errkb: say which one built the corpus.
+        "builtWith": _head(),
     }
     (tmp / "info.json").write_text(json.dumps(info, indent=2), encoding="utf-8")
     # Replace atomically enough: an interrupted build leaves only the .tmp directory behind.
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
     return Corpus(directory, info)
+
+
+def _head() -> str:
+    """The git commit of the errkb checkout this runs from ("" outside a checkout)."""
+    import subprocess
+
+    proc = subprocess.run(
+        ["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return proc.stdout.strip()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -21,10 +21,13 @@ strings are quoted) and never contain the template's own literal text.
 
 Collisions are handled with an *oracle*: each record's pattern (``errkb.patterns.compile_record``:
 the template made an end-anchored RE2 regex, the record's anchor as prefilter) run over the
-planted message. A value that makes another record match is re-rolled; a template that another,
-less specific record matches whatever the values is kept, and that record is listed in
-``overlaps`` (errkb may report it too: the run counts it as a false hit and says why). Filler
-lines that any record's pattern matches are replaced by plain ones (counted).
+planted message and over each value. A value that makes another record match, or is itself a
+record's message, is re-rolled; a template that another, less specific record matches whatever
+the values is kept, and that record is listed in ``overlaps`` (errkb may report it too: the run
+counts it as a false hit and says why). Filler lines that any record's pattern matches are
+replaced by plain ones (counted). The oracle does not reproduce errkb's message spans (wrapper
+suffixes, decoded reprs and JSON strings), so a collision only a span reveals can remain: the
+run reports it as "another record at planted line".
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from errkb.patterns import compile_re2, compile_record
 from errkb.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
-LOGS_VERSION = 2
+LOGS_VERSION = 4
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
 #: Planted error instances per 10^6 bytes of log.
@@ -332,6 +335,11 @@ class Planter:
             rendered = render(self._templates[record["id"]], self.rng)
             if rendered is None:
                 break
+            if any(self.oracle.search(v) for v in rendered.captures.values()):
+                # A value that is itself a known message (a quoted "invalid header") would be
+                # found by errkb inside the message: ground truth would be ambiguous.
+                self.stats["values re-rolled (a value is a known message)"] += 1
+                continue
             found = self.oracle.search(rendered.message)
             if record["id"] not in found:
                 # errkb's own pattern would not match what the code prints: keep it, it is a
@@ -660,6 +668,7 @@ def generate_log(
     shapes: Counter[str] = Counter()
     instances = 0
     replaced = 0
+    truth_rows = 0
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
         path.open("w", encoding="utf-8", newline="\n") as out,
@@ -680,6 +689,7 @@ def generate_log(
                         "overlaps": overlaps,
                     }
                     truth_out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    truth_rows += 1
                 lines = inst.lines
                 shapes[inst.shape] += 1
                 instances += 1
@@ -699,7 +709,7 @@ def generate_log(
         "bytes": written,
         "lines": line_no,
         "instances": instances,
-        "truthRows": sum(1 for _ in truth_path.open(encoding="utf-8")),
+        "truthRows": truth_rows,
         "shapes": dict(sorted(shapes.items())),
         "plantable": len(planter.plantable),
         "notPlanted": dict(planter.excluded.most_common()),

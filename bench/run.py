@@ -12,7 +12,7 @@ Measured in one run, on the same machine, against the same corpus and log:
 * cold start of ``errkb explain < example`` against ``python -c 'import click'`` (hyperfine if
   installed), with the bundled knowledge base and with the big one;
 * a full sync of the published tree into a fresh database, and an unchanged re-sync: time and
-  peak RSS (each a subprocess; ``os.wait4`` gives its own rusage);
+  peak RSS (each a subprocess, its peak RSS measured by GNU time);
 * memory of a warm matcher (RSS after opening the KB and explaining one log, minus RSS after
   ``import errkb``);
 * precision, recall and capture accuracy of exact matches against the ground truth, with every
@@ -81,7 +81,7 @@ def rss_bytes(field_name: str = "VmRSS") -> int:
 
 @dataclass(frozen=True)
 class ChildRun:
-    """A finished subprocess: wall seconds, its own peak RSS, exit code."""
+    """A finished subprocess: wall seconds, its own peak RSS (bytes; -1 unknown), exit code."""
 
     seconds: float
     max_rss: int
@@ -91,21 +91,39 @@ class ChildRun:
 def run_measured(
     cmd: Sequence[str], *, stdout: Path | None = None, stdin: Path | None = None
 ) -> ChildRun:
-    """Run ``cmd``; wall time and *its* peak RSS (``os.wait4``, not RUSAGE_CHILDREN's max)."""
-    out = stdout.open("wb") if stdout else subprocess.DEVNULL
-    inp = stdin.open("rb") if stdin else subprocess.DEVNULL
-    try:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stdin=inp, env=child_env(), cwd=TARGET.cwd)
-        _pid, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    finally:
-        if stdout:
-            out.close()  # type: ignore[union-attr]
-        if stdin:
-            inp.close()  # type: ignore[union-attr]
-    return ChildRun(seconds, usage.ru_maxrss * 1024, proc.returncode)
+    """Run ``cmd``; its wall time and *its own* peak RSS.
+
+    The peak comes from GNU time (``/usr/bin/time -f %M``), not from ``wait4`` on our own child:
+    a child forked from this process inherits its (large) address space until ``exec``, and
+    the kernel counts that in the child's ``ru_maxrss`` — even with vfork/posix_spawn. GNU time
+    forks the command from its own small process. Without GNU time, ``max_rss`` is -1.
+    """
+    gnu_time = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile("r", suffix=".rss", encoding="ascii") as rss_file:
+        full = list(cmd)
+        if gnu_time.exists():
+            full = [str(gnu_time), "-f", "%M", "-o", rss_file.name, *cmd]
+        out = stdout.open("wb") if stdout else None
+        inp = stdin.open("rb") if stdin else None
+        try:
+            start = time.perf_counter()
+            proc = subprocess.Popen(
+                full,
+                stdout=out or subprocess.DEVNULL,
+                stdin=inp or subprocess.DEVNULL,
+                env=child_env(),
+                cwd=TARGET.cwd,
+            )
+            returncode = proc.wait()
+            seconds = time.perf_counter() - start
+        finally:
+            for fh in (out, inp):
+                if fh is not None:
+                    fh.close()
+        # GNU time writes "Command exited with non-zero status N" first when it did.
+        lines = rss_file.read().split()
+        max_rss = int(lines[-1]) * 1024 if gnu_time.exists() and lines else -1
+    return ChildRun(seconds, max_rss, returncode)
 
 
 def child_env() -> dict[str, str]:
@@ -431,6 +449,7 @@ def score(
     truth: Sequence[dict[str, Any]],
     log_lines: Sequence[str],
     literal: dict[str, int],
+    templates: dict[str, str] | None = None,
 ) -> Accuracy:
     """Compare (record id, line) pairs; explain each false hit and miss from the truth rows."""
     predicted: dict[tuple[str, int], dict[str, str]] = {}
@@ -446,6 +465,7 @@ def score(
     for rid, line in predicted:
         ids_at_line[line].add(rid)
     acc = Accuracy()
+    templates = templates or {}
     for key, captures in sorted(predicted.items(), key=lambda kv: kv[0][1]):
         rid, line = key
         if key in expected:
@@ -456,6 +476,7 @@ def score(
             else:
                 acc.wrong_captures.append(
                     {"id": rid, "line": line, "got": captures, "expected": want}
+                    | ({"template": templates[rid]} if rid in templates else {})
                 )
             continue
         acc.fp += 1
@@ -471,7 +492,12 @@ def score(
             cause = f"another record at planted line ({planted['shape']}, planted {planted['id']})"
         else:
             cause = "filler line (no error planted here)"
-        acc.false_hits.append({"id": rid, "line": line, "cause": cause, "text": text[:160]})
+        hit = {"id": rid, "line": line, "cause": cause, "text": text[:160]}
+        if rid in templates:
+            hit["template"] = templates[rid]
+        if planted and planted["id"] in templates:
+            hit["planted_template"] = templates[planted["id"]]
+        acc.false_hits.append(hit)
     for key, row in sorted(expected.items(), key=lambda kv: kv[0][1]):
         if key in predicted:
             continue
@@ -487,7 +513,10 @@ def score(
         else:
             cause = f"nothing reported at this line ({row['shape']} shape)"
         text = log_lines[line - 1] if 0 < line <= len(log_lines) else ""
-        acc.misses.append({"id": rid, "line": line, "cause": cause, "text": text[:160]})
+        miss = {"id": rid, "line": line, "cause": cause, "text": text[:160]}
+        if rid in templates:
+            miss["template"] = templates[rid]
+        acc.misses.append(miss)
     return acc
 
 
@@ -506,6 +535,10 @@ class Figure:
 
 def _status(ok: bool | None) -> str:
     return "" if ok is None else ("PASS" if ok else "MISS")
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.0f} MiB" if nbytes >= 0 else "? MiB"
 
 
 def _mbps(nbytes: int, seconds: float) -> float:
@@ -530,7 +563,7 @@ def compile_bytecode() -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench.corpus import build_corpus
-    from bench.logs import Oracle, generate_log, log_path, single_tracebacks
+    from bench.logs import LOGS_VERSION, Oracle, generate_log, log_path, single_tracebacks
     from errkb._resources import examples_dir
 
     quick = args.quick
@@ -542,7 +575,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     path = log_path(corpus.directory, args.log_mb, args.seed, args.rate)
     oracle: Oracle | None = None
-    lat_path = corpus.directory / f"tracebacks-{args.latency_calls}-s{args.seed}.json"
+    lat_path = (
+        corpus.directory / f"tracebacks-{args.latency_calls}-s{args.seed}-v{LOGS_VERSION}.json"
+    )
     if not lat_path.exists():
         oracle = Oracle(records)
         cases = single_tracebacks(records, args.latency_calls, seed=args.seed, oracle=oracle)
@@ -679,7 +714,8 @@ def _measure(
         for r in records
     }
     log_lines = data.decode("utf-8").split("\n")
-    acc = score(lib["matches"], log.truth(), log_lines, literal)
+    templates = {r["id"]: r["errorMessage"] for r in records}
+    acc = score(lib["matches"], log.truth(), log_lines, literal, templates)
     results["accuracy"] = {
         "tp": acc.tp,
         "fp": acc.fp,
@@ -726,7 +762,7 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
     out.append(
         Figure(
             "scan: errkb explain --format json (CLI wall)",
-            f"{cli_mbps:.2f} MB/s ({cli['seconds']:.1f} s, peak {cli['max_rss'] / 2**20:.0f} MiB)",
+            f"{cli_mbps:.2f} MB/s ({cli['seconds']:.1f} s, peak {_mib(cli['max_rss'])})",
             f"grep -F {grep_mbps:.2f} MB/s" if grep_mbps else "-",
             f"{cli_mbps / grep_mbps:.3g}x grep" if grep_mbps else "-",
             "-",
@@ -818,9 +854,9 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
         out.append(
             Figure(
                 f"sync: {label}",
-                f"{run_['seconds']:.1f} s, peak RSS {run_['max_rss'] / 2**20:.0f} MiB",
+                f"{run_['seconds']:.1f} s, peak RSS {_mib(run_['max_rss'])}",
                 f"{base_label} {base:.1f} s"
-                + (f", {floor['max_rss'] / 2**20:.0f} MiB" if key == "full" else ""),
+                + (f", {_mib(floor['max_rss'])}" if key == "full" else ""),
                 f"{run_['seconds'] / base:.2f}x",
                 f"<= {limit} s, RSS <= 1 GiB",
                 _status(run_["seconds"] <= limit and run_["max_rss"] <= 2**30),

@@ -1,0 +1,171 @@
+"""The benchmark (bench/): corpus variants, log generation with ground truth, scoring, quick run.
+
+The unit tests build a few hundred records from one standard-library package, so they run in
+seconds; ``test_quick_run`` runs ``python -m bench.run --quick`` end to end in a temporary
+directory (corpus, log, sync, scans, latency, cold start, memory, accuracy) and checks that every
+figure is there and precision and recall were computed — not that they meet their targets.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import corpus as bc
+from bench import logs as bl
+from bench import run as br
+from errkb import upstream
+from errkb.extract import extract
+from errkb.records import check_record
+from errkb.template import parse_template
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def small_records() -> list[dict[str, Any]]:
+    """Real records of a few stdlib packages plus variants: a corpus in miniature."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    real: list[dict[str, Any]] = []
+    for pkg in ("json", "email", "http", "urllib"):
+        real += extract([stdlib / pkg], repo="python/cpython", root=stdlib, sha="1" * 40)
+    return real + list(bc.make_variants(real, 300, seed=3))
+
+
+def test_change_one_word_keeps_placeholders() -> None:
+    rng = random.Random(1)
+    message = "Expected {name!r} to have %d items, got {len(x)}"
+    for _ in range(50):
+        new = bc.change_one_word(message, rng, ["alpha", "bravo", "charlie"])
+        if new is None:
+            continue
+        before, after = parse_template(message), parse_template(new)
+        assert [p.raw for p in after.placeholders] == [p.raw for p in before.placeholders]
+        assert after.literals != before.literals
+
+
+def test_variants_are_valid_distinct_and_deterministic(small_records: list[dict[str, Any]]) -> None:
+    variants = [r for r in small_records if "bench-variant" in r["tags"]]
+    assert len(variants) == 300
+    again = list(bc.make_variants([r for r in small_records if r not in variants], 300, seed=3))
+    assert [v["id"] for v in again] == [v["id"] for v in variants]
+    assert len({r["id"] for r in small_records}) == len(small_records)
+    assert len({v["errorMessage"] for v in variants}) == 300
+    for v in variants:
+        checked = check_record(v, source="test")
+        assert checked.ok and not checked.warnings, checked
+        assert v["messagePattern"] == upstream.message_pattern(v["errorMessage"])
+
+
+def test_published_tree_is_consistent(tmp_path: Path, small_records: list[dict[str, Any]]) -> None:
+    import gzip
+    import hashlib
+
+    bc.write_tree(tmp_path, small_records, bc.DATASET_VERSION)
+    data = tmp_path / "data"
+    manifest = json.loads((data / "manifest.json").read_text())
+    index_gz = (data / "index.json.gz").read_bytes()
+    assert manifest["files"]["index"]["sha256"] == hashlib.sha256(index_gz).hexdigest()
+    index = json.loads(gzip.decompress(index_gz))
+    assert {row["id"] for row in index["errors"]} == {r["id"] for r in small_records}
+    repos = json.loads((data / "repos.json").read_text())
+    for entry in repos:
+        items = json.loads((data / "repos" / f"{entry['repo']}.json").read_text())
+        assert entry["errorCount"] == len(items)
+        assert {i["analyzedSha"] for i in items} == {entry["analyzedSha"]}
+
+
+def test_render_values_avoid_literal_text() -> None:
+    template = parse_template("Layer {name!r} has shape {tuple(w.shape)} but needs %d dims")
+    rendered = bl.render(template, random.Random(5))
+    assert rendered is not None
+    assert rendered.message.startswith("Layer '")
+    assert rendered.captures["tuple(w.shape)"].startswith("(")
+    assert rendered.captures["arg1"].isdigit()
+    for value in rendered.captures.values():
+        assert not any(lit in value for lit in template.literals if lit)
+
+
+def test_generated_log_truth_points_at_the_messages(
+    tmp_path: Path, small_records: list[dict[str, Any]]
+) -> None:
+    path = tmp_path / "x.log"
+    log = bl.generate_log(small_records, path, size_mb=0.3, seed=9, rate=300)
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    truth = log.truth()
+    assert log.meta["instances"] > 30 and log.meta["truthRows"] == len(truth)
+    by_id = {r["id"]: r for r in small_records}
+    for row in truth:
+        template = parse_template(by_id[row["id"]]["errorMessage"])
+        # The anchor of the planted record is on the reported line (JSON replies escape it).
+        anchor = max(template.literals, key=len).strip()
+        line = lines[row["line"] - 1]
+        assert anchor in line or json.dumps(anchor)[1:-1] in line, (row, line)
+    # Same seed, same bytes; cached on the second call.
+    first = path.read_bytes()
+    again = bl.generate_log(small_records, tmp_path / "y.log", size_mb=0.3, seed=9, rate=300)
+    assert again.path.read_bytes() == first
+
+
+def test_score_counts_and_explains() -> None:
+    truth = [
+        {"id": "a", "line": 3, "captures": {"x": "1"}, "instance": 0, "shape": "plain",
+         "overlaps": ["c"]},
+        {"id": "b", "line": 9, "captures": {}, "instance": 1, "shape": "sglang", "overlaps": []},
+        {"id": "b", "line": 15, "captures": {}, "instance": 1, "shape": "sglang", "overlaps": []},
+    ]  # fmt: skip
+    predictions = [
+        {"id": "a", "lines": [3], "captures": {"x": "2"}},
+        {"id": "c", "lines": [3], "captures": {}},
+        {"id": "b", "lines": [9], "captures": {}},
+        {"id": "d", "lines": [20], "captures": {}},
+    ]
+    acc = br.score(predictions, truth, ["line"] * 30, {"a": 20, "c": 8})
+    assert (acc.tp, acc.fp, acc.fn) == (2, 2, 1)
+    assert acc.capture_accuracy == 0.5
+    causes = sorted(h["cause"].split(":")[0] for h in acc.false_hits)
+    assert causes == ["filler line (no error planted here)", "overlap"]
+    assert acc.misses[0]["cause"].startswith("found at line(s) [9]")
+
+
+def test_naive_baseline_extrapolates() -> None:
+    records = [{"messagePattern": "bad value (.+?) here"}, {"messagePattern": "([unclosed"}]
+    text = "\n".join(f"line {i} bad value {i} here" for i in range(50))
+    result = br.naive_baseline(records, text, lines=20, patterns=2, seed=1)
+    assert result["patterns_not_compiling"] == 1
+    assert result["estimated_seconds"] > 0 and result["log_lines"] == 50
+
+
+def test_quick_run(tmp_path: Path) -> None:
+    results_path = tmp_path / "results.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--quick", "--out", str(tmp_path / "out"),
+         "--json", str(results_path), "--cold-runs", "2"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads(results_path.read_text())
+    names = [f["name"] for f in results["figures"]]
+    for prefix in (
+        "scan: kb.explain", "scan: errkb explain", "baseline: LC_ALL=C grep",
+        "baseline: ahocorasick_rs", "baseline: naive", "latency p50", "latency p99",
+        "cold: errkb explain < example, bundled", "cold: errkb explain < example, 4000",
+        "sync: full sync", "sync: unchanged", "memory: warm matcher", "precision", "recall",
+        "capture accuracy",
+    ):  # fmt: skip
+        assert any(n.startswith(prefix) for n in names), prefix
+    for figure in results["figures"]:
+        assert figure["status"] in ("PASS", "MISS", "")
+    acc = results["accuracy"]
+    assert acc["tp"] + acc["fn"] == results["log"]["truthRows"] > 0
+    assert 0 <= acc["precision"] <= 1 and 0 <= acc["recall"] <= 1
+    assert len(acc["misses"]) == acc["fn"] and len(acc["false_hits"]) == acc["fp"]
+    assert results["corpus"]["real"] + results["corpus"]["variants"] == 4000
+    assert "| Figure" in proc.stdout and "recall" in proc.stdout

@@ -13,10 +13,12 @@ that is not a well-formed field stays literal.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 
 _PRINTF_CONVERSIONS = frozenset("sdifFgGeExXorcau")
+_SPECIAL = re.compile(r"[{}%$]")
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,14 @@ def parse_template(message: str) -> Template:
             buf.clear()
 
     while i < n:
+        # Jump over plain text in one step: only these characters can start a field.
+        special = _SPECIAL.search(message, i)
+        if special is None:
+            buf.append(message[i:])
+            break
+        if special.start() > i:
+            buf.append(message[i : special.start()])
+            i = special.start()
         ch = message[i]
         if ch == "{" and i + 1 < n and message[i + 1] == "{":
             buf.append("{")

@@ -369,6 +369,56 @@ def test_skip_invalid_default_report_beside_the_database(
     assert report.counts.added == 39
 
 
+def test_unreadable_repo_file(store: Store, site: Path, tmp_path: Path) -> None:
+    sync(store, site / "v1")
+    tree = copy_tree(site, "v2", tmp_path)
+    (tree / "data" / "repos" / "org" / "repo-1.json").write_text("[{not json")
+    snapshot = state(store)
+    with pytest.raises(RecordError, match=r"repo-1\.json line 1 .*invalid JSON"):
+        sync(store, tree)
+    assert state(store) == snapshot
+    report = sync(store, tree, skip_invalid=True)
+    in_repo_1 = [r for r in records_v2() if r["repo"] == "org/repo-1"]
+    assert report.counts.rejected == len(in_repo_1) and report.partial
+    # Every record the file should hold is rejected; those stored before stay as they were,
+    # those the index no longer lists are retired.
+    rejected = {r["id"] for r in in_repo_1}
+    expected = {k: v for k, v in hashes(records_v2()).items() if k not in rejected}
+    expected |= {k: v for k, v in hashes(records_v1()).items() if k in rejected}
+    assert live(store) == expected
+    assert len(expected) == 40 - 2  # repo-1 lost records 1 and 5 and could not add 41 and 45
+
+
+def test_validation_in_worker_processes_matches_inline(
+    tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = copy_tree(site, "v2", tmp_path)
+    rid = _break_record(tree, 13)
+    reports = {}
+    for mode, threshold in (("inline", 10**9), ("pool", 1)):
+        monkeypatch.setattr(errkb.sync, "PARALLEL_MIN_RECORDS", threshold)
+        st = Store(tmp_path / f"{mode}.sqlite3")
+        seen: list[Progress] = []
+        reports[mode] = sync(st, tree, skip_invalid=True, progress=seen.append)
+        assert (Stage.VALIDATE in {p.stage for p in seen}) == (mode == "pool")
+        reports[mode] = (reports[mode].counts, reports[mode].problems, live(st))
+        st.close()
+    assert reports["pool"] == reports["inline"]
+    assert [p.record_id for p in reports["pool"][1]] == [rid]
+
+
+def test_a_dying_validation_worker_changes_nothing(
+    store: Store, site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sync(store, site / "v1")
+    snapshot = state(store)
+    monkeypatch.setattr(errkb.sync, "PARALLEL_MIN_RECORDS", 1)
+    monkeypatch.setattr(errkb.sync, "_WORKER_CODE", "import sys; print('boom', file=sys.stderr)")
+    with pytest.raises(SyncError, match="a validation worker failed; nothing changed\nboom"):
+        sync(store, site / "v2")
+    assert state(store) == snapshot
+
+
 @pytest.mark.parametrize("fault", ["500", "404", "drop", "truncate"])
 def test_network_failure_halfway_changes_nothing(store: Store, server: Server, fault: str) -> None:
     sync(store, f"{server.base}/v1")

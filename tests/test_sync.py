@@ -551,3 +551,31 @@ def test_cli_sync_help_and_runner(tmp_path: Path, site: Path) -> None:
     result = runner.invoke(cli, ["--db", str(tmp_path / "kb.sqlite3"), "sync", str(site / "v1")])
     assert result.exception is None and result.exit_code == 0
     assert "added 40" in result.stdout and result.stderr == ""  # no progress bar off a terminal
+
+
+def test_published_tree_as_a_partial_source(store: Store, site: Path) -> None:
+    sync(store, site / "v1")
+    report = sync(store, site / "v2", full=False)
+    assert (report.counts.added, report.counts.retired, report.full) == (4, 0, False)
+    assert set(live(store)) == set(hashes(records_v1())) | ids(ADDED)
+
+
+def test_cli_progress_bars(capsys: pytest.CaptureFixture[str]) -> None:
+    from errkb.cli_sync import _progress
+
+    with _progress(enabled=False) as none:
+        assert none is None
+    with _progress(enabled=True) as bars:
+        assert bars is not None
+        for event in (
+            Progress(Stage.MANIFEST, 0, 1),
+            Progress(Stage.MANIFEST, 1, 1),
+            Progress(Stage.REPOS, 0, 3),
+            Progress(Stage.REPOS, 3, 3),
+            Progress(Stage.APPLY, 1, 1),
+        ):
+            bars(event)
+    err = capsys.readouterr().err
+    assert [s.value for s in (Stage.MANIFEST, Stage.REPOS, Stage.APPLY)] == [
+        label for label in ("manifest", "repos", "apply") if label in err
+    ]

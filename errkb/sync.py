@@ -29,8 +29,6 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -56,11 +54,6 @@ if TYPE_CHECKING:
 
 _STATE_KEY = "sync_state"
 _CHUNK = 500  # ids per IN (...) query, as in errkb.store
-#: Validate in worker processes when a sync brings at least this many new records. Each worker
-#: pays a few seconds of start-up (jsonschema's format checkers are slow to import), which
-#: only pays off on large syncs such as a first one (150k records: ~35 s of validation).
-PARALLEL_MIN_RECORDS = 20_000
-MAX_WORKERS = 4
 
 
 class SyncStatus(enum.StrEnum):
@@ -77,7 +70,7 @@ class Stage(enum.StrEnum):
     MANIFEST = "manifest"
     INDEX = "index"
     REPOS = "repos"  #: download, cross-check and validate each repository file
-    VALIDATE = "validate"  #: record files; or the backlog of validation worker processes
+    VALIDATE = "validate"  #: plain record files
     APPLY = "apply"
 
 
@@ -399,8 +392,7 @@ def _plan_published(
         else:
             fetch.append(repo)
 
-    # 4. Fetch and cross-check each of them; validate what is new (in worker processes when
-    #    there is a lot of it: validation is the costly step of a first sync).
+    # 4. Fetch, cross-check and validate each of them.
     incoming: list[Incoming] = []
     problems: list[Problem] = []
     rejected = 0
@@ -413,37 +405,38 @@ def _plan_published(
         old = etags.get(tree.where(publish.repo_file(repo)))
         if old:
             new_etags[tree.where(publish.repo_file(repo))] = old
-    new_records = sum(1 for repo in fetch for rid in by_repo[repo] if rid not in stored)
-    workers = _workers() if new_records >= PARALLEL_MIN_RECORDS else 1
+    fetched_count = 0
     notify(Progress(Stage.REPOS, 0, len(fetch)))
-    with _Validation(tmp, workers) as validation:
-        for n, repo in enumerate(fetch):
-            rel = publish.repo_file(repo)
-            repo_where = tree.where(rel)
-            ids = by_repo[repo]
-            # A 304 means "the file you applied last time": usable only while our stored
-            # records of that repository are exactly the ones that file held.
-            same_ids = live.get(repo, frozenset()) == frozenset(ids)
-            etag = etags.get(repo_where) if state and same_ids else None
-            got = tree.fetch(rel, tmp / f"repo-{n}.json", max_bytes=max_bytes, etag=etag)
-            if got.not_modified:
-                skipped.append(repo)
-                clean.append(repo)
-                new_etags[repo_where] = etag or ""
-            else:
-                validation.add(_parse_repo(got, repo, ids, stored, owned=tmp))
+    for n, repo in enumerate(fetch):
+        rel = publish.repo_file(repo)
+        repo_where = tree.where(rel)
+        ids = by_repo[repo]
+        # A 304 means "the file you applied last time": usable only while our stored records
+        # of that repository are exactly the ones that file held.
+        same_ids = live.get(repo, frozenset()) == frozenset(ids)
+        etag = etags.get(repo_where) if state and same_ids else None
+        got = tree.fetch(rel, tmp / f"repo-{n}.json", max_bytes=max_bytes, etag=etag)
+        if got.not_modified:
+            skipped.append(repo)
+            clean.append(repo)
+            new_etags[repo_where] = etag or ""
             notify(Progress(Stage.REPOS, n + 1, len(fetch)))
-        checked = validation.results(notify)
-    for part, found in checked:
-        bad = {p.record_id for p in found if p.record_id} if not part.broken else set(part.ids)
+            continue
+        fetched_count += 1
+        part = _parse_repo(got, repo, ids, stored)
+        if got.path is not None and got.path.is_relative_to(tmp):
+            got.path.unlink()  # keep disk use to one repository file at a time
+        found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
+        bad = {p.record_id for p in found if p.record_id} if not part.broken else set(ids)
         incoming.extend(Incoming(it.obj, version) for it in part.items if it.obj["id"] not in bad)
         problems.extend(found)
         rejected += len(bad)
         kept_ids |= bad
         if not bad:
-            clean.append(part.repo)
-            if part.etag:
-                new_etags[part.where] = part.etag
+            clean.append(repo)
+            if got.etag:
+                new_etags[repo_where] = got.etag
+        notify(Progress(Stage.REPOS, n + 1, len(fetch)))
 
     fingerprints = {
         repo: list(repos[repo].fingerprint)
@@ -468,7 +461,7 @@ def _plan_published(
         keep_ids=frozenset(kept_ids),
         hashes=tuple(hashes),
         state=new_state,
-        repos_fetched=len(checked),
+        repos_fetched=fetched_count,
         repos_skipped=len(skipped),
     )
 
@@ -477,24 +470,14 @@ def _plan_published(
 class _RepoFile:
     """One fetched repository file: its records, parsed and cross-checked, not yet validated."""
 
-    repo: str
     where: str  #: URL or path, for messages
-    path: Path
-    owned: bool  #: a temporary download, removed once validated
-    etag: str | None
-    ids: tuple[str, ...]  #: what the index lists for the repository
     items: tuple[Item, ...]
     to_check: tuple[int, ...]  #: indices of the items whose content is new
     broken: tuple[Problem, ...]  #: the file could not be read as records at all
 
 
 def _parse_repo(
-    fetched: publish.Fetched,
-    repo: str,
-    index_ids: Sequence[str],
-    stored: Mapping[str, str],
-    *,
-    owned: Path,
+    fetched: publish.Fetched, repo: str, index_ids: Sequence[str], stored: Mapping[str, str]
 ) -> _RepoFile:
     """Read one repository file and cross-check it against the index.
 
@@ -506,23 +489,11 @@ def _parse_repo(
     where = fetched.where
     items = tuple(read_file(fetched.path))
     broken = tuple(replace(it.problem, source=where) for it in items if it.problem is not None)
-    to_check: tuple[int, ...] = ()
     if broken:
-        items = ()  # every record the file should hold is rejected
-    else:
-        _cross_check(items, repo, index_ids, where)
-        to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
-    return _RepoFile(
-        repo,
-        where,
-        fetched.path,
-        fetched.path.is_relative_to(owned),
-        fetched.etag,
-        tuple(index_ids),
-        items,
-        to_check,
-        broken,
-    )
+        return _RepoFile(where, (), (), broken)  # every record it should hold is rejected
+    _cross_check(items, repo, index_ids, where)
+    to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
+    return _RepoFile(where, items, to_check, ())
 
 
 def _is_stored(obj: Mapping[str, Any], stored: Mapping[str, str]) -> bool:
@@ -542,154 +513,6 @@ def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> li
         if item.envelope is not None:
             problems.extend(rec.check_envelope(item.envelope, source=where, location=item.location))
     return problems
-
-
-def _check_file(path: str, where: str, indices: list[int], out: str) -> int:
-    """Validate records of one file and write the problems to ``out`` as JSON Lines."""
-    problems = check_items(tuple(read_file(Path(path))), indices, where)
-    with open(out, "w", encoding="utf-8") as fh:
-        for p in problems:
-            fh.write(json.dumps([p.source, p.location, p.record_id, p.json_path, p.rule]) + "\n")
-    return len(problems)
-
-
-def worker_main() -> None:
-    """Entry point of a validation worker process: one JSON task per line on stdin.
-
-    A task is ``[task, path, where, indices, out]``; the answer is the line ``"<task> <n>"``
-    once the problems are in ``out``. Only paths, indices and counts cross the pipe: nothing
-    downloaded travels between the processes except through the files themselves.
-    """
-    for line in sys.stdin:
-        task, path, where, indices, out = json.loads(line)
-        count = _check_file(path, where, indices, out)
-        sys.stdout.write(f"{task} {count}\n")
-        sys.stdout.flush()
-
-
-def _workers() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_WORKERS))
-
-
-@dataclass
-class _Worker:
-    proc: subprocess.Popen[str]
-    stderr: Path
-    queued: int = 0  #: records sent and not yet answered for
-
-
-class _Validation:
-    """Validates the new records of repository files, inline or in worker processes.
-
-    The workers are plain ``python -c`` subprocesses importing ``errkb.sync``, not a
-    ``multiprocessing`` pool: "spawn" would re-import the caller's ``__main__`` (running an
-    unguarded script again) and "fork" is unsafe in a process that runs threads. While the
-    workers validate, the parent keeps downloading and parsing; results are collected in the
-    order the files were added, so reports never depend on timing.
-    """
-
-    def __init__(self, tmp: Path, workers: int) -> None:
-        self._tmp = tmp
-        self._pending: list[tuple[_RepoFile, _Worker | list[Problem], Path | None]] = []
-        self._workers: list[_Worker] = []
-        if workers > 1:
-            import errkb
-
-            env = dict(os.environ)
-            package_root = str(Path(errkb.__file__).resolve().parent.parent)
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-            for n in range(workers):
-                stderr = tmp / f"worker-{n}.err"
-                with stderr.open("w") as err:
-                    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and constant code
-                        [sys.executable, "-c", _WORKER_CODE],
-                        stdin=subprocess.PIPE,
-                        stdout=subprocess.PIPE,
-                        stderr=err,
-                        text=True,
-                        env=env,
-                    )
-                self._workers.append(_Worker(proc, stderr))
-
-    def __enter__(self) -> _Validation:
-        return self
-
-    def __exit__(self, exc_type: object, *_rest: object) -> None:
-        for worker in self._workers:
-            if worker.proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    worker.proc.stdin.close()  # no more tasks: an idle worker exits
-            if exc_type is not None:
-                worker.proc.kill()  # the sync failed: its validation is not needed any more
-            worker.proc.wait()
-            if worker.proc.stdout is not None:
-                worker.proc.stdout.close()
-
-    def add(self, part: _RepoFile) -> None:
-        if not part.to_check:
-            self._pending.append((part, [], None))
-            self._discard(part)
-        elif not self._workers:
-            self._pending.append((part, check_items(part.items, part.to_check, part.where), None))
-            self._discard(part)
-        else:
-            # The least busy worker takes it: files differ a lot in size.
-            worker = min(self._workers, key=lambda w: w.queued)
-            worker.queued += len(part.to_check)
-            out = self._tmp / f"problems-{len(self._pending)}.jsonl"
-            task = [len(self._pending), str(part.path), part.where, list(part.to_check), str(out)]
-            assert worker.proc.stdin is not None  # noqa: S101 - opened with PIPE
-            try:
-                worker.proc.stdin.write(json.dumps(task) + "\n")
-                worker.proc.stdin.flush()
-            except OSError as exc:
-                raise self._died(worker, part) from exc
-            self._pending.append((part, worker, out))
-
-    def results(self, notify: ProgressCallback) -> list[tuple[_RepoFile, list[Problem]]]:
-        out: list[tuple[_RepoFile, list[Problem]]] = []
-        if self._workers:
-            notify(Progress(Stage.VALIDATE, 0, len(self._pending)))
-            for worker in self._workers:
-                if worker.proc.stdin is not None:
-                    worker.proc.stdin.close()  # no more tasks: each worker exits when done
-        for n, (part, pending, path) in enumerate(self._pending):
-            found = list(part.broken)
-            if isinstance(pending, list):
-                found.extend(pending)
-            else:
-                # Each worker answers its tasks in the order it got them.
-                assert pending.proc.stdout is not None and path is not None  # noqa: S101
-                answer = pending.proc.stdout.readline().split()
-                if not answer or int(answer[0]) != n:
-                    raise self._died(pending, part)
-                with path.open(encoding="utf-8") as fh:
-                    found.extend(Problem(*json.loads(line)) for line in fh)
-                path.unlink()
-                self._discard(part)
-            out.append((part, found))
-            if self._workers:
-                notify(Progress(Stage.VALIDATE, n + 1, len(self._pending)))
-        return out
-
-    @staticmethod
-    def _died(worker: _Worker, part: _RepoFile) -> SyncError:
-        worker.proc.kill()
-        worker.proc.wait()
-        tail = worker.stderr.read_text(errors="replace")[-2000:]
-        return SyncError(f"{part.where}: a validation worker failed; nothing changed\n{tail}")
-
-    @staticmethod
-    def _discard(part: _RepoFile) -> None:
-        if part.owned:
-            part.path.unlink(missing_ok=True)  # keep disk use down to the backlog
-
-
-_WORKER_CODE = "from errkb.sync import worker_main; worker_main()"
 
 
 def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:

@@ -389,36 +389,6 @@ def test_unreadable_repo_file(store: Store, site: Path, tmp_path: Path) -> None:
     assert len(expected) == 40 - 2  # repo-1 lost records 1 and 5 and could not add 41 and 45
 
 
-def test_validation_in_worker_processes_matches_inline(
-    tmp_path: Path, site: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tree = copy_tree(site, "v2", tmp_path)
-    rid = _break_record(tree, 13)
-    reports = {}
-    for mode, threshold in (("inline", 10**9), ("pool", 1)):
-        monkeypatch.setattr(errkb.sync, "PARALLEL_MIN_RECORDS", threshold)
-        st = Store(tmp_path / f"{mode}.sqlite3")
-        seen: list[Progress] = []
-        reports[mode] = sync(st, tree, skip_invalid=True, progress=seen.append)
-        assert (Stage.VALIDATE in {p.stage for p in seen}) == (mode == "pool")
-        reports[mode] = (reports[mode].counts, reports[mode].problems, live(st))
-        st.close()
-    assert reports["pool"] == reports["inline"]
-    assert [p.record_id for p in reports["pool"][1]] == [rid]
-
-
-def test_a_dying_validation_worker_changes_nothing(
-    store: Store, site: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sync(store, site / "v1")
-    snapshot = state(store)
-    monkeypatch.setattr(errkb.sync, "PARALLEL_MIN_RECORDS", 1)
-    monkeypatch.setattr(errkb.sync, "_WORKER_CODE", "import sys; print('boom', file=sys.stderr)")
-    with pytest.raises(SyncError, match="a validation worker failed; nothing changed\nboom"):
-        sync(store, site / "v2")
-    assert state(store) == snapshot
-
-
 @pytest.mark.parametrize("fault", ["500", "404", "drop", "truncate"])
 def test_network_failure_halfway_changes_nothing(store: Store, server: Server, fault: str) -> None:
     sync(store, f"{server.base}/v1")

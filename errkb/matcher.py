@@ -27,9 +27,9 @@ from errkb.patterns import PatternSpec, compile_re2, compile_record, unquote
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
 SIMILAR_CUTOFF = 60.0
 #: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
-SPEC_CACHE_SIZE = 4096
-#: Records ranked by similarity for one message at most (the rest share no rare word with it).
-SIMILAR_POOL = 5000
+SPEC_CACHE_SIZE = 8192
+#: Records ranked by similarity for one message at most: those sharing most indexed words.
+SIMILAR_POOL = 300
 
 
 @dataclass(frozen=True)
@@ -186,11 +186,15 @@ def _load_specs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple
         chunk = ids[start : start + 500]
         sql = (
             "SELECT id, error_message, message_pattern, error_class, file_path, "  # noqa: S608
-            "line_number, source_code FROM records WHERE retired = 0 AND id IN ("
+            "line_number, source_code, retired FROM records WHERE id IN ("
             + ",".join("?" * len(chunk))
             + ")"
         )
-        for rid, message, pattern, cls, path, line, source in conn.execute(sql, chunk):
+        # Retired rows are skipped here, not in SQL: a "retired = 0" term lures SQLite's planner
+        # onto the low-selectivity retired index and a scan of every record (155 ms a query).
+        for rid, message, pattern, cls, path, line, source, retired in conn.execute(sql, chunk):
+            if retired:
+                continue
             spec = compile_record(
                 rid,
                 message,
@@ -228,10 +232,10 @@ class IndexedMatcher:
         return hits
 
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
-        from errkb.matchindex import TOKENS_PER_RECORD, candidate_ids
+        from errkb.matchindex import related_ids
         from errkb.template import parse_template
 
-        ids = candidate_ids(self._conn, message, max_rank=TOKENS_PER_RECORD - 1)[:SIMILAR_POOL]
+        ids = related_ids(self._conn, message, SIMILAR_POOL)
         choices: list[tuple[str, str]] = []
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]

@@ -30,31 +30,23 @@ from typing import Any
 from errkb.template import Literal, Template, parse_template
 
 MIN_TOKEN = 3
-#: How many of a record's rarest words are stored (rank 0 selects candidates; ranks 1.. widen
-#: the net for ``similar`` suggestions).
-TOKENS_PER_RECORD = 3
+#: How many of a record's rarest words are stored: rank 0 selects candidates, the others must
+#: be in the message too; any of them makes a record a ``similar`` suggestion.
+TOKENS_PER_RECORD = 4
 #: SQLite binds at most this many parameters in one statement here; messages are cut to it.
 MAX_QUERY_TOKENS = 500
 _WORD = re.compile(r"\w+")
+#: MODIFIER LETTER SMALL H: a word character (so it glues to its neighbours) that error
+#: messages do not contain.
+_MARK = "\u02b0"
 
 
 def template_tokens(template: Template) -> list[str]:
     """The words a message rendered from ``template`` is sure to contain, in template order."""
-    out: list[str] = []
-    segments = template.segments
-    for i, seg in enumerate(segments):
-        if not isinstance(seg, Literal):
-            continue
-        before_open = i > 0  # a placeholder precedes this literal
-        after_open = i + 1 < len(segments)  # a placeholder follows it
-        for m in _WORD.finditer(seg.text):
-            if m.start() == 0 and before_open:
-                continue
-            if m.end() == len(seg.text) and after_open:
-                continue
-            if len(m.group()) >= MIN_TOKEN:
-                out.append(m.group())
-    return out
+    # Placeholders become a word character that literal text never holds, so a word touching
+    # a placeholder comes out with the marker in it and is dropped: one regex pass in all.
+    text = "".join(s.text if isinstance(s, Literal) else _MARK for s in template.segments)
+    return [w for w in _WORD.findall(text) if len(w) >= MIN_TOKEN and _MARK not in w]
 
 
 def message_tokens(text: str) -> list[str]:
@@ -99,15 +91,34 @@ def rebuild(conn: Any) -> int:
     return len(rows)
 
 
-def candidate_ids(conn: sqlite3.Connection, text: str, *, max_rank: int = 0) -> list[str]:
-    """Ids of the records that may match ``text``: its words among their rank <= max_rank words."""
+def candidate_ids(conn: sqlite3.Connection, text: str) -> list[str]:
+    """Ids of the records that may match ``text``: it holds every one of their indexed words.
+
+    The rank-0 (rarest) word selects through the index; the record's other indexed words must
+    be in the text too (a primary-key probe each), which weeds out the near-identical templates
+    a large dataset is full of before anything is compiled.
+    """
     tokens = message_tokens(text)
     if not tokens:
         return []
     marks = ",".join("?" * len(tokens))
     sql = (
-        "SELECT DISTINCT record_id FROM match_tokens WHERE rank <= ? AND token IN ("  # noqa: S608
+        "SELECT t0.record_id FROM match_tokens t0 WHERE t0.rank = 0 AND t0.token IN ("  # noqa: S608
         + marks
-        + ")"
+        + ") AND NOT EXISTS (SELECT 1 FROM match_tokens t WHERE t.record_id = t0.record_id "
+        "AND t.token NOT IN (" + marks + "))"
     )
-    return [str(r[0]) for r in conn.execute(sql, (max_rank, *tokens))]
+    return [str(r[0]) for r in conn.execute(sql, (*tokens, *tokens))]
+
+
+def related_ids(conn: sqlite3.Connection, text: str, limit: int) -> list[str]:
+    """Ids of the records sharing the most indexed words with ``text`` (for suggestions)."""
+    tokens = message_tokens(text)
+    if not tokens:
+        return []
+    sql = (
+        "SELECT record_id FROM match_tokens WHERE token IN ("  # noqa: S608
+        + ",".join("?" * len(tokens))
+        + ") GROUP BY record_id ORDER BY count(*) DESC, record_id LIMIT ?"
+    )
+    return [str(r[0]) for r in conn.execute(sql, (*tokens, limit))]

@@ -66,6 +66,25 @@ def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
     return Path(text)
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector around bulk work on many small acyclic objects.
+
+    Parsing and applying 150,000 records allocates millions of dicts and strings; the collector
+    would rescan the growing heap again and again (measured: ~10 s of a 50 s sync). Reference
+    counting still frees everything; the collector resumes, as it was, afterwards.
+    """
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -211,7 +230,7 @@ class Store:
         from sqlalchemy.orm import Session
 
         try:
-            with Session(self.engine()) as session, session.begin():
+            with gc_paused(), Session(self.engine()) as session, session.begin():
                 yield session
         except sqlite3.OperationalError as exc:  # pragma: no cover - wrapped by SQLAlchemy
             raise StoreError(f"{self.path}: write failed: {exc}") from exc

@@ -6,7 +6,13 @@ from pathlib import Path
 import pytest
 
 import errkb
-from errkb.matchindex import candidate_ids, choose_tokens, message_tokens, template_tokens
+from errkb.matchindex import (
+    candidate_ids,
+    choose_tokens,
+    message_tokens,
+    related_ids,
+    template_tokens,
+)
 from errkb.template import parse_template
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
@@ -38,7 +44,7 @@ def test_rarest_words_rank_first() -> None:
     )
     rank0 = {rid: tok for tok, rid, rank in rows if rank == 0}
     assert rank0 == {"a" * 16: "alpha", "b" * 16: "beta", "c" * 16: "gamma"}
-    assert max(rank for _t, _r, rank in rows) == 2
+    assert max(rank for _t, _r, rank in rows) == 3
 
 
 def test_candidates_come_from_the_database(kb: errkb.KnowledgeBase) -> None:
@@ -46,8 +52,10 @@ def test_candidates_come_from_the_database(kb: errkb.KnowledgeBase) -> None:
     msg = "Comfy INT8 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)"
     assert candidate_ids(conn, msg) == [COMFY_ID]
     assert candidate_ids(conn, "nothing in common") == []
-    wide = candidate_ids(conn, "incompatible scale shape", max_rank=2)
+    wide = related_ids(conn, "incompatible scale shape", 10)
     assert set(wide) <= {QUANTO_ID, COMFY_ID, LINEAR_ID} and wide
+    # every indexed word of a record must be present, not only its rarest
+    assert candidate_ids(conn, "Comfy INT8 weight/scale") == []
     assert len(message_tokens("w " * 10_000 + " ".join(f"t{i:05d}" for i in range(2000)))) == 500
 
 

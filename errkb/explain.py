@@ -197,10 +197,15 @@ def decide(
     chain_frames = _frames_by_chain(events)
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
+    # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
+    found_in: dict[str, list[Hit]] = {}
     for event in events:
         per_record: dict[str, tuple[Hit, bool, str]] = {}
         for span in message_spans(event.message):
-            for hit in matcher.find(span.text):
+            hits = found_in.get(span.text)
+            if hits is None:
+                hits = found_in[span.text] = matcher.find(span.text)
+            for hit in hits:
                 if hit.spec.record_id in per_record or _is_source_text(hit, span.text):
                     continue
                 per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])

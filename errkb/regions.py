@@ -27,7 +27,7 @@ from errkb.events import LogEvent
 #: Inputs larger than this (characters) are narrowed; smaller ones are parsed whole.
 NARROW_ABOVE = 1 << 20
 #: Lines kept before and after an ordinary hit (a message's continuation lines follow it).
-BEFORE, AFTER = 3, 8
+BEFORE, AFTER = 1, 5
 #: How far a traceback header reaches forward, at most, to its exception line.
 TRACEBACK_REACH = 600
 

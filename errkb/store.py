@@ -22,7 +22,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 SCHEMA_HEAD = "0002"
 BUSY_TIMEOUT_MS = 10_000
 _CHUNK = 500  # ids per IN (...) query: well under SQLite's parameter limit
+_APPLY_CHUNK = 2000  # records classified and written together: bounds apply's memory
 
 
 def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
@@ -272,7 +273,7 @@ class Store:
     def apply(
         self,
         session: Session,
-        incoming: Sequence[Incoming],
+        incoming: Iterable[Incoming],
         *,
         kind: str,
         source: str,
@@ -281,15 +282,20 @@ class Store:
         partial: bool = False,
         rejected: int = 0,
         hashes: Mapping[str, Any] | None = None,
+        keep: Collection[str] = (),
     ) -> tuple[int, ApplyCounts]:
         """Upsert ``incoming`` inside ``session``'s transaction and record the version row.
 
         Returns the new version id and the counts. With ``full``, records absent from
-        ``incoming`` are retired (kept, marked, their content copied to history).
-        """
-        from sqlalchemy import select, update
+        ``incoming`` are retired (kept, marked, their content copied to history), except the
+        ids in ``keep``: stored live records the caller knows are unchanged (a sync's
+        repositories that did not change), counted as unchanged without being loaded.
 
-        from errkb.models import RecordRow, VersionRow
+        Work proceeds in chunks of ``_APPLY_CHUNK`` records, so memory stays bounded by the
+        chunk, not by the size of the dataset. An id repeated in ``incoming`` is applied twice
+        (the last content wins; the first counts as added or updated).
+        """
+        from errkb.models import VersionRow
 
         started = now_iso()
         version = VersionRow(
@@ -305,60 +311,96 @@ class Store:
         session.add(version)
         session.flush()
         vid = version.id
+        raw = session.connection().connection.dbapi_connection
+        assert raw is not None  # noqa: S101 - an open session always has its connection
 
-        latest: dict[str, Incoming] = {}
+        tally = {"added": 0, "updated": 0, "unchanged": 0}
+        seen: set[str] = set()
+        batch: list[Incoming] = []
         for item in incoming:
-            latest[str(item.obj["id"])] = item  # a repeated id: the last one wins
-        existing: dict[str, tuple[str, bool]] = {}
-        ids = list(latest)
-        for chunk in _chunks(ids, _CHUNK):
-            stmt = select(RecordRow.id, RecordRow.content_hash, RecordRow.retired).where(
-                RecordRow.id.in_(chunk)
-            )
-            for rid, chash, retired in session.execute(stmt):
-                existing[rid] = (chash, bool(retired))
+            batch.append(item)
+            if len(batch) >= _APPLY_CHUNK:
+                self._apply_chunk(raw, batch, vid, tally, seen)
+                batch = []
+        if batch:
+            self._apply_chunk(raw, batch, vid, tally, seen)
 
+        retired_count = 0
+        if full:
+            spare = seen.union(keep)
+            live = [
+                str(rid)
+                for (rid,) in raw.execute("SELECT id FROM records WHERE retired = 0")
+                if rid not in spare
+            ]
+            _copy_to_history(raw, live, vid, "retired")
+            for chunk in _chunks(live, _CHUNK):
+                raw.execute(
+                    "UPDATE records SET retired = 1, changed_in = ? WHERE id IN ("  # noqa: S608
+                    + ",".join("?" * len(chunk))
+                    + ")",
+                    (vid, *chunk),
+                )
+            retired_count = len(live)
+
+        counts = ApplyCounts(
+            added=tally["added"],
+            updated=tally["updated"],
+            unchanged=tally["unchanged"] + len(set(keep) - seen),
+            retired=retired_count,
+            rejected=rejected,
+        )
+        version.added, version.updated = counts.added, counts.updated
+        version.unchanged, version.retired = counts.unchanged, counts.retired
+        version.rejected = counts.rejected
+        version.finished_at = now_iso()
+        if counts.added or counts.updated or counts.retired:
+            from errkb import matchindex
+
+            matchindex.rebuild(raw)
+        self.bump_state(session, dataset_version)
+        return vid, counts
+
+    def _apply_chunk(
+        self, raw: Any, batch: list[Incoming], vid: int, tally: dict[str, int], seen: set[str]
+    ) -> None:
+        """Classify and write one chunk of records (rows are built for this chunk only)."""
+        by_id = {str(item.obj["id"]): item for item in batch}
+        ids = sorted(by_id)
+        seen.update(ids)
+        existing: dict[str, tuple[str, bool]] = {}
+        for chunk in _chunks(ids, _CHUNK):
+            sql = (
+                "SELECT id, content_hash, retired FROM records WHERE id IN ("  # noqa: S608
+                + ",".join("?" * len(chunk))
+                + ")"
+            )
+            for rid, chash, retired in raw.execute(sql, chunk):
+                existing[rid] = (chash, bool(retired))
         new_rows: list[dict[str, Any]] = []
         changed_rows: list[dict[str, Any]] = []
         restored: list[str] = []
-        unchanged = 0
-        for rid, item in latest.items():
-            row = _record_columns(item, vid)
-            if rid not in existing:
+        for rid in ids:  # key order keeps B-tree inserts local
+            item = by_id[rid]
+            chash = rec.content_hash(item.obj)
+            old = existing.get(rid)
+            if old is not None and old[0] == chash:
+                if old[1]:
+                    restored.append(rid)
+                else:
+                    tally["unchanged"] += 1
+                continue
+            row = _record_columns(item, vid, chash)
+            if old is None:
                 row["added_in"] = vid
                 new_rows.append(row)
-            elif existing[rid][0] != row["content_hash"]:
-                changed_rows.append(row)
-            elif existing[rid][1]:
-                restored.append(rid)
             else:
-                unchanged += 1
-
-        def history(rids: Sequence[str], change: str) -> None:
-            # Copy the previous content SQL-side: no record text passes through Python.
-            for chunk in _chunks(list(rids), _CHUNK):
-                # Only "?" placeholders are interpolated; values are bound parameters.
-                sql = (
-                    "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
-                    "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
-                    "retired, dataset_version FROM records WHERE id IN ("
-                    + ",".join("?" * len(chunk))
-                    + ")"
-                )
-                session.connection().exec_driver_sql(
-                    sql,
-                    (vid, change, *chunk),
-                )
-
+                changed_rows.append(row)
         changed_ids = [r["id"] for r in changed_rows]
-        history(changed_ids, "updated")
-        history(restored, "restored")
-        # Bulk rows go straight to the driver's executemany, in primary-key order: the ORM's
-        # per-row bookkeeping cost more than SQLite's own work at 150,000 records, and sorted
-        # keys keep B-tree inserts local.
-        raw = session.connection().connection.dbapi_connection
-        assert raw is not None  # noqa: S101 - an open session always has its connection
-        new_rows.sort(key=lambda r: r["id"])
+        _copy_to_history(raw, changed_ids, vid, "updated")
+        _copy_to_history(raw, restored, vid, "restored")
+        # Rows go straight to the driver's executemany: the ORM's per-row bookkeeping cost
+        # more than SQLite's own work at 150,000 records.
         if new_rows:
             raw.executemany(_INSERT_RECORD, [tuple(r[c] for c in _COLUMNS) for r in new_rows])
             raw.executemany(
@@ -373,52 +415,21 @@ class Store:
                     for r in changed_rows
                 ],
             )
-            _delete_children(session, changed_ids)
-        if restored:
-            for chunk in _chunks(restored, _CHUNK):
-                session.execute(
-                    update(RecordRow)
-                    .where(RecordRow.id.in_(chunk))
-                    .values(retired=False, changed_in=vid)
+            for table in ("record_solutions", "record_prevention_tips", "record_tags"):
+                raw.executemany(
+                    f"DELETE FROM {table} WHERE record_id = ?",  # noqa: S608 - fixed names
+                    [(rid,) for rid in changed_ids],
                 )
-        _insert_children(raw, [latest[r["id"]].obj for r in (*new_rows, *changed_rows)])
-
-        retired_count = 0
-        if full:
-            keep = set(latest)
-            live = [
-                rid
-                for (rid,) in session.execute(
-                    select(RecordRow.id).where(RecordRow.retired.is_(False))
-                )
-                if rid not in keep
-            ]
-            history(live, "retired")
-            for chunk in _chunks(live, _CHUNK):
-                session.execute(
-                    update(RecordRow)
-                    .where(RecordRow.id.in_(chunk))
-                    .values(retired=True, changed_in=vid)
-                )
-            retired_count = len(live)
-
-        counts = ApplyCounts(
-            added=len(new_rows),
-            updated=len(changed_rows) + len(restored),
-            unchanged=unchanged,
-            retired=retired_count,
-            rejected=rejected,
-        )
-        version.added, version.updated = counts.added, counts.updated
-        version.unchanged, version.retired = counts.unchanged, counts.retired
-        version.rejected = counts.rejected
-        version.finished_at = now_iso()
-        if counts.added or counts.updated or counts.retired:
-            from errkb import matchindex
-
-            matchindex.rebuild(session.connection().connection.dbapi_connection)
-        self.bump_state(session, dataset_version)
-        return vid, counts
+        for chunk in _chunks(restored, _CHUNK):
+            raw.execute(
+                "UPDATE records SET retired = 0, changed_in = ? WHERE id IN ("  # noqa: S608
+                + ",".join("?" * len(chunk))
+                + ")",
+                (vid, *chunk),
+            )
+        _insert_children(raw, [by_id[r["id"]].obj for r in (*new_rows, *changed_rows)])
+        tally["added"] += len(new_rows)
+        tally["updated"] += len(changed_rows) + len(restored)
 
     def reindex(self) -> None:
         """Rebuild the match index in its own write transaction."""
@@ -448,6 +459,18 @@ def _known_revision(script: Any, revision: str) -> bool:
         return False
 
 
+def _copy_to_history(raw: Any, rids: Sequence[str], vid: int, change: str) -> None:
+    """Copy the current content of ``rids`` to history, SQL-side (no record text in Python)."""
+    for chunk in _chunks(list(rids), _CHUNK):
+        # Only "?" placeholders are interpolated; values are bound parameters.
+        sql = (
+            "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
+            "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
+            "retired, dataset_version FROM records WHERE id IN (" + ",".join("?" * len(chunk)) + ")"
+        )
+        raw.execute(sql, (vid, change, *chunk))
+
+
 def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -475,7 +498,7 @@ _UPDATE_RECORD = (
 )
 
 
-def _record_columns(item: Incoming, vid: int) -> dict[str, Any]:
+def _record_columns(item: Incoming, vid: int, chash: str) -> dict[str, Any]:
     obj = item.obj
     extra = {k: obj[k] for k in rec.unknown_fields(obj)}
     return {
@@ -510,21 +533,11 @@ def _record_columns(item: Incoming, vid: int) -> dict[str, Any]:
         "schema_version": obj["schemaVersion"],
         "extra_json": json.dumps(extra, ensure_ascii=False) if extra else None,
         "raw_json": rec.verbatim_json(obj),
-        "content_hash": rec.content_hash(obj),
+        "content_hash": chash,
         "dataset_version": item.dataset_version,
         "retired": False,
         "changed_in": vid,
     }
-
-
-def _delete_children(session: Session, ids: Sequence[str]) -> None:
-    from sqlalchemy import delete
-
-    from errkb.models import PreventionTipRow, SolutionRow, TagRow
-
-    for chunk in _chunks(ids, _CHUNK):
-        for model in (SolutionRow, PreventionTipRow, TagRow):
-            session.execute(delete(model).where(model.record_id.in_(chunk)))
 
 
 def _insert_children(raw: Any, objs: Iterable[Mapping[str, Any]]) -> None:

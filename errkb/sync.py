@@ -623,24 +623,28 @@ def _stored_records(store: Store) -> tuple[dict[str, frozenset[str]], dict[str, 
 Query = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
 
 
-def _kept_records(query: Query, plan: _Plan, exclude: set[str]) -> list[Incoming]:
-    """Load the stored live records a sync keeps as they are (unchanged repositories, rejects)."""
-    out: list[Incoming] = []
+def _kept_ids(query: Query, plan: _Plan, exclude: set[str]) -> list[str]:
+    """Ids of the stored live records a sync keeps as they are (unchanged repositories, rejects).
+
+    Only ids: the records stay in the database untouched, so nothing is loaded or re-hashed.
+    """
+    out: list[str] = []
     for column, keys in (("repo", sorted(plan.keep_repos)), ("id", sorted(plan.keep_ids))):
         for start in range(0, len(keys), _CHUNK):
             chunk = keys[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
             # Only a fixed column name and "?" placeholders are interpolated.
             where = f"WHERE retired = 0 AND {column} IN ({marks})"
-            sql = "SELECT id, raw_json, dataset_version FROM records " + where  # noqa: S608
-            for rid, raw, version in query(sql, chunk):
+            for (rid,) in query("SELECT id FROM records " + where, chunk):  # noqa: S608
                 if rid not in exclude:
-                    exclude.add(rid)
-                    out.append(Incoming(json.loads(raw), version))
+                    exclude.add(str(rid))
+                    out.append(str(rid))
     return out
 
 
-def diff(query: Query, incoming: Sequence[Incoming], *, full: bool) -> Diff:
+def diff(
+    query: Query, incoming: Sequence[Incoming], *, full: bool, keep: Sequence[str] = ()
+) -> Diff:
     """Compute what applying ``incoming`` would do, by the same rules as ``Store.apply``."""
     latest = {str(item.obj["id"]): item for item in incoming}
     existing: dict[str, tuple[str, bool]] = {}
@@ -653,7 +657,7 @@ def diff(query: Query, incoming: Sequence[Incoming], *, full: bool) -> Diff:
             existing[str(rid)] = (str(chash), bool(retired))
     added: list[str] = []
     updated: list[str] = []
-    unchanged: list[str] = []
+    unchanged: list[str] = [rid for rid in keep if rid not in latest]
     for rid, item in latest.items():
         if rid not in existing:
             added.append(rid)
@@ -662,11 +666,12 @@ def diff(query: Query, incoming: Sequence[Incoming], *, full: bool) -> Diff:
         else:
             unchanged.append(rid)
     gone: list[str] = []
+    kept = set(keep)
     if full:
         gone = [
             str(rid)
             for (rid,) in query("SELECT id FROM records WHERE retired = 0", ())
-            if rid not in latest
+            if rid not in latest and rid not in kept
         ]
     return Diff(*(tuple(sorted(x)) for x in (added, updated, unchanged, gone)))
 
@@ -711,8 +716,8 @@ def _execute(
             def query(sql: str, params: Sequence[Any]) -> Iterable[Sequence[Any]]:
                 return conn.execute(sql, tuple(params))
 
-            incoming = [*plan.incoming, *_kept_records(query, plan, own)]
-            found = diff(query, incoming, full=plan.full)
+            kept = _kept_ids(query, plan, own)
+            found = diff(query, plan.incoming, full=plan.full, keep=kept)
         return replace(
             report,
             counts=found.counts(plan.rejected),
@@ -734,10 +739,10 @@ def _execute(
         def query_w(sql: str, params: Sequence[Any]) -> Iterable[Sequence[Any]]:
             return connection.exec_driver_sql(sql, tuple(params))
 
-        incoming = [*plan.incoming, *_kept_records(query_w, plan, own)]
         version_id, counts = store.apply(
             session,
-            incoming,
+            plan.incoming,
+            keep=_kept_ids(query_w, plan, own),
             kind=VersionKind.SYNC.value,
             source=plan.source,
             dataset_version=plan.dataset_version,

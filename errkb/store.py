@@ -112,10 +112,27 @@ class ApplyCounts:
 
 @dataclass(frozen=True)
 class Incoming:
-    """A validated record on its way into the store."""
+    """A validated record on its way into the store.
 
-    obj: Mapping[str, Any]
+    ``data`` is the record, or its compact JSON text (``records.verbatim_json``) with its id in
+    ``packed_id``, as a sync streams them back from its spool file: text is decoded chunk by
+    chunk as it is applied, and reused as the stored ``raw_json``.
+    """
+
+    data: Mapping[str, Any] | str
     dataset_version: str | None
+    packed_id: str | None = None  #: the record's id, kept beside packed text
+
+    @property
+    def id(self) -> str:
+        return self.packed_id if self.packed_id is not None else str(self.obj["id"])
+
+    @property
+    def obj(self) -> Mapping[str, Any]:
+        if isinstance(self.data, str):
+            decoded: Mapping[str, Any] = json.loads(self.data)
+            return decoded
+        return self.data
 
 
 class Store:
@@ -365,7 +382,12 @@ class Store:
         self, raw: Any, batch: list[Incoming], vid: int, tally: dict[str, int], seen: set[str]
     ) -> None:
         """Classify and write one chunk of records (rows are built for this chunk only)."""
-        by_id = {str(item.obj["id"]): item for item in batch}
+        # Decode packed records once for the chunk (the text doubles as the stored raw_json).
+        by_id = {
+            str(obj["id"]): (Incoming(obj, item.dataset_version), item.data)
+            for item in batch
+            for obj in (item.obj,)
+        }
         ids = sorted(by_id)
         seen.update(ids)
         existing: dict[str, tuple[str, bool]] = {}
@@ -381,7 +403,7 @@ class Store:
         changed_rows: list[dict[str, Any]] = []
         restored: list[str] = []
         for rid in ids:  # key order keeps B-tree inserts local
-            item = by_id[rid]
+            item, text = by_id[rid]
             chash = rec.content_hash(item.obj)
             old = existing.get(rid)
             if old is not None and old[0] == chash:
@@ -390,7 +412,7 @@ class Store:
                 else:
                     tally["unchanged"] += 1
                 continue
-            row = _record_columns(item, vid, chash)
+            row = _record_columns(item, vid, chash, text if isinstance(text, str) else None)
             if old is None:
                 row["added_in"] = vid
                 new_rows.append(row)
@@ -427,7 +449,7 @@ class Store:
                 + ")",
                 (vid, *chunk),
             )
-        _insert_children(raw, [by_id[r["id"]].obj for r in (*new_rows, *changed_rows)])
+        _insert_children(raw, [by_id[r["id"]][0].obj for r in (*new_rows, *changed_rows)])
         tally["added"] += len(new_rows)
         tally["updated"] += len(changed_rows) + len(restored)
 
@@ -498,7 +520,9 @@ _UPDATE_RECORD = (
 )
 
 
-def _record_columns(item: Incoming, vid: int, chash: str) -> dict[str, Any]:
+def _record_columns(
+    item: Incoming, vid: int, chash: str, verbatim: str | None = None
+) -> dict[str, Any]:
     obj = item.obj
     extra = {k: obj[k] for k in rec.unknown_fields(obj)}
     return {
@@ -532,7 +556,7 @@ def _record_columns(item: Incoming, vid: int, chash: str) -> dict[str, Any]:
         "analyzed_at": obj["analyzedAt"],
         "schema_version": obj["schemaVersion"],
         "extra_json": json.dumps(extra, ensure_ascii=False) if extra else None,
-        "raw_json": rec.verbatim_json(obj),
+        "raw_json": verbatim if verbatim is not None else rec.verbatim_json(obj),
         "content_hash": chash,
         "dataset_version": item.dataset_version,
         "retired": False,

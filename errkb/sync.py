@@ -31,7 +31,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -166,6 +166,39 @@ class SyncReport:
         }
 
 
+class Spool(Collection[Incoming]):
+    """Validated records on their way to the transaction, one JSON line each in a file.
+
+    Iterating yields packed ``Incoming`` records (their compact JSON text doubles as the stored
+    ``raw_json``), so memory holds one chunk at a time, never the whole dataset.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.ids: list[str] = []
+        path.write_text("", encoding="utf-8")
+
+    def extend(self, objs: Iterable[Mapping[str, Any]], version: str | None) -> None:
+        """Append records (one repository's, say); the file is open only while writing."""
+        head = json.dumps(version) + "\t"
+        with self.path.open("a", encoding="utf-8") as out:
+            for obj in objs:
+                out.write(head + rec.verbatim_json(obj) + "\n")
+                self.ids.append(str(obj["id"]))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, Incoming) and item.id in set(self.ids)
+
+    def __iter__(self) -> Iterator[Incoming]:
+        with self.path.open(encoding="utf-8") as fh:
+            for rid, line in zip(self.ids, fh, strict=True):
+                version, _, text = line.rstrip("\n").partition("\t")
+                yield Incoming(text, json.loads(version), rid)
+
+
 @dataclass(frozen=True)
 class _Plan:
     """Everything a sync will write, computed (and validated) before the database is touched."""
@@ -174,7 +207,7 @@ class _Plan:
     dataset_version: str | None
     previous_version: str | None
     full: bool
-    incoming: tuple[Incoming, ...]
+    incoming: Collection[Incoming]
     problems: tuple[Problem, ...]
     rejected: int
     keep_repos: frozenset[str]  #: unchanged repositories: their live records stay as they are
@@ -393,7 +426,9 @@ def _plan_published(
             fetch.append(repo)
 
     # 4. Fetch, cross-check and validate each of them.
-    incoming: list[Incoming] = []
+    # Validated records wait on disk, not in memory: a full snapshot is as large as the
+    # dataset (about 700 MB of records for 150,000), and the transaction streams them back.
+    incoming = Spool(tmp / "incoming.jsonl")
     problems: list[Problem] = []
     rejected = 0
     kept_ids: set[str] = set()
@@ -428,7 +463,7 @@ def _plan_published(
             got.path.unlink()  # keep disk use to one repository file at a time
         found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
         bad = {p.record_id for p in found if p.record_id} if not part.broken else set(ids)
-        incoming.extend(Incoming(it.obj, version) for it in part.items if it.obj["id"] not in bad)
+        incoming.extend((it.obj for it in part.items if it.obj["id"] not in bad), version)
         problems.extend(found)
         rejected += len(bad)
         kept_ids |= bad
@@ -454,7 +489,7 @@ def _plan_published(
         dataset_version=version,
         previous_version=current,
         full=full,
-        incoming=tuple(incoming),
+        incoming=incoming,
         problems=tuple(problems),
         rejected=rejected,
         keep_repos=frozenset(skipped),
@@ -643,10 +678,10 @@ def _kept_ids(query: Query, plan: _Plan, exclude: set[str]) -> list[str]:
 
 
 def diff(
-    query: Query, incoming: Sequence[Incoming], *, full: bool, keep: Sequence[str] = ()
+    query: Query, incoming: Iterable[Incoming], *, full: bool, keep: Sequence[str] = ()
 ) -> Diff:
     """Compute what applying ``incoming`` would do, by the same rules as ``Store.apply``."""
-    latest = {str(item.obj["id"]): item for item in incoming}
+    latest = {item.id: item for item in incoming}  # a dry run: the diff lists every id anyway
     existing: dict[str, tuple[str, bool]] = {}
     ids = list(latest)
     for start in range(0, len(ids), _CHUNK):
@@ -709,7 +744,11 @@ def _execute(
         repos_skipped=plan.repos_skipped,
         hashes=plan.hashes,
     )
-    own = {str(item.obj["id"]) for item in plan.incoming}
+    own = (
+        set(plan.incoming.ids)
+        if isinstance(plan.incoming, Spool)
+        else {item.id for item in plan.incoming}
+    )
     if dry_run:
         with store.snapshot() as conn:
 

@@ -222,15 +222,20 @@ def decide(
             rid: (hit, *_score(hit.spec, event, embedded, frames))
             for rid, (hit, embedded, _claim) in per_record.items()
         }
-        # Hits claiming the same message text compete; distinct messages all stand.
-        by_claim: dict[str, list[str]] = {}
-        for rid, (_hit, _embedded, claim) in per_record.items():
-            by_claim.setdefault(claim, []).append(rid)
-        for rids in by_claim.values():
-            ranked = sorted(
-                rids, key=lambda r: (-scored[r][0].spec.literal_length, -scored[r][1], r)
-            )
-            winner = ranked[0]
+        # Hits on one event compete unless one is nested in the other (a wrapper's capture
+        # holding the cause's whole message): the more specific pattern wins, the others
+        # become its alternatives; nested hits, a wrapper and its cause, both stand.
+        ranked = sorted(
+            per_record, key=lambda r: (-scored[r][0].spec.literal_length, -scored[r][1], r)
+        )
+        winners: dict[str, list[str]] = {}
+        for rid in ranked:
+            rival = next((w for w in winners if not _nested(per_record[rid], per_record[w])), None)
+            if rival is None:
+                winners[rid] = []
+            else:
+                winners[rival].append(rid)
+        for winner, losers in winners.items():
             hit, score, evidence = scored[winner]
             key = (winner, hit.captures)
             entry = found.get(key)
@@ -239,7 +244,7 @@ def decide(
             entry.events.append(event)
             if score > entry.score:
                 entry.score, entry.evidence = score, evidence
-            for loser in ranked[1:]:
+            for loser in losers:
                 entry.alternatives[loser] = max(
                     entry.alternatives.get(loser, 0.0), scored[loser][1]
                 )
@@ -278,6 +283,14 @@ def decide(
     similar = _similar(unmatched, matcher, record)
     leftovers = _dedupe_unmatched(unmatched)
     return tuple(matches) + tuple(similar), tuple(leftovers)
+
+
+def _nested(a: tuple[Hit, bool, str], b: tuple[Hit, bool, str]) -> bool:
+    """One hit's whole claimed text lies inside a capture of the other (wrapper and cause)."""
+    (hit_a, _ea, claim_a), (hit_b, _eb, claim_b) = a, b
+    return any(claim_a in value for _n, value in hit_b.captures) or any(
+        claim_b in value for _n, value in hit_a.captures
+    )
 
 
 def _slug(record: RecordLookup, rid: str) -> str:

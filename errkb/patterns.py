@@ -129,7 +129,17 @@ def template_regex(template: Template) -> str:
         else:
             parts.append(_group(index, seg))
             index += 1
-    return _anchor("".join(parts), template.starts_with_placeholder)
+    return _anchor("".join(parts), _anchored_start(template))
+
+
+def _anchored_start(template: Template) -> bool:
+    """Tell whether the regex must be anchored at the start as well as at the end.
+
+    It must when the template starts with a placeholder (else the capture would swallow
+    whatever precedes the message) or has none at all: a fixed message such as ``function``
+    is the whole message, not any text that happens to end with that word.
+    """
+    return template.starts_with_placeholder or not template.placeholders
 
 
 def _group(index: int, placeholder: Placeholder) -> str:
@@ -155,7 +165,7 @@ def _choose_regex(template: Template, pattern: str) -> tuple[PatternOrigin, str,
             f"{len(template.placeholders)} placeholder(s)"
         )
         return PatternOrigin.FALLBACK, own, why
-    regex = _anchor(converted, template.starts_with_placeholder)
+    regex = _anchor(converted, _anchored_start(template))
     error = compile_error(regex)
     if error is not None:
         return PatternOrigin.FALLBACK, own, f"messagePattern does not compile under RE2: {error}"

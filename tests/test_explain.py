@@ -170,3 +170,36 @@ def test_kb_sync_applies_a_source_and_explains_its_records(
     report = kb.sync(tmp_path / "more.jsonl")
     assert report.to_dict()["added"] == 1
     assert [m.id for m in kb.match_message("Quanto layer 'z' lost its scale").exact] == [rec["id"]]
+
+
+def test_fixed_message_matches_only_a_whole_message(
+    empty_kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    from tests.conftest import make_record
+
+    rec = make_record(seed_records[QUANTO_ID], "function", file_path="x/y.py")
+    (tmp_path / "r.json").write_text(json.dumps(rec))
+    empty_kb.ingest([tmp_path / "r.json"])
+    assert [m.id for m in empty_kb.match_message("function").exact] == [rec["id"]]
+    assert empty_kb.match_message("plain @register on an annotated function").exact == ()
+
+
+def test_a_weaker_pattern_overlapping_a_stronger_one_is_only_an_alternative(
+    empty_kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    from tests.conftest import make_record
+
+    base = seed_records[QUANTO_ID]
+    strong = make_record(base, "Direction character U+%x", file_path="a.py")
+    weak = make_record(base, "{msg} Direction {arg!r:.100}.", file_path="b.py")
+    wrapper = make_record(base, "Failed to update weights: {e}.", file_path="c.py")
+    (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in (strong, weak, wrapper)))
+    empty_kb.ingest([tmp_path / "r.jsonl"])
+    report = empty_kb.explain(
+        '{"success":false,"message":"Failed to update weights: Direction character U+48226.'
+        '\\nRolling back to original weights."}\n'
+    )
+    ids = [m.id for m in report.exact]
+    # the cause and its wrapper are nested: both stand; the weak pattern only overlaps
+    assert sorted(ids) == sorted([strong["id"], wrapper["id"]])
+    assert weak["id"] in {a.id for m in report.exact for a in m.alternatives}

@@ -990,6 +990,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args.naive_lines = args.naive_lines or (100 if q else 400)
     args.naive_patterns = args.naive_patterns or (200 if q else 2000)
     global TARGET
+    # Turn a kill into an exception, so the exported snapshot and work directory are removed.
+    signal.signal(signal.SIGTERM, lambda _s, _f: sys.exit(143))
     snapshot = None
     if args.rev:
         snapshot = Path(tempfile.mkdtemp(prefix="errkb-rev-"))

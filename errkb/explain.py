@@ -201,7 +201,9 @@ def decide(
     found_in: dict[str, list[Hit]] = {}
     for event in events:
         per_record: dict[str, tuple[Hit, bool, str]] = {}
-        for span in message_spans(event.message):
+        # Shortest first: the tightest text a record's end-anchored pattern matches gives its
+        # truest captures (a decoded repr, not the wrapper's text around it).
+        for span in sorted(message_spans(event.message), key=lambda s: len(s.text)):
             hits = found_in.get(span.text)
             if hits is None:
                 hits = found_in[span.text] = matcher.find(span.text)

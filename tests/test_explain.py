@@ -203,3 +203,18 @@ def test_a_weaker_pattern_overlapping_a_stronger_one_is_only_an_alternative(
     # the cause and its wrapper are nested: both stand; the weak pattern only overlaps
     assert sorted(ids) == sorted([strong["id"], wrapper["id"]])
     assert weak["id"] in {a.id for m in report.exact for a in m.alternatives}
+
+
+def test_repr_capture_stays_tight_when_the_message_ran_on(kb: errkb.KnowledgeBase) -> None:
+    # The parser took the progress bar after the exception as a continuation line; the
+    # capture must still come from the decoded repr, not run on to the wrapper's `")`.
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "w.py", line 3, in run\n'
+        "RuntimeError: Worker failed: ValueError(\"Comfy INT8 layer 'blk.0' has incompatible "
+        'weight/scale shapes: (8, 4) and (1, 8)")\n'
+        "Loading safetensors checkpoint shards: 100% Completed | 8/8 [00:08<00:00,  1.95s/it]\n"
+    )
+    (match,) = kb.explain(text).exact
+    assert match.id == COMFY_ID
+    assert match.capture_dict["scale_shape"] == "(1, 8)"

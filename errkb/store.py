@@ -351,13 +351,7 @@ class Store:
                 if rid not in spare
             ]
             _copy_to_history(raw, live, vid, "retired")
-            for chunk in _chunks(live, _CHUNK):
-                raw.execute(
-                    "UPDATE records SET retired = 1, changed_in = ? WHERE id IN ("  # noqa: S608
-                    + ",".join("?" * len(chunk))
-                    + ")",
-                    (vid, *chunk),
-                )
+            _mark_retired(raw, live, vid, retired=True)
             retired_count = len(live)
 
         counts = ApplyCounts(
@@ -442,13 +436,7 @@ class Store:
                     f"DELETE FROM {table} WHERE record_id = ?",  # noqa: S608 - fixed names
                     [(rid,) for rid in changed_ids],
                 )
-        for chunk in _chunks(restored, _CHUNK):
-            raw.execute(
-                "UPDATE records SET retired = 0, changed_in = ? WHERE id IN ("  # noqa: S608
-                + ",".join("?" * len(chunk))
-                + ")",
-                (vid, *chunk),
-            )
+        _mark_retired(raw, restored, vid, retired=False)
         _insert_children(raw, [by_id[r["id"]][0].obj for r in (*new_rows, *changed_rows)])
         tally["added"] += len(new_rows)
         tally["updated"] += len(changed_rows) + len(restored)
@@ -491,6 +479,17 @@ def _copy_to_history(raw: Any, rids: Sequence[str], vid: int, change: str) -> No
             "retired, dataset_version FROM records WHERE id IN (" + ",".join("?" * len(chunk)) + ")"
         )
         raw.execute(sql, (vid, change, *chunk))
+
+
+def _mark_retired(raw: Any, rids: Sequence[str], vid: int, *, retired: bool) -> None:
+    """Set or clear the retired flag of ``rids``, as changed by version ``vid``."""
+    for chunk in _chunks(rids, _CHUNK):
+        raw.execute(
+            "UPDATE records SET retired = ?, changed_in = ? WHERE id IN ("  # noqa: S608
+            + ",".join("?" * len(chunk))
+            + ")",
+            (int(retired), vid, *chunk),
+        )
 
 
 def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:

@@ -1,11 +1,12 @@
 """The knowledge base: the library's front door (``errkb.open()``).
 
-A ``KnowledgeBase`` wraps one SQLite store and a compiled matcher over its live records. It is
-safe to share between threads: the matcher is immutable once built, each thread reads through
-its own SQLite connection, and every explain runs inside one read transaction, so an answer is
+A ``KnowledgeBase`` wraps one SQLite store. Candidates for a message come from the match index
+in the database and are compiled on first use into a cache shared by threads (bounded, one per
+state of the store). It is safe to share between threads: each thread reads through its own
+SQLite connection, and every explain runs inside one read transaction, so an answer is
 consistent with exactly one dataset version even while a sync commits a new one. When the store
 changes (a sync in another process), the next explain notices the changed state counter and
-rebuilds the matcher; ``refresh()`` does it on demand.
+starts a fresh cache; ``refresh()`` does it on demand.
 """
 
 from __future__ import annotations

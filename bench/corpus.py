@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import copy
-import gzip
 import hashlib
 import json
 import logging
@@ -37,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from errkb import upstream
+from errkb import publish, upstream
 from errkb._resources import bundled_dataset_dir
 from errkb.extract import Field, Text, build_template, extract, github_url
 from errkb.records import check_record
@@ -298,86 +297,21 @@ def check_all(records: Sequence[dict[str, Any]]) -> None:
 
 
 # ---------------------------------------------------------------------------- published tree
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def write_tree(root: Path, records: Sequence[dict[str, Any]], dataset_version: str) -> None:
-    """Write the published tree of ``records`` as upstream serves it (see RECORDS.md).
+    """Write the published tree of ``records`` as upstream serves it (``errkb.publish``).
 
-    Not tests/published.py's ``build_tree``: tests/ is not a package, and the bench pins each
-    repository's ``analyzedSha`` to its records' (real upstream does the same).
+    Each repository keeps its records' ``analyzedSha``, as real upstream does.
     """
-    data = root / "data"
-    (data / "repos").mkdir(parents=True, exist_ok=True)
-    by_repo: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        by_repo.setdefault(r["repo"], []).append(r)
-    rows: list[dict[str, Any]] = []
-    entries: list[dict[str, Any]] = []
-    for repo in sorted(by_repo):
-        items = by_repo[repo]
-        target = data / "repos" / f"{repo}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(json.dumps(items, ensure_ascii=False).encode("utf-8"))
-        entries.append(
-            {
-                "repo": repo,
-                "description": f"{repo} (errkb benchmark corpus)",
-                "language": "python",
-                "stars": len(items),
-                "sourceFiles": len({r["filePath"] for r in items}),
-                "defaultBranch": "main",
-                "analyzedSha": items[0]["analyzedSha"],
-                "analyzedAt": items[0]["analyzedAt"],
-                "contentChangedAt": None,
-                "errorCount": len(items),
-            }
-        )
-        rows.extend(
-            {
-                "id": r["id"],
-                "repo": r["repo"],
-                "slug": r["slug"],
-                "code": r["errorCode"],
-                "msg": r["errorMessage"],
-                "pattern": r["messagePattern"],
-                "type": r["errorType"],
-                "cls": r["errorClass"],
-                "tags": r["tags"],
-                "sev": r["severity"],
-            }
-            for r in items
-        )
-    index_raw = json.dumps(
-        {"schemaVersion": 2, "datasetVersion": dataset_version, "errors": rows},
-        ensure_ascii=False,
-    ).encode("utf-8")
-    index_gz = gzip.compress(index_raw, compresslevel=6, mtime=0)
-    (data / "index.json.gz").write_bytes(index_gz)
-    repos_raw = json.dumps(entries).encode("utf-8")
-    (data / "repos.json").write_bytes(repos_raw)
-    manifest = {
-        "schemaVersion": 2,
-        "datasetVersion": dataset_version,
-        "counts": {"repos": len(entries), "errors": len(rows)},
-        "files": {
-            "index": {
-                "path": "/data/index.json.gz",
-                "bytes": len(index_gz),
-                "sha256": _sha256(index_gz),
-                "encoding": "gzip",
-                "rawBytes": len(index_raw),
-                "rawSha256": _sha256(index_raw),
-            },
-            "repos": {
-                "path": "/data/repos.json",
-                "bytes": len(repos_raw),
-                "sha256": _sha256(repos_raw),
-            },
+    publish.write_tree(
+        root,
+        records,
+        dataset_version,
+        repo_fields=lambda repo, _body, items: {
+            "description": f"{repo} (errkb benchmark corpus)",
+            "language": "python",
+            "stars": len(items),
         },
-    }
-    (data / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    )
 
 
 # ---------------------------------------------------------------------------- build / cache

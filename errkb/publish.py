@@ -24,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -491,3 +491,99 @@ def _load_json(raw: bytes, where: str) -> Any:
 def some_ids(ids: list[str], limit: int = 10) -> str:
     shown = ", ".join(sorted(ids)[:limit])
     return shown + (f" ... ({len(ids)} in all)" if len(ids) > limit else "")
+
+
+# ---------------------------------------------------------------------------- writing
+RepoFields = Callable[[str, bytes, Sequence[Mapping[str, Any]]], Mapping[str, Any]]
+
+
+def write_tree(
+    root: Path,
+    records: Iterable[Mapping[str, Any]],
+    dataset_version: str,
+    *,
+    repo_fields: RepoFields | None = None,
+    extra_repos: Iterable[str] = (),
+) -> Path:
+    """Write ``records`` under ``root`` as upstream publishes a version; return ``root``.
+
+    The inverse of what this module reads: one file per repository, the hashed gzip index,
+    repos.json and the manifest. Each repos.json entry takes its ``analyzedSha`` and
+    ``analyzedAt`` from the repository's records; ``repo_fields(repo, file_bytes, records)``
+    may override any field (the test trees make ``analyzedSha`` follow the file's content).
+    """
+    data = root / "data"
+    (data / "repos").mkdir(parents=True, exist_ok=True)
+    by_repo: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        by_repo.setdefault(str(r["repo"]), []).append(r)
+    for name in extra_repos:
+        by_repo.setdefault(name, [])
+    index_rows: list[dict[str, Any]] = []
+    repo_entries: list[dict[str, Any]] = []
+    for repo in sorted(by_repo):
+        items = by_repo[repo]
+        body = json.dumps(list(items), ensure_ascii=False).encode("utf-8")
+        target = data / "repos" / f"{repo}.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(body)
+        entry: dict[str, Any] = {
+            "repo": repo,
+            "description": None,
+            "language": None,
+            "stars": 0,
+            "sourceFiles": len({r["filePath"] for r in items}),
+            "defaultBranch": "main",
+            "analyzedSha": items[0]["analyzedSha"] if items else "0" * 40,
+            "analyzedAt": items[0]["analyzedAt"] if items else dataset_version,
+            "contentChangedAt": None,
+            "errorCount": len(items),
+        }
+        if repo_fields is not None:
+            entry.update(repo_fields(repo, body, items))
+        repo_entries.append(entry)
+        index_rows.extend(
+            {
+                "id": r["id"],
+                "repo": r["repo"],
+                "slug": r["slug"],
+                "code": r["errorCode"],
+                "msg": r["errorMessage"],
+                "pattern": r["messagePattern"],
+                "type": r["errorType"],
+                "cls": r["errorClass"],
+                "tags": r["tags"],
+                "sev": r["severity"],
+            }
+            for r in items
+        )
+    index_raw = json.dumps(
+        {"schemaVersion": 2, "datasetVersion": dataset_version, "errors": index_rows},
+        ensure_ascii=False,
+    ).encode("utf-8")
+    index_gz = gzip.compress(index_raw, mtime=0)
+    (data / "index.json.gz").write_bytes(index_gz)
+    repos_raw = json.dumps(repo_entries, ensure_ascii=False).encode("utf-8")
+    (data / "repos.json").write_bytes(repos_raw)
+    manifest = {
+        "schemaVersion": 2,
+        "datasetVersion": dataset_version,
+        "counts": {"repos": len(repo_entries), "errors": len(index_rows)},
+        "files": {
+            "index": {
+                "path": "/data/index.json.gz",
+                "bytes": len(index_gz),
+                "sha256": hashlib.sha256(index_gz).hexdigest(),
+                "encoding": "gzip",
+                "rawBytes": len(index_raw),
+                "rawSha256": hashlib.sha256(index_raw).hexdigest(),
+            },
+            "repos": {
+                "path": "/data/repos.json",
+                "bytes": len(repos_raw),
+                "sha256": hashlib.sha256(repos_raw).hexdigest(),
+            },
+        },
+    }
+    (data / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    return root

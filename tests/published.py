@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import gzip
 import hashlib
 import http.server
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from errkb import records as rec
 from errkb import upstream
+from errkb.publish import write_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEED_DIR = REPO_ROOT / "data" / "dataset"
@@ -67,10 +67,6 @@ def hashes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     return {r["id"]: rec.content_hash(r) for r in records}
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def build_tree(
     root: Path,
     records: Iterable[Mapping[str, Any]],
@@ -84,79 +80,19 @@ def build_tree(
     Each repository's ``analyzedSha`` in repos.json is the sha1 of its file, so it changes
     exactly when the file does (``repo_meta`` overrides entries, e.g. to lie about a change).
     """
-    data = root / "data"
-    (data / "repos").mkdir(parents=True, exist_ok=True)
-    by_repo: dict[str, list[Mapping[str, Any]]] = {}
-    for r in records:
-        by_repo.setdefault(str(r["repo"]), []).append(r)
-    for name in extra_repos:
-        by_repo.setdefault(name, [])
-    index_rows = []
-    repo_entries = []
-    for repo in sorted(by_repo):
-        items = by_repo[repo]
-        body = json.dumps(list(items), ensure_ascii=False).encode("utf-8")
-        target = data / "repos" / f"{repo}.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(body)
-        entry = {
-            "repo": repo,
+
+    def fields(repo: str, body: bytes, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return {
             "description": f"{repo} test repository",
             "language": "python",
             "stars": 1,
             "sourceFiles": len(items),
-            "defaultBranch": "main",
             "analyzedSha": hashlib.sha1(body).hexdigest(),  # noqa: S324 - a fingerprint
             "analyzedAt": dataset_version,
-            "contentChangedAt": None,
-            "errorCount": len(items),
+            **(repo_meta or {}).get(repo, {}),
         }
-        entry.update((repo_meta or {}).get(repo, {}))
-        repo_entries.append(entry)
-        for r in items:
-            index_rows.append(
-                {
-                    "id": r["id"],
-                    "repo": r["repo"],
-                    "slug": r["slug"],
-                    "code": r["errorCode"],
-                    "msg": r["errorMessage"],
-                    "pattern": r["messagePattern"],
-                    "type": r["errorType"],
-                    "cls": r["errorClass"],
-                    "tags": r["tags"],
-                    "sev": r["severity"],
-                }
-            )
-    index_raw = json.dumps(
-        {"schemaVersion": 2, "datasetVersion": dataset_version, "errors": index_rows}
-    ).encode("utf-8")
-    index_gz = gzip.compress(index_raw, mtime=0)
-    (data / "index.json.gz").write_bytes(index_gz)
-    repos_raw = json.dumps(repo_entries).encode("utf-8")
-    (data / "repos.json").write_bytes(repos_raw)
-    manifest = {
-        "schemaVersion": 2,
-        "datasetVersion": dataset_version,
-        "counts": {"repos": len(repo_entries), "errors": len(index_rows)},
-        "files": {
-            "index": {
-                "path": "/data/index.json.gz",
-                "bytes": len(index_gz),
-                "sha256": _sha(index_gz),
-                "encoding": "gzip",
-                "rawBytes": len(index_raw),
-                "rawSha256": _sha(index_raw),
-            },
-            "repos": {
-                "path": "/data/repos.json",
-                "bytes": len(repos_raw),
-                "sha256": _sha(repos_raw),
-            },
-        },
-    }
-    (data / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    return root
+
+    return write_tree(root, records, dataset_version, repo_fields=fields, extra_repos=extra_repos)
 
 
 # ---------------------------------------------------------------------------- HTTP server

@@ -29,7 +29,6 @@ import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, TypeGuard
 from urllib.parse import unquote as url_unquote
 
@@ -192,9 +191,6 @@ _GITHUB = re.compile(
     r"(?:#L(?P<start>\d+)(?:-L(?P<end>\d+))?)?$"
 )
 _EXPECTED_URL = "https://github.com/<repo>/blob/<analyzedSha>/<filePath>#L<start>-L<end>"
-#: Ambiguity verification revisits a regex whenever its anchor occurs in another message; keep
-#: the hot ones compiled without holding 150,000 compiled automata (~13 KB each) at once.
-_REGEX_CACHE = 4096
 #: Other records named in one ambiguity finding; the rest are counted.
 _AMBIGUOUS_LISTED = 3
 
@@ -434,7 +430,6 @@ def _ambiguity(run: _Run) -> None:
     if not specs:
         return
     matcher = Matcher(specs)
-    regex = lru_cache(maxsize=_REGEX_CACHE)(compile_re2)
     # Identical templates render identical texts: search each text once.
     by_text: dict[str, list[_Entry]] = {}
     for entry in run.entries:
@@ -448,7 +443,7 @@ def _ambiguity(run: _Run) -> None:
             group = members[g]
             if len(group) == 1 and len(renderers) == 1 and group[0] is renderers[0]:
                 continue  # only the record itself: nothing to report, nothing to compile
-            if regex(specs[g].regex).search(text) is not None:
+            if matcher.regex(g).search(text) is not None:
                 matched.extend(group)
         if not matched:
             continue

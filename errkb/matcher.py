@@ -15,6 +15,7 @@ wildcards would "explain" any message (``errkb lint`` reports them).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -26,6 +27,9 @@ from errkb.patterns import PatternSpec, compile_re2, compile_record, unquote
 
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
 SIMILAR_CUTOFF = 60.0
+#: Compiled regexes an in-memory Matcher keeps: the hot ones stay compiled without holding
+#: 150,000 RE2 automata (~13 KB each) at once.
+REGEX_CACHE_SIZE = 4096
 #: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
 SPEC_CACHE_SIZE = 8192
 #: Records ranked by similarity for one message at most: those sharing most indexed words.
@@ -100,9 +104,10 @@ class Matcher:
         self._anchors = list(by_anchor)
         self._targets: list[tuple[int, ...]] = [tuple(by_anchor[a]) for a in self._anchors]
         self._automaton: Any = ahocorasick_rs.AhoCorasick(self._anchors) if self._anchors else None
-        self._compiled: dict[int, Any] = {}
+        # Bounded: a whole-dataset pass (lint) must not keep 150,000 RE2 programs alive.
+        # Keyed by regex text, so records sharing a pattern share one program.
+        self._regex = functools.lru_cache(maxsize=REGEX_CACHE_SIZE)(compile_re2)
         self._lock = threading.Lock()
-        self.by_id = {spec.record_id: spec for spec in self.specs}
         self._masked: list[tuple[str, str]] | None = None
 
     def __len__(self) -> int:
@@ -120,14 +125,8 @@ class Matcher:
         return found
 
     def regex(self, index: int) -> Any:
-        compiled = self._compiled.get(index)
-        if compiled is None:
-            with self._lock:
-                compiled = self._compiled.get(index)
-                if compiled is None:
-                    compiled = compile_re2(self.specs[index].regex)
-                    self._compiled[index] = compiled
-        return compiled
+        """The compiled regex of spec ``index`` (compiled on first use, bounded cache)."""
+        return self._regex(self.specs[index].regex)
 
     def verify(self, index: int, text: str) -> Hit | None:
         """Match one candidate's full pattern against ``text``."""

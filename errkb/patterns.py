@@ -15,8 +15,7 @@ Python's ``re``. So:
   used as is when it compiles and agrees with the template; otherwise errkb falls back to the
   template and records why (``PatternSpec.reason``, reported by ``errkb lint``).
 
-``PatternSpec`` is a plain value (strings and tuples) so a compiled index can be stored as JSON
-and loaded without running anything.
+``PatternSpec`` is a plain value (strings and tuples), cheap to build per candidate record.
 """
 
 from __future__ import annotations
@@ -61,20 +60,6 @@ class PatternSpec:
     line_number: int | None
     functions: tuple[str, ...]  #: functions defined in the record's sourceCode window
     template: str  #: the errorMessage
-
-    def to_json(self) -> list[Any]:
-        return [
-            self.record_id, self.regex, list(self.names), list(self.repr_groups), self.anchor,
-            self.literal_length, self.origin.value, self.reason, self.error_class,
-            self.file_path, self.line_number, list(self.functions), self.template,
-        ]  # fmt: skip
-
-    @classmethod
-    def from_json(cls, row: list[Any]) -> PatternSpec:
-        return cls(
-            row[0], row[1], tuple(row[2]), tuple(row[3]), row[4], row[5], PatternOrigin(row[6]),
-            row[7], row[8], row[9], row[10], tuple(row[11]), row[12],
-        )  # fmt: skip
 
 
 def re2_escape(text: str) -> str:

@@ -203,7 +203,7 @@ def rollback(target: Store | KnowledgeBase, version_id: int) -> SyncReport:
             raise NotFoundError(f"no applied version {version_id} (see `errkb versions`)")
         target_version = info[version_id]
         effective = _effective_dataset_version(info.values(), version_id)
-        previous = store.meta().get("dataset_version")
+        previous = store.meta_value("dataset_version")
         source = f"rollback to version {version_id}"
         if version_id == max(info):
             return SyncReport(

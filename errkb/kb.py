@@ -88,8 +88,9 @@ class KnowledgeBase:
             return validator_for(rid) is not None
 
         with self.store.snapshot() as conn:
-            meta = self.store.meta(conn)
-            matcher = IndexedMatcher(conn, self._cache_for(meta.get("state", "0")))
+            state = self.store.meta_value("state", conn) or "0"
+            dataset_version = self.store.meta_value("dataset_version", conn)
+            matcher = IndexedMatcher(conn, self._cache_for(state))
             cache: dict[str, Mapping[str, Any] | None] = {}
 
             def lookup(rid: str) -> Mapping[str, Any] | None:
@@ -100,7 +101,7 @@ class KnowledgeBase:
             matches, unmatched = decide(
                 events, matcher, lookup, diagnose=diagnose, has_validator=has_validator
             )
-        return Report(__version__, meta.get("dataset_version"), matches, unmatched)
+        return Report(__version__, dataset_version, matches, unmatched)
 
     def _cache_for(self, state: str) -> SpecCache:
         # Compiled records are valid for one state of the store: a sync (in any process)
@@ -114,7 +115,7 @@ class KnowledgeBase:
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""
         with self.store.snapshot() as conn:
-            state = self.store.meta(conn).get("state", "0")
+            state = self.store.meta_value("state", conn) or "0"
         changed = state != self._state
         self._cache_for(state)
         return changed
@@ -176,7 +177,7 @@ class KnowledgeBase:
             retired=one("SELECT count(*) FROM records WHERE retired = 1"),
             repos=one("SELECT count(DISTINCT repo) FROM records WHERE retired = 0"),
             versions=one("SELECT count(*) FROM dataset_versions"),
-            dataset_version=self.store.meta().get("dataset_version"),
+            dataset_version=self.store.meta_value("dataset_version"),
             by_class=by_class,
         )
 
@@ -240,7 +241,7 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
             raise
         store = _temporary_store()
     kb = KnowledgeBase(store)
-    if store.meta().get("match_index") == "stale":
+    if store.meta_value("match_index") == "stale":
         store.reindex()  # a database migrated from before the match index
     if bundled and store.is_empty():
         from errkb._resources import bundled_dataset_dir

@@ -263,8 +263,15 @@ class Store:
 
     # ------------------------------------------------------------------ reads (stdlib)
     def meta(self, conn: sqlite3.Connection | None = None) -> dict[str, str]:
+        """Every meta key (some are large: a sync's per-repository state)."""
         conn = conn or self.reader()
         return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+
+    def meta_value(self, key: str, conn: sqlite3.Connection | None = None) -> str | None:
+        """One meta key: what the explain path reads, without the sync's bulky state."""
+        row = (conn or self.reader()).execute("SELECT value FROM meta WHERE key = ?", (key,))
+        found = row.fetchone()
+        return None if found is None else str(found[0])
 
     def is_empty(self) -> bool:
         row = self.reader().execute("SELECT count(*) FROM dataset_versions").fetchone()

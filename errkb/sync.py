@@ -331,7 +331,7 @@ def _plan_records(store: Store, path: Path, *, full: bool, notify: ProgressCallb
     return _Plan(
         source=str(path),
         dataset_version=validated.dataset_version,
-        previous_version=store.meta().get("dataset_version"),
+        previous_version=store.meta_value("dataset_version"),
         full=full,
         incoming=validated.incoming,
         problems=validated.problems,
@@ -352,7 +352,7 @@ def _plan_published(
     notify: ProgressCallback,
 ) -> _Plan | SyncReport:
     latest = _latest_version(store)
-    current = store.meta().get("dataset_version")
+    current = store.meta_value("dataset_version")
     state = _load_state(store, latest)
     etags: Mapping[str, str] = state.get("etags", {}) if state else {}
 
@@ -629,7 +629,7 @@ def _latest_version(store: Store) -> LatestVersion | None:
 
 def _load_state(store: Store, latest: LatestVersion | None) -> dict[str, Any] | None:
     """Return the last sync's state if that sync is still the latest change to the database."""
-    text = store.meta().get(_STATE_KEY)
+    text = store.meta_value(_STATE_KEY)
     if text is None or latest is None:
         return None
     try:

@@ -185,15 +185,11 @@ def _load_specs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple
         chunk = ids[start : start + 500]
         sql = (
             "SELECT id, error_message, message_pattern, error_class, file_path, "  # noqa: S608
-            "line_number, source_code, retired FROM records WHERE id IN ("
+            "line_number, source_code FROM records WHERE retired = 0 AND id IN ("
             + ",".join("?" * len(chunk))
             + ")"
         )
-        # Retired rows are skipped here, not in SQL: a "retired = 0" term lures SQLite's planner
-        # onto the low-selectivity retired index and a scan of every record (155 ms a query).
-        for rid, message, pattern, cls, path, line, source, retired in conn.execute(sql, chunk):
-            if retired:
-                continue
+        for rid, message, pattern, cls, path, line, source in conn.execute(sql, chunk):
             spec = compile_record(
                 rid,
                 message,

@@ -78,7 +78,8 @@ class RecordRow(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     #: The datasetVersion the current content was published in, when known.
     dataset_version: Mapped[str | None] = mapped_column(String)
-    retired: Mapped[bool] = mapped_column(Boolean, default=False, index=True)
+    # Not indexed: nearly every record is live, and an index here misleads SQLite's planner.
+    retired: Mapped[bool] = mapped_column(Boolean, default=False)
     added_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
     changed_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
 

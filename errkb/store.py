@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 BUSY_TIMEOUT_MS = 10_000
 _CHUNK = 500  # ids per IN (...) query: well under SQLite's parameter limit
 _APPLY_CHUNK = 2000  # records classified and written together: bounds apply's memory

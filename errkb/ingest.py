@@ -68,13 +68,12 @@ def validate_sources(paths: Iterable[str | os.PathLike[str]]) -> Validated:
         warnings.extend(checked.warnings)
         unknown = rec.unknown_fields(item.obj)
         if unknown:
-            where = f"{item.path_prefix}"
             warnings.append(
                 Problem(
                     item.source,
                     item.location,
                     item.obj.get("id"),
-                    where,
+                    item.path_prefix,
                     f"unknown field(s) kept verbatim: {', '.join(unknown)}",
                 )
             )

@@ -1,6 +1,6 @@
 """The benchmark corpus: 150,000 valid records, built deterministically from a seed.
 
-Real records come first: ``errkb.extract`` over the Python standard library (repo
+Real records come first: ``errkb.maint.extract`` over the Python standard library (repo
 ``python/cpython``) and over every package installed beside errkb (``pypi/<package>``), plus the
 three upstream seed records errkb bundles. That gives a few thousand records with real message
 templates. ErrLookup holds ~150,000 records over ~800 repositories, so the corpus is topped up
@@ -36,11 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from errkb import publish, upstream
 from errkb._resources import bundled_dataset_dir
-from errkb.extract import Field, Text, build_template, extract, github_url
-from errkb.records import check_record
-from errkb.template import Literal, Placeholder, parse_template
+from errkb.maint.extract import Field, Text, build_template, extract, github_url
+from errkb.match.template import Literal, Placeholder, parse_template
+from errkb.records import check_record, upstream
+from errkb.sync import publish
 
 #: Bump when generation changes: cached corpora of another version are rebuilt.
 CORPUS_VERSION = 2
@@ -206,7 +206,7 @@ def change_one_word(message: str, rng: random.Random, vocabulary: Sequence[str])
     assert isinstance(old, Literal)
     segments[index] = Literal(old.text[: m.start()] + word + old.text[m.end() :])
     if not template.placeholders:
-        # A field-less message is written as printed (see errkb.extract), not escaped.
+        # A field-less message is written as printed (see errkb.maint.extract), not escaped.
         return "".join(s.text for s in segments if isinstance(s, Literal))
     parts = [Text(s.text) if isinstance(s, Literal) else Field(s.raw) for s in segments]
     new = build_template(parts)
@@ -298,7 +298,7 @@ def check_all(records: Sequence[dict[str, Any]]) -> None:
 
 # ---------------------------------------------------------------------------- published tree
 def write_tree(root: Path, records: Sequence[dict[str, Any]], dataset_version: str) -> None:
-    """Write the published tree of ``records`` as upstream serves it (``errkb.publish``).
+    """Write the published tree of ``records`` as upstream serves it (``errkb.sync.publish``).
 
     Each repository keeps its records' ``analyzedSha``, as real upstream does.
     """

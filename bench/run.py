@@ -262,8 +262,8 @@ def child_tree(tree: str) -> None:
 # ---------------------------------------------------------------------------- baselines
 def anchors_of(records: Sequence[dict[str, Any]]) -> list[str]:
     """Each record's longest literal run, as errkb's prefilter chooses it (deduplicated)."""
-    from errkb.patterns import choose_anchor
-    from errkb.template import parse_template
+    from errkb.match.patterns import choose_anchor
+    from errkb.match.template import parse_template
 
     seen: dict[str, None] = {}
     for r in records:
@@ -609,7 +609,7 @@ def _measure(
     examples: Path,
     timings: dict[str, float],
 ) -> dict[str, Any]:
-    from errkb.patterns import compile_record
+    from errkb.match.patterns import compile_record
 
     quick = args.quick
     example = examples / "merged-column-scalar-scale.log"

@@ -39,25 +39,25 @@ from errkb.errors import (
 )
 
 if TYPE_CHECKING:
-    from errkb.events import EventKind, LogEvent
-    from errkb.explain import Confidence, ExceptionInfo, Match, Report, Unmatched
     from errkb.ingest import IngestReport
     from errkb.kb import KnowledgeBase, Stats
     from errkb.kb import open_kb as open
-    from errkb.preflight import CheckReport, check
+    from errkb.parse.events import EventKind, LogEvent
     from errkb.records import Record
+    from errkb.report import Confidence, ExceptionInfo, Match, Report, Unmatched
     from errkb.sync import SyncReport
+    from errkb.validators.preflight import CheckReport, check
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "CheckReport": ("errkb.preflight", "CheckReport"),
-    "check": ("errkb.preflight", "check"),
-    "EventKind": ("errkb.events", "EventKind"),
-    "LogEvent": ("errkb.events", "LogEvent"),
-    "Confidence": ("errkb.explain", "Confidence"),
-    "ExceptionInfo": ("errkb.explain", "ExceptionInfo"),
-    "Match": ("errkb.explain", "Match"),
-    "Report": ("errkb.explain", "Report"),
-    "Unmatched": ("errkb.explain", "Unmatched"),
+    "CheckReport": ("errkb.validators.preflight", "CheckReport"),
+    "check": ("errkb.validators.preflight", "check"),
+    "EventKind": ("errkb.parse.events", "EventKind"),
+    "LogEvent": ("errkb.parse.events", "LogEvent"),
+    "Confidence": ("errkb.report", "Confidence"),
+    "ExceptionInfo": ("errkb.report", "ExceptionInfo"),
+    "Match": ("errkb.report", "Match"),
+    "Report": ("errkb.report", "Report"),
+    "Unmatched": ("errkb.report", "Unmatched"),
     "IngestReport": ("errkb.ingest", "IngestReport"),
     "KnowledgeBase": ("errkb.kb", "KnowledgeBase"),
     "Stats": ("errkb.kb", "Stats"),

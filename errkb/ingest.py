@@ -14,7 +14,7 @@ from typing import Any
 
 from errkb import records as rec
 from errkb.errors import Problem
-from errkb.reader import Item, read_sources
+from errkb.records.reader import Item, read_sources
 from errkb.store import ApplyCounts, Incoming, Store
 
 
@@ -118,7 +118,7 @@ def ingest_paths(
             if only_if_empty:
                 from sqlalchemy import func, select
 
-                from errkb.models import VersionRow
+                from errkb.store.models import VersionRow
 
                 if session.scalar(select(func.count()).select_from(VersionRow)):
                     # Another process seeded it first: nothing to do.

@@ -21,10 +21,11 @@ from typing import IO, TYPE_CHECKING, Any
 
 from errkb import __version__
 from errkb.errors import NotFoundError, StoreError
-from errkb.events import EventKind, LogEvent
-from errkb.explain import Report, decide
-from errkb.matcher import IndexedMatcher, SpecCache
+from errkb.match.decide import decide
+from errkb.match.matcher import IndexedMatcher, SpecCache
+from errkb.parse.events import EventKind, LogEvent
 from errkb.records import Record
+from errkb.report import Report
 from errkb.store import Store, resolve_db_path
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ explain
     def explain(self, text: str | bytes) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output)."""
-        from errkb.regions import parse_input
+        from errkb.parse.regions import parse_input
 
         return self._report(parse_input(bytes(text) if isinstance(text, bytearray) else text))
 

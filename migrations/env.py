@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import create_engine
 
-from errkb.models import Base
+from errkb.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from errkb.safetensors import DTYPE_BITS
+from errkb.checkpoint.safetensors import DTYPE_BITS
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from errkb import records as rec
-from errkb import upstream
-from errkb.publish import write_tree
+from errkb.records import upstream
+from errkb.sync.publish import write_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEED_DIR = REPO_ROOT / "data" / "dataset"

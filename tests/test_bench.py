@@ -21,10 +21,9 @@ import pytest
 from bench import corpus as bc
 from bench import logs as bl
 from bench import run as br
-from errkb import upstream
-from errkb.extract import extract
-from errkb.records import check_record
-from errkb.template import parse_template
+from errkb.maint.extract import extract
+from errkb.match.template import parse_template
+from errkb.records import check_record, upstream
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,8 +8,8 @@ import pytest
 from checkpoints import T, comfy_layer, quanto_layer, quanto_metadata, write
 
 from errkb.errors import UsageError
-from errkb.preflight import CheckReport, FileError, check
 from errkb.validators import CheckName, Finding
+from errkb.validators.preflight import CheckReport, FileError, check
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "data" / "examples"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from errkb.check_render import (
+from errkb.render.check import (
     CheckFormat,
     escape_data,
     escape_property,
@@ -16,8 +16,8 @@ from errkb.check_render import (
     render_sarif,
     render_text,
 )
-from errkb.preflight import CheckReport, FileError
 from errkb.validators import CheckName, Finding
+from errkb.validators.preflight import CheckReport, FileError
 
 QUANTO_ID = "5c84e15f4be2c1a6"
 COMFY_ID = "b9825390f5c3ae68"

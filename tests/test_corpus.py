@@ -78,7 +78,7 @@ def test_corpus_log_when_narrowed(
     corpus_kb: errkb.KnowledgeBase, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Large inputs are parsed region by region: the corpus must explain exactly the same."""
-    import errkb.regions
+    import errkb.parse.regions
 
-    monkeypatch.setattr(errkb.regions, "NARROW_ABOVE", 0)
+    monkeypatch.setattr(errkb.parse.regions, "NARROW_ABOVE", 0)
     test_corpus_log(corpus_kb, name)

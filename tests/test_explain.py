@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 import errkb
-from errkb.explain import Confidence, same_file
+from errkb.match.decide import same_file
+from errkb.report import Confidence
 from tests.conftest import COMFY_ID, EXAMPLES, LINEAR_ID, QUANTO_ID
 
 EXPECTED = {

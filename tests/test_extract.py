@@ -1,4 +1,4 @@
-"""Tests for errkb.extract: draft records from Python raise sites."""
+"""Tests for errkb.maint.extract: draft records from Python raise sites."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from errkb import upstream
 from errkb.errors import InputError, UsageError
-from errkb.extract import (
+from errkb.ingest import validate_sources
+from errkb.maint.extract import (
     DEFAULT_SHA,
     Field,
     Part,
@@ -27,10 +27,9 @@ from errkb.extract import (
     github_url,
     write_jsonl,
 )
-from errkb.ingest import validate_sources
-from errkb.patterns import PatternOrigin, compile_record
-from errkb.records import check_record, unknown_fields
-from errkb.template import Literal, parse_template
+from errkb.match.patterns import PatternOrigin, compile_record
+from errkb.match.template import Literal, parse_template
+from errkb.records import check_record, unknown_fields, upstream
 
 DATA = Path(__file__).parent / "data" / "extract"
 SEEDS = Path(__file__).parent.parent / "data" / "dataset"
@@ -378,7 +377,7 @@ def test_build_template_escapes(parts: list[Part], template: str) -> None:
 
 
 def invoke(args: list[str]) -> Any:
-    from errkb.cli import cli  # errkb.cli registers errkb.cli_maint's commands
+    from errkb.cli import cli  # errkb.cli registers errkb.cli.maint's commands
 
     return CliRunner().invoke(cli, args)
 

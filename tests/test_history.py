@@ -1,4 +1,4 @@
-"""Tests for errkb.history: the version list, one record's history, and rollback."""
+"""Tests for errkb.sync.history: the version list, one record's history, and rollback."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import pytest
 from published import build_tree, hashes, make_record
 
 import errkb
-import errkb.cli_sync
+import errkb.cli.sync
 from errkb.cli import main
 from errkb.errors import NotFoundError, SyncLockedError, UsageError
-from errkb.history import record_history, resolve_version, rollback, versions
 from errkb.ingest import ingest_paths
-from errkb.models import ChangeKind, VersionKind
 from errkb.store import Store
+from errkb.store.models import ChangeKind, VersionKind
 from errkb.sync import SyncStatus, sync, sync_lock
+from errkb.sync.history import record_history, resolve_version, rollback, versions
 
 V1 = "2026-09-01T00:00:00.000Z"
 V2 = "2026-09-02T00:00:00.000Z"

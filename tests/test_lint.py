@@ -1,4 +1,4 @@
-"""Tests for errkb.lint: one crafted record per rule, the seeds, rendering, scale, the CLI."""
+"""Tests for errkb.maint.lint: one crafted record per rule, the seeds, rendering, scale, the CLI."""
 
 from __future__ import annotations
 
@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from errkb import upstream
 from errkb.errors import InputError
-from errkb.extract import extract, github_url
-from errkb.lint import (
+from errkb.maint.extract import extract, github_url
+from errkb.maint.lint import (
     RULE_SEVERITY,
     LintFinding,
     LintFormat,
@@ -24,7 +23,8 @@ from errkb.lint import (
     lint,
     render_lint,
 )
-from errkb.patterns import compile_re2
+from errkb.match.patterns import compile_re2
+from errkb.records import upstream
 
 SEEDS = Path(__file__).parent.parent / "data" / "dataset"
 EXTRACT_SAMPLE = Path(__file__).parent / "data" / "extract" / "sample"
@@ -337,7 +337,7 @@ def test_ambiguity_uses_the_prefilter_not_all_pairs(
         calls.append(regex)
         return real(regex)
 
-    monkeypatch.setattr("errkb.lint.compile_re2", counting)
+    monkeypatch.setattr("errkb.maint.lint.compile_re2", counting)
     report = lint([write(tmp_path, *records)])
     assert report.findings == ()
     assert len(calls) == n  # one raw-pattern compile per record (lazy-capture), nothing else
@@ -414,7 +414,7 @@ def test_render_json() -> None:
 
 
 def invoke(args: list[str]) -> Any:
-    from errkb.cli import cli  # errkb.cli registers errkb.cli_maint's commands
+    from errkb.cli import cli  # errkb.cli registers errkb.cli.maint's commands
 
     return CliRunner().invoke(cli, args)
 

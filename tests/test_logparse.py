@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.events import ChainLink, EventKind, LogEvent
-from errkb.logparse import is_exception_class, parse_log
-from errkb.logtext import decode_input
-from errkb.spans import message_spans
+from errkb.parse.events import ChainLink, EventKind, LogEvent
+from errkb.parse.spans import message_spans
+from errkb.parse.text import decode_input
+from errkb.parse.traceback import is_exception_class, parse_log
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 DATASET = Path(__file__).resolve().parent.parent / "data" / "dataset"

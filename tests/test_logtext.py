@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.logtext import LogLine, NormalizedLog, decode_input, normalize
+from errkb.parse.text import LogLine, NormalizedLog, decode_input, normalize
 
 ESC = "\x1b"
 

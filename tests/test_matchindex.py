@@ -6,14 +6,14 @@ from pathlib import Path
 import pytest
 
 import errkb
-from errkb.matchindex import (
+from errkb.match.index import (
     candidate_ids,
     choose_tokens,
     message_tokens,
     related_ids,
     template_tokens,
 )
-from errkb.template import parse_template
+from errkb.match.template import parse_template
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
 

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.matcher import Matcher
-from errkb.patterns import PatternOrigin, compile_record, unquote
+from errkb.match.matcher import Matcher
+from errkb.match.patterns import PatternOrigin, compile_record, unquote
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
 
@@ -106,7 +106,7 @@ _dtype = st.sampled_from(["F32", "BF16", "F16", "I32", "F8_E4M3", "I8"])
 def test_rendering_seed_templates_and_matching_recovers_the_values(
     prefix: str, dtype: str, shape: str, weight: str
 ) -> None:
-    from errkb.template import parse_template
+    from errkb.match.template import parse_template
     from tests.conftest import load_seed_envelopes
 
     records = {e["record"]["id"]: e["record"] for e in load_seed_envelopes()}

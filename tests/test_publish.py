@@ -1,4 +1,4 @@
-"""Tests for errkb.publish: locating a published tree, parsing and verifying files, downloads."""
+"""Tests for errkb.sync.publish: locating a published tree, parsing and verifying files."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from published import build_tree, make_records, serve
 
-from errkb import publish
 from errkb.errors import IntegrityError, NetworkError, SyncError
+from errkb.sync import publish
 
 VERSION = "2026-09-01T00:00:00.000Z"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from errkb.errors import InputError
-from errkb.reader import read_sources
+from errkb.records.reader import read_sources
 
 
 def _ids(paths: list[Path]) -> list[str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from errkb import regions
-from errkb.logparse import parse_log
+from errkb.parse import regions
+from errkb.parse.traceback import parse_log
 
 QUANTO = "ValueError: Quanto layer 'enc.{i}' has incompatible scale F32 ({i},)"
 

@@ -12,13 +12,13 @@ from checkpoints import T, build, frame, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errkb.errors import CheckpointError
-from errkb.safetensors import (
+from errkb.checkpoint.safetensors import (
     DTYPE_BITS,
     MAX_HEADER_BYTES,
     read_header,
     read_tensor_bytes,
 )
+from errkb.errors import CheckpointError
 
 
 def _entry(dtype: Any, shape: Any, begin: int, end: int) -> dict[str, Any]:

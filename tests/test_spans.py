@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from errkb.spans import (
+from errkb.parse.spans import (
     MAX_SPANS,
     MAX_TOTAL_CHARS,
     MessageSpan,

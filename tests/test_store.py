@@ -28,7 +28,7 @@ def test_migrations_create_the_schema_the_models_describe(tmp_path: Path) -> Non
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from errkb.models import Base
+    from errkb.store.models import Base
 
     store = Store(tmp_path / "m.sqlite3")
     assert store.ensure_schema() is True

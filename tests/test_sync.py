@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from published import Server, build_tree, hashes, make_record, serve
 
 import errkb
-import errkb.cli_sync  # registers the sync commands on errkb.cli.cli
+import errkb.cli.sync  # registers the sync commands on errkb.cli.cli
 import errkb.sync
 from errkb.cli import cli, main
 from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
@@ -531,7 +531,7 @@ def test_published_tree_as_a_partial_source(store: Store, site: Path) -> None:
 
 
 def test_cli_progress_bars(capsys: pytest.CaptureFixture[str]) -> None:
-    from errkb.cli_sync import _progress
+    from errkb.cli.sync import _progress
 
     with _progress(enabled=False) as none:
         assert none is None

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from checkpoints import T, comfy_layer, marker, write
 
+from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
 from errkb.errors import CheckpointError
-from errkb.safetensors import SafetensorsHeader, read_header
 from errkb.validators import CheckName, Condition, diagnose
 from errkb.validators.comfy import (
     MAX_MARKER_BYTES,

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from checkpoints import T, write
 
-from errkb.checkpoint import QuantScheme, detect_scheme
-from errkb.safetensors import SafetensorsHeader, read_header
+from errkb.checkpoint.inputs import QuantScheme, detect_scheme
+from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
 from errkb.validators import CheckName, Condition, diagnose
 from errkb.validators.linear import RECORD_ID, check_linear, fused_scale_rule
 

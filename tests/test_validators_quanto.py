@@ -9,7 +9,7 @@ from checkpoints import T, quanto_layer, quanto_metadata, write
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.safetensors import read_header
+from errkb.checkpoint.safetensors import read_header
 from errkb.validators import (
     CheckName,
     Condition,

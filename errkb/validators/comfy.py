@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from errkb.safetensors import SafetensorsHeader, read_tensor_bytes
+from errkb.checkpoint.safetensors import SafetensorsHeader, read_tensor_bytes
 from errkb.validators.registry import (
     CheckName,
     Condition,

@@ -12,7 +12,7 @@ sibling with no record yet). ``()`` and ``(1,)`` pass; ``(0,)`` fails; the dtype
 
 From a checkpoint this is predictable when both hold:
 
-* the model's scheme (see :func:`errkb.checkpoint.detect_scheme`) makes the scale a
+* the model's scheme (see :func:`errkb.checkpoint.inputs.detect_scheme`) makes the scale a
   ``PerTensorScaleParameter``: e.g. fp8 without ``weight_block_size`` (``weight_scale``, plus
   ``input_scale`` for static activations), compressed-tensors ``strategy: tensor``, ModelOpt FP8
   (``weight_scale``, ``input_scale``) or NVFP4 (``weight_scale_2``, ``input_scale``);
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from errkb.checkpoint import QuantScheme
-from errkb.safetensors import SafetensorsHeader
+from errkb.checkpoint.inputs import QuantScheme
+from errkb.checkpoint.safetensors import SafetensorsHeader
 from errkb.validators.registry import (
     CheckName,
     Condition,

@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from errkb.safetensors import SafetensorsHeader
+from errkb.checkpoint.safetensors import SafetensorsHeader
 from errkb.validators.registry import (
     CheckName,
     Condition,

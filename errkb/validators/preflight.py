@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from errkb.checkpoint import CheckpointGroup, FileError, QuantScheme, resolve_inputs
+from errkb.checkpoint.inputs import CheckpointGroup, FileError, QuantScheme, resolve_inputs
+from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
 from errkb.errors import CheckpointError, UsageError
-from errkb.safetensors import SafetensorsHeader, read_header
 from errkb.validators import comfy, linear, quanto
 from errkb.validators.registry import Finding
 

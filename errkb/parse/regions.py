@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from errkb.events import LogEvent
+from errkb.parse.events import LogEvent
 
 #: Inputs larger than this (characters) are narrowed; smaller ones are parsed whole.
 NARROW_ABOVE = 1 << 20
@@ -142,8 +142,8 @@ def parse_input(data: str | bytes) -> list[LogEvent]:
     input that looks like UTF-16 (BOM or NULs) is decoded first, since its keywords are not
     byte-searchable.
     """
-    from errkb.logparse import parse_log
-    from errkb.logtext import decode_input
+    from errkb.parse.text import decode_input
+    from errkb.parse.traceback import parse_log
 
     if isinstance(data, bytes) and (
         len(data) <= NARROW_ABOVE

@@ -3,7 +3,7 @@
 Both matchers prefilter, then verify only the candidates under RE2, compiling regexes lazily:
 
 * ``IndexedMatcher`` (what ``KnowledgeBase.explain`` uses) takes its candidates from the match
-  index in the database (``errkb.matchindex``): nothing to build at start-up, one indexed query
+  index in the database (``errkb.match.index``): nothing to build at start-up, one indexed query
   per message, whatever the size of the knowledge base.
 * ``Matcher`` holds a set of PatternSpecs in memory and finds candidates with one Aho-Corasick
   pass (all overlapping hits) over each record's most selective literal. Building it costs one
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from errkb.patterns import PatternSpec, compile_re2, compile_record, unquote
+from errkb.match.patterns import PatternSpec, compile_re2, compile_record, unquote
 
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
 SIMILAR_CUTOFF = 60.0
@@ -139,7 +139,7 @@ class Matcher:
 
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
         if self._masked is None:
-            from errkb.template import parse_template
+            from errkb.match.template import parse_template
 
             masked = [(s.record_id, parse_template(s.template).masked(" ")) for s in self.specs]
             with self._lock:
@@ -216,7 +216,7 @@ class IndexedMatcher:
         self._cache = cache
 
     def find(self, text: str) -> list[Hit]:
-        from errkb.matchindex import candidate_ids
+        from errkb.match.index import candidate_ids
 
         ids = sorted(candidate_ids(self._conn, text))
         hits = []
@@ -227,8 +227,8 @@ class IndexedMatcher:
         return hits
 
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
-        from errkb.matchindex import related_ids
-        from errkb.template import parse_template
+        from errkb.match.index import related_ids
+        from errkb.match.template import parse_template
 
         ids = related_ids(self._conn, message, SIMILAR_POOL)
         choices: list[tuple[str, str]] = []

@@ -1,7 +1,7 @@
 """Log parser: find every exception (and error message) in a cleaned log.
 
 This is the first step of ``explain``: text -> events. The input is first cleaned by
-:mod:`errkb.logtext`; the lines of each writer (rank, pod, pid) are then parsed on their own, so
+:mod:`errkb.parse.text`; the lines of each writer (rank, pod, pid) are then parsed on their own, so
 tracebacks that a collector interleaved line by line come apart again. The parser knows the
 traceback flavours users paste: CPython's (3.10 to 3.13: caret lines, elided statements, chains,
 exception groups), pytest's (``path:168: in func`` frames, ``E   `` lines), IPython/Jupyter's
@@ -23,8 +23,8 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from errkb.events import ChainLink, EventKind, Frame, LogEvent
-from errkb.logtext import LogLine, NormalizedLog, normalize
+from errkb.parse.events import ChainLink, EventKind, Frame, LogEvent
+from errkb.parse.text import LogLine, NormalizedLog, normalize
 
 __all__ = ["is_exception_class", "parse_log", "parse_normalized"]
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import click
 
 from errkb.cli import cli
-from errkb.extract import DEFAULT_SHA, extract, write_jsonl
-from errkb.lint import LintFormat, LintRule, lint, render_lint
+from errkb.maint.extract import DEFAULT_SHA, extract, write_jsonl
+from errkb.maint.lint import LintFormat, LintRule, lint, render_lint
 
 
 @cli.command("lint")

@@ -1,6 +1,7 @@
 """``errkb lint``: everything wrong with a dataset's records, before a version goes live.
 
-:func:`lint` reads record sources the way ingest does (any shape :mod:`errkb.reader` accepts)
+:func:`lint` reads record sources the way ingest does (any shape :mod:`errkb.records.reader`
+accepts)
 and reports a :class:`LintFinding` for each problem it sees, naming the record, the file and
 place it came from, a stable rule id (:class:`LintRule`) and a severity. It keeps checking a
 record after its first problem, so one run tells a maintainer everything. Checks:
@@ -33,9 +34,8 @@ from typing import Any, TypeGuard
 from urllib.parse import unquote as url_unquote
 
 from errkb import records as rec
-from errkb import upstream
-from errkb.matcher import Matcher
-from errkb.patterns import (
+from errkb.match.matcher import Matcher
+from errkb.match.patterns import (
     MIN_ANCHOR_CHARS,
     PatternOrigin,
     PatternSpec,
@@ -44,8 +44,9 @@ from errkb.patterns import (
     compile_record,
     unquote,
 )
-from errkb.reader import Item, read_sources
-from errkb.template import Template, parse_template
+from errkb.match.template import Template, parse_template
+from errkb.records import upstream
+from errkb.records.reader import Item, read_sources
 
 __all__ = [
     "RULE_SEVERITY",
@@ -183,7 +184,8 @@ def sample_values(template: Template, form: str = "v{}x") -> dict[str, str]:
     return {name: form.format(i) for i, name in enumerate(template.names)}
 
 
-# Two sample sets, as errkb.patterns uses: words, and numbers (a hand-written pattern may type a
+# Two sample sets, as errkb.match.patterns uses: words, and numbers (a hand-written pattern may
+# type a
 # value as \d+).
 _SAMPLE_FORMS = ("v{}x", "1{}7")
 _GITHUB = re.compile(

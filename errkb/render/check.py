@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 from errkb import __version__
-from errkb.preflight import CheckReport
 from errkb.validators import rule_for
+from errkb.validators.preflight import CheckReport
 from errkb.validators.registry import Finding
 
 RecordLookup = Callable[[str], Mapping[str, Any] | None]

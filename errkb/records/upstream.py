@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from errkb.template import Literal, parse_template
+from errkb.match.template import Literal, parse_template
 
 #: Upstream falls back to the escaped literal message when a template has less literal text
 #: than this: a pattern made mostly of wildcards would match nearly anything.
@@ -43,7 +43,7 @@ def message_pattern(error_message: str) -> str:
 
     Every placeholder becomes a lazy ``(.+?)``; literal text is escaped. Too little literal text
     gives the escaped literal message instead. (The result is unanchored and targets JavaScript
-    RegExp: errkb never runs it as is; see ``errkb.patterns``.)
+    RegExp: errkb never runs it as is; see ``errkb.match.patterns``.)
     """
     template = parse_template(error_message)
     if template.literal_length < MIN_LITERAL_CHARS or not template.placeholders:

@@ -6,7 +6,7 @@ rarest across the knowledge base), and the candidates for a message are the reco
 rank-0 word the message contains: one indexed SQLite query, whatever the size of the knowledge
 base. Only those candidates are compiled (under RE2) and verified.
 
-Why not an in-memory Aho-Corasick automaton over every record's anchor (``errkb.matcher``)?
+Why not an in-memory Aho-Corasick automaton over every record's anchor (``errkb.match.matcher``)?
 Measured at 150,000 records on this project's 2-core machine: building the automaton takes
 ~0.7 s at every start of a process (far beyond a CLI's start-up budget), and scanning a large
 automaton falls out of cache (~23 MB/s). The index costs nothing at start-up, stays consistent
@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from errkb.template import Literal, Template, parse_template
+from errkb.match.template import Literal, Template, parse_template
 
 MIN_TOKEN = 3
 #: How many of a record's rarest words are stored: rank 0 selects candidates, the others must

@@ -1,10 +1,10 @@
 r"""Deciding: from parsed events to scored, deduplicated matches, and the Report value.
 
-Data flows one way: text -> events (``errkb.logparse``) -> hits (``errkb.matcher``) -> matches
-(here) -> rendering (``errkb.render``). The rules, in order:
+Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.match.matcher``)
+-> matches (here) -> report (``errkb.report``) -> rendering (``errkb.render``). The rules, in order:
 
 1. Each event's message is searched as a whole and through its embedded candidates (wrapper
-   suffixes, reprs, JSON strings: ``errkb.spans``), innermost first. Per event, a record keeps
+   suffixes, reprs, JSON strings: ``errkb.parse.spans``), innermost first. Per event, a record keeps
    only its innermost hit, so a JSON reply's ``(2,).\\nRolling back...`` never beats ``(2,)``.
 2. A hit whose captures contain the template's own placeholders (``{prefix!r}``) is source
    text — an IPython context line, a grep hit — not the error happening. It is dropped.
@@ -18,14 +18,14 @@ Data flows one way: text -> events (``errkb.logparse``) -> hits (``errkb.matcher
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
-from errkb.events import EventKind, Frame, LogEvent
-from errkb.matcher import Hit, MatcherLike
-from errkb.patterns import PatternSpec
+from errkb.match.matcher import Hit, MatcherLike
+from errkb.match.patterns import PatternSpec
+from errkb.parse.events import EventKind, Frame, LogEvent
+from errkb.report import Alternative, Confidence, ExceptionInfo, Match, Unmatched
 
 BASE_EXACT = 0.8
 CLASS_BONUS = 0.1
@@ -36,136 +36,6 @@ SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
 NEARBY_LINES = 25
 _SOURCE_ROOTS = ("python", "src", "lib")
-
-
-class Confidence(enum.StrEnum):
-    """How sure errkb is that a match explains the exception."""
-
-    EXACT = "exact"  #: the record's full pattern matched the message
-    SIMILAR = "similar"  #: a suggestion: the closest templates to an unmatched message
-
-
-@dataclass(frozen=True)
-class ExceptionInfo:
-    """The exception as it appeared in the input."""
-
-    cls: str | None
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"class": self.cls, "message": self.message}
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """Another record whose pattern matched the same message but lost to a more specific one."""
-
-    id: str
-    slug: str
-    score: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "slug": self.slug, "score": self.score}
-
-
-@dataclass(frozen=True)
-class Match:
-    """A known error found in the input (or, with SIMILAR confidence, a suggestion)."""
-
-    id: str
-    slug: str
-    confidence: Confidence
-    score: float
-    captures: tuple[tuple[str, str], ...]
-    occurrences: int
-    lines: tuple[int, ...]
-    exception: ExceptionInfo
-    record: Mapping[str, Any] = field(repr=False)
-    root_cause: bool = False
-    alternatives: tuple[Alternative, ...] = ()
-    evidence: tuple[str, ...] = ()  #: why the score is what it is, in words
-    diagnosis: Any = None  #: a validators.Diagnosis when the record has a reference validator
-    validated: bool = False  #: the record is backed by a reference validator
-    source: str | None = None  #: the input file, when several were explained together
-
-    @property
-    def capture_dict(self) -> dict[str, str]:
-        return dict(self.captures)
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id,
-            "slug": self.slug,
-            "confidence": self.confidence.value,
-            "score": self.score,
-            "captures": dict(self.captures),
-            "occurrences": self.occurrences,
-            "lines": list(self.lines),
-            "exception": self.exception.to_dict(),
-            "rootCause": self.root_cause,
-            "alternatives": [a.to_dict() for a in self.alternatives],
-            "evidence": list(self.evidence),
-            "validator": self.validated,
-            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
-            "record": dict(self.record),
-        }
-        if self.source is not None:
-            out["source"] = self.source
-        return out
-
-
-@dataclass(frozen=True)
-class Unmatched:
-    """An exception found in the input that no record's pattern matched."""
-
-    cls: str | None
-    message: str
-    line: int
-    source: str | None = None  #: the input file, when several were explained together
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"class": self.cls, "message": self.message, "line": self.line}
-        if self.source is not None:
-            out["source"] = self.source
-        return out
-
-
-@dataclass(frozen=True)
-class Report:
-    """What explain found: ``to_dict()`` is exactly the ``--format json`` object."""
-
-    errkb_version: str
-    dataset_version: str | None
-    matches: tuple[Match, ...]
-    unmatched: tuple[Unmatched, ...]
-
-    @property
-    def exact(self) -> tuple[Match, ...]:
-        return tuple(m for m in self.matches if m.confidence is Confidence.EXACT)
-
-    @property
-    def explained(self) -> bool:
-        """At least one known error was explained (exit code 0 of ``errkb explain``)."""
-        return bool(self.exact)
-
-    @classmethod
-    def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
-        """One report for several inputs; each match and exception says which file it is from."""
-        first = named[0][1]
-        return cls(
-            first.errkb_version,
-            first.dataset_version,
-            tuple(replace(m, source=name) for name, r in named for m in r.matches),
-            tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "errkb": self.errkb_version,
-            "datasetVersion": self.dataset_version,
-            "matches": [m.to_dict() for m in self.matches],
-            "unmatched": [u.to_dict() for u in self.unmatched],
-        }
 
 
 @dataclass
@@ -192,7 +62,7 @@ def decide(
     has_validator: Callable[[str], bool] | None = None,
 ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
     """Turn parsed events into matches (exact first, in input order) and unmatched exceptions."""
-    from errkb.spans import message_spans
+    from errkb.parse.spans import message_spans
 
     chain_frames = _frames_by_chain(events)
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}

@@ -1,7 +1,7 @@
 """Events: what the log parser finds in raw text, before any record is consulted.
 
 The data flow of explain is text -> events -> matches -> explanations. This module holds the
-values of the first step. The parser (``errkb.logparse``) produces them; the matcher consumes
+values of the first step. The parser (``errkb.parse.traceback``) produces them; the matcher consumes
 them. Line numbers are always 1-based numbers of lines in the *original* input, so a user can
 jump to them, whatever prefixes, colours or carriage returns were stripped on the way.
 """

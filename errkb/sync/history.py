@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from errkb.errors import NotFoundError, UsageError
-from errkb.models import ChangeKind, VersionKind
 from errkb.store import ApplyCounts, Incoming, Store
+from errkb.store.models import ChangeKind, VersionKind
 from errkb.sync import SyncReport, SyncStatus, sync_lock
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def rollback(target: Store | KnowledgeBase, version_id: int) -> SyncReport:
     transaction, with history rows for every record it changes. Rolling back to the latest
     version changes nothing and writes nothing.
     """
-    from errkb.models import MetaRow, VersionRow
+    from errkb.store.models import MetaRow, VersionRow
 
     store = _store(target)
     started = time.monotonic()

@@ -13,7 +13,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from errkb.explain import Confidence, Match, Report
+from errkb.report import Confidence, Match, Report
 
 
 class OutputFormat(enum.StrEnum):

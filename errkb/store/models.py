@@ -164,7 +164,7 @@ class MatchTokenRow(Base):
     """The match index: for each live record, its rarest literal tokens (rank 0 = rarest).
 
     A message can only match a record whose every literal token it contains, so looking up the
-    message's tokens among the rank-0 tokens yields every candidate (``errkb.matchindex``). The
+    message's tokens among the rank-0 tokens yields every candidate (``errkb.match.index``). The
     index is rebuilt in the same transaction as every change to the records, so readers always
     see an index that agrees with the records they read.
     """

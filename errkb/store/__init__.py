@@ -319,7 +319,7 @@ class Store:
         chunk, not by the size of the dataset. An id repeated in ``incoming`` is applied twice
         (the last content wins; the first counts as added or updated).
         """
-        from errkb.models import VersionRow
+        from errkb.store.models import VersionRow
 
         started = now_iso()
         version = VersionRow(
@@ -373,7 +373,7 @@ class Store:
         version.rejected = counts.rejected
         version.finished_at = now_iso()
         if counts.added or counts.updated or counts.retired:
-            from errkb import matchindex
+            from errkb.match import index as matchindex
 
             matchindex.rebuild(raw)
         self.bump_state(session, dataset_version)
@@ -450,7 +450,7 @@ class Store:
 
     def reindex(self) -> None:
         """Rebuild the match index in its own write transaction."""
-        from errkb import matchindex
+        from errkb.match import index as matchindex
 
         with self.write() as session:
             matchindex.rebuild(session.connection().connection.dbapi_connection)
@@ -458,7 +458,7 @@ class Store:
 
     def bump_state(self, session: Session, dataset_version: str | None) -> None:
         """Record that the knowledge base changed: readers compare ``state`` to reload."""
-        from errkb.models import MetaRow
+        from errkb.store.models import MetaRow
 
         state = session.get(MetaRow, "state")
         counter = int(state.value) + 1 if state else 1

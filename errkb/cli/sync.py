@@ -2,7 +2,7 @@
 
 They register themselves on ``errkb.cli.cli`` when this module is imported (``errkb.cli``
 imports it once ``cli`` exists). Like every command, each body parses options, calls one library
-function (``errkb.sync``, ``errkb.history``) and renders; library errors propagate as
+function (``errkb.sync``, ``errkb.sync.history``) and renders; library errors propagate as
 ``ErrkbError`` and ``errkb.cli.main`` turns them into a message and exit code 2.
 """
 
@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from errkb import history
 from errkb.cli import _open_kb, cli
-from errkb.sync import Progress, ProgressCallback, Stage, sync
+from errkb.sync import Progress, ProgressCallback, Stage, history, sync
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar

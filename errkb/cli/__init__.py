@@ -18,7 +18,7 @@ import click
 
 import errkb
 from errkb.errors import ErrkbError
-from errkb.render import OutputFormat, render_record, render_report
+from errkb.render.explain import OutputFormat, render_record, render_report
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -63,12 +63,12 @@ class _Failure(click.ClickException):
 #: Commands defined in their own modules (they register on ``cli`` when imported). They are
 #: imported only when asked for, so ``errkb explain`` never pays for the ORM or the downloader.
 _COMMAND_MODULES = {
-    "lint": "errkb.cli_maint",
-    "extract": "errkb.cli_maint",
-    "sync": "errkb.cli_sync",
-    "versions": "errkb.cli_sync",
-    "history": "errkb.cli_sync",
-    "rollback": "errkb.cli_sync",
+    "lint": "errkb.cli.maint",
+    "extract": "errkb.cli.maint",
+    "sync": "errkb.cli.sync",
+    "versions": "errkb.cli.sync",
+    "history": "errkb.cli.sync",
+    "rollback": "errkb.cli.sync",
 }
 
 
@@ -240,7 +240,7 @@ def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) 
     Runs the reference validators of the records errkb ships. Exit 0 clean, 1 findings,
     2 a file could not be read or checked.
     """
-    from errkb.check_render import render
+    from errkb.render.check import render
 
     report = errkb.check(paths, all_layers=all_layers)
     kb = _open_kb(ctx)

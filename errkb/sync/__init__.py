@@ -36,7 +36,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from errkb import publish
 from errkb import records as rec
 from errkb.errors import (
     IntegrityError,
@@ -45,9 +44,10 @@ from errkb.errors import (
     SyncError,
     SyncLockedError,
 )
-from errkb.models import VersionKind
-from errkb.reader import Item, read_file
+from errkb.records.reader import Item, read_file
 from errkb.store import ApplyCounts, Incoming, Store
+from errkb.store.models import VersionKind
+from errkb.sync import publish
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -791,7 +791,7 @@ def _execute(
             hashes=dict(plan.hashes) or None,
         )
         if plan.state is not None:
-            from errkb.models import MetaRow
+            from errkb.store.models import MetaRow
 
             value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
             session.merge(MetaRow(key=_STATE_KEY, value=value))

@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from errkb import upstream
 from errkb._resources import schema_path
 from errkb.errors import Problem
+from errkb.records import upstream
 
 #: Every field the schemaVersion-2 contract names, in upstream's order.
 KNOWN_FIELDS: tuple[str, ...] = (

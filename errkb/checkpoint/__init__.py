@@ -1,0 +1,1 @@
+"""Reading checkpoints: safetensors headers and the inputs (files, shards, model directories)."""

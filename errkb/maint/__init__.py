@@ -1,0 +1,1 @@
+"""Tools for dataset maintainers: lint a dataset version, extract draft records from source."""

@@ -1,0 +1,1 @@
+"""Matching: record templates, RE2 pattern compilation, the candidate index, and deciding."""

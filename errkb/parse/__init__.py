@@ -1,0 +1,1 @@
+"""Reading logs: decoding, prefixes, tracebacks and chains, embedded messages, regions."""

@@ -1,0 +1,1 @@
+"""Rendering reports for people and tools."""

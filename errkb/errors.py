@@ -62,6 +62,14 @@ class StoreError(ErrkbError):
     """The knowledge-base database cannot be opened, migrated or written."""
 
 
+class StoreLockedError(StoreError):
+    """Another process held the database's write lock for longer than the busy timeout."""
+
+
+class StoreReadOnlyError(StoreError):
+    """A write was asked of a database that can only be read."""
+
+
 class SchemaVersionError(StoreError):
     """The database was created by a newer errkb than this one."""
 

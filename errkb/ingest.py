@@ -15,7 +15,7 @@ from typing import Any
 from errkb import records as rec
 from errkb.errors import Problem
 from errkb.records.reader import Item, read_sources
-from errkb.store import ApplyCounts, Incoming, Store
+from errkb.store import ApplyCounts, Incoming, Store, VersionKind
 
 
 @dataclass(frozen=True)
@@ -114,19 +114,13 @@ def ingest_paths(
     counts = ApplyCounts(rejected=validated.rejected)
     version_id: int | None = None
     if validated.incoming:
-        with store.write() as session:
-            if only_if_empty:
-                from sqlalchemy import func, select
-
-                from errkb.store.models import VersionRow
-
-                if session.scalar(select(func.count()).select_from(VersionRow)):
-                    # Another process seeded it first: nothing to do.
-                    return IngestReport(counts, (), (), None, None)
-            version_id, counts = store.apply(
-                session,
+        with store.write() as tx:
+            if only_if_empty and tx.version_count():
+                # Another process seeded it first: nothing to do.
+                return IngestReport(counts, (), (), None, None)
+            version_id, counts = tx.apply(
                 validated.incoming,
-                kind="ingest",
+                kind=VersionKind.INGEST,
                 source=source,
                 dataset_version=validated.dataset_version,
                 rejected=validated.rejected,

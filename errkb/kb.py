@@ -1,9 +1,9 @@
 """The knowledge base: the library's front door (``errkb.open()``).
 
-A ``KnowledgeBase`` wraps one SQLite store. Candidates for a message come from the match index
-in the database and are compiled on first use into a cache shared by threads (bounded, one per
-state of the store). It is safe to share between threads: each thread reads through its own
-SQLite connection, and every explain runs inside one read transaction, so an answer is
+A ``KnowledgeBase`` wraps one store (``errkb.store``). Candidates for a message come from the
+match index in the database and are compiled on first use into a cache shared by threads
+(bounded, one per state of the store). It is safe to share between threads: each thread reads
+through its own connection, and every explain runs inside one read transaction, so an answer is
 consistent with exactly one dataset version even while a sync commits a new one. When the store
 changes (a sync in another process), the next explain notices the changed state counter and
 starts a fresh cache; ``refresh()`` does it on demand.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -26,7 +26,7 @@ from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
 from errkb.records import Record
 from errkb.report import Report
-from errkb.store import Store, resolve_db_path
+from errkb.store import RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.ingest import IngestReport
@@ -88,15 +88,15 @@ class KnowledgeBase:
         def has_validator(rid: str) -> bool:
             return validator_for(rid) is not None
 
-        with self.store.snapshot() as conn:
-            state = self.store.meta_value("state", conn) or "0"
-            dataset_version = self.store.meta_value("dataset_version", conn)
-            matcher = IndexedMatcher(conn, self._cache_for(state))
-            cache: dict[str, Mapping[str, Any] | None] = {}
+        with self.store.snapshot() as view:
+            state = view.meta_value("state") or "0"
+            dataset_version = view.meta_value("dataset_version")
+            matcher = IndexedMatcher(view, self._cache_for(state))
+            cache: dict[str, RecordJSON | None] = {}
 
-            def lookup(rid: str) -> Mapping[str, Any] | None:
+            def lookup(rid: str) -> RecordJSON | None:
                 if rid not in cache:
-                    cache[rid] = self.store.raw_record(rid, conn)
+                    cache[rid] = view.raw_record(rid)
                 return cache[rid]
 
             matches, unmatched = decide(
@@ -115,8 +115,8 @@ class KnowledgeBase:
 
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""
-        with self.store.snapshot() as conn:
-            state = self.store.meta_value("state", conn) or "0"
+        with self.store.snapshot() as view:
+            state = view.meta_value("state") or "0"
         changed = state != self._state
         self._cache_for(state)
         return changed
@@ -128,69 +128,36 @@ class KnowledgeBase:
         if not ids:
             raise NotFoundError(f"no record with id or slug {key!r}")
         raw = self.store.raw_record(ids[0])
+        if raw is None:  # pragma: no cover - deleted between two reads: records never are
+            raise NotFoundError(f"no record with id or slug {key!r}")
         return Record.from_json(raw)
 
     def is_retired(self, record_id: str) -> bool:
-        row = (
-            self.store.reader()
-            .execute("SELECT retired FROM records WHERE id = ?", (record_id,))
-            .fetchone()
-        )
-        return bool(row and row[0])
+        return self.store.is_retired(record_id)
 
     def records(
         self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
     ) -> list[Record]:
         """Live records, filtered; ordered by repo then id."""
-        sql = "SELECT raw_json FROM records r WHERE retired = 0"
-        params: list[str] = []
-        if repo:
-            sql += " AND repo = ?"
-            params.append(repo)
-        if error_class:
-            sql += " AND error_class = ?"
-            params.append(error_class)
-        if tag:
-            sql += (
-                " AND EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
-            )
-            params.append(tag)
-        sql += " ORDER BY repo, id"
-        rows = self.store.reader().execute(sql, params)
-        return [Record.from_json(json.loads(raw)) for (raw,) in rows]
+        found = self.store.live_records(repo=repo, tag=tag, error_class=error_class)
+        return [Record.from_json(raw) for raw in found]
 
     def stats(self) -> Stats:
-        conn = self.store.reader()
-
-        def one(sql: str) -> int:
-            return int(conn.execute(sql).fetchone()[0])
-
-        by_class = tuple(
-            (str(c or "(none)"), int(n))
-            for c, n in conn.execute(
-                "SELECT error_class, count(*) FROM records WHERE retired = 0 "
-                "GROUP BY error_class ORDER BY count(*) DESC, error_class LIMIT 10"
-            )
-        )
+        c = self.store.counts()
         return Stats(
             path=str(self.path),
-            records=one("SELECT count(*) FROM records WHERE retired = 0"),
-            retired=one("SELECT count(*) FROM records WHERE retired = 1"),
-            repos=one("SELECT count(DISTINCT repo) FROM records WHERE retired = 0"),
-            versions=one("SELECT count(*) FROM dataset_versions"),
-            dataset_version=self.store.meta_value("dataset_version"),
-            by_class=by_class,
+            records=c.records,
+            retired=c.retired,
+            repos=c.repos,
+            versions=c.versions,
+            dataset_version=c.dataset_version,
+            by_class=c.by_class,
         )
 
     def iter_envelopes(self, *, include_retired: bool = False) -> Iterator[dict[str, Any]]:
         """Every record as a ``{"record", "datasetVersion"}`` envelope, in id order."""
-        sql = "SELECT raw_json, dataset_version FROM records"
-        if not include_retired:
-            sql += " WHERE retired = 0"
-        sql += " ORDER BY id"
-        # A cursor of its own: export streams 150k records without holding them all.
-        for raw, version in self.store.reader().execute(sql):
-            yield {"record": json.loads(raw), "datasetVersion": version}
+        for record, version in self.store.envelopes(include_retired=include_retired):
+            yield {"record": record, "datasetVersion": version}
 
     def export(self, out: IO[str], *, include_retired: bool = False) -> int:
         """Write JSON Lines of envelopes to ``out``; return how many."""
@@ -234,7 +201,7 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
     builds a private temporary database from the bundled data for this process.
     """
     explicit = target is not None or bool(os.environ.get("ERRKB_DB"))
-    store = Store(resolve_db_path(target))
+    store = open_store(target)
     try:
         store.ensure_schema()
     except StoreError:
@@ -259,6 +226,6 @@ def _temporary_store() -> Store:
 
     folder = tempfile.mkdtemp(prefix="errkb-")
     atexit.register(shutil.rmtree, folder, True)
-    store = Store(Path(folder) / "errkb.sqlite3")
+    store = open_store(Path(folder) / "errkb.sqlite3")
     store.ensure_schema()
     return store

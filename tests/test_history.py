@@ -15,9 +15,9 @@ import errkb.cli.sync
 from errkb.cli import main
 from errkb.errors import NotFoundError, SyncLockedError, UsageError
 from errkb.ingest import ingest_paths
-from errkb.store import Store
-from errkb.store.models import ChangeKind, VersionKind
-from errkb.sync import SyncStatus, sync, sync_lock
+from errkb.store.sqlite import SqliteStore as Store
+from errkb.store import ChangeKind, VersionKind
+from errkb.sync import SyncStatus, sync
 from errkb.sync.history import record_history, resolve_version, rollback, versions
 
 V1 = "2026-09-01T00:00:00.000Z"
@@ -128,7 +128,7 @@ def test_rollback_restores_the_version_exactly(store: Store, target: int) -> Non
     assert live(store) == hashes(SETS[version])
     row = versions(store)[-1]
     assert (row.kind, row.restores, row.dataset_version) == (VersionKind.ROLLBACK, target, version)
-    assert store.meta()["dataset_version"] == version
+    assert store.meta_value("dataset_version") == version
     assert report.dataset_version == version and report.previous_version == V3
 
 
@@ -179,7 +179,7 @@ def test_rollback_to_the_latest_version_is_a_noop(store: Store) -> None:
 def test_rollback_unknown_version_and_lock(store: Store) -> None:
     with pytest.raises(NotFoundError, match="no applied version 7"):
         rollback(store, 7)
-    with sync_lock(store.path), pytest.raises(SyncLockedError):
+    with store.sync_lock(), pytest.raises(SyncLockedError):
         rollback(store, 1)
     assert len(versions(store)) == 3
 
@@ -205,9 +205,9 @@ def test_rollback_before_any_dataset_version_forgets_it(tmp_path: Path) -> None:
     st.ensure_schema()
     ingest_paths(st, [tmp_path / "plain.json"])  # version 1: no datasetVersion
     sync(st, build_tree(tmp_path / "t", [rec(0)], V1))
-    assert st.meta()["dataset_version"] == V1
+    assert st.meta_value("dataset_version") == V1
     rollback(st, 1)
-    assert "dataset_version" not in st.meta()
+    assert st.meta_value("dataset_version") is None
     assert live(st) == hashes([plain])
 
 

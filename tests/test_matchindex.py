@@ -48,7 +48,11 @@ def test_rarest_words_rank_first() -> None:
 
 
 def test_candidates_come_from_the_database(kb: errkb.KnowledgeBase) -> None:
-    conn = kb.store.reader()
+    with kb.store.snapshot() as conn:
+        _check_candidates(conn)
+
+
+def _check_candidates(conn: object) -> None:
     msg = "Comfy INT8 layer 'x' has incompatible weight/scale shapes: (1, 2) and (3,)"
     assert candidate_ids(conn, msg) == [COMFY_ID]
     assert candidate_ids(conn, "nothing in common") == []
@@ -80,4 +84,4 @@ def test_a_stale_index_is_rebuilt_on_open(tmp_path: Path) -> None:
             "got shape (2,)"
         )
         assert [m.id for m in report.exact] == [LINEAR_ID]
-        assert "match_index" not in kb.store.meta()
+        assert kb.store.meta_value("match_index") is None

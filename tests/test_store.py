@@ -9,7 +9,8 @@ import pytest
 
 import errkb
 from errkb.errors import SchemaVersionError, UsageError
-from errkb.store import SCHEMA_HEAD, Store, resolve_db_path
+from errkb.store import SCHEMA_HEAD, resolve_db_path
+from errkb.store.sqlite import SqliteStore as Store
 from tests.conftest import DATASET, QUANTO_ID, make_record
 
 

@@ -23,8 +23,8 @@ import errkb.cli.sync  # registers the sync commands on errkb.cli.cli
 import errkb.sync
 from errkb.cli import cli, main
 from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
-from errkb.store import Store
-from errkb.sync import Progress, Stage, SyncStatus, sync, sync_lock
+from errkb.store.sqlite import SqliteStore as Store
+from errkb.sync import Progress, Stage, SyncStatus, sync
 
 V0 = "2026-08-31T00:00:00.000Z"
 V1 = "2026-09-01T00:00:00.000Z"
@@ -147,7 +147,7 @@ def test_first_version_over_http(store: Store, server: Server, site: Path) -> No
     assert recorded["index"] == manifest["files"]["index"]["sha256"]
     assert recorded["indexRaw"] == manifest["files"]["index"]["rawSha256"]
     assert recorded["repos"] == manifest["files"]["repos"]["sha256"]
-    assert store.meta()["dataset_version"] == V1
+    assert store.meta_value("dataset_version") == V1
 
 
 def test_second_version_adds_updates_and_retires(store: Store, server: Server) -> None:
@@ -412,7 +412,7 @@ def test_network_failure_on_the_manifest(store: Store, server: Server) -> None:
 
 def test_a_second_sync_fails_at_once(store: Store, site: Path) -> None:
     store.ensure_schema()
-    with sync_lock(store.path), pytest.raises(SyncLockedError, match="another sync is running"):
+    with store.sync_lock(), pytest.raises(SyncLockedError, match="another sync is running"):
         sync(store, site / "v1")
     assert store.is_empty()
     assert sync(store, site / "v1").status is SyncStatus.APPLIED  # the lock was released

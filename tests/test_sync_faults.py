@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from published import build_tree, hashes, make_record
 
-from errkb.store import Store
+from errkb.store.sqlite import SqliteStore as Store
 from errkb.sync import SyncStatus, sync
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ ZYGOTE = """
 import os, sys
 from pathlib import Path
 from errkb import records
-from errkb.store import Store
+from errkb.store.sqlite import SqliteStore as Store
 from errkb.sync import Stage, sync
 
 sys.path.insert(0, sys.argv[1])

@@ -9,7 +9,6 @@ function (``errkb.sync``, ``errkb.sync.history``) and renders; library errors pr
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sys
 from collections.abc import Iterator
@@ -148,8 +147,7 @@ def history_command(ctx: click.Context, key: str, fmt: str) -> None:
         click.echo(json.dumps([e.to_dict() for e in entries], indent=2, ensure_ascii=False))
         return
     for e in entries:
-        text = json.dumps(e.content, sort_keys=True, separators=(",", ":"))
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        digest = e.content_hash[:12]  # the stored content_hash's function, not a look-alike
         state = "retired" if e.retired else "live"
         click.echo(
             f"version {e.version_id:>4}  {e.kind.value:<8}  {e.dataset_version or '-':<24}  "

@@ -3,8 +3,8 @@ r"""The match index: which records can possibly match a message, found in the da
 A message matches a record only if it contains every literal word of the record's template. So
 each live record is indexed under its rarest literal words (``match_tokens``: rank 0 is the
 rarest across the knowledge base), and the candidates for a message are the records whose
-rank-0 word the message contains: one indexed SQLite query, whatever the size of the knowledge
-base. Only those candidates are compiled (under RE2) and verified.
+rank-0 word the message contains: one indexed query (``errkb.store``), whatever the size of the
+knowledge base. Only those candidates are compiled (under RE2) and verified.
 
 Why not an in-memory Aho-Corasick automaton over every record's anchor (``errkb.match.matcher``)?
 Measured at 150,000 records on this project's 2-core machine: building the automaton takes
@@ -22,10 +22,9 @@ value glued to it changes the word a message contains.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from errkb.match.template import Literal, Template, parse_template
 
@@ -76,49 +75,23 @@ def choose_tokens(
     return rows
 
 
-def rebuild(conn: Any) -> int:
-    """Recompute the whole index from the live records (inside the caller's transaction).
+class TokenIndex(Protocol):
+    """Where the index lives: the store's read view (``errkb.store.ReadView``)."""
 
-    ``conn`` is a DB-API connection (or SQLAlchemy's raw driver connection); returns the rows.
-    """
-    cur = conn.cursor()
-    cur.execute("SELECT id, error_message FROM records WHERE retired = 0")
-    rows = choose_tokens(cur.fetchall())
-    cur.execute("DELETE FROM match_tokens")
-    cur.executemany("INSERT INTO match_tokens (token, record_id, rank) VALUES (?, ?, ?)", rows)
-    cur.execute("DELETE FROM meta WHERE key = 'match_index'")
-    cur.close()
-    return len(rows)
+    def candidate_ids(self, tokens: Sequence[str]) -> list[str]: ...
+    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]: ...
 
 
-def candidate_ids(conn: sqlite3.Connection, text: str) -> list[str]:
+def candidate_ids(index: TokenIndex, text: str) -> list[str]:
     """Ids of the records that may match ``text``: it holds every one of their indexed words.
 
     The rank-0 (rarest) word selects through the index; the record's other indexed words must
-    be in the text too (a primary-key probe each), which weeds out the near-identical templates
-    a large dataset is full of before anything is compiled.
+    be in the text too, which weeds out the near-identical templates a large dataset is full
+    of before anything is compiled.
     """
-    tokens = message_tokens(text)
-    if not tokens:
-        return []
-    marks = ",".join("?" * len(tokens))
-    sql = (
-        "SELECT t0.record_id FROM match_tokens t0 WHERE t0.rank = 0 AND t0.token IN ("  # noqa: S608
-        + marks
-        + ") AND NOT EXISTS (SELECT 1 FROM match_tokens t WHERE t.record_id = t0.record_id "
-        "AND t.token NOT IN (" + marks + "))"
-    )
-    return [str(r[0]) for r in conn.execute(sql, (*tokens, *tokens))]
+    return index.candidate_ids(message_tokens(text))
 
 
-def related_ids(conn: sqlite3.Connection, text: str, limit: int) -> list[str]:
+def related_ids(index: TokenIndex, text: str, limit: int) -> list[str]:
     """Ids of the records sharing the most indexed words with ``text`` (for suggestions)."""
-    tokens = message_tokens(text)
-    if not tokens:
-        return []
-    sql = (
-        "SELECT record_id FROM match_tokens WHERE token IN ("  # noqa: S608
-        + ",".join("?" * len(tokens))
-        + ") GROUP BY record_id ORDER BY count(*) DESC, record_id LIMIT ?"
-    )
-    return [str(r[0]) for r in conn.execute(sql, (*tokens, limit))]
+    return index.related_ids(message_tokens(text), limit)

@@ -16,14 +16,16 @@ wildcards would "explain" any message (``errkb lint`` reports them).
 from __future__ import annotations
 
 import functools
-import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.match.patterns import PatternSpec, compile_re2, compile_record, unquote
+
+if TYPE_CHECKING:
+    from errkb.store import ReadView
 
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
 SIMILAR_CUTOFF = 60.0
@@ -155,9 +157,7 @@ class SpecCache:
         self._lock = threading.Lock()
         self._size = size
 
-    def get_many(
-        self, conn: sqlite3.Connection, ids: Sequence[str]
-    ) -> list[tuple[PatternSpec, Any]]:
+    def get_many(self, view: ReadView, ids: Sequence[str]) -> list[tuple[PatternSpec, Any]]:
         """The compiled (spec, regex) of each id, loading and compiling the missing ones."""
         found: dict[str, tuple[PatternSpec, Any] | None] = {}
         missing: list[str] = []
@@ -169,7 +169,7 @@ class SpecCache:
                 else:
                     missing.append(rid)
         if missing:
-            loaded = _load_specs(conn, missing)
+            loaded = _load_specs(view, missing)
             with self._lock:
                 for rid in missing:
                     entry = loaded.get(rid)
@@ -179,48 +179,40 @@ class SpecCache:
         return [entry for rid in ids if (entry := found.get(rid)) is not None]
 
 
-def _load_specs(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[PatternSpec, Any]]:
+def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSpec, Any]]:
     out: dict[str, tuple[PatternSpec, Any]] = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        sql = (
-            "SELECT id, error_message, message_pattern, error_class, file_path, "  # noqa: S608
-            "line_number, source_code FROM records WHERE retired = 0 AND id IN ("
-            + ",".join("?" * len(chunk))
-            + ")"
+    for row in view.pattern_rows(ids):
+        spec = compile_record(
+            row.id,
+            row.error_message,
+            row.message_pattern,
+            error_class=row.error_class,
+            file_path=row.file_path,
+            line_number=row.line_number,
+            source_code=row.source_code,
         )
-        for rid, message, pattern, cls, path, line, source in conn.execute(sql, chunk):
-            spec = compile_record(
-                rid,
-                message,
-                pattern,
-                error_class=cls,
-                file_path=path,
-                line_number=line,
-                source_code=source,
-            )
-            if spec.anchor:  # same rule as Matcher: no usable literal, never a candidate
-                out[rid] = (spec, compile_re2(spec.regex))
+        if spec.anchor:  # same rule as Matcher: no usable literal, never a candidate
+            out[row.id] = (spec, compile_re2(spec.regex))
     return out
 
 
 class IndexedMatcher:
     """Candidates from the database's match index, verified under RE2.
 
-    Bound to one read connection (the caller's snapshot) and one state's SpecCache; cheap to
+    Bound to one read view (the caller's snapshot) and one state's SpecCache; cheap to
     create per report.
     """
 
-    def __init__(self, conn: sqlite3.Connection, cache: SpecCache) -> None:
-        self._conn = conn
+    def __init__(self, view: ReadView, cache: SpecCache) -> None:
+        self._view = view
         self._cache = cache
 
     def find(self, text: str) -> list[Hit]:
         from errkb.match.index import candidate_ids
 
-        ids = sorted(candidate_ids(self._conn, text))
+        ids = sorted(candidate_ids(self._view, text))
         hits = []
-        for spec, regex in self._cache.get_many(self._conn, ids):
+        for spec, regex in self._cache.get_many(self._view, ids):
             hit = verify(spec, regex, text)
             if hit is not None:
                 hits.append(hit)
@@ -230,18 +222,7 @@ class IndexedMatcher:
         from errkb.match.index import related_ids
         from errkb.match.template import parse_template
 
-        ids = related_ids(self._conn, message, SIMILAR_POOL)
-        choices: list[tuple[str, str]] = []
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            sql = (
-                "SELECT id, error_message FROM records WHERE id IN ("  # noqa: S608
-                + ",".join("?" * len(chunk))
-                + ")"
-            )
-            choices += [
-                (rid, parse_template(msg).masked(" "))
-                for rid, msg in self._conn.execute(sql, chunk)
-            ]
+        ids = related_ids(self._view, message, SIMILAR_POOL)
+        choices = [(rid, parse_template(msg).masked(" ")) for rid, msg in self._view.messages(ids)]
         choices.sort()
         return rank_similar(message, choices, limit)

@@ -19,16 +19,9 @@ from typing import Any
 from errkb._resources import schema_path
 from errkb.errors import Problem
 from errkb.records import upstream
+from errkb.store.fields import FIELDS, KNOWN_FIELDS
 
-#: Every field the schemaVersion-2 contract names, in upstream's order.
-KNOWN_FIELDS: tuple[str, ...] = (
-    "id", "repo", "slug", "errorCode", "errorMessage", "messagePattern", "errorType",
-    "errorClass", "httpStatus", "severity", "filePath", "lineNumber", "sourceCode",
-    "sourceCodeStart", "sourceCodeEnd", "githubUrl", "documentation", "triggerScenarios",
-    "commonSituations", "solutions", "exampleFix", "handlingStrategy", "validationCode",
-    "typeGuard", "tryCatchPattern", "preventionTips", "tags", "backgroundTag",
-    "contentChangedAt", "analyzedSha", "analyzedAt", "schemaVersion",
-)  # fmt: skip
+# The fields the contract knows come from the one field table, errkb.store.fields.
 _KNOWN = frozenset(KNOWN_FIELDS)
 MAX_SOURCE_LINES = 40
 
@@ -133,7 +126,7 @@ _SEVERITIES: frozenset[str | None] = frozenset({"critical", "error", "warning", 
 _STRATEGIES: frozenset[str | None] = frozenset(
     {"try-catch", "type-guard", "validation", "retry", "fallback", None}
 )
-_REQUIRED = frozenset(KNOWN_FIELDS) - {"backgroundTag", "contentChangedAt"}
+_REQUIRED = frozenset(f.name for f in FIELDS if not f.optional)
 
 
 def _date_time(value: object) -> bool:

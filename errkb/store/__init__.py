@@ -1,52 +1,381 @@
-"""The SQLite store: opening, migrating, and applying records in one transaction.
+"""The store: the only room that holds a database connection or SQL text.
 
-Two access paths, on purpose:
+This module is the interface: the values that cross the seam (``Incoming``, ``ApplyCounts``,
+``Diff``, ``VersionInfo`` ...), the ``Store`` protocol every backend implements, and
+``open_store``, which picks the backend for a path or URL. ``errkb.store.sqlite`` is the SQLite
+backend; a second backend is one new module implementing ``Store`` (and ``ReadView`` /
+``WriteTx``) plus one branch in ``open_store``. Backends translate every driver error into
+``StoreError`` (and subclasses) here, at this one boundary, naming the database.
 
-* Writes (ingest, sync, rollback) and the maintenance commands go through SQLAlchemy's typed
-  ORM, in ONE explicit ``BEGIN IMMEDIATE`` transaction per unit of work, so a reader never sees
-  half a version and a crash leaves the database as it was.
-* The explain hot path reads with the standard library's ``sqlite3`` (one connection per thread),
-  because importing SQLAlchemy's ORM costs about half a second of start-up and explain needs
-  only a few indexed look-ups. WAL journaling lets those readers run during a write.
-
-The schema is created and evolved only by Alembic (``migrations/``). Opening a database checks
-its revision with a single query; Alembic is imported only when an upgrade is due. A database
-stamped with a revision this errkb does not know was made by a newer errkb and is refused.
+Nothing here imports a database driver: the explain hot path must not pay for SQLAlchemy.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import enum
 import json
 import os
-import sqlite3
-import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from errkb import records as rec
-from errkb.errors import SchemaVersionError, StoreError, UsageError
-
-if TYPE_CHECKING:
-    from sqlalchemy.engine import Connection, Engine
-    from sqlalchemy.orm import Session
+from errkb.errors import UsageError
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
 SCHEMA_HEAD = "0003"
-BUSY_TIMEOUT_MS = 10_000
-_CHUNK = 500  # ids per IN (...) query: well under SQLite's parameter limit
-_APPLY_CHUNK = 2000  # records classified and written together: bounds apply's memory
+
+#: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
+RecordJSON = Mapping[str, Any]
+
+
+class ChangeKind(enum.StrEnum):
+    """What a history row records."""
+
+    ADDED = "added"
+    UPDATED = "updated"
+    RETIRED = "retired"
+    RESTORED = "restored"  #: a retired record came back (in a snapshot or by rollback)
+
+
+class VersionKind(enum.StrEnum):
+    """How a dataset version row came to be."""
+
+    INGEST = "ingest"
+    SYNC = "sync"
+    ROLLBACK = "rollback"
+
+
+class Change(enum.StrEnum):
+    """What applying one incoming record does to the store (see ``classify``)."""
+
+    ADDED = "added"  #: no record with this id yet
+    UPDATED = "updated"  #: the content changed
+    RESTORED = "restored"  #: same content, but the record was retired: it comes back
+    UNCHANGED = "unchanged"
+
+
+def classify(existing: tuple[str, bool] | None, content_hash: str) -> Change:
+    """The one add / update / restore / unchanged rule, for apply and dry run alike.
+
+    ``existing`` is the stored (content hash, retired) of the record's id, or None.
+    """
+    if existing is None:
+        return Change.ADDED
+    if existing[0] != content_hash:
+        return Change.UPDATED
+    return Change.RESTORED if existing[1] else Change.UNCHANGED
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """What one unit of work did to the records."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    retired: int = 0
+    rejected: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "retired": self.retired,
+            "rejected": self.rejected,
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Which record ids a unit of work adds, updates, leaves unchanged and retires."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()  #: changed content, or a retired record coming back
+    unchanged: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+
+    def counts(self, rejected: int = 0) -> ApplyCounts:
+        return ApplyCounts(
+            len(self.added), len(self.updated), len(self.unchanged), len(self.retired), rejected
+        )
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "added": list(self.added),
+            "updated": list(self.updated),
+            "unchanged": list(self.unchanged),
+            "retired": list(self.retired),
+        }
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A validated record on its way into the store.
+
+    ``data`` is the record, or its compact JSON text (``records.verbatim_json``) with its id in
+    ``packed_id``, as a sync streams them back from its spool file: text is decoded chunk by
+    chunk as it is applied, and reused as the stored ``raw_json``. ``retired`` asks for the
+    record to be stored retired with this content (a rollback to a version it was retired at).
+    """
+
+    data: RecordJSON | str
+    dataset_version: str | None
+    packed_id: str | None = None  #: the record's id, kept beside packed text
+    retired: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.packed_id if self.packed_id is not None else str(self.obj["id"])
+
+    @property
+    def obj(self) -> RecordJSON:
+        if isinstance(self.data, str):
+            decoded: RecordJSON = json.loads(self.data)
+            return decoded
+        return self.data
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Stored live records a full unit of work keeps as they are, without loading them.
+
+    A sync's repositories that did not change, and the ids of records it rejected: they count
+    as unchanged and are not retired.
+    """
+
+    repos: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
+
+
+NO_KEEP = Keep()
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One applied version (a ``dataset_versions`` row)."""
+
+    id: int
+    dataset_version: str | None
+    kind: VersionKind
+    source: str
+    full: bool
+    partial: bool
+    counts: ApplyCounts
+    started_at: str
+    finished_at: str
+    restores: int | None  #: for a rollback: the version id it restored
+    hashes: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "datasetVersion": self.dataset_version,
+            "kind": self.kind.value,
+            "source": self.source,
+            "full": self.full,
+            "partial": self.partial,
+            **self.counts.to_dict(),
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "restores": self.restores,
+            "hashes": dict(self.hashes),
+        }
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    """One ``record_history`` row: a change, and the record's state just before it."""
+
+    version_id: int
+    dataset_version: str | None  #: of the version row that made the change
+    kind: VersionKind
+    at: str  #: when that version was applied
+    change: ChangeKind
+    previous: RecordJSON | None  #: None when the change added the record
+    previous_retired: bool
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record's current content and state."""
+
+    id: str
+    content: RecordJSON
+    retired: bool
+    content_hash: str
+    dataset_version: str | None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a sync needs to decide what to fetch: live ids by repository, every stored hash."""
+
+    live_by_repo: Mapping[str, frozenset[str]]
+    hashes: Mapping[str, str]  #: content hash of every stored record (retired too)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """Counts describing the stored records."""
+
+    records: int
+    retired: int
+    repos: int
+    versions: int
+    dataset_version: str | None
+    by_class: tuple[tuple[str, int], ...]  #: the ten most common error classes of live records
+
+
+@dataclass(frozen=True)
+class PatternRow:
+    """What the matcher compiles for one live record."""
+
+    id: str
+    error_message: str
+    message_pattern: str
+    error_class: str | None
+    file_path: str
+    line_number: int | None
+    source_code: str | None
+
+
+class ReadView(Protocol):
+    """Reads inside one read transaction: every call sees one committed state."""
+
+    def meta_value(self, key: str) -> str | None: ...
+    def raw_record(self, record_id: str) -> RecordJSON | None: ...
+    def candidate_ids(self, tokens: Sequence[str]) -> list[str]:
+        """Ids of records whose rank-0 token is in ``tokens`` and all of whose are."""
+        ...
+
+    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]:
+        """Ids of records sharing the most indexed tokens with ``tokens``."""
+        ...
+
+    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...
+    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, errorMessage) of each of ``ids`` that exists."""
+        ...
+
+
+class WriteTx(Protocol):
+    """One write transaction: committed whole when the ``with`` block ends, or not at all."""
+
+    def apply(
+        self,
+        incoming: Iterable[Incoming],
+        *,
+        kind: VersionKind,
+        source: str,
+        dataset_version: str | None,
+        full: bool = False,
+        partial: bool = False,
+        rejected: int = 0,
+        hashes: Mapping[str, str] | None = None,
+        keep: Keep = NO_KEEP,
+        restores: int | None = None,
+    ) -> tuple[int, ApplyCounts]:
+        """Upsert ``incoming``, write the version row and history; return (version id, counts).
+
+        With ``full``, stored live records absent from ``incoming`` and not in ``keep`` are
+        retired. The match index is rebuilt in this transaction when anything changed.
+        """
+        ...
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or, with None, delete) one meta key."""
+        ...
+
+    def version_count(self) -> int: ...
+
+
+class Store(Protocol):
+    """One knowledge-base database. Every method translates driver errors to ``StoreError``."""
+
+    path: Path  #: the database file (or, for a server database, where its lock file lives)
+
+    def ensure_schema(self) -> bool:
+        """Bring the schema to head; return True when the database was just created."""
+        ...
+
+    def close(self) -> None: ...
+
+    # reads
+    def snapshot(self) -> AbstractContextManager[ReadView]: ...
+    def meta_value(self, key: str) -> str | None: ...
+    def is_empty(self) -> bool: ...
+    def raw_record(self, record_id: str) -> RecordJSON | None: ...
+    def find_ids(self, key: str) -> list[str]:
+        """Ids of records whose id or slug is ``key``: live first, then by repo and id."""
+        ...
+
+    def is_retired(self, record_id: str) -> bool: ...
+    def live_records(
+        self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
+    ) -> list[RecordJSON]:
+        """Live records, filtered, ordered by repo then id."""
+        ...
+
+    def envelopes(
+        self, *, include_retired: bool = False
+    ) -> Iterator[tuple[RecordJSON, str | None]]:
+        """(record, datasetVersion) of every (live) record in id order, streamed."""
+        ...
+
+    def counts(self) -> StoreCounts: ...
+    def versions(self) -> list[VersionInfo]:
+        """Every applied version, oldest first."""
+        ...
+
+    def latest_version(self) -> VersionInfo | None: ...
+    def resolve_version(self, key: str) -> int | None:
+        """The version row id for a row id or a datasetVersion (its latest row), or None."""
+        ...
+
+    def record(self, record_id: str) -> StoredRecord | None: ...
+    def record_changes(self, record_id: str) -> list[RecordChange]:
+        """Every history row of one record, in the order the changes were made."""
+        ...
+
+    def inventory(self) -> Inventory: ...
+    def state_at(self, version_id: int) -> list[Incoming]:
+        """Every record as it was right after ``version_id`` (those retired then too)."""
+        ...
+
+    def classify(self, incoming: Iterable[Incoming], *, full: bool, keep: Keep = NO_KEEP) -> Diff:
+        """What ``WriteTx.apply`` would do with the same arguments; nothing is written."""
+        ...
+
+    # writes
+    def write(self) -> AbstractContextManager[WriteTx]: ...
+    def reindex(self) -> None:
+        """Rebuild the match index in its own write transaction."""
+        ...
+
+    def sync_lock(self) -> AbstractContextManager[Path]:
+        """Held for a whole sync or rollback; ``SyncLockedError`` at once if another holds it."""
+        ...
+
+
+def open_store(target: str | os.PathLike[str] | None) -> Store:
+    """The store for ``--db`` / ``ERRKB_DB`` / the default (not yet migrated: ``ensure_schema``)."""
+    from errkb.store.sqlite import SqliteStore
+
+    return SqliteStore(resolve_db_path(target))
 
 
 def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
     """Turn ``--db`` / ``ERRKB_DB`` / the default into a database file path.
 
     Accepts a file path or an SQLAlchemy SQLite URL (``sqlite:///relative.db``,
-    ``sqlite:////abs/path.db``). errkb reads with the standard library's sqlite3, so other
-    database engines are refused with a clear message.
+    ``sqlite:////abs/path.db``). Other database engines, URL query options (``?mode=ro``) and
+    SQLite ``file:`` URIs are refused with a clear message: the standard library reader and
+    SQLAlchemy must open the same file, the same way.
     """
     if target is None:
         env = os.environ.get("ERRKB_DB")
@@ -56,14 +385,24 @@ def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
 
         return Path(user_data_dir("errkb", appauthor=False)) / "errkb.sqlite3"
     text = os.fspath(target)
+    if text.startswith("file:"):
+        raise UsageError(
+            f"database {text!r}: SQLite 'file:' URIs are not supported; give a path "
+            "or a sqlite:/// URL"
+        )
     if "://" in text:
         scheme, _, rest = text.partition("://")
         if not scheme.startswith("sqlite"):
             raise UsageError(f"unsupported database URL {text!r}: errkb stores its data in SQLite")
         path = rest[1:] if rest.startswith("/") else rest
+        if "?" in path:
+            raise UsageError(
+                f"database URL {text!r}: query options ({path.split('?', 1)[1]!r}) are not "
+                "supported; give a plain sqlite:/// URL (a read-only file is used read-only)"
+            )
         if not path or path == ":memory:":
             raise UsageError(f"database URL {text!r} names no file; give a path")
-        return Path(path.split("?", 1)[0])
+        return Path(path)
     return Path(text)
 
 
@@ -90,500 +429,29 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-@dataclass(frozen=True)
-class ApplyCounts:
-    """What one unit of work did to the records."""
-
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    retired: int = 0
-    rejected: int = 0
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "retired": self.retired,
-            "rejected": self.rejected,
-        }
-
-
-@dataclass(frozen=True)
-class Incoming:
-    """A validated record on its way into the store.
-
-    ``data`` is the record, or its compact JSON text (``records.verbatim_json``) with its id in
-    ``packed_id``, as a sync streams them back from its spool file: text is decoded chunk by
-    chunk as it is applied, and reused as the stored ``raw_json``.
-    """
-
-    data: Mapping[str, Any] | str
-    dataset_version: str | None
-    packed_id: str | None = None  #: the record's id, kept beside packed text
-
-    @property
-    def id(self) -> str:
-        return self.packed_id if self.packed_id is not None else str(self.obj["id"])
-
-    @property
-    def obj(self) -> Mapping[str, Any]:
-        if isinstance(self.data, str):
-            decoded: Mapping[str, Any] = json.loads(self.data)
-            return decoded
-        return self.data
-
-
-class Store:
-    """One SQLite knowledge-base file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._local = threading.local()
-        self._engine: Engine | None = None
-        self._engine_lock = threading.Lock()
-
-    # ------------------------------------------------------------------ opening and schema
-    def ensure_schema(self) -> bool:
-        """Bring the schema to head; return True when the database was just created."""
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create its directory: {exc}") from exc
-        revision = self._revision()
-        if revision == SCHEMA_HEAD:
-            return False
-        self._upgrade(revision)
-        return revision is None
-
-    def _revision(self) -> str | None:
-        conn = self.reader()
-        try:
-            row = conn.execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return None
-            raise StoreError(f"{self.path}: cannot read database: {exc}") from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not an errkb database ({exc})") from exc
-        return str(row[0]) if row else None
-
-    def _upgrade(self, revision: str | None) -> None:
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
-
-        from errkb._resources import bundle_path
-
-        cfg = Config()
-        cfg.set_main_option("script_location", str(bundle_path("migrations")))
-        script = ScriptDirectory.from_config(cfg)
-        if revision is not None and not _known_revision(script, revision):
-            raise SchemaVersionError(
-                f"{self.path}: database schema revision {revision!r} is newer than this errkb "
-                f"(which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
-            )
-        with self.engine().begin() as conn:
-            cfg.attributes["connection"] = conn
-            command.upgrade(cfg, "head")
-
-    # ------------------------------------------------------------------ connections
-    def reader(self) -> sqlite3.Connection:
-        """The calling thread's read connection (standard library; cheap to open, never shared)."""
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            try:
-                conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000)
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                conn.execute("PRAGMA foreign_keys = ON")
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self.path}: cannot open database: {exc}") from exc
-            self._local.conn = conn
-        return conn
-
-    @contextlib.contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: every query inside sees one committed state of the database."""
-        conn = self.reader()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
-
-    def engine(self) -> Engine:
-        with self._engine_lock:
-            if self._engine is None:
-                from sqlalchemy import create_engine, event
-                from sqlalchemy.pool import NullPool
-
-                engine = create_engine(f"sqlite:///{self.path}", poolclass=NullPool)
-
-                @event.listens_for(engine, "connect")
-                def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-                    # Let us issue BEGIN ourselves (pysqlite's implicit BEGIN is DEFERRED).
-                    dbapi_conn.isolation_level = None
-                    cur = dbapi_conn.cursor()
-                    cur.execute("PRAGMA journal_mode = WAL")
-                    cur.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-                    cur.execute("PRAGMA foreign_keys = ON")
-                    cur.execute("PRAGMA synchronous = NORMAL")
-                    # 64 MiB of page cache: a 150k-record sync touches many index pages.
-                    cur.execute("PRAGMA cache_size = -65536")
-                    cur.close()
-
-                @event.listens_for(engine, "begin")
-                def _on_begin(conn: Connection) -> None:
-                    # IMMEDIATE takes the write lock up front: two writers never interleave
-                    # and a reader never sees a half-applied unit of work.
-                    conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-                self._engine = engine
-            return self._engine
-
-    @contextlib.contextmanager
-    def write(self) -> Iterator[Session]:
-        """One write transaction (``BEGIN IMMEDIATE``): committed whole or not at all."""
-        from sqlalchemy.orm import Session
-
-        try:
-            with gc_paused(), Session(self.engine()) as session, session.begin():
-                yield session
-        except sqlite3.OperationalError as exc:  # pragma: no cover - wrapped by SQLAlchemy
-            raise StoreError(f"{self.path}: write failed: {exc}") from exc
-
-    def close(self) -> None:
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
-        if self._engine is not None:
-            self._engine.dispose()
-
-    # ------------------------------------------------------------------ reads (stdlib)
-    def meta(self, conn: sqlite3.Connection | None = None) -> dict[str, str]:
-        """Every meta key (some are large: a sync's per-repository state)."""
-        conn = conn or self.reader()
-        return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-
-    def meta_value(self, key: str, conn: sqlite3.Connection | None = None) -> str | None:
-        """One meta key: what the explain path reads, without the sync's bulky state."""
-        row = (conn or self.reader()).execute("SELECT value FROM meta WHERE key = ?", (key,))
-        found = row.fetchone()
-        return None if found is None else str(found[0])
-
-    def is_empty(self) -> bool:
-        row = self.reader().execute("SELECT count(*) FROM dataset_versions").fetchone()
-        return not row or row[0] == 0
-
-    def raw_record(self, record_id: str, conn: sqlite3.Connection | None = None) -> Any:
-        row = (
-            (conn or self.reader())
-            .execute("SELECT raw_json FROM records WHERE id = ?", (record_id,))
-            .fetchone()
-        )
-        return json.loads(row[0]) if row else None
-
-    def find_ids(self, key: str) -> list[str]:
-        """Ids of records whose id or slug is ``key`` (a slug can repeat across repos)."""
-        rows = self.reader().execute(
-            "SELECT id FROM records WHERE id = ? OR slug = ? ORDER BY retired, repo, id",
-            (key, key),
-        )
-        return [str(r[0]) for r in rows]
-
-    # ------------------------------------------------------------------ writes (ORM)
-    def apply(
-        self,
-        session: Session,
-        incoming: Iterable[Incoming],
-        *,
-        kind: str,
-        source: str,
-        dataset_version: str | None,
-        full: bool = False,
-        partial: bool = False,
-        rejected: int = 0,
-        hashes: Mapping[str, Any] | None = None,
-        keep: Collection[str] = (),
-    ) -> tuple[int, ApplyCounts]:
-        """Upsert ``incoming`` inside ``session``'s transaction and record the version row.
-
-        Returns the new version id and the counts. With ``full``, records absent from
-        ``incoming`` are retired (kept, marked, their content copied to history), except the
-        ids in ``keep``: stored live records the caller knows are unchanged (a sync's
-        repositories that did not change), counted as unchanged without being loaded.
-
-        Work proceeds in chunks of ``_APPLY_CHUNK`` records, so memory stays bounded by the
-        chunk, not by the size of the dataset. An id repeated in ``incoming`` is applied twice
-        (the last content wins; the first counts as added or updated).
-        """
-        from errkb.store.models import VersionRow
-
-        started = now_iso()
-        version = VersionRow(
-            dataset_version=dataset_version,
-            kind=kind,
-            source=source,
-            partial=partial,
-            full=full,
-            hashes_json=json.dumps(dict(hashes)) if hashes else None,
-            started_at=started,
-            finished_at=started,
-        )
-        session.add(version)
-        session.flush()
-        vid = version.id
-        raw = session.connection().connection.dbapi_connection
-        assert raw is not None  # noqa: S101 - an open session always has its connection
-
-        tally = {"added": 0, "updated": 0, "unchanged": 0}
-        seen: set[str] = set()
-        batch: list[Incoming] = []
-        for item in incoming:
-            batch.append(item)
-            if len(batch) >= _APPLY_CHUNK:
-                self._apply_chunk(raw, batch, vid, tally, seen)
-                batch = []
-        if batch:
-            self._apply_chunk(raw, batch, vid, tally, seen)
-
-        retired_count = 0
-        if full:
-            spare = seen.union(keep)
-            live = [
-                str(rid)
-                for (rid,) in raw.execute("SELECT id FROM records WHERE retired = 0")
-                if rid not in spare
-            ]
-            _copy_to_history(raw, live, vid, "retired")
-            _mark_retired(raw, live, vid, retired=True)
-            retired_count = len(live)
-
-        counts = ApplyCounts(
-            added=tally["added"],
-            updated=tally["updated"],
-            unchanged=tally["unchanged"] + len(set(keep) - seen),
-            retired=retired_count,
-            rejected=rejected,
-        )
-        version.added, version.updated = counts.added, counts.updated
-        version.unchanged, version.retired = counts.unchanged, counts.retired
-        version.rejected = counts.rejected
-        version.finished_at = now_iso()
-        if counts.added or counts.updated or counts.retired:
-            from errkb.match import index as matchindex
-
-            matchindex.rebuild(raw)
-        self.bump_state(session, dataset_version)
-        return vid, counts
-
-    def _apply_chunk(
-        self, raw: Any, batch: list[Incoming], vid: int, tally: dict[str, int], seen: set[str]
-    ) -> None:
-        """Classify and write one chunk of records (rows are built for this chunk only)."""
-        # Decode packed records once for the chunk (the text doubles as the stored raw_json).
-        by_id = {
-            str(obj["id"]): (Incoming(obj, item.dataset_version), item.data)
-            for item in batch
-            for obj in (item.obj,)
-        }
-        ids = sorted(by_id)
-        seen.update(ids)
-        existing: dict[str, tuple[str, bool]] = {}
-        for chunk in _chunks(ids, _CHUNK):
-            sql = (
-                "SELECT id, content_hash, retired FROM records WHERE id IN ("  # noqa: S608
-                + ",".join("?" * len(chunk))
-                + ")"
-            )
-            for rid, chash, retired in raw.execute(sql, chunk):
-                existing[rid] = (chash, bool(retired))
-        new_rows: list[dict[str, Any]] = []
-        changed_rows: list[dict[str, Any]] = []
-        restored: list[str] = []
-        for rid in ids:  # key order keeps B-tree inserts local
-            item, text = by_id[rid]
-            chash = rec.content_hash(item.obj)
-            old = existing.get(rid)
-            if old is not None and old[0] == chash:
-                if old[1]:
-                    restored.append(rid)
-                else:
-                    tally["unchanged"] += 1
-                continue
-            row = _record_columns(item, vid, chash, text if isinstance(text, str) else None)
-            if old is None:
-                row["added_in"] = vid
-                new_rows.append(row)
-            else:
-                changed_rows.append(row)
-        changed_ids = [r["id"] for r in changed_rows]
-        _copy_to_history(raw, changed_ids, vid, "updated")
-        _copy_to_history(raw, restored, vid, "restored")
-        # Rows go straight to the driver's executemany: the ORM's per-row bookkeeping cost
-        # more than SQLite's own work at 150,000 records.
-        if new_rows:
-            raw.executemany(_INSERT_RECORD, [tuple(r[c] for c in _COLUMNS) for r in new_rows])
-            raw.executemany(
-                "INSERT INTO record_history (record_id, version_id, change) VALUES (?, ?, 'added')",
-                [(r["id"], vid) for r in new_rows],
-            )
-        if changed_rows:
-            raw.executemany(
-                _UPDATE_RECORD,
-                [
-                    (*(r[c] for c in _COLUMNS if c not in _KEEP_ON_UPDATE), r["id"])
-                    for r in changed_rows
-                ],
-            )
-            for table in ("record_solutions", "record_prevention_tips", "record_tags"):
-                raw.executemany(
-                    f"DELETE FROM {table} WHERE record_id = ?",  # noqa: S608 - fixed names
-                    [(rid,) for rid in changed_ids],
-                )
-        _mark_retired(raw, restored, vid, retired=False)
-        _insert_children(raw, [by_id[r["id"]][0].obj for r in (*new_rows, *changed_rows)])
-        tally["added"] += len(new_rows)
-        tally["updated"] += len(changed_rows) + len(restored)
-
-    def reindex(self) -> None:
-        """Rebuild the match index in its own write transaction."""
-        from errkb.match import index as matchindex
-
-        with self.write() as session:
-            matchindex.rebuild(session.connection().connection.dbapi_connection)
-            self.bump_state(session, None)
-
-    def bump_state(self, session: Session, dataset_version: str | None) -> None:
-        """Record that the knowledge base changed: readers compare ``state`` to reload."""
-        from errkb.store.models import MetaRow
-
-        state = session.get(MetaRow, "state")
-        counter = int(state.value) + 1 if state else 1
-        session.merge(MetaRow(key="state", value=str(counter)))
-        if dataset_version is not None:
-            session.merge(MetaRow(key="dataset_version", value=dataset_version))
-
-
-def _known_revision(script: Any, revision: str) -> bool:
-    from alembic.util import CommandError
-
-    try:
-        return script.get_revision(revision) is not None
-    except CommandError:
-        return False
-
-
-def _copy_to_history(raw: Any, rids: Sequence[str], vid: int, change: str) -> None:
-    """Copy the current content of ``rids`` to history, SQL-side (no record text in Python)."""
-    for chunk in _chunks(list(rids), _CHUNK):
-        # Only "?" placeholders are interpolated; values are bound parameters.
-        sql = (
-            "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
-            "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
-            "retired, dataset_version FROM records WHERE id IN (" + ",".join("?" * len(chunk)) + ")"
-        )
-        raw.execute(sql, (vid, change, *chunk))
-
-
-def _mark_retired(raw: Any, rids: Sequence[str], vid: int, *, retired: bool) -> None:
-    """Set or clear the retired flag of ``rids``, as changed by version ``vid``."""
-    for chunk in _chunks(rids, _CHUNK):
-        raw.execute(
-            "UPDATE records SET retired = ?, changed_in = ? WHERE id IN ("  # noqa: S608
-            + ",".join("?" * len(chunk))
-            + ")",
-            (int(retired), vid, *chunk),
-        )
-
-
-def _chunks(items: Sequence[str], size: int) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-#: Columns of ``records`` in insert order (the keys ``_record_columns`` produces).
-_COLUMNS = (
-    "id", "repo", "slug", "error_code", "error_message", "message_pattern", "error_type",
-    "error_class", "http_status", "severity", "file_path", "line_number", "source_code",
-    "source_code_start", "source_code_end", "github_url", "documentation", "trigger_scenarios",
-    "common_situations", "example_fix", "handling_strategy", "validation_code", "type_guard",
-    "try_catch_pattern", "background_tag", "content_changed_at", "analyzed_sha", "analyzed_at",
-    "schema_version", "extra_json", "raw_json", "content_hash", "dataset_version", "retired",
-    "added_in", "changed_in",
-)  # fmt: skip
-#: Kept when a record's content changes: its identity and when it first came.
-_KEEP_ON_UPDATE = frozenset({"id", "added_in"})
-_INSERT_RECORD = (
-    f"INSERT INTO records ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"  # noqa: S608
-)
-_UPDATE_RECORD = (
-    "UPDATE records SET "  # noqa: S608
-    + ", ".join(f"{c} = ?" for c in _COLUMNS if c not in _KEEP_ON_UPDATE)
-    + " WHERE id = ?"
-)
-
-
-def _record_columns(
-    item: Incoming, vid: int, chash: str, verbatim: str | None = None
-) -> dict[str, Any]:
-    obj = item.obj
-    extra = {k: obj[k] for k in rec.unknown_fields(obj)}
-    return {
-        "id": obj["id"],
-        "repo": obj["repo"],
-        "slug": obj["slug"],
-        "error_code": obj["errorCode"],
-        "error_message": obj["errorMessage"],
-        "message_pattern": obj["messagePattern"],
-        "error_type": obj["errorType"],
-        "error_class": obj["errorClass"],
-        "http_status": obj["httpStatus"],
-        "severity": obj["severity"],
-        "file_path": obj["filePath"],
-        "line_number": obj["lineNumber"],
-        "source_code": obj["sourceCode"],
-        "source_code_start": obj["sourceCodeStart"],
-        "source_code_end": obj["sourceCodeEnd"],
-        "github_url": obj["githubUrl"],
-        "documentation": obj["documentation"],
-        "trigger_scenarios": obj["triggerScenarios"],
-        "common_situations": obj["commonSituations"],
-        "example_fix": obj["exampleFix"],
-        "handling_strategy": obj["handlingStrategy"],
-        "validation_code": obj["validationCode"],
-        "type_guard": obj["typeGuard"],
-        "try_catch_pattern": obj["tryCatchPattern"],
-        "background_tag": obj.get("backgroundTag"),
-        "content_changed_at": obj.get("contentChangedAt"),
-        "analyzed_sha": obj["analyzedSha"],
-        "analyzed_at": obj["analyzedAt"],
-        "schema_version": obj["schemaVersion"],
-        "extra_json": json.dumps(extra, ensure_ascii=False) if extra else None,
-        "raw_json": verbatim if verbatim is not None else rec.verbatim_json(obj),
-        "content_hash": chash,
-        "dataset_version": item.dataset_version,
-        "retired": False,
-        "changed_in": vid,
-    }
-
-
-def _insert_children(raw: Any, objs: Iterable[Mapping[str, Any]]) -> None:
-    """Insert the ordered child rows (solutions, prevention tips, tags) of ``objs``."""
-    solutions: list[tuple[str, int, str]] = []
-    tips: list[tuple[str, int, str]] = []
-    tags: list[tuple[str, int, str]] = []
-    for obj in objs:
-        rid = obj["id"]
-        solutions += [(rid, i, t) for i, t in enumerate(obj["solutions"])]
-        tips += [(rid, i, t) for i, t in enumerate(obj["preventionTips"])]
-        tags += [(rid, i, t) for i, t in enumerate(obj["tags"])]
-    raw.executemany(
-        "INSERT INTO record_solutions (record_id, position, text) VALUES (?, ?, ?)", solutions
-    )
-    raw.executemany(
-        "INSERT INTO record_prevention_tips (record_id, position, text) VALUES (?, ?, ?)", tips
-    )
-    raw.executemany("INSERT INTO record_tags (record_id, position, tag) VALUES (?, ?, ?)", tags)
+__all__ = [
+    "NO_KEEP",
+    "SCHEMA_HEAD",
+    "ApplyCounts",
+    "Change",
+    "ChangeKind",
+    "Diff",
+    "Incoming",
+    "Inventory",
+    "Keep",
+    "PatternRow",
+    "ReadView",
+    "RecordChange",
+    "RecordJSON",
+    "Store",
+    "StoreCounts",
+    "StoredRecord",
+    "VersionInfo",
+    "VersionKind",
+    "WriteTx",
+    "classify",
+    "gc_paused",
+    "now_iso",
+    "open_store",
+    "resolve_db_path",
+]

@@ -12,31 +12,16 @@ any record at any applied version can be rebuilt, and a rollback is just another
 
 from __future__ import annotations
 
-import enum
-
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from errkb.store import ChangeKind, VersionKind
+
+__all__ = ["Base", "ChangeKind", "VersionKind"]
 
 
 class Base(DeclarativeBase):
     """Declarative base of errkb's tables."""
-
-
-class ChangeKind(enum.StrEnum):
-    """What a history row records."""
-
-    ADDED = "added"
-    UPDATED = "updated"
-    RETIRED = "retired"
-    RESTORED = "restored"  #: a retired record came back (in a snapshot or by rollback)
-
-
-class VersionKind(enum.StrEnum):
-    """How a dataset version row came to be."""
-
-    INGEST = "ingest"
-    SYNC = "sync"
-    ROLLBACK = "rollback"
 
 
 class RecordRow(Base):

@@ -17,15 +17,15 @@ they count as unchanged and a full snapshot does not retire them. The facts that
 as the version they describe, and trusted only while that version is still the latest one: an
 ingest or rollback in between makes the next sync fetch everything again.
 
-One sync at a time per database: an ``flock`` on ``<db>.sync.lock`` is held for the whole run,
-so a second sync fails at once instead of downloading in vain and then waiting for the lock.
+One sync at a time per database: the store's sync lock (``Store.sync_lock``) is held for the
+whole run, so a second sync fails at once instead of downloading in vain and then waiting for
+the write lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import enum
-import fcntl
 import json
 import os
 import shutil
@@ -37,23 +37,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from errkb import records as rec
-from errkb.errors import (
-    IntegrityError,
-    Problem,
-    RecordError,
-    SyncError,
-    SyncLockedError,
-)
+from errkb.errors import IntegrityError, Problem, RecordError, SyncError
 from errkb.records.reader import Item, read_file
-from errkb.store import ApplyCounts, Incoming, Store
-from errkb.store.models import VersionKind
+from errkb.store import ApplyCounts, Diff, Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import publish
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
 
 _STATE_KEY = "sync_state"
-_CHUNK = 500  # ids per IN (...) query, as in errkb.store
 
 
 class SyncStatus(enum.StrEnum):
@@ -84,29 +76,6 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class Diff:
-    """Which record ids a sync adds, updates, leaves unchanged and retires."""
-
-    added: tuple[str, ...] = ()
-    updated: tuple[str, ...] = ()
-    unchanged: tuple[str, ...] = ()
-    retired: tuple[str, ...] = ()
-
-    def counts(self, rejected: int = 0) -> ApplyCounts:
-        return ApplyCounts(
-            len(self.added), len(self.updated), len(self.unchanged), len(self.retired), rejected
-        )
-
-    def to_dict(self) -> dict[str, list[str]]:
-        return {
-            "added": list(self.added),
-            "updated": list(self.updated),
-            "unchanged": list(self.unchanged),
-            "retired": list(self.retired),
-        }
 
 
 @dataclass(frozen=True)
@@ -241,11 +210,11 @@ def sync(
     as JSON Lines to ``reject_report`` (default ``<db>.rejects.jsonl``) and marks the version
     partial. An older version than the current one is refused unless ``allow_downgrade``.
     """
-    store: Store = target.store if not isinstance(target, Store) else target
+    store = store_of(target)
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
-    with sync_lock(store.path), _workdir(store.path) as tmp:
+    with store.sync_lock(), _workdir(store.path) as tmp:
         tree = publish.locate(os.fspath(source))
         planned: _Plan | SyncReport
         if tree is None:
@@ -276,28 +245,11 @@ def sync(
         )
 
 
-@contextlib.contextmanager
-def sync_lock(db_path: Path) -> Iterator[Path]:
-    """Hold ``<db>.sync.lock`` for a sync or rollback; fail at once if another one holds it.
+def store_of(target: Store | KnowledgeBase) -> Store:
+    """The store of a knowledge base (or the store itself)."""
+    from errkb.kb import KnowledgeBase
 
-    ``flock`` is released by the kernel when the process dies, so a killed sync never leaves a
-    stale lock behind.
-    """
-    lock_path = db_path.with_name(db_path.name + ".sync.lock")
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise SyncError(f"{lock_path}: cannot open the sync lock: {exc.strerror}") from exc
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise SyncLockedError(
-                f"{db_path}: another sync is running (it holds {lock_path}); try again later"
-            ) from None
-        yield lock_path
-    finally:
-        os.close(fd)
+    return target.store if isinstance(target, KnowledgeBase) else target
 
 
 @contextlib.contextmanager
@@ -351,7 +303,7 @@ def _plan_published(
     max_bytes: int,
     notify: ProgressCallback,
 ) -> _Plan | SyncReport:
-    latest = _latest_version(store)
+    latest = store.latest_version()
     current = store.meta_value("dataset_version")
     state = _load_state(store, latest)
     etags: Mapping[str, str] = state.get("etags", {}) if state else {}
@@ -408,7 +360,8 @@ def _plan_published(
     hashes.append(("repos", repos_entry.sha256))
 
     # 3. Which repositories to fetch: those whose fingerprint changed since our last sync.
-    live, stored = _stored_records(store)
+    inventory = store.inventory()
+    live, stored = inventory.live_by_repo, inventory.hashes
     previous: Mapping[str, Any] = state.get("repos", {}) if state else {}
     fetch: list[str] = []
     skipped: list[str] = []
@@ -605,29 +558,8 @@ def _check_downgrade(plan: _Plan, allow: bool) -> None:
         _refuse_downgrade(plan.source, plan.dataset_version, plan.previous_version, allow)
 
 
-# ---------------------------------------------------------------------------- database reads
-@dataclass(frozen=True)
-class LatestVersion:
-    """The newest ``dataset_versions`` row."""
-
-    id: int
-    dataset_version: str | None
-    kind: str
-    full: bool
-
-
-def _latest_version(store: Store) -> LatestVersion | None:
-    row = (
-        store.reader()
-        .execute(
-            "SELECT id, dataset_version, kind, full FROM dataset_versions ORDER BY id DESC LIMIT 1"
-        )
-        .fetchone()
-    )
-    return LatestVersion(int(row[0]), row[1], str(row[2]), bool(row[3])) if row else None
-
-
-def _load_state(store: Store, latest: LatestVersion | None) -> dict[str, Any] | None:
+# ---------------------------------------------------------------------------- state
+def _load_state(store: Store, latest: VersionInfo | None) -> dict[str, Any] | None:
     """Return the last sync's state if that sync is still the latest change to the database."""
     text = store.meta_value(_STATE_KEY)
     if text is None or latest is None:
@@ -641,74 +573,6 @@ def _load_state(store: Store, latest: LatestVersion | None) -> dict[str, Any] | 
     if not isinstance(state.get("etags"), dict) or not isinstance(state.get("repos"), dict):
         return None
     return state
-
-
-def _stored_records(store: Store) -> tuple[dict[str, frozenset[str]], dict[str, str]]:
-    """Live ids by repository, and the content hash of every stored record (retired too)."""
-    by_repo: dict[str, set[str]] = {}
-    hashes: dict[str, str] = {}
-    rows = store.reader().execute("SELECT id, repo, retired, content_hash FROM records")
-    for rid, repo, retired, content_hash in rows:
-        hashes[rid] = content_hash
-        if not retired:
-            by_repo.setdefault(repo, set()).add(rid)
-    return {repo: frozenset(ids) for repo, ids in by_repo.items()}, hashes
-
-
-Query = Callable[[str, Sequence[Any]], Iterable[Sequence[Any]]]
-
-
-def _kept_ids(query: Query, plan: _Plan, exclude: set[str]) -> list[str]:
-    """Ids of the stored live records a sync keeps as they are (unchanged repositories, rejects).
-
-    Only ids: the records stay in the database untouched, so nothing is loaded or re-hashed.
-    """
-    out: list[str] = []
-    for column, keys in (("repo", sorted(plan.keep_repos)), ("id", sorted(plan.keep_ids))):
-        for start in range(0, len(keys), _CHUNK):
-            chunk = keys[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            # Only a fixed column name and "?" placeholders are interpolated.
-            where = f"WHERE retired = 0 AND {column} IN ({marks})"
-            for (rid,) in query("SELECT id FROM records " + where, chunk):  # noqa: S608
-                if rid not in exclude:
-                    exclude.add(str(rid))
-                    out.append(str(rid))
-    return out
-
-
-def diff(
-    query: Query, incoming: Iterable[Incoming], *, full: bool, keep: Sequence[str] = ()
-) -> Diff:
-    """Compute what applying ``incoming`` would do, by the same rules as ``Store.apply``."""
-    latest = {item.id: item for item in incoming}  # a dry run: the diff lists every id anyway
-    existing: dict[str, tuple[str, bool]] = {}
-    ids = list(latest)
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id, content_hash, retired FROM records WHERE id IN ({marks})"  # noqa: S608
-        for rid, chash, retired in query(sql, chunk):
-            existing[str(rid)] = (str(chash), bool(retired))
-    added: list[str] = []
-    updated: list[str] = []
-    unchanged: list[str] = [rid for rid in keep if rid not in latest]
-    for rid, item in latest.items():
-        if rid not in existing:
-            added.append(rid)
-        elif existing[rid][0] != rec.content_hash(item.obj) or existing[rid][1]:
-            updated.append(rid)  # changed content, or a retired record coming back
-        else:
-            unchanged.append(rid)
-    gone: list[str] = []
-    kept = set(keep)
-    if full:
-        gone = [
-            str(rid)
-            for (rid,) in query("SELECT id FROM records WHERE retired = 0", ())
-            if rid not in latest and rid not in kept
-        ]
-    return Diff(*(tuple(sorted(x)) for x in (added, updated, unchanged, gone)))
 
 
 # ---------------------------------------------------------------------------- applying
@@ -744,19 +608,9 @@ def _execute(
         repos_skipped=plan.repos_skipped,
         hashes=plan.hashes,
     )
-    own = (
-        set(plan.incoming.ids)
-        if isinstance(plan.incoming, Spool)
-        else {item.id for item in plan.incoming}
-    )
+    keep = Keep(plan.keep_repos, plan.keep_ids)
     if dry_run:
-        with store.snapshot() as conn:
-
-            def query(sql: str, params: Sequence[Any]) -> Iterable[Sequence[Any]]:
-                return conn.execute(sql, tuple(params))
-
-            kept = _kept_ids(query, plan, own)
-            found = diff(query, plan.incoming, full=plan.full, keep=kept)
+        found = store.classify(plan.incoming, full=plan.full, keep=keep)
         return replace(
             report,
             counts=found.counts(plan.rejected),
@@ -772,17 +626,11 @@ def _execute(
         report_path = os.fspath(target)
 
     notify(Progress(Stage.APPLY, 0, 1))
-    with store.write() as session:
-        connection = session.connection()
-
-        def query_w(sql: str, params: Sequence[Any]) -> Iterable[Sequence[Any]]:
-            return connection.exec_driver_sql(sql, tuple(params))
-
-        version_id, counts = store.apply(
-            session,
+    with store.write() as tx:
+        version_id, counts = tx.apply(
             plan.incoming,
-            keep=_kept_ids(query_w, plan, own),
-            kind=VersionKind.SYNC.value,
+            keep=keep,
+            kind=VersionKind.SYNC,
             source=plan.source,
             dataset_version=plan.dataset_version,
             full=plan.full,
@@ -791,10 +639,8 @@ def _execute(
             hashes=dict(plan.hashes) or None,
         )
         if plan.state is not None:
-            from errkb.store.models import MetaRow
-
             value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
-            session.merge(MetaRow(key=_STATE_KEY, value=value))
+            tx.set_meta(_STATE_KEY, value)
     notify(Progress(Stage.APPLY, 1, 1))
     return replace(
         report,

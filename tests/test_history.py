@@ -15,8 +15,8 @@ import errkb.cli.sync
 from errkb.cli import main
 from errkb.errors import NotFoundError, SyncLockedError, UsageError
 from errkb.ingest import ingest_paths
-from errkb.store.sqlite import SqliteStore as Store
 from errkb.store import ChangeKind, VersionKind
+from errkb.store.sqlite import SqliteStore as Store
 from errkb.sync import SyncStatus, sync
 from errkb.sync.history import record_history, resolve_version, rollback, versions
 
@@ -242,3 +242,37 @@ def test_cli_versions_history_rollback(capsys: pytest.CaptureFixture[str], store
     assert code == 2 and "no applied version 'nope'" in err
     code, out, err = _main(capsys, "--db", db, "history", "0000000000000000")
     assert code == 2 and "no record with id or slug" in err
+
+
+def test_rollback_to_a_version_a_record_was_retired_at_restores_that_content(
+    store: Store,
+) -> None:
+    # rec(3) was retired at v2 holding its v1 content, then came back changed in v3.
+    rid = rec(3)["id"]
+    rollback(store, 2)
+    stored = store.record(rid)
+    assert stored is not None and stored.retired and stored.content == rec(3)
+    assert record_history(store, rid)[-1].content == rec(3)
+    retired = {
+        e["record"]["id"]: e["record"]
+        for e in errkb.KnowledgeBase(store).iter_envelopes(include_retired=True)
+    }
+    assert retired[rid] == rec(3)
+    # and forward again: v3's content, live
+    rollback(store, 3)
+    stored = store.record(rid)
+    assert stored is not None and not stored.retired and stored.content == rec(3, "v3")
+    assert live(store) == hashes(SETS[V3])
+
+
+def test_history_digest_is_the_stored_content_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = make_record(5, REPO, marker="é—ü")  # non-ASCII: a look-alike digest differs
+    st = Store(tmp_path / "kb.sqlite3")
+    sync(st, build_tree(tmp_path / "t", [record], V1))
+    stored = st.record(record["id"])
+    assert stored is not None
+    assert record_history(st, record["id"])[-1].content_hash == stored.content_hash
+    code, out, _ = _main(capsys, "--db", str(st.path), "history", record["id"])
+    assert code == 0 and out.split()[-1] == stored.content_hash[:12]

@@ -98,7 +98,7 @@ def translate(exc: BaseException, path: Path, action: str, timeout_ms: int) -> S
             f"{action}); try again later, or raise ${BUSY_TIMEOUT_ENV}"
         )
     if name.startswith("SQLITE_READONLY") or "readonly database" in text:
-        return StoreReadOnlyError(f"database {path} is read-only: cannot {action}")
+        return StoreReadOnlyError(f"database {path} is read-only: cannot write to it ({action})")
     if name == "SQLITE_FULL" or "disk is full" in text:
         return StoreError(f"database {path}: disk full while {action}; nothing was changed")
     if name.startswith("SQLITE_CANTOPEN") or "unable to open" in text:

@@ -1,0 +1,186 @@
+"""Database errors end as one clear StoreError line naming the database, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import errkb
+from errkb.errors import StoreError, StoreLockedError, StoreReadOnlyError, UsageError
+from errkb.store import open_store, resolve_db_path
+from errkb.store.sqlite import SqliteStore, busy_timeout_ms
+from tests.conftest import DATASET
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Holds the write lock (BEGIN IMMEDIATE) until its stdin closes.
+HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("LOCKED", flush=True)
+sys.stdin.read()
+conn.execute("ROLLBACK")
+"""
+
+
+def _errkb(db: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "errkb", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
+
+
+@pytest.fixture
+def seeded(tmp_path: Path) -> Path:
+    db = tmp_path / "kb.sqlite3"
+    errkb.open(db).close()
+    return db
+
+
+@pytest.fixture
+def held(seeded: Path) -> Iterator[Path]:
+    """The seeded database, its write lock held by a second process."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(seeded)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "LOCKED"
+    try:
+        yield seeded
+    finally:
+        assert holder.stdin is not None and holder.stdout is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        holder.stdout.close()
+
+
+def test_ingest_under_a_held_write_lock_exits_2_with_one_line(held: Path) -> None:
+    proc = _errkb(held, "ingest", str(DATASET), ERRKB_BUSY_TIMEOUT_MS="200")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"errkb: error: database {held} is locked by another writer")
+    assert "waited 200 ms" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_reads_still_work_under_a_held_write_lock(held: Path) -> None:
+    # WAL: a reader is not blocked by a writer.
+    proc = _errkb(held, "stats", ERRKB_BUSY_TIMEOUT_MS="200")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_library_write_under_a_held_lock_raises_store_locked(
+    held: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ERRKB_BUSY_TIMEOUT_MS", "100")
+    store = SqliteStore(held)
+    with pytest.raises(StoreLockedError, match="locked by another writer"):
+        store.reindex()
+    store.close()
+
+
+def test_busy_timeout_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERRKB_BUSY_TIMEOUT_MS", "250")
+    assert busy_timeout_ms() == 250
+    monkeypatch.setenv("ERRKB_BUSY_TIMEOUT_MS", "soon")
+    with pytest.raises(StoreError, match="ERRKB_BUSY_TIMEOUT_MS='soon'"):
+        busy_timeout_ms()
+    monkeypatch.delenv("ERRKB_BUSY_TIMEOUT_MS")
+    assert busy_timeout_ms() == 10_000
+
+
+def test_read_only_translation_from_a_real_error(tmp_path: Path) -> None:
+    # Opened read-only by SQLite itself (works as root too): the real error, translated.
+    db = tmp_path / "ro.sqlite3"
+    errkb.open(db, bundled=False).close()
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    with pytest.raises(sqlite3.OperationalError) as caught:
+        conn.execute("INSERT INTO meta (key, value) VALUES ('x', 'y')")
+    from errkb.store.sqlite import translate
+
+    conn.close()
+    error = translate(caught.value, db, "writing", 100)
+    assert isinstance(error, StoreReadOnlyError)
+    assert str(error) == f"database {db} is read-only: cannot write to it (writing)"
+
+
+@pytest.mark.parametrize("how", ["drop", "empty"])
+def test_database_without_its_schema_revision(seeded: Path, how: str) -> None:
+    with sqlite3.connect(seeded) as conn:
+        conn.execute(
+            "DROP TABLE alembic_version" if how == "drop" else "DELETE FROM alembic_version"
+        )
+    with pytest.raises(StoreError, match="has tables but no schema revision"):
+        errkb.open(seeded)
+    proc = _errkb(seeded, "stats")
+    assert proc.returncode == 2 and "no schema revision" in proc.stderr
+    assert "already exists" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_match_tokens_dropped(seeded: Path) -> None:
+    with sqlite3.connect(seeded) as conn:
+        conn.execute("DROP TABLE match_tokens")
+    proc = _errkb(seeded, "match", "Expected scalar scale, got shape (2,)")
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith(f"errkb: error: database {seeded} is damaged: no such table")
+
+
+def test_dev_null_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="is not a regular file"):
+        errkb.open("/dev/null")
+    proc = _errkb(Path("/dev/null"), "stats")
+    assert proc.returncode == 2 and "not a regular file" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "target", ["file:kb.sqlite3", "file:///tmp/kb.sqlite3?mode=ro", "sqlite:///kb.sqlite3?mode=ro"]
+)
+def test_uri_forms_the_two_readers_would_disagree_on_are_refused(
+    tmp_path: Path, target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError):
+        resolve_db_path(target)
+    proc = _errkb(Path(target), "stats")
+    assert proc.returncode == 2 and "errkb: error:" in proc.stderr
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_disk_full_is_a_clear_store_error(tmp_path: Path) -> None:
+    open_store(tmp_path / "kb.sqlite3").ensure_schema()
+    with sqlite3.connect(tmp_path / "kb.sqlite3") as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+
+    class Tiny(SqliteStore):
+        # SQLite's own cap on the file size: the real SQLITE_FULL a full disk gives.
+        WRITE_PRAGMAS = (*SqliteStore.WRITE_PRAGMAS, f"PRAGMA max_page_count = {pages}")
+
+    store = Tiny(tmp_path / "kb.sqlite3")
+    from errkb.ingest import ingest_paths
+
+    with pytest.raises(StoreError, match="disk full while writing; nothing was changed"):
+        ingest_paths(store, [DATASET])
+    store.close()
+    assert open_store(tmp_path / "kb.sqlite3").is_empty()
+
+
+def test_not_a_database(tmp_path: Path) -> None:
+    db = tmp_path / "junk.sqlite3"
+    db.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError, match="not an errkb database"):
+        errkb.open(db)

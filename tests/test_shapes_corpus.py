@@ -1,0 +1,162 @@
+"""The shapes corpus (tests/data/shapes): logs made by real renderers, every expectation asserted.
+
+``make_corpus.py`` beside the data ran rich, typer, loguru, structlog, python-json-logger,
+logging, systemd-journald/journalctl, nbclient/nbconvert, sentry-sdk, pytest, multiprocessing and
+concurrent.futures on the three seed records' real messages and their near-miss siblings (and
+encoded docker json-file, RFC 5424 syslog, email and HTML faithfully); ``VERSIONS.txt`` records
+the tools. ``expectations.json`` gives, per file, the exact matches errkb must report (record id,
+captures, occurrences and the sorted distinct lines where the message begins) or ``negative``.
+
+Issue 10 is the gap between what errkb reads today and these shapes: each file that fails today
+is listed in KNOWN_GAPS with the class of miss, and runs as a strict xfail, so fixing a gap
+turns into an XPASS failure that forces its entry out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+
+SHAPES = Path(__file__).parent / "data" / "shapes"
+EXPECTATIONS: dict[str, Any] = json.loads((SHAPES / "expectations.json").read_text())
+NOT_DATA = {"make_corpus.py", "expectations.json", "VERSIONS.txt"}
+
+WRAP = "wrap: the Class: message line is wrapped by the renderer"
+PREFIX = "prefix: an unknown per-line prefix"
+INDENT = "indentation: the traceback is indented as a block"
+QUOTING = "quoting: email > / >> gutters"
+CONTAINER = "container: the message is inside JSON/XML values"
+ENTITIES = "entities: HTML/XML escapes kept in the captures"
+KNOWN_GAPS: dict[str, str] = {
+    "docker_jsonfile_interleaved_comfy.log": CONTAINER,
+    "docker_jsonfile_merged.log": CONTAINER,
+    "docker_jsonfile_quanto.log": CONTAINER,
+    "email_double_quoted_quanto.eml": QUOTING,
+    "email_quoted_reply_comfy.eml": QUOTING,
+    "email_wrap72_merged.eml": WRAP,
+    "html_issue_page_comfy.html": ENTITIES,
+    "html_issue_page_quanto.html": ENTITIES,
+    "journald_json_pretty_merged_d.log": CONTAINER + " (one MESSAGE per entry in pretty JSON)",
+    "journald_short_full_merged_c.log": PREFIX,
+    "journald_short_iso_comfy_a.log": PREFIX,
+    "journald_short_iso_precise_merged_a.log": PREFIX,
+    "journald_short_monotonic_quanto_a.log": PREFIX,
+    "journald_short_precise_comfy_c.log": PREFIX,
+    "journald_short_unix_comfy_b.log": PREFIX,
+    "journald_verbose_quanto_c.log": PREFIX + " (MESSAGE= fields under an entry header)",
+    "journald_with_unit_merged_b.log": PREFIX,
+    "jsonlogger_quanto.log": CONTAINER
+    + " (the wrapper's copy in the same JSON line is not counted)",
+    "jupyter_nbclient_comfy.ipynb": CONTAINER,
+    "jupyter_nbclient_comfy_b_nbconvert.html": ENTITIES + " (ANSI turned into <span> markup)",
+    "jupyter_nbclient_comfy_nbconvert.md": INDENT,
+    "jupyter_nbclient_merged_nbconvert.md": INDENT,
+    "jupyter_nbclient_quanto.ipynb": CONTAINER,
+    "jupyter_nbclient_quanto_nbconvert.html": ENTITIES + " (ANSI turned into <span> markup)",
+    "loguru_serialize_quanto.log": CONTAINER
+    + " (the copies in the record's text/exception fields are not counted)",
+    "pytest_junitxml_comfy_b.xml": CONTAINER + " (the failure message= attribute is not read)",
+    "pytest_junitxml_quanto_c.xml": CONTAINER + " (the failure message= attribute is not read)",
+    "rich_handler_rich_tracebacks_w120_merged.log": INDENT
+    + " (and wrapped at the handler's message column)",
+    "rich_handler_w100_quanto.log": INDENT + " (and wrapped at the handler's message column)",
+    "rich_handler_w80_comfy.log": INDENT + " (and wrapped at the handler's message column)",
+    "rich_install_w60_quanto.log": WRAP,
+    "rich_install_w80_comfy.log": WRAP,
+    "rich_install_w80_quanto.log": WRAP,
+    "rich_print_exception_locals_ansi_w100_merged.log": WRAP,
+    "rich_print_exception_locals_w60_comfy.log": WRAP,
+    "rich_print_exception_locals_w80_comfy.log": WRAP,
+    "sentry_event_comfy.json": CONTAINER,
+    "sentry_event_merged.json": CONTAINER,
+    "sentry_event_nolocals_quanto.json": CONTAINER,
+    "structlog_dict_tracebacks_comfy.log": CONTAINER,
+    "structlog_dict_tracebacks_merged.log": CONTAINER,
+    "structlog_json_format_exc_info_merged.log": CONTAINER,
+    "structlog_json_format_exc_info_quanto.log": CONTAINER,
+    "syslog_rfc5424_comfy.log": PREFIX,
+    "syslog_rfc5424_merged.log": PREFIX,
+    "typer_cli_w80_comfy.log": WRAP,
+    "typer_cli_w80_nolocals_quanto.log": WRAP,
+}
+
+
+def _cases() -> list[Any]:
+    return [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(strict=True, reason=f"issue 10: {KNOWN_GAPS[name]}"),
+        )
+        if name in KNOWN_GAPS
+        else name
+        for name in sorted(EXPECTATIONS)
+    ]
+
+
+@pytest.fixture(scope="module")
+def shapes_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(tmp_path_factory.mktemp("shapes") / "kb.sqlite3") as kb:
+        yield kb
+
+
+def test_shapes_corpus_size_and_coverage() -> None:
+    files = sorted(p.name for p in SHAPES.iterdir() if p.name not in NOT_DATA)
+    assert files == sorted(EXPECTATIONS)
+    assert len(files) >= 60
+    negatives = [f for f, e in EXPECTATIONS.items() if e.get("negative")]
+    assert all(not EXPECTATIONS[f]["matches"] for f in negatives)
+    ids = {m["id"] for e in EXPECTATIONS.values() for m in e["matches"]}
+    assert ids == {"5c84e15f4be2c1a6", "b9825390f5c3ae68", "129d60f3f6e5f4e0"}
+    # Every shape family (the file name up to its first '_') has a near-miss negative.
+    families = {f.split("_")[0] for f in files}
+    assert families == {f.split("_")[0] for f in negatives}
+    assert sum(p.stat().st_size for p in SHAPES.iterdir()) < 2_000_000
+    assert set(KNOWN_GAPS) <= set(EXPECTATIONS)
+
+
+@pytest.mark.parametrize("name", _cases())
+def test_shapes_log(shapes_kb: errkb.KnowledgeBase, name: str) -> None:
+    expected = EXPECTATIONS[name]["matches"]
+    report = shapes_kb.explain((SHAPES / name).read_bytes())
+    got = [
+        {
+            "id": m.id,
+            "captures": m.capture_dict,
+            "occurrences": m.occurrences,
+            "lines": sorted(set(m.lines)),
+        }
+        for m in report.exact
+    ]
+    assert got == expected, name
+
+
+def shapes_figures(kb: errkb.KnowledgeBase) -> dict[str, float]:
+    """Precision, recall and capture accuracy of exact matches over the whole shapes corpus."""
+    tp = fp = fn = captures_ok = 0
+    for name, exp in EXPECTATIONS.items():
+        report = kb.explain((SHAPES / name).read_bytes())
+        want = {m["id"]: m["captures"] for m in exp["matches"]}
+        got = {m.id: m.capture_dict for m in report.exact}
+        tp += len(got.keys() & want.keys())
+        fp += len(got.keys() - want.keys())
+        fn += len(want.keys() - got.keys())
+        captures_ok += sum(1 for i in got.keys() & want.keys() if got[i] == want[i])
+    return {
+        "precision": tp / (tp + fp) if tp + fp else 1.0,
+        "recall": tp / (tp + fn) if tp + fn else 1.0,
+        "capture_accuracy": captures_ok / tp if tp else 1.0,
+    }
+
+
+def test_shapes_figures(shapes_kb: errkb.KnowledgeBase) -> None:
+    figures = shapes_figures(shapes_kb)
+    print(f"shapes corpus: {json.dumps(figures)}")
+    # Today only precision is whole; recall and capture accuracy are issue 10's to raise.
+    assert figures["precision"] == 1.0
+    assert 0.0 < figures["recall"] <= 1.0

@@ -1302,7 +1302,9 @@ def main() -> None:
         " (real systemd-journald started in the sandbox; logs written with systemd-cat, read with journalctl -o MODE)\n"
         "docker json-file, RFC 5424 syslog, email (72-column wrap, > quoting) and HTML issue pages are encoded\n"
         "faithfully by make_corpus.py (no docker engine, syslog daemon, mail client or browser runs here);\n"
-        "their content is the real traceback text printed by the interpreter.\n\n"
+        "their content is the real traceback text printed by the interpreter. The Windows CRLF logs are the\n"
+        "interpreter's traceback with its frame paths rewritten to a Windows install's and CRLF line ends.\n"
+        "nbconvert --to rst needs pandoc (not installed): Markdown, HTML and script are the nbconvert outputs.\n\n"
         "# pip freeze of the renderer venv\n" + freeze
     )
     print(f"wrote {len(OUT)} files")

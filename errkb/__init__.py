@@ -39,17 +39,29 @@ from errkb.errors import (
 )
 
 if TYPE_CHECKING:
-    from errkb.ingest import IngestReport
-    from errkb.kb import KnowledgeBase, Stats
+    from errkb.kb import KnowledgeBase
     from errkb.kb import open_kb as open
     from errkb.parse.events import EventKind, LogEvent
     from errkb.records import Record
-    from errkb.report import Confidence, ExceptionInfo, Match, Report, Unmatched
+    from errkb.report import (
+        CheckReport,
+        Confidence,
+        Diagnosis,
+        ExceptionInfo,
+        Finding,
+        IngestReport,
+        Match,
+        Report,
+        Stats,
+        Unmatched,
+    )
     from errkb.sync import SyncReport
-    from errkb.validators.preflight import CheckReport, check
+    from errkb.validators.preflight import check
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "CheckReport": ("errkb.validators.preflight", "CheckReport"),
+    "CheckReport": ("errkb.report", "CheckReport"),
+    "Diagnosis": ("errkb.report", "Diagnosis"),
+    "Finding": ("errkb.report", "Finding"),
     "check": ("errkb.validators.preflight", "check"),
     "EventKind": ("errkb.parse.events", "EventKind"),
     "LogEvent": ("errkb.parse.events", "LogEvent"),
@@ -58,9 +70,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Match": ("errkb.report", "Match"),
     "Report": ("errkb.report", "Report"),
     "Unmatched": ("errkb.report", "Unmatched"),
-    "IngestReport": ("errkb.ingest", "IngestReport"),
+    "IngestReport": ("errkb.report", "IngestReport"),
     "KnowledgeBase": ("errkb.kb", "KnowledgeBase"),
-    "Stats": ("errkb.kb", "Stats"),
+    "Stats": ("errkb.report", "Stats"),
     "open": ("errkb.kb", "open_kb"),
     "Record": ("errkb.records", "Record"),
     "SyncReport": ("errkb.sync", "SyncReport"),
@@ -80,9 +92,11 @@ __all__ = [
     "CheckReport",
     "CheckpointError",
     "Confidence",
+    "Diagnosis",
     "ErrkbError",
     "EventKind",
     "ExceptionInfo",
+    "Finding",
     "IngestReport",
     "InputError",
     "IntegrityError",

@@ -10,31 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from errkb import records as rec
 from errkb.errors import Problem
 from errkb.records.reader import Item, read_sources
+from errkb.report import IngestReport
 from errkb.store import ApplyCounts, Incoming, Store, VersionKind
-
-
-@dataclass(frozen=True)
-class IngestReport:
-    """What ``ingest`` did: counts, and every rejected record with its reason."""
-
-    counts: ApplyCounts
-    problems: tuple[Problem, ...]
-    warnings: tuple[Problem, ...]
-    version_id: int | None
-    dataset_version: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.counts.to_dict(),
-            "datasetVersion": self.dataset_version,
-            "problems": [str(p) for p in self.problems],
-            "warnings": [str(p) for p in self.warnings],
-        }
 
 
 @dataclass(frozen=True)

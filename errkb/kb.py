@@ -11,50 +11,24 @@ starts a fresh cache; ``refresh()`` does it on demand.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from errkb import __version__
+from errkb import __version__, _json
 from errkb.errors import NotFoundError, StoreError
 from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
 from errkb.records import Record
-from errkb.report import Report
+from errkb.report import RecordView, Report, Stats
 from errkb.store import RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
-    from errkb.ingest import IngestReport
+    from errkb.report import IngestReport
     from errkb.sync import SyncReport
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Counts describing the knowledge base."""
-
-    path: str
-    records: int
-    retired: int
-    repos: int
-    versions: int
-    dataset_version: str | None
-    by_class: tuple[tuple[str, int], ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "records": self.records,
-            "retired": self.retired,
-            "repos": self.repos,
-            "versions": self.versions,
-            "datasetVersion": self.dataset_version,
-            "byClass": dict(self.by_class),
-        }
 
 
 class KnowledgeBase:
@@ -132,6 +106,17 @@ class KnowledgeBase:
             raise NotFoundError(f"no record with id or slug {key!r}")
         return Record.from_json(raw)
 
+    def view(self, key: str) -> RecordView:
+        """The record with this id (or slug) as ``errkb show`` presents it."""
+        from errkb.validators import validator_for
+
+        record = self.get(key)
+        return RecordView(
+            record.to_json(),
+            validated=validator_for(record.id) is not None,
+            retired=self.is_retired(record.id),
+        )
+
     def is_retired(self, record_id: str) -> bool:
         return self.store.is_retired(record_id)
 
@@ -163,7 +148,8 @@ class KnowledgeBase:
         """Write JSON Lines of envelopes to ``out``; return how many."""
         count = 0
         for envelope in self.iter_envelopes(include_retired=include_retired):
-            out.write(json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n")
+            # NaN/Infinity in unknown fields become null: export must be valid JSON Lines.
+            out.write(_json.dumps(envelope, separators=(",", ":")) + "\n")
             count += 1
         return count
 

@@ -1,15 +1,27 @@
-"""Report values: what explain found, as frozen values whose ``to_dict()`` is the JSON contract.
+"""Report values: what each command found, as frozen values whose ``to_dict()`` is the JSON.
 
-``Report.to_dict()`` is exactly the ``errkb explain --format json`` object described by
-``schemas/explanation.schema.json`` (changes are additive only).
+Every command's library call returns one of these, and each carries its own ``exit_code`` (the
+README's "Exit codes" table), so the CLI decides no exit code itself. ``Report.to_dict()`` is
+exactly the ``errkb explain --format json`` object described by
+``schemas/explanation.schema.json`` (changes are additive only). The validators' vocabulary of
+results (:class:`Finding`, :class:`Diagnosis`, :class:`Condition`) lives here too, so that both
+``errkb.validators`` and the report can use it without an import cycle. This module imports
+nothing of errkb at run time.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from errkb.checkpoint.inputs import FileError
+    from errkb.errors import Problem
+    from errkb.records import Record
+    from errkb.store import ApplyCounts, VersionInfo
+    from errkb.sync.history import HistoryEntry
 
 
 class Confidence(enum.StrEnum):
@@ -17,6 +29,71 @@ class Confidence(enum.StrEnum):
 
     EXACT = "exact"  #: the record's full pattern matched the message
     SIMILAR = "similar"  #: a suggestion: the closest templates to an unmatched message
+
+
+class Condition(enum.StrEnum):
+    """What a diagnosis concluded about a message's values."""
+
+    SCALE_COLUMNWISE = "scale-columnwise"  #: (1, out): saved as a row; transpose it
+    SCALE_FLATTENED = "scale-flattened"  #: (out,): lost its trailing 1
+    SCALE_PER_GROUP = "scale-per-group"  #: (out, groups): several scales per row
+    SCALE_TRANSPOSED = "scale-transposed"  #: one scale per input feature instead of per row
+    SCALE_PER_COLUMN = "scale-per-column"  #: (1, in): one scale per input column
+    SCALE_ROWS_MISMATCH = "scale-rows-mismatch"  #: (n, 1) with n != out
+    SCALE_EXTRA_DIMS = "scale-extra-dims"  #: right number of values, extra dimensions
+    SCALE_SCALAR = "scale-scalar"  #: a () scale where one per row is needed
+    SCALE_ONE_ELEMENT = "scale-one-element"  #: (1,): a scalar with an extra dimension
+    SCALE_DTYPE = "scale-dtype"  #: only the dtype is wrong
+    SCALE_OTHER = "scale-other"  #: wrong in a way no named pattern covers
+    WEIGHT_NOT_2D = "weight-not-2d"  #: the weight is not a 2-D matrix (e.g. a 4-D conv kernel)
+    NOT_PER_TENSOR = "not-per-tensor"  #: a per-tensor slot got a tensor of several values
+    EMPTY_SCALE = "empty-scale"  #: a scale with 0 elements
+    NOT_THIS_CHECK = "not-this-check"  #: these values pass the check: the message is not from it
+    UNPARSED = "unparsed"  #: a captured value is missing or could not be read
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a record's message says about the checkpoint, read from the message's values."""
+
+    record_id: str
+    condition: Condition
+    expected: str | None  #: what the value should have been, when the message lets us say
+    explanation: str  #: one or two plain sentences: what is wrong and how to fix it
+    unknowns: tuple[str, ...] = ()  #: values the fix needs that the message does not show
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "recordId": self.record_id,
+            "condition": self.condition.value,
+            "expected": self.expected,
+            "explanation": self.explanation,
+            "unknowns": list(self.unknowns),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failed upstream condition found in a checkpoint."""
+
+    path: str  #: the file the condition was found in
+    prefix: str | None  #: the layer prefix, or None for a file-level condition
+    tensor: str | None  #: the tensor the condition is about, when there is one
+    message: str  #: upstream's exact message
+    record_id: str | None  #: the record this message maps to; None for a sibling without one
+    check: str  #: the name of the validator that found it (``quanto``, ``comfy``, ``linear``)
+    rule: str  #: the stable rule id (the record id, or e.g. ``quanto.missing-tensors``)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "path": self.path,
+            "prefix": self.prefix,
+            "tensor": self.tensor,
+            "message": self.message,
+            "recordId": self.record_id,
+            "check": self.check,
+            "rule": self.rule,
+        }
 
 
 @dataclass(frozen=True)
@@ -58,7 +135,7 @@ class Match:
     root_cause: bool = False
     alternatives: tuple[Alternative, ...] = ()
     evidence: tuple[str, ...] = ()  #: why the score is what it is, in words
-    diagnosis: Any = None  #: a validators.Diagnosis when the record has a reference validator
+    diagnosis: Diagnosis | None = None  #: when the record has a reference validator
     validated: bool = False  #: the record is backed by a reference validator
     source: str | None = None  #: the input file, when several were explained together
 
@@ -122,6 +199,11 @@ class Report:
         """At least one known error was explained (exit code 0 of ``errkb explain``)."""
         return bool(self.exact)
 
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when a known error was explained, 1 when none was (grep's convention)."""
+        return 0 if self.explained else 1
+
     @classmethod
     def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
         """One report for several inputs; each match and exception says which file it is from."""
@@ -140,3 +222,244 @@ class Report:
             "matches": [m.to_dict() for m in self.matches],
             "unmatched": [u.to_dict() for u in self.unmatched],
         }
+
+
+@dataclass(frozen=True)
+class RecordView:
+    """One record as ``errkb show`` presents it."""
+
+    record: Mapping[str, Any] = field(repr=False)  #: the record's JSON object, exactly
+    validated: bool = False  #: the record is backed by a reference validator
+    retired: bool = False
+
+    exit_code = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
+@dataclass(frozen=True)
+class RecordSummary:
+    """One line of ``errkb list``."""
+
+    id: str
+    repo: str
+    error_class: str | None
+    slug: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "repo": self.repo, "errorClass": self.error_class, "slug": self.slug}
+
+
+@dataclass(frozen=True)
+class RecordList:
+    """The live records ``errkb list`` selected, in id order."""
+
+    records: tuple[RecordSummary, ...]
+
+    exit_code = 0
+
+    @classmethod
+    def of(cls, records: Iterable[Record]) -> RecordList:
+        """Summarise records (``KnowledgeBase.records()``) as list's lines."""
+        return cls(tuple(RecordSummary(r.id, r.repo, r.error_class, r.slug) for r in records))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": [r.to_dict() for r in self.records]}
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Counts describing the knowledge base."""
+
+    path: str
+    records: int
+    retired: int
+    repos: int
+    versions: int
+    dataset_version: str | None
+    by_class: tuple[tuple[str, int], ...]
+
+    exit_code = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "records": self.records,
+            "retired": self.retired,
+            "repos": self.repos,
+            "versions": self.versions,
+            "datasetVersion": self.dataset_version,
+            "byClass": dict(self.by_class),
+        }
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """What ``ingest`` did: counts, and every rejected record with its reason."""
+
+    counts: ApplyCounts
+    problems: tuple[Problem, ...]
+    warnings: tuple[Problem, ...]
+    version_id: int | None
+    dataset_version: str | None
+
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when every record was applied, 1 when some were rejected."""
+        return 1 if self.counts.rejected else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.counts.to_dict(),
+            "datasetVersion": self.dataset_version,
+            "problems": [str(p) for p in self.problems],
+            "warnings": [str(p) for p in self.warnings],
+        }
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``check`` found: findings, the files it read, and the inputs it could not check."""
+
+    findings: tuple[Finding, ...]
+    checked: tuple[str, ...]  #: safetensors files whose headers were read and checked
+    errors: tuple[FileError, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when clean, 1 when there are findings, 2 when any input could not be read."""
+        if self.errors:
+            return 2
+        return 1 if self.findings else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "findings": [finding.to_dict() for finding in self.findings],
+            "checked": list(self.checked),
+            "errors": [error.to_dict() for error in self.errors],
+        }
+
+
+class Severity(enum.StrEnum):
+    """How bad a lint finding is. Both make ``lint`` exit 1; errors should block a release."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class LintRule(enum.StrEnum):
+    """The stable id of each lint check (used in output and by ``--ignore``)."""
+
+    UNREADABLE = "unreadable"  #: the source item is not JSON, or not a record object
+    SCHEMA = "schema"  #: the record (or its envelope) breaks the schemaVersion-2 contract
+    DUPLICATE_ID = "duplicate-id"  #: another record read earlier has the same id
+    ID_FORMULA = "id-formula"  #: id is not upstream's sha256 formula of repo/message/file
+    SLUG_FORMULA = "slug-formula"  #: slug is not upstream's formula of errorCode/errorMessage
+    UNKNOWN_FIELD = "unknown-field"  #: fields the contract does not know (kept verbatim)
+    PATTERN_RE2 = "pattern-re2"  #: messagePattern does not compile under RE2
+    PATTERN_MISMATCH = "pattern-mismatch"  #: messagePattern disagrees with errorMessage
+    LAZY_CAPTURE = "lazy-capture"  #: unanchored, the pattern captures the wrong extent
+    LOW_SPECIFICITY = "low-specificity"  #: too little literal text to be selective
+    AMBIGUOUS = "ambiguous"  #: another record's pattern matches this record's message
+    GITHUB_URL = "github-url"  #: githubUrl disagrees with repo/analyzedSha/filePath/lineNumber
+
+
+#: The severity of every rule: a rule always reports at the same level.
+RULE_SEVERITY: Mapping[LintRule, Severity] = {
+    LintRule.UNREADABLE: Severity.ERROR,
+    LintRule.SCHEMA: Severity.ERROR,
+    LintRule.DUPLICATE_ID: Severity.ERROR,
+    # Matches records.check_record, which warns: a drifting id duplicates rather than breaks.
+    LintRule.ID_FORMULA: Severity.WARNING,
+    LintRule.SLUG_FORMULA: Severity.WARNING,
+    LintRule.UNKNOWN_FIELD: Severity.WARNING,
+    LintRule.PATTERN_RE2: Severity.ERROR,
+    LintRule.PATTERN_MISMATCH: Severity.ERROR,
+    # errkb anchors every regex it runs, so it is not misled; upstream's own search is.
+    LintRule.LAZY_CAPTURE: Severity.WARNING,
+    LintRule.LOW_SPECIFICITY: Severity.WARNING,
+    LintRule.AMBIGUOUS: Severity.WARNING,
+    LintRule.GITHUB_URL: Severity.ERROR,
+}
+
+
+@dataclass(frozen=True)
+class LintFinding:
+    """One problem with one record (or one unreadable item)."""
+
+    source: str  #: the file the record was read from
+    location: str  #: "line 3", "index 12", or "" for a whole-file object
+    record_id: str | None  #: None when the item has no string id
+    rule: LintRule
+    message: str
+
+    @property
+    def severity(self) -> Severity:
+        return RULE_SEVERITY[self.rule]
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "source": self.source,
+            "location": self.location,
+            "recordId": self.record_id,
+            "rule": self.rule.value,
+            "severity": self.severity.value,
+            "message": self.message,
+        }
+
+    def __str__(self) -> str:
+        where = self.source + (f" {self.location}" if self.location else "")
+        rid = f" [{self.record_id}]" if self.record_id else ""
+        return f"{where}{rid} {self.rule.value}: {self.message}"
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """Every finding of one lint run, in source order."""
+
+    findings: tuple[LintFinding, ...]
+    records: int  #: items read (records and unreadable items)
+
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when clean, 1 when there are findings (errors raised mean 2, in the CLI)."""
+        return 1 if self.findings else 0
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "errors": self.count(Severity.ERROR),
+            "warnings": self.count(Severity.WARNING),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass(frozen=True)
+class VersionList:
+    """The applied versions, oldest first (``errkb versions``)."""
+
+    versions: tuple[VersionInfo, ...]
+
+    exit_code = 0
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The JSON output: a list (not an object), as ``errkb versions`` has always printed."""
+        return [v.to_dict() for v in self.versions]
+
+
+@dataclass(frozen=True)
+class RecordHistory:
+    """How one record changed across versions, oldest first (``errkb history``)."""
+
+    key: str  #: the id or slug asked for
+    entries: tuple[HistoryEntry, ...]
+
+    exit_code = 0
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """The JSON output: a list (not an object), as ``errkb history`` has always printed."""
+        return [e.to_dict() for e in self.entries]

@@ -8,7 +8,7 @@ import pytest
 from checkpoints import T, comfy_layer, quanto_layer, quanto_metadata, write
 
 from errkb.errors import UsageError
-from errkb.validators import CheckName, Finding
+from errkb.validators import Finding
 from errkb.validators.preflight import CheckReport, FileError, check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_a_single_file_uses_the_config_beside_it(tmp_path: Path) -> None:
     _json(tmp_path / "hf_quant_config.json", {"quantization": {"quant_algo": "FP8"}})
     report = check([path])
     assert [(f.rule, f.record_id, f.check) for f in report.findings] == [
-        ("linear.qkv-scale-not-scalar", None, CheckName.LINEAR)
+        ("linear.qkv-scale-not-scalar", None, "linear")
     ]
 
 
@@ -258,7 +258,7 @@ def test_no_paths_is_a_usage_error() -> None:
 
 
 def test_exit_codes() -> None:
-    finding = Finding("p", None, None, "m", None, CheckName.QUANTO, "quanto.missing-map")
+    finding = Finding("p", None, None, "m", None, "quanto", "quanto.missing-map")
     error = FileError("p", "bad")
     assert CheckReport((), (), ()).exit_code == 0
     assert CheckReport((finding,), ("p",), ()).exit_code == 1

@@ -16,7 +16,7 @@ from errkb.render.check import (
     render_sarif,
     render_text,
 )
-from errkb.validators import CheckName, Finding
+from errkb.validators import Finding
 from errkb.validators.preflight import CheckReport, FileError
 
 QUANTO_ID = "5c84e15f4be2c1a6"
@@ -28,7 +28,7 @@ RECORD = Finding(
     tensor="enc.0.weight._scale",
     message="Quanto layer 'enc.0' has incompatible scale F32 (4,)",
     record_id=QUANTO_ID,
-    check=CheckName.QUANTO,
+    check="quanto",
     rule=QUANTO_ID,
 )
 SIBLING = Finding(
@@ -37,7 +37,7 @@ SIBLING = Finding(
     tensor=None,
     message="Quanto checkpoint is missing quantization_map_base64",
     record_id=None,
-    check=CheckName.QUANTO,
+    check="quanto",
     rule="quanto.missing-map",
 )
 ERROR = FileError("ckpt/broken.safetensors", "file is empty")
@@ -167,7 +167,7 @@ def test_levels_follow_the_record_severity(
 
 
 def test_sarif_uri_of_an_absolute_path_with_spaces() -> None:
-    finding = Finding("/data/my model/m.safetensors", None, None, "x", None, CheckName.LINEAR, "r")
+    finding = Finding("/data/my model/m.safetensors", None, None, "x", None, "linear", "r")
     log = json.loads(render_sarif(CheckReport((finding,), (), ()), lambda _: None))
     uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert uri == {"uri": "file:///data/my%20model/m.safetensors"}
@@ -191,7 +191,7 @@ def test_github_escapes_data_and_properties() -> None:
         None,
         "100% bad\r\nline two: yes, really",
         None,
-        CheckName.COMFY,
+        "comfy",
         "comfy.invalid-marker",
     )
     (line,) = render_github(CheckReport((finding,), (), ()), lambda _: None).splitlines()
@@ -210,7 +210,7 @@ def test_escape_helpers() -> None:
 
 def test_a_comfy_record_links_its_own_source(lookup: Any, seed_records: dict[str, Any]) -> None:
     finding = Finding(
-        "m.safetensors", "l", "l.weight_scale", "msg", COMFY_ID, CheckName.COMFY, COMFY_ID
+        "m.safetensors", "l", "l.weight_scale", "msg", COMFY_ID, "comfy", COMFY_ID
     )
     log = json.loads(render_sarif(CheckReport((finding,), (), ()), lookup))
     assert (

@@ -9,7 +9,7 @@ from checkpoints import T, comfy_layer, marker, write
 
 from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
 from errkb.errors import CheckpointError
-from errkb.validators import CheckName, Condition, diagnose
+from errkb.validators import Condition, diagnose
 from errkb.validators.comfy import (
     MAX_MARKER_BYTES,
     RECORD_ID,
@@ -29,7 +29,7 @@ def _header(
 
 def _run(headers: list[SafetensorsHeader], **kw: Any) -> list[Row]:
     found = check_comfy(headers, **kw)
-    assert all(f.check is CheckName.COMFY for f in found)
+    assert all(f.check == "comfy" for f in found)
     return [(Path(f.path).name, f.prefix, f.tensor, f.message, f.record_id, f.rule) for f in found]
 
 

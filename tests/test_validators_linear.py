@@ -8,7 +8,7 @@ from checkpoints import T, write
 
 from errkb.checkpoint.inputs import QuantScheme, detect_scheme
 from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
-from errkb.validators import CheckName, Condition, diagnose
+from errkb.validators import Condition, diagnose
 from errkb.validators.linear import RECORD_ID, check_linear, fused_scale_rule
 
 MERGED = "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape "
@@ -28,7 +28,7 @@ def _header(
 
 
 def _rows(found: tuple[Any, ...]) -> list[tuple[str | None, str | None, str, str | None, str]]:
-    assert all(f.check is CheckName.LINEAR for f in found)
+    assert all(f.check == "linear" for f in found)
     return [(f.prefix, f.tensor, f.message, f.record_id, f.rule) for f in found]
 
 

@@ -1,9 +1,16 @@
-"""The ``errkb`` command line: parse options, call one library function, render.
+"""The ``errkb`` command line: the group, the one error translation, and shared options.
 
-Every command body stays small; the work happens in the library (``errkb``). Errors are turned
-into a message and an exit code in one place, ``main``: ``ErrkbError`` subclasses carry their
-exit code (2 = error), and each command's own results pick 0 or 1 as documented in the README
-(explain: 0 explained, 1 nothing known found; check and lint: 0 clean, 1 findings).
+Each command family lives in its own module (:data:`COMMAND_MODULES`), imported only when one of
+its commands runs, so ``errkb explain`` never pays for the ORM or the downloader. Every command
+body is: open the knowledge base, make one library call, render the report it returns
+(:mod:`errkb.render`), exit with the report's ``exit_code`` (:func:`finish`). Adding a command
+family is one module plus one line in :data:`COMMAND_MODULES`.
+
+Everything that is not a result becomes one line on standard error and exit 2, here and only
+here (``_Group.invoke``): an ``ErrkbError`` prints ``errkb: error: <message>``; an unexpected
+exception prints one line and a hint to rerun with ``--debug`` (or ``ERRKB_DEBUG=1``) for the
+traceback. Ctrl-C exits 130 quietly, as shells expect; a closed pipe on standard output
+(``errkb export | head -1``) exits 0 quietly, like other Unix tools.
 """
 
 from __future__ import annotations
@@ -11,264 +18,242 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import IO, Any, NoReturn, TypeVar
+import traceback
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 
-import errkb
-from errkb.errors import ErrkbError
-from errkb.render.explain import OutputFormat, render_record, render_report
+from errkb import __version__
+from errkb.errors import ErrkbError, InputError
+from errkb.render import OutputFormat, RecordLookup, RenderOptions, formats, render, sanitize_text
+
+if TYPE_CHECKING:
+    from errkb.kb import KnowledgeBase
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Input larger than this is refused rather than read: errkb answers within bounded memory.
 MAX_INPUT_BYTES = 1 << 30
 
+#: Each command family's module and the commands it registers on :data:`cli` when imported.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "errkb.cli.records": ("explain", "match", "show", "list", "stats"),
+    "errkb.cli.data": ("ingest", "export"),
+    "errkb.cli.check": ("check",),
+    "errkb.cli.sync": ("sync", "versions", "history", "rollback"),
+    "errkb.cli.maint": ("lint", "extract"),
+}
 
-def _color(stream: IO[str]) -> bool:
-    return "NO_COLOR" not in os.environ and stream.isatty()
-
-
-def _open_kb(ctx: click.Context) -> errkb.KnowledgeBase:
-    db: str | None = ctx.obj["db"]
-    kb = errkb.open(db)
-    ctx.call_on_close(kb.close)
-    return kb
-
-
-def _format_option(*choices: str) -> Callable[[_F], _F]:
-    return click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(choices or [f.value for f in OutputFormat]),
-        default="text",
-        show_default=True,
-        help="Output format.",
-    )
+_DEBUG_HINT = "rerun with --debug or ERRKB_DEBUG=1 for the traceback"
 
 
-class _Failure(click.ClickException):
-    """An ErrkbError on its way out: its message on stderr, its exit code."""
+class Result(Protocol):
+    """What every library call of a command returns: a report that knows its exit code."""
 
-    def __init__(self, error: ErrkbError) -> None:
-        super().__init__(str(error))
-        # click declares exit_code a ClassVar; each ErrkbError carries its own code.
-        self.exit_code = error.exit_code  # type: ignore[misc]
+    @property
+    def exit_code(self) -> int: ...
+
+
+class _Exit(click.ClickException):
+    """Leaving with ``exit_code`` and at most one line on standard error."""
+
+    def __init__(self, message: str | None, exit_code: int) -> None:
+        super().__init__(message or "")
+        self.quiet = message is None
+        # click declares exit_code a ClassVar; ours varies with the error.
+        self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"errkb: error: {self.message}", err=True)
+        if not self.quiet:
+            click.echo(f"errkb: error: {sanitize_text(self.message)}", err=True)
 
 
-#: Commands defined in their own modules (they register on ``cli`` when imported). They are
-#: imported only when asked for, so ``errkb explain`` never pays for the ORM or the downloader.
-_COMMAND_MODULES = {
-    "lint": "errkb.cli.maint",
-    "extract": "errkb.cli.maint",
-    "sync": "errkb.cli.sync",
-    "versions": "errkb.cli.sync",
-    "history": "errkb.cli.sync",
-    "rollback": "errkb.cli.sync",
-}
+def _debug(ctx: click.Context) -> bool:
+    env = os.environ.get("ERRKB_DEBUG", "")
+    return env not in ("", "0") or bool((ctx.obj or {}).get("debug"))
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe: point standard output at /dev/null so the final flush is quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, AttributeError, ValueError):
+        pass  # not a real file (a test runner's buffer): nothing will be flushed to a pipe
 
 
 class _Group(click.Group):
-    """Lazy command modules, and the one place where library errors become exit codes."""
+    """Lazy command modules, and the one place where errors become a line and exit code 2."""
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in _COMMAND_MODULES:
-            importlib.import_module(_COMMAND_MODULES[cmd_name])
+        if cmd_name not in self.commands:
+            for module, names in COMMAND_MODULES.items():
+                if cmd_name in names:
+                    importlib.import_module(module)
         return super().get_command(ctx, cmd_name)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        for module in sorted(set(_COMMAND_MODULES.values())):
-            importlib.import_module(module)
-        return super().list_commands(ctx)
+        names = {name for names in COMMAND_MODULES.values() for name in names}
+        return sorted(names | set(self.commands))
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise  # click's own: usage errors exit 2, ctx.exit() keeps its code
         except ErrkbError as exc:
-            raise _Failure(exc) from exc
+            raise _Exit(str(exc), exc.exit_code) from exc
+        except KeyboardInterrupt:
+            raise _Exit(None, 130) from None
+        except BrokenPipeError:
+            _silence_stdout()
+            raise _Exit(None, 0) from None
+        except Exception as exc:
+            if _debug(ctx):
+                traceback.print_exc()
+            first = (str(exc).splitlines() or [""])[0]
+            what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+            raise _Exit(f"unexpected {what} ({_DEBUG_HINT})", 2) from exc
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(errkb.__version__, prog_name="errkb")
+@click.version_option(__version__, prog_name="errkb")
 @click.option(
     "--db",
     envvar="ERRKB_DB",
     metavar="PATH",
     help="Knowledge-base database: a file path or sqlite:/// URL (default: the user data dir).",
 )
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     """Explain Python errors in logs from the ErrLookup error-knowledge dataset."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+    ctx.obj["debug"] = debug
 
 
-@cli.command()
-@click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
-@_format_option()
-@click.pass_context
-def explain(ctx: click.Context, files: Sequence[str], fmt: str) -> None:
-    """Find known errors in FILES (or standard input) and explain them.
+# ----------------------------------------------------------------------------- shared pieces
+def open_kb(ctx: click.Context) -> KnowledgeBase:
+    """Open the knowledge base ``--db`` names (closed when the command ends)."""
+    from errkb.kb import open_kb as open_
 
-    Exit 0 when at least one known error was explained, 1 when none was found, 2 on error.
-    """
-    kb = _open_kb(ctx)
-    names = files or ("-",)
-    if len(names) == 1:
-        report = kb.explain(_read_input(names[0]))
-    else:  # each file keeps its own line numbers
-        report = errkb.Report.merge([(name, kb.explain(_read_input(name))) for name in names])
-    click.echo(render_report(report, OutputFormat(fmt), color=_color(sys.stdout)), nl=False)
-    ctx.exit(0 if report.explained else 1)
+    kb = open_(ctx.obj["db"])
+    ctx.call_on_close(kb.close)
+    return kb
 
 
-@cli.command()
-@click.argument("message")
-@click.option("--class", "exc_class", metavar="NAME", help="The exception class, if known.")
-@_format_option()
-@click.pass_context
-def match(ctx: click.Context, message: str, exc_class: str | None, fmt: str) -> None:
-    """Explain a single exception MESSAGE. Exit codes as for explain."""
-    report = _open_kb(ctx).match_message(message, exc_class)
-    click.echo(render_report(report, OutputFormat(fmt), color=_color(sys.stdout)), nl=False)
-    ctx.exit(0 if report.explained else 1)
-
-
-@cli.command()
-@click.argument("key", metavar="ID|SLUG")
-@_format_option()
-@click.pass_context
-def show(ctx: click.Context, key: str, fmt: str) -> None:
-    """Show one record, rendered like an explanation."""
-    from errkb.validators import validator_for
-
-    kb = _open_kb(ctx)
-    record = kb.get(key)
-    text = render_record(
-        record.to_json(),
-        OutputFormat(fmt),
-        color=_color(sys.stdout),
-        validated=validator_for(record.id) is not None,
-        retired=kb.is_retired(record.id),
+def format_option(report_type: type[Any]) -> Callable[[_F], _F]:
+    """``--format``, offering exactly the formats registered for ``report_type``."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice([f.value for f in formats(report_type)]),
+        default=OutputFormat.TEXT.value,
+        show_default=True,
+        help="Output format.",
     )
-    click.echo(text, nl=False)
 
 
-@cli.command("list")
-@click.option("--repo", metavar="OWNER/NAME", help="Only records of this repository.")
-@click.option("--tag", metavar="TAG", help="Only records with this tag.")
-@click.option("--class", "error_class", metavar="NAME", help="Only records of this error class.")
-@click.pass_context
-def list_(ctx: click.Context, repo: str | None, tag: str | None, error_class: str | None) -> None:
-    """List live records: id, repo, class and slug, one per line."""
-    for r in _open_kb(ctx).records(repo=repo, tag=tag, error_class=error_class):
-        click.echo(f"{r.id}  {r.repo}  {r.error_class or '-'}  {r.slug}")
+def use_color(stream: IO[str] | None) -> bool:
+    """Colour only on a terminal, not with ``TERM=dumb``, and not when ``NO_COLOR`` is non-empty."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return stream is not None and stream.isatty()
 
 
-@cli.command()
-@_format_option("text", "json")
-@click.pass_context
-def stats(ctx: click.Context, fmt: str) -> None:
-    """Counts of records, repositories and applied versions."""
-    s = _open_kb(ctx).stats()
-    if fmt == "json":
-        import json
-
-        click.echo(json.dumps(s.to_dict(), indent=2))
+def out(text: str, *, err: bool = False) -> None:
+    """Write ``text`` to standard output (or error); a full disk is an error, not a traceback."""
+    if not text:
         return
-    click.echo(f"database:        {s.path}")
-    click.echo(f"dataset version: {s.dataset_version or '-'}")
-    click.echo(f"records:         {s.records} live, {s.retired} retired, {s.repos} repositories")
-    click.echo(f"versions:        {s.versions} applied")
-    for cls, n in s.by_class:
-        click.echo(f"  {n:>7}  {cls}")
+    try:
+        click.echo(text, nl=False, err=err)
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        stream = "standard error" if err else "standard output"
+        raise InputError(f"cannot write to {stream}: {exc.strerror or exc}") from exc
 
 
-@cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@click.pass_context
-def ingest(ctx: click.Context, paths: Sequence[str]) -> None:
-    """Validate records in PATHS and upsert the valid ones in one transaction.
-
-    Exit 0 when every record was applied, 1 when some were rejected (listed on stderr).
-    """
-    report = _open_kb(ctx).ingest(paths)
-    for problem in report.problems:
-        click.echo(f"rejected: {problem}", err=True)
-    for warning in report.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    c = report.counts
-    click.echo(
-        f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, rejected {c.rejected}"
-    )
-    ctx.exit(1 if c.rejected else 0)
-
-
-@cli.command()
-@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), help="File.")
-@click.option("--include-retired", is_flag=True, help="Also export retired records.")
-@click.pass_context
-def export(ctx: click.Context, output: str | None, include_retired: bool) -> None:
-    """Export records as JSON Lines of {"record", "datasetVersion"} envelopes."""
-    kb = _open_kb(ctx)
-    if output is None:
-        kb.export(sys.stdout, include_retired=include_retired)
-        return
-    from errkb.atomic import atomic_write_text
-
-    with atomic_write_text(output) as fh:
-        count = kb.export(fh, include_retired=include_retired)
-    click.echo(f"exported {count} record(s) to {output}", err=True)
-
-
-@cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-@_format_option("text", "json", "sarif", "github")
-@click.option(
-    "--all-layers",
-    is_flag=True,
-    help="Report every layer's first failure, not only upstream's first.",
-)
-@click.pass_context
-def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) -> None:
-    """Pre-flight checkpoints (safetensors files, sharded indexes, model directories).
-
-    Runs the reference validators of the records errkb ships. Exit 0 clean, 1 findings,
-    2 a file could not be read or checked.
-    """
-    from errkb.render.check import render
-
-    report = errkb.check(paths, all_layers=all_layers)
-    kb = _open_kb(ctx)
-    click.echo(render(report, fmt, kb.store.raw_record), nl=False)
+def finish(
+    ctx: click.Context,
+    report: Result,
+    fmt: str,
+    *,
+    records: RecordLookup | None = None,
+    show: bool = True,
+) -> NoReturn:
+    """Render ``report`` in ``fmt`` on standard output and exit with its exit code."""
+    if show:
+        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), records=records)))
     ctx.exit(report.exit_code)
 
 
-def _read_input(name: str) -> bytes:
+def read_input(name: str) -> bytes:
     """Read one input (``-`` = standard input) as bytes; decoding happens in the library."""
     try:
         if name == "-":
+            if sys.stdin is None:
+                raise InputError("standard input is closed")
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
         else:
             with open(name, "rb") as fh:
                 data = fh.read(MAX_INPUT_BYTES + 1)
     except OSError as exc:
-        raise errkb.InputError(f"{name}: cannot read: {exc.strerror or exc}") from exc
+        what = "standard input" if name == "-" else name
+        raise InputError(f"{what}: cannot read: {exc.strerror or exc}") from exc
     if len(data) > MAX_INPUT_BYTES:
-        raise errkb.InputError(f"{name}: input larger than {MAX_INPUT_BYTES} bytes")
+        raise InputError(f"{name}: input larger than {MAX_INPUT_BYTES} bytes")
     return data
 
 
-def main(argv: Sequence[str] | None = None) -> NoReturn:
+# ------------------------------------------------------------------------------- entry point
+def _flush_stdout(code: int) -> int:
+    """Flush standard output now, while a failure can still be reported (not at shutdown)."""
+    if sys.stdout is None:
+        return code
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return code
+    except OSError as exc:
+        _silence_stdout()
+        if sys.stderr is not None:
+            print(f"errkb: error: cannot write to standard output: {exc.strerror}", file=sys.stderr)
+        return 2
+    return code
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point of the ``errkb`` script."""
+    if sys.stdout is None:  # started with standard output closed (``errkb ... >&-``)
+        if sys.stderr is not None:
+            print("errkb: error: standard output is closed", file=sys.stderr)
+        sys.exit(2)
+    code: int
     try:
         cli.main(args=argv, prog_name="errkb")
+        code = 0  # pragma: no cover - click's main always exits
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 2)
+    except KeyboardInterrupt:  # between click's parsing and the command (rare)
+        code = 130
     except BrokenPipeError:
-        # `errkb explain log | head`: the reader went away; that is not an error of ours.
-        sys.stderr.close()
-        sys.exit(0)
-    sys.exit(0)  # pragma: no cover - click's main always exits
+        code = 0
+    sys.exit(_flush_stdout(code))
+
+
+__all__ = [
+    "COMMAND_MODULES",
+    "MAX_INPUT_BYTES",
+    "cli",
+    "finish",
+    "format_option",
+    "main",
+    "open_kb",
+    "out",
+    "read_input",
+    "use_color",
+]

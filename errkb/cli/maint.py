@@ -1,8 +1,8 @@
 """Dataset maintainers' commands: ``errkb lint`` and ``errkb extract``.
 
-They register on the main group (``errkb.cli`` imports this module), and stay thin like every
-other command: parse options, call one library function, render. Library errors propagate to
-``errkb.cli.main``, which maps them to a message and exit code 2.
+They register on the main group (``errkb.cli`` imports this module when one is asked for), and
+stay thin like every other command: parse options, call one library function, render. Library
+errors propagate to the group, which maps them to a message and exit code 2.
 """
 
 from __future__ import annotations
@@ -12,21 +12,15 @@ from collections.abc import Sequence
 
 import click
 
-from errkb.cli import cli
+from errkb.cli import cli, finish, format_option, out
 from errkb.maint.extract import DEFAULT_SHA, extract, write_jsonl
-from errkb.maint.lint import LintFormat, LintRule, lint, render_lint
+from errkb.maint.lint import lint
+from errkb.report import LintReport, LintRule
 
 
 @cli.command("lint")
 @click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice([f.value for f in LintFormat]),
-    default=LintFormat.TEXT.value,
-    show_default=True,
-    help="Output format.",
-)
+@format_option(LintReport)
 @click.option(
     "--ignore",
     multiple=True,
@@ -42,9 +36,7 @@ def lint_command(
     One line per finding: path, location, [record id], rule and message. Exit 0 when clean,
     1 when there are findings, 2 on error.
     """
-    report = lint(sources, ignore=[LintRule(r) for r in ignore])
-    click.echo(render_lint(report, LintFormat(fmt)), nl=False)
-    ctx.exit(report.exit_code)
+    finish(ctx, lint(sources, ignore=[LintRule(r) for r in ignore]), fmt)
 
 
 @cli.command("extract")
@@ -72,7 +64,7 @@ def extract_command(
     """
 
     def warn(path: str, reason: str) -> None:
-        click.echo(f"warning: skipped {path}: {reason}", err=True)
+        out(f"warning: skipped {path}: {reason}\n", err=True)
 
     records = extract(paths, repo=repo, sha=sha, root=root, exclude=exclude, on_skip=warn)
     if output is None:
@@ -82,4 +74,4 @@ def extract_command(
 
         with atomic_write_text(output) as fh:
             count = write_jsonl(records, fh, envelope=envelope)
-    click.echo(f"extracted {count} record(s)" + (f" to {output}" if output else ""), err=True)
+    out(f"extracted {count} record(s)" + (f" to {output}" if output else "") + "\n", err=True)

@@ -1,38 +1,30 @@
 """The ``sync``, ``versions``, ``history`` and ``rollback`` commands of the ``errkb`` CLI.
 
 They register themselves on ``errkb.cli.cli`` when this module is imported (``errkb.cli``
-imports it once ``cli`` exists). Like every command, each body parses options, calls one library
-function (``errkb.sync``, ``errkb.sync.history``) and renders; library errors propagate as
-``ErrkbError`` and ``errkb.cli.main`` turns them into a message and exit code 2.
+imports it when one of them is asked for). Like every command, each body parses options, calls
+one library function (``errkb.sync``, ``errkb.sync.history``), renders the report and exits with
+its exit code (:func:`errkb.cli.finish`); library errors propagate as ``ErrkbError`` and the
+group turns them into a message and exit code 2.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import click
 
-from errkb.cli import _open_kb, cli
-from errkb.sync import Progress, ProgressCallback, Stage, history, sync
+from errkb.cli import cli, finish, format_option, open_kb, out
+from errkb.report import RecordHistory, VersionList
+from errkb.sync import Progress, ProgressCallback, Stage, SyncReport, history, sync
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
 
 #: Problems listed on standard error; the reject report has them all.
 _MAX_SHOWN = 20
-
-_format_option = click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
-    help="Output format.",
-)
 
 
 @cli.command("sync")
@@ -65,7 +57,7 @@ _format_option = click.option(
     help="Size cap of any one downloaded file.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary line.")
-@_format_option
+@format_option(SyncReport)
 @click.pass_context
 def sync_command(
     ctx: click.Context,
@@ -86,7 +78,7 @@ def sync_command(
     Exit 0 when applied or already current, 1 when --skip-invalid rejected records, 2 on
     error (nothing changed).
     """
-    kb = _open_kb(ctx)
+    kb = open_kb(ctx)
     with _progress(enabled=not quiet and sys.stderr.isatty()) as progress:
         report = sync(
             kb,
@@ -99,77 +91,43 @@ def sync_command(
             progress=progress,
             max_bytes=max_download_mib * 1024 * 1024,
         )
-    for problem in report.problems[:_MAX_SHOWN]:
-        click.echo(f"rejected: {problem}", err=True)
-    if len(report.problems) > _MAX_SHOWN:
-        click.echo(f"... and {len(report.problems) - _MAX_SHOWN} more", err=True)
+    from errkb.render.tables import problems
+
+    out(problems(report.problems, limit=_MAX_SHOWN), err=True)
     if report.reject_report:
-        click.echo(f"rejected records written to {report.reject_report}", err=True)
-    if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    elif not quiet:
-        click.echo(report.summary())
-    ctx.exit(1 if report.counts.rejected else 0)
+        out(f"rejected records written to {report.reject_report}\n", err=True)
+    finish(ctx, report, fmt, show=fmt != "text" or not quiet)
 
 
 @cli.command("versions")
-@_format_option
+@format_option(VersionList)
 @click.pass_context
 def versions_command(ctx: click.Context, fmt: str) -> None:
     """List the applied versions, oldest first (ids are what rollback takes)."""
-    rows = history.versions(_open_kb(ctx))
-    if fmt == "json":
-        click.echo(json.dumps([v.to_dict() for v in rows], indent=2))
-        return
-    click.echo(
-        f"{'id':>4}  {'kind':<8}  {'datasetVersion':<24}  {'added':>7} {'updated':>7} "
-        f"{'unchanged':>9} {'retired':>7} {'rejected':>8}  applied"
-    )
-    for v in rows:
-        c = v.counts
-        notes = " partial" if v.partial else ""
-        notes += f" (restores {v.restores})" if v.restores is not None else ""
-        click.echo(
-            f"{v.id:>4}  {v.kind.value:<8}  {v.dataset_version or '-':<24}  {c.added:>7} "
-            f"{c.updated:>7} {c.unchanged:>9} {c.retired:>7} {c.rejected:>8}  "
-            f"{v.finished_at}{notes}"
-        )
+    finish(ctx, VersionList(tuple(history.versions(open_kb(ctx)))), fmt)
 
 
 @cli.command("history")
 @click.argument("key", metavar="ID|SLUG")
-@_format_option
+@format_option(RecordHistory)
 @click.pass_context
 def history_command(ctx: click.Context, key: str, fmt: str) -> None:
     """Show how one record changed across versions, oldest first (JSON has the content)."""
-    entries = history.record_history(_open_kb(ctx), key)
-    if fmt == "json":
-        click.echo(json.dumps([e.to_dict() for e in entries], indent=2, ensure_ascii=False))
-        return
-    for e in entries:
-        digest = e.content_hash[:12]  # the stored content_hash's function, not a look-alike
-        state = "retired" if e.retired else "live"
-        click.echo(
-            f"version {e.version_id:>4}  {e.kind.value:<8}  {e.dataset_version or '-':<24}  "
-            f"{e.change.value:<8}  {state:<7}  content {digest}"
-        )
+    entries = history.record_history(open_kb(ctx), key)
+    finish(ctx, RecordHistory(key, tuple(entries)), fmt)
 
 
 @cli.command("rollback")
 @click.argument("version")
-@_format_option
+@format_option(SyncReport)
 @click.pass_context
 def rollback_command(ctx: click.Context, version: str, fmt: str) -> None:
     """Make the knowledge base what it was right after VERSION (an id or a datasetVersion).
 
     Recorded as a new version of kind "rollback"; nothing is deleted, so it can be undone.
     """
-    kb = _open_kb(ctx)
-    report = history.rollback(kb, history.resolve_version(kb, version))
-    if fmt == "json":
-        click.echo(json.dumps(report.to_dict(), indent=2))
-    else:
-        click.echo(f"{report.source}: {report.summary()}")
+    kb = open_kb(ctx)
+    finish(ctx, history.rollback(kb, history.resolve_version(kb, version)), fmt)
 
 
 @contextlib.contextmanager

@@ -1,1 +1,187 @@
-"""Rendering reports for people and tools."""
+"""Rendering reports for people and tools: one registry keyed by (report type, format).
+
+Every output format is a member of :class:`OutputFormat`. A renderer module registers the
+pairs it can render with :func:`renders`; :func:`formats` tells a command which formats its
+report type has (the CLI offers exactly those), and :func:`render` refuses a pair nobody
+registered (:class:`~errkb.errors.UsageError`), never falling back to text. Adding a format is
+one enum member plus one ``@renders`` function per report type that supports it.
+
+Human-facing formats (text, Markdown, GitHub annotations) get a copy of the report whose strings
+have their control characters escaped (:func:`sanitize`): record text and checkpoint names are
+untrusted, and a raw ESC, BEL or C1 byte could clear the screen, retitle the terminal or write
+the clipboard (OSC 52). Machine formats (JSON, SARIF) stay exact, and never contain ``NaN``.
+
+Rendering is pure: values in, a string out. The renderer modules are imported on the first
+:func:`render` call, so importing this package costs nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from errkb.errors import UsageError
+
+R = TypeVar("R")
+
+#: A record by id (its JSON object, bare or in an envelope), or None; used by check's formats.
+RecordLookup = Callable[[str], Mapping[str, Any] | None]
+
+
+class OutputFormat(enum.StrEnum):
+    """Every output format of every command (each command offers those its report has)."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+    SARIF = "sarif"  #: SARIF 2.1.0, for code-scanning tools
+    GITHUB = "github"  #: GitHub Actions workflow commands (annotations)
+
+
+#: Formats read by people: their strings are sanitised (machine formats stay exact).
+HUMAN_FORMATS = frozenset({OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.GITHUB})
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a renderer may need beyond the report."""
+
+    color: bool = False  #: ANSI styling allowed (a terminal, colour not disabled)
+    records: RecordLookup | None = None  #: record lookup for check's fixes and SARIF rules
+
+
+Renderer = Callable[[R, RenderOptions], str]
+
+_REGISTRY: dict[tuple[type[Any], OutputFormat], Renderer[Any]] = {}
+
+#: The module that registers each report type's renderers, by the type's name: imported when
+#: that type is first rendered, so ``errkb explain`` never imports the sync machinery.
+_MODULES = {
+    "Report": "errkb.render.explain",
+    "RecordView": "errkb.render.explain",
+    "CheckReport": "errkb.render.check",
+    "RecordList": "errkb.render.tables",
+    "Stats": "errkb.render.tables",
+    "IngestReport": "errkb.render.tables",
+    "LintReport": "errkb.render.tables",
+    "SyncReport": "errkb.render.sync",
+    "VersionList": "errkb.render.sync",
+    "RecordHistory": "errkb.render.sync",
+}
+
+
+def renders(report_type: type[R], fmt: OutputFormat) -> Callable[[Renderer[R]], Renderer[R]]:
+    """Register the decorated function as the renderer of ``report_type`` in ``fmt``."""
+
+    def register(fn: Renderer[R]) -> Renderer[R]:
+        key = (report_type, fmt)
+        if key in _REGISTRY:
+            raise RuntimeError(f"two renderers for {report_type.__name__} as {fmt.value}")
+        _REGISTRY[key] = fn
+        return fn
+
+    return register
+
+
+def _load(report_type: type[Any] | None = None) -> None:
+    if report_type is None:
+        for module in sorted(set(_MODULES.values())):
+            importlib.import_module(module)
+    elif report_type.__name__ in _MODULES:
+        importlib.import_module(_MODULES[report_type.__name__])
+
+
+def formats(report_type: type[Any]) -> tuple[OutputFormat, ...]:
+    """The formats registered for ``report_type``, in enum order."""
+    _load(report_type)
+    return tuple(fmt for fmt in OutputFormat if (report_type, fmt) in _REGISTRY)
+
+
+def registered() -> tuple[tuple[type[Any], OutputFormat], ...]:
+    """Every registered (report type, format) pair."""
+    _load()
+    return tuple(_REGISTRY)
+
+
+def render(report: object, fmt: OutputFormat | str, options: RenderOptions | None = None) -> str:
+    """Render ``report`` in ``fmt``; UsageError when that pair has no renderer."""
+    _load(type(report))
+    try:
+        key = (type(report), OutputFormat(fmt))
+    except ValueError:
+        raise UsageError(f"unknown output format {fmt!r}") from None
+    renderer = _REGISTRY.get(key)
+    if renderer is None:
+        raise UsageError(f"{type(report).__name__} has no {key[1].value} output")
+    options = options or RenderOptions()
+    if key[1] in HUMAN_FORMATS:
+        report = sanitize(report)
+        if options.records is not None:
+            options = dataclasses.replace(options, records=_sanitized(options.records))
+    return renderer(report, options)
+
+
+# Our own pattern (not dataset text), so stdlib re is right here. C0 controls but tab and
+# newline, DEL, C1 controls, and the bidirectional overrides that reorder what a reader sees.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def sanitize_text(text: str) -> str:
+    """Escape every terminal control character of ``text``, so it shows instead of acting."""
+    return _UNSAFE.sub(_escape, text)
+
+
+def sanitize(value: R) -> R:
+    """A copy of ``value`` (a report, record, or any nesting of them) with sanitised strings."""
+    return _clean(value)  # type: ignore[no-any-return]
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, enum.Enum) or value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return sanitize_text(value) if _UNSAFE.search(value) else value
+    if isinstance(value, Mapping):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_clean(v) for v in value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = dataclasses.fields(value)
+        return dataclasses.replace(
+            value, **{f.name: _clean(getattr(value, f.name)) for f in fields if f.init}
+        )
+    return value
+
+
+def _sanitized(lookup: RecordLookup) -> RecordLookup:
+    def clean_lookup(record_id: str) -> Mapping[str, Any] | None:
+        found = lookup(record_id)
+        return None if found is None else sanitize(found)
+
+    return clean_lookup
+
+
+__all__ = [
+    "HUMAN_FORMATS",
+    "OutputFormat",
+    "RecordLookup",
+    "RenderOptions",
+    "formats",
+    "registered",
+    "render",
+    "renders",
+    "sanitize",
+    "sanitize_text",
+]

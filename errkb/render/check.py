@@ -1,7 +1,8 @@
-"""Render a :class:`~errkb.check.CheckReport` as text, JSON, SARIF 2.1.0 or GitHub annotations.
+"""Render a :class:`~errkb.report.CheckReport` as text, JSON, SARIF 2.1.0 or GitHub annotations.
 
-Renderers are pure: report in, string out. Records are looked up through ``record_lookup`` (a
-callable returning the record's JSON object, or None), so this module needs no database; it
+Renderers are pure: report in, string out, registered in :mod:`errkb.render`'s registry.
+Records are looked up through ``RenderOptions.records`` (a callable returning the record's JSON
+object, or None), so this module needs no database; it
 accepts either the bare record or the envelope ``{"record": {...}, "datasetVersion": ...}``.
 A finding of a sibling condition (no record) is rendered under its stable rule id, such as
 ``quanto.missing-tensors``, with upstream's own severity: they all raise, so they are errors.
@@ -9,31 +10,17 @@ A finding of a sibling condition (no record) is rendered under its stable rule i
 
 from __future__ import annotations
 
-import enum
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
-from errkb import __version__
-from errkb.validators import rule_for
-from errkb.validators.preflight import CheckReport
-from errkb.validators.registry import Finding
-
-RecordLookup = Callable[[str], Mapping[str, Any] | None]
+from errkb import __version__, _json
+from errkb.render import OutputFormat, RecordLookup, RenderOptions, renders
+from errkb.report import CheckReport, Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/standardbeagle/err-lookup"
-
-
-class CheckFormat(enum.StrEnum):
-    """Output formats of ``errkb check``."""
-
-    TEXT = "text"
-    JSON = "json"
-    SARIF = "sarif"
-    GITHUB = "github"
 
 
 def _record(lookup: RecordLookup, record_id: str | None) -> Mapping[str, Any] | None:
@@ -85,7 +72,7 @@ def render_text(report: CheckReport, record_lookup: RecordLookup) -> str:
 
 def render_json(report: CheckReport) -> str:
     """Render ``report.to_dict()`` as indented JSON."""
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return _json.dumps(report.to_dict(), indent=2) + "\n"
 
 
 def _uri(path: str) -> str:
@@ -96,12 +83,14 @@ def _uri(path: str) -> str:
 
 
 def _sarif_rule(rule_id: str, finding: Finding, record: Mapping[str, Any] | None) -> dict[str, Any]:
+    from errkb.validators import rule_for  # the validators only when SARIF is asked for
+
     rule = rule_for(rule_id)
     entry: dict[str, Any] = {"id": rule_id}
     if rule is not None:
         entry["name"] = rule.name
         entry["shortDescription"] = {"text": rule.template}
-    entry["properties"] = {"check": finding.check.value}
+    entry["properties"] = {"check": finding.check}
     entry["defaultConfiguration"] = {"level": _SARIF_LEVEL.get(_severity(record), "error")}
     if record is not None:
         url = record.get("githubUrl")
@@ -138,7 +127,7 @@ def sarif_document(report: CheckReport, record_lookup: RecordLookup) -> dict[str
                 "message": {"text": finding.message},
                 "locations": [location],
                 "properties": {
-                    "check": finding.check.value,
+                    "check": finding.check,
                     "recordId": finding.record_id,
                     "tensor": finding.tensor,
                 },
@@ -179,7 +168,7 @@ def sarif_document(report: CheckReport, record_lookup: RecordLookup) -> dict[str
 
 def render_sarif(report: CheckReport, record_lookup: RecordLookup) -> str:
     """Render the report as a SARIF 2.1.0 log (ruleId = record id, or the sibling rule id)."""
-    return json.dumps(sarif_document(report, record_lookup), indent=2, ensure_ascii=False) + "\n"
+    return _json.dumps(sarif_document(report, record_lookup), indent=2) + "\n"
 
 
 def escape_data(text: str) -> str:
@@ -198,7 +187,7 @@ def render_github(report: CheckReport, record_lookup: RecordLookup) -> str:
     for finding in report.findings:
         record = _record(record_lookup, finding.record_id)
         command = _GITHUB_COMMAND.get(_severity(record), "error")
-        title = f"errkb {finding.check.value} [{finding.rule}]"
+        title = f"errkb {finding.check} [{finding.rule}]"
         message = f"{finding.prefix}: {finding.message}" if finding.prefix else finding.message
         fix = _first_solution(record)
         if fix:
@@ -215,14 +204,29 @@ def render_github(report: CheckReport, record_lookup: RecordLookup) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def render(report: CheckReport, fmt: CheckFormat | str, record_lookup: RecordLookup) -> str:
-    """Render ``report`` in ``fmt``: the one call the CLI needs."""
-    match CheckFormat(fmt):
-        case CheckFormat.TEXT:
-            return render_text(report, record_lookup)
-        case CheckFormat.JSON:
-            return render_json(report)
-        case CheckFormat.SARIF:
-            return render_sarif(report, record_lookup)
-        case CheckFormat.GITHUB:
-            return render_github(report, record_lookup)
+def _lookup(options: RenderOptions) -> RecordLookup:
+    return options.records or (lambda _record_id: None)
+
+
+@renders(CheckReport, OutputFormat.TEXT)
+def check_text(report: CheckReport, options: RenderOptions) -> str:
+    """Linter-style lines (see :func:`render_text`)."""
+    return render_text(report, _lookup(options))
+
+
+@renders(CheckReport, OutputFormat.JSON)
+def check_json(report: CheckReport, options: RenderOptions) -> str:
+    """``CheckReport.to_dict()`` as JSON."""
+    return render_json(report)
+
+
+@renders(CheckReport, OutputFormat.SARIF)
+def check_sarif(report: CheckReport, options: RenderOptions) -> str:
+    """A SARIF 2.1.0 log."""
+    return render_sarif(report, _lookup(options))
+
+
+@renders(CheckReport, OutputFormat.GITHUB)
+def check_github(report: CheckReport, options: RenderOptions) -> str:
+    """GitHub Actions workflow commands."""
+    return render_github(report, _lookup(options))

@@ -1,28 +1,20 @@
-"""Rendering explanations and records as text, Markdown or JSON.
+"""Rendering explanations (``Report``) and records (``RecordView``) as text, Markdown or JSON.
 
-The last step of text -> events -> matches -> explanations. Rendering is pure: it takes values
-and returns strings; the CLI decides where they go and whether colour is allowed (a terminal,
-and ``NO_COLOR`` unset).
+The last step of text -> events -> matches -> report -> render. Rendering is pure: it takes
+values and returns strings; the CLI decides where they go and whether colour is allowed. The
+functions register themselves in :mod:`errkb.render`'s registry, which also sanitises the
+report before a human-facing renderer sees it.
 """
 
 from __future__ import annotations
 
-import enum
-import json
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from errkb.report import Confidence, Match, Report
-
-
-class OutputFormat(enum.StrEnum):
-    """Output formats of ``errkb explain``, ``match`` and ``show``."""
-
-    TEXT = "text"
-    JSON = "json"
-    MARKDOWN = "markdown"
-
+from errkb import _json
+from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.report import Confidence, Diagnosis, Match, RecordView, Report
 
 Style = Callable[..., str]
 
@@ -31,13 +23,22 @@ def _plain(text: str, **_kw: Any) -> str:
     return text
 
 
-def render_report(report: Report, fmt: OutputFormat, *, color: bool = False) -> str:
-    """Render a whole report in ``fmt``."""
-    if fmt is OutputFormat.JSON:
-        return json.dumps(report.to_dict(), ensure_ascii=False, indent=2) + "\n"
-    if fmt is OutputFormat.MARKDOWN:
-        return _markdown_report(report)
-    return _text_report(report, _style(color))
+@renders(Report, OutputFormat.JSON)
+def report_json(report: Report, options: RenderOptions) -> str:
+    """``Report.to_dict()``, indented: the ``schemas/explanation.schema.json`` object."""
+    return _json.dumps(report.to_dict(), indent=2) + "\n"
+
+
+@renders(Report, OutputFormat.TEXT)
+def report_text(report: Report, options: RenderOptions) -> str:
+    """The terminal rendering: each explained error with its record's documentation."""
+    return _text_report(report, _style(options.color))
+
+
+@renders(Report, OutputFormat.MARKDOWN)
+def report_markdown(report: Report, options: RenderOptions) -> str:
+    """Markdown for pasting into an issue or a chat."""
+    return _markdown_report(report)
 
 
 def _style(color: bool) -> Style:
@@ -132,21 +133,25 @@ def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
     return lines
 
 
-def render_record(
-    rec: Mapping[str, Any],
-    fmt: OutputFormat,
-    *,
-    color: bool = False,
-    validated: bool = False,
-    retired: bool = False,
-) -> str:
-    """Render one record (``errkb show``) like an explanation."""
-    if fmt is OutputFormat.JSON:
-        return json.dumps(dict(rec), ensure_ascii=False, indent=2) + "\n"
-    if fmt is OutputFormat.MARKDOWN:
-        head = [f"## `{rec['id']}` {rec['slug']}", "", f"```\n{rec['errorMessage']}\n```", ""]
-        return "\n".join(head + _markdown_record(rec, validated)) + "\n"
-    style = _style(color)
+@renders(RecordView, OutputFormat.JSON)
+def record_json(view: RecordView, options: RenderOptions) -> str:
+    """The record's JSON object, exactly."""
+    return _json.dumps(view.to_dict(), indent=2) + "\n"
+
+
+@renders(RecordView, OutputFormat.MARKDOWN)
+def record_markdown(view: RecordView, options: RenderOptions) -> str:
+    """One record as Markdown."""
+    rec = view.record
+    head = [f"## `{rec['id']}` {rec['slug']}", "", f"```\n{rec['errorMessage']}\n```", ""]
+    return "\n".join(head + _markdown_record(rec, view.validated)) + "\n"
+
+
+@renders(RecordView, OutputFormat.TEXT)
+def record_text(view: RecordView, options: RenderOptions) -> str:
+    """One record (``errkb show``) rendered like an explanation."""
+    rec, validated, retired = view.record, view.validated, view.retired
+    style = _style(options.color)
     lines = [
         style(f"● {rec.get('errorClass') or 'error'}: {rec['slug']}", fg="red", bold=True),
         f"  record {rec['id']}  repo {rec['repo']}  severity {rec['severity']}"
@@ -177,11 +182,10 @@ def _exception_line(m: Match) -> str:
     return _clip(f"{exc.cls}: {exc.message}" if exc.cls else exc.message, 300)
 
 
-def _diagnosis_text(diagnosis: Any) -> str:
-    data = diagnosis.to_dict() if hasattr(diagnosis, "to_dict") else {"explanation": str(diagnosis)}
-    parts = [str(data.get("explanation") or data.get("condition") or "")]
-    if data.get("expected"):
-        parts.append(f"Expected: {data['expected']}.")
+def _diagnosis_text(diagnosis: Diagnosis) -> str:
+    parts = [diagnosis.explanation or diagnosis.condition.value]
+    if diagnosis.expected:
+        parts.append(f"Expected: {diagnosis.expected}.")
     return " ".join(p for p in parts if p)
 
 

@@ -103,6 +103,11 @@ class SyncReport:
     def changed(self) -> bool:
         return self.status is SyncStatus.APPLIED
 
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when applied or already current, 1 when ``skip_invalid`` rejected records."""
+        return 1 if self.counts.rejected else 0
+
     def summary(self) -> str:
         """Return the one line the CLI prints at the end."""
         if self.status is SyncStatus.UP_TO_DATE:

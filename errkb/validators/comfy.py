@@ -34,17 +34,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from errkb.checkpoint.safetensors import SafetensorsHeader, read_tensor_bytes
-from errkb.validators.registry import (
-    CheckName,
+from errkb.validators.base import (
     Condition,
     Diagnosis,
     Finding,
+    FunctionValidator,
+    Group,
     Rule,
     format_shape,
     numel,
     parse_capture,
 )
 
+#: The validator's name: ``Finding.check`` of its findings.
+NAME = "comfy"
 RECORD_ID = "b9825390f5c3ae68"
 UPSTREAM = "sglang inspect_comfy_quant_markers"
 #: Real markers are a few dozen bytes; a bigger "marker" is not read.
@@ -57,7 +60,7 @@ CAPTURE_SCALE = "scale_shape"
 
 
 def _rule(rule_id: str, template: str, record_id: str | None = None, name: str = "") -> Rule:
-    return Rule(rule_id, name or rule_id, record_id, CheckName.COMFY, template)
+    return Rule(rule_id, name or rule_id, record_id, NAME, template)
 
 
 INVALID_METADATA = _rule("comfy.invalid-metadata", "Invalid _quantization_metadata in {path}")
@@ -158,9 +161,7 @@ class _Run:
     def report(
         self, rule: Rule, message: str, path: str, prefix: str | None, tensor: str | None
     ) -> None:
-        self.findings.append(
-            Finding(path, prefix, tensor, message, rule.record_id, CheckName.COMFY, rule.id)
-        )
+        self.findings.append(Finding(path, prefix, tensor, message, rule.record_id, NAME, rule.id))
         if prefix is not None:
             self.failed.add(prefix)
         if not self.all_layers:
@@ -440,3 +441,23 @@ def diagnose(captures: Mapping[str, str]) -> Diagnosis:
         expected,
         f"scale {s} should be {expected}: one F32 scale per output row of the {w} weight",
     )
+
+
+def _applies(group: Group) -> bool:
+    return is_comfy_checkpoint(group.headers)
+
+
+def _check(group: Group) -> tuple[Finding, ...]:
+    return check_comfy(group.headers, all_layers=group.all_layers)
+
+
+#: The validator, as listed in ``errkb.validators.VALIDATORS``.
+VALIDATOR = FunctionValidator(
+    NAME,
+    UPSTREAM,
+    RULES,
+    (CAPTURE_PREFIX, CAPTURE_WEIGHT, CAPTURE_SCALE),
+    gate=_applies,
+    run=_check,
+    explain=diagnose,
+)

@@ -34,17 +34,20 @@ from collections.abc import Mapping, Sequence
 
 from errkb.checkpoint.inputs import QuantScheme
 from errkb.checkpoint.safetensors import SafetensorsHeader
-from errkb.validators.registry import (
-    CheckName,
+from errkb.validators.base import (
     Condition,
     Diagnosis,
     Finding,
+    FunctionValidator,
+    Group,
     Rule,
     format_shape,
     numel,
     parse_capture,
 )
 
+#: The validator's name: ``Finding.check`` of its findings.
+NAME = "linear"
 RECORD_ID = "129d60f3f6e5f4e0"
 UPSTREAM = "sglang MergedColumnParallelLinear.weight_loader_v2 / QKVParallelLinear.weight_loader_v2"
 CAPTURE_SHAPE = "tuple(loaded_weight.shape)"
@@ -61,7 +64,7 @@ MERGED_NOT_SCALAR = Rule(
     RECORD_ID,
     "linear.merged-column-scale-not-scalar",
     RECORD_ID,
-    CheckName.LINEAR,
+    NAME,
     "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape "
     "{tuple(loaded_weight.shape)}",
 )
@@ -69,7 +72,7 @@ QKV_NOT_SCALAR = Rule(
     "linear.qkv-scale-not-scalar",
     "linear.qkv-scale-not-scalar",
     None,
-    CheckName.LINEAR,
+    NAME,
     "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id is "
     "None, got shape {tuple(loaded_weight.shape)}",
 )
@@ -115,7 +118,7 @@ def check_linear(
                     tensor=name,
                     message=template + format_shape(info.shape),
                     record_id=rule.record_id,
-                    check=CheckName.LINEAR,
+                    check=NAME,
                     rule=rule.id,
                 )
             )
@@ -173,3 +176,26 @@ def diagnose(captures: Mapping[str, str]) -> Diagnosis:
         f"{hint} Load it with a per-channel quantization config, or re-export one scalar scale "
         "per fused tensor.",
     )
+
+
+def _applies(group: Group) -> bool:
+    # Only a config declaring a per-tensor scheme makes a scale a PerTensorScaleParameter.
+    return group.scheme is not None
+
+
+def _check(group: Group) -> tuple[Finding, ...]:
+    if group.scheme is None:
+        return ()
+    return check_linear(group.headers, group.scheme, all_layers=group.all_layers)
+
+
+#: The validator, as listed in ``errkb.validators.VALIDATORS``.
+VALIDATOR = FunctionValidator(
+    NAME,
+    UPSTREAM,
+    RULES,
+    (CAPTURE_SHAPE,),
+    gate=_applies,
+    run=_check,
+    explain=diagnose,
+)

@@ -6,13 +6,11 @@ bad input: a malformed file, a missing shard or an unreadable config becomes an 
 ``errors`` and everything else is still checked. Exit codes follow linters: 0 clean, 1 findings,
 2 errors (an error wins over findings, because an unread file may hide more findings).
 
-Which checks run on a group of files:
-
-* Quanto, per file, when ``__metadata__["quantization_format"] == "quanto"`` (upstream's own gate);
-* Comfy, per group, when the group carries Comfy markers (``.comfy_quant`` tensors or
-  ``_quantization_metadata``);
-* the fused per-tensor scale check, per group, when the group's config declares a per-tensor
-  scheme.
+Which checks run on a group of files is each validator's own decision (``applies_to``, its
+upstream gate); this module runs every member of ``errkb.validators.VALIDATORS`` that applies,
+in that order. Today: Quanto, per file, when ``__metadata__["quantization_format"] ==
+"quanto"``; Comfy, per group, when the group carries Comfy markers; the fused per-tensor scale
+check, per group, when the group's config declares a per-tensor scheme.
 
 Each check keeps upstream's "first failure wins" unless ``all_layers=True``.
 """
@@ -20,40 +18,16 @@ Each check keeps upstream's "first failure wins" unless ``all_layers=True``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from errkb import validators
 from errkb.checkpoint.inputs import CheckpointGroup, FileError, QuantScheme, resolve_inputs
 from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
 from errkb.errors import CheckpointError, UsageError
-from errkb.validators import comfy, linear, quanto
-from errkb.validators.registry import Finding
+from errkb.report import CheckReport, Finding
+from errkb.validators.base import Group
 
 __all__ = ["CheckReport", "FileError", "Finding", "QuantScheme", "check"]
-
-
-@dataclass(frozen=True)
-class CheckReport:
-    """What ``check`` found: findings, the files it read, and the inputs it could not check."""
-
-    findings: tuple[Finding, ...]
-    checked: tuple[str, ...]  #: safetensors files whose headers were read and checked
-    errors: tuple[FileError, ...]
-
-    @property
-    def exit_code(self) -> int:
-        """Return 0 when clean, 1 when there are findings, 2 when any input could not be read."""
-        if self.errors:
-            return 2
-        return 1 if self.findings else 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "findings": [finding.to_dict() for finding in self.findings],
-            "checked": list(self.checked),
-            "errors": [error.to_dict() for error in self.errors],
-        }
 
 
 def _error(path: Path, error: CheckpointError) -> FileError:
@@ -88,18 +62,17 @@ def _check_group(
     if index_error is not None:
         errors.append(index_error)
 
-    for header in headers:
-        findings.extend(quanto.check_quanto(header, all_layers=all_layers))
-    if comfy.is_comfy_checkpoint(headers):
+    run = Group(tuple(headers), group.scheme, all_layers)
+    for validator in validators.VALIDATORS:  # read at run time: the one registry
+        if not validator.applies_to(run):
+            continue
         try:
-            findings.extend(comfy.check_comfy(headers, all_layers=all_layers))
+            findings.extend(validator.check(run))
         except CheckpointError as error:
             # Only a marker read fails here; its message starts with the file it was read from.
             text = str(error)
             culprit = next((h.path for h in headers if text.startswith(f"{h.path}: ")), None)
             errors.append(_error(culprit, error) if culprit else FileError("", text))
-    if group.scheme is not None:
-        findings.extend(linear.check_linear(headers, group.scheme, all_layers=all_layers))
     return [str(header.path) for header in headers]
 
 

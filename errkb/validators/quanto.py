@@ -25,16 +25,19 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from errkb.checkpoint.safetensors import SafetensorsHeader
-from errkb.validators.registry import (
-    CheckName,
+from errkb.validators.base import (
     Condition,
     Diagnosis,
     Finding,
+    FunctionValidator,
+    Group,
     Rule,
     format_shape,
     parse_capture,
 )
 
+#: The validator's name: ``Finding.check`` of its findings.
+NAME = "quanto"
 RECORD_ID = "5c84e15f4be2c1a6"
 UPSTREAM = "sglang inspect_quanto_int8_checkpoint"
 FLOAT_DTYPES = frozenset({"BF16", "F16", "F32"})
@@ -46,7 +49,7 @@ CAPTURE_SHAPE = "scale_shape"
 
 
 def _rule(rule_id: str, template: str, record_id: str | None = None, name: str = "") -> Rule:
-    return Rule(rule_id, name or rule_id, record_id, CheckName.QUANTO, template)
+    return Rule(rule_id, name or rule_id, record_id, NAME, template)
 
 
 MISSING_MAP = _rule("quanto.missing-map", "Quanto checkpoint is missing quantization_map_base64")
@@ -178,7 +181,7 @@ def check_quanto(
     path = str(header.path)
 
     def finding(rule: Rule, message: str, prefix: str | None, tensor: str | None) -> Finding:
-        return Finding(path, prefix, tensor, message, rule.record_id, CheckName.QUANTO, rule.id)
+        return Finding(path, prefix, tensor, message, rule.record_id, NAME, rule.id)
 
     metadata = header.metadata or {}
     encoded = metadata.get("quantization_map_base64")
@@ -328,3 +331,28 @@ def diagnose(captures: Mapping[str, str]) -> Diagnosis:
         Condition.SCALE_OTHER,
         f"the scale {s} is not one value per output row; it must be (out_features, 1), and {where}",
     )
+
+
+def _applies(group: Group) -> bool:
+    return any(is_quanto_checkpoint(header) for header in group.headers)
+
+
+def _check(group: Group) -> tuple[Finding, ...]:
+    # Upstream inspects each Quanto file on its own: one run (and one first failure) per file.
+    return tuple(
+        finding
+        for header in group.headers
+        for finding in check_quanto(header, all_layers=group.all_layers)
+    )
+
+
+#: The validator, as listed in ``errkb.validators.VALIDATORS``.
+VALIDATOR = FunctionValidator(
+    NAME,
+    UPSTREAM,
+    RULES,
+    (CAPTURE_PREFIX, CAPTURE_DTYPE, CAPTURE_SHAPE),
+    gate=_applies,
+    run=_check,
+    explain=diagnose,
+)

@@ -1,0 +1,35 @@
+"""``errkb check``: pre-flight checkpoints with the reference validators.
+
+Exit codes follow linters and come from the report: 0 clean, 1 findings, 2 an input could not
+be read or checked (the other inputs are still checked).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import click
+
+from errkb.cli import cli, finish, format_option, open_kb
+from errkb.report import CheckReport
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@format_option(CheckReport)
+@click.option(
+    "--all-layers",
+    is_flag=True,
+    help="Report every layer's first failure, not only upstream's first.",
+)
+@click.pass_context
+def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) -> None:
+    """Pre-flight checkpoints (safetensors files, sharded indexes, model directories).
+
+    Runs the reference validators of the records errkb ships. Exit 0 clean, 1 findings,
+    2 a file could not be read or checked.
+    """
+    from errkb.validators.preflight import check as run_check
+
+    report = run_check(paths, all_layers=all_layers)
+    finish(ctx, report, fmt, records=open_kb(ctx).store.raw_record)

@@ -1,0 +1,107 @@
+"""Renderers of the smaller reports: list, stats, ingest and lint.
+
+Each is registered in :mod:`errkb.render`'s registry for text and, where the command offers it,
+JSON. Like every renderer they are pure: a report in, the text of standard output out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from errkb import _json
+from errkb.render import OutputFormat, RenderOptions, renders, sanitize_text
+from errkb.report import (
+    IngestReport,
+    LintReport,
+    RecordList,
+    Severity,
+    Stats,
+)
+
+
+def _lines(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def _dump(value: object, *, ensure_ascii: bool = True) -> str:
+    return _json.dumps(value, indent=2, ensure_ascii=ensure_ascii) + "\n"
+
+
+# ------------------------------------------------------------------------------------- list
+@renders(RecordList, OutputFormat.TEXT)
+def list_text(report: RecordList, options: RenderOptions) -> str:
+    """One ``id  repo  class  slug`` line per record."""
+    return _lines([f"{r.id}  {r.repo}  {r.error_class or '-'}  {r.slug}" for r in report.records])
+
+
+@renders(RecordList, OutputFormat.JSON)
+def list_json(report: RecordList, options: RenderOptions) -> str:
+    """``{"records": [{"id", "repo", "errorClass", "slug"}, ...]}``."""
+    return _dump(report.to_dict(), ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------ stats
+@renders(Stats, OutputFormat.TEXT)
+def stats_text(s: Stats, options: RenderOptions) -> str:
+    """Counts, one per line, then the ten largest error classes."""
+    return _lines(
+        [
+            f"database:        {s.path}",
+            f"dataset version: {s.dataset_version or '-'}",
+            f"records:         {s.records} live, {s.retired} retired, {s.repos} repositories",
+            f"versions:        {s.versions} applied",
+            *(f"  {n:>7}  {cls}" for cls, n in s.by_class),
+        ]
+    )
+
+
+@renders(Stats, OutputFormat.JSON)
+def stats_json(s: Stats, options: RenderOptions) -> str:
+    """``Stats.to_dict()``."""
+    return _dump(s.to_dict())
+
+
+# ----------------------------------------------------------------------------------- ingest
+@renders(IngestReport, OutputFormat.TEXT)
+def ingest_text(report: IngestReport, options: RenderOptions) -> str:
+    """The one summary line (rejects and warnings go to standard error, see :func:`problems`)."""
+    c = report.counts
+    return f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, rejected {c.rejected}\n"
+
+
+@renders(IngestReport, OutputFormat.JSON)
+def ingest_json(report: IngestReport, options: RenderOptions) -> str:
+    """``IngestReport.to_dict()``."""
+    return _dump(report.to_dict(), ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------- lint
+@renders(LintReport, OutputFormat.TEXT)
+def lint_text(report: LintReport, options: RenderOptions) -> str:
+    """One ``path location [id] rule: message`` line per finding, then the counts."""
+    lines = [str(f) for f in report.findings]
+    errors, warnings = report.count(Severity.ERROR), report.count(Severity.WARNING)
+    lines.append(
+        f"{report.records} record(s): {errors} error(s), {warnings} warning(s)"
+        if report.findings
+        else f"{report.records} record(s): clean"
+    )
+    return _lines(lines)
+
+
+@renders(LintReport, OutputFormat.JSON)
+def lint_json(report: LintReport, options: RenderOptions) -> str:
+    """``LintReport.to_dict()``."""
+    return _dump(report.to_dict(), ensure_ascii=False)
+
+
+def problems(items: Sequence[object], *, label: str = "rejected", limit: int | None = None) -> str:
+    """Standard error's ``rejected: ...`` lines for a report's problems (at most ``limit``).
+
+    Problems quote record text, so they are sanitised like every human-facing output.
+    """
+    texts = [sanitize_text(str(p)) for p in items]
+    out = [f"{label}: {p}" for p in (texts if limit is None else texts[:limit])]
+    if limit is not None and len(texts) > limit:
+        out.append(f"... and {len(texts) - limit} more")
+    return _lines(out)

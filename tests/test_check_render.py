@@ -6,18 +6,18 @@ from typing import Any
 
 import pytest
 
+from errkb.checkpoint.inputs import FileError
+from errkb.errors import UsageError
+from errkb.render import OutputFormat, RenderOptions, formats, render
 from errkb.render.check import (
-    CheckFormat,
     escape_data,
     escape_property,
-    render,
     render_github,
     render_json,
     render_sarif,
     render_text,
 )
-from errkb.validators import Finding
-from errkb.validators.preflight import CheckReport, FileError
+from errkb.report import CheckReport, Finding
 
 QUANTO_ID = "5c84e15f4be2c1a6"
 COMFY_ID = "b9825390f5c3ae68"
@@ -57,21 +57,24 @@ def _with_severity(seed_records: dict[str, dict[str, Any]], severity: str) -> An
     return lookup
 
 
-@pytest.mark.parametrize("fmt", list(CheckFormat))
-def test_every_format_renders(fmt: CheckFormat, lookup: Any) -> None:
-    out = render(REPORT, fmt, lookup)
+@pytest.mark.parametrize("fmt", formats(CheckReport))
+def test_every_format_renders(fmt: OutputFormat, lookup: Any) -> None:
+    out = render(REPORT, fmt, RenderOptions(records=lookup))
     assert out.endswith("\n")
     assert "Quanto layer 'enc.0' has incompatible scale F32 (4,)" in out
     assert "file is empty" in out
-    if fmt in (CheckFormat.JSON, CheckFormat.SARIF):
+    if fmt in (OutputFormat.JSON, OutputFormat.SARIF):
         json.loads(out)
-    assert render(REPORT, fmt.value, lookup) == out  # the CLI may pass the plain string
+    # the CLI may pass the plain string
+    assert render(REPORT, fmt.value, RenderOptions(records=lookup)) == out
 
 
 def test_format_values_are_the_cli_choices() -> None:
-    assert [f.value for f in CheckFormat] == ["text", "json", "sarif", "github"]
-    with pytest.raises(ValueError):
-        render(REPORT, "xml", lambda _: None)
+    assert [f.value for f in formats(CheckReport)] == ["text", "json", "sarif", "github"]
+    with pytest.raises(UsageError):
+        render(REPORT, "xml")
+    with pytest.raises(UsageError, match="no markdown output"):
+        render(REPORT, OutputFormat.MARKDOWN)
 
 
 def test_text_reads_like_a_linter(lookup: Any) -> None:

@@ -13,16 +13,10 @@ from click.testing import CliRunner
 
 from errkb.errors import InputError
 from errkb.maint.extract import extract, github_url
-from errkb.maint.lint import (
-    RULE_SEVERITY,
-    LintFinding,
-    LintFormat,
-    LintReport,
-    LintRule,
-    Severity,
-    lint,
-    render_lint,
-)
+from errkb.maint.lint import lint
+from errkb.render import OutputFormat, formats, render
+from errkb.report import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
+from errkb.match.matcher import Matcher
 from errkb.match.patterns import compile_re2
 from errkb.records import upstream
 
@@ -331,16 +325,26 @@ def test_ambiguity_uses_the_prefilter_not_all_pairs(
         make_record(f"Layer {w} failed with {{err}} here", filePath=f"{w}.py") for w in words
     ]
     calls: list[str] = []
+    verified: list[int] = []
     real = compile_re2
 
     def counting(regex: str) -> Any:
         calls.append(regex)
         return real(regex)
 
+    class CountingMatcher(Matcher):
+        # Every (text, record) pair the ambiguity pass verifies goes through regex(): an
+        # all-pairs pass makes n * (n - 1) of these, the prefilter none (no shared anchors).
+        def regex(self, index: int) -> Any:
+            verified.append(index)
+            return super().regex(index)
+
     monkeypatch.setattr("errkb.maint.lint.compile_re2", counting)
+    monkeypatch.setattr("errkb.maint.lint.Matcher", CountingMatcher)
     report = lint([write(tmp_path, *records)])
     assert report.findings == ()
     assert len(calls) == n  # one raw-pattern compile per record (lazy-capture), nothing else
+    assert len(verified) < n  # far below the n * (n - 1) pairs of an all-pairs pass
 
 
 def test_ignore(tmp_path: Path) -> None:
@@ -383,22 +387,22 @@ REPORT = LintReport(
 
 
 def test_render_text() -> None:
-    assert render_lint(REPORT) == (
+    assert render(REPORT, OutputFormat.TEXT) == (
         "d/a.jsonl line 3 [0123456789abcdef] id-formula: id is off\n"
         "d/b.json unreadable: invalid JSON: Expecting value\n"
         "4 record(s): 1 error(s), 1 warning(s)\n"
     )
-    assert render_lint(LintReport((), 2)) == "2 record(s): clean\n"
+    assert render(LintReport((), 2), OutputFormat.TEXT) == "2 record(s): clean\n"
 
 
-@pytest.mark.parametrize("fmt", list(LintFormat))
-def test_every_format_renders(fmt: LintFormat) -> None:
-    text = render_lint(REPORT, fmt)
+@pytest.mark.parametrize("fmt", formats(LintReport))
+def test_every_format_renders(fmt: OutputFormat) -> None:
+    text = render(REPORT, fmt)
     assert "0123456789abcdef" in text and text.endswith("\n")
 
 
 def test_render_json() -> None:
-    data = json.loads(render_lint(REPORT, LintFormat.JSON))
+    data = json.loads(render(REPORT, OutputFormat.JSON))
     assert data["records"] == 4 and data["errors"] == 1 and data["warnings"] == 1
     assert data["findings"][0] == {
         "source": "d/a.jsonl",

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from errkb.errors import InputError
 from errkb.maint.extract import extract, github_url
 from errkb.maint.lint import lint
-from errkb.render import OutputFormat, formats, render
-from errkb.report import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 from errkb.match.matcher import Matcher
 from errkb.match.patterns import compile_re2
 from errkb.records import upstream
+from errkb.render import OutputFormat, formats, render
+from errkb.report import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 
 SEEDS = Path(__file__).parent.parent / "data" / "dataset"
 EXTRACT_SAMPLE = Path(__file__).parent / "data" / "extract" / "sample"

@@ -212,9 +212,7 @@ def test_escape_helpers() -> None:
 
 
 def test_a_comfy_record_links_its_own_source(lookup: Any, seed_records: dict[str, Any]) -> None:
-    finding = Finding(
-        "m.safetensors", "l", "l.weight_scale", "msg", COMFY_ID, "comfy", COMFY_ID
-    )
+    finding = Finding("m.safetensors", "l", "l.weight_scale", "msg", COMFY_ID, "comfy", COMFY_ID)
     log = json.loads(render_sarif(CheckReport((finding,), (), ()), lookup))
     assert (
         log["runs"][0]["tool"]["driver"]["rules"][0]["helpUri"]

@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from errkb.parse.spans import (
@@ -219,10 +219,19 @@ def test_message_spans_never_raises_and_offsets_hold(message: str) -> None:
             assert message[span.offset : span.offset + len(span.text)] == span.text
 
 
+#: Messages the embedding property is about: 12+ characters, a space, no outer whitespace. Plain
+#: st.text() hits that on about 7 of 300 inputs; words joined by spaces hit it almost always,
+#: while each word may still hold any character (quotes, backslashes, controls, non-BMP).
+_WORD = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24)
+EMBEDDABLE = st.lists(_WORD, min_size=2, max_size=8).map(" ".join)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.text(max_size=200))
+@given(EMBEDDABLE)
 def test_any_string_survives_repr_and_json_embedding(inner: str) -> None:
-    if len(inner.strip()) < 12 or " " not in inner.strip() or inner != inner.strip():
-        return
+    # assume(), not return: if the strategy stopped producing such messages, Hypothesis's
+    # filter_too_much health check fails the test instead of it passing on nothing.
+    assume(len(inner) >= 12 and " " in inner and inner == inner.strip())
+    event("exercised")
     assert inner in texts(f"Worker failed: ValueError({inner!r})")
     assert inner in texts(json.dumps({"message": inner}))

@@ -1,0 +1,151 @@
+"""The render registry: every report type renders in every format it registered, and no other.
+
+Samples come from real library calls on the seed dataset, so each renderer sees a report as a
+command would. Every JSON output must be strictly valid JSON, and where a schema exists
+(``explain``/``match``: explanation.schema.json; ``show``: record.v2.schema.json) it must
+validate against it. A report type added to the registry without a sample here fails
+``test_every_registered_type_has_a_sample``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb.errors import UsageError
+from errkb.maint.lint import lint
+from errkb.records import schema_validator
+from errkb.render import (
+    HUMAN_FORMATS,
+    OutputFormat,
+    RenderOptions,
+    formats,
+    registered,
+    render,
+    sanitize_text,
+)
+from errkb.report import RecordHistory, RecordList, VersionList
+from errkb.sync import history
+from errkb.validators.preflight import check
+from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
+
+SCHEMAS = {"Report": "explanation.schema.json", "RecordView": "record.v2.schema.json"}
+QKV_SIBLING = (
+    "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
+    "is None, got shape (3,)"
+)
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
+    db = tmp_path_factory.mktemp("render") / "kb.sqlite3"
+    with errkb.open(db) as kb:
+        out: dict[str, list[Any]] = {
+            "Report": [
+                kb.explain((EXAMPLES / "quanto-incompatible-scale.log").read_text()),
+                kb.match_message(QKV_SIBLING, "ValueError"),  # similar suggestions only
+                kb.explain("nothing to see here"),
+            ],
+            "RecordView": [kb.view(QUANTO_ID), kb.view(LINEAR_ID)],
+            "RecordList": [RecordList.of(kb.records())],
+            "Stats": [kb.stats()],
+            "IngestReport": [kb.ingest([DATASET])],
+            "CheckReport": [check([EXAMPLES / "checkpoints", "/nonexistent.safetensors"])],
+            "LintReport": [lint([DATASET])],
+            "SyncReport": [kb.sync(str(DATASET), dry_run=True)],
+            "VersionList": [VersionList(tuple(history.versions(kb)))],
+            "RecordHistory": [
+                RecordHistory(QUANTO_ID, tuple(history.record_history(kb, QUANTO_ID)))
+            ],
+        }
+        records = {rid: kb.store.raw_record(rid) for rid in (QUANTO_ID, LINEAR_ID)}
+    out["_records"] = [records]
+    return out
+
+
+def test_every_registered_type_has_a_sample(samples: dict[str, list[Any]]) -> None:
+    types = {t.__name__ for t, _ in registered()}
+    assert types == {name for name in samples if not name.startswith("_")}
+
+
+PAIRS = [(t.__name__, fmt) for t, fmt in registered()]
+
+
+@pytest.mark.parametrize(("type_name", "fmt"), PAIRS, ids=[f"{t}-{f.value}" for t, f in PAIRS])
+def test_every_report_renders_in_every_registered_format(
+    samples: dict[str, list[Any]], type_name: str, fmt: OutputFormat
+) -> None:
+    lookup = samples["_records"][0].get
+    for report in samples[type_name]:
+        text = render(report, fmt, RenderOptions(records=lookup))
+        assert isinstance(text, str) and text.endswith("\n"), (type_name, fmt)
+        assert isinstance(report.exit_code, int)
+        if fmt in (OutputFormat.JSON, OutputFormat.SARIF):
+            data = json.loads(text, parse_constant=_refuse)
+            if fmt is OutputFormat.JSON and type_name in SCHEMAS:
+                schema_validator(SCHEMAS[type_name]).validate(data)
+        if fmt in HUMAN_FORMATS:
+            assert text == sanitize_text(text) or "\x1b[" in text  # only our own styling
+
+
+def _refuse(name: str) -> None:
+    raise AssertionError(f"{name} is not JSON")
+
+
+@pytest.mark.parametrize("type_name", sorted(SCHEMAS))
+def test_every_type_offers_text_and_json(samples: dict[str, list[Any]], type_name: str) -> None:
+    assert {OutputFormat.TEXT, OutputFormat.JSON} <= set(formats(type(samples[type_name][0])))
+
+
+def test_an_unregistered_pair_is_an_error_not_text(samples: dict[str, list[Any]]) -> None:
+    stats = samples["Stats"][0]
+    assert OutputFormat.MARKDOWN not in formats(type(stats))
+    with pytest.raises(UsageError, match="Stats has no markdown output"):
+        render(stats, OutputFormat.MARKDOWN)
+    with pytest.raises(UsageError, match="unknown output format 'yaml'"):
+        render(stats, "yaml")
+    with pytest.raises(UsageError, match="str has no text output"):
+        render("a string is no report", OutputFormat.TEXT)
+
+
+def test_similar_suggestions_render_as_text(samples: dict[str, list[Any]]) -> None:
+    report = samples["Report"][1]
+    assert not report.explained and report.matches
+    text = render(report, OutputFormat.TEXT)
+    lines = text.splitlines()
+    assert lines[0] == "Not recognised. Closest known errors (suggestions only):"
+    assert lines[1] == f"  line 1: ValueError: {QKV_SIBLING}"
+    assert lines[2].startswith(f"    ~ {LINEAR_ID} expected-scalar-scale-for-fused-in-checkpoint")
+    assert "(similarity 0." in lines[2]
+    assert lines[-1] == "No known error found."
+    assert "Exceptions with no known record" not in text  # the suggestion already lists it
+
+
+def test_human_formats_escape_controls_but_json_is_exact(samples: dict[str, list[Any]]) -> None:
+    base = samples["RecordView"][0]
+    hostile = type(base)({**base.record, "documentation": "a\x1b]0;pwned\x07b\r\x9bc"})
+    text = render(hostile, OutputFormat.TEXT)
+    assert "a\\x1b]0;pwned\\x07b\\x0d\\x9bc" in text and "\x1b" not in text
+    markdown = render(hostile, OutputFormat.MARKDOWN)
+    assert "\x07" not in markdown and "\\x07" in markdown
+    exact = json.loads(render(hostile, OutputFormat.JSON))
+    assert exact["documentation"] == "a\x1b]0;pwned\x07b\r\x9bc"
+
+
+def test_colour_is_only_ours(samples: dict[str, list[Any]]) -> None:
+    text = render(samples["Report"][0], OutputFormat.TEXT, RenderOptions(color=True))
+    assert "\x1b[" in text  # the renderer's own styling survives sanitising (done before)
+    plain = render(samples["Report"][0], OutputFormat.TEXT)
+    assert "\x1b" not in plain
+
+
+def test_nan_becomes_null_in_json(samples: dict[str, list[Any]], tmp_path: Path) -> None:
+    base = samples["RecordView"][0]
+    nan = type(base)({**base.record, "extraScore": float("nan"), "extraMax": float("-inf")})
+    data = json.loads(render(nan, OutputFormat.JSON), parse_constant=_refuse)
+    assert data["extraScore"] is None and data["extraMax"] is None
+    assert data["id"] == base.record["id"]

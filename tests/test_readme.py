@@ -1,0 +1,118 @@
+"""The README's command examples are run, and their shown output compared (as sqlite-utils does).
+
+Every ``$ errkb ...`` line in a ```sh or ```text block of README.md is run from the repository
+root against a fresh knowledge base (seeded from the bundled dataset, no colour), and the lines
+after it, up to the next ``$`` line or the end of the block, must match its standard output.
+
+Elision rule, explicit and small: in an expected line, ``…`` stands for any text within that line
+(``0132848…/quanto_int8_config.py`` matches the full URL). A line whose text starts with ``…``
+(after indentation) stands for any number of whole lines, zero included; what follows the
+``…`` on it is a comment for the reader. Nothing else is loose: trailing whitespace aside,
+every other line must be equal, and no output may follow the last expected line.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from errkb.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+ELLIPSIS = "…"
+
+
+@dataclass(frozen=True)
+class Example:
+    line: int  #: README line of the ``$`` command
+    argv: tuple[str, ...]
+    expected: tuple[str, ...]
+
+
+def examples(text: str) -> list[Example]:
+    found: list[Example] = []
+    lines = text.splitlines()
+    fence: str | None = None
+    current: tuple[int, list[str], list[str]] | None = None
+    for number, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            if fence is None:
+                fence = line[3:].strip()
+                continue
+            fence = None
+        elif fence in ("sh", "text") and line.startswith("$ errkb "):
+            if current is not None:
+                found.append(Example(current[0], tuple(current[1]), tuple(current[2])))
+            current = (number, shlex.split(line[2:])[1:], [])
+            continue
+        elif fence in ("sh", "text") and current is not None:
+            current[2].append(line)
+            continue
+        if current is not None:
+            found.append(Example(current[0], tuple(current[1]), tuple(current[2])))
+            current = None
+    return found
+
+
+def _line_pattern(expected: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in expected.rstrip().split(ELLIPSIS)))
+
+
+def matches(expected: list[str] | tuple[str, ...], actual: list[str]) -> bool:
+    """Whether ``actual`` lines match ``expected`` under the elision rule (see module doc)."""
+    if not expected:
+        return not actual
+    head, rest = expected[0], list(expected[1:])
+    if head.strip().startswith(ELLIPSIS):
+        return any(matches(rest, actual[skip:]) for skip in range(len(actual) + 1))
+    return (
+        bool(actual)
+        and _line_pattern(head).fullmatch(actual[0].rstrip()) is not None
+        and matches(rest, actual[1:])
+    )
+
+
+EXAMPLES = examples(README.read_text(encoding="utf-8"))
+
+
+def test_the_readme_has_examples() -> None:
+    commands = {e.argv[0] for e in EXAMPLES}
+    assert {"explain", "lint", "check"} <= commands
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[f"line{e.line}" for e in EXAMPLES])
+def test_readme_example_output(
+    example: Example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "kb.sqlite3"), *example.argv])
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    actual = result.stdout.splitlines()
+    assert matches(example.expected, actual), (
+        f"README.md line {example.line}: `errkb {' '.join(example.argv)}` printed:\n"
+        + result.stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "ok"),
+    [
+        (["a", "b"], ["a", "b"], True),
+        (["a", "b"], ["a", "b", "c"], False),  # nothing may follow unless elided
+        (["a", "…"], ["a", "b", "c"], True),
+        (["a", "  … (comment)", "z"], ["a", "z"], True),
+        (["a", "  … (comment)", "z"], ["a", "b", "c", "z"], True),
+        (["x…z"], ["x and then z"], True),
+        (["x…z"], ["x and then y"], False),
+        (["a.c"], ["abc"], False),  # only … is a wildcard
+    ],
+)
+def test_the_elision_rule(expected: list[str], actual: list[str], ok: bool) -> None:
+    assert matches(expected, actual) is ok

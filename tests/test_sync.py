@@ -397,7 +397,7 @@ def test_network_failure_halfway_changes_nothing(store: Store, server: Server, f
     with pytest.raises(NetworkError, match=r"/v2/data/repos/org/repo-1\.json"):
         sync(store, f"{server.base}/v2", timeout=5)
     assert state(store) == snapshot
-    assert server.paths()[-1] == "/v2/data/repos/org/repo-1.json"  # it failed halfway
+    assert "/v2/data/repos/org/repo-1.json" in server.paths()  # it failed halfway
     server.faults.clear()
     assert sync(store, f"{server.base}/v2").status is SyncStatus.APPLIED
     assert live(store) == hashes(records_v2())

@@ -40,7 +40,8 @@ from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
 from errkb.records.reader import Item, read_file
 from errkb.store import ApplyCounts, Diff, Incoming, Keep, Store, VersionInfo, VersionKind
-from errkb.sync import publish
+from errkb.sync import fetch as fetching
+from errkb.sync import publish, transport
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -68,11 +69,12 @@ class Stage(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Progress:
-    """One progress report: ``done`` of ``total`` units of ``stage``."""
+    """One progress report: ``done`` of ``total`` units of ``stage`` (files for REPOS)."""
 
     stage: Stage
     done: int
     total: int
+    bytes: int = 0  #: downloaded so far in this stage
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -98,6 +100,10 @@ class SyncReport:
     repos_fetched: int = 0
     repos_skipped: int = 0  #: unchanged since the last sync: not downloaded
     hashes: tuple[tuple[str, str], ...] = ()
+    repos_cached: int = 0  #: verified by an earlier, interrupted sync: taken from the cache
+    bytes_downloaded: int = 0
+    #: manifest ``files`` entries errkb does not read: (name, path)
+    other_files: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -136,7 +142,10 @@ class SyncReport:
             "diff": self.diff.to_dict() if self.diff is not None else None,
             "reposFetched": self.repos_fetched,
             "reposSkipped": self.repos_skipped,
+            "reposCached": self.repos_cached,
+            "bytesDownloaded": self.bytes_downloaded,
             "hashes": dict(self.hashes),
+            "otherFiles": [{"name": n, "path": p} for n, p in self.other_files],
         }
 
 
@@ -190,12 +199,15 @@ class _Plan:
     state: Mapping[str, Any] | None = None  #: the sync state to record with the version
     repos_fetched: int = 0
     repos_skipped: int = 0
+    repos_cached: int = 0
+    bytes_downloaded: int = 0
+    other_files: tuple[tuple[str, str | None], ...] = ()
 
 
 # ---------------------------------------------------------------------------- entry point
 def sync(
     target: Store | KnowledgeBase,
-    source: str | os.PathLike[str],
+    source: str | os.PathLike[str] | None = None,
     *,
     dry_run: bool = False,
     full: bool | None = None,
@@ -205,6 +217,10 @@ def sync(
     progress: ProgressCallback | None = None,
     max_bytes: int = publish.DEFAULT_MAX_BYTES,
     timeout: float = publish.DEFAULT_TIMEOUT,
+    deadline: float | None = transport.DEFAULT_DEADLINE,
+    workers: int = fetching.DEFAULT_WORKERS,
+    cache_dir: str | os.PathLike[str] | None = None,
+    cache_max_bytes: int = fetching.DEFAULT_CACHE_MAX_BYTES,
 ) -> SyncReport:
     """Bring the knowledge base to the dataset version ``source`` holds, in one transaction.
 
@@ -214,32 +230,55 @@ def sync(
     version (``RecordError``) unless ``skip_invalid``, which applies the rest, writes the rejects
     as JSON Lines to ``reject_report`` (default ``<db>.rejects.jsonl``) and marks the version
     partial. An older version than the current one is refused unless ``allow_downgrade``.
+    Without ``source``: ``$ERRKB_SOURCE``, else ErrLookup's site (``publish.default_source``).
+
+    Over http(s), repository files are downloaded by ``workers`` threads and kept, once
+    verified, in a download cache (``cache_dir``, default under the user cache directory,
+    at most ``cache_max_bytes``) that a rerun after an interrupted sync reuses and a successful
+    apply empties. ``timeout`` bounds each read, ``deadline`` (seconds) the whole sync.
     """
     store = store_of(target)
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
-    with store.sync_lock(), _workdir(store.path) as tmp:
-        tree = publish.locate(os.fspath(source))
+    limit = transport.Deadline(deadline)
+    with store.sync_lock(), _workdir(store.path) as tmp, limit.watch():
+        tree = publish.locate(publish.resolve_source(source))
         planned: _Plan | SyncReport
-        if tree is None:
-            planned = _plan_records(store, Path(source), full=bool(full), notify=notify)
-        else:
-            tree = _with_timeout(tree, timeout)
-            planned = _plan_published(
-                store,
-                tree,
-                tmp,
-                full=True if full is None else full,
-                allow_downgrade=allow_downgrade,
-                max_bytes=max_bytes,
-                notify=notify,
-            )
+        client: transport.HttpClient | None = None
+        cache: fetching.RepoCache | None = None
+        try:
+            if tree is None:
+                planned = _plan_records(store, Path(str(source)), full=bool(full), notify=notify)
+            else:
+                if isinstance(tree, publish.HttpTree):
+                    client = transport.HttpClient(read_timeout=timeout, deadline=limit)
+                    tree = replace(tree, timeout=timeout, client=client)
+                    root = fetching.cache_dir_for(
+                        store.path, Path(cache_dir) if cache_dir is not None else None
+                    )
+                    cache = fetching.RepoCache(root, cache_max_bytes)
+                planned = _plan_published(
+                    store,
+                    tree,
+                    tmp,
+                    full=True if full is None else full,
+                    allow_downgrade=allow_downgrade,
+                    max_bytes=max_bytes,
+                    notify=notify,
+                    fetch_options=_FetchOptions(cache, workers, limit),
+                )
+        finally:
+            if client is not None:
+                client.close()
         if isinstance(planned, SyncReport):
+            if cache is not None:
+                cache.clear()
             return replace(planned, elapsed=time.monotonic() - started)
         if tree is None:
             _check_downgrade(planned, allow_downgrade)
-        return _execute(
+        limit.check(planned.source)
+        report = _execute(
             store,
             planned,
             dry_run=dry_run,
@@ -248,6 +287,18 @@ def sync(
             notify=notify,
             started=started,
         )
+        if cache is not None and not dry_run:
+            cache.clear()  # applied: nothing in it is needed again
+        return report
+
+
+@dataclass(frozen=True)
+class _FetchOptions:
+    """How repository files are brought local: cache, concurrency and deadline."""
+
+    cache: fetching.RepoCache | None = None
+    workers: int = fetching.DEFAULT_WORKERS
+    deadline: transport.Deadline = field(default_factory=lambda: transport.Deadline(None))
 
 
 def store_of(target: Store | KnowledgeBase) -> Store:
@@ -269,12 +320,6 @@ def _workdir(db_path: Path) -> Iterator[Path]:
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(prefix=prefix, dir=db_path.parent) as tmp:
         yield Path(tmp)
-
-
-def _with_timeout(tree: publish.Tree, timeout: float) -> publish.Tree:
-    if isinstance(tree, publish.HttpTree):
-        return replace(tree, timeout=timeout)
-    return tree
 
 
 # ---------------------------------------------------------------------------- planning
@@ -307,7 +352,9 @@ def _plan_published(
     allow_downgrade: bool,
     max_bytes: int,
     notify: ProgressCallback,
+    fetch_options: _FetchOptions | None = None,
 ) -> _Plan | SyncReport:
+    options = fetch_options or _FetchOptions()
     latest = store.latest_version()
     current = store.meta_value("dataset_version")
     state = _load_state(store, latest)
@@ -337,14 +384,15 @@ def _plan_published(
     ):
         return _up_to_date(tree.location, version, current)
     _refuse_downgrade(where, version, current, allow_downgrade)
+    # From here on every data file is requested for this version (?v=...): the manifest's
+    # hashes pin it, and a CDN edge keeping an older version's bytes is bypassed.
+    tree = tree.for_version(version)
 
     # 2. The hashed metadata files.
     notify(Progress(Stage.INDEX, 0, 2))
     index_entry = manifest.entry("index", where)
-    index_file = tree.fetch(index_entry.path, tmp / "index.json.gz", max_bytes=max_bytes)
-    by_repo = publish.parse_index(
-        publish.verify_file(index_file, index_entry, max_bytes=max_bytes), index_file.where, version
-    )
+    index_file, index_raw = _fetch_verified(tree, index_entry, tmp / "index.json.gz", max_bytes)
+    by_repo = publish.parse_index(index_raw, index_file.where, version)
     errors_count = manifest.counts.get("errors")
     indexed = sum(len(ids) for ids in by_repo.values())
     if isinstance(errors_count, int) and errors_count != indexed:
@@ -354,10 +402,8 @@ def _plan_published(
         )
     notify(Progress(Stage.INDEX, 1, 2))
     repos_entry = manifest.entry("repos", where)
-    repos_file = tree.fetch(repos_entry.path, tmp / "repos.json", max_bytes=max_bytes)
-    repos = publish.parse_repos(
-        publish.verify_file(repos_file, repos_entry, max_bytes=max_bytes), repos_file.where
-    )
+    repos_file, repos_raw = _fetch_verified(tree, repos_entry, tmp / "repos.json", max_bytes)
+    repos = publish.parse_repos(repos_raw, repos_file.where)
     notify(Progress(Stage.INDEX, 2, 2))
     hashes = [("manifest", manifest.sha256), ("index", index_entry.sha256)]
     if index_entry.raw_sha256:
@@ -399,26 +445,49 @@ def _plan_published(
         if old:
             new_etags[tree.where(publish.repo_file(repo))] = old
     fetched_count = 0
-    notify(Progress(Stage.REPOS, 0, len(fetch)))
-    for n, repo in enumerate(fetch):
+    cached_count = 0
+    jobs: list[fetching.RepoJob] = []
+    for repo in fetch:
         rel = publish.repo_file(repo)
-        repo_where = tree.where(rel)
-        ids = by_repo[repo]
         # A 304 means "the file you applied last time": usable only while our stored records
         # of that repository are exactly the ones that file held.
-        same_ids = live.get(repo, frozenset()) == frozenset(ids)
-        etag = etags.get(repo_where) if state and same_ids else None
-        got = tree.fetch(rel, tmp / f"repo-{n}.json", max_bytes=max_bytes, etag=etag)
-        if got.not_modified:
+        same_ids = live.get(repo, frozenset()) == frozenset(by_repo[repo])
+        etag = etags.get(tree.where(rel)) if state and same_ids else None
+        key = fetching.cache_key(repo, by_repo[repo], repos.get(repo), version)
+        jobs.append(fetching.RepoJob(repo, rel, key, etag))
+    cache = options.cache
+    if cache is not None:
+        cache.retain({job.key for job in jobs})
+    downloaded = fetching.Counter()
+    notify(Progress(Stage.REPOS, 0, len(jobs)))
+    files = fetching.fetch_all(
+        tree,
+        jobs,
+        cache,
+        scratch=tmp,
+        max_bytes=max_bytes,
+        workers=options.workers,
+        on_bytes=downloaded.add,
+        cancel=options.deadline.cancel,
+    )
+    for n, got in enumerate(files):
+        options.deadline.check(tree.location)
+        repo, repo_where, ids = got.job.repo, tree.where(got.job.rel), by_repo[got.job.repo]
+        if got.fetched.not_modified:
             skipped.append(repo)
             clean.append(repo)
-            new_etags[repo_where] = etag or ""
-            notify(Progress(Stage.REPOS, n + 1, len(fetch)))
+            new_etags[repo_where] = got.job.etag or ""
+            notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
             continue
-        fetched_count += 1
-        part = _parse_repo(got, repo, ids, stored)
-        if got.path is not None and got.path.is_relative_to(tmp):
-            got.path.unlink()  # keep disk use to one repository file at a time
+        if got.cached:
+            cached_count += 1
+        else:
+            fetched_count += 1
+        part, path = _parse_checked(tree, got, ids, stored, tmp, max_bytes, downloaded)
+        if cache is not None and path.parent == cache.root and not part.broken:
+            cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
+        elif path.is_relative_to(tmp):
+            path.unlink()  # keep disk use to one repository file at a time
         found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
         bad = {p.record_id for p in found if p.record_id} if not part.broken else set(ids)
         incoming.extend((it.obj for it in part.items if it.obj["id"] not in bad), version)
@@ -427,9 +496,10 @@ def _plan_published(
         kept_ids |= bad
         if not bad:
             clean.append(repo)
-            if got.etag:
-                new_etags[repo_where] = got.etag
-        notify(Progress(Stage.REPOS, n + 1, len(fetch)))
+            if got.fetched.etag:
+                new_etags[repo_where] = got.fetched.etag
+        notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
+    _same_manifest(tree, manifest, tmp, jobs)
 
     fingerprints = {
         repo: list(repos[repo].fingerprint)
@@ -456,7 +526,97 @@ def _plan_published(
         state=new_state,
         repos_fetched=fetched_count,
         repos_skipped=len(skipped),
+        repos_cached=cached_count,
+        bytes_downloaded=downloaded.value,
+        other_files=manifest.others,
     )
+
+
+def _fetch_verified(
+    tree: publish.Tree, entry: publish.FileEntry, dest: Path, max_bytes: int
+) -> tuple[publish.Fetched, bytes]:
+    """Fetch a hashed file and verify it; on a mismatch over http, once more past every cache."""
+    got = tree.fetch(entry.path, dest, max_bytes=max_bytes)
+    try:
+        return got, publish.verify_file(got, entry, max_bytes=max_bytes)
+    except IntegrityError:
+        if not isinstance(tree, publish.HttpTree):
+            raise
+    got = tree.fetch(entry.path, dest, max_bytes=max_bytes, fresh=True)
+    try:
+        return got, publish.verify_file(got, entry, max_bytes=max_bytes)
+    except IntegrityError as exc:
+        raise IntegrityError(_stale(str(exc))) from None
+
+
+def _stale(message: str) -> str:
+    return (
+        message.removesuffix("; nothing changed")
+        + "; the same after a second request that bypassed caches: the server served stale "
+        "or corrupt data; nothing changed"
+    )
+
+
+def _parse_checked(
+    tree: publish.Tree,
+    got: fetching.Got,
+    ids: Sequence[str],
+    stored: Mapping[str, str],
+    tmp: Path,
+    max_bytes: int,
+    downloaded: fetching.Counter,
+) -> tuple[_RepoFile, Path]:
+    """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
+
+    Repository files carry no hash of their own, so a stale edge shows up as a file that does
+    not match the (hashed) index; the second request bypasses caches (``fresh``).
+    """
+    path = got.fetched.path
+    assert path is not None  # noqa: S101 - not_modified is handled by the caller
+    try:
+        return _parse_repo(got.fetched, got.job.repo, ids, stored), path
+    except IntegrityError:
+        if not isinstance(tree, publish.HttpTree):
+            raise
+        if path.is_relative_to(tmp) or path.suffix == ".part":
+            path.unlink(missing_ok=True)
+    again = tree.fetch(
+        got.job.rel,
+        tmp / "retry.json",
+        max_bytes=max_bytes,
+        fresh=True,
+        on_bytes=downloaded.add,
+    )
+    try:
+        return _parse_repo(again, got.job.repo, ids, stored), tmp / "retry.json"
+    except IntegrityError as exc:
+        raise IntegrityError(_stale(str(exc))) from None
+
+
+def _same_manifest(
+    tree: publish.Tree, manifest: publish.Manifest, tmp: Path, jobs: Sequence[fetching.RepoJob]
+) -> None:
+    """Refuse if a new version was published while the repository files were downloading.
+
+    Repository files carry no hash, and an origin serves only its newest version whatever
+    ``?v=`` says, so files fetched after a publish may belong to the next version. If the
+    manifest is the same after the last download, every file came from the version its hashes
+    pin (the origin flips versions at once); otherwise nothing is applied.
+    """
+    if not isinstance(tree, publish.HttpTree) or not jobs:
+        return
+    where = tree.where(tree.manifest_path)
+    got = tree.fetch(
+        tree.manifest_path, tmp / "manifest-after.json", max_bytes=publish.MANIFEST_MAX_BYTES
+    )
+    assert got.path is not None  # noqa: S101 - fetched without an ETag: never a 304
+    after = publish.parse_manifest(got.path.read_bytes(), where)
+    if after.sha256 != manifest.sha256:
+        raise SyncError(
+            f"{where}: datasetVersion {after.dataset_version} was published while this sync "
+            f"was downloading {manifest.dataset_version}; nothing changed (run errkb sync "
+            "again: the files already verified are cached)"
+        )
 
 
 @dataclass(frozen=True)

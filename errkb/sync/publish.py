@@ -16,31 +16,36 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import hashlib
-import http.client
 import json
+import os
 import re
-import socket
-import urllib.error
+import secrets
+import stat
 import urllib.parse
-import urllib.request
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
-from errkb import __version__
-from errkb.errors import IntegrityError, NetworkError, SyncError
+from errkb.errors import IntegrityError, SyncError
+from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
 
 #: Default cap on any one downloaded (or decompressed) file.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 #: The manifest is a few hundred bytes; anything this large is not a manifest.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = DEFAULT_READ_TIMEOUT
 MANIFEST_PATH = "data/manifest.json"
+#: Where ErrLookup publishes its dataset: what ``errkb sync`` fetches when given no SOURCE.
+DEFAULT_SOURCE = "https://errors.standardbeagle.com"
+#: Environment variable naming another default source (a mirror, a local tree).
+SOURCE_ENV = "ERRKB_SOURCE"
 _CHUNK = 1 << 20
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Same rule as the record schema's repo field; it also keeps a repo name from escaping the tree.
+#: The manifest entries a sync fetches and verifies; any other entry is only listed.
+_FETCHED = frozenset({"index", "repos"})
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -67,6 +72,8 @@ class Manifest:
     counts: Mapping[str, Any]
     files: Mapping[str, FileEntry]
     sha256: str  #: of the manifest bytes themselves
+    #: other ``files`` entries (name, path if any): listed, never fetched, never fatal
+    others: tuple[tuple[str, str | None], ...] = ()
 
     def entry(self, name: str, where: str) -> FileEntry:
         try:
@@ -95,6 +102,7 @@ class Fetched:
     where: str  #: URL or local path, for messages
     path: Path | None
     etag: str | None = None
+    bytes: int = 0  #: transferred (0 for a local file read in place)
 
     @property
     def not_modified(self) -> bool:
@@ -116,9 +124,20 @@ class Tree(Protocol):
     def where(self, rel: str) -> str:
         """Where ``rel`` lives (URL or file path), for messages."""
 
+    def for_version(self, version: str) -> Tree:
+        """The same tree, fetching the files of ``version`` (cache-busting over http)."""
+
     def fetch(
-        self, rel: str, dest: Path, *, max_bytes: int, etag: str | None = None
-    ) -> Fetched: ...
+        self,
+        rel: str,
+        dest: Path,
+        *,
+        max_bytes: int,
+        etag: str | None = None,
+        fresh: bool = False,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> Fetched:
+        """Fetch ``rel``; ``fresh`` defeats every cache between us and the origin."""
 
 
 @dataclass(frozen=True)
@@ -135,41 +154,48 @@ class LocalTree:
     def where(self, rel: str) -> str:
         return str(self.base / clean_rel(rel))
 
-    def fetch(self, rel: str, dest: Path, *, max_bytes: int, etag: str | None = None) -> Fetched:
+    def for_version(self, version: str) -> LocalTree:
+        return self
+
+    def fetch(
+        self,
+        rel: str,
+        dest: Path,
+        *,
+        max_bytes: int,
+        etag: str | None = None,
+        fresh: bool = False,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> Fetched:
         path = self.base / clean_rel(rel)
         try:
-            size = path.stat().st_size
+            info = path.stat()
         except OSError as exc:
             raise SyncError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        # A device (/dev/zero) never ends and a FIFO blocks the reader: only regular files.
+        if not stat.S_ISREG(info.st_mode):
+            raise SyncError(f"{path}: not a regular file ({_file_kind(info.st_mode)}); refused")
+        size = info.st_size
         if size > max_bytes:
             raise SyncError(f"{path}: {size} bytes is over the {max_bytes}-byte cap")
         return Fetched(str(path), path)
 
 
-class _SafeRedirect(urllib.request.HTTPRedirectHandler):
-    """Follow redirects only to http(s): a redirect must not reach ``file:`` or ``ftp:``."""
-
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: Any,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
-            raise NetworkError(f"GET {req.full_url}: refused redirect to {newurl!r}")
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
 @dataclass(frozen=True)
 class HttpTree:
-    """A published tree served over http(s)."""
+    """A published tree served over http(s), usually through a CDN.
+
+    The CDN keeps data files for up to a week (``stale-while-revalidate``) and may answer with
+    the previous version's bytes, so every data file is requested with ``?v=<datasetVersion>``
+    (the version being applied, as upstream's own client does) and the manifest with
+    ``Cache-Control: no-cache``.
+    """
 
     base: str  #: no trailing slash
     manifest_path: str = MANIFEST_PATH
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = DEFAULT_TIMEOUT  #: per read
+    version: str | None = None  #: the datasetVersion whose files are fetched (``?v=``)
+    client: HttpClient | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if urllib.parse.urlsplit(self.base).scheme not in ("http", "https"):
@@ -182,8 +208,76 @@ class HttpTree:
     def where(self, rel: str) -> str:
         return f"{self.base}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
 
-    def fetch(self, rel: str, dest: Path, *, max_bytes: int, etag: str | None = None) -> Fetched:
-        return download(self.where(rel), dest, max_bytes=max_bytes, etag=etag, timeout=self.timeout)
+    def for_version(self, version: str) -> HttpTree:
+        return replace(self, version=version)
+
+    def url(self, rel: str, *, fresh: bool = False) -> str:
+        """The URL requested for ``rel``: with ``?v=`` for data files, and ``&r=`` if ``fresh``."""
+        url = self.where(rel)
+        if clean_rel(rel) == clean_rel(self.manifest_path):
+            return url
+        query: list[tuple[str, str]] = []
+        if self.version is not None:
+            query.append(("v", self.version))
+        if fresh:
+            query.append(("r", secrets.token_hex(8)))
+        if not query:
+            return url
+        # encodeURIComponent's safe set: the query upstream's client sends, so edges that
+        # cached the site's own requests answer ours too.
+        return url + "?" + "&".join(f"{k}={_quote_component(v)}" for k, v in query)
+
+    def fetch(
+        self,
+        rel: str,
+        dest: Path,
+        *,
+        max_bytes: int,
+        etag: str | None = None,
+        fresh: bool = False,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> Fetched:
+        headers = {}
+        if clean_rel(rel) == clean_rel(self.manifest_path) or fresh:
+            headers["Cache-Control"] = "no-cache"
+        client = self.client or HttpClient(read_timeout=self.timeout)
+        try:
+            got = client.get(
+                self.url(rel, fresh=fresh),
+                dest,
+                max_bytes=max_bytes,
+                headers=headers,
+                etag=etag,
+                on_bytes=on_bytes,
+            )
+        finally:
+            if self.client is None:
+                client.close()
+        return Fetched(self.where(rel), got.path, got.etag, got.bytes)
+
+
+def _quote_component(text: str) -> str:
+    return urllib.parse.quote(text, safe="-_.!~*'()")
+
+
+def default_source() -> str:
+    """``$ERRKB_SOURCE`` when set (and not empty), else ErrLookup's site."""
+    return os.environ.get(SOURCE_ENV) or DEFAULT_SOURCE
+
+
+def resolve_source(source: str | os.PathLike[str] | None) -> str:
+    """The source a sync reads: ``source`` itself, or the default when it is None."""
+    return default_source() if source is None else os.fspath(source)
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
 
 
 def locate(source: str) -> Tree | None:
@@ -246,9 +340,6 @@ def repo_file(repo: str) -> str:
 
 
 # ---------------------------------------------------------------------------- downloads
-_OPENER = urllib.request.build_opener(_SafeRedirect())
-
-
 def download(
     url: str,
     dest: Path,
@@ -263,54 +354,12 @@ def download(
     naming the URL; ``dest`` may then hold a partial file, which the caller's temporary
     directory removes.
     """
-    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
-        raise NetworkError(f"GET {url}: only http and https URLs are supported")
-    request = urllib.request.Request(  # noqa: S310 - scheme checked just above
-        url, headers={"User-Agent": f"errkb/{__version__}", "Accept-Encoding": "identity"}
-    )
-    if etag:
-        request.add_header("If-None-Match", etag)
+    client = HttpClient(read_timeout=timeout)
     try:
-        # The scheme is checked above and redirects are limited to http(s) by _SafeRedirect.
-        response = _OPENER.open(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        if exc.code == 304 and etag:
-            return Fetched(url, None, etag)
-        raise NetworkError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
-    except urllib.error.URLError as exc:
-        raise NetworkError(f"GET {url}: {_reason(exc.reason)}") from exc
-    except (OSError, http.client.HTTPException) as exc:
-        raise NetworkError(f"GET {url}: {_reason(exc)}") from exc
-    with response:
-        length_header = response.headers.get("Content-Length")
-        expected = int(length_header) if length_header and length_header.isdigit() else None
-        if expected is not None and expected > max_bytes:
-            raise NetworkError(f"GET {url}: {expected} bytes is over the {max_bytes}-byte cap")
-        total = 0
-        try:
-            with dest.open("wb") as out:
-                while chunk := response.read(_CHUNK):
-                    total += len(chunk)
-                    if total > max_bytes:
-                        raise NetworkError(f"GET {url}: body is over the {max_bytes}-byte cap")
-                    out.write(chunk)
-        except (OSError, http.client.HTTPException) as exc:
-            raise NetworkError(f"GET {url}: connection lost after {total} bytes: {exc!r}") from exc
-        # http.client returns a short body silently when the peer closes early: check it here.
-        if expected is not None and total != expected:
-            raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
-        return Fetched(url, dest, response.headers.get("ETag"))
-
-
-def _reason(reason: object) -> str:
-    if isinstance(reason, ConnectionRefusedError):
-        return "connection refused"
-    if isinstance(reason, socket.timeout | TimeoutError):
-        return "timed out"
-    if isinstance(reason, OSError) and reason.strerror:
-        return reason.strerror
-    return str(reason) or type(reason).__name__
+        got = client.get(url, dest, max_bytes=max_bytes, etag=etag)
+    finally:
+        client.close()
+    return Fetched(url, got.path, got.etag, got.bytes)
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -334,7 +383,13 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
     if not isinstance(files_doc, dict):
         raise SyncError(f"{where}: the manifest has no 'files' object")
     files: dict[str, FileEntry] = {}
+    others: list[tuple[str, str | None]] = []
     for name, spec in files_doc.items():
+        if name not in _FETCHED:
+            # Files errkb does not read (upstream adds them over time): listed, never checked.
+            path = spec.get("path") if isinstance(spec, dict) else None
+            others.append((str(name), path if isinstance(path, str) else None))
+            continue
         if not isinstance(spec, dict):
             raise SyncError(f"{where}: manifest files.{name} is not an object")
         path, sha = spec.get("path"), spec.get("sha256")
@@ -354,7 +409,9 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
         )
     counts_doc = doc.get("counts")
     counts: dict[str, Any] = counts_doc if isinstance(counts_doc, dict) else {}
-    return Manifest(version, 2, counts, files, hashlib.sha256(data).hexdigest())
+    return Manifest(
+        version, 2, counts, files, hashlib.sha256(data).hexdigest(), tuple(sorted(others))
+    )
 
 
 def parse_version(text: str) -> dt.datetime | None:

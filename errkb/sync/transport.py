@@ -1,0 +1,312 @@
+"""HTTP downloads for sync: keep-alive connections, size caps and one overall deadline.
+
+A sync fetches about 1,800 files from one host, so each worker thread keeps one
+``http.client`` connection open per host and reuses it (keep-alive) instead of opening a TCP
+and TLS connection per file. Every download streams into a file under a size cap. Besides the
+per-read socket timeout, a ``Deadline`` bounds the whole sync: a server that trickles one byte
+every few seconds never trips a read timeout, so a watchdog thread shuts down every socket
+still open when the deadline passes, and the blocked read fails at once. Redirects are followed
+by hand and only to http(s). Every failure is one ``NetworkError`` naming the URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import threading
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from errkb import __version__
+from errkb.errors import NetworkError
+
+#: Per-read (socket) timeout: how long one read may wait for the next bytes.
+DEFAULT_READ_TIMEOUT = 60.0
+#: Overall deadline of one sync, downloads and all.
+DEFAULT_DEADLINE = 30 * 60.0
+_CHUNK = 1 << 16
+_MAX_REDIRECTS = 5
+
+
+class Deadline:
+    """The moment a sync must give up, with a watchdog that unblocks reads stuck past it.
+
+    ``seconds=None`` means no overall deadline (reads still time out individually).
+    """
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.end = None if seconds is None else time.monotonic() + seconds
+        self._lock = threading.Lock()
+        self._sockets: set[socket.socket] = set()
+        self._expired = False
+        self._timer: threading.Timer | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self._expired or (self.end is not None and time.monotonic() >= self.end)
+
+    def remaining(self) -> float | None:
+        return None if self.end is None else max(self.end - time.monotonic(), 0.0)
+
+    def message(self, what: str) -> str:
+        return (
+            f"{what}: the sync's deadline of {self.seconds:g}s passed; nothing changed "
+            "(allow more with --timeout)"
+        )
+
+    def check(self, what: str) -> None:
+        """Raise ``NetworkError`` if the deadline has passed."""
+        if self.expired:
+            raise NetworkError(self.message(what))
+
+    def read_timeout(self, per_read: float) -> float:
+        left = self.remaining()
+        return per_read if left is None else max(min(per_read, left), 0.001)
+
+    @contextlib.contextmanager
+    def watch(self) -> Iterator[Deadline]:
+        """Run the watchdog for the duration of the block."""
+        left = self.remaining()
+        if left is not None:
+            self._timer = threading.Timer(left, self._expire)
+            self._timer.daemon = True
+            self._timer.start()
+        try:
+            yield self
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    @contextlib.contextmanager
+    def guard(self, sock: socket.socket | None) -> Iterator[None]:
+        """Register ``sock`` so the watchdog can shut it down while it is in use."""
+        if sock is None:
+            yield
+            return
+        with self._lock:
+            self._sockets.add(sock)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._sockets.discard(sock)
+
+    def cancel(self) -> None:
+        """Unblock every read in progress (the sync is failing anyway: stop downloading)."""
+        self._shutdown_all()
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+        self._shutdown_all()
+
+    def _shutdown_all(self) -> None:
+        with self._lock:
+            for sock in self._sockets:
+                # shutdown, not close: the owning thread closes it; this only wakes its read.
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+
+@dataclass(frozen=True)
+class Response:
+    """A completed download: where the body went (None for 304) and the validators."""
+
+    url: str
+    path: Path | None
+    etag: str | None
+    bytes: int = 0
+
+
+class HttpClient:
+    """GETs over reused connections: one per (thread, host), so workers never share one."""
+
+    def __init__(
+        self,
+        *,
+        read_timeout: float = DEFAULT_READ_TIMEOUT,
+        deadline: Deadline | None = None,
+    ) -> None:
+        self.read_timeout = read_timeout
+        self.deadline = deadline or Deadline(None)
+        self._local = threading.local()
+        self._all: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self.connections_opened = 0
+
+    def get(
+        self,
+        url: str,
+        dest: Path,
+        *,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+        etag: str | None = None,
+        on_bytes: Callable[[int], None] | None = None,
+    ) -> Response:
+        """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives path None."""
+        first = url
+        for _ in range(_MAX_REDIRECTS + 1):
+            self.deadline.check(f"GET {first}")
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise NetworkError(f"GET {url}: only http and https URLs are supported")
+            target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+            sent = {
+                "User-Agent": f"errkb/{__version__}",
+                "Accept-Encoding": "identity",
+                **(headers or {}),
+            }
+            if etag:
+                sent["If-None-Match"] = etag
+            conn, response = self._request(parts, target, sent, url)
+            try:
+                location = response.getheader("Location")
+                if response.status in (301, 302, 303, 307, 308) and location:
+                    response.read(_CHUNK)  # a redirect's body is small; drain it to reuse
+                    newurl = urllib.parse.urljoin(url, location)
+                    if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+                        raise NetworkError(f"GET {first}: refused redirect to {newurl!r}")
+                    url = newurl
+                    continue
+                if response.status == 304 and etag:
+                    response.read(_CHUNK)
+                    return Response(url, None, etag)
+                if response.status != 200:
+                    raise NetworkError(f"GET {url}: HTTP {response.status} {response.reason}")
+                total = self._body(conn, response, url, dest, max_bytes, on_bytes)
+                return Response(url, dest, response.getheader("ETag"), total)
+            except BaseException:
+                self._drop(conn)
+                raise
+            finally:
+                will_close = response.will_close
+                response.close()  # releases the socket a closing response still holds
+                if will_close:
+                    self._drop(conn)
+        raise NetworkError(f"GET {first}: more than {_MAX_REDIRECTS} redirects")
+
+    def _request(
+        self,
+        parts: urllib.parse.SplitResult,
+        target: str,
+        headers: Mapping[str, str],
+        url: str,
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        # A kept-alive connection may have been closed by the server while idle: the first
+        # failure on a reused connection is retried once on a fresh one.
+        for attempt in (0, 1):
+            conn, reused = self._connection(parts)
+            try:
+                conn.timeout = self.deadline.read_timeout(self.read_timeout)
+                if conn.sock is not None:
+                    conn.sock.settimeout(conn.timeout)
+                else:
+                    conn.connect()
+                with self.deadline.guard(conn.sock):
+                    conn.request("GET", target, headers=dict(headers))
+                    return conn, conn.getresponse()
+            except (OSError, http.client.HTTPException) as exc:
+                self._drop(conn)
+                if self.deadline.expired:
+                    raise NetworkError(self.deadline.message(f"GET {url}")) from None
+                if reused and attempt == 0:
+                    continue
+                raise NetworkError(f"GET {url}: {reason(exc)}") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _body(
+        self,
+        conn: http.client.HTTPConnection,
+        response: http.client.HTTPResponse,
+        url: str,
+        dest: Path,
+        max_bytes: int,
+        on_bytes: Callable[[int], None] | None,
+    ) -> int:
+        length = response.getheader("Content-Length")
+        expected = int(length) if length and length.isdigit() else None
+        if expected is not None and expected > max_bytes:
+            raise NetworkError(f"GET {url}: {expected} bytes is over the {max_bytes}-byte cap")
+        total = 0
+        try:
+            with dest.open("wb") as out, self.deadline.guard(conn.sock):
+                while True:
+                    self.deadline.check(f"GET {url}")
+                    if conn.sock is not None:
+                        conn.sock.settimeout(self.deadline.read_timeout(self.read_timeout))
+                    # read1: return what one read brings, so the deadline is checked often.
+                    chunk = response.read1(_CHUNK)
+                    if not chunk:
+                        break
+                    total += len(chunk)
+                    if total > max_bytes:
+                        raise NetworkError(f"GET {url}: body is over the {max_bytes}-byte cap")
+                    out.write(chunk)
+                    if on_bytes is not None:
+                        on_bytes(len(chunk))
+        except (OSError, http.client.HTTPException) as exc:
+            if self.deadline.expired:
+                raise NetworkError(self.deadline.message(f"GET {url}")) from None
+            if isinstance(exc, http.client.IncompleteRead) and expected is not None:
+                raise NetworkError(
+                    f"GET {url}: truncated body ({total} of {expected} bytes)"
+                ) from None
+            raise NetworkError(f"GET {url}: connection lost after {total} bytes: {exc!r}") from exc
+        if expected is not None and total != expected:
+            raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
+        return total
+
+    def _connection(
+        self, parts: urllib.parse.SplitResult
+    ) -> tuple[http.client.HTTPConnection, bool]:
+        key = (parts.scheme, parts.hostname, parts.port)
+        pool: dict[tuple[object, ...], http.client.HTTPConnection] = getattr(
+            self._local, "pool", None
+        ) or {}
+        self._local.pool = pool
+        conn = pool.get(key)
+        if conn is not None:
+            return conn, conn.sock is not None
+        timeout = self.deadline.read_timeout(self.read_timeout)
+        host = parts.hostname or ""
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(host, parts.port, timeout=timeout)
+        else:
+            conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
+        pool[key] = conn
+        with self._lock:
+            self._all.append(conn)
+            self.connections_opened += 1
+        return conn, False
+
+    def _drop(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+
+    def close(self) -> None:
+        """Close every connection any thread opened."""
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+
+
+def reason(exc: BaseException) -> str:
+    """A short human reason for a connection failure."""
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return "timed out"
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror or exc})"
+    if isinstance(exc, http.client.RemoteDisconnected):
+        return "the server closed the connection without a response"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

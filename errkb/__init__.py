@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         Unmatched,
     )
     from errkb.sync import SyncReport
+    from errkb.sync.update import UpdateCheck
     from errkb.validators.preflight import check
 
 _LAZY: dict[str, tuple[str, str]] = {
@@ -76,6 +77,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "open": ("errkb.kb", "open_kb"),
     "Record": ("errkb.records", "Record"),
     "SyncReport": ("errkb.sync", "SyncReport"),
+    "UpdateCheck": ("errkb.sync.update", "UpdateCheck"),
 }
 
 
@@ -116,6 +118,7 @@ __all__ = [
     "SyncLockedError",
     "SyncReport",
     "Unmatched",
+    "UpdateCheck",
     "UsageError",
     "__version__",
     "check",

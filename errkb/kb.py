@@ -29,6 +29,7 @@ from errkb.store import RecordJSON, Store, open_store
 if TYPE_CHECKING:
     from errkb.report import IngestReport
     from errkb.sync import SyncReport
+    from errkb.sync.update import UpdateCheck
 
 
 class KnowledgeBase:
@@ -160,13 +161,24 @@ class KnowledgeBase:
 
         return ingest_paths(self.store, paths)
 
-    def sync(self, source: str | os.PathLike[str], **options: Any) -> SyncReport:
+    def sync(self, source: str | os.PathLike[str] | None = None, **options: Any) -> SyncReport:
         """Apply the dataset version ``source`` holds (see ``errkb.sync.sync`` for options)."""
         from errkb.sync import sync
 
         report = sync(self, source, **options)
         self.refresh()
         return report
+
+    def check_for_update(
+        self, source: str | os.PathLike[str] | None = None, **options: Any
+    ) -> UpdateCheck:
+        """Compare our dataset version with the one ``source`` publishes (its manifest only).
+
+        ``source`` defaults to ``$ERRKB_SOURCE``, else ErrLookup's site.
+        """
+        from errkb.sync.update import check_for_update
+
+        return check_for_update(self.store, source, **options)
 
     def close(self) -> None:
         self.store.close()

@@ -30,9 +30,11 @@ from errkb.render import (
 )
 from errkb.report import RecordHistory, RecordList, VersionList
 from errkb.sync import history
+from errkb.sync.update import UpdateCheck
 from errkb.validators.preflight import check
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
 
+V_OLD, V_NEW = "2026-09-01T00:00:00.000Z", "2026-09-02T00:00:00.000Z"
 SCHEMAS = {"Report": "explanation.schema.json", "RecordView": "record.v2.schema.json"}
 QKV_SIBLING = (
     "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
@@ -57,6 +59,11 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
             "CheckReport": [check([EXAMPLES / "checkpoints", "/nonexistent.safetensors"])],
             "LintReport": [lint([DATASET])],
             "SyncReport": [kb.sync(str(DATASET), dry_run=True)],
+            # What `sync --check` reports, either way (reading a manifest is test_sync_cdn's).
+            "UpdateCheck": [
+                UpdateCheck("https://mirror.invalid", V_OLD, V_NEW),
+                UpdateCheck("https://mirror.invalid", V_NEW, V_NEW),
+            ],
             "VersionList": [VersionList(tuple(history.versions(kb)))],
             "RecordHistory": [
                 RecordHistory(QUANTO_ID, tuple(history.record_history(kb, QUANTO_ID)))

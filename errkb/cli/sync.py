@@ -18,7 +18,16 @@ import click
 
 from errkb.cli import cli, finish, format_option, open_kb, out
 from errkb.report import RecordHistory, VersionList
-from errkb.sync import Progress, ProgressCallback, Stage, SyncReport, history, sync
+from errkb.sync import (
+    Progress,
+    ProgressCallback,
+    Stage,
+    SyncReport,
+    history,
+    publish,
+    sync,
+    transport,
+)
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -28,7 +37,14 @@ _MAX_SHOWN = 20
 
 
 @cli.command("sync")
-@click.argument("source")
+@click.argument("source", required=False)
+@click.option(
+    "--check",
+    "check_only",
+    is_flag=True,
+    help="Only compare the current dataset version with the one SOURCE publishes: "
+    "exit 0 when current, 1 when a newer version is available, 2 on error.",
+)
 @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
 @click.option(
     "--full/--partial",
@@ -56,18 +72,56 @@ _MAX_SHOWN = 20
     show_default=True,
     help="Size cap of any one downloaded file.",
 )
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=1),
+    default=transport.DEFAULT_DEADLINE,
+    show_default=True,
+    help="Give up (nothing changed) after this many seconds in all; each read also times out "
+    f"after {transport.DEFAULT_READ_TIMEOUT:g}s without data.",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(1, 16),
+    default=4,
+    show_default=True,
+    help="Repository files downloaded at once (one keep-alive connection each).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    envvar="ERRKB_CACHE_DIR",
+    help="Where verified downloads wait until applied, so an interrupted sync resumes "
+    "(default: the user cache dir; emptied after a successful sync).",
+)
+@click.option(
+    "--cache-max-mib",
+    type=click.IntRange(min=0),
+    default=4096,
+    show_default=True,
+    help="Disk budget of the download cache.",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Also list what was fetched and skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary line.")
 @format_option(SyncReport)
 @click.pass_context
 def sync_command(
     ctx: click.Context,
-    source: str,
+    source: str | None,
+    check_only: bool,
     dry_run: bool,
     full: bool | None,
     allow_downgrade: bool,
     skip_invalid: bool,
     reject_report: str | None,
     max_download_mib: int,
+    timeout_s: float,
+    jobs: int,
+    cache_dir: str | None,
+    cache_max_mib: int,
+    verbose: bool,
     quiet: bool,
     fmt: str,
 ) -> None:
@@ -75,10 +129,16 @@ def sync_command(
 
     SOURCE is a record file or directory, a published tree (its root, its data/ directory or
     data/manifest.json), or an http(s) URL of one (the site's base URL or the manifest's).
+    Without SOURCE: $ERRKB_SOURCE, else ErrLookup's site, https://errors.standardbeagle.com.
     Exit 0 when applied or already current, 1 when --skip-invalid rejected records, 2 on
     error (nothing changed).
     """
     kb = open_kb(ctx)
+    if check_only:
+        found = kb.check_for_update(source, deadline=timeout_s)
+        finish(ctx, found, fmt, show=fmt != "text" or not quiet)
+    if verbose:
+        out(f"source: {publish.resolve_source(source)}\n", err=True)
     with _progress(enabled=not quiet and sys.stderr.isatty()) as progress:
         report = sync(
             kb,
@@ -90,7 +150,20 @@ def sync_command(
             reject_report=reject_report,
             progress=progress,
             max_bytes=max_download_mib * 1024 * 1024,
+            deadline=timeout_s,
+            workers=jobs,
+            cache_dir=cache_dir,
+            cache_max_bytes=cache_max_mib * 1024 * 1024,
         )
+    if verbose:
+        out(
+            f"repositories: {report.repos_fetched} downloaded "
+            f"({report.bytes_downloaded} bytes), {report.repos_cached} from the cache, "
+            f"{report.repos_skipped} unchanged\n",
+            err=True,
+        )
+        for name, path in report.other_files:
+            out(f"manifest also lists {name}: {path or '(no path)'} (not used)\n", err=True)
     from errkb.render.tables import problems
 
     out(problems(report.problems, limit=_MAX_SHOWN), err=True)
@@ -144,26 +217,44 @@ def _progress(*, enabled: bool) -> Iterator[ProgressCallback | None]:
 
 
 class _StageBars:
-    """Turns ``Progress`` reports into click progress bars, one per stage."""
+    """Turns ``Progress`` reports into click progress bars, one per stage.
+
+    The repositories stage shows files done of all, bytes downloaded and an ETA.
+    """
 
     def __init__(self) -> None:
         self._bar: ProgressBar[int] | None = None
         self._stage: Stage | None = None
         self._done = 0
+        self._bytes = 0
 
     def __call__(self, progress: Progress) -> None:
         if progress.stage is not self._stage:
             self.close()
+            self._bytes = 0
             self._bar = click.progressbar(
-                length=max(progress.total, 1), label=progress.stage.value, file=sys.stderr
+                length=max(progress.total, 1),
+                label=progress.stage.value,
+                file=sys.stderr,
+                show_eta=True,
+                show_pos=True,
+                item_show_func=self._show,
             )
             self._bar.__enter__()
             self._stage, self._done = progress.stage, 0
+        self._bytes = progress.bytes
         if self._bar is not None and progress.done > self._done:
-            self._bar.update(progress.done - self._done)
+            self._bar.update(progress.done - self._done, progress.done)
             self._done = progress.done
+
+    def _show(self, _item: int | None) -> str | None:
+        return _mib(self._bytes) if self._bytes else None
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
             self._bar = None
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1024 * 1024):.1f} MiB"

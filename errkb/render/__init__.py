@@ -70,6 +70,7 @@ _MODULES = {
     "IngestReport": "errkb.render.tables",
     "LintReport": "errkb.render.tables",
     "SyncReport": "errkb.render.sync",
+    "UpdateCheck": "errkb.render.sync",
     "VersionList": "errkb.render.sync",
     "RecordHistory": "errkb.render.sync",
 }

@@ -9,6 +9,7 @@ from errkb import _json
 from errkb.render import OutputFormat, RenderOptions, renders
 from errkb.report import RecordHistory, VersionList
 from errkb.sync import SyncReport
+from errkb.sync.update import UpdateCheck
 
 
 def _lines(lines: list[str]) -> str:
@@ -30,6 +31,18 @@ def sync_text(report: SyncReport, options: RenderOptions) -> str:
 @renders(SyncReport, OutputFormat.JSON)
 def sync_json(report: SyncReport, options: RenderOptions) -> str:
     """``SyncReport.to_dict()``."""
+    return _dump(report.to_dict())
+
+
+@renders(UpdateCheck, OutputFormat.TEXT)
+def update_check_text(report: UpdateCheck, options: RenderOptions) -> str:
+    """``sync --check``: both versions and the verdict on one line."""
+    return report.summary() + "\n"
+
+
+@renders(UpdateCheck, OutputFormat.JSON)
+def update_check_json(report: UpdateCheck, options: RenderOptions) -> str:
+    """``UpdateCheck.to_dict()``."""
     return _dump(report.to_dict())
 
 

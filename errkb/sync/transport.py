@@ -267,9 +267,9 @@ class HttpClient:
         self, parts: urllib.parse.SplitResult
     ) -> tuple[http.client.HTTPConnection, bool]:
         key = (parts.scheme, parts.hostname, parts.port)
-        pool: dict[tuple[object, ...], http.client.HTTPConnection] = getattr(
-            self._local, "pool", None
-        ) or {}
+        pool: dict[tuple[object, ...], http.client.HTTPConnection] = (
+            getattr(self._local, "pool", None) or {}
+        )
         self._local.pool = pool
         conn = pool.get(key)
         if conn is not None:

@@ -11,6 +11,7 @@ starts a fresh cache; ``refresh()`` does it on demand.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -23,7 +24,7 @@ from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
 from errkb.records import Record
-from errkb.report import RecordView, Report, Stats
+from errkb.report import KnowledgeBaseInfo, RecordView, Report, Stats
 from errkb.store import RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class KnowledgeBase:
         with self.store.snapshot() as view:
             state = view.meta_value("state") or "0"
             dataset_version = view.meta_value("dataset_version")
+            sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
             matcher = IndexedMatcher(view, self._cache_for(state))
             cache: dict[str, RecordJSON | None] = {}
 
@@ -77,7 +79,7 @@ class KnowledgeBase:
             matches, unmatched = decide(
                 events, matcher, lookup, diagnose=diagnose, has_validator=has_validator
             )
-        return Report(__version__, dataset_version, matches, unmatched)
+        return Report(__version__, dataset_version, matches, unmatched, sample)
 
     def _cache_for(self, state: str) -> SpecCache:
         # Compiled records are valid for one state of the store: a sync (in any process)
@@ -213,8 +215,34 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
         from errkb._resources import bundled_dataset_dir
         from errkb.ingest import ingest_paths
 
-        ingest_paths(store, [bundled_dataset_dir()], only_if_empty=True)
+        seeded = ingest_paths(store, [bundled_dataset_dir()], only_if_empty=True)
+        state = store.meta_value("state")
+        if seeded.version_id is not None and state is not None:
+            value = {"state": state, "records": seeded.counts.added}
+            with store.write() as tx:
+                tx.set_meta(BUNDLED_SAMPLE_KEY, _json.dumps(value))
     return kb
+
+
+#: Meta key written after the bundled sample is ingested into a new database: the store's state
+#: counter then. Every later change (sync, ingest, rollback) bumps the counter, so the key is
+#: true only while the sample is all there is, nothing has to clear it, and explain, which
+#: reads the counter anyway, pays one more meta read for it.
+BUNDLED_SAMPLE_KEY = "bundled_sample"
+
+
+def _bundled_sample(text: str | None, state: str) -> KnowledgeBaseInfo | None:
+    """The bundled-sample note's facts, while the store is in the state the seeding left."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(value, dict) or value.get("state") != state:
+        return None
+    records = value.get("records")
+    return KnowledgeBaseInfo(records if isinstance(records, int) else 0, bundled_sample=True)
 
 
 def _temporary_store() -> Store:

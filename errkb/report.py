@@ -182,6 +182,26 @@ class Unmatched:
 
 
 @dataclass(frozen=True)
+class KnowledgeBaseInfo:
+    """What the knowledge base held: set on a report only while it is the bundled sample."""
+
+    records: int
+    bundled_sample: bool
+
+    def note(self) -> str | None:
+        """The one line explain ends with while only the bundled sample is installed."""
+        if not self.bundled_sample:
+            return None
+        return (
+            f"Note: this knowledge base holds only the bundled sample ({self.records} records); "
+            "run `errkb sync` to fetch the full ErrLookup dataset."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": self.records, "bundledSample": self.bundled_sample}
+
+
+@dataclass(frozen=True)
 class Report:
     """What explain found: ``to_dict()`` is exactly the ``--format json`` object."""
 
@@ -189,6 +209,7 @@ class Report:
     dataset_version: str | None
     matches: tuple[Match, ...]
     unmatched: tuple[Unmatched, ...]
+    knowledge_base: KnowledgeBaseInfo | None = None
 
     @property
     def exact(self) -> tuple[Match, ...]:
@@ -213,6 +234,7 @@ class Report:
             first.dataset_version,
             tuple(replace(m, source=name) for name, r in named for m in r.matches),
             tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
+            first.knowledge_base,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,6 +243,7 @@ class Report:
             "datasetVersion": self.dataset_version,
             "matches": [m.to_dict() for m in self.matches],
             "unmatched": [u.to_dict() for u in self.unmatched],
+            **({"knowledgeBase": self.knowledge_base.to_dict()} if self.knowledge_base else {}),
         }
 
 

@@ -56,7 +56,9 @@ def test_explain_reads_stdin(db: Path, how: str) -> None:
 def test_explain_json_contract(db: Path) -> None:
     result = run(db, "explain", "--format", "json", str(EXAMPLES / "comfy-int8-scale-shapes.log"))
     data = json.loads(result.stdout)
-    assert set(data) == {"errkb", "datasetVersion", "matches", "unmatched"}
+    # The bundled sample only: the additive knowledgeBase field says so.
+    assert set(data) == {"errkb", "datasetVersion", "matches", "unmatched", "knowledgeBase"}
+    assert data["knowledgeBase"] == {"records": 3, "bundledSample": True}
     (m,) = data["matches"]
     assert m["id"] == COMFY_ID and m["confidence"] == "exact"
     assert m["captures"] == {

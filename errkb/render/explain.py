@@ -76,6 +76,9 @@ def _text_report(report: Report, style: Style) -> str:
         out.append("No known error found.")
     else:
         out.append(f"{len(exact)} known error(s) explained (dataset {report.dataset_version}).")
+    note = report.knowledge_base.note() if report.knowledge_base else None
+    if note:
+        out.append(note)
     return "\n".join(out) + "\n"
 
 
@@ -248,6 +251,9 @@ def _markdown_report(report: Report) -> str:
         out.append("")
     if not exact:
         out.append("_No known error found._")
+    note = report.knowledge_base.note() if report.knowledge_base else None
+    if note:
+        out += ["", f"_{note}_"]
     return "\n".join(out) + "\n"
 
 

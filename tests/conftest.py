@@ -52,10 +52,15 @@ def make_record(base: dict[str, Any], message: str, file_path: str | None = None
 def _isolated_env(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Never touch the developer's real data directory or $ERRKB_DB."""
+    """Never touch the developer's real data or cache directory, $ERRKB_DB or the real site."""
     home = tmp_path_factory.mktemp("xdg")
     monkeypatch.setenv("XDG_DATA_HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     monkeypatch.delenv("ERRKB_DB", raising=False)
+    monkeypatch.delenv("ERRKB_CACHE_DIR", raising=False)
+    # A sync without SOURCE must never reach the real site from a test: port 9 (discard) on
+    # the loopback refuses the connection. Tests of the default unset it and block the resolver.
+    monkeypatch.setenv("ERRKB_SOURCE", "http://127.0.0.1:9")
     monkeypatch.setenv("NO_COLOR", "1")
 
 

@@ -483,7 +483,7 @@ def _plan_published(
             cached_count += 1
         else:
             fetched_count += 1
-        part, path = _parse_checked(tree, got, ids, stored, tmp, max_bytes, downloaded)
+        part, path = _parse_checked(tree, got, ids, stored, tmp, max_bytes, downloaded, manifest)
         if cache is not None and path.parent == cache.root and not part.broken:
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):
@@ -565,6 +565,7 @@ def _parse_checked(
     tmp: Path,
     max_bytes: int,
     downloaded: fetching.Counter,
+    manifest: publish.Manifest,
 ) -> tuple[_RepoFile, Path]:
     """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
 
@@ -578,8 +579,8 @@ def _parse_checked(
     except IntegrityError:
         if not isinstance(tree, publish.HttpTree):
             raise
-        if path.is_relative_to(tmp) or path.suffix == ".part":
-            path.unlink(missing_ok=True)
+        if got.cached or path.is_relative_to(tmp) or path.suffix == ".part":
+            path.unlink(missing_ok=True)  # never reuse what failed the cross-check
     again = tree.fetch(
         got.job.rel,
         tmp / "retry.json",
@@ -590,6 +591,7 @@ def _parse_checked(
     try:
         return _parse_repo(again, got.job.repo, ids, stored), tmp / "retry.json"
     except IntegrityError as exc:
+        _same_manifest(tree, manifest, tmp, [got.job])  # a new version explains it better
         raise IntegrityError(_stale(str(exc))) from None
 
 
@@ -772,6 +774,9 @@ def _execute(
         repos_fetched=plan.repos_fetched,
         repos_skipped=plan.repos_skipped,
         hashes=plan.hashes,
+        repos_cached=plan.repos_cached,
+        bytes_downloaded=plan.bytes_downloaded,
+        other_files=plan.other_files,
     )
     keep = Keep(plan.keep_repos, plan.keep_ids)
     if dry_run:

@@ -4,11 +4,12 @@ A real ``ThreadingHTTPServer`` on 127.0.0.1 serving published trees (``published
 the way the real site's CDN can: an origin holding the current version, and edges that, for
 a week after a publish, answer any data-file request whose ``v=`` is not the current version
 with the *previous* version's bytes (``stale``), and a manifest request without
-``Cache-Control: no-cache`` with the previous manifest. ``poisoned`` paths answer with the previous version's bytes whatever ``v=`` they carry, as one bad edge copy
-would; a request with a fresh ``r=`` always reaches the origin. ``on_repo`` is called for
-every repository-file request (to publish a version mid-sync, or to count); ``trickle`` sends
-a path's response one byte every ``trickle_delay`` seconds (body or headers). Every request
-is recorded: path, query, headers, the client's port (one per connection).
+``Cache-Control: no-cache`` with the previous manifest. ``poisoned`` paths answer with the
+previous version's bytes whatever ``v=`` they carry, as one bad edge copy would; a request
+with a fresh ``r=`` always reaches the origin. ``on_repo`` is called for every
+repository-file request (to publish a version mid-sync, or to count); ``trickle`` sends a
+path's response one byte every ``trickle_delay`` seconds (body or headers). Every request is
+recorded: path, query, headers, the client's port (one per connection).
 """
 
 from __future__ import annotations
@@ -83,8 +84,10 @@ class Cdn:
         if req.path == "/data/manifest.json":
             if self.stale and previous and req.headers.get("cache-control") != "no-cache":
                 version = previous  # an edge's copy, still within max-age
-        elif "r" not in req.query and previous and (
-            poisoned or (self.stale and req.query.get("v") != current)
+        elif (
+            "r" not in req.query
+            and previous
+            and (poisoned or (self.stale and req.query.get("v") != current))
         ):
             version = previous  # stale-while-revalidate: last week's bytes
         path = self.versions[version] / req.path.lstrip("/")

@@ -200,7 +200,7 @@ def test_a_killed_sync_resumes_from_the_cache(tmp_path: Path) -> None:
     with serve_cdn() as server:
         server.publish(V1, tree)
         server.repo_delay = 0.05
-        proc = subprocess.Popen([*cmd, server.base], env=env)  # noqa: S603 - our own CLI
+        proc = subprocess.Popen([*cmd, server.base], env=env)
         deadline = time.monotonic() + 120
         while len(server.repo_requests()) < total // 2 and time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -213,7 +213,7 @@ def test_a_killed_sync_resumes_from_the_cache(tmp_path: Path) -> None:
         cached = list((tmp_path / "cache").rglob("*.json"))
         assert len(cached) >= total // 4  # verified before the kill (a few were in flight)
         server.reset()
-        done = subprocess.run(  # noqa: S603
+        done = subprocess.run(
             [*cmd, "--format", "json", server.base],
             env=env,
             capture_output=True,

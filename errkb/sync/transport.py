@@ -27,7 +27,7 @@ from errkb.errors import NetworkError
 #: Per-read (socket) timeout: how long one read may wait for the next bytes.
 DEFAULT_READ_TIMEOUT = 60.0
 #: Overall deadline of one sync, downloads and all.
-DEFAULT_DEADLINE = 30 * 60.0
+DEFAULT_DEADLINE = 60 * 60.0
 _CHUNK = 1 << 16
 _MAX_REDIRECTS = 5
 

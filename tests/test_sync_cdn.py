@@ -400,3 +400,17 @@ def test_explain_says_when_only_the_bundled_sample_is_installed(
         assert "knowledgeBase" not in kb.explain(log).to_dict()
     out = CliRunner().invoke(cli, ["--db", db, "explain"], input=log).stdout
     assert "bundled sample" not in out
+
+
+def test_the_progress_bar_shows_files_bytes_and_eta() -> None:
+    from errkb.cli.sync import _StageBars
+    from errkb.sync import Progress, Stage
+
+    bars = _StageBars()
+    bars(Progress(Stage.REPOS, 0, 4))
+    bars(Progress(Stage.REPOS, 2, 4, bytes=5 * 1024 * 1024))
+    # Off a terminal click draws only the label, so the line a terminal would see is asked for.
+    assert bars._bar is not None
+    line = bars._bar.format_progress_line()
+    bars.close()
+    assert "repos" in line and "2/4" in line and "5.0 MiB" in line

@@ -414,3 +414,16 @@ def test_the_progress_bar_shows_files_bytes_and_eta() -> None:
     line = bars._bar.format_progress_line()
     bars.close()
     assert "repos" in line and "2/4" in line and "5.0 MiB" in line
+
+
+def test_http_proxy_from_the_environment(
+    cdn: Cdn, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The emulator doubles as a forward proxy: it answers absolute-form request lines. The
+    # site's name is never resolved (.invalid), so only the proxy can have answered.
+    for name in ("no_proxy", "NO_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", cdn.base)
+    report = sync(store, "http://errkb-site.invalid")
+    assert report.dataset_version == V2 and live(store) == hashes(records(V2))
+    assert {r.path for r in cdn.requests} >= {"/data/manifest.json", "/data/index.json.gz"}

@@ -243,13 +243,14 @@ def sync(
     notify = progress or (lambda _p: None)
     limit = transport.Deadline(deadline)
     with store.sync_lock(), _workdir(store.path) as tmp, limit.watch():
-        tree = publish.locate(publish.resolve_source(source))
+        resolved = publish.resolve_source(source)
+        tree = publish.locate(resolved)
         planned: _Plan | SyncReport
         client: transport.HttpClient | None = None
         cache: fetching.RepoCache | None = None
         try:
             if tree is None:
-                planned = _plan_records(store, Path(str(source)), full=bool(full), notify=notify)
+                planned = _plan_records(store, Path(resolved), full=bool(full), notify=notify)
             else:
                 if isinstance(tree, publish.HttpTree):
                     client = transport.HttpClient(read_timeout=timeout, deadline=limit)

@@ -6,7 +6,8 @@ and TLS connection per file. Every download streams into a file under a size cap
 per-read socket timeout, a ``Deadline`` bounds the whole sync: a server that trickles one byte
 every few seconds never trips a read timeout, so a watchdog thread shuts down every socket
 still open when the deadline passes, and the blocked read fails at once. Redirects are followed
-by hand and only to http(s). Every failure is one ``NetworkError`` naming the URL.
+by hand and only to http(s); ``$http_proxy`` / ``$https_proxy`` / ``$no_proxy`` are honoured as
+urllib honours them. Every failure is one ``NetworkError`` naming the URL.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import socket
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -203,6 +205,8 @@ class HttpClient:
         # failure on a reused connection is retried once on a fresh one.
         for attempt in (0, 1):
             conn, reused = self._connection(parts)
+            if getattr(conn, "errkb_via_proxy", False):
+                target = urllib.parse.urlunsplit(parts._replace(fragment=""))  # absolute-form
             try:
                 conn.timeout = self.deadline.read_timeout(self.read_timeout)
                 if conn.sock is not None:
@@ -276,7 +280,15 @@ class HttpClient:
             return conn, conn.sock is not None
         timeout = self.deadline.read_timeout(self.read_timeout)
         host = parts.hostname or ""
-        if parts.scheme == "https":
+        proxy = _proxy_for(parts)
+        if proxy is not None and parts.scheme == "https":
+            # CONNECT through the proxy; TLS (and its certificate check) is end to end.
+            conn = http.client.HTTPSConnection(proxy.hostname or "", proxy.port, timeout=timeout)
+            conn.set_tunnel(host, parts.port)
+        elif proxy is not None:
+            conn = http.client.HTTPConnection(proxy.hostname or "", proxy.port, timeout=timeout)
+            conn.errkb_via_proxy = True  # type: ignore[attr-defined]
+        elif parts.scheme == "https":
             conn = http.client.HTTPSConnection(host, parts.port, timeout=timeout)
         else:
             conn = http.client.HTTPConnection(host, parts.port, timeout=timeout)
@@ -295,6 +307,20 @@ class HttpClient:
             conns, self._all = self._all, []
         for conn in conns:
             conn.close()
+
+
+def _proxy_for(parts: urllib.parse.SplitResult) -> urllib.parse.SplitResult | None:
+    """The proxy ``$http_proxy`` / ``$https_proxy`` name for this URL (``$no_proxy`` honoured).
+
+    The same environment variables urllib reads, so errkb behaves like other tools.
+    """
+    proxy = urllib.request.getproxies().get(parts.scheme)
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return None
+    found = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    if found.scheme != "http" or not found.hostname:
+        return None  # only plain http proxies (the common case); others are not supported
+    return found
 
 
 def reason(exc: BaseException) -> str:

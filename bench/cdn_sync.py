@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     from cdn import serve_cdn  # the test helpers: imported once sys.path has tests/
     from published import build_tree, make_records
 
-    from errkb.store import Store
+    from errkb.store.sqlite import SqliteStore as Store
     from errkb.sync import sync
 
     started = time.monotonic()

@@ -33,8 +33,8 @@ import errkb
 import errkb.cli.sync  # registers the sync commands
 from errkb.cli import cli
 from errkb.errors import IntegrityError, NetworkError, SyncError
-from errkb.store import Store
-from errkb.sync import SyncStatus, fetch, publish, sync, sync_lock
+from errkb.store.sqlite import SqliteStore as Store
+from errkb.sync import SyncStatus, fetch, publish, sync
 
 V1 = "2026-09-01T00:00:00.000Z"
 V2 = "2026-09-02T00:00:00.000Z"
@@ -336,7 +336,7 @@ def test_a_trickling_server_hits_the_deadline(cdn: Cdn, store: Store, mode: str)
     with pytest.raises(NetworkError, match=r"deadline of 1.5s passed; nothing changed"):
         sync(store, cdn.base, timeout=10, deadline=1.5)
     assert time.monotonic() - started < 6
-    with sync_lock(store.path):
+    with store.sync_lock():
         pass  # released
 
 

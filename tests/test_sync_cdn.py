@@ -371,6 +371,7 @@ def test_other_manifest_entries_are_listed_and_never_break_a_sync(
     manifest = json.loads(manifest_path.read_text())
     manifest["files"]["search"] = {"path": "/data/search.bin", "sha256": "not-a-hash"}
     manifest["files"]["odd"] = "not even an object"
+    manifest["files"]["title\x1b]0;pwned\x07"] = {"path": "/data/x"}  # a terminal escape
     manifest_path.write_text(json.dumps(manifest))
     cdn.publish(V2, tree)
     db = str(tmp_path / "kb.sqlite3")
@@ -378,6 +379,7 @@ def test_other_manifest_entries_are_listed_and_never_break_a_sync(
     assert result.exit_code == 0, result.stderr
     assert "manifest also lists search: /data/search.bin (not used)" in result.stderr
     assert "manifest also lists odd: (no path) (not used)" in result.stderr
+    assert "manifest also lists title" in result.stderr and "\x1b" not in result.stderr
     assert not any(r.path == "/data/search.bin" for r in cdn.requests)
 
 

@@ -162,8 +162,11 @@ def sync_command(
             f"{report.repos_skipped} unchanged\n",
             err=True,
         )
-        for name, path in report.other_files:
-            out(f"manifest also lists {name}: {path or '(no path)'} (not used)\n", err=True)
+        from errkb.render import sanitize_text
+
+        for name, path in report.other_files:  # the manifest's text: untrusted, escaped
+            line = f"manifest also lists {name}: {path or '(no path)'} (not used)"
+            out(sanitize_text(line) + "\n", err=True)
     from errkb.render.tables import problems
 
     out(problems(report.problems, limit=_MAX_SHOWN), err=True)

@@ -29,6 +29,7 @@ from errkb.store import RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.report import IngestReport
+    from errkb.search import SearchReport
     from errkb.sync import SyncReport
     from errkb.sync.update import UpdateCheck
 
@@ -97,6 +98,23 @@ class KnowledgeBase:
         changed = state != self._state
         self._cache_for(state)
         return changed
+
+    # ------------------------------------------------------------------ search
+    def search(
+        self,
+        query: str | bytes,
+        *,
+        repo: str | None = None,
+        tag: str | None = None,
+        error_class: str | None = None,
+        severity: str | None = None,
+        limit: int = 10,
+    ) -> SearchReport:
+        """Records that best answer ``query`` (words, a message, or a whole traceback or log)."""
+        from errkb.search import search
+        from errkb.store.search import Filters
+
+        return search(self, query, Filters(repo, tag, error_class, severity), limit)
 
     # ------------------------------------------------------------------ records
     def get(self, key: str) -> Record:

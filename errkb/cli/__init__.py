@@ -43,6 +43,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "errkb.cli.check": ("check",),
     "errkb.cli.sync": ("sync", "versions", "history", "rollback"),
     "errkb.cli.maint": ("lint", "extract"),
+    "errkb.cli.search": ("search",),
 }
 
 _DEBUG_HINT = "rerun with --debug or ERRKB_DEBUG=1 for the traceback"

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from errkb.errors import UsageError
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0003"
+SCHEMA_HEAD = "0004"
 
 #: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
 RecordJSON = Mapping[str, Any]

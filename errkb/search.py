@@ -1,0 +1,209 @@
+"""Looking records up by words: ``kb.search(query)`` and ``errkb search``.
+
+A query is anything a person or a bot has in hand: a few words, one exception message, or a whole
+traceback or log excerpt. It is reduced to the messages in it (``errkb.parse`` finds exceptions
+in a multi-line query; anything else is one message), and for each message:
+
+1. records the matcher explains exactly (the record's pattern matches the message) come first,
+   with score 1.0: that is the strongest evidence errkb has;
+2. the full-text index (SQLite FTS5, ``errkb.store.search``) gives the records holding the
+   message's words, best bm25 first, over template, slug, class, tags and prose;
+3. those candidates are re-ranked by how closely the record's message template reads like the
+   message (rapidfuzz), so a near-exact message outranks prose that merely shares its words.
+
+Safe on any text: words are extracted here and quoted one by one before they reach FTS5; NUL
+bytes, invalid UTF-8 and lone surrogates are replaced; the query is capped in size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from errkb.errors import UsageError
+from errkb.store.search import Candidate, Filters
+
+if TYPE_CHECKING:
+    from errkb.kb import KnowledgeBase
+
+#: Queries longer than this are cut (a whole log belongs to ``explain``; search reads its start).
+MAX_QUERY_CHARS = 1 << 20
+#: At most this many messages of a multi-line query are searched.
+MAX_MESSAGES = 8
+#: At most this many distinct words of one message are asked of the index (the rarest).
+MAX_TERMS = 24
+MAX_LIMIT = 100
+#: Share of a candidate's score that comes from message-text similarity (the rest is bm25).
+FUZZ_SHARE = 0.6
+# Words as FTS5's unicode61 tokenizer sees them (letters and digits; "_" separates).
+_WORD = re.compile(r"[^\W_]+")
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One record a search found, with a score in [0, 1] (1.0 = the matcher explains it)."""
+
+    id: str
+    slug: str
+    repo: str
+    error_class: str | None
+    error_message: str
+    severity: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "slug": self.slug,
+            "repo": self.repo,
+            "errorClass": self.error_class,
+            "errorMessage": self.error_message,
+            "severity": self.severity,
+            "score": self.score,
+        }
+
+
+@dataclass(frozen=True)
+class SearchReport:
+    """The answer to one search: ``to_dict()`` is exactly ``errkb search --format json``."""
+
+    query: str
+    dataset_version: str | None
+    results: tuple[SearchResult, ...]
+
+    @property
+    def found(self) -> bool:
+        return bool(self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "datasetVersion": self.dataset_version,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def clean_query(query: str | bytes) -> str:
+    """``query`` as safe text: valid UTF-8 only, no NULs, at most ``MAX_QUERY_CHARS``."""
+    if isinstance(query, bytes | bytearray):
+        text = bytes(query[: MAX_QUERY_CHARS * 4]).decode("utf-8", "replace")
+    else:
+        # Lone surrogates (argv with undecodable bytes, a library caller) become U+FFFD.
+        text = query[:MAX_QUERY_CHARS].encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return text[:MAX_QUERY_CHARS].replace("\x00", " ")
+
+
+def words(text: str) -> list[str]:
+    """The distinct lower-case words of ``text``, in order."""
+    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+
+
+def check_limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIMIT:
+        raise UsageError(f"search limit must be between 1 and {MAX_LIMIT}, not {limit}")
+    return limit
+
+
+def template_text(template: str) -> str:
+    """A message template with its placeholders removed: what every message of it shares."""
+    return " ".join(_PLACEHOLDER.sub(" ", template).split())
+
+
+def similarity(message: str, template: str) -> float:
+    """How closely ``message`` reads like a message of ``template``, in [0, 1]."""
+    from rapidfuzz import fuzz
+
+    left = " ".join(message.split()).lower()
+    right = template_text(template).lower()
+    if not left or not right:
+        return 0.0
+    return float(fuzz.ratio(left, right)) / 100.0
+
+
+def rank(
+    message: str, found: list[Candidate], exact: Mapping[str, Candidate]
+) -> dict[str, tuple[float, Candidate]]:
+    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity."""
+    scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
+    if found:
+        best = min(c.bm25 for c in found)  # bm25 is negative: lower is better
+        for cand in found:
+            if cand.id in scored:
+                continue
+            text_score = cand.bm25 / best if best < 0 else 0.0
+            fuzz_score = similarity(message, cand.error_message)
+            # Below 1.0 always: only the matcher's verdict earns a full score.
+            score = min(0.99, FUZZ_SHARE * fuzz_score + (1 - FUZZ_SHARE) * text_score)
+            scored[cand.id] = (round(score, 4), cand)
+    return scored
+
+
+def search(
+    kb: KnowledgeBase, query: str | bytes, filters: Filters | None = None, limit: int = 10
+) -> SearchReport:
+    """The records that best answer ``query`` (see the module docstring for the ranking)."""
+    from errkb.parse.regions import parse_input
+    from errkb.report import Confidence
+    from errkb.store import search as sql
+
+    check_limit(limit)
+    filters = filters or Filters()
+    text = clean_query(query)
+    events = parse_input(text)
+    messages: list[str] = []
+    for event in events:
+        line = f"{event.exc_class or ''} {event.message}".strip()
+        if line not in messages:
+            messages.append(line)
+    if not messages and text.strip():
+        messages = [text]
+    messages = messages[:MAX_MESSAGES]
+
+    # The matcher's verdict first (its own read transaction: it caches compiled records).
+    report = kb.explain(text) if events else kb.match_message(text)
+    exact: dict[str, Candidate] = {}
+    for match in report.matches:
+        if match.confidence is Confidence.EXACT and _passes(match.record, filters):
+            exact.setdefault(match.id, _candidate(match.record))
+
+    scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
+    with kb.store.snapshot() as conn:
+        dataset_version = kb.store.meta_value("dataset_version", conn)
+        for message in messages:
+            terms = sql.choose_terms(conn, words(message), MAX_TERMS)
+            found = sql.candidates(conn, terms, filters, max(3 * limit, 30))
+            for rid, (score, cand) in rank(message, found, {}).items():
+                if rid not in scored or scored[rid][0] < score:
+                    scored[rid] = (score, cand)
+    order = {rid: i for i, rid in enumerate(scored)}
+    best = sorted(scored.items(), key=lambda kv: (-kv[1][0], order[kv[0]]))[:limit]
+    results = tuple(
+        SearchResult(c.id, c.slug, c.repo, c.error_class, c.error_message, c.severity, score)
+        for _rid, (score, c) in best
+    )
+    return SearchReport(text, dataset_version, results)
+
+
+def _passes(record: Mapping[str, Any], filters: Filters) -> bool:
+    return (
+        (filters.repo is None or record.get("repo") == filters.repo)
+        and (filters.error_class is None or record.get("errorClass") == filters.error_class)
+        and (filters.severity is None or record.get("severity") == filters.severity)
+        and (filters.tag is None or filters.tag in (record.get("tags") or ()))
+    )
+
+
+def _candidate(record: Mapping[str, Any]) -> Candidate:
+    cls = record.get("errorClass")
+    return Candidate(
+        str(record["id"]),
+        str(record["slug"]),
+        str(record["repo"]),
+        None if cls is None else str(cls),
+        str(record["errorMessage"]),
+        str(record["severity"]),
+        0.0,
+    )

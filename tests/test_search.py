@@ -1,0 +1,338 @@
+"""errkb search: the FTS5 index kept by triggers, ranking, safety on any text, the CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import errkb
+from errkb.cli import cli
+from errkb.records import schema_validator
+from errkb.store import Store
+from tests.conftest import COMFY_ID, DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID, ROOT, make_record
+
+MIGRATION = ROOT / "migrations" / "versions" / "0004_search.py"
+
+
+def ids(report: Any) -> list[str]:
+    return [r.id for r in report.results]
+
+
+def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps({"record": r, "datasetVersion": "2026-12-01T00:00:00.000Z"}) + "\n"
+            for r in records
+        )
+    )
+    return path
+
+
+def fts_integrity(kb: errkb.KnowledgeBase) -> None:
+    """The index holds exactly what indexing the records afresh gives.
+
+    FTS5's own integrity-check cannot see a contentless table's bad 'delete' (it has no text to
+    compare with), so the triggers' bookkeeping is checked against a rebuild, term by term.
+    """
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("m0004", MIGRATION)
+    assert spec and spec.loader
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+    conn = sqlite3.connect(kb.path)
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE temp.fresh USING fts5({migration.COLUMNS}, content='')")
+        conn.execute(
+            f"INSERT INTO temp.fresh (rowid, {migration.COLUMNS}) SELECT d.key, "
+            f"{migration._values('r')} FROM records r JOIN search_docs d ON d.record_id = r.id"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE temp.fresh_vocab USING fts5vocab(temp, fresh, 'instance')"
+        )
+        conn.execute(
+            "CREATE VIRTUAL TABLE temp.live_vocab USING fts5vocab(main, search_fts, 'instance')"
+        )
+        query = "SELECT term, doc, col, offset FROM temp.{} ORDER BY 1, 2, 3, 4"
+        fresh = conn.execute(query.format("fresh_vocab")).fetchall()
+        live = conn.execute(query.format("live_vocab")).fetchall()
+        assert fresh and live == fresh
+    finally:
+        conn.close()
+
+
+def test_words_find_records_and_results_are_typed_and_frozen(kb: errkb.KnowledgeBase) -> None:
+    report = kb.search("quanto incompatible scale")
+    assert ids(report)[0] == QUANTO_ID
+    first = report.results[0]
+    assert (first.repo, first.error_class, first.severity) == (
+        "sgl-project/sglang",
+        "ValueError",
+        "error",
+    )
+    assert 0 < first.score < 1  # only the matcher's verdict scores 1.0
+    with pytest.raises(AttributeError):
+        first.score = 1.0  # type: ignore[misc]
+    assert report.dataset_version == "2026-08-28T06:17:29.519Z"
+
+
+def test_prose_words_find_a_record(kb: errkb.KnowledgeBase, seed_records: dict[str, Any]) -> None:
+    # A word only in a solution, not in the template, still finds the record.
+    assert "out_features" in seed_records[QUANTO_ID]["solutions"][0]
+    assert QUANTO_ID in ids(kb.search("reshape out_features"))
+    # A tag, and a slug.
+    assert ids(kb.search("shape-validation"))[0] == QUANTO_ID
+    assert ids(kb.search("fused-in-checkpoint"))[0] == LINEAR_ID
+
+
+def test_a_near_exact_message_ranks_first(kb: errkb.KnowledgeBase) -> None:
+    # Values filled in, class left out: the matcher explains it, so score 1.0.
+    report = kb.search(
+        "Comfy INT8 layer 'blk.0' has incompatible weight/scale shapes: (8, 4) and (1, 8)"
+    )
+    assert ids(report)[0] == COMFY_ID and report.results[0].score == 1.0
+    # A message that no pattern matches (a word changed) still ranks its record first by text.
+    near = kb.search("Comfy INT8 layer 'blk.0' has an incompatible weight/scale: (8, 4) and (1, 8)")
+    assert ids(near)[0] == COMFY_ID and near.results[0].score < 1.0
+    assert near.results[0].score > near.results[1].score
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ("comfy-int8-scale-shapes.log", COMFY_ID),
+        ("quanto-incompatible-scale.log", QUANTO_ID),
+        ("merged-column-scalar-scale.log", LINEAR_ID),
+    ],
+)
+def test_a_whole_traceback_finds_its_record_first(
+    kb: errkb.KnowledgeBase, log: str, expected: str
+) -> None:
+    text = (EXAMPLES / log).read_text()
+    assert text.count("\n") > 5
+    report = kb.search(text)
+    assert ids(report)[0] == expected and report.results[0].score == 1.0
+
+
+def test_filters_and_limit(kb: errkb.KnowledgeBase) -> None:
+    assert ids(kb.search("scale", tag="quanto")) == [QUANTO_ID]
+    assert ids(kb.search("scale", repo="nobody/nothing")) == []
+    assert ids(kb.search("scale", error_class="KeyError")) == []
+    assert ids(kb.search("scale", severity="warning")) == []
+    assert len(kb.search("scale", severity="error").results) == 3
+    assert len(kb.search("scale", limit=1).results) == 1
+    # Filters apply to the matcher's exact hits too.
+    message = (
+        "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, "
+        "got shape (2,)"
+    )
+    assert ids(kb.search(message))[0] == LINEAR_ID
+    assert LINEAR_ID not in ids(kb.search(message, tag="quanto"))
+    with pytest.raises(errkb.UsageError, match="limit"):
+        kb.search("scale", limit=0)
+
+
+def test_nothing_found(kb: errkb.KnowledgeBase) -> None:
+    assert kb.search("zzzqqq xyzzy").results == ()
+    assert kb.search("").results == ()
+    assert kb.search("   \n  ").results == ()
+
+
+def test_the_index_follows_every_write_in_its_transaction(
+    kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    added = make_record(seed_records[QUANTO_ID], "Flibbertigibbet tensor {name!r} is lopsided")
+    kb.ingest([write_records(tmp_path / "a.jsonl", [added])])
+    assert ids(kb.search("flibbertigibbet")) == [added["id"]]
+
+    changed = dict(added, documentation="Now about a wobbly gyroscope.")
+    kb.ingest([write_records(tmp_path / "b.jsonl", [changed])])
+    assert ids(kb.search("gyroscope")) == [added["id"]]
+    assert ids(kb.search("flibbertigibbet")) == [added["id"]]  # still its message
+
+    changed2 = dict(added, documentation="Now about a teapot.", tags=["porcelain"])
+    report = kb.ingest([write_records(tmp_path / "c.jsonl", [changed2])])
+    assert report.counts.updated == 1
+    assert ids(kb.search("gyroscope")) == []  # the old words left the index
+    assert ids(kb.search("teapot")) == ids(kb.search("porcelain")) == [added["id"]]
+    assert ids(kb.search("teapot", tag="porcelain")) == [added["id"]]
+    fts_integrity(kb)
+
+    # A failed unit of work leaves the index as it was.
+    store = kb.store
+    with pytest.raises(RuntimeError), store.write() as session:
+        raw = session.connection().connection.dbapi_connection
+        raw.execute("UPDATE records SET documentation = 'quixotic' WHERE id = ?", (QUANTO_ID,))
+        raise RuntimeError("boom")
+    assert ids(kb.search("quixotic")) == []
+
+
+def test_retired_records_are_not_found(tmp_path: Path) -> None:
+    with errkb.open(tmp_path / "kb.sqlite3") as kb:
+        conn = sqlite3.connect(kb.path)
+        with conn:
+            conn.execute("UPDATE records SET retired = 1 WHERE id = ?", (QUANTO_ID,))
+        conn.close()
+        assert QUANTO_ID not in ids(kb.search("quanto incompatible scale"))
+        assert QUANTO_ID not in ids(
+            kb.search((EXAMPLES / "quanto-incompatible-scale.log").read_text())
+        )
+
+
+def test_migrating_an_existing_database_fills_the_index(tmp_path: Path) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from errkb._resources import bundle_path
+
+    # A database as an errkb before search left it: schema 0003, records in it.
+    path = tmp_path / "old.sqlite3"
+    store = Store(path)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(bundle_path("migrations")))
+    with store.engine().begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0003")
+    with store.write() as session:
+        store.apply(session, _incoming(), kind="ingest", source="seeds", dataset_version=None)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
+    with errkb.open(path, bundled=False) as kb:
+        assert ids(kb.search("quanto incompatible scale"))[0] == QUANTO_ID
+        assert {r.id for r in kb.search("scale").results} == {QUANTO_ID, COMFY_ID, LINEAR_ID}
+        fts_integrity(kb)
+
+
+def _incoming() -> list[Any]:
+    from errkb.store import Incoming
+
+    return [
+        Incoming(json.loads(p.read_text())["record"], None) for p in sorted(DATASET.glob("*.txt"))
+    ]
+
+
+NASTY = [
+    '"',
+    '"""',
+    "'",
+    "(",
+    ")",
+    "((",
+    "))",
+    "AND",
+    "OR",
+    "NOT",
+    "NEAR(",
+    "NEAR(a b, 2)",
+    "*",
+    "a*",
+    "^",
+    "^start",
+    "col:word",
+    "message:scale",
+    "-",
+    "+",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    "\x00",
+    "scale\x00quanto",
+    "\ud800",
+    "\udcff",
+    "AND OR NOT",
+    '"unbalanced',
+    "a AND",
+    "NEAR",
+    "\\",
+]
+
+
+@pytest.mark.parametrize("query", NASTY)
+def test_fts_syntax_is_never_interpreted(kb: errkb.KnowledgeBase, query: str) -> None:
+    report = kb.search(query)
+    json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")  # printable as UTF-8
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.one_of(
+        st.text(),
+        st.binary(),
+        st.lists(st.sampled_from([*NASTY, "scale", "quanto", " ", "\n", "ValueError: "])).map(
+            "".join
+        ),
+    )
+)
+def test_any_text_is_safe(kb: errkb.KnowledgeBase, query: str | bytes) -> None:
+    report = kb.search(query)
+    assert all(0 <= r.score <= 1 for r in report.results)
+    assert "\x00" not in report.query
+    report.query.encode("utf-8")
+
+
+def test_search_json_matches_its_schema(kb: errkb.KnowledgeBase) -> None:
+    validator = schema_validator("search.schema.json")
+    for query in ("quanto scale", (EXAMPLES / "comfy-int8-scale-shapes.log").read_text(), "zzz"):
+        data = kb.search(query).to_dict()
+        validator.validate(data)
+        assert list(data) == ["query", "datasetVersion", "results"]
+    bad = kb.search("quanto").to_dict()
+    bad["results"][0]["score"] = 2
+    with pytest.raises(Exception, match="2"):
+        validator.validate(bad)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = tmp_path / "cli.sqlite3"
+    errkb.open(path).close()
+    return str(path)
+
+
+def invoke(args: list[str], input: bytes | None = None) -> Any:
+    result = CliRunner().invoke(cli, args, input=input)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result
+
+
+def test_cli_text_json_and_exit_codes(db: str) -> None:
+    found = invoke(["--db", db, "search", "quanto incompatible scale"])
+    assert found.exit_code == 0
+    assert found.stdout.splitlines()[0].split()[1] == QUANTO_ID
+    as_json = invoke(["--db", db, "search", "--format", "json", "--tag", "quanto", "scale"])
+    assert as_json.exit_code == 0
+    data = json.loads(as_json.stdout)
+    schema_validator("search.schema.json").validate(data)
+    assert [r["id"] for r in data["results"]] == [QUANTO_ID]
+    none = invoke(["--db", db, "search", "--format", "json", "zzzqqq"])
+    assert none.exit_code == 1 and json.loads(none.stdout)["results"] == []
+    assert invoke(["--db", db, "search", "zzzqqq"]).stdout == "no records found\n"
+    assert invoke(["--db", db, "search", "--limit", "0", "x"]).exit_code == 2
+    assert invoke(["--db", db, "search", 'NEAR( "AND * ^ ))']).exit_code in (0, 1)
+
+
+def test_cli_reads_a_traceback_from_stdin(db: str) -> None:
+    log = (EXAMPLES / "merged-column-scalar-scale.log").read_bytes()
+    result = invoke(["--db", db, "search", "--format", "json", "-"], input=log + b"\xff\xfe\x00")
+    assert result.exit_code == 0
+    assert json.loads(result.stdout)["results"][0]["id"] == LINEAR_ID
+
+
+def test_cli_broken_database_is_exit_2(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.sqlite3"
+    junk.write_bytes(b"not sqlite" * 100)
+    result = invoke(["--db", str(junk), "search", "scale"])
+    assert result.exit_code == 2 and "error" in result.stderr

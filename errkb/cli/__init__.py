@@ -44,6 +44,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "errkb.cli.sync": ("sync", "versions", "history", "rollback"),
     "errkb.cli.maint": ("lint", "extract"),
     "errkb.cli.search": ("search",),
+    "errkb.cli.serve": ("mcp", "serve"),
 }
 
 _DEBUG_HINT = "rerun with --debug or ERRKB_DEBUG=1 for the traceback"

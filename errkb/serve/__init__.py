@@ -1,0 +1,207 @@
+"""What errkb offers a bot: the operations the MCP server and the HTTP API both expose.
+
+``Service`` wraps ONE ``KnowledgeBase`` for a whole process (it is thread-safe, and notices a
+sync made by another process on its next read), checks every input against a size cap, and
+returns plain JSON-ready dicts: exactly the objects ``errkb explain/search/check --format json``
+print, so a bot sees one contract whichever door it uses. Bad input raises an ``ErrkbError``
+subclass with a message that says what was wrong; the transports turn it into a tool error or an
+HTTP 4xx. Nothing here writes to the knowledge base.
+
+This module needs no optional dependency; ``errkb.serve.mcp_tools`` and ``errkb.serve.http``
+(the ``errkb[mcp]`` extra) are the transports.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from errkb.errors import ErrkbError, NotFoundError, UsageError
+
+if TYPE_CHECKING:
+    from errkb.kb import KnowledgeBase
+
+#: Largest text an explain (or a search query) accepts through a service: a long traceback or a
+#: log excerpt fits many times over; a whole log belongs to ``errkb explain FILE``.
+MAX_TEXT_CHARS = 1 << 20
+#: A single message is a line or a few, not a log.
+MAX_MESSAGE_CHARS = 64 * 1024
+MAX_KEY_CHARS = 256
+MAX_PATH_CHARS = 4096
+
+
+class AccessError(UsageError):
+    """A path outside the roots the operator allowed (``--allow-path``)."""
+
+
+class MissingExtraError(ErrkbError):
+    """The MCP server and HTTP API need the ``errkb[mcp]`` extra, which is not installed."""
+
+
+def require_extra(command: str) -> None:
+    """Raise ``MissingExtraError`` naming the install command unless the MCP SDK imports."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"errkb {command} needs the MCP SDK ({exc.name or exc}): "
+            "install the extra with: pip install 'errkb[mcp]'"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class Service:
+    """The read-only operations a bot can call, over one shared knowledge base."""
+
+    kb: KnowledgeBase
+    allowed_paths: tuple[Path, ...] = ()  #: resolved roots ``check_checkpoint`` may read under
+
+    @classmethod
+    def create(
+        cls, kb: KnowledgeBase, allow_paths: Sequence[str | os.PathLike[str]] = ()
+    ) -> Service:
+        roots = []
+        for root in allow_paths:
+            resolved = Path(root).resolve()
+            if not resolved.is_dir():
+                raise UsageError(f"--allow-path {os.fspath(root)!r}: not a directory")
+            roots.append(resolved)
+        return cls(kb, tuple(roots))
+
+    # ------------------------------------------------------------------ operations
+    def explain(self, text: str) -> dict[str, Any]:
+        """Every known error in ``text``: the ``explain --format json`` object."""
+        _cap("text", text, MAX_TEXT_CHARS)
+        return self.kb.explain(text).to_dict()
+
+    def match(self, message: str, error_class: str | None = None) -> dict[str, Any]:
+        """One exception message: the ``match --format json`` object."""
+        _cap("message", message, MAX_MESSAGE_CHARS)
+        if not message.strip():
+            raise UsageError("message is empty: give the exception's message text")
+        if error_class is not None:
+            _cap("errorClass", error_class, MAX_KEY_CHARS)
+        return self.kb.match_message(message, error_class or None).to_dict()
+
+    def search(
+        self,
+        query: str,
+        *,
+        repo: str | None = None,
+        tag: str | None = None,
+        error_class: str | None = None,
+        severity: str | None = None,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """Records by words, message or pasted traceback: the ``search --format json`` object."""
+        _cap("query", query, MAX_TEXT_CHARS)
+        for name, value in (("repo", repo), ("tag", tag), ("errorClass", error_class)):
+            if value is not None:
+                _cap(name, value, MAX_KEY_CHARS)
+        report = self.kb.search(
+            query, repo=repo, tag=tag, error_class=error_class, severity=severity, limit=limit
+        )
+        return report.to_dict()
+
+    def get_error(self, key: str) -> dict[str, Any]:
+        """One record by id or slug: every field, validator backing, history summary."""
+        from errkb.sync import history
+        from errkb.validators import validator_for
+
+        _cap("id", key, MAX_KEY_CHARS)
+        key = key.strip()
+        if not key:
+            raise UsageError("give a record id (16 hex digits) or slug")
+        ids = self.kb.store.find_ids(key)
+        if not ids:
+            raise NotFoundError(f"no record with id or slug {key!r} (search_errors finds records)")
+        if key not in ids and len(ids) > 1:
+            raise UsageError(f"slug {key!r} names {len(ids)} records; give an id: {', '.join(ids)}")
+        record_id = key if key in ids else ids[0]
+        entries = history.record_history(self.kb, record_id)
+        record = self.kb.store.raw_record(record_id)
+        return {
+            "id": record_id,
+            "retired": self.kb.is_retired(record_id),
+            "validator": validator_for(record_id) is not None,
+            "record": record,
+            "history": {
+                "changes": len(entries),
+                "firstVersion": entries[0].dataset_version if entries else None,
+                "lastChanged": entries[-1].at if entries else None,
+                "entries": [
+                    {
+                        "versionId": e.version_id,
+                        "datasetVersion": e.dataset_version,
+                        "kind": e.kind.value,
+                        "change": e.change.value,
+                        "at": e.at,
+                        "retired": e.retired,
+                    }
+                    for e in entries
+                ],
+            },
+        }
+
+    def check_checkpoint(self, path: str) -> dict[str, Any]:
+        """Pre-flight one checkpoint under an allowed root: the ``check --format json`` object."""
+        from errkb.validators.preflight import check
+
+        _cap("path", path, MAX_PATH_CHARS)
+        if "\x00" in path:
+            raise UsageError("path contains a NUL byte")
+        if not self.allowed_paths:
+            raise AccessError(
+                "checking checkpoints is disabled: the operator allowed no directory "
+                "(start the server with --allow-path DIR)"
+            )
+        # Symlinks resolved first: a link under an allowed root may point anywhere.
+        resolved = Path(path).expanduser().resolve()
+        if not any(
+            resolved == root or resolved.is_relative_to(root) for root in self.allowed_paths
+        ):
+            allowed = ", ".join(str(r) for r in self.allowed_paths)
+            raise AccessError(f"{path!r} is outside the allowed directories ({allowed})")
+        if not resolved.exists():
+            raise NotFoundError(f"{path!r}: no such file or directory")
+        return check([resolved]).to_dict()
+
+    def status(self) -> dict[str, Any]:
+        """Dataset version, record and repository counts, and the last sync."""
+        from errkb.sync import history
+
+        self.kb.refresh()
+        stats = self.kb.stats()
+        applied = history.versions(self.kb)
+        last = applied[-1] if applied else None
+        return {
+            "errkb": _version(),
+            "datasetVersion": stats.dataset_version,
+            "records": stats.records,
+            "retired": stats.retired,
+            "repos": stats.repos,
+            "lastSync": None
+            if last is None
+            else {
+                "versionId": last.id,
+                "kind": last.kind.value,
+                "source": last.source,
+                "at": last.finished_at,
+                "datasetVersion": last.dataset_version,
+            },
+        }
+
+
+def _version() -> str:
+    from errkb import __version__
+
+    return __version__
+
+
+def _cap(name: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        raise UsageError(f"{name} is {len(value):,} characters; the limit is {limit:,}")

@@ -1,0 +1,309 @@
+"""The HTTP API: ``errkb serve``, for bots in any language and teams sharing one knowledge base.
+
+Routes (all read-only; JSON bodies are the CLI's ``--format json`` objects):
+
+* ``POST /v1/explain``: a text/plain body, or JSON ``{"text": ...}``;
+* ``GET /v1/match?message=&class=``, ``GET /v1/search?q=&repo=&tag=&class=&severity=&limit=``;
+* ``GET /v1/errors/{id}`` (id or slug), ``GET /v1/status``, ``GET /healthz``;
+* ``/mcp``: the MCP server (streamable HTTP), ``GET /openapi.json``: this API described.
+
+One ``Service`` (one ``KnowledgeBase``) serves every request; library calls are synchronous and
+run on worker threads, each under a time limit (504 when it runs out; the thread finishes on its
+own, since a SQLite read cannot be interrupted safely from outside). Request bodies are read
+with a cap (413 beyond it). A sync by another process is seen by the next request: every read
+compares the store's state counter. The server binds to loopback unless told otherwise.
+
+Built with Starlette and uvicorn, which the ``mcp`` SDK already depends on: the routes are added
+to the MCP server's own Starlette app, so its session manager's lifespan runs with them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from errkb.errors import ErrkbError, NotFoundError
+from errkb.search import MAX_LIMIT
+from errkb.serve import MAX_TEXT_CHARS, AccessError, Service
+
+#: A request body larger than this is refused (413) without being read further.
+MAX_BODY_BYTES = 4 * MAX_TEXT_CHARS
+#: Seconds one request's library call may take before the client gets a 504.
+REQUEST_SECONDS = 10.0
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class HTTPError(Exception):
+    """A request the API answers with a 4xx/5xx status and a JSON ``{"error": ...}`` body."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def build_app(
+    service: Service, *, host: str = "127.0.0.1", request_seconds: float = REQUEST_SECONDS
+) -> Starlette:
+    """The ASGI app: the REST routes and the MCP endpoint, over one shared service."""
+    from errkb.serve.mcp_tools import build_server
+
+    server = build_server(service)
+
+    async def run(operation: Callable[[], dict[str, Any]]) -> Response:
+        try:
+            with anyio.fail_after(request_seconds):
+                result = await anyio.to_thread.run_sync(operation, abandon_on_cancel=True)
+        except TimeoutError:
+            return _error(504, f"the request took longer than {request_seconds:g} s")
+        except NotFoundError as exc:
+            return _error(404, str(exc))
+        except AccessError as exc:
+            return _error(403, str(exc))
+        except ErrkbError as exc:
+            return _error(400, str(exc))
+        return JSONResponse(result)
+
+    def route(path: str, method: str) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            async def guarded(request: Request) -> Response:
+                try:
+                    return await handler(request)
+                except HTTPError as exc:
+                    return _error(exc.status, str(exc))
+
+            server.custom_route(path, methods=[method])(guarded)
+            return handler
+
+        return register
+
+    @route("/v1/explain", "POST")
+    async def explain(request: Request) -> Response:
+        text = await _explain_text(request)
+        return await run(lambda: service.explain(text))
+
+    @route("/v1/match", "GET")
+    async def match(request: Request) -> Response:
+        message = _param(request, "message", required=True) or ""
+        error_class = _param(request, "class")
+        return await run(lambda: service.match(message, error_class))
+
+    @route("/v1/search", "GET")
+    async def search(request: Request) -> Response:
+        query = _param(request, "q", required=True) or ""
+        limit = _int_param(request, "limit", 10)
+        repo, tag = _param(request, "repo"), _param(request, "tag")
+        error_class, severity = _param(request, "class"), _param(request, "severity")
+        return await run(
+            lambda: service.search(
+                query, repo=repo, tag=tag, error_class=error_class, severity=severity, limit=limit
+            )
+        )
+
+    @route("/v1/errors/{key}", "GET")
+    async def get_error(request: Request) -> Response:
+        key = str(request.path_params["key"])
+        return await run(lambda: service.get_error(key))
+
+    @route("/v1/status", "GET")
+    async def status(_request: Request) -> Response:
+        return await run(service.status)
+
+    @route("/healthz", "GET")
+    async def healthz(_request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    @route("/openapi.json", "GET")
+    async def openapi(_request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    return server.streamable_http_app(streamable_http_path="/mcp", host=host)
+
+
+async def _explain_text(request: Request) -> str:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise HTTPError(413, f"request body over {MAX_BODY_BYTES:,} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise HTTPError(413, f"request body over {MAX_BODY_BYTES:,} bytes")
+    kind = request.headers.get("content-type", "text/plain").split(";")[0].strip().lower()
+    if kind == "application/json":
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise HTTPError(400, f"body is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+            raise HTTPError(400, 'a JSON body must be an object with a string "text"')
+        return str(data["text"])
+    if kind.startswith("text/") or kind in ("", "application/octet-stream"):
+        return bytes(body).decode("utf-8", "replace")
+    raise HTTPError(415, f"unsupported content type {kind!r}: send text/plain or application/json")
+
+
+def _param(request: Request, name: str, *, required: bool = False) -> str | None:
+    value = request.query_params.get(name)
+    if value is None and required:
+        raise HTTPError(400, f"missing query parameter {name!r}")
+    return value
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise HTTPError(
+            400, f"query parameter {name!r} must be an integer, not {value!r}"
+        ) from None
+
+
+def _error(status: int, message: str) -> Response:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def run_server(service: Service, host: str, port: int) -> None:
+    """Serve until interrupted (the ``errkb serve`` command)."""
+    import uvicorn
+
+    uvicorn.run(build_app(service, host=host), host=host, port=port, log_level="warning")
+
+
+def openapi_document() -> dict[str, Any]:
+    """An OpenAPI 3.1 description of the REST routes (the MCP endpoint speaks MCP)."""
+    from errkb import __version__
+
+    def ok(description: str, ref: str | None = None) -> dict[str, Any]:
+        schema: dict[str, Any] = {"$ref": ref} if ref else {"type": "object"}
+        return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+    error = {
+        "description": "bad request (400), refused (403), unknown record (404), body too large "
+        "(413), unsupported media type (415), or over the time limit (504)",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+
+    def query(name: str, description: str, *, required: bool = False, kind: str = "string") -> Any:
+        schema: dict[str, Any] = {"type": kind}
+        if name == "limit":
+            schema |= {"minimum": 1, "maximum": MAX_LIMIT, "default": 10}
+        return {
+            "name": name,
+            "in": "query",
+            "required": required,
+            "description": description,
+            "schema": schema,
+        }
+
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "errkb",
+            "version": __version__,
+            "description": "Explain Python errors in logs from the ErrLookup error-knowledge "
+            "dataset. Read-only. The MCP server is at /mcp (streamable HTTP).",
+        },
+        "paths": {
+            "/v1/explain": {
+                "post": {
+                    "summary": "Explain every known error in a log or traceback",
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "text/plain": {"schema": {"type": "string"}},
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["text"],
+                                    "properties": {"text": {"type": "string"}},
+                                }
+                            },
+                        },
+                    },
+                    "responses": {
+                        "200": ok(
+                            "the errkb explain --format json object (explanation.schema.json)"
+                        ),
+                        "default": error,
+                    },
+                }
+            },
+            "/v1/match": {
+                "get": {
+                    "summary": "Explain one exception message",
+                    "parameters": [
+                        query("message", "the exception message", required=True),
+                        query("class", "the exception class, if known"),
+                    ],
+                    "responses": {"200": ok("as /v1/explain, for one message"), "default": error},
+                }
+            },
+            "/v1/search": {
+                "get": {
+                    "summary": "Find records by words, a message or a whole traceback",
+                    "parameters": [
+                        query("q", "the query", required=True),
+                        query("repo", "only records of this repository"),
+                        query("tag", "only records with this tag"),
+                        query("class", "only records of this error class"),
+                        query("severity", "only records of this severity"),
+                        query("limit", "at most this many records", kind="integer"),
+                    ],
+                    "responses": {
+                        "200": ok("the search report", "#/components/schemas/SearchReport"),
+                        "default": error,
+                    },
+                }
+            },
+            "/v1/errors/{id}": {
+                "get": {
+                    "summary": "One record in full, its validator backing and history",
+                    "parameters": [
+                        {
+                            "name": "id",
+                            "in": "path",
+                            "required": True,
+                            "description": "record id or slug",
+                            "schema": {"type": "string"},
+                        }
+                    ],
+                    "responses": {"200": ok("the record"), "default": error},
+                }
+            },
+            "/v1/status": {
+                "get": {
+                    "summary": "Dataset version, counts and the last sync",
+                    "responses": {"200": ok("the status"), "default": error},
+                }
+            },
+            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok('{"ok": true}')}}},
+        },
+        "components": {
+            "schemas": {
+                "Error": {
+                    "type": "object",
+                    "required": ["error"],
+                    "properties": {"error": {"type": "string"}},
+                },
+                "SearchReport": _search_schema(),
+            }
+        },
+    }
+
+
+def _search_schema() -> dict[str, Any]:
+    from errkb._resources import schema_path
+
+    schema: dict[str, Any] = json.loads(schema_path("search.schema.json").read_text("utf-8"))
+    return {k: v for k, v in schema.items() if k not in ("$schema", "$id")}

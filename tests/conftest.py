@@ -74,3 +74,30 @@ def kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
 def empty_kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
     with errkb.open(tmp_path / "empty.sqlite3", bundled=False) as opened:
         yield opened
+
+
+def require_extra(module: str, extra: str = "mcp") -> None:
+    """Skip this test module when the optional extra is not installed, unless CI requires it.
+
+    ``.ci/run`` installs ``errkb[mcp]`` and sets ``ERRKB_REQUIRE_EXTRAS=1``: there a missing
+    extra fails the run instead of skipping tests silently.
+    """
+    import importlib
+    import os
+
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        if os.environ.get("ERRKB_REQUIRE_EXTRAS") == "1":
+            raise RuntimeError(
+                f"ERRKB_REQUIRE_EXTRAS=1 but {module} is missing: pip install -e '.[test,{extra}]'"
+            ) from exc
+        pytest.skip(
+            f"the errkb[{extra}] extra is not installed ({module})", allow_module_level=True
+        )
+
+
+#: The merged-column message as sglang prints it (the linear record explains it exactly).
+LINEAR_MESSAGE = (
+    "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)"
+)

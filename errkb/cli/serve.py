@@ -42,10 +42,10 @@ def mcp_command(ctx: click.Context, http: str | None, allow_paths: Sequence[str]
     Tools: explain_log, match_message, search_errors, get_error, check_checkpoint,
     dataset_status. Needs the errkb[mcp] extra; exit 2 without it.
     """
+    address = _host_port(http) if http else None
     require_extra("mcp")
     from errkb.serve.mcp_tools import build_server
 
-    address = _host_port(http) if http else None
     server = build_server(Service.create(_open_kb(ctx), allow_paths))
     if address is None:
         server.run("stdio")

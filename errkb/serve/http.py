@@ -50,7 +50,11 @@ class HTTPError(Exception):
 
 
 def build_app(
-    service: Service, *, host: str = "127.0.0.1", request_seconds: float = REQUEST_SECONDS
+    service: Service,
+    *,
+    host: str = "127.0.0.1",
+    request_seconds: float = REQUEST_SECONDS,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The ASGI app: the REST routes and the MCP endpoint, over one shared service."""
     from errkb.serve.mcp_tools import build_server
@@ -86,7 +90,7 @@ def build_app(
 
     @route("/v1/explain", "POST")
     async def explain(request: Request) -> Response:
-        text = await _explain_text(request)
+        text = await _explain_text(request, max_body_bytes)
         return await run(lambda: service.explain(text))
 
     @route("/v1/match", "GET")
@@ -127,15 +131,16 @@ def build_app(
     return server.streamable_http_app(streamable_http_path="/mcp", host=host)
 
 
-async def _explain_text(request: Request) -> str:
+async def _explain_text(request: Request, cap: int) -> str:
+    # A declared length over the cap is refused before reading; a chunked body is counted.
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise HTTPError(413, f"request body over {MAX_BODY_BYTES:,} bytes")
+    if declared is not None and declared.isdigit() and int(declared) > cap:
+        raise HTTPError(413, f"request body over {cap:,} bytes")
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
-        if len(body) > MAX_BODY_BYTES:
-            raise HTTPError(413, f"request body over {MAX_BODY_BYTES:,} bytes")
+        if len(body) > cap:
+            raise HTTPError(413, f"request body over {cap:,} bytes")
     kind = request.headers.get("content-type", "text/plain").split(";")[0].strip().lower()
     if kind == "application/json":
         try:

@@ -1,0 +1,250 @@
+"""The MCP server: every tool and every error in-process, and one real stdio session."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import (
+    COMFY_ID,
+    EXAMPLES,
+    LINEAR_ID,
+    LINEAR_MESSAGE,
+    QUANTO_ID,
+    ROOT,
+    require_extra,
+)
+
+require_extra("mcp.server.mcpserver")
+
+import anyio  # noqa: E402
+from mcp import Client, StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
+
+import errkb  # noqa: E402
+from errkb.records import schema_validator  # noqa: E402
+from errkb.serve import MAX_TEXT_CHARS, Service  # noqa: E402
+from errkb.serve.mcp_tools import build_server  # noqa: E402
+
+TOOLS = {
+    "explain_log",
+    "match_message",
+    "search_errors",
+    "get_error",
+    "check_checkpoint",
+    "dataset_status",
+}
+QUANTO_CKPT = EXAMPLES / "checkpoints" / "quanto-text-encoder.safetensors"
+
+
+@pytest.fixture
+def allowed(tmp_path: Path) -> Path:
+    root = tmp_path / "allowed"
+    root.mkdir()
+    shutil.copy(QUANTO_CKPT, root / "model.safetensors")
+    return root
+
+
+@pytest.fixture
+def kb_path(tmp_path: Path) -> Iterator[Path]:
+    path = tmp_path / "kb.sqlite3"
+    errkb.open(path).close()
+    yield path
+
+
+def call(service: Service, tool: str, args: dict[str, Any]) -> Any:
+    """Call one tool through a real in-process MCP client session."""
+
+    async def go() -> Any:
+        async with Client(build_server(service)) as client:
+            return await client.call_tool(tool, args)
+
+    return anyio.run(go)
+
+
+@pytest.fixture
+def service(kb: errkb.KnowledgeBase, allowed: Path) -> Service:
+    return Service.create(kb, [allowed])
+
+
+def ok(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    data = result.structured_content
+    assert isinstance(data, dict)
+    # The text content carries the same JSON, for clients that read only text.
+    assert json.loads(result.content[0].text) == data
+    return data
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error
+    return str(result.content[0].text)
+
+
+def test_tools_have_typed_schemas_and_descriptions(service: Service) -> None:
+    async def go() -> Any:
+        async with Client(build_server(service)) as client:
+            return (await client.list_tools()).tools
+
+    tools = {t.name: t for t in anyio.run(go)}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 60
+        assert tool.input_schema["type"] == "object"
+        assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+    explain = tools["explain_log"].input_schema
+    assert explain["required"] == ["text"]
+    assert explain["properties"]["text"]["maxLength"] == MAX_TEXT_CHARS
+    assert "errorClass" in tools["match_message"].input_schema["properties"]
+    limit = tools["search_errors"].input_schema["properties"]["limit"]
+    assert (limit["type"], limit["minimum"]) == ("integer", 1)
+    assert tools["get_error"].input_schema["required"] == ["id"]
+
+
+def test_explain_log_is_the_explain_json(service: Service, kb: errkb.KnowledgeBase) -> None:
+    text = (EXAMPLES / "comfy-int8-scale-shapes.log").read_text()
+    data = ok(call(service, "explain_log", {"text": text}))
+    assert data == json.loads(json.dumps(kb.explain(text).to_dict()))
+    schema_validator("explanation.schema.json").validate(data)
+    assert [m["id"] for m in data["matches"] if m["confidence"] == "exact"] == [COMFY_ID]
+
+
+def test_match_message(service: Service) -> None:
+    message = LINEAR_MESSAGE
+    data = ok(call(service, "match_message", {"message": message, "errorClass": "ValueError"}))
+    assert data["matches"][0]["id"] == LINEAR_ID
+    assert ok(call(service, "match_message", {"message": message}))["matches"][0]["id"] == LINEAR_ID
+    nothing = ok(call(service, "match_message", {"message": "all is well"}))
+    assert [m for m in nothing["matches"] if m["confidence"] == "exact"] == []
+
+
+def test_search_errors(service: Service) -> None:
+    data = ok(call(service, "search_errors", {"query": "quanto incompatible scale", "limit": 2}))
+    schema_validator("search.schema.json").validate(data)
+    assert data["results"][0]["id"] == QUANTO_ID and len(data["results"]) == 2
+    none = ok(call(service, "search_errors", {"query": "x", "repo": "nobody/nothing"}))
+    assert none["results"] == []
+    nasty = ok(call(service, "search_errors", {"query": 'NEAR( "AND * ^ \x00 ))'}))
+    assert "\x00" not in nasty["query"]
+
+
+def test_get_error_by_id_and_slug(service: Service, seed_records: dict[str, Any]) -> None:
+    data = ok(call(service, "get_error", {"id": QUANTO_ID}))
+    assert data["record"] == seed_records[QUANTO_ID]  # every field, as ingested
+    assert data["validator"] is True and data["retired"] is False
+    assert data["history"]["changes"] == 1
+    assert data["history"]["entries"][0]["change"] == "added"
+    by_slug = ok(call(service, "get_error", {"id": seed_records[COMFY_ID]["slug"]}))
+    assert by_slug["id"] == COMFY_ID
+
+
+def test_dataset_status(service: Service) -> None:
+    data = ok(call(service, "dataset_status", {}))
+    assert data["datasetVersion"] == "2026-08-28T06:17:29.519Z"
+    assert (data["records"], data["repos"]) == (3, 1)
+    assert data["lastSync"]["kind"] == "ingest" and data["lastSync"]["source"].endswith("dataset")
+    assert data["lastSync"]["at"]
+
+
+def test_check_checkpoint_under_an_allowed_root(service: Service, allowed: Path) -> None:
+    data = ok(call(service, "check_checkpoint", {"path": str(allowed / "model.safetensors")}))
+    assert {f["recordId"] for f in data["findings"]} == {QUANTO_ID}
+    assert data["errors"] == []
+    whole = ok(call(service, "check_checkpoint", {"path": str(allowed)}))
+    assert whole["findings"] == data["findings"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expected"),
+    [
+        ("explain_log", {"text": "x" * (MAX_TEXT_CHARS + 1)}, "at most"),
+        ("explain_log", {}, "text"),
+        ("explain_log", {"text": 42}, "string"),
+        ("match_message", {"message": "   "}, "message is empty"),
+        ("search_errors", {"query": "scale", "limit": 0}, "limit"),
+        ("search_errors", {"query": "scale", "limit": "many"}, "limit"),
+        ("get_error", {"id": "0000000000000000"}, "no record with id or slug"),
+        ("get_error", {"id": ""}, "give a record id"),
+        ("check_checkpoint", {"path": "/etc/passwd"}, "outside the allowed directories"),
+        ("check_checkpoint", {"path": "a\x00b"}, "NUL"),
+        ("no_such_tool", {}, "no_such_tool"),
+    ],
+)
+def test_bad_input_is_a_tool_error_not_a_crash(
+    service: Service, tool: str, args: dict[str, Any], expected: str
+) -> None:
+    async def go() -> tuple[Any, Any]:
+        async with Client(build_server(service)) as client:
+            bad = await client.call_tool(tool, args)
+            after = await client.call_tool("dataset_status", {})  # the server is still there
+            return bad, after
+
+    bad, after = anyio.run(go)
+    assert expected in error_text(bad)
+    assert not after.is_error
+
+
+def test_check_checkpoint_refusals(kb: errkb.KnowledgeBase, allowed: Path, tmp_path: Path) -> None:
+    target = allowed / "model.safetensors"
+    # No --allow-path: the tool refuses everything.
+    refused = call(Service.create(kb), "check_checkpoint", {"path": str(target)})
+    assert "--allow-path" in error_text(refused)
+    # A symlink inside the allowed root that points outside it is outside.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(QUANTO_CKPT, outside / "secret.safetensors")
+    (allowed / "link.safetensors").symlink_to(outside / "secret.safetensors")
+    (allowed / "dirlink").symlink_to(outside)
+    service = Service.create(kb, [allowed])
+    for path in (allowed / "link.safetensors", allowed / "dirlink", allowed / ".." / "outside"):
+        assert "outside the allowed" in error_text(
+            call(service, "check_checkpoint", {"path": str(path)})
+        )
+    missing = call(service, "check_checkpoint", {"path": str(allowed / "nope.safetensors")})
+    assert "no such file" in error_text(missing)
+    # A malformed file is a finding-free report with the file's error, not a tool error.
+    (allowed / "junk.safetensors").write_bytes(b"\xff" * 16)
+    junk = ok(call(service, "check_checkpoint", {"path": str(allowed / "junk.safetensors")}))
+    assert junk["errors"] and junk["findings"] == []
+
+
+def test_allow_path_must_be_a_directory(kb: errkb.KnowledgeBase, tmp_path: Path) -> None:
+    with pytest.raises(errkb.UsageError, match="not a directory"):
+        Service.create(kb, [tmp_path / "missing"])
+
+
+def test_stdio_session_end_to_end(kb_path: Path, allowed: Path) -> None:
+    """``errkb mcp`` as a client launches it: a subprocess speaking MCP over its stdio."""
+    env = {**os.environ, "ERRKB_DB": str(kb_path), "PYTHONPATH": str(ROOT)}
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "errkb", "mcp", "--allow-path", str(allowed)],
+        env=env,
+    )
+
+    async def go() -> tuple[set[str], Any, Any, Any]:
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                names = {t.name for t in (await s.list_tools()).tools}
+                text = (EXAMPLES / "quanto-incompatible-scale.log").read_text()
+                explained = await s.call_tool("explain_log", {"text": text})
+                checked = await s.call_tool(
+                    "check_checkpoint", {"path": str(allowed / "model.safetensors")}
+                )
+                missing = await s.call_tool("get_error", {"id": "ffffffffffffffff"})
+                return names, explained, checked, missing
+
+    names, explained, checked, missing = anyio.run(go)
+    assert names == TOOLS
+    assert explained.structured_content["matches"][0]["id"] == QUANTO_ID
+    assert checked.structured_content["findings"][0]["recordId"] == QUANTO_ID
+    assert missing.is_error and "no record" in missing.content[0].text

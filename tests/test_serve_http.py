@@ -1,0 +1,278 @@
+"""The HTTP API against a real uvicorn on 127.0.0.1, with a real HTTP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import (
+    COMFY_ID,
+    EXAMPLES,
+    LINEAR_ID,
+    QUANTO_ID,
+    ROOT,
+    make_record,
+    require_extra,
+)
+
+require_extra("mcp.server.mcpserver")
+
+import anyio  # noqa: E402
+import uvicorn  # noqa: E402
+from mcp import Client  # noqa: E402
+
+import errkb  # noqa: E402
+from errkb.records import schema_validator  # noqa: E402
+from errkb.serve import Service  # noqa: E402
+from errkb.serve.http import MAX_BODY_BYTES, build_app  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Running:
+    """A uvicorn server in a thread of this process, on a free loopback port."""
+
+    def __init__(self, app: Any) -> None:
+        self.port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Running:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def request(
+    base: str,
+    path: str,
+    *,
+    data: bytes | None = None,
+    content_type: str | None = None,
+    method: str | None = None,
+) -> tuple[int, Any]:
+    headers = {"Content-Type": content_type} if content_type else {}
+    req = urllib.request.Request(base + path, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        return exc.code, json.loads(body) if body.startswith(b"{") else body
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "kb.sqlite3"
+    errkb.open(path).close()
+    return path
+
+
+@pytest.fixture
+def server(db: Path) -> Iterator[Running]:
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb))) as running:
+        yield running
+
+
+def test_explain_text_plain_and_json(server: Running) -> None:
+    log = (EXAMPLES / "comfy-int8-scale-shapes.log").read_bytes()
+    status, plain = request(server.base, "/v1/explain", data=log, content_type="text/plain")
+    assert status == 200
+    schema_validator("explanation.schema.json").validate(plain)
+    assert [m["id"] for m in plain["matches"] if m["confidence"] == "exact"] == [COMFY_ID]
+    body = json.dumps({"text": log.decode()}).encode()
+    status, as_json = request(
+        server.base, "/v1/explain", data=body, content_type="application/json"
+    )
+    assert status == 200 and as_json == plain
+    # Invalid UTF-8 in a text body is replaced, not an error.
+    status, _ = request(
+        server.base, "/v1/explain", data=b"\xff\xfe" + log, content_type="text/plain"
+    )
+    assert status == 200
+
+
+def test_match_search_errors_status_health(server: Running, seed_records: dict[str, Any]) -> None:
+    message = LINEAR_MESSAGE
+    q = urllib.parse.quote(message)
+    status, data = request(server.base, f"/v1/match?message={q}&class=ValueError")
+    assert status == 200 and data["matches"][0]["id"] == LINEAR_ID
+    status, found = request(server.base, "/v1/search?q=quanto+incompatible+scale&limit=2")
+    assert status == 200 and found["results"][0]["id"] == QUANTO_ID and len(found["results"]) == 2
+    schema_validator("search.schema.json").validate(found)
+    status, tagged = request(server.base, "/v1/search?q=scale&tag=quanto")
+    assert [r["id"] for r in tagged["results"]] == [QUANTO_ID]
+    status, record = request(server.base, f"/v1/errors/{QUANTO_ID}")
+    assert status == 200 and record["record"] == seed_records[QUANTO_ID]
+    assert record["validator"] is True and record["history"]["changes"] == 1
+    status, by_slug = request(server.base, f"/v1/errors/{seed_records[COMFY_ID]['slug']}")
+    assert status == 200 and by_slug["id"] == COMFY_ID
+    status, info = request(server.base, "/v1/status")
+    assert status == 200 and info["records"] == 3 and info["datasetVersion"]
+    assert request(server.base, "/healthz") == (200, {"ok": True})
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "status", "needle"),
+    [
+        ("/v1/match", {}, 400, "message"),
+        ("/v1/search", {}, 400, "'q'"),
+        ("/v1/search?q=x&limit=lots", {}, 400, "integer"),
+        ("/v1/search?q=x&limit=0", {}, 400, "limit"),
+        ("/v1/errors/ffffffffffffffff", {}, 404, "no record"),
+        ("/v1/explain", {"data": b"{", "content_type": "application/json"}, 400, "JSON"),
+        ("/v1/explain", {"data": b"[1]", "content_type": "application/json"}, 400, '"text"'),
+        ("/v1/explain", {"data": b"x", "content_type": "image/png"}, 415, "content type"),
+    ],
+)
+def test_bad_requests_get_clear_errors(
+    server: Running, path: str, kwargs: dict[str, Any], status: int, needle: str
+) -> None:
+    got, body = request(server.base, path, **kwargs)
+    assert got == status and needle in body["error"]
+    assert request(server.base, "/healthz")[0] == 200  # still serving
+
+
+def test_body_cap_refuses_a_declared_length_before_reading(server: Running) -> None:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /v1/explain HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+            + f"Content-Length: {MAX_BODY_BYTES + 1}\r\n\r\n".encode()
+        )  # and no body: the answer must not wait for it
+        reply = b""
+        while b"body over" not in reply and (chunk := sock.recv(65536)):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 413") and b"body over" in reply
+
+
+def test_body_cap_counts_a_chunked_body(db: Path) -> None:
+    import http.client
+
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb), max_body_bytes=1000)) as srv:
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        chunks = iter([b"x" * 600, b"y" * 600])
+        conn.request("POST", "/v1/explain", body=chunks, encode_chunked=True,
+                     headers={"Content-Type": "text/plain"})  # fmt: skip
+        resp = conn.getresponse()
+        assert resp.status == 413 and b"1,000 bytes" in resp.read()
+        conn.close()
+        small = request(srv.base, "/v1/explain", data=b"x" * 900, content_type="text/plain")
+        assert small[0] == 200
+
+
+def test_read_only(server: Running) -> None:
+    for method, path in (("DELETE", f"/v1/errors/{QUANTO_ID}"), ("PUT", "/v1/explain")):
+        status, _ = request(server.base, path, data=b"" if method == "PUT" else None, method=method)
+        assert status == 405
+
+
+def test_openapi_document_lists_every_route(server: Running) -> None:
+    status, doc = request(server.base, "/openapi.json")
+    assert status == 200 and doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) == {
+        "/v1/explain", "/v1/match", "/v1/search", "/v1/errors/{id}", "/v1/status", "/healthz"
+    }  # fmt: skip
+    assert doc["components"]["schemas"]["SearchReport"]["required"] == [
+        "query", "datasetVersion", "results"
+    ]  # fmt: skip
+
+
+def test_per_request_time_limit(db: Path) -> None:
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb), request_seconds=1e-6)) as srv:
+        log = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes() * 50
+        status, body = request(srv.base, "/v1/explain", data=log, content_type="text/plain")
+        assert status == 504 and "longer than" in body["error"]
+        assert request(srv.base, "/healthz")[0] == 200
+
+
+def test_mcp_is_mounted_at_mcp(server: Running) -> None:
+    async def go() -> Any:
+        async with Client(f"{server.base}/mcp") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            found = await client.call_tool("search_errors", {"query": "comfy int8"})
+            return names, found
+
+    names, found = anyio.run(go)
+    assert "explain_log" in names
+    assert found.structured_content["results"][0]["id"] == COMFY_ID
+
+
+def test_a_sync_by_another_process_is_seen_without_restart(
+    server: Running, db: Path, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    added = make_record(seed_records[QUANTO_ID], "Zanzibar tensor {name!r} is sideways")
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps({"record": added, "datasetVersion": "2026-12-01T00:00:00.000Z"}))
+    before = request(server.base, "/v1/status")[1]
+    message = urllib.parse.quote("Zanzibar tensor 'w.0' is sideways")
+    assert request(server.base, f"/v1/match?message={message}")[1]["matches"] == []
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run(
+        [sys.executable, "-m", "errkb", "--db", str(db), "ingest", str(path)],
+        check=True, env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    after = request(server.base, "/v1/status")[1]
+    assert after["records"] == before["records"] + 1
+    assert after["datasetVersion"] == "2026-12-01T00:00:00.000Z"
+    assert after["lastSync"]["versionId"] == before["lastSync"]["versionId"] + 1
+    assert request(server.base, f"/v1/errors/{added['id']}")[0] == 200
+    matched = request(server.base, f"/v1/match?message={message}")[1]
+    assert [m["id"] for m in matched["matches"] if m["confidence"] == "exact"] == [added["id"]]
+    assert request(server.base, "/v1/search?q=zanzibar")[1]["results"][0]["id"] == added["id"]
+
+
+def test_errkb_serve_binds_loopback_by_default(db: Path) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(db)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errkb", "serve", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, _ = request(f"http://127.0.0.1:{port}", "/healthz")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert status == 200
+        # Bound to 127.0.0.1 only: the socket's address in the kernel's table says so.
+        listening = Path("/proc/net/tcp").read_text()
+        assert f"0100007F:{port:04X}" in listening
+        assert f"00000000:{port:04X}" not in listening
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)  # reaps it and closes the pipe

@@ -22,6 +22,7 @@ from tests.conftest import (
     COMFY_ID,
     EXAMPLES,
     LINEAR_ID,
+    LINEAR_MESSAGE,
     QUANTO_ID,
     ROOT,
     make_record,

@@ -32,9 +32,13 @@ if TYPE_CHECKING:
 MAX_QUERY_CHARS = 1 << 20
 #: At most this many messages of a multi-line query are searched.
 MAX_MESSAGES = 8
-#: At most this many distinct words of one message are asked of the index (the rarest).
-MAX_TERMS = 24
+#: At most this many distinct words of one message are looked up in the index ...
+MAX_WORDS = 48
+#: ... and at most this many of the rarest are asked for (see ``errkb.store.search.plan``).
+MAX_TERMS = 6
 MAX_LIMIT = 100
+#: A query of at least this many words without an exception line is tried as a message too.
+MESSAGE_WORDS = 4
 #: Share of a candidate's score that comes from message-text similarity (the rest is bm25).
 FUZZ_SHARE = 0.6
 # Words as FTS5's unicode61 tokenizer sees them (letters and digits; "_" separates).
@@ -162,19 +166,22 @@ def search(
         messages = [text]
     messages = messages[:MAX_MESSAGES]
 
-    # The matcher's verdict first (its own read transaction: it caches compiled records).
-    report = kb.explain(text) if events else kb.match_message(text)
+    # The matcher's verdict first (its own read transaction: it caches compiled records). A
+    # few words are a person's query, not a message: the matcher would only verify, at some
+    # cost, templates that full-text ranking puts first anyway.
     exact: dict[str, Candidate] = {}
-    for match in report.matches:
-        if match.confidence is Confidence.EXACT and _passes(match.record, filters):
-            exact.setdefault(match.id, _candidate(match.record))
+    if events or len(words(text)) >= MESSAGE_WORDS:
+        report = kb.explain(text) if events else kb.match_message(text)
+        for match in report.matches:
+            if match.confidence is Confidence.EXACT and _passes(match.record, filters):
+                exact.setdefault(match.id, _candidate(match.record))
 
     scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
     with kb.store.snapshot() as conn:
         dataset_version = kb.store.meta_value("dataset_version", conn)
         for message in messages:
-            terms = sql.choose_terms(conn, words(message), MAX_TERMS)
-            found = sql.candidates(conn, terms, filters, max(3 * limit, 30))
+            expression = sql.plan(conn, words(message)[:MAX_WORDS], MAX_TERMS)
+            found = sql.candidates(conn, expression, filters, max(3 * limit, 30))
             for rid, (score, cand) in rank(message, found, {}).items():
                 if rid not in scored or scored[rid][0] < score:
                     scored[rid] = (score, cand)

@@ -336,3 +336,27 @@ def test_cli_broken_database_is_exit_2(tmp_path: Path) -> None:
     junk.write_bytes(b"not sqlite" * 100)
     result = invoke(["--db", str(junk), "search", "scale"])
     assert result.exit_code == 2 and "error" in result.stderr
+
+
+def test_common_words_are_and_ed_rare_ones_or_ed(
+    kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store import search as sql
+
+    conn = kb.store.reader()
+    # With the bar at one record, "scale" (in all three) and "incompatible" (in two) are common.
+    monkeypatch.setattr(sql, "RARE", 1)
+    assert sql.document_frequencies(conn, ["scale", "quanto", "zzz"]) == {
+        "scale": 2, "quanto": 1, "zzz": 0,  # counted up to RARE + 1, no further
+    }  # fmt: skip
+    assert sql.plan(conn, ["scale", "incompatible"], 6) == '"scale" AND "incompatible"'
+    assert sql.plan(conn, ["scale", "quanto", "zzz"], 6) == '"quanto"'
+    assert sql.plan(conn, ["zzz"], 6) is None
+    # Common words only: the records returned are exactly those holding them all.
+    holding = {
+        rid
+        for rid, raw in conn.execute("SELECT id, raw_json FROM records")
+        if "quantization" in raw.lower() and "int8" in raw.lower()
+    }
+    assert holding and len(holding) < 3
+    assert set(ids(kb.search("quantization int8"))) == holding

@@ -19,12 +19,17 @@ from dataclasses import dataclass
 #: documentation, trigger scenarios, common situations, solutions. A word of the message
 #: counts most; a word that only the prose holds still finds the record.
 WEIGHTS = (10.0, 4.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0)
-#: A word in more than this share of the live index is noise for ranking (``the``, ``error``)
-#: and costs the most to score; it is dropped unless every word of the query is that common.
-COMMON_SHARE = 0.05
-#: ... but a word held by at most this many records is always kept (cheap, and in a small
-#: knowledge base every word is "common").
-COMMON_FLOOR = 1000
+#: A word held by more than this many records is "common". The cost of a query is the length of
+#: its words' posting lists (FTS5 scores every record a word is in), so rare words are OR-ed and
+#: common ones only ever AND-ed; a word's count is probed up to this bound, never read whole.
+RARE = 500
+#: At most this many common words are AND-ed when a query has no rare word.
+MAX_COMMON = 6
+#: At most this many matching records are scored per query: rare words alone rarely reach it
+#: (8 words x RARE); a query of common words only, where more records may match, ranks the first
+#: ``COMMON_SCAN_CAP`` records holding them all (a few common words do not say which is best).
+SCAN_CAP = 10_000
+COMMON_SCAN_CAP = 2_000
 
 
 @dataclass(frozen=True)
@@ -55,49 +60,67 @@ def quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def indexed_count(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT count(*) FROM search_docs").fetchone()
-    return int(row[0]) if row else 0
-
-
 def document_frequencies(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
-    """How many indexed records hold each of ``terms`` (lower-case words); absent = 0."""
-    if not terms:
-        return {}
-    marks = ",".join("?" * len(terms))
-    sql = f"SELECT term, doc FROM search_vocab WHERE term IN ({marks})"  # noqa: S608 - only ?s
-    found = {str(t): int(n) for t, n in conn.execute(sql, list(terms))}
-    return {t: found.get(t, 0) for t in terms}
+    """How many live-or-retired records hold each of ``terms``, counted up to ``RARE + 1``.
+
+    FTS5 keeps no document counts: its vocabulary table reads a word's whole posting list
+    (milliseconds for a word in most records). Counting at most ``RARE + 1`` matches bounds it.
+    """
+    out: dict[str, int] = {}
+    for term in terms:
+        row = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM search_fts WHERE search_fts MATCH ? LIMIT ?)",
+            (quote(term), RARE + 1),
+        ).fetchone()
+        out[term] = int(row[0]) if row else 0
+    return out
 
 
-def choose_terms(conn: sqlite3.Connection, terms: Sequence[str], limit: int) -> list[str]:
-    """The query's words worth asking the index for: known, not too common, rarest first."""
+def plan(conn: sqlite3.Connection, terms: Sequence[str], max_terms: int) -> str | None:
+    """The FTS5 expression for a query's words (quoted), or None when no word is indexed.
+
+    The rarest words (at most ``max_terms``) OR-ed when there are rare words; otherwise the
+    query's first common words AND-ed (a record must hold them all).
+    """
     freq = document_frequencies(conn, terms)
     known = [t for t in terms if freq[t] > 0]
     if not known:
-        return []
-    ceiling = max(COMMON_FLOOR, COMMON_SHARE * indexed_count(conn))
-    rare = [t for t in known if freq[t] <= ceiling]
-    # Every word common (a query "error value"): keep the rarest few rather than nothing.
-    chosen = rare or sorted(known, key=lambda t: freq[t])[:3]
-    return sorted(chosen, key=lambda t: freq[t])[:limit]
+        return None
+    rare = sorted((t for t in known if freq[t] <= RARE), key=lambda t: freq[t])[:max_terms]
+    if rare:
+        return " OR ".join(quote(t) for t in rare)
+    return " AND ".join(quote(t) for t in known[:MAX_COMMON])
 
 
 def candidates(
-    conn: sqlite3.Connection, terms: Sequence[str], filters: Filters, limit: int
+    conn: sqlite3.Connection, expression: str | None, filters: Filters, limit: int
 ) -> list[Candidate]:
-    """Live records holding any of ``terms``, best bm25 first, at most ``limit``."""
-    if not terms:
+    """Live records matching ``expression`` (from ``plan``), best bm25 first, at most ``limit``."""
+    if expression is None:
         return []
+    cap = COMMON_SCAN_CAP if " AND " in expression else SCAN_CAP
     weights = ", ".join(str(w) for w in WEIGHTS)
-    sql = [
-        "SELECT r.id, r.slug, r.repo, r.error_class, r.error_message, r.severity, "  # noqa: S608
-        f"bm25(search_fts, {weights}) AS score "
-        "FROM search_fts JOIN search_docs d ON d.key = search_fts.rowid "
-        "JOIN records r ON r.id = d.record_id "
-        "WHERE search_fts MATCH ? AND r.retired = 0"
-    ]
-    params: list[object] = [" OR ".join(quote(t) for t in terms)]
+    # Scored inside FTS5 first (bounded by SCAN_CAP), joined to records afterwards: joining
+    # every match before ranking cost more than ranking itself.
+    scored = (
+        f"SELECT rowid, bm25(search_fts, {weights}) AS score FROM search_fts "  # noqa: S608
+        "WHERE search_fts MATCH ? LIMIT ?"
+    )
+    select = (
+        "SELECT r.id, r.slug, r.repo, r.error_class, r.error_message, r.severity, f.score "
+        "FROM ({inner}) f JOIN search_docs d ON d.key = f.rowid "
+        "JOIN records r ON r.id = d.record_id WHERE r.retired = 0"
+    )
+    unfiltered = filters == Filters()
+    if unfiltered:
+        # Only the best few are joined; a few spare cover retired records.
+        inner = f"SELECT rowid, score FROM ({scored}) ORDER BY score LIMIT ?"  # noqa: S608
+        params: list[object] = [expression, cap, limit + 16]
+        found = _rows(conn, select.format(inner=inner) + " ORDER BY f.score, r.id", params)
+        if len(found) >= limit or len(found) == _count(conn, scored, expression, cap):
+            return found[:limit]
+    sql = [select.format(inner=scored)]
+    params = [expression, cap]
     if filters.repo is not None:
         sql.append("AND r.repo = ?")
         params.append(filters.repo)
@@ -112,10 +135,18 @@ def candidates(
             "AND EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
         )
         params.append(filters.tag)
-    sql.append("ORDER BY score, r.id LIMIT ?")
+    sql.append("ORDER BY f.score, r.id LIMIT ?")
     params.append(limit)
-    rows = conn.execute(" ".join(sql), params)
+    return _rows(conn, " ".join(sql), params)
+
+
+def _count(conn: sqlite3.Connection, scored: str, expression: str, cap: int) -> int:
+    row = conn.execute(f"SELECT count(*) FROM ({scored})", (expression, cap)).fetchone()  # noqa: S608
+    return int(row[0]) if row else 0
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Sequence[object]) -> list[Candidate]:
     return [
         Candidate(str(i), str(s), str(rp), None if c is None else str(c), str(m), str(sv), float(b))
-        for i, s, rp, c, m, sv, b in rows
+        for i, s, rp, c, m, sv, b in conn.execute(sql, params)
     ]

@@ -151,7 +151,6 @@ def search(
     """The records that best answer ``query`` (see the module docstring for the ranking)."""
     from errkb.parse.regions import parse_input
     from errkb.report import Confidence
-    from errkb.store import search as sql
 
     check_limit(limit)
     filters = filters or Filters()
@@ -177,11 +176,10 @@ def search(
                 exact.setdefault(match.id, _candidate(match.record))
 
     scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
-    with kb.store.snapshot() as conn:
-        dataset_version = kb.store.meta_value("dataset_version", conn)
+    with kb.store.snapshot() as view:
+        dataset_version = view.meta_value("dataset_version")
         for message in messages:
-            expression = sql.plan(conn, words(message)[:MAX_WORDS], MAX_TERMS)
-            found = sql.candidates(conn, expression, filters, max(3 * limit, 30))
+            found = view.search(words(message)[:MAX_WORDS], filters, max(3 * limit, 30), MAX_TERMS)
             for rid, (score, cand) in rank(message, found, {}).items():
                 if rid not in scored or scored[rid][0] < score:
                     scored[rid] = (score, cand)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 import errkb
 from errkb.cli import cli
 from errkb.records import schema_validator
-from errkb.store import Store
+from errkb.store import VersionKind
+from errkb.store.sqlite import SqliteStore
 from tests.conftest import COMFY_ID, DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID, ROOT, make_record
 
 MIGRATION = ROOT / "migrations" / "versions" / "0004_search.py"
@@ -167,9 +168,8 @@ def test_the_index_follows_every_write_in_its_transaction(
 
     # A failed unit of work leaves the index as it was.
     store = kb.store
-    with pytest.raises(RuntimeError), store.write() as session:
-        raw = session.connection().connection.dbapi_connection
-        raw.execute("UPDATE records SET documentation = 'quixotic' WHERE id = ?", (QUANTO_ID,))
+    with pytest.raises(RuntimeError), store.write() as tx:
+        tx.raw.execute("UPDATE records SET documentation = 'quixotic' WHERE id = ?", (QUANTO_ID,))
         raise RuntimeError("boom")
     assert ids(kb.search("quixotic")) == []
 
@@ -194,14 +194,14 @@ def test_migrating_an_existing_database_fills_the_index(tmp_path: Path) -> None:
 
     # A database as an errkb before search left it: schema 0003, records in it.
     path = tmp_path / "old.sqlite3"
-    store = Store(path)
+    store = SqliteStore(path)
     cfg = Config()
     cfg.set_main_option("script_location", str(bundle_path("migrations")))
     with store.engine().begin() as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "0003")
-    with store.write() as session:
-        store.apply(session, _incoming(), kind="ingest", source="seeds", dataset_version=None)
+    with store.write() as tx:
+        tx.apply(_incoming(), kind=VersionKind.INGEST, source="seeds", dataset_version=None)
     store.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
@@ -343,7 +343,7 @@ def test_common_words_are_and_ed_rare_ones_or_ed(
 ) -> None:
     from errkb.store import search as sql
 
-    conn = kb.store.reader()
+    conn = kb.store.reader()  # the SQLite backend's own connection
     # With the bar at one record, "scale" (in all three) and "incompatible" (in two) are common.
     monkeypatch.setattr(sql, "RARE", 1)
     assert sql.document_frequencies(conn, ["scale", "quanto", "zzz"]) == {

@@ -172,12 +172,9 @@ class Service:
 
     def status(self) -> dict[str, Any]:
         """Dataset version, record and repository counts, and the last sync."""
-        from errkb.sync import history
-
         self.kb.refresh()
         stats = self.kb.stats()
-        applied = history.versions(self.kb)
-        last = applied[-1] if applied else None
+        last = self.kb.store.latest_version()
         return {
             "errkb": _version(),
             "datasetVersion": stats.dataset_version,

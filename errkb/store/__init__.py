@@ -21,9 +21,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.errors import UsageError
+
+if TYPE_CHECKING:
+    from errkb.store.search import Candidate as SearchCandidate
+    from errkb.store.search import Filters as SearchFilters
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
 SCHEMA_HEAD = "0004"
@@ -260,6 +264,12 @@ class ReadView(Protocol):
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, errorMessage) of each of ``ids`` that exists."""
+        ...
+
+    def search(
+        self, words: Sequence[str], filters: SearchFilters, limit: int, max_terms: int
+    ) -> list[SearchCandidate]:
+        """Live records holding ``words``, best full-text rank first (``errkb.store.search``)."""
         ...
 
 

@@ -64,6 +64,9 @@ from errkb.store.fields import CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
+    from errkb.store.search import Candidate as SearchCandidate
+    from errkb.store.search import Filters as SearchFilters
+
 #: How long a writer waits for another writer's lock before giving up (ms). Tests shorten it.
 BUSY_TIMEOUT_MS = 10_000
 BUSY_TIMEOUT_ENV = "ERRKB_BUSY_TIMEOUT_MS"
@@ -187,6 +190,13 @@ class SqliteView:
             )
             out += [(str(r), str(m)) for r, m in self.conn.execute(sql, tuple(chunk))]
         return out
+
+    def search(
+        self, words: Sequence[str], filters: SearchFilters, limit: int, max_terms: int
+    ) -> list[SearchCandidate]:
+        from errkb.store import search as fts
+
+        return fts.candidates(self.conn, fts.plan(self.conn, words, max_terms), filters, limit)
 
 
 # ---------------------------------------------------------------------------- the store

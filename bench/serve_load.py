@@ -1,0 +1,203 @@
+"""Load on ``errkb serve``: concurrent explain requests while syncs run (issue 12).
+
+``python -m bench.serve_load [--clients 4] [--requests 500] [--records 3000]`` builds a knowledge
+base in a temporary directory (the bundled seeds plus ``--records`` variants, as two published
+trees whose versions differ), starts ``errkb serve`` on a free loopback port (a real uvicorn
+process), and lets ``--clients`` threads each POST one traceback to ``/v1/explain``
+``--requests`` times over a keep-alive connection, while another process syncs the knowledge
+base back and forth between the two versions as fast as it can. Every answer must be a 200 that
+explains the traceback exactly (the record is in both versions); anything else is an error.
+It prints latency percentiles (target: p99 <= 50 ms for one traceback), errors, and how many
+syncs completed while the clients ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import write_tree
+from errkb.records import upstream
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACEBACK = ROOT / "data" / "examples" / "quanto-incompatible-scale.log"
+EXPECTED = "5c84e15f4be2c1a6"
+VERSIONS = ("2026-12-01T00:00:00.000Z", "2026-12-02T00:00:00.000Z")
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _errkb(*args: str) -> list[str]:
+    return [sys.executable, "-m", "errkb", *args]
+
+
+def build(work: Path, records: int) -> tuple[Path, list[Path]]:
+    """A knowledge base at the first version, and the two trees a sync alternates between."""
+    seeds = [json.loads(p.read_text())["record"] for p in sorted((ROOT / "data/dataset").glob("*"))]
+    variants = [_variant(seeds[i % len(seeds)], i) for i in range(records)]
+    trees = []
+    for n, version in enumerate(VERSIONS):
+        # The second version drops a tenth of the variants and changes a tenth: a real sync.
+        body = [dict(r) for r in variants if n == 0 or hash(r["id"]) % 10 != 0]
+        if n:
+            for r in body[::10]:
+                r["documentation"] += " (revised)"
+        tree = work / f"tree{n}"
+        write_tree(tree, seeds + body, version)
+        trees.append(tree)
+    db = work / "kb.sqlite3"
+    subprocess.run(_errkb("--db", str(db), "sync", str(trees[0])), check=True, capture_output=True)
+    return db, trees
+
+
+def _variant(base: dict[str, Any], n: int) -> dict[str, Any]:
+    """A valid record like ``base`` in another repository, its message one word longer."""
+    rec = json.loads(json.dumps(base))
+    rec["repo"] = f"bench/load-{n % 97}"
+    rec["errorMessage"] = f"Variant{n} {base['errorMessage']}"
+    rec["messagePattern"] = upstream.message_pattern(rec["errorMessage"])
+    rec["id"] = upstream.record_id(rec["repo"], rec["errorCode"], rec["errorMessage"], rec["filePath"])
+    rec["slug"] = upstream.slug(rec["errorCode"], rec["errorMessage"])
+    return rec
+
+
+def run(clients: int, requests: int, records: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="errkb-serve-load-") as tmp:
+        work = Path(tmp)
+        db, trees = build(work, records)
+        port = _free_port()
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        server = subprocess.Popen(
+            _errkb("--db", str(db), "serve", "--port", str(port)),
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            _wait_ready(port, server)
+            return _load(port, db, trees, clients, requests, env) | {"records": records + 3}
+        finally:
+            server.terminate()
+            server.communicate(timeout=30)
+
+
+def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"errkb serve exited: {server.stderr.read() if server.stderr else ''}")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/healthz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("errkb serve did not start")
+
+
+def _load(
+    port: int, db: Path, trees: list[Path], clients: int, requests: int, env: dict[str, str]
+) -> dict[str, Any]:
+    body = TRACEBACK.read_bytes()
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    done = threading.Event()
+    syncs = {"completed": 0, "failed": 0}
+
+    def syncer() -> None:
+        n = 1
+        while not done.is_set():
+            proc = subprocess.run(
+                _errkb("--db", str(db), "sync", "--allow-downgrade", str(trees[n % 2])),
+                env=env, capture_output=True, check=False,
+            )  # fmt: skip
+            syncs["completed" if proc.returncode == 0 else "failed"] += 1
+            n += 1
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        mine: list[float] = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            try:
+                conn.request("POST", "/v1/explain", body=body, headers={"Content-Type": "text/plain"})
+                resp = conn.getresponse()
+                data = resp.read()
+                elapsed = time.perf_counter() - started
+                ids = [m["id"] for m in json.loads(data)["matches"] if m["confidence"] == "exact"]
+                if resp.status != 200 or EXPECTED not in ids:
+                    with lock:
+                        errors.append(f"status {resp.status}: {data[:200]!r}")
+            except (OSError, ValueError, KeyError, http.client.HTTPException) as exc:
+                elapsed = time.perf_counter() - started
+                with lock:
+                    errors.append(repr(exc))
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            mine.append(elapsed)
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+
+    sync_thread = threading.Thread(target=syncer)
+    sync_thread.start()
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    done.set()
+    sync_thread.join()
+    ms = 1000.0
+    return {
+        "clients": clients,
+        "requests": len(latencies),
+        "errors": len(errors),
+        "first_errors": errors[:5],
+        "seconds": round(wall, 2),
+        "requests_per_second": round(len(latencies) / wall, 1),
+        "p50_ms": round(percentile(latencies, 50) * ms, 2),
+        "p90_ms": round(percentile(latencies, 90) * ms, 2),
+        "p99_ms": round(percentile(latencies, 99) * ms, 2),
+        "max_ms": round(max(latencies, default=0.0) * ms, 2),
+        "syncs_completed": syncs["completed"],
+        "syncs_failed": syncs["failed"],
+        "target_p99_ms": 50,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=500, help="per client")
+    parser.add_argument("--records", type=int, default=3000, help="variants beside the seeds")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.clients, args.requests, args.records), indent=2))
+
+
+if __name__ == "__main__":
+    main()

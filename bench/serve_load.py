@@ -78,7 +78,9 @@ def _variant(base: dict[str, Any], n: int) -> dict[str, Any]:
     rec["repo"] = f"bench/load-{n % 97}"
     rec["errorMessage"] = f"Variant{n} {base['errorMessage']}"
     rec["messagePattern"] = upstream.message_pattern(rec["errorMessage"])
-    rec["id"] = upstream.record_id(rec["repo"], rec["errorCode"], rec["errorMessage"], rec["filePath"])
+    rec["id"] = upstream.record_id(
+        rec["repo"], rec["errorCode"], rec["errorMessage"], rec["filePath"]
+    )
     rec["slug"] = upstream.slug(rec["errorCode"], rec["errorMessage"])
     return rec
 
@@ -105,7 +107,8 @@ def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError(f"errkb serve exited: {server.stderr.read() if server.stderr else ''}")
+            err = server.stderr.read() if server.stderr else b""
+            raise RuntimeError(f"errkb serve exited: {err!r}")
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             conn.request("GET", "/healthz")
@@ -142,7 +145,8 @@ def _load(
         for _ in range(requests):
             started = time.perf_counter()
             try:
-                conn.request("POST", "/v1/explain", body=body, headers={"Content-Type": "text/plain"})
+                headers = {"Content-Type": "text/plain"}
+                conn.request("POST", "/v1/explain", body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
                 elapsed = time.perf_counter() - started

@@ -73,7 +73,15 @@ SEARCH_TRIGGERS = (
 )
 
 
+def _sqlite() -> bool:
+    # FTS5 and these triggers are SQLite's. Another backend keeps its own full-text index
+    # (its ReadView.search); on it this revision changes nothing.
+    return bool(op.get_bind().dialect.name == "sqlite")
+
+
 def upgrade() -> None:
+    if not _sqlite():
+        return
     op.execute(
         "CREATE TABLE search_docs (key INTEGER PRIMARY KEY, record_id VARCHAR(16) NOT NULL UNIQUE)"
     )
@@ -95,6 +103,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    if not _sqlite():
+        return
     for name in ("search_records_insert", "search_records_update", "search_records_delete"):
         op.execute(f"DROP TRIGGER IF EXISTS {name}")
     op.execute("DROP TABLE IF EXISTS search_vocab")

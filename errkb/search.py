@@ -82,6 +82,11 @@ class SearchReport:
     def found(self) -> bool:
         return bool(self.results)
 
+    @property
+    def exit_code(self) -> int:
+        """0 when records were found, 1 when none were (``errkb search`` exits with it)."""
+        return 0 if self.results else 1
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "query": self.query,

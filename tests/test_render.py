@@ -35,7 +35,11 @@ from errkb.validators.preflight import check
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
 
 V_OLD, V_NEW = "2026-09-01T00:00:00.000Z", "2026-09-02T00:00:00.000Z"
-SCHEMAS = {"Report": "explanation.schema.json", "RecordView": "record.v2.schema.json"}
+SCHEMAS = {
+    "Report": "explanation.schema.json",
+    "RecordView": "record.v2.schema.json",
+    "SearchReport": "search.schema.json",
+}
 QKV_SIBLING = (
     "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
     "is None, got shape (3,)"
@@ -68,6 +72,7 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
             "RecordHistory": [
                 RecordHistory(QUANTO_ID, tuple(history.record_history(kb, QUANTO_ID)))
             ],
+            "SearchReport": [kb.search("quanto scale"), kb.search("zzzqqq")],
         }
         records = {rid: kb.store.raw_record(rid) for rid in (QUANTO_ID, LINEAR_ID)}
     out["_records"] = [records]

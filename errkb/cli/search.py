@@ -1,16 +1,15 @@
 """``errkb search``: records by words, message or a whole pasted traceback.
 
-Thin like every command: parse options, call ``kb.search``, render, exit 0 when something was
-found, 1 when nothing was, 2 on error (raised as ``ErrkbError`` and mapped in ``errkb.cli``).
+Thin like every command: open the knowledge base, call ``kb.search``, hand the report to
+:func:`errkb.cli.finish` (exit 0 when something was found, 1 when nothing was, 2 on error).
 """
 
 from __future__ import annotations
 
 import click
 
-from errkb.cli import _open_kb, _read_input, cli
-from errkb.render.search import SearchFormat, render_search
-from errkb.search import MAX_LIMIT
+from errkb.cli import cli, finish, format_option, open_kb, read_input
+from errkb.search import MAX_LIMIT, SearchReport
 
 
 @cli.command("search")
@@ -26,14 +25,7 @@ from errkb.search import MAX_LIMIT
     show_default=True,
     help="At most this many records.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice([f.value for f in SearchFormat]),
-    default=SearchFormat.TEXT.value,
-    show_default=True,
-    help="Output format.",
-)
+@format_option(SearchReport)
 @click.pass_context
 def search_command(
     ctx: click.Context,
@@ -50,9 +42,8 @@ def search_command(
     QUERY "-" reads the query from standard input. Exit 0 when records were found, 1 when none
     were, 2 on error.
     """
-    text: str | bytes = _read_input("-") if query == "-" else query
-    report = _open_kb(ctx).search(
+    text: str | bytes = read_input("-") if query == "-" else query
+    report = open_kb(ctx).search(
         text, repo=repo, tag=tag, error_class=error_class, severity=severity, limit=limit
     )
-    click.echo(render_search(report, SearchFormat(fmt)), nl=False)
-    ctx.exit(0 if report.found else 1)
+    finish(ctx, report, fmt)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import click
 
-from errkb.cli import _open_kb, cli
+from errkb.cli import cli, open_kb
 from errkb.errors import UsageError
 from errkb.serve import Service, require_extra
 
@@ -46,7 +46,7 @@ def mcp_command(ctx: click.Context, http: str | None, allow_paths: Sequence[str]
     require_extra("mcp")
     from errkb.serve.mcp_tools import build_server
 
-    server = build_server(Service.create(_open_kb(ctx), allow_paths))
+    server = build_server(Service.create(open_kb(ctx), allow_paths))
     if address is None:
         server.run("stdio")
         return
@@ -71,4 +71,4 @@ def serve_command(ctx: click.Context, host: str, port: int, allow_paths: Sequenc
     require_extra("serve")
     from errkb.serve.http import run_server
 
-    run_server(Service.create(_open_kb(ctx), allow_paths), host, port)
+    run_server(Service.create(open_kb(ctx), allow_paths), host, port)

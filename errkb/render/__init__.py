@@ -73,6 +73,7 @@ _MODULES = {
     "UpdateCheck": "errkb.render.sync",
     "VersionList": "errkb.render.sync",
     "RecordHistory": "errkb.render.sync",
+    "SearchReport": "errkb.render.search",
 }
 
 

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import enum
-import json
-
+from errkb import _json
+from errkb.render import OutputFormat, RenderOptions, renders
 from errkb.search import SearchReport
 
 
-class SearchFormat(enum.StrEnum):
-    """Output formats of ``errkb search``."""
+@renders(SearchReport, OutputFormat.JSON)
+def search_json(report: SearchReport, options: RenderOptions) -> str:
+    """``SearchReport.to_dict()``, indented: the ``schemas/search.schema.json`` object."""
+    return _json.dumps(report.to_dict(), indent=2) + "\n"
 
-    TEXT = "text"
-    JSON = "json"
 
-
-def render_search(report: SearchReport, fmt: SearchFormat) -> str:
-    """``report`` as ``fmt``, ending with a newline."""
-    if fmt is SearchFormat.JSON:
-        return json.dumps(report.to_dict(), ensure_ascii=False, indent=2) + "\n"
+@renders(SearchReport, OutputFormat.TEXT)
+def search_text(report: SearchReport, options: RenderOptions) -> str:
+    """Score, id, repository and message template of each record; its slug and severity below."""
     if not report.results:
         return "no records found\n"
     lines = []

@@ -174,6 +174,19 @@ def test_the_index_follows_every_write_in_its_transaction(
     assert ids(kb.search("quixotic")) == []
 
 
+def test_a_record_whose_json_sqlite_refuses_is_still_indexed(
+    kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    added = make_record(seed_records[QUANTO_ID], "Gallimaufry tensor {name!r} is odd")
+    added["futureField"] = float("nan")  # kept verbatim: NaN, which SQLite's JSON refuses
+    path = tmp_path / "nan.jsonl"
+    path.write_text(json.dumps({"record": added, "datasetVersion": "2026-12-01T00:00:00.000Z"}))
+    report = kb.ingest([path])
+    assert report.counts.added == 1
+    assert ids(kb.search("gallimaufry")) == [added["id"]]
+    fts_integrity(kb)
+
+
 def test_retired_records_are_not_found(tmp_path: Path) -> None:
     with errkb.open(tmp_path / "kb.sqlite3") as kb:
         conn = sqlite3.connect(kb.path)

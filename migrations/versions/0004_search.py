@@ -33,11 +33,20 @@ depends_on = None
 
 def _values(row: str) -> str:
     """The indexed values of the record ``row`` (NEW, OLD or a table alias), in column order."""
+
+    # A record's unknown fields are kept verbatim, and may hold NaN or Infinity, which SQLite's
+    # JSON functions refuse (an error would abort the whole write): such a record is indexed
+    # without its tags and solutions rather than not at all.
+    def items(path: str) -> str:
+        return (
+            f"CASE WHEN json_valid({row}.raw_json) THEN (SELECT group_concat(value, ' ') "
+            f"FROM json_each({row}.raw_json, '{path}')) END"
+        )
+
     return (
-        f"{row}.error_message, {row}.slug, {row}.error_class, "
-        f"(SELECT group_concat(value, ' ') FROM json_each({row}.raw_json, '$.tags')), "
+        f"{row}.error_message, {row}.slug, {row}.error_class, ({items('$.tags')}), "
         f"{row}.documentation, {row}.trigger_scenarios, {row}.common_situations, "
-        f"(SELECT group_concat(value, ' ') FROM json_each({row}.raw_json, '$.solutions'))"
+        f"({items('$.solutions')})"
     )
 
 

@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any
 
 from errkb.parse.events import LogEvent
+from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E, REGION_TRACEBACK
 
 #: Inputs larger than this (characters) are narrowed; smaller ones are parsed whole.
 NARROW_ABOVE = 1 << 20
@@ -31,33 +32,10 @@ BEFORE, AFTER = 1, 5
 #: How far a traceback header reaches forward, at most, to its exception line.
 TRACEBACK_REACH = 600
 
-KEYWORDS: tuple[bytes, ...] = (
-    b"Traceback",
-    b"Error",
-    b"error",
-    b"ERROR",
-    b"Exception",
-    b"exception",
-    b"EXCEPTION",
-    b"Warning",
-    b"WARNING",
-    b"CRITICAL",
-    b"Critical",
-    b"FATAL",
-    b"Fatal",
-    b"fatal",
-    b"failed",
-    b"Failed",
-    b"FAILED",
-    b"Exit",
-    b"Interrupt",
-    b"StopIteration",
-    b"Assert",
-    b"assert",
-    b"\nE   ",
-)
-_TRACEBACK = 0
-_PYTEST_E = len(KEYWORDS) - 1
+# The words are the parser's own vocabulary (one list for the whole parser).
+KEYWORDS = REGION_KEYWORDS
+_TRACEBACK = REGION_TRACEBACK
+_PYTEST_E = REGION_PYTEST_E
 
 _lock = threading.Lock()
 _automaton: Any = None

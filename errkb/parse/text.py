@@ -22,6 +22,10 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from errkb.parse.prefixes import PrefixKind, rule_for
+from errkb.parse.prefixes import compiled as compiled_prefixes
+from errkb.parse.vocabulary import GLOG_LEVELS
+
 __all__ = [
     "LogLine",
     "NormalizedLog",
@@ -65,60 +69,8 @@ _PROGRESS_RE = re.compile(
 
 # --- per-line prefixes -----------------------------------------------------------------------
 
-_DATE = r"(?:\d{4}[-/])?\d{1,2}[-/]\d{1,2}"
-_TIME = r"\d{1,2}:\d{2}:\d{2}(?:[.,]\d{1,9})?"
-_TZ = r"(?:Z|[+-]\d{2}:?\d{2}| ?UTC)?"
-_STAMP = rf"{_DATE}[ T]{_TIME}{_TZ}"
-_LEVELS = r"DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|TRACE|NOTICE|EXCEPTION"
-_MONTHS = r"Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
-
-# One alternation, one branch per prefix shape. Each branch is wrapped in a named group ``K_*``
-# that closes last, so ``match.lastgroup`` names the branch. Order matters where shapes overlap:
-# ``[pod/..]`` and ``[rank0]:`` before the generic ``[tag]``; cloud severity before log level.
-_PREFIX_RE = re.compile(
-    "|".join(
-        (
-            # kubectl logs --prefix
-            r"(?P<K_kube>\[(?P<kube>pod/[^\]\s]{1,300})\] ?)",
-            # torchrun / torch.distributed.launch --tee
-            r"(?P<K_rank>\[(?P<rank>(?:rank|default)\d{1,6})\]:? ?)",
-            # sglang "[2026-08-28 05:10:05 DP1 TP3 EP2] ", diffusion "[08-28 05:10:05] ", CI
-            # "[2025-11-06T02:09:46.230Z] ", "[01:38:57] "
-            rf"(?P<K_bts>\[(?P<bts>{_STAMP}|{_TIME})"
-            r"(?P<ranks>(?: [A-Z]{1,4}\d{1,6}){0,8})\]:? ?)",
-            # glog / torch: "W0828 05:10:05.123456 1234 file.cpp:12] ", c10d "[W828 ...] "
-            r"(?P<K_glog>\[?(?P<glog>[IWEF])\d{3,4} \d{2}:\d{2}:\d{2}\.\d{1,9} {1,8}\d{1,10} "
-            r"[^\]\s]{1,256}:\d{1,7}\] ?)",
-            # cloud logging export: "ERROR 2025-04-04T06:24:51.493646621Z " (a per-line severity)
-            rf"(?P<K_cloud>(?:DEFAULT|{_LEVELS}|ALERT|EMERGENCY) (?=\d{{4}}-\d{{2}}-\d{{2}}T))",
-            # Python logging "2025-04-03 12:05:56,595 - __main__ - INFO - "
-            rf"(?P<K_dash>(?P<dts>{_STAMP}) - (?:[\w.<>-]{{1,128}} - )?(?P<dlevel>{_LEVELS}) - )",
-            # bare timestamps: RFC 3339 (docker, kubectl --timestamps), logging's asctime
-            rf"(?P<K_ts>(?P<ts>{_STAMP})(?: \||:| -)? ?)",
-            # syslog / journald: "Aug 28 05:10:05 host python3[123]: "
-            rf"(?P<K_syslog>(?:{_MONTHS}) {{1,2}}\d{{1,2}} \d{{2}}:\d{{2}}:\d{{2}} [\w.-]{{1,64}} "
-            r"(?P<prog>[\w./@-]{1,64}(?:\[\d{1,10}\])?): ?)",
-            # Python's default "ERROR:root:" format
-            rf"(?P<K_lvlname>(?P<nlevel>{_LEVELS}):[\w.<>-]{{1,128}}:)",
-            # level words: "ERROR ", "ERROR: ", "[ERROR] ", "ERROR - ", loguru "ERROR    | ",
-            # uvicorn's padded "INFO:     "
-            rf"(?P<K_level>\[?(?P<level>{_LEVELS})\]?"
-            r"(?P<lsep> {0,8}\| | - |:(?P<lpad> {0,8})| (?=\S)))",
-            # code location after a level: vLLM "[core.py:946] ", loguru "mod:func:12 - "
-            # (sglang diffusion writes "[gpu_worker.py: 447] ")
-            r"(?P<K_loc>\[[\w.<>/-]{1,128}: ?\d{1,7}\] |[\w.<>]{1,128}:[\w.<>]{1,128}:\d{1,7} - )",
-            # Ray / vLLM worker output: "(RayWorkerWrapper pid=1234) ", "(WorkerDict pid=77,
-            # ip=10.0.0.2) ", "(EngineCore_DP0 pid=14675) ", "(raylet, ip=10.0.0.3) "
-            r"(?P<K_ray>\((?P<ray>[^()\n]{0,128}?\bpid=\d{1,10}[^()\n]{0,128}?"
-            r"|(?:raylet|gcs_server|autoscaler|monitor|dashboard_agent|log_monitor)"
-            r"(?:, ip=[\w.:]{1,64})?)\) ?)",
-            # pytest's exception lines "E       ValueError: ..." (and the empty "E")
-            r"(?P<K_pytest>E(?: {3,64}|$))",
-            # any other bracketed tag: "[TP0] ", "[worker-3] ", "[gpu=0] ", "[Gloo] "
-            r"(?P<K_tag>\[(?P<tag>[A-Za-z][\w.:/@=-]{0,63})\]:? )",
-        )
-    )
-)
+# The prefix shapes are one table (errkb.parse.prefixes); this is its one compiled alternation.
+_PREFIX_RE = compiled_prefixes()
 # Ray's log deduplication appends " [repeated 3x across cluster]" to a line it folded.
 _RAY_REPEATED_RE = re.compile(r" {0,8}\[repeated \d{1,9}x across cluster\]$")
 # docker compose "svc-1  | " only ever comes first: elsewhere "word | " is ordinary text.
@@ -126,7 +78,6 @@ _COMPOSE_RE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
 # A bracketed tag names a stream when it looks like a rank or a worker: "TP0", "gw3", "gpu=0".
 _TAG_IDENTITY_RE = re.compile(r"[A-Za-z][A-Za-z_-]{0,31}=?\d{1,6}")
 
-_GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "FATAL"}
 _TS = 1
 _LEVEL = 2
 
@@ -323,54 +274,41 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
         m = _PREFIX_RE.match(line, pos, end)
         if m is None or m.end() == pos:
             break
-        kind = m.lastgroup
+        rule = rule_for(m)
+        kind = rule.kind
         new_pos = m.end()
-        if kind == "K_kube":
-            transport.append(m.group("kube"))
-        elif kind == "K_rank":
-            transport.append(m.group("rank"))
-        elif kind == "K_ray":
-            transport.append(m.group("ray").strip())
-        elif kind == "K_syslog":
-            transport.append(m.group("prog"))
-        elif kind == "K_bts":
+        name = rule.name
+        if kind is PrefixKind.TRANSPORT:
+            transport.append(m.group(name + "__who").strip())
+        elif kind is PrefixKind.STAMP:
             # A "T" date is a collector's per-line stamp; a space date is a logger's record.
-            if "T" not in m.group("bts"):
+            if "T" not in m.group(name + "__stamp"):
                 records, group = _record_part(records, group, _TS)
-                record = m.group("ranks").strip()
-        elif kind == "K_ts":
-            if "T" not in m.group("ts"):
-                records, group = _record_part(records, group, _TS)
-                record = ""
-        elif kind == "K_dash":
+                ranks = m.groupdict().get(name + "__ranks")
+                record = ranks.strip() if ranks else ""
+        elif kind is PrefixKind.RECORD:
             records, group = _record_part(records, group, _TS | _LEVEL)
-            level, record = m.group("dlevel"), ""
-        elif kind == "K_glog":
-            records, group = _record_part(records, group, _TS | _LEVEL)
-            level, record = _GLOG_LEVELS[m.group("glog")], ""
-        elif kind == "K_lvlname":
+            word = m.group(name + "__level")
+            level, record = GLOG_LEVELS.get(word, word), ""
+        elif kind is PrefixKind.LEVEL:
             records, group = _record_part(records, group, _LEVEL)
-            level = m.group("nlevel")
+            level = m.group(name + "__level")
             record = record if record is not None else ""
-        elif kind == "K_level":
-            records, group = _record_part(records, group, _LEVEL)
-            level = m.group("level")
-            record = record if record is not None else ""
-            pad = m.group("lpad")
+            pad = m.groupdict().get(name + "__pad")
             if pad is not None and len(pad) > 1:
                 # uvicorn pads "LEVEL:" to a fixed width of ten; any other run of spaces after
                 # "LEVEL:" is the text's own indentation (a traceback line logged as-is).
-                start = m.start("K_level")
-                new_pos = start + 10 if new_pos - start >= 10 else m.start("lpad") + 1
-        elif kind == "K_tag":
-            tag = m.group("tag")
+                start = m.start()
+                new_pos = start + 10 if new_pos - start >= 10 else m.start(name + "__pad") + 1
+        elif kind is PrefixKind.TAG:
+            tag = m.group(name + "__tag")
             if _TAG_IDENTITY_RE.fullmatch(tag):
                 record = tag
-        elif kind == "K_pytest":
+        elif kind is PrefixKind.PYTEST:
             pytest_error = True
-            pos = _pytest_text_start(line, m.start("K_pytest"), state)
+            pos = _pytest_text_start(line, m.start(), state)
             break
-        # K_cloud and K_loc carry no identity: the line is simply continued.
+        # NOISE carries no identity: the line is simply continued.
         pos = new_pos
 
     if not pytest_error:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from errkb.parse.events import ChainLink, EventKind, Frame, LogEvent
 from errkb.parse.text import LogLine, NormalizedLog, normalize
+from errkb.parse.vocabulary import ERROR_LEVELS, is_exception_class
 
 __all__ = ["is_exception_class", "parse_log", "parse_normalized"]
 
@@ -40,7 +41,6 @@ _CHAIN_SEPARATORS = {
     "The above exception was the direct cause of the following exception:": ChainLink.CAUSE,
     "During handling of the above exception, another exception occurred:": ChainLink.CONTEXT,
 }
-_ERROR_LEVELS = frozenset({"ERROR", "CRITICAL", "FATAL", "EXCEPTION"})
 
 # ``  File "<path>", line N, in <func>`` (loguru marks the failing frame ``> File``); the path
 # has no quote in it (CPython prints paths as is, and a quote-free class keeps it linear).
@@ -115,30 +115,6 @@ _PAYLOAD_RE = re.compile(
 
 # A shell or REPL prompt after a traceback is the user typing again, not more message.
 _PROMPT_RE = re.compile(r"(?:\$|#|>>>|PS [^>\n]{1,256}>|In \[\d{1,9}\]:)(?: |$)")
-
-_EXC_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt")
-_KNOWN_CLASSES = frozenset(
-    {
-        "Exception", "BaseException", "ExceptionGroup", "BaseExceptionGroup",
-        "KeyboardInterrupt", "StopIteration", "StopAsyncIteration", "GeneratorExit",
-        "SystemExit",
-    }
-)  # fmt: skip
-
-
-def is_exception_class(name: str) -> bool:
-    """Tell whether a (possibly dotted) name looks like an exception class on its own.
-
-    Used where nothing else says "this is an exception" (a line outside any traceback): the
-    last name part must end in Error/Exception/Warning/Exit/Interrupt after some stem, or be a
-    well-known builtin such as ``KeyboardInterrupt``. ``Error: ...`` and ``Warning: ...`` alone
-    are ordinary words in logs and do not count.
-    """
-    last = name.rsplit(".", 1)[-1]
-    if last in _KNOWN_CLASSES:
-        return True
-    return any(last.endswith(s) and len(last) > len(s) for s in _EXC_SUFFIXES)
-
 
 def parse_log(text: str) -> list[LogEvent]:
     """Find the exceptions and error messages in raw log text, in input order."""
@@ -668,7 +644,7 @@ class _StreamParser:
     def _single_line(self, line: LogLine) -> None:
         """Report a line that carries an error on its own (no traceback around it)."""
         t = line.text
-        if line.level in _ERROR_LEVELS:
+        if line.level in ERROR_LEVELS:
             body = t.strip()
             m = _BARE_RE.match(body)
             if m is not None and is_exception_class(m.group("cls")):

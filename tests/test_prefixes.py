@@ -39,7 +39,7 @@ MESSAGE = (
 )
 TRACEBACK = [
     "Traceback (most recent call last):",
-    '  File "/sgl-workspace/sglang/python/sglang/srt/layers/linear.py", line 872, in weight_loader_v2',
+    '  File "/sgl-workspace/sglang/python/sglang/srt/layers/linear.py", line 872, in load',
     "    raise ValueError(",
     MESSAGE,
 ]

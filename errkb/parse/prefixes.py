@@ -74,7 +74,8 @@ RULES: tuple[PrefixRule, ...] = (
         "ValueError: x",
     ),
     PrefixRule(
-        "bracket_stamp",  # sglang "[2026-08-28 05:10:05 DP1 TP3] ", "[08-28 05:10:05] ", "[01:38:57] "
+        # sglang "[2026-08-28 05:10:05 DP1 TP3] ", diffusion "[08-28 05:10:05] ", "[01:38:57] "
+        "bracket_stamp",
         PrefixKind.STAMP,
         rf"\[(?P<stamp>{_STAMP}|{_TIME})(?P<ranks>(?: [A-Z]{{1,4}}\d{{1,6}}){{0,8}})\]:? ?",
         "[2026-08-28 05:10:05 TP0] Scheduler hit an exception:",

@@ -116,6 +116,7 @@ _PAYLOAD_RE = re.compile(
 # A shell or REPL prompt after a traceback is the user typing again, not more message.
 _PROMPT_RE = re.compile(r"(?:\$|#|>>>|PS [^>\n]{1,256}>|In \[\d{1,9}\]:)(?: |$)")
 
+
 def parse_log(text: str) -> list[LogEvent]:
     """Find the exceptions and error messages in raw log text, in input order."""
     return parse_normalized(normalize(text))

@@ -195,7 +195,7 @@ def _compile(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
     # their kind reads ("who", "level", ...).
     branches = []
     for rule in rules:
-        shape = _GROUP_RE.sub(lambda m, r=rule.name: f"(?P<{r}__{m.group(1)}>", rule.shape)
+        shape = _GROUP_RE.sub(rf"(?P<{rule.name}__\1>", rule.shape)
         branches.append(f"(?P<K_{rule.name}>{shape})")
     return re.compile("|".join(branches))
 

@@ -171,11 +171,19 @@ class Unmatched:
 
     cls: str | None
     message: str
-    line: int
+    line: int  #: the first line it is at (``lines[0]``)
     source: str | None = None  #: the input file, when several were explained together
+    lines: tuple[int, ...] = ()  #: every line the same class and message are at, in order
+    occurrences: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"class": self.cls, "message": self.message, "line": self.line}
+        out: dict[str, Any] = {
+            "class": self.cls,
+            "message": self.message,
+            "line": self.line,
+            "lines": list(self.lines or (self.line,)),
+            "occurrences": self.occurrences,
+        }
         if self.source is not None:
             out["source"] = self.source
         return out

@@ -83,10 +83,9 @@ def decide(
                 per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])
         if not per_record:
             # A logger line without a match is noise; an exception (or a message a caller
-            # handed us directly, which arrives as BARE) deserves a suggestion.
-            if event.kind is EventKind.BARE or (
-                event.kind is not EventKind.LOG and event.exc_class
-            ):
+            # handed us directly, which arrives as BARE) deserves a suggestion, and so does a
+            # logger line that names one (pytest's "FAILED test - Class: message").
+            if event.kind is EventKind.BARE or event.exc_class:
                 unmatched.append(event)
             continue
         frames = chain_frames.get(event.chain_id, event.frames) if event.chain_id else event.frames
@@ -250,14 +249,20 @@ def _representative(events: Sequence[LogEvent], spec: PatternSpec) -> LogEvent:
 
 
 def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
-    seen: set[tuple[str | None, str]] = set()
-    out: list[Unmatched] = []
+    """One entry per distinct (class, message), with every line it was seen at."""
+    lines: dict[tuple[str | None, str], list[int]] = {}
     for event in events:
-        key = (event.exc_class, event.message)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(Unmatched(event.exc_class, event.message, event.lines[0] if event.lines else 0))
+        at = lines.setdefault((event.exc_class, event.message), [])
+        if event.lines and event.lines[0] not in at:
+            at.append(event.lines[0])
+    out: list[Unmatched] = []
+    for (cls, message), at in lines.items():
+        at.sort()
+        out.append(
+            Unmatched(
+                cls, message, at[0] if at else 0, lines=tuple(at), occurrences=max(len(at), 1)
+            )
+        )
     return out
 
 

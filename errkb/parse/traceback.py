@@ -71,7 +71,7 @@ _PYTEST_LOC_RE = re.compile(
 )
 # pytest's short summary: ``FAILED tests/x.py::test_y - ValueError: msg``.
 _PYTEST_SUMMARY_RE = re.compile(
-    r"(?:FAILED|ERROR) (?P<node>\S{1,2048}) - "
+    r"(?:FAILED|ERROR) (?:\[[\d.]{1,16}s\] )?(?P<node>\S{1,2048}) - "
     r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>.*)$"
 )
 # grep / rg output: ``path.py:306:    f"..."`` (greedy over a colon-free class: no backtracking).
@@ -115,6 +115,18 @@ _PAYLOAD_RE = re.compile(
 
 # A shell or REPL prompt after a traceback is the user typing again, not more message.
 _PROMPT_RE = re.compile(r"(?:\$|#|>>>|PS [^>\n]{1,256}>|In \[\d{1,9}\]:)(?: |$)")
+# Lines that other tools print after a message and that no message continues with: pytest's
+# section rules ("---- Captured stdout call ----", "==== short test summary info ====",
+# "____ test_x ____"), its summary and report lines, GitHub Actions workflow commands
+# ("##[error]", "##[group]") and shell xtrace ("+ cleanup_workspace").
+_FOREIGN_LINE_RE = re.compile(
+    r"(?P<rule>[-=_])(?P=rule){2,} \S.{0,300} (?P=rule){3,}$"
+    r"|[=_]{10,}$"
+    r"|(?:FAILED|PASSED|ERROR|XFAIL|XPASS|SKIPPED) \S{1,2048}::"
+    r"|- generated xml file: "
+    r"|##\[[a-z]{1,16}\]"
+    r"|\+{1,4} [\w./\'\"$-]"
+)
 
 
 def parse_log(text: str) -> list[LogEvent]:
@@ -389,10 +401,12 @@ class _StreamParser:
             return max(j, h + 1), []
         parts = [m.group("msg") or ""]
         numbers = [exc.number]
-        if m.group("colon") is not None:
+        if m.group("colon") is not None and parts[0]:
             j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
         else:
-            j += 1  # "AssertionError" alone: an empty message has no further lines
+            # "AssertionError" alone, or "KeyboardInterrupt: ": an empty message has no further
+            # lines (what follows is the next command's output).
+            j += 1
         order = lines[h].number
         draft = _Draft(EventKind.TRACEBACK, m.group("cls"), "\n".join(parts), numbers, frames)
         draft.order = order
@@ -408,7 +422,13 @@ class _StreamParser:
         while j < n and len(numbers) <= MAX_CONTINUATION_LINES and size < MAX_MESSAGE_CHARS:
             line = lines[j]
             t = line.text
-            if not t or t.isspace() or line.pytest_error != pytest or _PROMPT_RE.match(t):
+            if (
+                not t
+                or t.isspace()
+                or line.pytest_error != pytest
+                or _PROMPT_RE.match(t)
+                or (not pytest and _FOREIGN_LINE_RE.match(t))
+            ):
                 break
             if every:
                 # Every line of the record carries the same logger prefix; a line with another
@@ -486,7 +506,10 @@ class _StreamParser:
             return j, []
         parts = [m2.group("msg") or ""]
         numbers = [lines[j].number]
-        j = self._continuation(j + 1, parts, numbers, every=False, base=0, pytest=False)
+        if parts[0]:
+            j = self._continuation(j + 1, parts, numbers, every=False, base=0, pytest=False)
+        else:
+            j += 1
         draft = _Draft(EventKind.TRACEBACK, m2.group("cls"), "\n".join(parts), numbers, frames)
         draft.order = lines[h].number
         return j, [draft]

@@ -18,13 +18,15 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from errkb.match.matcher import Hit, MatcherLike
 from errkb.match.patterns import PatternSpec
-from errkb.parse.events import EventKind, Frame, LogEvent
+from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine
+from errkb.parse.spans import message_spans
 from errkb.report import Alternative, Confidence, ExceptionInfo, Match, Unmatched
 
 BASE_EXACT = 0.8
@@ -35,6 +37,11 @@ FILE_ONLY_BONUS = 0.05
 SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
 NEARBY_LINES = 25
+#: A wrapped message is rejoined from at most this many printed lines ...
+MAX_REJOIN_LINES = 8
+#: ... trying both joiners ("" and " ") at no more than this many full-width breaks.
+MAX_AMBIGUOUS_BREAKS = 3
+_BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
 _SOURCE_ROOTS = ("python", "src", "lib")
 
 
@@ -62,25 +69,29 @@ def decide(
     has_validator: Callable[[str], bool] | None = None,
 ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
     """Turn parsed events into matches (exact first, in input order) and unmatched exceptions."""
-    from errkb.parse.spans import message_spans
-
     chain_frames = _frames_by_chain(events)
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
     # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
     found_in: dict[str, list[Hit]] = {}
     for event in events:
-        per_record: dict[str, tuple[Hit, bool, str]] = {}
-        # Shortest first: the tightest text a record's end-anchored pattern matches gives its
-        # truest captures (a decoded repr, not the wrapper's text around it).
-        for span in sorted(message_spans(event.message), key=lambda s: len(s.text)):
-            hits = found_in.get(span.text)
-            if hits is None:
-                hits = found_in[span.text] = matcher.find(span.text)
-            for hit in hits:
-                if hit.spec.record_id in per_record or _is_source_text(hit, span.text):
-                    continue
-                per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])
+        per_record = _hits(event.message, matcher, found_in)
+        if len(event.message_lines) > 1 and not _exact(per_record):
+            # A wrapped message (nothing matched, or only a cut-off or broken-up part of it):
+            # try it rejoined, longest join first, confirmed by a pattern; without a confirmed
+            # join the unjoined hits stand.
+            # The first join whose captures are whole wins; else the first that matched.
+            best: tuple[int, str, dict[str, tuple[Hit, bool, str]]] | None = None
+            for used, joined in rejoins(event.message_lines):
+                rejoined = _hits(joined, matcher, found_in)
+                if rejoined and (best is None or _exact(rejoined)):
+                    best = (used, joined, rejoined)
+                    if _exact(rejoined):
+                        break
+            if best is not None:
+                used, joined, per_record = best
+                numbers = tuple(line.number for line in event.message_lines[:used])
+                event = replace(event, message=joined, lines=numbers)
         if not per_record:
             # A logger line without a match is noise; an exception (or a message a caller
             # handed us directly, which arrives as BARE) deserves a suggestion, and so does a
@@ -154,6 +165,86 @@ def decide(
     similar = _similar(unmatched, matcher, record)
     leftovers = _dedupe_unmatched(unmatched)
     return tuple(matches) + tuple(similar), tuple(leftovers)
+
+
+def _hits(
+    text: str, matcher: MatcherLike, found_in: dict[str, list[Hit]]
+) -> dict[str, tuple[Hit, bool, str]]:
+    """Per record, its innermost hit on ``text`` and its embedded candidates (see rule 1)."""
+    per_record: dict[str, tuple[Hit, bool, str]] = {}
+    # Shortest first: the tightest text a record's end-anchored pattern matches gives its
+    # truest captures (a decoded repr, not the wrapper's text around it).
+    for span in sorted(message_spans(text), key=lambda s: len(s.text)):
+        hits = found_in.get(span.text)
+        if hits is None:
+            hits = found_in[span.text] = matcher.find(span.text)
+        for hit in hits:
+            if hit.spec.record_id in per_record or _is_source_text(hit, span.text):
+                continue
+            per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])
+    return per_record
+
+
+def _exact(per_record: Mapping[str, tuple[Hit, bool, str]]) -> bool:
+    """Tell whether hits are whole: some, and none cut off or broken up by a wrap.
+
+    Not whole: a claim that runs over a line break, a captured value with unbalanced brackets
+    (``(1,`` is a shape cut off at the break) or with the spaces of a break at its ends.
+    """
+    if not per_record:
+        return False
+    for hit, _embedded, claim in per_record.values():
+        if "\n" in claim:
+            return False
+        for _name, value in hit.captures:
+            if value != value.strip() or any(
+                value.count(a) != value.count(b) for a, b in _BRACKETS
+            ):
+                return False
+    return True
+
+
+def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
+    """Candidate rejoinings of a wrapped message: (lines used, joined text), longest first.
+
+    A break between two lines counts as a wrap only when its shape says so: the first word of
+    the next line would not have fitted on the line (a greedy wrapper breaks only then), against
+    the line's padded width when the renderer padded it (rich, typer) or the widest line so far
+    otherwise (email, hard-wrapped text). The first break that is no wrap ends the message, so
+    an unrelated line after it is never glued on. A padded or short line broke at a space: join
+    with " ". A full-width line may also have broken inside a word (a word longer than the
+    width, or a terminal that wraps at the column): join with "" and keep the next line's
+    leading space, tried first when the shape says so (all lines before the last equally long,
+    or a token across the break longer than the width).
+    """
+    lines = lines[:MAX_REJOIN_LINES]
+    lengths = {line.length for line in lines[:-1]}
+    chopped = len(lines) > 2 and len(lengths) == 1
+    joiners: list[tuple[str, ...]] = []
+    widest = 0
+    for line, after in itertools.pairwise(lines):
+        widest = max(widest, line.width)
+        word = after.text.lstrip().split(" ", 1)[0]
+        if not word:
+            break
+        width = line.width if line.padded else widest
+        if line.length + 1 + len(word) <= width:
+            break  # the word would have fitted: the line ended there
+        if line.padded or line.length < widest:
+            joiners.append((" ",))
+            continue
+        token = len(line.text.rsplit(" ", 1)[-1]) + len(after.text.split(" ", 1)[0])
+        joiners.append(("", " ") if chopped or token > widest else (" ", ""))
+    for used in range(len(joiners) + 1, 1, -1):
+        options = joiners[: used - 1]
+        if sum(len(o) > 1 for o in options) > MAX_AMBIGUOUS_BREAKS:
+            options = [o[:1] for o in options]
+        texts = [line.text.rstrip() for line in lines[:used]]
+        for chosen in itertools.product(*options):
+            parts = [texts[0]]
+            for joiner, text in zip(chosen, texts[1:], strict=True):
+                parts.append(text if joiner == "" else " " + text.lstrip())
+            yield used, "".join(parts)
 
 
 def _nested(a: tuple[Hit, bool, str], b: tuple[Hit, bool, str]) -> bool:

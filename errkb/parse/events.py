@@ -40,6 +40,27 @@ class Frame:
     input_line: int  #: where the frame header is in the original input
 
 
+@dataclass(frozen=True, slots=True)
+class MessageLine:
+    """One printed line of a message (or a line that may continue it), as the renderer left it.
+
+    Renderers, terminals and mail clients wrap a long ``Class: message`` line; the matcher
+    rejoins the lines only when a record's pattern confirms the joined text. The shape of each
+    break is evidence for how to rejoin it: a padded line (rich pads to its width) broke at a
+    space, a full-width line may have broken inside a word.
+    """
+
+    text: str  #: the line's share of the message (the first line: the text after ``Class: ``)
+    number: int  #: 1-based line number in the original input
+    length: int  #: printed length of the whole line (``Class: `` included), without padding
+    width: int  #: printed width of the whole line, its padding included
+
+    @property
+    def padded(self) -> bool:
+        """The line ended in padding spaces (a renderer padded it to its width)."""
+        return self.width > self.length
+
+
 @dataclass(frozen=True)
 class LogEvent:
     """One exception (or error message) found in the input.
@@ -58,6 +79,10 @@ class LogEvent:
     chain_position: int = 0  #: 0 = the first traceback printed in the chain = the root cause
     link: ChainLink = ChainLink.NONE
     stream: str = ""  #: prefix identity (rank, pod, pid) the event's lines were grouped by
+    #: The message's first line and the lines that may continue it (wrapped output), when there
+    #: are any: for a traceback the message's own further lines, for a single line the few
+    #: lines after it. Empty when the message is one line with nothing after it.
+    message_lines: tuple[MessageLine, ...] = ()
 
     @property
     def is_root_cause(self) -> bool:

@@ -106,6 +106,9 @@ class LogLine:
     #: continuation line of a multi-line record, 2 when a relay logs another logger's lines.
     record_prefixes: int = 0
     pytest_error: bool = False  #: the line was one of pytest's ``E   `` exception lines
+    #: Trailing spaces stripped from the text: a renderer that wraps (rich) pads each line to
+    #: its width, so ``len(text) + pad`` is the printed width and padding marks a soft break.
+    pad: int = 0
 
     @property
     def header(self) -> bool:
@@ -177,6 +180,8 @@ def normalize(text: str) -> NormalizedLog:
     physical = text.split("\n")
     if physical and physical[-1] == "":
         physical.pop()
+    if text.startswith(">") or "\n>" in text:
+        _unquote(physical)
 
     out: list[LogLine] = []
     state = _State()
@@ -188,6 +193,40 @@ def normalize(text: str) -> NormalizedLog:
         else:
             append(_clean_line(number, raw, state))
     return NormalizedLog(tuple(out))
+
+
+# An email / Markdown quote gutter: "> ", ">> ", "> > " (one optional space after each ">").
+_GUTTER_RE = re.compile(r"(?:> ?){1,16}")
+
+
+def _unquote(physical: list[str]) -> None:
+    """Strip the quote gutters of quoted blocks, in place.
+
+    A quoted block is a run of two or more lines that start with ``>`` (pytest's lone ``>``
+    source line and loguru's ``> File`` are single lines inside unquoted text). Each line loses
+    its own gutter, so a reply that mixes ``> `` and ``>> `` lines reads as the original text;
+    the text's own indentation after the gutter is kept. ``>>> `` is a Python prompt, not a
+    quote, and does not start or continue a block.
+    """
+    n = len(physical)
+    i = 0
+    while i < n:
+        if not _quoted(physical[i]):
+            i += 1
+            continue
+        j = i + 1
+        while j < n and _quoted(physical[j]):
+            j += 1
+        if j - i >= 2:
+            for k in range(i, j):
+                line = physical[k]
+                m = _GUTTER_RE.match(line)
+                physical[k] = line[m.end() :] if m is not None else line
+        i = j
+
+
+def _quoted(line: str) -> bool:
+    return line.startswith(">") and not line.startswith(">>> ")
 
 
 class _State:
@@ -254,7 +293,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
         # No prefix starts with whitespace: a frame or source line, or a continuation line of
         # a multi-line log record, which belongs to the record its transport stream is in.
         state.pytest_width = 0
-        return LogLine(number, line, record_ids.get("", ""))
+        return LogLine(number, line, record_ids.get("", ""), pad=len(raw) - len(line))
 
     pos = 0
     end = min(len(line), PREFIX_HEAD)
@@ -321,4 +360,4 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     text = line[pos:] if pos else line
     if text.endswith("across cluster]"):
         text = _RAY_REPEATED_RE.sub("", text)
-    return LogLine(number, text, stream, level, records, pytest_error)
+    return LogLine(number, text, stream, level, records, pytest_error, len(raw) - len(line))

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from errkb.parse.events import ChainLink, EventKind, Frame, LogEvent
+from errkb.parse.events import ChainLink, EventKind, Frame, LogEvent, MessageLine
 from errkb.parse.text import LogLine, NormalizedLog, normalize
 from errkb.parse.vocabulary import ERROR_LEVELS, is_exception_class
 
@@ -33,6 +33,8 @@ __all__ = ["is_exception_class", "parse_log", "parse_normalized"]
 MAX_CONTINUATION_LINES = 200
 #: ... and stops growing past this many characters.
 MAX_MESSAGE_CHARS = 1 << 20
+#: Lines after a single-line message offered as its possible wrapped continuation.
+MAX_WRAP_LINES = 8
 #: Frames kept per traceback (a RecursionError prints up to ~1000; the ends are what matter).
 MAX_FRAMES = 512
 
@@ -185,6 +187,7 @@ class _Draft:
     frames: list[Frame] = field(default_factory=list)
     link: ChainLink = ChainLink.NONE
     order: int = 0  #: print position of the traceback's first line (for sorting group members)
+    message_lines: tuple[MessageLine, ...] = ()
 
 
 class _StreamParser:
@@ -197,6 +200,7 @@ class _StreamParser:
         self.chain_ids = chain_ids
         self.events: list[LogEvent] = []
         self._not_group_until = -1  # a "  | ..." run already known to be no exception group
+        self._at = 0  # index of the single line being reported
         # pytest output is emitted entry by entry; this is what has been seen of the current test
         self._pt_frames: list[Frame] = []
         self._pt_source: str | None = None
@@ -243,7 +247,7 @@ class _StreamParser:
                 i += 1
                 continue
             if not source_fence:
-                self._single_line(line)
+                self._single_line(line, i)
             i += 1
         return self.events
 
@@ -323,6 +327,7 @@ class _StreamParser:
             chain_position=position,
             link=d.link,
             stream=self.stream,
+            message_lines=d.message_lines,
         )
 
     def _one(self, i: int) -> tuple[int, list[_Draft]]:
@@ -402,24 +407,36 @@ class _StreamParser:
         parts = [m.group("msg") or ""]
         numbers = [exc.number]
         if m.group("colon") is not None and parts[0]:
+            exc_at = j
             j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
+            wrap = self._message_lines(parts, exc_at)
         else:
+            wrap = ()
             # "AssertionError" alone, or "KeyboardInterrupt: ": an empty message has no further
             # lines (what follows is the next command's output).
             j += 1
         order = lines[h].number
         draft = _Draft(EventKind.TRACEBACK, m.group("cls"), "\n".join(parts), numbers, frames)
         draft.order = order
+        draft.message_lines = wrap
         return j, [draft]
 
     def _continuation(
-        self, j: int, parts: list[str], numbers: list[int], *, every: bool, base: int, pytest: bool
+        self,
+        j: int,
+        parts: list[str],
+        numbers: list[int],
+        *,
+        every: bool,
+        base: int,
+        pytest: bool,
+        limit: int = MAX_CONTINUATION_LINES,
     ) -> int:
         """Append the further lines of a multi-line message; return the first line after it."""
         lines, n = self.lines, self.n
         size = sum(len(p) for p in parts)
         first = lines[j - 1]
-        while j < n and len(numbers) <= MAX_CONTINUATION_LINES and size < MAX_MESSAGE_CHARS:
+        while j < n and len(numbers) <= limit and size < MAX_MESSAGE_CHARS:
             line = lines[j]
             t = line.text
             if (
@@ -455,6 +472,23 @@ class _StreamParser:
             size += len(body)
             j += 1
         return j
+
+    def _message_lines(self, parts: list[str], first: int) -> tuple[MessageLine, ...]:
+        """The printed lines of a message whose first line is ``lines[first]``.
+
+        Its further lines (see ``_continuation``) are the lines right after it, one part each.
+        """
+        if len(parts) < 2:
+            return ()
+        out = []
+        # Widths are measured from the block's own margin (an indented traceback's indent).
+        head = self.lines[first].text
+        margin = len(head) - len(head.lstrip())
+        for k, text in enumerate(parts[:MAX_WRAP_LINES]):
+            line = self.lines[first + k]
+            length = len(line.text) - margin
+            out.append(MessageLine(text, line.number, length, length + line.pad))
+        return tuple(out)
 
     # --- IPython / Jupyter --------------------------------------------------------------------
 
@@ -506,12 +540,16 @@ class _StreamParser:
             return j, []
         parts = [m2.group("msg") or ""]
         numbers = [lines[j].number]
+        wrap: tuple[MessageLine, ...] = ()
         if parts[0]:
+            exc_at = j
             j = self._continuation(j + 1, parts, numbers, every=False, base=0, pytest=False)
+            wrap = self._message_lines(parts, exc_at)
         else:
             j += 1
         draft = _Draft(EventKind.TRACEBACK, m2.group("cls"), "\n".join(parts), numbers, frames)
         draft.order = lines[h].number
+        draft.message_lines = wrap
         return j, [draft]
 
     # --- exception groups ---------------------------------------------------------------------
@@ -632,6 +670,7 @@ class _StreamParser:
             cls, parts = None, [lines[i].text]
         numbers = [lines[i].number]
         j = self._continuation(i + 1, parts, numbers, every=True, base=0, pytest=True)
+        wrap = self._message_lines(parts, i)
         frames = self._pt_frames
         k = self._skip_blank(j)
         if k < n and k - j <= 1:
@@ -653,6 +692,7 @@ class _StreamParser:
         if cls is None and parts[0].startswith("assert "):
             cls = "AssertionError"  # pytest's assertion rewriting prints the expression only
         draft = _Draft(EventKind.TRACEBACK, cls, "\n".join(parts), numbers, frames)
+        draft.message_lines = wrap
         if self._pt_link is not None and self._pt_chain is not None:
             draft.link = self._pt_link
             self._pt_position += 1
@@ -665,8 +705,9 @@ class _StreamParser:
 
     # --- single lines -------------------------------------------------------------------------
 
-    def _single_line(self, line: LogLine) -> None:
+    def _single_line(self, line: LogLine, i: int) -> None:
         """Report a line that carries an error on its own (no traceback around it)."""
+        self._at = i
         t = line.text
         if line.level in ERROR_LEVELS:
             body = t.strip()
@@ -721,8 +762,25 @@ class _StreamParser:
                 lines=(line.number,),
                 frames=(frame,) if frame is not None else (),
                 stream=self.stream,
+                message_lines=self._offered(message, line),
             )
         )
+
+    def _offered(self, message: str, line: LogLine) -> tuple[MessageLine, ...]:
+        """The message's line and the few lines after it that may continue a wrapped message.
+
+        A single-line event keeps its one-line message; these lines are only offered, and the
+        matcher rejoins them only where a record's pattern confirms the joined text.
+        """
+        i = self._at
+        if self.lines[i] is not line or i + 1 >= self.n or not message:
+            return ()
+        parts = [message]
+        numbers = [line.number]
+        self._continuation(
+            i + 1, parts, numbers, every=False, base=0, pytest=False, limit=MAX_WRAP_LINES - 1
+        )
+        return self._message_lines(parts, i)
 
 
 def _nearest(paths: dict[int, tuple[int, ...]], depth: int) -> tuple[int, ...]:

@@ -214,12 +214,17 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
     an unrelated line after it is never glued on. A padded or short line broke at a space: join
     with " ". A full-width line may also have broken inside a word (a word longer than the
     width, or a terminal that wraps at the column): join with "" and keep the next line's
-    leading space, tried first when the shape says so (all lines before the last equally long,
-    or a token across the break longer than the width).
+    leading space, tried first when the shape says so (a terminal's chop, or a token across the
+    break longer than the width); else " " first.
     """
     lines = lines[:MAX_REJOIN_LINES]
-    lengths = {line.length for line in lines[:-1]}
-    chopped = len(lines) > 2 and len(lengths) == 1
+    # A terminal that wraps at the column leaves every line but the last exactly as wide, and a
+    # break before a space shows as a line that starts with one; a word wrapper never starts a
+    # line with a space (equal widths alone are often its coincidence).
+    widths = {line.width for line in lines[:-1]}
+    chopped = (
+        len(lines) > 2 and len(widths) == 1 and any(line.text[:1] == " " for line in lines[1:])
+    )
     joiners: list[tuple[str, ...]] = []
     widest = 0
     for line, after in itertools.pairwise(lines):
@@ -230,6 +235,9 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
         width = line.width if line.padded else widest
         if line.length + 1 + len(word) <= width:
             break  # the word would have fitted: the line ended there
+        if line.text.endswith("-"):
+            joiners.append(("", " "))  # a wrapper that breaks after hyphens kept the hyphen
+            continue
         if line.padded or line.length < widest:
             joiners.append((" ",))
             continue

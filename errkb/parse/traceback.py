@@ -231,6 +231,11 @@ class _StreamParser:
                         source_fence = fence.group("info").lower() in _SOURCE_FENCES
                     i += 1
                     continue
+            if first in " \t" and t.endswith("Traceback (most recent call last)"):
+                end = self._indented_block(i)
+                if end > i:
+                    i = end
+                    continue
             if self._starts_traceback(i, headerless=True):
                 i = self._chain(i)
                 continue
@@ -274,6 +279,34 @@ class _StreamParser:
         while j < n and (not lines[j].text or lines[j].text.isspace()):
             j += 1
         return j
+
+    def _indented_block(self, i: int) -> int:
+        """Parse a traceback indented as a block, dedented by the block's indent.
+
+        nbconvert's Markdown indents output by four spaces; log handlers indent continuation
+        lines to their message column. Starting with a traceback header makes the block a
+        traceback, not source context. Return where the block ends, or ``i`` when line ``i``
+        heads no IPython traceback.
+        """
+        head = self.lines[i].text
+        body = head.lstrip()
+        if not _IPY_HEADER_RE.match(body):
+            return i
+        indent = len(head) - len(body)
+        lines, n = self.lines, self.n
+        k = i + 1
+        last = i
+        while k < n:
+            t = lines[k].text
+            if t and not t.isspace():
+                if len(t) - len(t.lstrip()) < indent:
+                    break
+                last = k
+            k += 1
+        block = [replace(line, text=line.text[indent:]) for line in lines[i : last + 1]]
+        nested = _StreamParser(block, self.stream, self.chain_ids)
+        self.events.extend(nested.run())
+        return last + 1
 
     # --- chains -------------------------------------------------------------------------------
 

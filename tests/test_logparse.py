@@ -209,6 +209,20 @@ def test_chain_links_positions_and_one_chain_id() -> None:
     assert [e.is_root_cause for e in events] == [True, False, False]
 
 
+def test_every_member_carries_the_one_typed_chain() -> None:
+    events = parse_log(CHAIN)
+    chain = events[0].chain
+    assert chain is not None and all(e.chain == chain for e in events)
+    assert [(m.exc_class, m.link, m.line) for m in chain.members] == [
+        (e.exc_class, e.link, e.lines[0]) for e in events
+    ]
+    assert chain.root.exc_class == "ValueError" and chain.last.exc_class == "RuntimeError"
+    assert chain.frames == tuple(f for e in events for f in e.frames)
+    # Outside any chain (a logger line) there is no chain value.
+    (log_line,) = parse_log("ERROR something broke\n")
+    assert log_line.chain is None
+
+
 def test_separate_tracebacks_are_separate_chains() -> None:
     events = parse_log(PY310 + "\nsome log line\n" + PY310)
     assert [e.chain_id for e in events] == [1, 2]
@@ -262,6 +276,9 @@ def test_exception_group_members_nested_and_unraised() -> None:
     ]
     assert len({e.chain_id for e in events}) == 1
     assert events[2].frames[0].path == "x.py"
+    chain = events[0].chain
+    assert chain is not None
+    assert [m.link for m in chain.members] == [ChainLink.NONE] + [ChainLink.GROUP] * 3
 
 
 def test_a_group_inside_a_chain_takes_the_chain_link() -> None:

@@ -19,7 +19,7 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -69,7 +69,6 @@ def decide(
     has_validator: Callable[[str], bool] | None = None,
 ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
     """Turn parsed events into matches (exact first, in input order) and unmatched exceptions."""
-    chain_frames = _frames_by_chain(events)
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
     # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
@@ -99,7 +98,8 @@ def decide(
             if event.kind is EventKind.BARE or event.exc_class:
                 unmatched.append(event)
             continue
-        frames = chain_frames.get(event.chain_id, event.frames) if event.chain_id else event.frames
+        # The whole printed chain's frames: a wrapper's traceback shows where its cause was raised.
+        frames = event.chain.frames if event.chain is not None else event.frames
         scored = {
             rid: (hit, *_score(hit.spec, event, embedded, frames))
             for rid, (hit, embedded, _claim) in per_record.items()
@@ -155,7 +155,7 @@ def decide(
                 lines=tuple(lines),
                 exception=ExceptionInfo(shown.exc_class, shown.message),
                 record=rec,
-                root_cause=any(e.is_root_cause and e.chain_id is not None for e in entry.events),
+                root_cause=any(e.is_root_cause and e.chain is not None for e in entry.events),
                 alternatives=alternatives,
                 evidence=entry.evidence,
                 diagnosis=diagnose(rid, dict(captures)) if diagnose else None,
@@ -275,14 +275,6 @@ def _is_source_text(hit: Hit, text: str) -> bool:
             return True
     head = text[max(0, hit.start - 2) : hit.start]
     return head.endswith(('f"', "f'", 'f"""'))
-
-
-def _frames_by_chain(events: Iterable[LogEvent]) -> dict[int, tuple[Frame, ...]]:
-    out: dict[int, list[Frame]] = {}
-    for event in events:
-        if event.chain_id is not None:
-            out.setdefault(event.chain_id, []).extend(event.frames)
-    return {k: tuple(v) for k, v in out.items()}
 
 
 def _score(

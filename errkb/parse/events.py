@@ -9,7 +9,7 @@ jump to them, whatever prefixes, colours or carriage returns were stripped on th
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class EventKind(enum.StrEnum):
@@ -38,6 +38,44 @@ class Frame:
     function: str | None
     source: str | None  #: the source line shown under the frame, stripped
     input_line: int  #: where the frame header is in the original input
+
+
+@dataclass(frozen=True)
+class ChainMember:
+    """One exception of a printed chain, as the chain knows it."""
+
+    exc_class: str | None
+    message: str
+    line: int  #: the input line of its message
+    link: ChainLink  #: how it is tied to the member printed before it
+    frames: tuple[Frame, ...]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The exceptions Python printed together, in print order.
+
+    The root cause comes first, what the user saw last; each member says how it is linked
+    (``raise ... from``, "during handling", an exception-group member) and carries its frames.
+    The parser builds it once; nothing downstream rebuilds it.
+    """
+
+    members: tuple[ChainMember, ...]
+
+    @property
+    def frames(self) -> tuple[Frame, ...]:
+        """Every frame of every member, in print order."""
+        return tuple(f for m in self.members for f in m.frames)
+
+    @property
+    def root(self) -> ChainMember:
+        """The first exception printed: the root cause."""
+        return self.members[0]
+
+    @property
+    def last(self) -> ChainMember:
+        """The last exception printed: what the user saw."""
+        return self.members[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +121,8 @@ class LogEvent:
     #: are any: for a traceback the message's own further lines, for a single line the few
     #: lines after it. Empty when the message is one line with nothing after it.
     message_lines: tuple[MessageLine, ...] = ()
+    #: The printed chain this event is member ``chain_position`` of (None outside any chain).
+    chain: Chain | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_root_cause(self) -> bool:

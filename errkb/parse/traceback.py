@@ -23,7 +23,15 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from errkb.parse.events import ChainLink, EventKind, Frame, LogEvent, MessageLine
+from errkb.parse.events import (
+    Chain,
+    ChainLink,
+    ChainMember,
+    EventKind,
+    Frame,
+    LogEvent,
+    MessageLine,
+)
 from errkb.parse.text import LogLine, NormalizedLog, normalize
 from errkb.parse.vocabulary import ERROR_LEVELS, is_exception_class
 
@@ -150,16 +158,32 @@ def parse_normalized(log: NormalizedLog) -> list[LogEvent]:
 
 
 def _renumber_chains(events: list[LogEvent]) -> list[LogEvent]:
-    """Renumber chains 1, 2, ... by first appearance, whatever order streams were parsed in."""
+    """Renumber chains 1, 2, ... by first appearance and give every member its chain.
+
+    Streams are parsed one after another, so ids are renumbered by first appearance; the
+    :class:`Chain` value is built here, once, for every consumer.
+    """
     mapping: dict[int, int] = {}
-    out = []
+    members: dict[int, list[LogEvent]] = {}
     for event in events:
-        if event.chain_id is None:
-            out.append(event)
-            continue
-        new = mapping.setdefault(event.chain_id, len(mapping) + 1)
-        out.append(event if new == event.chain_id else replace(event, chain_id=new))
-    return out
+        if event.chain_id is not None:
+            mapping.setdefault(event.chain_id, len(mapping) + 1)
+            members.setdefault(event.chain_id, []).append(event)
+    chains = {
+        old: Chain(
+            tuple(
+                ChainMember(e.exc_class, e.message, e.lines[0] if e.lines else 0, e.link, e.frames)
+                for e in sorted(group, key=lambda e: e.chain_position)
+            )
+        )
+        for old, group in members.items()
+    }
+    return [
+        event
+        if event.chain_id is None
+        else replace(event, chain_id=mapping[event.chain_id], chain=chains[event.chain_id])
+        for event in events
+    ]
 
 
 def _looks_reversed(lines: Sequence[LogLine]) -> bool:

@@ -764,3 +764,20 @@ def test_corpus_frames_keep_paths_lines_and_sources() -> None:
     assert len(event.frames) == 12
     text = (CORPUS / "sglang_llm_single_gpu_py310.log").read_text().splitlines()
     assert all(text[f.input_line - 1].lstrip().startswith("File ") for f in event.frames)
+
+
+def test_a_decoded_view_reports_the_original_line_numbers() -> None:
+    # A decoding layer (JSON strings, a container's per-line objects) hands the parser a view of
+    # the input and where each of its lines came from; events point into the original.
+    view = "\n".join(
+        [
+            "Traceback (most recent call last):",
+            '  File "x.py", line 1, in f',
+            "ValueError: from inside a container",
+        ]
+    )
+    (event,) = parse_log(view, line_map=[10, 12, 14])
+    assert event.lines == (14,)
+    assert event.frames[0].input_line == 12
+    with pytest.raises(ValueError, match="line_map has 2 lines"):
+        parse_log(view, line_map=[1, 2])

@@ -19,7 +19,7 @@ function is total: any input gives a result, never an exception.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from errkb.parse.prefixes import PrefixKind, rule_for
@@ -167,8 +167,14 @@ def _looks_utf16le(data: bytes) -> bool:
     return odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even)
 
 
-def normalize(text: str) -> NormalizedLog:
-    """Clean a whole log; see the module docstring for what is removed."""
+def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog:
+    """Clean a whole log; see the module docstring for what is removed.
+
+    ``text`` may be a decoded *view* of the user's input (a container's strings, unescaped
+    markup): ``line_map[k]`` is then the original line number of the view's line ``k + 1``, and
+    every line keeps that number, so reports point into what the user gave. Without a map, the
+    text is the input and lines are numbered from 1.
+    """
     if text.startswith("\ufeff"):
         text = text[1:]
     if "\x1b" in text or "\u241b" in text:
@@ -186,7 +192,12 @@ def normalize(text: str) -> NormalizedLog:
     out: list[LogLine] = []
     state = _State()
     append = out.append
-    for number, raw in enumerate(physical, start=1):
+    numbers: Iterable[int] = range(1, len(physical) + 1)
+    if line_map is not None:
+        if len(line_map) < len(physical):
+            raise ValueError(f"line_map has {len(line_map)} lines, the text {len(physical)}")
+        numbers = line_map
+    for number, raw in zip(numbers, physical, strict=False):
         if "\r" in raw:
             for segment in _segments(raw):
                 append(_clean_line(number, segment, state))

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from errkb.parse.prefixes import PrefixKind, rule_for
+from errkb.parse.prefixes import RULES, PrefixKind, PrefixRule
 from errkb.parse.prefixes import compiled as compiled_prefixes
 from errkb.parse.vocabulary import GLOG_LEVELS
 
@@ -71,6 +71,35 @@ _PROGRESS_RE = re.compile(
 
 # The prefix shapes are one table (errkb.parse.prefixes); this is its one compiled alternation.
 _PREFIX_RE = compiled_prefixes()
+
+
+def _rule_groups() -> dict[str, tuple[PrefixKind, str, str, str, str, str, str]]:
+    """Per rule (by its ``K_<name>`` group): its kind and the names of the groups it reads.
+
+    Looked up once per stripped prefix, so the hot loop does one dict look-up, not a rule
+    object walk and string building ("" where the rule has no such group).
+    """
+    out = {}
+    for rule in RULES:
+        names = set(_PREFIX_RE.groupindex)
+
+        def group(part: str, rule: PrefixRule = rule, names: set[str] = names) -> str:
+            name = f"{rule.name}__{part}"
+            return name if name in names else ""
+
+        out[f"K_{rule.name}"] = (
+            rule.kind,
+            group("who"),
+            group("stamp"),
+            group("ranks"),
+            group("level"),
+            group("pad"),
+            group("tag"),
+        )
+    return out
+
+
+_RULE_GROUPS = _rule_groups()
 # Ray's log deduplication appends " [repeated 3x across cluster]" to a line it folded.
 _RAY_REPEATED_RE = re.compile(r" {0,8}\[repeated \d{1,9}x across cluster\]$")
 # docker compose "svc-1  | " only ever comes first: elsewhere "word | " is ordinary text.
@@ -324,34 +353,32 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
         m = _PREFIX_RE.match(line, pos, end)
         if m is None or m.end() == pos:
             break
-        rule = rule_for(m)
-        kind = rule.kind
+        kind, who, stamp, ranks, word, pad_group, tag_group = _RULE_GROUPS[m.lastgroup or ""]
         new_pos = m.end()
-        name = rule.name
         if kind is PrefixKind.TRANSPORT:
-            transport.append(m.group(name + "__who").strip())
+            transport.append(m.group(who).strip())
         elif kind is PrefixKind.STAMP:
             # A "T" date is a collector's per-line stamp; a space date is a logger's record.
-            if "T" not in m.group(name + "__stamp"):
+            if "T" not in m.group(stamp):
                 records, group = _record_part(records, group, _TS)
-                ranks = m.groupdict().get(name + "__ranks")
-                record = ranks.strip() if ranks else ""
+                found = m.group(ranks) if ranks else None
+                record = found.strip() if found else ""
         elif kind is PrefixKind.RECORD:
             records, group = _record_part(records, group, _TS | _LEVEL)
-            word = m.group(name + "__level")
-            level, record = GLOG_LEVELS.get(word, word), ""
+            found = m.group(word)
+            level, record = GLOG_LEVELS.get(found, found), ""
         elif kind is PrefixKind.LEVEL:
             records, group = _record_part(records, group, _LEVEL)
-            level = m.group(name + "__level")
+            level = m.group(word)
             record = record if record is not None else ""
-            pad = m.groupdict().get(name + "__pad")
+            pad = m.group(pad_group) if pad_group else None
             if pad is not None and len(pad) > 1:
                 # uvicorn pads "LEVEL:" to a fixed width of ten; any other run of spaces after
                 # "LEVEL:" is the text's own indentation (a traceback line logged as-is).
                 start = m.start()
-                new_pos = start + 10 if new_pos - start >= 10 else m.start(name + "__pad") + 1
+                new_pos = start + 10 if new_pos - start >= 10 else m.start(pad_group) + 1
         elif kind is PrefixKind.TAG:
-            tag = m.group(name + "__tag")
+            tag = m.group(tag_group)
             if _TAG_IDENTITY_RE.fullmatch(tag):
                 record = tag
         elif kind is PrefixKind.PYTEST:

@@ -83,6 +83,12 @@ def decide(
             best: tuple[int, str, dict[str, tuple[Hit, bool, str]]] | None = None
             for used, joined in rejoins(event.message_lines):
                 rejoined = _hits(joined, matcher, found_in)
+                if rejoined:
+                    # The join must be what the pattern needs: a record the later lines hold on
+                    # their own (a whole message after an unrelated line) is theirs, not a wrap.
+                    rest = " ".join(line.text.strip() for line in event.message_lines[1:used])
+                    alone = _hits(rest, matcher, found_in)
+                    rejoined = {r: h for r, h in rejoined.items() if r not in alone}
                 if rejoined and (best is None or _exact(rejoined)):
                     best = (used, joined, rejoined)
                     if _exact(rejoined):

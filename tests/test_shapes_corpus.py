@@ -56,8 +56,6 @@ KNOWN_GAPS: dict[str, str] = {
     + " (and wrapped at the handler's message column)",
     "rich_handler_w100_quanto.log": INDENT + " (and wrapped at the handler's message column)",
     "rich_handler_w80_comfy.log": INDENT + " (and wrapped at the handler's message column)",
-    "rich_install_w60_quanto.log": WRAP,
-    "rich_install_w80_quanto.log": WRAP,
     "sentry_event_comfy.json": CONTAINER,
     "sentry_event_merged.json": CONTAINER,
     "sentry_event_nolocals_quanto.json": CONTAINER,
@@ -65,7 +63,6 @@ KNOWN_GAPS: dict[str, str] = {
     "structlog_dict_tracebacks_merged.log": CONTAINER,
     "structlog_json_format_exc_info_merged.log": CONTAINER,
     "structlog_json_format_exc_info_quanto.log": CONTAINER,
-    "typer_cli_w80_nolocals_quanto.log": WRAP,
 }
 
 

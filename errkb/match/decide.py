@@ -73,7 +73,10 @@ def decide(
     unmatched: list[LogEvent] = []
     # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
     found_in: dict[str, list[Hit]] = {}
-    for event in events:
+    pending = list(events)
+    pending.reverse()  # a stack: events in input order, a split-off part right after its event
+    while pending:
+        event = pending.pop()
         per_record = _hits(event.message, matcher, found_in)
         if len(event.message_lines) > 1 and not _exact(per_record):
             # A wrapped message (nothing matched, or only a cut-off or broken-up part of it):
@@ -81,18 +84,33 @@ def decide(
             # join the unjoined hits stand.
             # The first join whose captures are whole wins; else the first that matched.
             best: tuple[int, str, dict[str, tuple[Hit, bool, str]]] | None = None
+            split = False
             for used, joined in rejoins(event.message_lines):
                 rejoined = _hits(joined, matcher, found_in)
                 if rejoined:
                     # The join must be what the pattern needs: a record the later lines hold on
-                    # their own (a whole message after an unrelated line) is theirs, not a wrap.
+                    # their own (a message that begins on the next line) is theirs, found from
+                    # there on, not on this line.
                     rest = " ".join(line.text.strip() for line in event.message_lines[1:used])
                     alone = _hits(rest, matcher, found_in)
+                    split = split or any(r in alone for r in rejoined)
                     rejoined = {r: h for r, h in rejoined.items() if r not in alone}
                 if rejoined and (best is None or _exact(rejoined)):
                     best = (used, joined, rejoined)
                     if _exact(rejoined):
                         break
+            if split:
+                tail = event.message_lines[1:]
+                pending.append(
+                    replace(
+                        event,
+                        kind=EventKind.LOG,
+                        exc_class=None,
+                        message=tail[0].text,
+                        lines=(tail[0].number,),
+                        message_lines=tail,
+                    )
+                )
             if best is not None:
                 used, joined, per_record = best
                 numbers = tuple(line.number for line in event.message_lines[:used])

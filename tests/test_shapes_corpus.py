@@ -54,8 +54,6 @@ KNOWN_GAPS: dict[str, str] = {
     "pytest_junitxml_quanto_c.xml": CONTAINER + " (the failure message= attribute is not read)",
     "rich_handler_rich_tracebacks_w120_merged.log": INDENT
     + " (and wrapped at the handler's message column)",
-    "rich_handler_w100_quanto.log": INDENT + " (and wrapped at the handler's message column)",
-    "rich_handler_w80_comfy.log": INDENT + " (and wrapped at the handler's message column)",
     "sentry_event_comfy.json": CONTAINER,
     "sentry_event_merged.json": CONTAINER,
     "sentry_event_nolocals_quanto.json": CONTAINER,

@@ -233,7 +233,7 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
 
     A break between two lines counts as a wrap only when its shape says so: the first word of
     the next line would not have fitted on the line (a greedy wrapper breaks only then), against
-    the line's padded width when the renderer padded it (rich, typer) or the widest line so far
+    the message's longest line when the renderer padded it (rich, typer) or the widest line so far
     otherwise (email, hard-wrapped text). The first break that is no wrap ends the message, so
     an unrelated line after it is never glued on. A padded or short line broke at a space: join
     with " ". A full-width line may also have broken inside a word (a word longer than the
@@ -251,12 +251,16 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
     )
     joiners: list[tuple[str, ...]] = []
     widest = 0
+    longest = max(line.length for line in lines)
     for line, after in itertools.pairwise(lines):
         widest = max(widest, line.width)
         word = after.text.lstrip().split(" ", 1)[0]
         if not word:
             break
-        width = line.width if line.padded else widest
+        # A padded line's padding reaches the renderable's edge, which can be wider than the
+        # column it wraps at (RichHandler pads past its message column): the longest printed
+        # line of the message is the better measure of the wrap width.
+        width = min(line.width, longest) if line.padded else widest
         if line.length + 1 + len(word) <= width:
             break  # the word would have fitted: the line ended there
         if line.text.endswith("-"):

@@ -41,6 +41,8 @@ __all__ = ["is_exception_class", "parse_log", "parse_normalized"]
 MAX_CONTINUATION_LINES = 200
 #: ... and stops growing past this many characters.
 MAX_MESSAGE_CHARS = 1 << 20
+#: How far a wrapped frame listing inside an indented block is searched for its exception line.
+TRACEBACK_SCAN_LINES = 400
 #: Lines after a single-line message offered as its possible wrapped continuation.
 MAX_WRAP_LINES = 8
 #: Frames kept per traceback (a RecursionError prints up to ~1000; the ends are what matter).
@@ -456,6 +458,8 @@ class _StreamParser:
                 j += 1
             if path is not None:
                 _add_frame(frames, Frame(path, lineno, func, source, frame_at))
+            if base and j < n:
+                j = self._wrapped_frames_end(j, base)
         if j >= n:
             return max(j, h + 1), []
         exc = lines[j]
@@ -481,6 +485,34 @@ class _StreamParser:
         draft.order = order
         draft.message_lines = wrap
         return j, [draft]
+
+    def _wrapped_frames_end(self, j: int, base: int) -> int:
+        """Inside an indented block, skip frame lines a handler wrapped at its message column.
+
+        RichHandler wraps every line of the block, frames included, so a frame's path runs on
+        at the block's margin. Where the frames stop on such a line (not an exception line),
+        the exception line is the first ``Class: message`` line further on inside the block.
+        """
+        lines, n = self.lines, self.n
+        body = _dedent(lines[j].text, base)
+        if body is None or self._exception_body(body):
+            return j
+        k = j + 1
+        while k < n and k - j <= TRACEBACK_SCAN_LINES:
+            t = lines[k].text
+            if t and not t.isspace():
+                body = _dedent(t, base)
+                if body is None:
+                    break  # the block ended
+                if self._exception_body(body):
+                    return k
+            k += 1
+        return j
+
+    @staticmethod
+    def _exception_body(body: str) -> bool:
+        m = _BARE_RE.match(body)
+        return m is not None and is_exception_class(m.group("cls"))
 
     def _continuation(
         self,

@@ -74,11 +74,19 @@ def decide(
     # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
     found_in: dict[str, list[Hit]] = {}
     pending = list(events)
+    split_off: set[int] = set()  # ids of split-off parts (kept alive in ``keep``)
+    keep: list[LogEvent] = []
     pending.reverse()  # a stack: events in input order, a split-off part right after its event
     while pending:
         event = pending.pop()
         per_record = _hits(event.message, matcher, found_in)
-        if len(event.message_lines) > 1 and not _exact(per_record):
+        # Rejoining costs candidate look-ups per join: only exceptions (and a split-off part of
+        # one) are tried, not every logger line of a dense log.
+        if (
+            len(event.message_lines) > 1
+            and (event.exc_class is not None or id(event) in split_off)
+            and not _exact(per_record)
+        ):
             # A wrapped message (nothing matched, or only a cut-off or broken-up part of it):
             # try it rejoined, longest join first, confirmed by a pattern; without a confirmed
             # join the unjoined hits stand.
@@ -101,16 +109,17 @@ def decide(
                         break
             if split:
                 tail = event.message_lines[1:]
-                pending.append(
-                    replace(
-                        event,
-                        kind=EventKind.LOG,
-                        exc_class=None,
-                        message=tail[0].text,
-                        lines=(tail[0].number,),
-                        message_lines=tail,
-                    )
+                part = replace(
+                    event,
+                    kind=EventKind.LOG,
+                    exc_class=None,
+                    message=tail[0].text,
+                    lines=(tail[0].number,),
+                    message_lines=tail,
                 )
+                split_off.add(id(part))
+                keep.append(part)
+                pending.append(part)
             if best is not None:
                 used, joined, per_record = best
                 numbers = tuple(line.number for line in event.message_lines[:used])

@@ -866,7 +866,7 @@ class _StreamParser:
         matcher rejoins them only where a record's pattern confirms the joined text.
         """
         i = self._at
-        if self.lines[i] is not line or i + 1 >= self.n or not message:
+        if not message or self.lines[i] is not line or i + 1 >= self.n:
             return ()
         parts = [message]
         numbers = [line.number]

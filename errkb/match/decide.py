@@ -40,7 +40,7 @@ NEARBY_LINES = 25
 #: A wrapped message is rejoined from at most this many printed lines ...
 MAX_REJOIN_LINES = 8
 #: ... trying both joiners ("" and " ") at no more than this many full-width breaks.
-MAX_AMBIGUOUS_BREAKS = 3
+MAX_JOINS = 16
 _BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
 _SOURCE_ROOTS = ("python", "src", "lib")
 
@@ -281,15 +281,34 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
         token = len(line.text.rsplit(" ", 1)[-1]) + len(after.text.split(" ", 1)[0])
         joiners.append(("", " ") if chopped or token > widest else (" ", ""))
     for used in range(len(joiners) + 1, 1, -1):
-        options = joiners[: used - 1]
-        if sum(len(o) > 1 for o in options) > MAX_AMBIGUOUS_BREAKS:
-            options = [o[:1] for o in options]
         texts = [line.text.rstrip() for line in lines[:used]]
-        for chosen in itertools.product(*options):
+        for chosen in _likeliest(joiners[: used - 1]):
             parts = [texts[0]]
             for joiner, text in zip(chosen, texts[1:], strict=True):
                 parts.append(text if joiner == "" else " " + text.lstrip())
             yield used, "".join(parts)
+
+
+def _likeliest(options: Sequence[tuple[str, ...]]) -> Iterator[tuple[str, ...]]:
+    """Joiner choices for the breaks, the shape's guess first, then fewer second guesses first.
+
+    Each ambiguous break has a preferred joiner and one alternative; the full product grows as
+    2^breaks, so at most ``MAX_JOINS`` choices are tried, ordered by how many breaks take their
+    alternative. A message whose single misjudged break lies anywhere is still rejoined right
+    (collapsing every break to its guess, as before, lost such a message entirely).
+    """
+    ambiguous = [k for k, o in enumerate(options) if len(o) > 1]
+    first = [o[0] for o in options]
+    tried = 0
+    for flips in range(len(ambiguous) + 1):
+        for chosen in itertools.combinations(ambiguous, flips):
+            if tried == MAX_JOINS:
+                return
+            tried += 1
+            choice = list(first)
+            for k in chosen:
+                choice[k] = options[k][1]
+            yield tuple(choice)
 
 
 def _nested(a: tuple[Hit, bool, str], b: tuple[Hit, bool, str]) -> bool:

@@ -94,3 +94,73 @@ print(json.dumps({{"n": len(data) // len(chunk), "occ": report.exact[0].occurren
     assert result["occ"] == result["n"]
     # The input is held once; parsing adds only its small error regions.
     assert result["extra_kib"] < 200 * 1024
+
+
+def _keywordless_log(prefix: str = "") -> tuple[bytes, int]:
+    """A log over the narrowing threshold with one traceback whose class has no error word."""
+    filler = b"".join(b"%sINFO step %d loss 0.5\n" % (prefix.encode(), i) for i in range(60_000))
+    traceback = (
+        f"{prefix}Traceback (most recent call last):\n"
+        f'{prefix}  File "/app/solve.py", line 12, in <module>\n'
+        f"{prefix}    invert(m)\n"
+        f'{prefix}  File "/app/linalg.py", line 40, in invert\n'
+        f"{prefix}    raise CannotInvert(f'matrix {{name}} is singular')\n"
+        f"{prefix}linalg.CannotInvert: matrix 'A' is singular\n"
+    ).encode()
+    # The next keyword line is far more than TRACEBACK_REACH lines away.
+    data = filler + traceback + filler + b"ERROR: done\n"
+    return data, filler.count(b"\n") + 6
+
+
+@pytest.mark.parametrize("prefix", ["", "solver-1  | "])
+def test_a_keywordless_exception_far_from_any_keyword_keeps_its_message(prefix: str) -> None:
+    data, line = _keywordless_log(prefix)
+    assert len(data) > regions.NARROW_ABOVE
+    events = [e for e in regions.parse_input(data) if e.exc_class and "CannotInvert" in e.exc_class]
+    assert [(e.message, e.lines[0]) for e in events] == [("matrix 'A' is singular", line)]
+    assert len(events[0].frames) == 2
+
+
+_HOSTILE = {
+    # One line of error words: each hit's line start was searched back to the line's start.
+    "error-words": "b'Error ' * (N // 6)",
+    # Consecutive headers: the rest of the hit list was copied for every header.
+    "headers": "b'Traceback (most recent call last):\\n' * (N // 35)",
+    # "During handling" chains.
+    "chains": "(b'Traceback (most recent call last):\\n  File \"a.py\", line 1, in f\\n    g()\\n'"
+    " b\"KeyError: 'k'\\n\\nDuring handling of the above exception, another exception"
+    ' occurred:\\n\\n") * (N // 130)',
+    # A keyword on every line.
+    "value-lines": "b'ValueError: x\\n' * (N // 14)",
+}
+
+
+def _time_regions(shape: str, size: int, memory_cap: int) -> float:
+    """Seconds ``error_regions`` takes over ``size`` bytes of ``shape``, in a capped process."""
+    script = f"""
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_AS, ({memory_cap}, {memory_cap}))
+from errkb.parse import regions
+N = {size}
+data = {_HOSTILE[shape]}
+regions._keywords()
+start = time.process_time()
+for _ in regions.error_regions(data):
+    pass
+print(time.process_time() - start)
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return float(proc.stdout)
+
+
+@pytest.mark.parametrize("shape", sorted(_HOSTILE))
+def test_error_regions_takes_linear_time_and_bounded_memory(shape: str) -> None:
+    small = _time_regions(shape, 1 << 20, 1 << 30)
+    # Eight times the input: a linear pass takes about eight times as long; a quadratic one
+    # (what these shapes cost before) sixty-four. The bound is generous for a shared machine;
+    # 8 MiB under a 1 GiB address-space cap (the interpreter and the input need ~100 MB).
+    large = _time_regions(shape, 8 << 20, 1 << 30)
+    assert large < max(small, 0.05) * 24, (small, large)

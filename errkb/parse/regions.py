@@ -18,7 +18,7 @@ seen — use ``match_message`` for such text.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -53,45 +53,148 @@ def _keywords() -> Any:
         return _automaton
 
 
-def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """Yield (first line number, region bytes) for every window worth parsing, in order."""
-    hits = _keywords().find_matches_as_indexes(data)
-    # Line starts of the hit lines, each once, with whether a traceback header is among them.
-    lines: list[tuple[int, bool]] = []
-    last = -1
-    for keyword, start, _end in hits:
-        # A pytest "E   " hit starts at the newline before its line.
-        line_start = start + 1 if keyword == _PYTEST_E else data.rfind(b"\n", 0, start) + 1
-        if line_start == last:
-            if keyword == _TRACEBACK:
-                lines[-1] = (line_start, True)
-            continue
-        lines.append((line_start, keyword == _TRACEBACK))
-        last = line_start
-    windows: list[list[int]] = []
-    for i, (line_start, is_traceback) in enumerate(lines):
-        begin = _back(data, line_start, BEFORE)
-        target = line_start
-        if is_traceback:
-            # The traceback runs to the first later hit that is not itself a header: its
-            # exception line (unless that is implausibly far away).
-            following = next((s for s, tb in lines[i + 1 :] if not tb), None)
-            if (
-                following is not None
-                and data.count(b"\n", line_start, following) <= TRACEBACK_REACH
-            ):
-                target = following
-        end = _forward(data, target, AFTER)
-        if windows and begin <= windows[-1][1]:
-            windows[-1][1] = max(windows[-1][1], end)
-        else:
-            windows.append([begin, end])
-    line_number = 1
+#: Bytes handed to the keyword automaton at once: its hits come back as one Python list, so a
+#: chunk bounds the memory a line full of error words can cost (300 MB of ``Error `` is 50
+#: million hits).
+CHUNK = 1 << 18
+#: Longest keyword, less one: chunks overlap by this much so no keyword is cut in two.
+_OVERLAP = max(len(k) for k in KEYWORDS) - 1
+
+
+def hit_lines(data: bytes) -> tuple[list[int], list[bool]]:
+    """Start offsets of the lines holding a keyword, in order, each once; and which are headers.
+
+    Linear in ``data`` whatever it holds: chunks bound the hit lists, each line's start is
+    searched back only to the previous hit line, and a chunk without a newline that continues a
+    line already taken is checked for ``Traceback`` alone (a C substring search), not scanned.
+    """
+    automaton = _keywords()
+    view = memoryview(data)
+    starts: list[int] = []
+    headers: list[bool] = []
+    # The current hit line: [line_start, line_end) with line_end -1 until it is searched.
+    line_start = line_end = -1
     position = 0
-    for begin, end in windows:
-        line_number += data.count(b"\n", position, begin)
-        position = begin
-        yield line_number, data[begin:end]
+    size = len(data)
+    while position < size:
+        stop = min(size, position + CHUNK)
+        if starts and (line_end < 0 or line_end >= stop) and data.find(b"\n", position, stop) < 0:
+            # Inside one long hit line: only a header keyword could change anything.
+            if not headers[-1] and data.find(b"Traceback", max(0, position - _OVERLAP), stop) >= 0:
+                headers[-1] = True
+            position = stop
+            continue
+        base = max(0, position - _OVERLAP)
+        for keyword, start, _end in automaton.find_matches_as_indexes(view[base:stop]):
+            start += base
+            if keyword == _PYTEST_E:
+                start += 1  # an "E   " hit starts at the newline before its line
+            if starts:
+                if line_end < 0:
+                    line_end = data.find(b"\n", line_start)
+                    line_end = size if line_end < 0 else line_end + 1
+                if start < line_end:  # the current hit line again
+                    if keyword == _TRACEBACK:
+                        headers[-1] = True
+                    continue
+            # Searched back no further than the end of the previous hit line: linear in all.
+            floor = max(line_end, 0)
+            line_start = start if keyword == _PYTEST_E else data.rfind(b"\n", floor, start) + 1
+            line_start = max(line_start, floor)
+            if starts and line_start == starts[-1]:
+                headers[-1] = headers[-1] or keyword == _TRACEBACK
+                continue
+            line_end = -1
+            starts.append(line_start)
+            headers.append(keyword == _TRACEBACK)
+        position = stop
+    return starts, headers
+
+
+def error_regions(data: bytes, extra: Iterable[int] = ()) -> Iterator[tuple[int, bytes]]:
+    """Yield (first line number, region bytes) for every window worth parsing, in order.
+
+    ``extra`` are byte offsets of more lines to window like an ordinary hit, in any order (the
+    anchor scan's verified hits: known messages on lines no keyword marks).
+    """
+    starts, headers = hit_lines(data)
+    extra_starts = sorted({data.rfind(b"\n", 0, offset) + 1 for offset in extra})
+    if extra_starts:
+        merged = sorted(set(starts).union(extra_starts))
+        header_at = {s for s, h in zip(starts, headers, strict=True) if h}
+        starts, headers = merged, [s in header_at for s in merged]
+    # Line number of every hit line: one pass, newlines between neighbours counted once.
+    numbers: list[int] = []
+    number, position = 1, 0
+    for start in starts:
+        number += data.count(b"\n", position, start)
+        position = start
+        numbers.append(number)
+    # For each hit line, the index of the first later hit line that is not a header.
+    following = [len(starts)] * len(starts)
+    nxt = len(starts)
+    for i in range(len(starts) - 1, -1, -1):
+        following[i] = nxt
+        if not headers[i]:
+            nxt = i
+    # Windows are merged in line numbers (integers), and turned into byte offsets once per
+    # window: a dense log has hundreds of thousands of hit lines.
+    windows: list[list[int]] = []  # [first line, end line, hit index of each]
+    walked = (-1, 0, 0)  # the last walk: (its header, the exception line's start, its number)
+    for i, line_start in enumerate(starts):
+        first = max(1, numbers[i] - BEFORE)
+        target, target_hit = numbers[i], i
+        if headers[i]:
+            # The traceback runs to its exception line: the first later hit that is not itself
+            # a header (unless implausibly far away), or, whatever words the class has
+            # (``CannotInvert``), the first line after its frames.
+            j = following[i]
+            if j < len(starts) and numbers[j] - numbers[i] <= TRACEBACK_REACH:
+                target, target_hit = numbers[j], j
+            if line_start >= walked[1]:
+                walked = (i, *_exception_line(data, line_start, numbers[i]))
+            # A header inside the last walked traceback (a chain) ends where it ends.
+            if walked[2] > target:
+                target, target_hit = walked[2], -1 - walked[0]
+        end = target + AFTER
+        if windows and first <= windows[-1][1]:
+            if end > windows[-1][1]:
+                windows[-1][1], windows[-1][3] = end, target_hit
+        else:
+            windows.append([first, end, i, target_hit])
+    for first, end, first_hit, end_hit in windows:
+        begin = _back(data, starts[first_hit], numbers[first_hit] - first)
+        if end_hit >= 0:
+            anchor, number = starts[end_hit], numbers[end_hit]
+        else:  # an exception line found by walking from header -1 - end_hit
+            anchor, number = _exception_line(data, starts[-1 - end_hit], numbers[-1 - end_hit])
+        yield first, data[begin : _forward(data, anchor, end - number)]
+
+
+def _exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
+    """(Start, line number) of the line ending the traceback whose header starts at ``header``.
+
+    After the header come frames and source lines, indented (behind the header's own prefix
+    when every line carries one, as docker compose and kubectl print them); the first line
+    that is not is the exception line. At most ``TRACEBACK_REACH`` lines are walked; when none
+    is found, the header itself is returned.
+    """
+    eol = data.find(b"\n", header)
+    if eol < 0:
+        return header, number
+    keyword = data.find(b"Traceback", header, eol)
+    prefix = data[header:keyword] if keyword > header else b""
+    position = eol + 1
+    for walked in range(1, TRACEBACK_REACH + 1):
+        if position >= len(data):
+            break
+        end = data.find(b"\n", position)
+        end = len(data) if end < 0 else end
+        body = position + len(prefix) if prefix and data.startswith(prefix, position) else position
+        if body < end and data[body] not in b" \t":
+            return position, number + walked
+        position = end + 1
+    return header, number
 
 
 def _back(data: bytes, line_start: int, count: int) -> int:

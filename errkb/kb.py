@@ -25,9 +25,10 @@ from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
 from errkb.records import Record
 from errkb.report import KnowledgeBaseInfo, RecordView, Report, Stats
-from errkb.store import RecordJSON, Store, open_store
+from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
+    from errkb.match.scan import AnchorTable
     from errkb.report import IngestReport
     from errkb.search import SearchReport
     from errkb.sync import SyncReport
@@ -42,6 +43,8 @@ class KnowledgeBase:
         self._lock = threading.Lock()
         self._cache: SpecCache | None = None
         self._state: str | None = None
+        self._table: AnchorTable | None = None
+        self._explains = 0
 
     @property
     def path(self) -> Path:
@@ -50,16 +53,18 @@ class KnowledgeBase:
     # ------------------------------------------------------------------ explain
     def explain(self, text: str | bytes) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output)."""
+        from errkb.match.scan import SCAN_ABOVE
         from errkb.parse.regions import parse_input
 
-        return self._report(parse_input(bytes(text) if isinstance(text, bytearray) else text))
+        events = parse_input(bytes(text) if isinstance(text, bytearray) else text)
+        return self._report(events, anchors=len(text) >= SCAN_ABOVE)
 
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""
         event = LogEvent(EventKind.BARE, exc_class, message, (1,))
         return self._report([event])
 
-    def _report(self, events: list[LogEvent]) -> Report:
+    def _report(self, events: list[LogEvent], *, anchors: bool = False) -> Report:
         from errkb.validators import diagnose, validator_for
 
         def has_validator(rid: str) -> bool:
@@ -69,13 +74,22 @@ class KnowledgeBase:
             state = view.meta_value("state") or "0"
             dataset_version = view.meta_value("dataset_version")
             sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
-            matcher = IndexedMatcher(view, self._cache_for(state))
-            cache: dict[str, RecordJSON | None] = {}
+            cache = self._cache_for(state)
+            with self._lock:
+                self._explains += 1
+                # A one-shot CLI run of a small paste never loads the anchor table; a large
+                # input or a long-running process (second report on) does, once per state.
+                want = anchors or self._explains > 1
+                table = self._table
+            if table is None and want:
+                table = self._anchor_table(view, state, dataset_version)
+            matcher = IndexedMatcher(view, cache, table)
+            records: dict[str, RecordJSON | None] = {}
 
             def lookup(rid: str) -> RecordJSON | None:
-                if rid not in cache:
-                    cache[rid] = view.raw_record(rid)
-                return cache[rid]
+                if rid not in records:
+                    records[rid] = view.raw_record(rid)
+                return records[rid]
 
             matches, unmatched = decide(
                 events, matcher, lookup, diagnose=diagnose, has_validator=has_validator
@@ -84,12 +98,22 @@ class KnowledgeBase:
 
     def _cache_for(self, state: str) -> SpecCache:
         # Compiled records are valid for one state of the store: a sync (in any process)
-        # bumps the state, and the next report starts a fresh cache.
+        # bumps the state, and the next report starts a fresh cache and anchor table.
         with self._lock:
             if self._cache is None or self._state != state:
                 self._cache = SpecCache()
+                self._table = None
                 self._state = state
             return self._cache
+
+    def _anchor_table(self, view: ReadView, state: str, dataset_version: str | None) -> AnchorTable:
+        from errkb.match.scan import load_table
+
+        table = load_table(view, self.store.path, state, dataset_version)
+        with self._lock:
+            if self._state == state:
+                self._table = table
+        return table
 
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from errkb.match.patterns import PatternSpec, compile_re2, compile_record, unquote
 
 if TYPE_CHECKING:
+    from errkb.match.scan import AnchorTable
     from errkb.store import ReadView
 
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
@@ -34,6 +35,10 @@ SIMILAR_CUTOFF = 60.0
 REGEX_CACHE_SIZE = 4096
 #: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
 SPEC_CACHE_SIZE = 8192
+#: How far a state's cache grows to hold one report's candidates (~13 KB of RE2 program each):
+#: a dense 50 MB log has ~10,000, and a cache smaller than that evicts and recompiles on
+#: every scan of it (a cyclic access pattern never hits an LRU that cannot hold it).
+SPEC_CACHE_MAX = 32768
 #: Records ranked by similarity for one message at most: those sharing most indexed words.
 SIMILAR_POOL = 300
 
@@ -157,6 +162,15 @@ class SpecCache:
         self._lock = threading.Lock()
         self._size = size
 
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def reserve(self, count: int) -> None:
+        """Grow (up to ``SPEC_CACHE_MAX``) so ``count`` entries and some headroom fit."""
+        with self._lock:
+            self._size = max(self._size, min(SPEC_CACHE_MAX, count + count // 4))
+
     def get_many(self, view: ReadView, ids: Sequence[str]) -> list[tuple[PatternSpec, Any]]:
         """The compiled (spec, regex) of each id, loading and compiling the missing ones."""
         found: dict[str, tuple[PatternSpec, Any] | None] = {}
@@ -200,17 +214,30 @@ class IndexedMatcher:
     """Candidates from the database's match index, verified under RE2.
 
     Bound to one read view (the caller's snapshot) and one state's SpecCache; cheap to
-    create per report.
+    create per report. Given the state's anchor table (``errkb.match.scan``), candidates come
+    from memory instead of one query per message: the same records either way. The cache grows
+    to hold every candidate of the report.
     """
 
-    def __init__(self, view: ReadView, cache: SpecCache) -> None:
+    def __init__(self, view: ReadView, cache: SpecCache, table: AnchorTable | None = None) -> None:
         self._view = view
         self._cache = cache
+        self._table = table
+        self._seen: set[str] = set()
 
-    def find(self, text: str) -> list[Hit]:
+    def candidate_ids(self, text: str) -> list[str]:
+        """The records that may match ``text`` (from the anchor table when there is one)."""
+        if self._table is not None:
+            return self._table.candidates(text)
         from errkb.match.index import candidate_ids
 
-        ids = sorted(candidate_ids(self._view, text))
+        return candidate_ids(self._view, text)
+
+    def find(self, text: str) -> list[Hit]:
+        ids = sorted(set(self.candidate_ids(text)))
+        self._seen.update(ids)
+        if len(self._seen) > self._cache.size:
+            self._cache.reserve(len(self._seen))
         hits = []
         for spec, regex in self._cache.get_many(self._view, ids):
             hit = verify(spec, regex, text)

@@ -168,6 +168,12 @@ class SqliteView:
         )
         return [str(r[0]) for r in self.conn.execute(sql, (*tokens, limit))]
 
+    def token_rows(self) -> list[tuple[str, str, int]]:
+        rows = self.conn.execute(
+            "SELECT record_id, token, rank FROM match_tokens ORDER BY record_id, rank"
+        )
+        return [(str(r), str(t), int(k)) for r, t, k in rows]
+
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
         out: list[PatternRow] = []
         for chunk in _chunks(ids):

@@ -1,0 +1,135 @@
+"""The anchor table (errkb.match.scan): the match index held in memory, stored beside the DB."""
+
+from __future__ import annotations
+
+import json
+import random
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from bench import corpus as bc
+from errkb.maint.extract import extract
+from errkb.match import scan
+from errkb.match.index import candidate_ids
+from errkb.match.template import parse_template
+from tests.conftest import DATASET
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict[str, Any]]:
+    """Real records of a few stdlib packages plus variants that share most of their words."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    real: list[dict[str, Any]] = []
+    for pkg in ("json", "email", "http"):
+        real += extract([stdlib / pkg], repo="python/cpython", root=stdlib, sha="1" * 40)
+    return real + list(bc.make_variants(real, 400, seed=5))
+
+
+@pytest.fixture
+def big_kb(tmp_path: Path, records: list[dict[str, Any]]) -> Iterator[errkb.KnowledgeBase]:
+    source = tmp_path / "records.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        report = kb.ingest([source])
+        assert not report.problems, report.problems[:3]
+        yield kb
+
+
+def _messages(records: list[dict[str, Any]]) -> list[str]:
+    rng = random.Random(7)
+    out: list[str] = []
+    for r in records:
+        template = parse_template(r["errorMessage"])
+        values = {name: rng.choice(["x", "'a b'", "42", "(2, 3)"]) for name in template.names}
+        rendered = template.render(values)
+        words = rendered.split()
+        out.append(rendered)
+        out.append(" ".join(words[: max(1, len(words) // 2)]))  # some words missing
+        out.append(rendered.replace(" ", "_", 1))  # two words glued into one
+        out.append("wrapped: " + rendered + " | and " + rng.choice(out))
+    return out
+
+
+def test_table_candidates_are_the_index_candidates(
+    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]]
+) -> None:
+    messages = _messages(records)
+    nonempty = 0
+    with big_kb.store.snapshot() as view:
+        table = scan.AnchorTable(scan.build_body(view.token_rows()))
+        assert len(table) > 100
+        for message in messages:
+            want = sorted(candidate_ids(view, message))
+            assert sorted(table.candidates(message)) == want, message
+            nonempty += bool(want)
+    assert nonempty > len(records)  # the check is not vacuous
+
+
+def _big_input() -> bytes:
+    example = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
+    filler = b"".join(b"[2026-08-28 05:10:05] INFO step %d ok\n" % i for i in range(12_000))
+    return filler + example + filler
+
+
+def test_a_large_input_stores_the_table_beside_the_database(kb: errkb.KnowledgeBase) -> None:
+    path = scan.anchor_path(kb.path)
+    small = kb.explain((EXAMPLES / "quanto-incompatible-scale.log").read_text())
+    assert not path.exists()  # a one-shot small explain never builds or reads it
+    data = _big_input()
+    assert len(data) >= scan.SCAN_ABOVE
+    fresh = errkb.open(kb.path)
+    report = fresh.explain(data)
+    assert path.exists()
+    header = path.read_text(encoding="utf-8").splitlines()[0].split()
+    state = kb.store.meta_value("state")
+    assert header[:3] == ["errkb-anchors", "1", state]
+    assert [m.id for m in report.exact] == [m.id for m in small.exact]
+    # A new state (another write) makes the stored table stale: it is rebuilt, not used.
+    kb.ingest([DATASET])
+    new_state = kb.store.meta_value("state")
+    assert new_state != state
+    assert scan.read_table(path, str(new_state), kb.store.meta_value("dataset_version")) is None
+    errkb.open(kb.path).explain(data)
+    assert path.read_text(encoding="utf-8").split()[2] == new_state
+
+
+def test_a_damaged_or_unwritable_table_is_rebuilt_in_memory(kb: errkb.KnowledgeBase) -> None:
+    data = _big_input()
+    want = errkb.open(kb.path).explain(data).to_dict()
+    path = scan.anchor_path(kb.path)
+    text = path.read_text(encoding="utf-8")
+    # Same header, body changed: the hash no longer agrees, so the file is not trusted.
+    path.write_text(text.replace("Quanto", "Qu4nto"), encoding="utf-8")
+    state = str(kb.store.meta_value("state"))
+    assert scan.read_table(path, state, kb.store.meta_value("dataset_version")) is None
+    assert errkb.open(kb.path).explain(data).to_dict() == want
+    path.unlink()
+    path.mkdir()  # nothing can be written there
+    assert errkb.open(kb.path).explain(data).to_dict() == want
+
+
+def test_reports_are_the_same_with_and_without_the_table(
+    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]]
+) -> None:
+    rng = random.Random(3)
+    lines = []
+    for r in rng.sample(records, 200):
+        template = parse_template(r["errorMessage"])
+        message = template.render(dict.fromkeys(template.names, "v1"))
+        lines += ["Traceback (most recent call last):", '  File "a.py", line 1, in f',
+                  f"{r['errorClass'] or 'ValueError'}: {message}", "INFO ok"]  # fmt: skip
+    text = "\n".join(lines) + "\n"
+    without = errkb.open(big_kb.path).explain(text)  # first, small: SQL candidates
+    kb = errkb.open(big_kb.path)
+    kb.explain("warm-up")
+    with_table = kb.explain(text)  # second report: the anchor table
+    assert kb._table is not None
+    assert with_table.to_dict() == without.to_dict()
+    assert len(with_table.exact) > 50

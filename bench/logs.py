@@ -59,6 +59,14 @@ MB = 1_000_000
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\x85]")
 _CLASS = re.compile(r"^[A-Z][A-Za-z0-9_]{1,60}$")
+#: Every error word errkb's narrowing pass keys on (errkb.parse.regions.KEYWORDS), in a class.
+_KEYWORD_IN_CLASS = re.compile(
+    r"Traceback|Error|error|ERROR|Exception|exception|EXCEPTION|Warning|WARNING|CRITICAL"
+    r"|Critical|FATAL|Fatal|fatal|failed|Failed|FAILED|Exit|Interrupt|StopIteration|Assert|assert"
+)
+#: Log profiles: ``dense`` (one line in five carries an error word), ``sparse`` (filler with
+#: almost no error words), ``keywordless`` (sparse, and planted classes renamed to hold none).
+PROFILES = ("dense", "sparse", "keywordless")
 _INT_HINTS = (
     "count", "num", "size", "len", "index", "idx", "lineno", "line", "port", "width", "height",
     "dim", "rank", "step", "max", "min", "limit", "offset", "pos", "bytes", "nbytes", "code",
@@ -301,6 +309,9 @@ class Planter:
     stats: Counter[str] = field(default_factory=Counter)
     _overlaps: dict[str, list[str] | None] = field(default_factory=dict)
     _templates: dict[str, Template] = field(default_factory=dict)
+    #: Rename exception classes so they hold no error word (``ValueError`` -> ``ValueSnag``):
+    #: the narrowing pass must find such tracebacks by their shape, not by a keyword.
+    keywordless: bool = False
 
     def __post_init__(self) -> None:
         counts = Counter(r["errorMessage"] for r in self.records)
@@ -355,7 +366,8 @@ class Planter:
     # ---- shapes
     def exc_class(self, record: dict[str, Any]) -> str:
         cls = record.get("errorClass") or ""
-        return cls if _CLASS.match(cls) else "RuntimeError"
+        cls = cls if _CLASS.match(cls) else "RuntimeError"
+        return _KEYWORD_IN_CLASS.sub("Snag", cls) if self.keywordless else cls
 
     def raise_frame(self, record: dict[str, Any], py: str = "3.12") -> list[str]:
         """The innermost frame: the record's own file, line and raise statement."""
@@ -500,11 +512,17 @@ SHAPES: dict[str, int] = {
 
 
 # ---------------------------------------------------------------------------- filler
-def filler_block(rng: random.Random, clock: Clock) -> list[str]:
-    """A few lines of noise: no record's error is in them (the generator checks)."""
+def filler_block(rng: random.Random, clock: Clock, sparse: bool = False) -> list[str]:
+    """A few lines of noise: no record's error is in them (the generator checks).
+
+    ``sparse``: warnings, error lines and ANSI-coloured errors left out, one unknown traceback
+    in ~300 blocks.
+    """
     kind = rng.choices(
         ("sglang", "access", "vllm", "train", "progress", "tqdm", "warn", "tb", "error", "ansi"),
-        weights=(30, 14, 14, 12, 4, 3, 5, 3, 2, 3),
+        weights=(30, 14, 14, 12, 4, 3, 0, 0.25, 0, 0)
+        if sparse
+        else (30, 14, 14, 12, 4, 3, 5, 3, 2, 3),
     )[0]
     if kind == "sglang":
         rank = rng.choice(("", " TP0", " TP1", " DP0 TP0"))
@@ -635,9 +653,12 @@ def plant_stream(planter: Planter) -> Iterator[tuple[dict[str, Any], Instance, R
                 yield record, *made
 
 
-def log_path(directory: Path, size_mb: float, seed: int, rate: float) -> Path:
+def log_path(
+    directory: Path, size_mb: float, seed: int, rate: float, profile: str = "dense"
+) -> Path:
     """Where the log of these parameters lives (beside its corpus)."""
-    return directory / f"log-{size_mb:g}mb-s{seed}-r{rate:g}.log"
+    suffix = "" if profile == "dense" else f"-{profile}"
+    return directory / f"log-{size_mb:g}mb-s{seed}-r{rate:g}{suffix}.log"
 
 
 def generate_log(
@@ -649,18 +670,25 @@ def generate_log(
     rate: float = DEFAULT_RATE,
     oracle: Oracle | None = None,
     key: dict[str, Any] | None = None,
+    profile: str = "dense",
 ) -> GeneratedLog:
     """Write the log at ``path`` (truth and counts beside it); reuse it if ``key`` matches."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown log profile {profile!r} (one of {', '.join(PROFILES)})")
     truth_path = path.with_suffix(".truth.jsonl")
     meta_path = path.with_suffix(".json")
     key = {**(key or {}), "version": LOGS_VERSION, "mb": size_mb, "seed": seed, "rate": rate}
+    if profile != "dense":
+        key["profile"] = profile
     if meta_path.exists() and path.exists() and truth_path.exists():
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
         if meta.get("key") == key:
             return GeneratedLog(path, truth_path, meta)
     rng = random.Random(seed)
     clock = Clock(rng)
-    planter = Planter(records, oracle or Oracle(records), rng, clock)
+    planter = Planter(
+        records, oracle or Oracle(records), rng, clock, keywordless=profile == "keywordless"
+    )
     target = int(size_mb * MB)
     gap = MB / rate  # bytes of filler between planted instances, on average
     stream = plant_stream(planter)
@@ -696,7 +724,7 @@ def generate_log(
                 instances += 1
                 next_plant = written + rng.expovariate(1 / gap)
             else:
-                lines = filler_block(rng, clock)
+                lines = filler_block(rng, clock, sparse=profile != "dense")
                 for i, line in enumerate(lines):
                     if _filler_hits(planter.oracle, line):
                         lines[i] = f"{clock.sglang()} Heartbeat ok."

@@ -154,7 +154,9 @@ def test_quick_run(tmp_path: Path) -> None:
     names = [f["name"] for f in results["figures"]]
     for prefix in (
         "scan: kb.explain", "scan: errkb explain", "baseline: LC_ALL=C grep",
-        "baseline: ahocorasick_rs", "baseline: naive", "latency p50", "latency p99",
+        "baseline: ahocorasick_rs", "baseline: naive", "scan: kb.explain, 3.0 MB sparse",
+        "scan: kb.explain, 1.2 MB keywordless", "scan: time per MB", "memory: process RSS",
+        "accuracy, sparse log", "accuracy, keywordless log", "latency p50", "latency p99",
         "cold: errkb explain < example, bundled", "cold: errkb explain < example, 4000",
         "sync: full sync", "sync: unchanged", "memory: warm matcher", "precision", "recall",
         "capture accuracy",

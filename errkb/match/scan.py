@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,7 +87,12 @@ class AnchorTable:
     def __len__(self) -> int:
         return len(self._raw)
 
-    def _entries(self, word: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    def words(self) -> list[str]:
+        """Every rank-0 word of the table."""
+        return list(self._raw)
+
+    def entries(self, word: str) -> tuple[tuple[str, frozenset[str]], ...]:
+        """(record id, its other indexed words) of every record ``word`` selects."""
         parsed = self._parsed.get(word)
         if parsed is None:
             out = []
@@ -107,7 +112,7 @@ class AnchorTable:
         for word in tokens:
             if word not in self._raw:
                 continue
-            for rid, others in self._entries(word):
+            for rid, others in self.entries(word):
                 if others:
                     if present is None:
                         present = frozenset(tokens)
@@ -165,3 +170,120 @@ def load_table(
     if path is not None:
         write_table(path, state, dataset_version, body)
     return AnchorTable(body)
+
+
+# ---------------------------------------------------------------------------- the buffer pass
+#: Engines of the whole-buffer pass, fastest first: Hyperscan (the optional ``errkb[fast]``
+#: extra) where its wheel installs, else Aho-Corasick (``ahocorasick-rs``, always installed).
+ENGINES = ("hyperscan", "ahocorasick")
+#: Scan words shorter than this are left out of the buffer pass: short words are everywhere in
+#: a log, and each hit costs a Python check.
+MIN_SCAN_WORD = 6
+#: Raw hits the buffer pass considers at most; a log holding more (a dense log of the very words
+#: records use) keeps what was found so far: the pass only adds findings, it never hides one.
+MAX_SCAN_HITS = 2_000_000
+_WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def default_engine() -> str:
+    """``hyperscan`` when it imports, else ``ahocorasick``."""
+    try:
+        import hyperscan  # noqa: F401
+    except ImportError:
+        return "ahocorasick"
+    return "hyperscan"
+
+
+class BufferScan:
+    """One pass over a whole input for every record's scan word; hits verified per line.
+
+    A record's scan word is its longest indexed word (at least ``MIN_SCAN_WORD`` characters). A
+    hit counts when it is a whole word (ASCII boundaries; a word touching a non-ASCII byte is
+    left to the table's own rule) and its line holds every indexed word of one of the records
+    it selects. Both engines report the same hits; ``lines`` is the same for either.
+    """
+
+    def __init__(self, table: AnchorTable, engine: str | None = None) -> None:
+        self.engine = engine or default_engine()
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown scan engine {self.engine!r} (one of {', '.join(ENGINES)})")
+        words: dict[str, list[frozenset[str]]] = {}
+        for word in table.words():
+            for _rid, others in table.entries(word):
+                every = others | {word}
+                longest = max(sorted(every), key=len)
+                if len(longest) >= MIN_SCAN_WORD and longest.isascii():
+                    words.setdefault(longest, []).append(every)
+        self._words = sorted(words)
+        self._needs = [tuple(words[w]) for w in self._words]
+        self._scan = self._hyperscan() if self.engine == "hyperscan" else self._ahocorasick()
+
+    def __len__(self) -> int:
+        return len(self._words)
+
+    def _ahocorasick(self) -> Callable[[bytes], list[tuple[int, int]]]:
+        import ahocorasick_rs
+
+        if not self._words:
+            return lambda _data: []
+        automaton = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in self._words])
+
+        def scan(data: bytes) -> list[tuple[int, int]]:
+            hits = automaton.find_matches_as_indexes(data, overlapping=True)
+            return [(index, end) for index, _start, end in hits[:MAX_SCAN_HITS]]
+
+        return scan
+
+    def _hyperscan(self) -> Callable[[bytes], list[tuple[int, int]]]:
+        import hyperscan
+
+        if not self._words:
+            return lambda _data: []
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=[w.encode() for w in self._words],
+            ids=list(range(len(self._words))),
+            elements=len(self._words),
+            flags=0,
+            literal=True,
+        )
+        scratch = hyperscan.Scratch(database)
+        lock = threading.Lock()  # one scratch space: scans of one database take turns
+
+        def scan(data: bytes) -> list[tuple[int, int]]:
+            hits: list[tuple[int, int]] = []
+
+            def on_match(index: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+                hits.append((index, end))
+                return len(hits) >= MAX_SCAN_HITS  # True stops the scan
+
+            with lock:
+                database.scratch = scratch
+                with contextlib.suppress(hyperscan.ScanTerminated):
+                    database.scan(data, match_event_handler=on_match)
+            # Hyperscan reports in end order, Aho-Corasick in start order: same set, one order.
+            return hits
+
+        return scan
+
+    def line_offsets(self, data: bytes) -> list[int]:
+        """Start offsets of the lines holding a verified hit, ascending, each once."""
+        found: set[int] = set()
+        checked: dict[tuple[int, int], bool] = {}
+        for index, end in self._scan(data):
+            start = end - len(self._words[index])
+            if (start > 0 and (data[start - 1] in _WORD_BYTE or data[start - 1] >= 0x80)) or (
+                end < len(data) and (data[end] in _WORD_BYTE or data[end] >= 0x80)
+            ):
+                continue
+            line_start = data.rfind(b"\n", 0, start) + 1
+            if line_start in found or checked.get((line_start, index)) is False:
+                continue
+            line_end = data.find(b"\n", end)
+            line = data[line_start : len(data) if line_end < 0 else line_end]
+            present = frozenset(message_tokens(line.decode("utf-8", "replace")))
+            ok = any(need <= present for need in self._needs[index])
+            checked[(line_start, index)] = ok
+            if ok:
+                found.add(line_start)
+        return sorted(found)

@@ -133,3 +133,88 @@ def test_reports_are_the_same_with_and_without_the_table(
     assert kb._table is not None
     assert with_table.to_dict() == without.to_dict()
     assert len(with_table.exact) > 50
+
+
+def _engines() -> list[Any]:
+    try:
+        import hyperscan  # noqa: F401
+
+        fast: Any = "hyperscan"
+    except ImportError:
+        fast = pytest.param("hyperscan", marks=pytest.mark.skip(reason="hyperscan not importable"))
+    return [fast, "ahocorasick"]
+
+
+@pytest.fixture(scope="module")
+def scan_kb(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]) -> Any:
+    folder = tmp_path_factory.mktemp("scan")
+    source = folder / "records.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    kb = errkb.open(folder / "kb.sqlite3", bundled=False)
+    kb.ingest([source])
+    conn = kb.store.reader()
+    return scan.AnchorTable(scan.build_body(scan.token_rows(conn)))
+
+
+def _buffer(records: list[dict[str, Any]]) -> tuple[bytes, set[int]]:
+    """Filler with rendered messages on known lines (some glued to a word: not whole words)."""
+    rng = random.Random(11)
+    lines: list[str] = []
+    wanted: set[int] = set()
+    for r in rng.sample(records, 300):
+        lines += [f"INFO step {rng.randrange(10**6)} ok" for _ in range(rng.randrange(1, 30))]
+        template = parse_template(r["errorMessage"])
+        message = template.render(dict.fromkeys(template.names, "v1"))
+        if rng.random() < 0.2:
+            message = "x" + message.replace(" ", "_")  # no whole words left
+        else:
+            wanted.add(len(lines))
+        lines.append(f"2026-12-01 08:00:00 worker-{rng.randrange(9)} | {message}")
+    offsets, position = [], 0
+    for line in lines:
+        offsets.append(position)
+        position += len(line.encode()) + 1
+    data = ("\n".join(lines) + "\n").encode()
+    return data, {offsets[i] for i in wanted}
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_the_buffer_pass_finds_each_message_line_with_either_engine(
+    scan_kb: scan.AnchorTable, records: list[dict[str, Any]], engine: str
+) -> None:
+    data, wanted = _buffer(records)
+    scanner = scan.BufferScan(scan_kb, engine)
+    assert scanner.engine == engine and len(scanner) > 50
+    found = scanner.line_offsets(data)
+    assert found == sorted(found)
+    # Every line holding a whole message whose record has a scan word is found; the reference
+    # is the table's own rule applied line by line.
+    lines = data.split(b"\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    reference = []
+    for start, line in zip(starts, lines, strict=True):
+        text = line.decode()
+        if any(
+            max(sorted(others | {w}), key=len) in scanner._words
+            and len(max(sorted(others | {w}), key=len)) >= scan.MIN_SCAN_WORD
+            for w in scan.message_tokens(text)
+            if w in scan_kb.words()
+            for _rid, others in scan_kb.entries(w)
+            if (others | {w}) <= set(scan.message_tokens(text))
+        ):
+            reference.append(start)
+    assert found == reference
+    assert len(set(found) & wanted) > 100
+
+
+def test_both_engines_give_the_same_lines(
+    scan_kb: scan.AnchorTable, records: list[dict[str, Any]]
+) -> None:
+    pytest.importorskip("hyperscan")
+    data, _wanted = _buffer(records)
+    fast = scan.BufferScan(scan_kb, "hyperscan").line_offsets(data)
+    assert fast == scan.BufferScan(scan_kb, "ahocorasick").line_offsets(data)
+    with pytest.raises(ValueError, match="unknown scan engine"):
+        scan.BufferScan(scan_kb, "grep")

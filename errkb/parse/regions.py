@@ -7,8 +7,15 @@ line that holds the message or on the traceback around it: ``Traceback``, an exc
 (``ERROR``, ``CRITICAL``, ``FATAL``), ``failed``, pytest's ``E   `` lines, a chain's "exception
 occurred" line. So one Aho-Corasick pass over the whole text with those few words (a tiny
 automaton that stays in cache: hundreds of MB/s) finds the candidate lines, and only a window
-around each is parsed: the whole traceback behind a ``Traceback`` header, a few lines around any
-other hit. Windows keep their original line numbers.
+around each is parsed: the whole traceback behind a ``Traceback`` header (up to its exception
+line, found by walking its indented frames, so a class with no error word such as
+``CannotInvert`` keeps its message), a few lines around any other hit. Windows keep their
+original line numbers.
+
+Every step is linear in the input, whatever it holds (a line of 300 MB of ``Error`` words,
+200,000 consecutive headers, chains): the automaton sees the input in bounded chunks, each
+hit's line start is searched back only to the previous hit line, and windows are merged as line
+numbers before being cut out once each.
 
 Small inputs (most pastes) are parsed whole, so nothing is narrowed away there; above
 ``NARROW_ABOVE`` a message on a line with none of these words and no traceback around it is not

@@ -25,7 +25,7 @@ seen — use ``match_message`` for such text.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -118,18 +118,9 @@ def hit_lines(data: bytes) -> tuple[list[int], list[bool]]:
     return starts, headers
 
 
-def error_regions(data: bytes, extra: Iterable[int] = ()) -> Iterator[tuple[int, bytes]]:
-    """Yield (first line number, region bytes) for every window worth parsing, in order.
-
-    ``extra`` are byte offsets of more lines to window like an ordinary hit, in any order (the
-    anchor scan's verified hits: known messages on lines no keyword marks).
-    """
+def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """Yield (first line number, region bytes) for every window worth parsing, in order."""
     starts, headers = hit_lines(data)
-    extra_starts = sorted({data.rfind(b"\n", 0, offset) + 1 for offset in extra})
-    if extra_starts:
-        merged = sorted(set(starts).union(extra_starts))
-        header_at = {s for s, h in zip(starts, headers, strict=True) if h}
-        starts, headers = merged, [s in header_at for s in merged]
     # Line number of every hit line: one pass, newlines between neighbours counted once.
     numbers: list[int] = []
     number, position = 1, 0

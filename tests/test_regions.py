@@ -135,8 +135,9 @@ _HOSTILE = {
 }
 
 
-def _time_regions(shape: str, size: int, memory_cap: int) -> float:
-    """Seconds ``error_regions`` takes over ``size`` bytes of ``shape``, in a capped process."""
+def _time_regions(shape: str, size: int, memory_cap: int) -> tuple[float, int]:
+    """CPU seconds ``error_regions`` takes over ``size`` bytes of ``shape``, and the bytes its
+    peak RSS grew by, in a process whose address space is capped."""
     script = f"""
 import resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({memory_cap}, {memory_cap}))
@@ -144,23 +145,29 @@ from errkb.parse import regions
 N = {size}
 data = {_HOSTILE[shape]}
 regions._keywords()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.process_time()
 for _ in regions.error_regions(data):
     pass
-print(time.process_time() - start)
+seconds = time.process_time() - start
+print(seconds, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
 """
     proc = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return float(proc.stdout)
+    seconds, grown = proc.stdout.split()
+    return float(seconds), int(grown)
 
 
 @pytest.mark.parametrize("shape", sorted(_HOSTILE))
 def test_error_regions_takes_linear_time_and_bounded_memory(shape: str) -> None:
-    small = _time_regions(shape, 1 << 20, 1 << 30)
+    small, _ = _time_regions(shape, 1 << 20, 1 << 30)
     # Eight times the input: a linear pass takes about eight times as long; a quadratic one
     # (what these shapes cost before) sixty-four. The bound is generous for a shared machine;
     # 8 MiB under a 1 GiB address-space cap (the interpreter and the input need ~100 MB).
-    large = _time_regions(shape, 8 << 20, 1 << 30)
+    large, grown = _time_regions(shape, 8 << 20, 1 << 30)
     assert large < max(small, 0.05) * 24, (small, large)
+    # Memory: the regions (slices of the input) and the windows in reach, not a Python object
+    # per hit or per hit line (the keyword pass once held 50 million tuples for 300 MB).
+    assert grown < 2 * (8 << 20), grown

@@ -24,6 +24,7 @@ seen — use ``match_message`` for such text.
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
@@ -68,27 +69,31 @@ CHUNK = 1 << 18
 _OVERLAP = max(len(k) for k in KEYWORDS) - 1
 
 
-def hit_lines(data: bytes) -> tuple[list[int], list[bool]]:
-    """Start offsets of the lines holding a keyword, in order, each once; and which are headers.
+def hit_lines(data: bytes) -> Iterator[tuple[int, bool]]:
+    """(Start offset, holds a traceback header) of each line holding a keyword, in order, once.
 
-    Linear in ``data`` whatever it holds: chunks bound the hit lists, each line's start is
-    searched back only to the previous hit line, and a chunk without a newline that continues a
-    line already taken is checked for ``Traceback`` alone (a C substring search), not scanned.
+    Linear in ``data`` whatever it holds, in bounded memory: chunks bound the hit lists, each
+    line's start is searched back only to the previous hit line, and a chunk without a newline
+    that continues a line already taken is checked for ``Traceback`` alone (a C substring
+    search), not scanned. A line is yielded once the next one starts (its flag is final then).
     """
     automaton = _keywords()
     view = memoryview(data)
-    starts: list[int] = []
-    headers: list[bool] = []
     # The current hit line: [line_start, line_end) with line_end -1 until it is searched.
     line_start = line_end = -1
+    header = False
     position = 0
     size = len(data)
     while position < size:
         stop = min(size, position + CHUNK)
-        if starts and (line_end < 0 or line_end >= stop) and data.find(b"\n", position, stop) < 0:
+        if (
+            line_start >= 0
+            and (line_end < 0 or line_end >= stop)
+            and data.find(b"\n", position, stop) < 0
+        ):
             # Inside one long hit line: only a header keyword could change anything.
-            if not headers[-1] and data.find(b"Traceback", max(0, position - _OVERLAP), stop) >= 0:
-                headers[-1] = True
+            if not header and data.find(b"Traceback", max(0, position - _OVERLAP), stop) >= 0:
+                header = True
             position = stop
             continue
         base = max(0, position - _OVERLAP)
@@ -96,77 +101,93 @@ def hit_lines(data: bytes) -> tuple[list[int], list[bool]]:
             start += base
             if keyword == _PYTEST_E:
                 start += 1  # an "E   " hit starts at the newline before its line
-            if starts:
+            if line_start >= 0:
                 if line_end < 0:
                     line_end = data.find(b"\n", line_start)
                     line_end = size if line_end < 0 else line_end + 1
                 if start < line_end:  # the current hit line again
-                    if keyword == _TRACEBACK:
-                        headers[-1] = True
+                    header = header or keyword == _TRACEBACK
                     continue
             # Searched back no further than the end of the previous hit line: linear in all.
             floor = max(line_end, 0)
-            line_start = start if keyword == _PYTEST_E else data.rfind(b"\n", floor, start) + 1
-            line_start = max(line_start, floor)
-            if starts and line_start == starts[-1]:
-                headers[-1] = headers[-1] or keyword == _TRACEBACK
+            new = start if keyword == _PYTEST_E else data.rfind(b"\n", floor, start) + 1
+            new = max(new, floor)
+            if new == line_start:
+                header = header or keyword == _TRACEBACK
                 continue
-            line_end = -1
-            starts.append(line_start)
-            headers.append(keyword == _TRACEBACK)
+            if line_start >= 0:
+                yield line_start, header
+            line_start, line_end, header = new, -1, keyword == _TRACEBACK
         position = stop
-    return starts, headers
+    if line_start >= 0:
+        yield line_start, header
 
 
 def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """Yield (first line number, region bytes) for every window worth parsing, in order."""
-    starts, headers = hit_lines(data)
-    # Line number of every hit line: one pass, newlines between neighbours counted once.
-    numbers: list[int] = []
+    """Yield (first line number, region bytes) for every window worth parsing, in order.
+
+    One pass over the hit lines, holding only the windows a pending traceback header may still
+    reach (``TRACEBACK_REACH`` lines): memory is bounded whatever the input, not one entry per
+    hit line. Windows are merged as line numbers and cut out as bytes once each.
+    """
+    # A window: [first line, end line (exclusive), first anchor's start offset, its line
+    # number, end anchor's start offset, its line number]; the anchors locate the bytes.
+    held: list[list[int]] = []
+    # Headers since the last ordinary hit line, with the index of their window in ``held``:
+    # the next ordinary hit within reach is their exception line.
+    pending: collections.deque[tuple[int, int]] = collections.deque()
+    walked = (0, -1, 0)  # the last walk: (exception line's start, its number, header start)
     number, position = 1, 0
-    for start in starts:
-        number += data.count(b"\n", position, start)
-        position = start
-        numbers.append(number)
-    # For each hit line, the index of the first later hit line that is not a header.
-    following = [len(starts)] * len(starts)
-    nxt = len(starts)
-    for i in range(len(starts) - 1, -1, -1):
-        following[i] = nxt
-        if not headers[i]:
-            nxt = i
-    # Windows are merged in line numbers (integers), and turned into byte offsets once per
-    # window: a dense log has hundreds of thousands of hit lines.
-    windows: list[list[int]] = []  # [first line, end line, hit index of each]
-    walked = (-1, 0, 0)  # the last walk: (its header, the exception line's start, its number)
-    for i, line_start in enumerate(starts):
-        first = max(1, numbers[i] - BEFORE)
-        target, target_hit = numbers[i], i
-        if headers[i]:
-            # The traceback runs to its exception line: the first later hit that is not itself
-            # a header (unless implausibly far away), or, whatever words the class has
-            # (``CannotInvert``), the first line after its frames.
-            j = following[i]
-            if j < len(starts) and numbers[j] - numbers[i] <= TRACEBACK_REACH:
-                target, target_hit = numbers[j], j
-            if line_start >= walked[1]:
-                walked = (i, *_exception_line(data, line_start, numbers[i]))
-            # A header inside the last walked traceback (a chain) ends where it ends.
-            if walked[2] > target:
-                target, target_hit = walked[2], -1 - walked[0]
+    for line_start, is_header in hit_lines(data):
+        number += data.count(b"\n", position, line_start)
+        position = line_start
+        while pending and number - pending[0][0] > TRACEBACK_REACH:
+            pending.popleft()
+        first = max(1, number - BEFORE)
+        target, anchor = number, line_start
+        merge_from = None
+        if is_header:
+            # The traceback runs to its exception line: the first later ordinary hit (unless
+            # implausibly far away), or, whatever words its class has (``CannotInvert``), the
+            # first line after its frames. A header inside the last walked traceback (a chain)
+            # ends where that one ends.
+            if line_start >= walked[0] or walked[1] < 0:
+                exc_start, exc_number = _exception_line(data, line_start, number)
+                walked = (exc_start, exc_number if exc_start != line_start else -1, line_start)
+            if walked[1] > target:
+                target, anchor = walked[1], walked[0]
+        elif pending:
+            merge_from = pending[0][1]  # the earliest header within reach ends here
+            pending.clear()
         end = target + AFTER
-        if windows and first <= windows[-1][1]:
-            if end > windows[-1][1]:
-                windows[-1][1], windows[-1][3] = end, target_hit
+        if merge_from is not None:
+            window = held[merge_from]
+            for later in held[merge_from + 1 :]:
+                if later[1] > window[1]:
+                    window[1], window[4], window[5] = later[1], later[4], later[5]
+            del held[merge_from + 1 :]
+            first = min(first, window[1])  # joins the header's window whatever the gap
+        if held and first <= held[-1][1]:
+            window = held[-1]
+            if end > window[1]:
+                window[1], window[4], window[5] = end, anchor, target
         else:
-            windows.append([first, end, i, target_hit])
-    for first, end, first_hit, end_hit in windows:
-        begin = _back(data, starts[first_hit], numbers[first_hit] - first)
-        if end_hit >= 0:
-            anchor, number = starts[end_hit], numbers[end_hit]
-        else:  # an exception line found by walking from header -1 - end_hit
-            anchor, number = _exception_line(data, starts[-1 - end_hit], numbers[-1 - end_hit])
-        yield first, data[begin : _forward(data, anchor, end - number)]
+            held.append([first, end, line_start, number, anchor, target])
+        if is_header:
+            pending.append((number, len(held) - 1))
+        if not pending:
+            # Nothing can reach back into finished windows any more: hand them out.
+            for window in held[:-1]:
+                yield _cut(data, window)
+            del held[:-1]
+    for window in held:
+        yield _cut(data, window)
+
+
+def _cut(data: bytes, window: list[int]) -> tuple[int, bytes]:
+    first, end, first_anchor, first_number, end_anchor, end_number = window
+    begin = _back(data, first_anchor, first_number - first)
+    return first, data[begin : _forward(data, end_anchor, end - end_number)]
 
 
 def _exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:

@@ -761,7 +761,7 @@ def _measure(
     # --- time per MB at growing sizes of the dense log.
     sizes_json = work / "sizes.json"
     scale = args.log_mb / 50
-    sizes = ",".join(f"{mb * scale:g}" for mb in (1, 10, 50, 200))
+    sizes = ",".join(f"{float(mb) * scale:g}" for mb in args.sizes.split(","))
     run_ = run_measured(_child_cmd("sizes", str(db), str(log.path), sizes, str(sizes_json)))
     if run_.returncode != 0:
         raise SystemExit(f"sizes child failed with exit code {run_.returncode}")
@@ -1137,6 +1137,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cold-runs", type=int, default=None)
     parser.add_argument("--naive-lines", type=int, default=None)
     parser.add_argument("--naive-patterns", type=int, default=None)
+    parser.add_argument(
+        "--sizes", default="1,10,50,200", help="MB (of a 50 MB log; scaled) for time per MB"
+    )
     parser.add_argument("--no-grep", action="store_true")
     parser.add_argument("--no-naive", action="store_true")
     parser.add_argument("--show", type=int, default=30, help="misses and false hits to print")

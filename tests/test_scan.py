@@ -152,8 +152,8 @@ def scan_kb(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, An
     source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     kb = errkb.open(folder / "kb.sqlite3", bundled=False)
     kb.ingest([source])
-    conn = kb.store.reader()
-    return scan.AnchorTable(scan.build_body(scan.token_rows(conn)))
+    with kb.store.snapshot() as view:
+        return scan.AnchorTable(scan.build_body(view.token_rows()))
 
 
 def _buffer(records: list[dict[str, Any]]) -> tuple[bytes, set[int]]:

@@ -3,29 +3,84 @@
 Write to a temporary file in the same directory, flush and fsync, then ``os.replace`` it over
 the target. A crash mid-write leaves the old file (or none) and a stray temporary, never half a
 file.
+
+``os.replace`` replaces whatever is at the path, so the target is checked first: a path that is a
+device, a FIFO or a directory is refused (replacing ``/dev/full`` with a regular file is not an
+"export"), and a symlink is written through: its target file is replaced and the link kept. An
+existing file keeps its permission bits; a new one gets ``0o666 & ~umask``, as ``open`` would
+give it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from errkb.errors import OutputError
+from errkb.inputs import file_kind
+
+# Errors of writing itself (as opposed to whatever the caller's block does while writing).
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+
+
+def _umask() -> int:
+    # The only portable way to read the umask is to set it; set it straight back.
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _resolve_target(path: str | os.PathLike[str]) -> tuple[Path, int | None]:
+    """The file to replace (symlinks followed) and its mode bits (None: it does not exist)."""
+    target = Path(os.path.realpath(path))
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        return target, None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OutputError(f"{os.fspath(path)}: symlink loop") from None
+        raise OutputError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(
+            f"{os.fspath(path)}: {file_kind(st.st_mode)}; errkb writes only regular files"
+        )
+    return target, stat.S_IMODE(st.st_mode)
+
 
 @contextlib.contextmanager
 def atomic_write_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> Iterator[IO[str]]:
-    """Open a temporary text file that replaces ``path`` only when the block succeeds."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    """Open a temporary text file that replaces ``path`` only when the block succeeds.
+
+    Raises OutputError (naming ``path``) when the target cannot be written: a missing folder, a
+    device or FIFO, a full disk. Nothing is left half-written.
+    """
+    target, mode = _resolve_target(path)
     try:
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or "."
+        )
+    except OSError as exc:
+        raise OutputError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
+    try:
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "w", encoding=encoding, newline="\n") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.errno in _WRITE_ERRNOS or exc.filename in (tmp, os.fspath(target)):
+            raise OutputError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
+        raise
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

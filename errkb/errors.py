@@ -26,6 +26,10 @@ class UsageError(ErrkbError):
     """The caller asked for something that does not make sense (bad option value, unknown id)."""
 
 
+class OutputError(ErrkbError):
+    """An output file cannot be written (missing folder, not a regular file, disk full)."""
+
+
 class NotFoundError(ErrkbError):
     """A record, version or other named thing does not exist."""
 

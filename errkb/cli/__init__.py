@@ -24,7 +24,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
 
-from errkb import __version__
+from errkb import __version__, inputs
 from errkb.errors import ErrkbError, InputError
 from errkb.render import OutputFormat, RecordLookup, RenderOptions, formats, render, sanitize_text
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 #: Input larger than this is refused rather than read: errkb answers within bounded memory.
-MAX_INPUT_BYTES = 1 << 30
+MAX_INPUT_BYTES = inputs.MAX_INPUT_BYTES
 
 #: Each command family's module and the commands it registers on :data:`cli` when imported.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
@@ -194,20 +194,10 @@ def finish(
 
 def read_input(name: str) -> bytes:
     """Read one input (``-`` = standard input) as bytes; decoding happens in the library."""
-    try:
-        if name == "-":
-            if sys.stdin is None:
-                raise InputError("standard input is closed")
-            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
-        else:
-            with open(name, "rb") as fh:
-                data = fh.read(MAX_INPUT_BYTES + 1)
-    except OSError as exc:
-        what = "standard input" if name == "-" else name
-        raise InputError(f"{what}: cannot read: {exc.strerror or exc}") from exc
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError(f"{name}: input larger than {MAX_INPUT_BYTES} bytes")
-    return data
+    if name == "-" and sys.stdin is None:
+        raise InputError("standard input is closed")
+    stdin = sys.stdin.buffer if name == "-" else None
+    return inputs.read_input(name, stdin, MAX_INPUT_BYTES)
 
 
 # ------------------------------------------------------------------------------- entry point

@@ -16,6 +16,7 @@ wildcards would "explain" any message (``errkb lint`` reports them).
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -206,8 +207,27 @@ def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSp
             source_code=row.source_code,
         )
         if spec.anchor:  # same rule as Matcher: no usable literal, never a candidate
-            out[row.id] = (spec, compile_re2(spec.regex))
+            regex = _compile_or_skip(spec)
+            if regex is not None:
+                out[row.id] = (spec, regex)
     return out
+
+
+def _compile_or_skip(spec: PatternSpec) -> Any:
+    """The compiled regex, or None (logged) when RE2 refuses it.
+
+    Validation refuses such records, but a database written by an older errkb may hold one, and
+    one bad record must never make explain fail for everyone.
+    """
+    try:
+        return compile_re2(spec.regex)
+    except Exception as exc:  # re2 raises its own error type  # noqa: BLE001
+        logging.getLogger(__name__).warning(
+            "record %s skipped: its matcher does not compile under RE2 (%s)",
+            spec.record_id,
+            str(exc)[:200],
+        )
+        return None
 
 
 class IndexedMatcher:

@@ -5,10 +5,16 @@ checked) says what JSON Schema can say; ``_code_rules`` adds the rest (sourceCod
 lines, lineNumber >= sourceCodeStart, sourceCodeEnd >= sourceCodeStart). Unknown extra fields
 are accepted and kept verbatim, because upstream adds optional fields without bumping
 schemaVersion. A record whose id does not follow the upstream formula is a warning, not an error.
+
+``_limit_rules`` bounds what one record can cost everyone else: errorMessage and messagePattern
+at most ``MAX_MESSAGE_CHARS`` characters, at most ``MAX_PLACEHOLDERS`` placeholders and capture
+groups, and a matcher that compiles under RE2. These run before anything expensive, so a hostile
+record is refused in bounded time and memory, naming its id and JSON path.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 import threading
@@ -24,6 +30,17 @@ from errkb.store.fields import FIELDS, KNOWN_FIELDS
 # The fields the contract knows come from the one field table, errkb.store.fields.
 _KNOWN = frozenset(KNOWN_FIELDS)
 MAX_SOURCE_LINES = 40
+#: errorMessage and messagePattern are at most this long (the longest real one is under 700).
+MAX_MESSAGE_CHARS = 16_384
+#: Placeholders per errorMessage and capture groups per messagePattern (real records: 6 at most).
+#: RE2's capture extraction is superlinear in the number of groups.
+MAX_PLACEHOLDERS = 64
+#: Below this length a template regex always compiles (pinned by a test); above it, validation
+#: compiles the record's matcher to prove it.
+_COMPILE_CHECK_CHARS = 2_048
+#: A datasetVersion more than this far ahead of the clock is refused: one bogus far-future
+#: version would make every genuine later version look like a downgrade.
+MAX_VERSION_AHEAD = dt.timedelta(days=2)
 
 _validators_lock = threading.Lock()
 _validators: dict[str, Any] = {}
@@ -91,11 +108,19 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
         problems.append(problem(_json_path(path_prefix, err.absolute_path), _rule(err)))
     if isinstance(obj, dict):
         problems.extend(problem(f"{path_prefix}.{p}", r) for p, r in _code_rules(obj))
+        problems.extend(problem(f"{path_prefix}.{p}", r) for p, r in _limit_rules(obj))
     warnings: list[Problem] = []
     if isinstance(obj, dict) and not problems:
-        expected = upstream.record_id(
-            obj["repo"], obj["errorCode"], obj["errorMessage"], obj["filePath"]
-        )
+        try:
+            expected = upstream.record_id(
+                obj["repo"], obj["errorCode"], obj["errorMessage"], obj["filePath"]
+            )
+        except UnicodeEncodeError:
+            from errkb.records.reader import lone_surrogate
+
+            where = lone_surrogate(obj, path_prefix) or path_prefix
+            rule = "lone UTF-16 surrogate: not valid Unicode text"
+            return Checked((Problem(source, location, None, where, rule),), ())
         if expected != obj["id"]:
             warnings.append(
                 problem(
@@ -216,6 +241,77 @@ def _code_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield "lineNumber", f"lineNumber ({line}) is before sourceCodeStart ({start})"
 
 
+def oversized(obj: Mapping[str, Any]) -> bool:
+    """True when errorMessage or messagePattern is over ``MAX_MESSAGE_CHARS`` (skip costly work)."""
+    return any(
+        isinstance(obj.get(key), str) and len(obj[key]) > MAX_MESSAGE_CHARS
+        for key in ("errorMessage", "messagePattern")
+    )
+
+
+def _limit_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    message, pattern = obj.get("errorMessage"), obj.get("messagePattern")
+    if not (isinstance(message, str) and isinstance(pattern, str)):
+        return  # the schema reports it
+    too_long = False
+    for key, value in (("errorMessage", message), ("messagePattern", pattern)):
+        if len(value) > MAX_MESSAGE_CHARS:
+            too_long = True
+            yield key, f"{len(value)} characters, over the {MAX_MESSAGE_CHARS}-character limit"
+    if too_long:
+        return  # nothing below is worth computing on such a record
+    from errkb.match.patterns import _name_groups, compile_error, compile_record
+    from errkb.match.template import parse_template
+
+    # Counting "{" and "(" is a cheap upper bound; the parsers run only past it.
+    placeholders = message.count("{")
+    if placeholders > MAX_PLACEHOLDERS:
+        placeholders = len(parse_template(message).placeholders)
+        if placeholders > MAX_PLACEHOLDERS:
+            yield (
+                "errorMessage",
+                f"{placeholders} placeholders, over the limit of {MAX_PLACEHOLDERS}",
+            )
+            return
+    if pattern.count("(") > MAX_PLACEHOLDERS:
+        groups = _name_groups(pattern)[1]
+        if groups > MAX_PLACEHOLDERS:
+            yield "messagePattern", f"{groups} capture groups, over the limit of {MAX_PLACEHOLDERS}"
+            return
+    if len(message) + len(pattern) > _COMPILE_CHECK_CHARS:
+        rid = obj.get("id")
+        spec = compile_record(rid if isinstance(rid, str) else "", message, pattern)
+        error = compile_error(spec.regex)
+        if error is not None:
+            yield "messagePattern", f"the record's matcher does not compile under RE2: {error}"
+
+
+def dataset_version_problem(value: object, *, now: dt.datetime | None = None) -> str | None:
+    """Why ``value`` is not an acceptable datasetVersion, or None when it is.
+
+    Acceptable: an RFC 3339 date-time with time and offset (``2026-09-02T10:00:00Z``; not
+    ``2026-09-02`` nor ``2026-W36-3``), at most ``MAX_VERSION_AHEAD`` ahead of ``now``.
+    """
+    if not isinstance(value, str) or not _date_time(value):
+        return (
+            f"datasetVersion {_short(value)} is not an ISO timestamp "
+            "(an RFC 3339 date-time with a time and a time zone)"
+        )
+    when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    now = now or dt.datetime.now(dt.UTC)
+    if when > now + MAX_VERSION_AHEAD:
+        return (
+            f"datasetVersion {value} is more than {MAX_VERSION_AHEAD.days} days in the future "
+            f"(the clock says {now.isoformat(timespec='seconds')})"
+        )
+    return None
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _json_path(prefix: str, parts: Any) -> str:
     out = prefix
     for part in parts:
@@ -235,11 +331,15 @@ def check_envelope(obj: Mapping[str, Any], *, source: str, location: str) -> lis
     rid = obj["record"].get("id") if isinstance(obj.get("record"), dict) else None
     # The record is replaced by a stand-in so only the envelope's own rules report here.
     errors = schema_validator("envelope.v2.schema.json").iter_errors({**obj, "record": {}})
-    return [
+    problems = [
         Problem(source, location, rid, _json_path("$", err.absolute_path), _rule(err))
         for err in errors
         if list(err.absolute_path)[:1] != ["record"] and err.validator != "$ref"
     ]
+    version = obj.get("datasetVersion")
+    if version is not None and not problems and (why := dataset_version_problem(version)):
+        problems.append(Problem(source, location, rid, "$.datasetVersion", why))
+    return problems
 
 
 def unknown_fields(obj: Mapping[str, Any]) -> list[str]:

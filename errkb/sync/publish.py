@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
+from errkb.records import dataset_version_problem
 
 #: Default cap on any one downloaded (or decompressed) file.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -377,8 +378,8 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
             "(errkb reads schemaVersion 2)"
         )
     version = doc.get("datasetVersion")
-    if not isinstance(version, str) or parse_version(version) is None:
-        raise SyncError(f"{where}: manifest datasetVersion {version!r} is not an ISO timestamp")
+    if (why := dataset_version_problem(version)) is not None or not isinstance(version, str):
+        raise SyncError(f"{where}: manifest {why}")
     files_doc = doc.get("files")
     if not isinstance(files_doc, dict):
         raise SyncError(f"{where}: the manifest has no 'files' object")

@@ -46,6 +46,7 @@ def validate_sources(paths: Iterable[str | os.PathLike[str]]) -> Validated:
             rejected += 1
             continue
         problems.extend(envelope_problems)
+        warnings.extend(item.warnings)
         warnings.extend(checked.warnings)
         unknown = rec.unknown_fields(item.obj)
         if unknown:

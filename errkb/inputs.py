@@ -39,19 +39,21 @@ def file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def describe_oserror(path: str | os.PathLike[str], exc: OSError) -> str:
+def describe_oserror(
+    path: str | os.PathLike[str], exc: OSError, reading: str = "cannot read"
+) -> str:
     """A one-line reason for an OSError on ``path``, naming symlink loops as such."""
     if exc.errno == errno.ELOOP:
         return f"{os.fspath(path)}: symlink loop"
-    if exc.errno == errno.ENOENT:
-        return f"{os.fspath(path)}: no such file or directory"
-    return f"{os.fspath(path)}: cannot read: {exc.strerror or exc}"
+    return f"{os.fspath(path)}: {reading}: {exc.strerror or exc}"
 
 
 def check_regular(path: str | os.PathLike[str], error: type[InputError] = InputError) -> int:
     """Raise ``error`` unless ``path`` (symlinks followed) is a regular file; return its size."""
     try:
         st = os.stat(path)
+    except FileNotFoundError:
+        raise error(f"{os.fspath(path)}: no such file or directory") from None
     except OSError as exc:
         raise error(describe_oserror(path, exc)) from None
     except ValueError:  # an embedded NUL byte: no file can have that name
@@ -61,7 +63,11 @@ def check_regular(path: str | os.PathLike[str], error: type[InputError] = InputE
     return st.st_size
 
 
-def open_regular(path: str | os.PathLike[str], error: type[InputError] = InputError) -> BinaryIO:
+def open_regular(
+    path: str | os.PathLike[str],
+    error: type[InputError] = InputError,
+    reading: str = "cannot read",
+) -> BinaryIO:
     """Open ``path`` for binary reading, refusing anything but a regular file.
 
     The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a FIFO
@@ -70,7 +76,7 @@ def open_regular(path: str | os.PathLike[str], error: type[InputError] = InputEr
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise error(describe_oserror(path, exc)) from None
+        raise error(describe_oserror(path, exc, reading)) from None
     except ValueError:
         raise error(f"{os.fspath(path)!r}: not a valid file name (NUL byte)") from None
     try:

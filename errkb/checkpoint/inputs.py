@@ -19,6 +19,7 @@ the precondition of the fused merged-column check (record 129d60f3f6e5f4e0).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,7 @@ from types import MappingProxyType
 from typing import Any
 
 from errkb.errors import CheckpointError
+from errkb.inputs import describe_oserror, open_regular, resolve_path
 
 #: Config files are small; a bigger one is not a config we know.
 MAX_CONFIG_BYTES = 16_000_000
@@ -66,10 +68,15 @@ class CheckpointGroup:
 def _load_json(path: Path) -> Any:
     """Load a small JSON file; raise CheckpointError naming the file when it is not one."""
     try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise CheckpointError(f"{path}: {size} bytes, more than a config file can be")
-        text = path.read_bytes().decode("utf-8")
+        with open_regular(
+            path, CheckpointError, "cannot read the file"
+        ) as fh:  # a FIFO would block read_bytes
+            size = os.fstat(fh.fileno()).st_size
+            if size > MAX_CONFIG_BYTES:
+                raise CheckpointError(f"{path}: {size} bytes, more than a config file can be")
+            text = fh.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
+        if len(text) > MAX_CONFIG_BYTES:
+            raise CheckpointError(f"{path}: grew past {MAX_CONFIG_BYTES} bytes while read")
         return json.loads(text)
     except OSError as error:
         raise CheckpointError(f"{path}: cannot read the file: {error.strerror or error}") from None
@@ -91,6 +98,10 @@ def read_index(path: Path) -> dict[str, str]:
     for tensor, shard in weight_map.items():
         if not isinstance(shard, str) or not shard:
             raise CheckpointError(f"{path}: weight_map entry {tensor!r} is not a file name")
+        if "\0" in shard:
+            raise CheckpointError(
+                f"{path}: weight_map entry {tensor!r} names a file with a NUL byte"
+            )
         parts = PurePosixPath(shard).parts
         # A shard name is resolved next to the index; it must not climb out of that directory.
         if PurePosixPath(shard).is_absolute() or ".." in parts or "\\" in shard:
@@ -237,6 +248,19 @@ def _dir_groups(directory: Path, errors: list[FileError]) -> list[CheckpointGrou
     return groups
 
 
+def _missing(path: Path) -> str | None:
+    """Why ``path`` cannot be checked at all (absent, a symlink loop), or None."""
+    try:
+        os.stat(path)
+    except FileNotFoundError:
+        return "no such file or directory"
+    except OSError as error:
+        return describe_oserror(path, error).removeprefix(f"{path}: ")
+    except ValueError:
+        return "not a valid file name (NUL byte)"
+    return None
+
+
 def resolve_inputs(
     paths: Sequence[str | Path],
 ) -> tuple[list[CheckpointGroup], list[FileError]]:
@@ -250,8 +274,8 @@ def resolve_inputs(
         path = Path(raw)
         if path.is_dir():
             groups.extend(_dir_groups(path, errors))
-        elif not path.exists():
-            errors.append(FileError(str(path), "no such file or directory"))
+        elif (missing := _missing(path)) is not None:
+            errors.append(FileError(str(path), missing))
         elif path.name.endswith(INDEX_SUFFIX) or path.suffix == ".json":
             try:
                 weight_map = read_index(path)
@@ -275,7 +299,10 @@ def resolve_inputs(
     for group in groups:
         files = []
         for file in group.files:
-            key = file.resolve()
+            try:
+                key = resolve_path(file, CheckpointError)
+            except CheckpointError:
+                key = file  # a symlink loop: reading it reports the loop
             if key not in seen:
                 seen.add(key)
                 files.append(file)

@@ -21,6 +21,12 @@ never needs a ceiling. We do the same, and say so in the error.
 Every malformed file raises exactly one :class:`~errkb.errors.CheckpointError` whose message
 starts with the file path and names the tensor when one is at fault. The header length is checked
 against the file size before anything is read, so a lying length never causes a large allocation.
+
+Parsing is bounded too, because a 100 MB header can declare millions of tensors: at most
+``MAX_TENSORS`` tensors (parsing stops at the first object past it), ``MAX_HEADER_INTS`` integers,
+integers of at most ``MAX_INT_DIGITS`` digits (so no 4,300-digit conversion), ``MAX_DIMS``
+dimensions per shape, and a shape's element count is checked against the file's size while it
+is multiplied out. Only a regular file is opened: a FIFO would block the open forever.
 """
 
 from __future__ import annotations
@@ -35,9 +41,20 @@ from types import MappingProxyType
 from typing import Final, TypeGuard
 
 from errkb.errors import CheckpointError
+from errkb.inputs import open_regular
 
 #: The reference reader's header size limit ("header too large").
 MAX_HEADER_BYTES: Final = 100_000_000
+
+#: Tensors per file. Real checkpoints hold thousands per file (the largest models ~100,000
+#: across all their shards); parsing a million costs over a gigabyte.
+MAX_TENSORS: Final = 150_000
+#: Integers per header (a shape's dimensions and two offsets per tensor, with room to spare).
+MAX_HEADER_INTS: Final = 20 * MAX_TENSORS
+#: Dimensions per shape (PyTorch allows 64 at most).
+MAX_DIMS: Final = 64
+#: Digits of any header integer: offsets and dimensions fit in 64 bits (20 digits).
+MAX_INT_DIGITS: Final = 20
 
 #: Bits per element of every dtype safetensors 0.8 knows.
 DTYPE_BITS: Final[Mapping[str, int]] = MappingProxyType(
@@ -115,10 +132,6 @@ class _Pairs(tuple[tuple[str, object], ...]):
     __slots__ = ()
 
 
-def _keep_pairs(pairs: list[tuple[str, object]]) -> _Pairs:
-    return _Pairs(pairs)
-
-
 def _reject_constant(name: str) -> object:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -183,6 +196,8 @@ def _parse_entry(path: Path, name: str, raw: object) -> TensorInfo:
     raw_shape = entry["shape"]
     if not isinstance(raw_shape, list):
         raise _fail(path, f"{where}: shape is {_json_type(raw_shape)}, not an array")
+    if len(raw_shape) > MAX_DIMS:
+        raise _fail(path, f"{where}: shape has {len(raw_shape)} dimensions, over {MAX_DIMS}")
     shape: list[int] = []
     for dim in raw_shape:
         if _is_count(dim):
@@ -202,7 +217,18 @@ def _parse_entry(path: Path, name: str, raw: object) -> TensorInfo:
         raise _fail(path, f"{where}: data_offsets [{begin}, {end}] end before they begin")
 
     info = TensorInfo(name=name, dtype=dtype, shape=tuple(shape), data_offsets=(begin, end))
-    bits = DTYPE_BITS[dtype] * info.numel
+    # Multiplied out with a bound: a shape's element count could otherwise run to thousands of
+    # digits, far past any file, before the size check below could refuse it.
+    numel, most = 1, max(end, 1) * 8
+    for dim in shape:
+        numel *= dim
+        if numel > most:
+            raise _fail(
+                path,
+                f"{where}: shape {_short(raw_shape)} has more elements than data_offsets "
+                f"[{begin}, {end}] can hold",
+            )
+    bits = DTYPE_BITS[dtype] * numel
     if bits % 8:
         raise _fail(
             path,
@@ -266,6 +292,36 @@ def _check_coverage(path: Path, tensors: Sequence[TensorInfo], buffer_len: int) 
         )
 
 
+class _TooMany(Exception):
+    """The header declares more than errkb parses (``reason`` says what)."""
+
+
+class _Counter:
+    """JSON hooks that keep pairs, refuse NaN, and stop parsing past the count limits."""
+
+    def __init__(self) -> None:
+        self.objects = 0
+        self.ints = 0
+
+    def pairs(self, pairs: list[tuple[str, object]]) -> _Pairs:
+        self.objects += 1
+        # Every tensor entry is an object; the top level and __metadata__ are two more.
+        if self.objects > MAX_TENSORS + 2:
+            raise _TooMany(f"header declares more than {MAX_TENSORS} tensors (errkb's limit)")
+        return _Pairs(pairs)
+
+    def integer(self, text: str) -> int:
+        self.ints += 1
+        if self.ints > MAX_HEADER_INTS:
+            raise _TooMany(f"header holds more than {MAX_HEADER_INTS} integers (errkb's limit)")
+        if len(text.lstrip("-")) > MAX_INT_DIGITS:
+            raise _TooMany(
+                f"header holds an integer of {len(text)} digits (a dimension or offset has at "
+                f"most {MAX_INT_DIGITS})"
+            )
+        return int(text)
+
+
 def parse_header(path: Path, header: bytes, buffer_len: int) -> SafetensorsHeader:
     """Validate header bytes already read from ``path``; ``buffer_len`` is the data size."""
     try:
@@ -275,8 +331,16 @@ def parse_header(path: Path, header: bytes, buffer_len: int) -> SafetensorsHeade
     if not text.startswith("{"):
         # The reference reader (>= 0.4) insists on this too ("invalid header start").
         raise _fail(path, "header is not a JSON object (it does not start with '{')")
+    counter = _Counter()
     try:
-        top = json.loads(text, object_pairs_hook=_keep_pairs, parse_constant=_reject_constant)
+        top = json.loads(
+            text,
+            object_pairs_hook=counter.pairs,
+            parse_constant=_reject_constant,
+            parse_int=counter.integer,
+        )
+    except _TooMany as error:
+        raise _fail(path, str(error)) from None
     except json.JSONDecodeError as error:
         raise _fail(
             path,
@@ -317,7 +381,7 @@ def read_header(path: str | Path) -> SafetensorsHeader:
     """
     p = Path(path)
     try:
-        with p.open("rb") as handle:
+        with open_regular(p, CheckpointError, "cannot read the file") as handle:
             size = os.fstat(handle.fileno()).st_size
             if size == 0:
                 raise _fail(p, "file is empty")
@@ -353,7 +417,7 @@ def read_tensor_bytes(header: SafetensorsHeader, name: str, *, limit: int) -> by
             f"tensor {name!r} is {info.nbytes} bytes; errkb reads at most {limit} bytes of it",
         )
     try:
-        with header.path.open("rb") as handle:
+        with open_regular(header.path, CheckpointError, f"cannot read tensor {name!r}") as handle:
             handle.seek(header.data_start + info.data_offsets[0])
             data = handle.read(info.nbytes)
     except OSError as error:

@@ -145,6 +145,8 @@ def _lint_item(run: _Run, index: int, item: Item) -> None:
         problems += rec.check_envelope(item.envelope, source=item.source, location=item.location)
     for problem in problems:
         add(LintRule.SCHEMA, f"{problem.json_path}: {problem.rule}")
+    for warning in item.warnings:  # duplicate JSON keys: ingest warns, lint refuses
+        add(LintRule.SCHEMA, f"{warning.json_path}: {warning.rule}")
     if rid is not None:
         here = item.source + (f" {item.location}" if item.location else "")
         if rid in run.first_seen:
@@ -155,7 +157,8 @@ def _lint_item(run: _Run, index: int, item: Item) -> None:
     unknown = rec.unknown_fields(obj)
     if unknown:
         add(LintRule.UNKNOWN_FIELD, f"unknown field(s), kept verbatim: {', '.join(unknown)}")
-    _patterns(run, index, item, rid, add)
+    if not rec.oversized(obj):  # an oversized pattern is a schema finding; compiling it costs GBs
+        _patterns(run, index, item, rid, add)
     _github_url(obj, add)
 
 

@@ -221,7 +221,7 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
     """
     try:
         return compile_re2(spec.regex)
-    except Exception as exc:  # re2 raises its own error type  # noqa: BLE001
+    except Exception as exc:  # re2 raises its own error type
         logging.getLogger(__name__).warning(
             "record %s skipped: its matcher does not compile under RE2 (%s)",
             spec.record_id,

@@ -190,10 +190,14 @@ def read_file(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> Iterator[Item]:
 
 
 def _peek_nonspace(fh: IO[str]) -> str:
+    # Chunked: a file of hundreds of megabytes of blanks must not cost one call per character.
     while True:
-        ch = fh.read(1)
-        if ch == "" or not ch.isspace():
-            return ch
+        chunk = fh.read(1 << 16)
+        if chunk == "":
+            return ""
+        rest = chunk.lstrip()
+        if rest:
+            return rest[0]
 
 
 def _first_line_is_json(fh: IO[str]) -> bool:

@@ -58,11 +58,11 @@ def _run(
     full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
     command = [sys.executable, "-c", _LAUNCH, str(memory), *argv]
     if isinstance(stdin, bytes):
-        done = subprocess.run(  # noqa: S603 - our own interpreter, fixed arguments
+        done = subprocess.run(
             command, input=stdin, capture_output=True, timeout=timeout, env=full_env, cwd=cwd
         )
     else:
-        done = subprocess.run(  # noqa: S603
+        done = subprocess.run(
             command,
             stdin=subprocess.DEVNULL if stdin is None else stdin,
             capture_output=True,
@@ -87,7 +87,9 @@ def run_errkb(
     cwd: str | None = None,
 ) -> Outcome:
     """Run ``python -m errkb ARGS`` bounded by ``memory`` bytes and ``timeout`` seconds."""
-    return _run(["-m", "errkb", *args], memory=memory, timeout=timeout, stdin=stdin, env=env, cwd=cwd)
+    return _run(
+        ["-m", "errkb", *args], memory=memory, timeout=timeout, stdin=stdin, env=env, cwd=cwd
+    )
 
 
 def run_python(

@@ -129,7 +129,9 @@ def lint(
 
 def _lint_item(run: _Run, index: int, item: Item) -> None:
     if item.problem is not None:
-        run.add(index, item.source, item.location, None, LintRule.UNREADABLE, item.problem.rule)
+        found = item.problem
+        message = found.rule if found.json_path == "$" else f"{found.json_path}: {found.rule}"
+        run.add(index, item.source, item.location, found.record_id, LintRule.UNREADABLE, message)
         return
     obj = item.obj
     rid = obj.get("id") if isinstance(obj.get("id"), str) else None

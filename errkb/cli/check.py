@@ -15,7 +15,8 @@ from errkb.report import CheckReport
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+# Not exists=True: the library says why a path cannot be read (missing, a symlink loop, a FIFO).
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @format_option(CheckReport)
 @click.option(
     "--all-layers",

@@ -25,8 +25,8 @@ from typing import IO
 from errkb.errors import OutputError
 from errkb.inputs import file_kind
 
-# Errors of writing itself (as opposed to whatever the caller's block does while writing).
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO, errno.EROFS})
+# Errors only a write can cause (as opposed to whatever else the caller's block does).
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _umask() -> int:
@@ -68,19 +68,31 @@ def atomic_write_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> 
         )
     except OSError as exc:
         raise OutputError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
+
+    def failed(exc: OSError) -> OutputError:
+        return OutputError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}")
+
     try:
-        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding=encoding, newline="\n") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if exc.errno in _WRITE_ERRNOS or exc.filename in (tmp, os.fspath(target)):
-            raise OutputError(f"{os.fspath(path)}: cannot write: {exc.strerror or exc}") from None
-        raise
+        fh = os.fdopen(fd, "w", encoding=encoding, newline="\n")
+        with fh:
+            try:
+                yield fh
+            except OSError as exc:
+                # Only "the disk is full" is surely the write's fault; any other OSError in the
+                # block (say, reading the database) is the caller's and propagates as it is.
+                if exc.errno in _FULL_ERRNOS:
+                    raise failed(exc) from None
+                raise
+            try:
+                os.fchmod(fh.fileno(), mode if mode is not None else 0o666 & ~_umask())
+                fh.flush()
+                os.fsync(fh.fileno())
+            except OSError as exc:
+                raise failed(exc) from None
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise failed(exc) from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

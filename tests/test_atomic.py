@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from errkb.atomic import atomic_write_text
+from errkb.errors import OutputError
 
 
 class Boom(Exception):
@@ -48,7 +49,10 @@ def test_failure_in_the_final_fsync_leaves_the_target_untouched(
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "fsync", full_disk)
-    with pytest.raises(OSError, match="No space left"), atomic_write_text(target) as fh:
+    with (
+        pytest.raises(OutputError, match=r"out\.jsonl: cannot write: No space left"),
+        atomic_write_text(target) as fh,
+    ):
         fh.write("new content\n")
     assert target.read_text() == "old content\n"
     assert os.listdir(tmp_path) == ["out.jsonl"]

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from errkb.errors import IntegrityError, SyncError
-from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
 from errkb.records import dataset_version_problem
+from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
 
 #: Default cap on any one downloaded (or decompressed) file.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024

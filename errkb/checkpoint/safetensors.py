@@ -219,8 +219,10 @@ def _parse_entry(path: Path, name: str, raw: object) -> TensorInfo:
     info = TensorInfo(name=name, dtype=dtype, shape=tuple(shape), data_offsets=(begin, end))
     # Multiplied out with a bound: a shape's element count could otherwise run to thousands of
     # digits, far past any file, before the size check below could refuse it.
-    numel, most = 1, max(end, 1) * 8
-    for dim in shape:
+    # A zero dimension empties the tensor whatever the others are: check for it first, or a
+    # product that runs past the bound before reaching the zero would refuse a valid header.
+    numel, most = (0 if 0 in shape else 1), max(end, 1) * 8
+    for dim in shape if numel else ():
         numel *= dim
         if numel > most:
             raise _fail(

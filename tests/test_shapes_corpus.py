@@ -31,36 +31,11 @@ WRAP = "wrap: the Class: message line is wrapped by the renderer"
 PREFIX = "prefix: an unknown per-line prefix"
 INDENT = "indentation: the traceback is indented as a block"
 QUOTING = "quoting: email > / >> gutters"
-CONTAINER = "container: the message is inside JSON/XML values"
-ENTITIES = "entities: HTML/XML escapes kept in the captures"
 KNOWN_GAPS: dict[str, str] = {
-    "docker_jsonfile_interleaved_comfy.log": CONTAINER,
-    "docker_jsonfile_merged.log": CONTAINER,
-    "docker_jsonfile_quanto.log": CONTAINER,
     "email_double_quoted_quanto.eml": QUOTING,
-    "html_issue_page_comfy.html": ENTITIES,
-    "html_issue_page_quanto.html": ENTITIES,
-    "journald_json_pretty_merged_d.log": CONTAINER + " (one MESSAGE per entry in pretty JSON)",
     "journald_verbose_quanto_c.log": PREFIX + " (MESSAGE= fields under an entry header)",
-    "jsonlogger_quanto.log": CONTAINER
-    + " (the wrapper's copy in the same JSON line is not counted)",
-    "jupyter_nbclient_comfy.ipynb": CONTAINER,
-    "jupyter_nbclient_comfy_b_nbconvert.html": ENTITIES + " (ANSI turned into <span> markup)",
-    "jupyter_nbclient_quanto.ipynb": CONTAINER,
-    "jupyter_nbclient_quanto_nbconvert.html": ENTITIES + " (ANSI turned into <span> markup)",
-    "loguru_serialize_quanto.log": CONTAINER
-    + " (the copies in the record's text/exception fields are not counted)",
-    "pytest_junitxml_comfy_b.xml": CONTAINER + " (the failure message= attribute is not read)",
-    "pytest_junitxml_quanto_c.xml": CONTAINER + " (the failure message= attribute is not read)",
     "rich_handler_rich_tracebacks_w120_merged.log": INDENT
     + " (and wrapped at the handler's message column)",
-    "sentry_event_comfy.json": CONTAINER,
-    "sentry_event_merged.json": CONTAINER,
-    "sentry_event_nolocals_quanto.json": CONTAINER,
-    "structlog_dict_tracebacks_comfy.log": CONTAINER,
-    "structlog_dict_tracebacks_merged.log": CONTAINER,
-    "structlog_json_format_exc_info_merged.log": CONTAINER,
-    "structlog_json_format_exc_info_quanto.log": CONTAINER,
 }
 
 

@@ -173,6 +173,9 @@ def decide(
             continue
         shown = _representative(entry.events, entry.hit.spec)
         lines = sorted({e.lines[0] for e in entry.events if e.lines})
+        # Every place the message begins is an occurrence: one per input line in plain text,
+        # and one per decoded place when a container holds several on one line.
+        places = {(e.lines[0], e.origin) for e in entry.events if e.lines}
         alternatives = tuple(
             Alternative(alt, _slug(record, alt), round(score, 3))
             for alt, score in sorted(entry.alternatives.items(), key=lambda kv: -kv[1])
@@ -184,7 +187,7 @@ def decide(
                 confidence=Confidence.EXACT,
                 score=round(min(entry.score, 1.0), 3),
                 captures=captures,
-                occurrences=len(lines),
+                occurrences=len(places),
                 lines=tuple(lines),
                 exception=ExceptionInfo(shown.exc_class, shown.message),
                 record=rec,

@@ -123,6 +123,10 @@ class LogEvent:
     message_lines: tuple[MessageLine, ...] = ()
     #: The printed chain this event is member ``chain_position`` of (None outside any chain).
     chain: Chain | None = field(default=None, repr=False, compare=False)
+    #: Where in a container the event was found (a JSON path, an attribute, a stream) and at
+    #: which line of that decoded text; "" in plain text. Two events on one input line are
+    #: two occurrences when their origins differ (a JSON line holding a cause and its wrapper).
+    origin: str = ""
 
     @property
     def is_root_cause(self) -> bool:

@@ -28,10 +28,13 @@ import collections
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from errkb.parse.events import LogEvent
+from errkb.parse.events import EventKind, LogEvent
 from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E, REGION_TRACEBACK
+
+if TYPE_CHECKING:
+    from errkb.parse.containers import View
 
 #: Inputs larger than this (characters) are narrowed; smaller ones are parsed whole.
 NARROW_ABOVE = 1 << 20
@@ -240,17 +243,30 @@ def parse_input(data: str | bytes) -> list[LogEvent]:
 
     Large bytes are narrowed before decoding, so a 200 MB log is never held as text whole;
     input that looks like UTF-16 (BOM or NULs) is decoded first, since its keywords are not
-    byte-searchable.
+    byte-searchable. JSON and markup containers are decoded first (``errkb.parse.containers``).
     """
+    from errkb.parse.containers import looks_like_container
     from errkb.parse.text import decode_input
-    from errkb.parse.traceback import parse_log
 
     if isinstance(data, bytes) and (
         len(data) <= NARROW_ABOVE
         or data.startswith((b"\xff\xfe", b"\xfe\xff"))
         or b"\x00" in data[:4096]
+        or looks_like_container(data)
     ):
         data = decode_input(data)
+    if isinstance(data, str):
+        contained = _parse_containers(data)
+        if contained is not None:
+            return contained
+    return _parse_text(data)
+
+
+def _parse_text(data: str | bytes) -> list[LogEvent]:
+    """Parse plain text (no containers): whole when small, region by region when large."""
+    from errkb.parse.text import decode_input
+    from errkb.parse.traceback import parse_log
+
     if isinstance(data, str):
         if len(data) <= NARROW_ABOVE:
             return parse_log(data)
@@ -262,6 +278,54 @@ def parse_input(data: str | bytes) -> list[LogEvent]:
     for index, (first_line, chunk) in enumerate(error_regions(raw)):
         events.extend(_shift(e, first_line - 1, index) for e in parse_log(decode_input(chunk)))
     return events
+
+
+# --- containers: one clearly separated step before the line parser -------------------------
+
+
+def _parse_containers(text: str) -> list[LogEvent] | None:
+    """Events of the views a JSON or markup container holds; None for plain text."""
+    from errkb.parse.containers import decode_containers
+
+    decoded = decode_containers(text)
+    if decoded is None:
+        return None
+    events: list[LogEvent] = []
+    if decoded.plain is not None:
+        events.extend(_parse_text(decoded.plain))
+    for index, view in enumerate(decoded.views, start=1):
+        found = _parse_text(view.text)
+        if not found and view.value:
+            # A value that is no exception line is still a candidate message (an API
+            # reply's "detail", a log record's message field).
+            message = view.text.strip()
+            if message:
+                found = [LogEvent(EventKind.LOG, None, message, (1,))]
+        events.extend(_in_view(e, view, index) for e in found)
+    for item in decoded.structured:
+        events.append(
+            LogEvent(
+                EventKind.TRACEBACK,
+                item.exc_class,
+                item.message,
+                (item.line,),
+                origin=item.origin,
+            )
+        )
+    events.sort(key=lambda e: e.lines[0] if e.lines else 0)
+    return events
+
+
+def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
+    """Move a view's event to the input's line numbers; keep chain ids apart per view."""
+    first = event.lines[0] if event.lines else 1
+    return replace(
+        event,
+        lines=tuple(view.line(n) for n in event.lines),
+        frames=tuple(replace(f, input_line=view.line(f.input_line)) for f in event.frames),
+        chain_id=None if event.chain_id is None else (index << 32) + event.chain_id,
+        origin=f"{view.origin}:{first}",
+    )
 
 
 def _shift(event: LogEvent, offset: int, region: int) -> LogEvent:

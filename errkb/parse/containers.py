@@ -1,0 +1,548 @@
+r"""Containers: the texts hidden in JSON documents, JSON Lines and markup, with their line numbers.
+
+Real logs often reach errkb inside a container: docker's json-file driver writes one
+``{"log": "...\n", "stream": "stderr", "time": ...}`` object per output line, structlog and
+python-json-logger put a whole traceback into one JSON string, Sentry and structlog's
+``dict_tracebacks`` keep the exception as fields (a class next to its message), notebooks keep
+a cell's traceback as a list of ANSI-coloured strings, junit XML and saved HTML pages escape
+quotes as entities. The line parser reads none of that as written. This module runs before it
+and turns the input into *views*: plain texts, each with a map from its own lines back to the
+user's original line numbers, plus the *structured* exceptions found as fields.
+
+Nothing here knows a key name. JSON is recognised by its first character, every string value
+is offered whatever its key (a string that itself holds a JSON document is decoded in turn),
+a run of objects with the same keys and one string field ending in ``\n`` is output split one
+object per line and is reassembled per stream, an object holding an exception class next to a
+string is a structured exception, and an object holding a source path next to a line number is
+a frame, whose strings (source context, locals) are never occurrences. Markup is recognised by
+a leading ``<`` and a closing tag; tags are dropped (newlines kept, so line numbers stay) and
+entities are undone, twice-escaped ones too.
+
+Decoding is bounded (document size, nesting depth, number of strings) and total: input that is
+not a container, or not well-formed, simply yields no views and is parsed as plain text.
+Plain text costs one look at its first non-blank character and one substring search.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+__all__ = [
+    "Decoded",
+    "StructuredException",
+    "View",
+    "decode_containers",
+    "looks_like_container",
+    "unescape_markup",
+]
+
+#: Documents larger than this (characters) are not decoded: they are parsed as plain text.
+MAX_DOCUMENT_CHARS = 64 << 20
+#: Strings inside strings are decoded this deep (a JSON reply in a JSON log line is depth 2).
+MAX_STRING_DEPTH = 4
+#: Containers nested deeper than this are not walked further.
+MAX_NESTING = 64
+#: At most this many views per input; the rest of a huge document is not offered.
+MAX_VIEWS = 200_000
+#: A string shorter than this, or one without a space or newline, cannot hold a message.
+MIN_TEXT_CHARS = 8
+#: Entities are undone at most this many times (an escaped page saved inside another page).
+MAX_UNESCAPES = 3
+
+# A JSON string literal; JSON strings cannot hold a raw newline, so a match stays on its line.
+_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.){0,1048576}"')
+# An exception class as a structured field holds it: a dotted identifier, nothing else.
+_CLASS_RE = re.compile(r"[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}")
+# A source file as a frame names it.
+_SOURCE_PATH_RE = re.compile(
+    r"(?:.{0,4096}[/\\])?[^/\\\n]{0,255}\.(?:py|pyx|pyi|ipynb|js|mjs|ts|rs|go|java|kt|rb|c|cc|cpp|cu|h|hpp)"
+    # a frame of code without a file ("<lambda>" is a function name, not one of these)
+    r"|<(?:string|stdin|console|frozen [\w.]{1,128}|ipython-input-[\w-]{1,64})>"
+)
+# A markup tag, comment, CDATA section, or a script/style element with its content.
+_MARKUP_RE = re.compile(
+    r"<!--.{0,65536}?-->"
+    r"|<!\[CDATA\[(?P<cdata>.{0,1048576}?)\]\]>"
+    r"|<(?P<raw>script|style)\b[^>]{0,4096}>.{0,1048576}?</(?P=raw)\s{0,8}>"
+    r"|<(?P<close>/?)(?P<name>[A-Za-z][\w:.-]{0,63})(?P<attrs>(?:[^<>\"']|\"[^\"]{0,65536}\"|'[^']{0,65536}'){0,4096})/?>"
+    r"|<[!?][^<>]{0,4096}>",
+    re.DOTALL | re.IGNORECASE,
+)
+_ATTR_RE = re.compile(
+    r"(?P<key>[\w:.-]{1,64})\s{0,8}=\s{0,8}(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)')"
+)
+# Tags that only colour or mark up text inside a line: dropped without a trace. Any other tag
+# between two pieces of text separates them (a space), so two paragraphs never become one word.
+_INLINE_TAGS = frozenset(
+    {
+        "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn", "em", "font",
+        "i", "ins", "kbd", "mark", "q", "s", "samp", "small", "span", "strong", "sub", "sup",
+        "time", "tt", "u", "var", "wbr",
+    }
+)  # fmt: skip
+_ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+
+
+@dataclass(frozen=True)
+class View:
+    """One plain text found in the input, with the original line number of each of its lines."""
+
+    text: str
+    lines: tuple[int, ...]  #: ``lines[i]`` is the input line of the view's line ``i + 1``
+    origin: str  #: where in the container the text was (a JSON path, ``@attr``, a stream)
+    #: True for a single value (a JSON string, an attribute): the whole text is a candidate
+    #: message even when the line parser finds no exception in it.
+    value: bool = True
+
+    def line(self, number: int) -> int:
+        """The input line of the view's 1-based line ``number``."""
+        if not self.lines:
+            return 1
+        return self.lines[min(max(number, 1), len(self.lines)) - 1]
+
+
+@dataclass(frozen=True)
+class StructuredException:
+    """An exception kept as fields: a class next to its message (Sentry, structlog, notebooks)."""
+
+    exc_class: str
+    message: str
+    line: int  #: the input line where the message begins
+    origin: str
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """What the containers of one input hold; ``plain`` is what is left to parse as text."""
+
+    plain: str | None  #: the input with decoded documents blanked (line numbers kept), or None
+    views: tuple[View, ...] = ()
+    structured: tuple[StructuredException, ...] = ()
+
+
+def looks_like_container(head: str | bytes) -> bool:
+    """Tell cheaply whether input starts like JSON or markup, or holds a JSON object per line."""
+    if isinstance(head, bytes):
+        first_byte = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
+        return first_byte in (b"{", b"[", b"<") or b'\n{"' in head
+    first = head[:4096].lstrip(" \t\r\n\ufeff")[:1]
+    return first in ("{", "[", "<") or '\n{"' in head
+
+
+def decode_containers(text: str) -> Decoded | None:
+    """Decode the containers of ``text``; None when it holds none (then parse it as it is)."""
+    if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
+        return None
+    start = len(text) - len(text.lstrip(" \t\r\n\ufeff"))
+    if text.startswith("<", start):
+        return _decode_markup(text)
+    return _decode_json(text)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+class _Obj(list[tuple[str, object]]):
+    """A JSON object as its (key, value) pairs, in order, duplicates kept."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Str:
+    """A JSON string value and the input line it is on."""
+
+    text: str
+    line: int
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_Obj)
+
+
+@dataclass
+class _Out:
+    views: list[View] = field(default_factory=list)
+    structured: list[StructuredException] = field(default_factory=list)
+
+    def full(self) -> bool:
+        return len(self.views) + len(self.structured) >= MAX_VIEWS
+
+
+def _documents(text: str) -> Iterator[tuple[int, int, int, object]]:
+    """Yield (start, end, first line, value) for every JSON document that starts a line.
+
+    A document must end its last line (trailing blanks aside); anything else on that line means
+    the line was text that happens to start with a brace.
+    """
+    pos = 0
+    line = 1
+    n = len(text)
+    while pos < n:
+        nl = text.find("\n", pos)
+        line_end = n if nl < 0 else nl
+        i = pos
+        while i < line_end and text[i] in " \t\r\ufeff":
+            i += 1
+        if i < line_end and text[i] in "{[":
+            doc = _try_document(text, i)
+            if doc is not None:
+                end, value = doc
+                yield i, end, line, value
+                line += text.count("\n", pos, end)
+                nxt = text.find("\n", end)
+                if nxt < 0:
+                    return
+                pos = nxt + 1
+                line += 1
+                continue
+        if nl < 0:
+            return
+        pos = nl + 1
+        line += 1
+
+
+def _try_document(text: str, i: int) -> tuple[int, object] | None:
+    # A quick shape check first: "[rank0]: ..." and "{prefix} ..." are text, and raising and
+    # catching a decode error for every such line of a large log would cost more than the rest.
+    j = i + 1
+    while j < len(text) and text[j] in " \t\r\n":
+        j += 1
+    if j >= len(text):
+        return None
+    if text[j] not in ('"', "}", "]", "{", "[") and not (
+        text[i] == "[" and (text[j].isdigit() or text[j] in "-tfn")
+    ):
+        return None
+    try:
+        value, end = _DECODER.raw_decode(text, i)
+    except (ValueError, RecursionError):
+        return None
+    rest_end = text.find("\n", end)
+    rest = text[end:] if rest_end < 0 else text[end:rest_end]
+    if rest.strip():
+        return None
+    return end, value
+
+
+def _decode_json(text: str) -> Decoded | None:
+    docs = list(_documents(text))
+    if not docs:
+        return None
+    out = _Out()
+    annotated: list[tuple[int, object]] = []
+    for start, end, line, value in docs:
+        annotated.append((line, _annotate(text, start, end, line, value)))
+    _walk_documents(annotated, out)
+    plain_parts: list[str] = []
+    pos = 0
+    for start, end, _line, _value in docs:
+        plain_parts.append(text[pos:start])
+        plain_parts.append("\n" * text.count("\n", start, end))
+        pos = end
+    plain_parts.append(text[pos:])
+    plain = "".join(plain_parts)
+    return Decoded(plain if plain.strip() else None, tuple(out.views), tuple(out.structured))
+
+
+def _annotate(text: str, start: int, end: int, line: int, value: object) -> object:
+    """Replace every string value with a ``_Str`` that knows its input line.
+
+    The string literals of a document, in text order, are its keys and string values in
+    document order (pairs keep duplicates), so one regex pass gives every string's position.
+    """
+    if text.count("\n", start, end) == 0:
+        return _with_line(value, lambda: line)
+    tokens = _STRING_RE.finditer(text, start, end)
+    state = [start, line]
+
+    def next_line() -> int:
+        m = next(tokens, None)
+        if m is None:
+            return state[1]
+        state[1] += text.count("\n", state[0], m.start())
+        state[0] = m.start()
+        return state[1]
+
+    return _with_line(value, next_line)
+
+
+def _with_line(value: object, next_line: Callable[[], int]) -> object:
+    # Nesting is capped, and a RecursionError (a hostile document) gives up on the document.
+    def convert(v: object, depth: int) -> object:
+        if isinstance(v, str):
+            return _Str(v, next_line())
+        if depth > MAX_NESTING:
+            return None
+        if isinstance(v, _Obj):
+            pairs = _Obj()
+            for key, item in v:
+                next_line()  # the key's own literal
+                pairs.append((key, convert(item, depth + 1)))
+            return pairs
+        if isinstance(v, list):
+            return [convert(item, depth + 1) for item in v]
+        return v
+
+    try:
+        return convert(value, 0)
+    except RecursionError:
+        return None
+
+
+def _walk_documents(docs: list[tuple[int, object]], out: _Out) -> None:
+    """Walk every document; runs of one-object-per-line output are reassembled per stream."""
+    i = 0
+    n = len(docs)
+    while i < n:
+        value = docs[i][1]
+        text_key = _output_key(value)
+        if text_key is not None:
+            keys = _keyset(value)
+            j = i + 1
+            while j < n and _keyset(docs[j][1]) == keys and _output_key(docs[j][1]) == text_key:
+                j += 1
+            if j - i >= 2:
+                _reassemble(docs[i:j], text_key, out)
+                i = j
+                continue
+        _walk(value, "$" if n == 1 else f"$[{i}]", 0, out)
+        i += 1
+
+
+def _keyset(value: object) -> frozenset[str] | None:
+    return frozenset(k for k, _v in value) if isinstance(value, _Obj) else None
+
+
+def _output_key(value: object) -> str | None:
+    """The one string field of an object that ends in a newline: a line of program output."""
+    if not isinstance(value, _Obj):
+        return None
+    found = [k for k, v in value if isinstance(v, _Str) and v.text.endswith("\n")]
+    return found[0] if len(found) == 1 else None
+
+
+def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None:
+    """Concatenate the output field of a run of objects per stream into one view each.
+
+    A stream is told apart by the object's other string fields that take few values over the
+    run (docker's ``stream``); fields that change on every object (timestamps) name no stream.
+    """
+    values: dict[str, set[str]] = {}
+    objects = [obj for _line, obj in run if isinstance(obj, _Obj)]
+    for obj in objects:
+        for k, v in obj:
+            if k != text_key and isinstance(v, _Str):
+                values.setdefault(k, set()).add(v.text)
+    limit = max(2, len(run) // 4)
+    stream_keys = sorted(k for k, seen in values.items() if len(seen) <= limit)
+    streams: dict[tuple[str, ...], tuple[list[str], list[int]]] = {}
+    for obj in objects:
+        fields = dict(obj)
+        ident = tuple(f.text if isinstance(f := fields.get(k), _Str) else "" for k in stream_keys)
+        piece = fields.get(text_key)
+        if not isinstance(piece, _Str):
+            continue
+        parts, lines = streams.setdefault(ident, ([], []))
+        # A piece continues the view's last line unless the previous piece ended it (docker
+        # splits lines over 16 KiB into pieces without a newline).
+        if not parts or parts[-1].endswith("\n"):
+            lines.append(piece.line)
+        lines.extend([piece.line] * piece.text[:-1].count("\n"))
+        parts.append(piece.text)
+    for ident, (parts, lines) in streams.items():
+        text = "".join(parts)
+        origin = "stream " + "/".join(ident) if ident else "stream"
+        out.views.append(View(text, tuple(lines), origin, value=False))
+
+
+def _walk(value: object, path: str, depth: int, out: _Out) -> None:
+    if out.full() or depth > MAX_NESTING:
+        return
+    if isinstance(value, _Str):
+        _string(value.text, value.line, path, 0, out)
+        return
+    if isinstance(value, _Obj):
+        if _is_frame(value):
+            return  # source context and locals are never occurrences
+        consumed: set[int] = set()
+        for idx in range(len(value) - 1):
+            (_k1, v1), (_k2, v2) = value[idx], value[idx + 1]
+            if (
+                idx not in consumed
+                and isinstance(v1, _Str)
+                and isinstance(v2, _Str)
+                and _is_class(v1.text)
+            ):
+                out.structured.append(
+                    StructuredException(v1.text, v2.text, v2.line, f"{path}.{_k2}")
+                )
+                consumed.update((idx, idx + 1))
+        for idx, (key, item) in enumerate(value):
+            if idx not in consumed:
+                _walk(item, f"{path}.{key}", depth + 1, out)
+        return
+    if isinstance(value, list):
+        if len(value) >= 2 and all(isinstance(v, _Str) for v in value):
+            _string_list([v for v in value if isinstance(v, _Str)], path, out)
+            return
+        for idx, item in enumerate(value):
+            _walk(item, f"{path}[{idx}]", depth + 1, out)
+
+
+def _is_class(text: str) -> bool:
+    from errkb.parse.traceback import is_exception_class
+
+    return len(text) <= 4096 and _CLASS_RE.fullmatch(text) is not None and is_exception_class(text)
+
+
+def _is_frame(obj: _Obj) -> bool:
+    """A stack frame: a source path next to a line number (Sentry, structlog, most tracers)."""
+    has_int = any(isinstance(v, int) and not isinstance(v, bool) for _k, v in obj)
+    if not has_int:
+        return False
+    return any(
+        isinstance(v, _Str) and _SOURCE_PATH_RE.fullmatch(v.text) is not None for _k, v in obj
+    )
+
+
+def _string(text: str, line: int, path: str, depth: int, out: _Out) -> None:
+    """Offer one string value: as a document when it holds one, else as a text."""
+    if len(text) < MIN_TEXT_CHARS or out.full():
+        return
+    stripped = text.strip()
+    if depth < MAX_STRING_DEPTH and stripped[:1] in ("{", "["):
+        try:
+            value = _DECODER.decode(stripped)
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, (_Obj, list)):
+            inner = _with_line(value, lambda: line)
+            _walk_nested(inner, path, depth + 1, out)
+            return
+    if " " not in text and "\n" not in text:
+        return
+    out.views.append(View(text, (line,) * (text.count("\n") + 1), path))
+
+
+def _walk_nested(value: object, path: str, depth: int, out: _Out) -> None:
+    # Strings inside a decoded string keep counting string depth, not just nesting.
+    if isinstance(value, _Str):
+        _string(value.text, value.line, path, depth, out)
+    elif isinstance(value, _Obj):
+        sub = _Out()
+        _walk(value, path, 0, sub)
+        out.structured.extend(sub.structured)
+        for view in sub.views:
+            if depth < MAX_STRING_DEPTH and view.text.strip()[:1] in ("{", "["):
+                _string(view.text, view.lines[0], view.origin, depth, out)
+            else:
+                out.views.append(view)
+    else:
+        _walk(value, path, 0, out)
+
+
+def _string_list(items: list[_Str], path: str, out: _Out) -> None:
+    """A list of strings is one text: lines (notebook ``source``) or records (``traceback``)."""
+    joiner = "" if all(s.text.endswith("\n") for s in items[:-1]) else "\n"
+    parts: list[str] = []
+    lines: list[int] = []
+    for s in items:
+        body = s.text[:-1] if joiner == "" and s.text.endswith("\n") else s.text
+        parts.append(body)
+        lines.extend([s.line] * (body.count("\n") + 1))
+    text = "\n".join(parts)
+    if len(text) >= MIN_TEXT_CHARS:
+        out.views.append(View(text, tuple(lines), path))
+
+
+# --- markup ----------------------------------------------------------------------------------
+
+
+def unescape_markup(text: str) -> str:
+    """Undo HTML/XML character references, also when the text was escaped twice."""
+    for _ in range(MAX_UNESCAPES):
+        if "&" not in text or _ENTITY_RE.search(text) is None:
+            break
+        text = html.unescape(text)
+    return text
+
+
+class _Lines:
+    """Builds a text and the input line of each of its lines."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.lines: list[int] = [1]
+        self.line = 1  # input line of the current position
+        self.at_line_start = True
+
+    def raw(self, piece: str, unescape: bool) -> None:
+        """Append input text: its newlines are the input's, entities may add more."""
+        for k, segment in enumerate(piece.split("\n")):
+            if k:
+                self.line += 1
+                self.newline()
+            self.add(unescape_markup(segment) if unescape else segment)
+
+    def add(self, text: str) -> None:
+        """Append decoded text: any newline in it stays on the current input line."""
+        if not text:
+            return
+        self.parts.append(text)
+        self.lines.extend([self.line] * text.count("\n"))
+        self.at_line_start = text.endswith("\n")
+
+    def newline(self) -> None:
+        self.parts.append("\n")
+        self.lines.append(self.line)
+        self.at_line_start = True
+
+
+def _decode_markup(text: str) -> Decoded | None:
+    head = text[:65536]
+    if "</" not in head and "/>" not in head:
+        return None  # "<frozen importlib._bootstrap>" starts text, not a document
+    acc = _Lines()
+    views: list[View] = []
+    pos = 0
+    for m in _MARKUP_RE.finditer(text):
+        start = m.start()
+        acc.raw(text[pos:start], unescape=True)
+        whole = m.group(0)
+        if m.group("cdata") is not None:
+            acc.raw("\n" * m.group(0).count("\n", 0, m.start("cdata") - start), unescape=False)
+            acc.raw(m.group("cdata"), unescape=False)
+            acc.raw("\n" * m.group(0).count("\n", m.end("cdata") - start), unescape=False)
+        else:
+            name = (m.group("name") or "").lower()
+            attrs = m.group("attrs")
+            if attrs and not m.group("close") and len(views) < MAX_VIEWS:
+                base = m.start("attrs") - start
+                for a in _ATTR_RE.finditer(attrs):
+                    raw = a.group("dq") if a.group("dq") is not None else a.group("sq")
+                    value = unescape_markup(raw or "")
+                    if len(value) >= MIN_TEXT_CHARS and (" " in value or "\n" in value):
+                        at = acc.line + whole.count("\n", 0, base + a.start())
+                        views.append(
+                            View(
+                                value,
+                                (at,) * (value.count("\n") + 1),
+                                f"<{name} @{a.group('key')}>",
+                            )
+                        )
+            newlines = whole.count("\n")
+            if newlines:
+                acc.raw("\n" * newlines, unescape=False)
+            elif (
+                name
+                and name not in _INLINE_TAGS
+                and not acc.at_line_start
+                and text[m.end() : m.end() + 1] not in ("", "\n", "<")
+            ):
+                acc.add(" ")
+        pos = m.end()
+    acc.raw(text[pos:], unescape=True)
+    view = View("".join(acc.parts), tuple(acc.lines), "markup", value=False)
+    return Decoded(None, (view, *views), ())

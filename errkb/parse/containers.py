@@ -53,6 +53,15 @@ MIN_TEXT_CHARS = 8
 #: Entities are undone at most this many times (an escaped page saved inside another page).
 MAX_UNESCAPES = 3
 
+# How a JSON document or a markup document begins.
+_JSON_START = (
+    r'\{\s{0,32}["}]'
+    r"|\[\s{0,32}(?:[\[{\"\]]|true|false|null|-?\d{1,32}(?:\.\d{1,32})?(?:[eE][+-]?\d{1,4})?\s{0,32}[,\]])"
+)
+_START_RE = re.compile(f"(?:{_JSON_START})|<[A-Za-z!?]")
+_START_BYTES_RE = re.compile(_START_RE.pattern.encode())
+# A line that may begin a JSON document.
+_DOC_LINE_RE = re.compile(f"^[ \\t\ufeff]{{0,64}}(?:{_JSON_START})", re.M)
 # A JSON string literal; JSON strings cannot hold a raw newline, so a match stays on its line.
 _STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.){0,1048576}"')
 # An exception class as a structured field holds it: a dotted identifier, nothing else.
@@ -125,12 +134,16 @@ class Decoded:
 
 
 def looks_like_container(head: str | bytes) -> bool:
-    """Tell cheaply whether input starts like JSON or markup, or holds a JSON object per line."""
+    """Tell cheaply whether input starts like JSON or markup, or holds a JSON object per line.
+
+    ``[2026-08-28 05:10:05] ...`` and ``<frozen ...>`` start plenty of plain logs, so the
+    character after the opener must fit too.
+    """
     if isinstance(head, bytes):
-        first_byte = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:1]
-        return first_byte in (b"{", b"[", b"<") or b'\n{"' in head
-    first = head[:4096].lstrip(" \t\r\n\ufeff")[:1]
-    return first in ("{", "[", "<") or '\n{"' in head
+        start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
+        return _START_BYTES_RE.match(start) is not None or b'\n{"' in head
+    first = head[:4096].lstrip(" \t\r\n\ufeff")[:64]
+    return _START_RE.match(first) is not None or '\n{"' in head
 
 
 def decode_containers(text: str) -> Decoded | None:
@@ -174,47 +187,32 @@ def _documents(text: str) -> Iterator[tuple[int, int, int, object]]:
     """Yield (start, end, first line, value) for every JSON document that starts a line.
 
     A document must end its last line (trailing blanks aside); anything else on that line means
-    the line was text that happens to start with a brace.
+    the line was text that happens to start with a brace. Candidate lines are found by one
+    regex pass, so plain text between documents costs nothing in Python.
     """
-    pos = 0
     line = 1
-    n = len(text)
-    while pos < n:
-        nl = text.find("\n", pos)
-        line_end = n if nl < 0 else nl
-        i = pos
-        while i < line_end and text[i] in " \t\r\ufeff":
-            i += 1
-        if i < line_end and text[i] in "{[":
-            doc = _try_document(text, i)
-            if doc is not None:
-                end, value = doc
-                yield i, end, line, value
-                line += text.count("\n", pos, end)
-                nxt = text.find("\n", end)
-                if nxt < 0:
-                    return
-                pos = nxt + 1
-                line += 1
-                continue
-        if nl < 0:
+    counted = 0  # offset up to which newlines are counted into ``line``
+    pos = 0
+    while True:
+        m = _DOC_LINE_RE.search(text, pos)
+        if m is None:
             return
-        pos = nl + 1
-        line += 1
+        i = m.start() + len(m.group(0)) - len(m.group(0).lstrip(" \t\ufeff"))
+        line += text.count("\n", counted, i)
+        counted = i
+        doc = _try_document(text, i)
+        if doc is None:
+            nl = text.find("\n", i)
+            if nl < 0:
+                return
+            pos = nl + 1
+            continue
+        end, value = doc
+        yield i, end, line, value
+        pos = end
 
 
 def _try_document(text: str, i: int) -> tuple[int, object] | None:
-    # A quick shape check first: "[rank0]: ..." and "{prefix} ..." are text, and raising and
-    # catching a decode error for every such line of a large log would cost more than the rest.
-    j = i + 1
-    while j < len(text) and text[j] in " \t\r\n":
-        j += 1
-    if j >= len(text):
-        return None
-    if text[j] not in ('"', "}", "]", "{", "[") and not (
-        text[i] == "[" and (text[j].isdigit() or text[j] in "-tfn")
-    ):
-        return None
     try:
         value, end = _DECODER.raw_decode(text, i)
     except (ValueError, RecursionError):

@@ -205,7 +205,7 @@ def test_empty_message() -> None:
 def test_via_is_a_str_enum() -> None:
     assert isinstance(SpanVia.JSON, str)
     assert f"{SpanVia.JSON}" == "json"
-    assert {v.value for v in SpanVia} == {"message", "wrapper", "repr", "json", "line"}
+    assert {v.value for v in SpanVia} == {"message", "wrapper", "repr", "json", "line", "entity"}
 
 
 @settings(max_examples=400, deadline=None)
@@ -235,3 +235,12 @@ def test_any_string_survives_repr_and_json_embedding(inner: str) -> None:
     event("exercised")
     assert inner in texts(f"Worker failed: ValueError({inner!r})")
     assert inner in texts(json.dumps({"message": inner}))
+
+
+def test_character_references_are_undone_in_one_more_candidate() -> None:
+    spans = message_spans("Quanto layer &#x27;a.b&#x27; has incompatible scale F32 (3,)")
+    entity = [s for s in spans if s.via is SpanVia.ENTITY]
+    assert [(s.text, s.offset) for s in entity] == [
+        ("Quanto layer 'a.b' has incompatible scale F32 (3,)", None)
+    ]
+    assert not [s for s in message_spans("a & b, no reference here") if s.via is SpanVia.ENTITY]

@@ -299,7 +299,8 @@ def _walk_documents(docs: list[tuple[int, object]], out: _Out) -> None:
         if text_key is not None:
             keys = _keyset(value)
             j = i + 1
-            while j < n and _keyset(docs[j][1]) == keys and _output_key(docs[j][1]) == text_key:
+            # A piece of a long line split without its newline still belongs to the run.
+            while j < n and _keyset(docs[j][1]) == keys and _is_str_field(docs[j][1], text_key):
                 j += 1
             if j - i >= 2:
                 _reassemble(docs[i:j], text_key, out)
@@ -311,6 +312,10 @@ def _walk_documents(docs: list[tuple[int, object]], out: _Out) -> None:
 
 def _keyset(value: object) -> frozenset[str] | None:
     return frozenset(k for k, _v in value) if isinstance(value, _Obj) else None
+
+
+def _is_str_field(value: object, key: str) -> bool:
+    return isinstance(value, _Obj) and any(k == key and isinstance(v, _Str) for k, v in value)
 
 
 def _output_key(value: object) -> str | None:
@@ -507,14 +512,21 @@ def _decode_markup(text: str) -> Decoded | None:
     pos = 0
     for m in _MARKUP_RE.finditer(text):
         start = m.start()
-        acc.raw(text[pos:start], unescape=True)
+        piece = text[pos:start]
+        name = (m.group("name") or "").lower()
+        if name and name not in _INLINE_TAGS:
+            # Spaces between a line's start and a block tag indent the markup, not the text:
+            # kept, they would make an exception line look like indented source.
+            cut = piece.rfind("\n") + 1
+            if (cut or acc.at_line_start) and not piece[cut:].strip(" \t"):
+                piece = piece[:cut]
+        acc.raw(piece, unescape=True)
         whole = m.group(0)
         if m.group("cdata") is not None:
             acc.raw("\n" * m.group(0).count("\n", 0, m.start("cdata") - start), unescape=False)
             acc.raw(m.group("cdata"), unescape=False)
             acc.raw("\n" * m.group(0).count("\n", m.end("cdata") - start), unescape=False)
         else:
-            name = (m.group("name") or "").lower()
             attrs = m.group("attrs")
             if attrs and not m.group("close") and len(views) < MAX_VIEWS:
                 base = m.start("attrs") - start

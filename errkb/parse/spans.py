@@ -10,7 +10,8 @@ message; this module lists them, innermost (most specific) first.
 
 Decoding never uses ``eval``: the Python and JSON string escapes are undone by hand. The work
 is bounded: only the head of a huge message is searched, and both the number of spans and
-their total size are capped.
+their total size are capped. HTML/XML character references left in a message (markup pasted
+as source text) are undone in one more candidate.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from errkb.parse.containers import unescape_markup
 
 __all__ = ["MAX_SPANS", "MessageSpan", "SpanVia", "decode_string_literal", "message_spans"]
 
@@ -45,6 +48,7 @@ class SpanVia(enum.StrEnum):
     REPR = "repr"  #: a Python string literal (an exception repr, a dict repr), unescaped
     JSON = "json"  #: a JSON string value, unescaped
     LINE = "line"  #: one line of a multi-line text
+    ENTITY = "entity"  #: the text with its HTML/XML character references undone
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,11 @@ def message_spans(message: str) -> list[MessageSpan]:
             stripped = _without_sentence_period(text)
             if stripped is not None:
                 add(stripped, base, depth, cand.via)
+        if "&" in text:
+            # An issue page or a diff pasted as markup source: ``&#x27;`` stands for a quote.
+            unescaped = unescape_markup(text)
+            if unescaped != text:
+                add(unescaped, None, depth, SpanVia.ENTITY)
         head = text[:SCAN_CHARS]
         quoted = _literals(head, base, depth, add)
         if "\n" in head:

@@ -119,11 +119,12 @@ _SOURCE_FENCES = frozenset(
         "yml", "ini", "cfg", "dockerfile",
     }
 )  # fmt: skip
-# An HTTP reply or serialized result that carries an error message as a string value:
-# ``{"success":false,"message":"Failed to update weights: ..."}`` or its Python dict repr.
-_PAYLOAD_RE = re.compile(
-    r"[\"'](?:message|error|detail|msg|error_message|errorMessage|reason)[\"'] {0,8}: {0,8}[\"']"
-)
+# An HTTP reply or serialized result inside a text line that carries a sentence as a string
+# value, whatever its key: ``{"success":false,"message":"Failed to update weights: ..."}``, its
+# Python dict repr, ``ERROR reply: {"detail": "..."}``. The value's literals are decoded later
+# (``errkb.parse.spans``); whole JSON documents and JSON Lines never get here, they are decoded
+# before the line parser (``errkb.parse.containers``).
+_PAYLOAD_RE = re.compile(r"[\"'][^\"'\n]{1,128}[\"'] {0,8}: {0,8}[\"'][^\"'\\\n]{0,256}? ")
 
 # A shell or REPL prompt after a traceback is the user typing again, not more message.
 _PROMPT_RE = re.compile(r"(?:\$|#|>>>|PS [^>\n]{1,256}>|In \[\d{1,9}\]:)(?: |$)")

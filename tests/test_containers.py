@@ -1,0 +1,366 @@
+"""Containers (errkb.parse.containers): views of JSON, JSON Lines and markup, with line maps.
+
+Unit tests per decoder (documents, JSON Lines, strings in strings, per-stream reassembly,
+structured exceptions, frames, string lists, markup and entities), then property tests: any
+seed message JSON-, HTML- or XML-escaped, once or twice, is found with exact captures, and the
+near-miss siblings never are.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import errkb
+from errkb.parse.containers import (
+    decode_containers,
+    looks_like_container,
+    unescape_markup,
+)
+from errkb.parse.regions import parse_input
+
+QUANTO = "Quanto layer 'enc.0.q' has incompatible scale F32 (4096,)"
+QUANTO_ID = "5c84e15f4be2c1a6"
+QUANTO_CAPTURES = {"prefix": "enc.0.q", "scale_slice.get_dtype()": "F32", "scale_shape": "(4096,)"}
+
+
+@pytest.fixture(scope="module")
+def kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(tmp_path_factory.mktemp("containers") / "kb.sqlite3") as opened:
+        yield opened
+
+
+# --- detection ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "container"),
+    [
+        ('{"a": "b"}', True),
+        ('  \n[{"a": 1}]', True),
+        ("[1, 2]", True),
+        ("<html><body>x</body></html>", True),
+        ('INFO start\n{"log": "x\\n"}\n', True),
+        ("[2026-08-28 05:10:05] INFO start", False),
+        ("[rank0]: Traceback (most recent call last):", False),
+        ("{prefix} is not a JSON document", False),
+        ("ValueError: boom\n", False),
+    ],
+)
+def test_containers_are_told_from_plain_text_by_their_start(text: str, container: bool) -> None:
+    assert looks_like_container(text) is container
+    assert looks_like_container(text.encode()) is container
+
+
+def test_plain_text_yields_no_views() -> None:
+    assert decode_containers("ValueError: boom\n") is None
+    assert decode_containers("<frozen importlib._bootstrap>\nValueError: boom\n") is None
+    # A line that starts like JSON but is not a document stays text.
+    assert decode_containers('{"a": 1} and then words\n') is None
+
+
+# --- JSON --------------------------------------------------------------------------------
+
+
+def test_every_string_value_is_a_view_whatever_its_key_with_its_line() -> None:
+    doc = {"zz_unusual": {"deeper": [{"why": f"ValueError: {QUANTO}"}]}, "n": 3, "ok": True}
+    text = json.dumps(doc, indent=2)
+    decoded = decode_containers(text)
+    assert decoded is not None and decoded.plain is None
+    (view,) = decoded.views
+    assert view.text == f"ValueError: {QUANTO}"
+    assert view.lines == (text.splitlines().index(f'        "why": {json.dumps(view.text)}') + 1,)
+    (event,) = parse_input(text)
+    assert (event.exc_class, event.message, event.lines) == ("ValueError", QUANTO, view.lines)
+
+
+def test_json_lines_between_text_lines_keep_the_text_and_its_line_numbers() -> None:
+    text = (
+        "starting\n"
+        + json.dumps({"detail": "Worker failed: " + QUANTO})
+        + "\nValueError: boom\n"
+        + json.dumps({"x": "y"})
+        + "\n"
+    )
+    decoded = decode_containers(text)
+    assert decoded is not None and decoded.plain is not None
+    assert decoded.plain.split("\n")[:4] == ["starting", "", "ValueError: boom", ""]
+    events = parse_input(text)
+    assert [(e.lines, e.message) for e in events] == [
+        ((2,), "Worker failed: " + QUANTO),
+        ((3,), "boom"),
+    ]
+
+
+def test_a_string_holding_json_is_decoded_in_turn() -> None:
+    inner = json.dumps({"error": {"message": f"ValueError: {QUANTO}"}})
+    text = "\n" + json.dumps({"body": json.dumps({"reply": inner})}) + "\n"
+    events = parse_input(text)
+    assert [(e.exc_class, e.message, e.lines) for e in events] == [("ValueError", QUANTO, (2,))]
+
+
+def test_duplicate_keys_keep_every_value_and_the_line_map() -> None:
+    text = '{\n "m": "first value here",\n "m": "ValueError: ' + QUANTO + '"\n}\n'
+    events = parse_input(text)
+    assert [(e.message, e.lines) for e in events] == [("first value here", (2,)), (QUANTO, (3,))]
+
+
+def test_output_split_one_object_per_line_is_reassembled_per_stream() -> None:
+    lines = [
+        ("stderr", "Traceback (most recent call last):\n"),
+        ("stdout", "progress 1/2\n"),
+        ("stderr", '  File "/x/quanto_int8_config.py", line 168, in inspect\n'),
+        ("stderr", "    raise ValueError(\n"),
+        ("stdout", "progress 2/2\n"),
+        ("stderr", "ValueError: " + QUANTO[:20]),  # a long line split without a newline
+        ("stderr", QUANTO[20:] + "\n"),
+    ]
+    text = "".join(
+        json.dumps({"log": log, "stream": stream, "time": f"2026-12-01T06:02:08.{i:06d}Z"}) + "\n"
+        for i, (stream, log) in enumerate(lines)
+    )
+    decoded = decode_containers(text)
+    assert decoded is not None
+    streams = {v.origin: v for v in decoded.views}
+    assert set(streams) == {"stream stderr", "stream stdout"}
+    assert streams["stream stderr"].text.splitlines()[-1] == "ValueError: " + QUANTO
+    assert streams["stream stderr"].lines == (1, 3, 4, 6)
+    (event,) = [e for e in parse_input(text) if e.exc_class]
+    assert (event.message, event.lines) == (QUANTO, (6,))
+    assert [f.input_line for f in event.frames] == [3]
+
+
+def test_structured_exceptions_are_found_by_shape_not_key_names() -> None:
+    doc = {
+        "events": [
+            {"whatever": "ValueError", "said": QUANTO, "frames": []},
+            {"kind": "mod.WrapperError", "text": f"Cannot load: {QUANTO}", "n": 1},
+            {"name": "not a class", "text": "x y z words"},
+        ]
+    }
+    text = json.dumps(doc, indent=1)
+    decoded = decode_containers(text)
+    assert decoded is not None
+    assert [(s.exc_class, s.message) for s in decoded.structured] == [
+        ("ValueError", QUANTO),
+        ("mod.WrapperError", f"Cannot load: {QUANTO}"),
+    ]
+    wanted = text.splitlines().index(f'   "said": {json.dumps(QUANTO)},') + 1
+    assert decoded.structured[0].line == wanted
+    # The class and message are consumed: no view repeats them.
+    assert [v.text for v in decoded.views] == ["not a class", "x y z words"]
+
+
+def test_frames_are_never_occurrences(kb: errkb.KnowledgeBase) -> None:
+    """Sentry's source context and locals hold the message's text; only the value counts."""
+    frame = {
+        "filename": "quanto_int8_config.py",
+        "abs_path": "/x/quanto_int8_config.py",
+        "lineno": 168,
+        "pre_context": ["    if bad:", f"        msg = {QUANTO!r}"],
+        "context_line": '        raise ValueError(f"Quanto layer {prefix!r} has ...")',
+        "post_context": [f"# ValueError: {QUANTO}"],
+        "vars": {"msg": repr(QUANTO)},
+    }
+    event = {
+        "exception": {
+            "values": [{"stacktrace": {"frames": [frame]}, "type": "ValueError", "value": QUANTO}]
+        }
+    }
+    text = json.dumps(event, indent=2)
+    report = kb.explain(text)
+    (match,) = report.exact
+    assert match.id == QUANTO_ID and match.capture_dict == QUANTO_CAPTURES
+    value_line = text.splitlines().index(f'        "value": {json.dumps(QUANTO)}') + 1
+    assert (match.occurrences, match.lines) == (1, (value_line,))
+
+
+def test_a_notebook_traceback_list_is_one_text_with_ansi_removed() -> None:
+    nb = {
+        "outputs": [
+            {
+                "ename": "ValueError",
+                "evalue": QUANTO,
+                "output_type": "error",
+                "traceback": [
+                    "\x1b[31m-----\x1b[39m",
+                    "\x1b[31mValueError\x1b[39m     Traceback (most recent call last)",
+                    "\x1b[36mCell In[2], line 2\x1b[39m\n\x1b[32m----> 2\x1b[39m load()",
+                    f"\x1b[31mValueError\x1b[39m: {QUANTO}",
+                ],
+            }
+        ]
+    }
+    text = json.dumps(nb, indent=1)
+    rows = text.splitlines()
+    events = [e for e in parse_input(text) if e.exc_class]
+    assert [(e.message, e.lines) for e in events] == [
+        (QUANTO, (rows.index(f'   "evalue": {json.dumps(QUANTO)},') + 1,)),
+        (QUANTO, (next(i for i, r in enumerate(rows, 1) if "\\u001b[39m: Quanto" in r),)),
+    ]
+
+
+def test_malformed_or_hostile_json_is_total() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    assert parse_input(deep) == []
+    assert parse_input('{"a": "unterminated\n') == []
+    assert decode_containers('{"a": "b"') is None
+
+
+# --- markup ------------------------------------------------------------------------------
+
+
+def test_entities_are_undone_also_when_escaped_twice() -> None:
+    once = html.escape(QUANTO, quote=True)
+    assert "&#x27;" in once
+    assert unescape_markup(once) == QUANTO
+    assert unescape_markup(html.escape(once)) == QUANTO
+    assert unescape_markup("a &amp;&amp; b &#39;x&#39; &#x41;") == "a && b 'x' A"
+
+
+def test_html_tags_are_dropped_and_lines_kept() -> None:
+    page = (
+        "<html><head><style>p { color: red }</style></head>\n<body>\n<pre><code>"
+        '<span class="ansi-red-fg">ValueError</span>: '
+        + html.escape(QUANTO)
+        + "\n</code></pre>\n<script>var s = 'ValueError: x y';</script></body></html>\n"
+    )
+    events = parse_input(page)
+    assert [(e.exc_class, e.message, e.lines) for e in events] == [("ValueError", QUANTO, (3,))]
+
+
+def test_xml_attributes_and_text_are_read_with_entities_undone() -> None:
+    escaped = html.escape(f"ValueError: {QUANTO}", quote=True)
+    xml = (
+        '<?xml version="1.0"?>\n<testsuite>\n  <testcase name="t">\n'
+        f'    <failure message="{escaped}">E   {escaped}\n'
+        "line two &#10;still line four</failure>\n  </testcase>\n</testsuite>\n"
+    )
+    decoded = decode_containers(xml)
+    assert decoded is not None
+    markup, attribute = decoded.views
+    assert attribute.text == f"ValueError: {QUANTO}" and attribute.lines == (4,)
+    assert markup.text.count("\n") == xml.count("\n") + 1
+    assert markup.line(6) == 5  # after the &#10;, the input's line 5 still
+    events = parse_input(xml)
+    assert {(e.message, e.lines) for e in events if e.exc_class} == {(QUANTO, (4,))}
+    assert len([e for e in events if e.exc_class]) == 2  # the attribute and the text
+
+
+# --- properties --------------------------------------------------------------------------
+
+POSITIVES: list[tuple[str, str, dict[str, str]]] = [
+    (QUANTO, QUANTO_ID, QUANTO_CAPTURES),
+    (
+        "Comfy INT8 layer 'double_blocks.7.img_attn.qkv' has incompatible weight/scale "
+        "shapes: (9216, 3072) and (1, 9216)",
+        "b9825390f5c3ae68",
+        {
+            "prefix": "double_blocks.7.img_attn.qkv",
+            "weight_shape": "(9216, 3072)",
+            "scale_shape": "(1, 9216)",
+        },
+    ),
+    (
+        "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, "
+        "got shape (35840, 1)",
+        "129d60f3f6e5f4e0",
+        {"tuple(loaded_weight.shape)": "(35840, 1)"},
+    ),
+]
+SIBLINGS = [
+    "Comfy W4A4 layer 'double_blocks.7.img_attn.qkv' has incompatible weight/scale shapes: "
+    "(9216, 1536) and (1, 9216)",
+    "Comfy NVFP4 layer 'single_blocks.4.linear2' has incompatible weight/scale shapes: "
+    "(3072, 7680) and (3072,)",
+    "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
+    "is None, got shape (3,)",
+    "Quanto auxiliary scale 'encoder.block.9.layer.1.DenseReluDense.wi_1.input_scale' must be "
+    "a float scalar",
+    "Comfy layer 'double_blocks.3.img_mlp.2' is missing checkpoint tensors: "
+    "['double_blocks.3.img_mlp.2.weight_scale']",
+]
+
+
+def _json(text: str, key: str, twice: bool, pretty: bool) -> str:
+    doc: object = {key: text, "level": "error"}
+    if twice:
+        doc = {"wrapper": json.dumps(doc)}
+    return json.dumps(doc, indent=2 if pretty else None)
+
+
+def _markup(text: str, twice: bool, xml: bool) -> str:
+    body = html.escape(text, quote=True)
+    if twice:
+        body = html.escape(body, quote=True)
+    if xml:
+        return f'<?xml version="1.0"?>\n<testcase>\n<failure message="{body}">{body}</failure>\n'
+    return f"<html><body>\n<pre><code>{body}\n</code></pre></body></html>\n"
+
+
+_KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12)
+_SHAPES = st.sampled_from(["json", "jsonl", "html", "xml"])
+
+
+def _wrap(message: str, shape: str, key: str, twice: bool, classed: bool) -> str:
+    # Page text is read like plain text, where a message is found on its exception line; a
+    # JSON value or an XML attribute is a candidate message on its own.
+    classed = classed or shape == "html"
+    text = f"ValueError: {message}" if classed else message
+    if shape in ("json", "jsonl"):
+        return _json(text, key, twice, pretty=shape == "json")
+    return _markup(text, twice, xml=shape == "xml")
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    case=st.sampled_from(POSITIVES),
+    shape=_SHAPES,
+    key=_KEYS,
+    twice=st.booleans(),
+    classed=st.booleans(),
+)
+def test_escaped_positives_match_with_exact_captures(
+    kb: errkb.KnowledgeBase,
+    case: tuple[str, str, dict[str, str]],
+    shape: str,
+    key: str,
+    twice: bool,
+    classed: bool,
+) -> None:
+    message, rid, captures = case
+    report = kb.explain(_wrap(message, shape, key, twice, classed))
+    assert [(m.id, m.capture_dict) for m in report.exact] == [(rid, captures)]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    message=st.sampled_from(SIBLINGS),
+    shape=_SHAPES,
+    key=_KEYS,
+    twice=st.booleans(),
+    classed=st.booleans(),
+)
+def test_escaped_near_miss_siblings_never_match(
+    kb: errkb.KnowledgeBase, message: str, shape: str, key: str, twice: bool, classed: bool
+) -> None:
+    report = kb.explain(_wrap(message, shape, key, twice, classed))
+    assert report.exact == ()
+
+
+def test_shapes_corpus_container_files_decode_without_plain_leftovers() -> None:
+    """The corpus's JSON files are read entirely as containers (nothing left as text)."""
+    shapes = Path(__file__).parent / "data" / "shapes"
+    for name in ("sentry_event_merged.json", "jupyter_nbclient_quanto.ipynb"):
+        decoded = decode_containers((shapes / name).read_text())
+        assert decoded is not None and decoded.plain is None, name

@@ -31,6 +31,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from errkb.parse.traceback import is_exception_class
+
 __all__ = [
     "Decoded",
     "StructuredException",
@@ -404,9 +406,12 @@ def _walk(value: object, path: str, depth: int, out: _Out) -> None:
 
 
 def _is_class(text: str) -> bool:
-    from errkb.parse.traceback import is_exception_class
-
-    return len(text) <= 4096 and _CLASS_RE.fullmatch(text) is not None and is_exception_class(text)
+    return (
+        len(text) <= 4096
+        and " " not in text
+        and _CLASS_RE.fullmatch(text) is not None
+        and is_exception_class(text)
+    )
 
 
 def _is_frame(obj: _Obj) -> bool:

@@ -54,10 +54,10 @@ if TYPE_CHECKING:
         Match,
         Report,
         Stats,
+        SyncReport,
         Unmatched,
+        UpdateCheck,
     )
-    from errkb.sync import SyncReport
-    from errkb.sync.update import UpdateCheck
     from errkb.validators.preflight import check
 
 _LAZY: dict[str, tuple[str, str]] = {
@@ -77,8 +77,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Stats": ("errkb.report", "Stats"),
     "open": ("errkb.kb", "open_kb"),
     "Record": ("errkb.records", "Record"),
-    "SyncReport": ("errkb.sync", "SyncReport"),
-    "UpdateCheck": ("errkb.sync.update", "UpdateCheck"),
+    "SyncReport": ("errkb.report", "SyncReport"),
+    "UpdateCheck": ("errkb.report", "UpdateCheck"),
 }
 
 

@@ -29,10 +29,8 @@ from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.match.scan import AnchorTable
-    from errkb.report import IngestReport
+    from errkb.report import IngestReport, SyncReport, UpdateCheck
     from errkb.search import SearchReport
-    from errkb.sync import SyncReport
-    from errkb.sync.update import UpdateCheck
 
 
 class KnowledgeBase:

@@ -15,9 +15,10 @@ import errkb.cli.sync
 from errkb.cli import main
 from errkb.errors import NotFoundError, SyncLockedError, UsageError
 from errkb.ingest import ingest_paths
+from errkb.report import SyncStatus
 from errkb.store import ChangeKind, VersionKind
 from errkb.store.sqlite import SqliteStore as Store
-from errkb.sync import SyncStatus, sync
+from errkb.sync import sync
 from errkb.sync.history import record_history, resolve_version, rollback, versions
 
 V1 = "2026-09-01T00:00:00.000Z"

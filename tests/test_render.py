@@ -28,9 +28,8 @@ from errkb.render import (
     render,
     sanitize_text,
 )
-from errkb.report import RecordHistory, RecordList, VersionList
+from errkb.report import RecordHistory, RecordList, UpdateCheck, VersionList
 from errkb.sync import history
-from errkb.sync.update import UpdateCheck
 from errkb.validators.preflight import check
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
 

@@ -23,8 +23,9 @@ import errkb.cli.sync  # registers the sync commands on errkb.cli.cli
 import errkb.sync
 from errkb.cli import cli, main
 from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
+from errkb.report import SyncStatus
 from errkb.store.sqlite import SqliteStore as Store
-from errkb.sync import Progress, Stage, SyncStatus, sync
+from errkb.sync import Progress, Stage, sync
 
 V0 = "2026-08-31T00:00:00.000Z"
 V1 = "2026-09-01T00:00:00.000Z"

@@ -33,8 +33,9 @@ import errkb
 import errkb.cli.sync  # registers the sync commands
 from errkb.cli import cli
 from errkb.errors import IntegrityError, NetworkError, SyncError
+from errkb.report import SyncStatus
 from errkb.store.sqlite import SqliteStore as Store
-from errkb.sync import SyncStatus, fetch, publish, sync
+from errkb.sync import fetch, publish, sync
 
 V1 = "2026-09-01T00:00:00.000Z"
 V2 = "2026-09-02T00:00:00.000Z"

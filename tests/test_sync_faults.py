@@ -27,8 +27,9 @@ from typing import Any
 import pytest
 from published import build_tree, hashes, make_record
 
+from errkb.report import SyncStatus
 from errkb.store.sqlite import SqliteStore as Store
-from errkb.sync import SyncStatus, sync
+from errkb.sync import sync
 
 pytestmark = pytest.mark.slow
 

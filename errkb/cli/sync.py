@@ -17,12 +17,11 @@ from typing import TYPE_CHECKING
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb, out
-from errkb.report import RecordHistory, VersionList
+from errkb.report import RecordHistory, SyncReport, VersionList
 from errkb.sync import (
     Progress,
     ProgressCallback,
     Stage,
-    SyncReport,
     history,
     publish,
     sync,

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from errkb import _json
 from errkb.render import OutputFormat, RenderOptions, renders
-from errkb.report import RecordHistory, VersionList
-from errkb.sync import SyncReport
-from errkb.sync.update import UpdateCheck
+from errkb.report import RecordHistory, SyncReport, UpdateCheck, VersionList
 
 
 def _lines(lines: list[str]) -> str:

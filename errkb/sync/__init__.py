@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
 from errkb.records.reader import Item, read_file
-from errkb.store import ApplyCounts, Diff, Incoming, Keep, Store, VersionInfo, VersionKind
+from errkb.report import SyncReport, SyncStatus, parse_version
+from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 
@@ -47,14 +48,6 @@ if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
 
 _STATE_KEY = "sync_state"
-
-
-class SyncStatus(enum.StrEnum):
-    """What a sync (or rollback) ended up doing."""
-
-    APPLIED = "applied"  #: a new version row was written
-    UP_TO_DATE = "up-to-date"  #: the source is the version we have: nothing to do
-    DRY_RUN = "dry-run"  #: the diff was computed; nothing was written
 
 
 class Stage(enum.StrEnum):
@@ -78,75 +71,6 @@ class Progress:
 
 
 ProgressCallback = Callable[[Progress], None]
-
-
-@dataclass(frozen=True)
-class SyncReport:
-    """What a sync or rollback did (or, for a dry run, would do)."""
-
-    status: SyncStatus
-    kind: VersionKind
-    source: str
-    dataset_version: str | None  #: the version the source holds (or the rollback restored)
-    previous_version: str | None  #: the knowledge base's dataset version before
-    counts: ApplyCounts = field(default_factory=ApplyCounts)
-    version_id: int | None = None  #: the dataset_versions row written
-    full: bool = False
-    partial: bool = False  #: some records were rejected (``skip_invalid``)
-    elapsed: float = 0.0
-    problems: tuple[Problem, ...] = ()
-    reject_report: str | None = None
-    diff: Diff | None = None  #: set for dry runs
-    repos_fetched: int = 0
-    repos_skipped: int = 0  #: unchanged since the last sync: not downloaded
-    hashes: tuple[tuple[str, str], ...] = ()
-    repos_cached: int = 0  #: verified by an earlier, interrupted sync: taken from the cache
-    bytes_downloaded: int = 0
-    #: manifest ``files`` entries errkb does not read: (name, path)
-    other_files: tuple[tuple[str, str | None], ...] = ()
-
-    @property
-    def changed(self) -> bool:
-        return self.status is SyncStatus.APPLIED
-
-    @property
-    def exit_code(self) -> int:
-        """Return 0 when applied or already current, 1 when ``skip_invalid`` rejected records."""
-        return 1 if self.counts.rejected else 0
-
-    def summary(self) -> str:
-        """Return the one line the CLI prints at the end."""
-        if self.status is SyncStatus.UP_TO_DATE:
-            return f"already at {self.dataset_version or 'that version'}: nothing to do"
-        c = self.counts
-        line = (
-            f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, "
-            f"retired {c.retired}, rejected {c.rejected} in {self.elapsed:.1f}s"
-        )
-        return f"dry run, nothing changed: {line}" if self.status is SyncStatus.DRY_RUN else line
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status.value,
-            "kind": self.kind.value,
-            "source": self.source,
-            "datasetVersion": self.dataset_version,
-            "previousVersion": self.previous_version,
-            **self.counts.to_dict(),
-            "versionId": self.version_id,
-            "full": self.full,
-            "partial": self.partial,
-            "elapsed": round(self.elapsed, 3),
-            "problems": [str(p) for p in self.problems],
-            "rejectReport": self.reject_report,
-            "diff": self.diff.to_dict() if self.diff is not None else None,
-            "reposFetched": self.repos_fetched,
-            "reposSkipped": self.repos_skipped,
-            "reposCached": self.repos_cached,
-            "bytesDownloaded": self.bytes_downloaded,
-            "hashes": dict(self.hashes),
-            "otherFiles": [{"name": n, "path": p} for n, p in self.other_files],
-        }
 
 
 class Spool(Collection[Incoming]):
@@ -713,7 +637,7 @@ def _up_to_date(source: str, version: str | None, previous: str | None = None) -
 def _refuse_downgrade(where: str, version: str, current: str | None, allow: bool) -> None:
     if allow or current is None:
         return
-    new, old = publish.parse_version(version), publish.parse_version(current)
+    new, old = parse_version(version), parse_version(current)
     if new is not None and old is not None and new < old:
         raise SyncError(
             f"{where}: datasetVersion {version} is older than the current {current}; "

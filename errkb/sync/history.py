@@ -15,45 +15,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from errkb import records as rec
 from errkb.errors import NotFoundError, UsageError
-from errkb.store import ChangeKind, RecordJSON, Store, VersionInfo, VersionKind
-from errkb.sync import SyncReport, SyncStatus, store_of
+from errkb.report import HistoryEntry, SyncReport, SyncStatus
+from errkb.store import Store, VersionInfo, VersionKind
+from errkb.sync import store_of
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """One change to a record: the version that made it, and the record right after it."""
-
-    version_id: int
-    dataset_version: str | None  #: of the version row that made the change
-    kind: VersionKind  #: how that version came to be (ingest, sync, rollback)
-    change: ChangeKind
-    at: str  #: when the version was applied
-    content: RecordJSON  #: the record right after the change
-    retired: bool  #: whether the record was retired right after the change
-
-    @property
-    def content_hash(self) -> str:
-        """The content's hash, by the function that computes the stored ``content_hash``."""
-        return rec.content_hash(self.content)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "versionId": self.version_id,
-            "datasetVersion": self.dataset_version,
-            "kind": self.kind.value,
-            "change": self.change.value,
-            "at": self.at,
-            "retired": self.retired,
-            "record": dict(self.content),
-        }
 
 
 def versions(target: Store | KnowledgeBase) -> list[VersionInfo]:

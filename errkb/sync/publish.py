@@ -13,7 +13,6 @@ neither exhaust memory nor disk, and any failure is one ``NetworkError`` naming 
 
 from __future__ import annotations
 
-import datetime as dt
 import gzip
 import hashlib
 import json
@@ -30,6 +29,7 @@ from typing import Any, Protocol
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
+from errkb.report import parse_version
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
 
 #: Default cap on any one downloaded (or decompressed) file.
@@ -413,15 +413,6 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
     return Manifest(
         version, 2, counts, files, hashlib.sha256(data).hexdigest(), tuple(sorted(others))
     )
-
-
-def parse_version(text: str) -> dt.datetime | None:
-    """Parse a datasetVersion (an ISO timestamp); None when it is not one."""
-    try:
-        value = dt.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -6,64 +6,17 @@ no-cache``), so a cron job or timer can ask cheaply and run the full sync only w
 
 from __future__ import annotations
 
-import enum
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb.errors import UsageError
+from errkb.report import UpdateCheck
 from errkb.sync import publish, transport
 
 if TYPE_CHECKING:
     from errkb.store import Store
-
-
-class UpdateStatus(enum.StrEnum):
-    """What the source holds compared with the knowledge base."""
-
-    CURRENT = "current"  #: the same version (or an older one): nothing to sync
-    AVAILABLE = "available"  #: a newer version: ``errkb sync`` would apply it
-
-
-@dataclass(frozen=True)
-class UpdateCheck:
-    """The knowledge base's dataset version and the one the source publishes."""
-
-    source: str
-    current: str | None  #: None: the knowledge base has no dataset version yet
-    available: str
-
-    @property
-    def status(self) -> UpdateStatus:
-        new = publish.parse_version(self.available)
-        old = publish.parse_version(self.current) if self.current is not None else None
-        if old is None or (new is not None and new > old):
-            return UpdateStatus.AVAILABLE
-        return UpdateStatus.CURRENT
-
-    @property
-    def update_available(self) -> bool:
-        return self.status is UpdateStatus.AVAILABLE
-
-    @property
-    def exit_code(self) -> int:
-        """0 when current, 1 when a newer version is available (2, an error, is raised)."""
-        return 1 if self.update_available else 0
-
-    def summary(self) -> str:
-        state = "newer version available" if self.update_available else "up to date"
-        return f"current {self.current or '(none)'}, available {self.available}: {state}"
-
-    def to_dict(self) -> dict[str, str | bool | None]:
-        return {
-            "source": self.source,
-            "current": self.current,
-            "available": self.available,
-            "status": self.status.value,
-            "updateAvailable": self.update_available,
-        }
 
 
 def check_for_update(

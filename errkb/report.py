@@ -330,6 +330,28 @@ class Stats:
         }
 
 
+#: Problems listed on standard error beside a report; the rest are counted ("... and N more")
+#: and are all in the reject report or the JSON output.
+MAX_SHOWN_PROBLEMS = 20
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """What a command writes on standard error beside its report: notes, problems, warnings.
+
+    Rendered through the registry like any report (text only), so record text quoted in a
+    problem is escaped like every human-facing output.
+    """
+
+    problems: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    limit: int | None = None  #: at most this many problems shown
+    before: tuple[str, ...] = ()  #: lines before the problems (``sync --verbose``)
+    after: tuple[str, ...] = ()  #: lines after them (where the rejects were written)
+
+    exit_code = 0
+
+
 @dataclass(frozen=True)
 class IngestReport:
     """What ``ingest`` did: counts, and every rejected record with its reason."""
@@ -352,6 +374,10 @@ class IngestReport:
             "problems": [str(p) for p in self.problems],
             "warnings": [str(p) for p in self.warnings],
         }
+
+    def diagnostics(self) -> Diagnostics:
+        """Standard error's lines: every rejected record, then every warning."""
+        return Diagnostics(tuple(map(str, self.problems)), tuple(map(str, self.warnings)))
 
 
 @dataclass(frozen=True)
@@ -563,6 +589,31 @@ class SyncReport:
             f"retired {c.retired}, rejected {c.rejected} in {self.elapsed:.1f}s"
         )
         return f"dry run, nothing changed: {line}" if self.status is SyncStatus.DRY_RUN else line
+
+    def diagnostics(self, *, verbose: bool = False) -> Diagnostics:
+        """Standard error's lines: the first problems and where the rejects went.
+
+        With ``verbose``, also the source, what was fetched and the manifest entries not used.
+        """
+        before: list[str] = []
+        if verbose:
+            before.append(f"source: {self.source}")
+            before.append(
+                f"repositories: {self.repos_fetched} downloaded "
+                f"({self.bytes_downloaded} bytes), {self.repos_cached} from the cache, "
+                f"{self.repos_skipped} unchanged"
+            )
+            before += [
+                f"manifest also lists {name}: {path or '(no path)'} (not used)"
+                for name, path in self.other_files
+            ]
+        after = (f"rejected records written to {self.reject_report}",) if self.reject_report else ()
+        return Diagnostics(
+            tuple(map(str, self.problems)),
+            limit=MAX_SHOWN_PROBLEMS,
+            before=tuple(before),
+            after=after,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -28,7 +28,7 @@ from errkb.render import (
     render,
     sanitize_text,
 )
-from errkb.report import RecordHistory, RecordList, UpdateCheck, VersionList
+from errkb.report import Diagnostics, RecordHistory, RecordList, UpdateCheck, VersionList
 from errkb.sync import history
 from errkb.validators.preflight import check
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
@@ -72,6 +72,16 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
                 RecordHistory(QUANTO_ID, tuple(history.record_history(kb, QUANTO_ID)))
             ],
             "SearchReport": [kb.search("quanto scale"), kb.search("zzzqqq")],
+            # Standard error's lines beside a report: more problems than shown, and untrusted text.
+            "Diagnostics": [
+                Diagnostics(
+                    tuple(f"r{i}.json: bad \x1b]52;c;x\x07" for i in range(25)),
+                    ("w.json: odd",),
+                    limit=20,
+                    before=("source: here",),
+                    after=("rejected records written to r.jsonl",),
+                ),
+            ],
         }
         records = {rid: kb.store.raw_record(rid) for rid in (QUANTO_ID, LINEAR_ID)}
     out["_records"] = [records]
@@ -161,3 +171,17 @@ def test_nan_becomes_null_in_json(samples: dict[str, list[Any]], tmp_path: Path)
     data = json.loads(render(nan, OutputFormat.JSON), parse_constant=_refuse)
     assert data["extraScore"] is None and data["extraMax"] is None
     assert data["id"] == base.record["id"]
+
+
+def test_diagnostics_list_the_first_problems_escaped_then_count_the_rest() -> None:
+    bad = tuple(f"r{i}.json: bad \x1b]52;c;x\x07" for i in range(22))
+    text = render(Diagnostics(bad, ("w.json: odd",), limit=20, before=("source: s",)), "text")
+    lines = text.splitlines()
+    assert lines[0] == "source: s"
+    assert lines[1] == "rejected: r0.json: bad \\x1b]52;c;x\\x07"
+    assert lines[20:] == [
+        "rejected: r19.json: bad \\x1b]52;c;x\\x07",
+        "... and 2 more",
+        "warning: w.json: odd",
+    ]
+    assert "\x1b" not in text

@@ -30,6 +30,7 @@ from errkb.render import OutputFormat, RecordLookup, RenderOptions, formats, ren
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
+    from errkb.report import Diagnostics
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -185,8 +186,14 @@ def finish(
     *,
     records: RecordLookup | None = None,
     show: bool = True,
+    diagnostics: Diagnostics | None = None,
 ) -> NoReturn:
-    """Render ``report`` in ``fmt`` on standard output and exit with its exit code."""
+    """Render ``report`` in ``fmt`` and exit with its exit code.
+
+    ``diagnostics`` (problems, notes) go to standard error first; the report to standard output.
+    """
+    if diagnostics is not None:
+        out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:
         out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), records=records)))
     ctx.exit(report.exit_code)

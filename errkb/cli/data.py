@@ -24,11 +24,8 @@ def ingest(ctx: click.Context, paths: Sequence[str]) -> None:
 
     Exit 0 when every record was applied, 1 when some were rejected (listed on stderr).
     """
-    from errkb.render.tables import problems
-
     report = open_kb(ctx).ingest(paths)
-    out(problems(report.problems) + problems(report.warnings, label="warning"), err=True)
-    finish(ctx, report, "text")
+    finish(ctx, report, "text", diagnostics=report.diagnostics())
 
 
 @cli.command()

@@ -16,23 +16,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from errkb.cli import cli, finish, format_option, open_kb, out
+from errkb.cli import cli, finish, format_option, open_kb
 from errkb.report import RecordHistory, SyncReport, VersionList
 from errkb.sync import (
     Progress,
     ProgressCallback,
     Stage,
     history,
-    publish,
     sync,
     transport,
 )
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
-
-#: Problems listed on standard error; the reject report has them all.
-_MAX_SHOWN = 20
 
 
 @cli.command("sync")
@@ -136,8 +132,6 @@ def sync_command(
     if check_only:
         found = kb.check_for_update(source, deadline=timeout_s)
         finish(ctx, found, fmt, show=fmt != "text" or not quiet)
-    if verbose:
-        out(f"source: {publish.resolve_source(source)}\n", err=True)
     with _progress(enabled=not quiet and sys.stderr.isatty()) as progress:
         report = sync(
             kb,
@@ -154,24 +148,8 @@ def sync_command(
             cache_dir=cache_dir,
             cache_max_bytes=cache_max_mib * 1024 * 1024,
         )
-    if verbose:
-        out(
-            f"repositories: {report.repos_fetched} downloaded "
-            f"({report.bytes_downloaded} bytes), {report.repos_cached} from the cache, "
-            f"{report.repos_skipped} unchanged\n",
-            err=True,
-        )
-        from errkb.render import sanitize_text
-
-        for name, path in report.other_files:  # the manifest's text: untrusted, escaped
-            line = f"manifest also lists {name}: {path or '(no path)'} (not used)"
-            out(sanitize_text(line) + "\n", err=True)
-    from errkb.render.tables import problems
-
-    out(problems(report.problems, limit=_MAX_SHOWN), err=True)
-    if report.reject_report:
-        out(f"rejected records written to {report.reject_report}\n", err=True)
-    finish(ctx, report, fmt, show=fmt != "text" or not quiet)
+    shown = fmt != "text" or not quiet
+    finish(ctx, report, fmt, show=shown, diagnostics=report.diagnostics(verbose=verbose))
 
 
 @cli.command("versions")

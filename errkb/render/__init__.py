@@ -68,6 +68,7 @@ _MODULES = {
     "RecordList": "errkb.render.tables",
     "Stats": "errkb.render.tables",
     "IngestReport": "errkb.render.tables",
+    "Diagnostics": "errkb.render.tables",
     "LintReport": "errkb.render.tables",
     "SyncReport": "errkb.render.sync",
     "UpdateCheck": "errkb.render.sync",

@@ -1,4 +1,4 @@
-"""Renderers of the smaller reports: list, stats, ingest and lint.
+"""Renderers of the smaller reports: list, stats, ingest, lint, and standard error's diagnostics.
 
 Each is registered in :mod:`errkb.render`'s registry for text and, where the command offers it,
 JSON. Like every renderer they are pure: a report in, the text of standard output out.
@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from errkb import _json
-from errkb.render import OutputFormat, RenderOptions, renders, sanitize_text
+from errkb.render import OutputFormat, RenderOptions, renders
 from errkb.report import (
+    Diagnostics,
     IngestReport,
     LintReport,
     RecordList,
@@ -95,13 +96,24 @@ def lint_json(report: LintReport, options: RenderOptions) -> str:
     return _dump(report.to_dict(), ensure_ascii=False)
 
 
-def problems(items: Sequence[object], *, label: str = "rejected", limit: int | None = None) -> str:
-    """Standard error's ``rejected: ...`` lines for a report's problems (at most ``limit``).
+def _problems(items: Sequence[str], *, label: str, limit: int | None = None) -> list[str]:
+    shown = [f"{label}: {p}" for p in (items if limit is None else items[:limit])]
+    if limit is not None and len(items) > limit:
+        shown.append(f"... and {len(items) - limit} more")
+    return shown
 
-    Problems quote record text, so they are sanitised like every human-facing output.
+
+@renders(Diagnostics, OutputFormat.TEXT)
+def diagnostics_text(report: Diagnostics, options: RenderOptions) -> str:
+    """Standard error's lines beside a report: ``rejected: ...`` and ``warning: ...`` lines.
+
+    Problems quote record text; :func:`errkb.render.render` has escaped it (a human format).
     """
-    texts = [sanitize_text(str(p)) for p in items]
-    out = [f"{label}: {p}" for p in (texts if limit is None else texts[:limit])]
-    if limit is not None and len(texts) > limit:
-        out.append(f"... and {len(texts) - limit} more")
-    return _lines(out)
+    return _lines(
+        [
+            *report.before,
+            *_problems(report.problems, label="rejected", limit=report.limit),
+            *_problems(report.warnings, label="warning"),
+            *report.after,
+        ]
+    )

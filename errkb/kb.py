@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -56,6 +56,16 @@ class KnowledgeBase:
 
         events = parse_input(bytes(text) if isinstance(text, bytearray) else text)
         return self._report(events, anchors=len(text) >= SCAN_ABOVE)
+
+    def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
+        """Explain each named input, read by ``read`` one at a time as it is explained.
+
+        One input gives its report as it is; several give one merged report in which each match
+        names its file and keeps that file's own line numbers.
+        """
+        if len(names) == 1:
+            return self.explain(read(names[0]))
+        return Report.merge([(name, self.explain(read(name))) for name in names])
 
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""

@@ -24,13 +24,7 @@ def explain(ctx: click.Context, files: Sequence[str], fmt: str) -> None:
 
     Exit 0 when at least one known error was explained, 1 when none was found, 2 on error.
     """
-    kb = open_kb(ctx)
-    names = files or ("-",)
-    if len(names) == 1:
-        report = kb.explain(read_input(names[0]))
-    else:  # each file keeps its own line numbers
-        report = Report.merge([(name, kb.explain(read_input(name))) for name in names])
-    finish(ctx, report, fmt)
+    finish(ctx, open_kb(ctx).explain_files(files or ("-",), read_input), fmt)
 
 
 @cli.command()

@@ -44,17 +44,9 @@ def mcp_command(ctx: click.Context, http: str | None, allow_paths: Sequence[str]
     """
     address = _host_port(http) if http else None
     require_extra("mcp")
-    from errkb.serve.mcp_tools import build_server
+    from errkb.serve.mcp_tools import run_server
 
-    server = build_server(Service.create(open_kb(ctx), allow_paths))
-    if address is None:
-        server.run("stdio")
-        return
-    import uvicorn
-
-    host, port = address
-    app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    run_server(Service.create(open_kb(ctx), allow_paths), address)
 
 
 @cli.command("serve")

@@ -179,8 +179,7 @@ def rollback_command(ctx: click.Context, version: str, fmt: str) -> None:
 
     Recorded as a new version of kind "rollback"; nothing is deleted, so it can be undone.
     """
-    kb = open_kb(ctx)
-    finish(ctx, history.rollback(kb, history.resolve_version(kb, version)), fmt)
+    finish(ctx, history.rollback_to(open_kb(ctx), version), fmt)
 
 
 @contextlib.contextmanager

@@ -157,6 +157,19 @@ def build_server(service: Service) -> MCPServer[Any]:
     return server
 
 
+def run_server(service: Service, address: tuple[str, int] | None) -> None:
+    """Serve the tools until interrupted: over stdio, or streamable HTTP at ``address``."""
+    server = build_server(service)
+    if address is None:
+        server.run("stdio")
+        return
+    import uvicorn
+
+    host, port = address
+    app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
 def _call(operation: Any) -> dict[str, Any]:
     """Run one operation; an errkb error becomes a tool error the assistant can read."""
     try:

@@ -86,6 +86,11 @@ def _record_id(store: Store, key: str) -> str:
     return ids[0]
 
 
+def rollback_to(target: Store | KnowledgeBase, key: str | int) -> SyncReport:
+    """Roll back to the version ``key`` names: a version row id or a datasetVersion."""
+    return rollback(target, resolve_version(target, key))
+
+
 def rollback(target: Store | KnowledgeBase, version_id: int) -> SyncReport:
     """Make the knowledge base what it was right after version ``version_id`` was applied.
 

@@ -7,19 +7,16 @@ from pathlib import Path
 
 import pytest
 from checkpoints import T, quanto_layer, quanto_metadata, write
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from errkb.cli import cli
+from tests.cli import run as run_cli
 from tests.conftest import EXAMPLES, LINEAR_ID, QUANTO_ID
 
 CHECKPOINTS = EXAMPLES / "checkpoints"
 
 
 def run(tmp_path: Path, *args: str) -> Result:
-    result = CliRunner().invoke(cli, ["--db", str(tmp_path / "kb.sqlite3"), "check", *args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
+    return run_cli(tmp_path / "kb.sqlite3", "check", *args)
 
 
 def test_findings_exit_1_with_each_record_s_fix(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from tests.cli import run as invoke
 from tests.conftest import DATASET, EXAMPLES, QUANTO_ID, load_seed_envelopes, make_record
 
 QUANTO_LOG = EXAMPLES / "quanto-incompatible-scale.log"
@@ -215,14 +216,6 @@ def _hostile_record() -> dict[str, Any]:
     rec["extraScore"] = float("nan")  # an unknown field: kept verbatim by ingest
     rec["extraLimit"] = float("inf")
     return rec
-
-
-def invoke(db: Path, *args: str) -> Any:
-    """In-process through click (faster than a subprocess); a crash must not pass as exit 2."""
-    result = CliRunner().invoke(cli, ["--db", str(db), *args])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise result.exception
-    return result
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -374,45 +373,3 @@ def test_build_template_escapes(parts: list[Part], template: str) -> None:
 
 
 # --- the CLI --------------------------------------------------------------------------------
-
-
-def invoke(args: list[str]) -> Any:
-    from errkb.cli import cli  # errkb.cli registers errkb.cli.maint's commands
-
-    return CliRunner().invoke(cli, args)
-
-
-def test_cli_extract_to_stdout() -> None:
-    result = invoke(["extract", str(DATA / "sample"), "--repo", "acme/widgets"])
-    assert result.exception is None, result.output
-    assert result.exit_code == 0
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(FORMS) + 1
-    assert all(check_record(json.loads(line), source="-").ok for line in lines)
-    assert "extracted 12 record(s)" in result.stderr
-
-
-def test_cli_extract_to_file_with_envelopes(tmp_path: Path) -> None:
-    out = tmp_path / "drafts.jsonl"
-    args = ["extract", str(DATA / "sglang"), "--repo", "sgl-project/sglang", "--sha", SGLANG_SHA]
-    result = invoke([*args, "--envelope", "--output", str(out)])
-    assert result.exception is None and result.exit_code == 0
-    assert result.stdout == ""
-    ids = {json.loads(line)["record"]["id"] for line in out.read_text("utf-8").splitlines()}
-    assert ids == {
-        seed(i)["id"] for i in ("a7ac2d40740eeeb5", "a920e8c742a5f565", "ab71de788ff7b754")
-    }
-
-
-def test_cli_extract_reports_skipped_files(tmp_path: Path) -> None:
-    (tmp_path / "bad.py").write_bytes(b"def (:\n")
-    result = invoke(["extract", str(tmp_path), "--repo", "acme/widgets"])
-    assert result.exception is None and result.exit_code == 0
-    assert "skipped" in result.stderr and "bad.py" in result.stderr
-
-
-def test_cli_extract_bad_repo_is_an_error() -> None:
-    result = invoke(["extract", str(DATA / "sample"), "--repo", "nope"])
-    assert result.exit_code == 2
-    assert "errkb: error: repo must look like owner/name, got 'nope'" in result.stderr
-    assert result.stdout == ""

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
 from errkb.errors import InputError
 from errkb.maint.extract import extract, github_url
@@ -415,32 +414,3 @@ def test_render_json() -> None:
 
 
 # --- the CLI --------------------------------------------------------------------------------
-
-
-def invoke(args: list[str]) -> Any:
-    from errkb.cli import cli  # errkb.cli registers errkb.cli.maint's commands
-
-    return CliRunner().invoke(cli, args)
-
-
-def test_cli_lint_findings_exit_1() -> None:
-    result = invoke(["lint", str(SEEDS)])
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    assert result.exit_code == 1
-    lines = result.stdout.splitlines()
-    assert len(lines) == 4 and all(" lazy-capture: " in line for line in lines[:3])
-    assert lines[-1] == "3 record(s): 0 error(s), 3 warning(s)"
-
-
-def test_cli_lint_clean_exit_0_json() -> None:
-    result = invoke(["lint", str(SEEDS), "--ignore", "lazy-capture", "--format", "json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout) == {"records": 3, "errors": 0, "warnings": 0, "findings": []}
-
-
-def test_cli_lint_missing_path_exit_2() -> None:
-    from errkb.cli import main
-
-    with pytest.raises(SystemExit) as exc:
-        main(["lint", "/nonexistent/records.jsonl"])
-    assert exc.value.code == 2

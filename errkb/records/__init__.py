@@ -25,9 +25,9 @@ from typing import Any
 from errkb._resources import schema_path
 from errkb.errors import Problem
 from errkb.records import upstream
-from errkb.store.fields import FIELDS, KNOWN_FIELDS
+from errkb.records.fields import FIELDS, KNOWN_FIELDS
 
-# The fields the contract knows come from the one field table, errkb.store.fields.
+# The fields the contract knows come from the one field table, errkb.records.fields.
 _KNOWN = frozenset(KNOWN_FIELDS)
 MAX_SOURCE_LINES = 40
 #: errorMessage and messagePattern are at most this long (the longest real one is under 700).

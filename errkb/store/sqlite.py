@@ -38,6 +38,7 @@ from errkb.errors import (
     StoreLockedError,
     StoreReadOnlyError,
 )
+from errkb.records.fields import CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.store import (
     NO_KEEP,
     SCHEMA_HEAD,
@@ -59,7 +60,6 @@ from errkb.store import (
     gc_paused,
     now_iso,
 )
-from errkb.store.fields import CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
@@ -226,11 +226,17 @@ class _FetchOptions:
     deadline: transport.Deadline = field(default_factory=lambda: transport.Deadline(None))
 
 
+@runtime_checkable
+class _HoldsStore(Protocol):
+    """A knowledge base, by its shape: ``errkb.kb`` imports this package, so not by its class."""
+
+    @property
+    def store(self) -> Store: ...
+
+
 def store_of(target: Store | KnowledgeBase) -> Store:
     """The store of a knowledge base (or the store itself)."""
-    from errkb.kb import KnowledgeBase
-
-    return target.store if isinstance(target, KnowledgeBase) else target
+    return target.store if isinstance(target, _HoldsStore) else target
 
 
 @contextlib.contextmanager

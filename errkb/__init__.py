@@ -8,6 +8,8 @@ Typical use::
     report = kb.explain(log_text)          # every known error in a log or traceback
     for match in report.exact:
         print(match.id, match.capture_dict, match.record["solutions"])
+    found = kb.search("quanto incompatible scale")   # a SearchReport
+    update = kb.check_for_update()                    # an UpdateCheck; kb.sync() a SyncReport
 
 ``Report.to_dict()`` is exactly what ``errkb explain --format json`` prints.
 
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
         Unmatched,
         UpdateCheck,
     )
+    from errkb.search import SearchReport, SearchResult
     from errkb.validators.preflight import check
 
 _LAZY: dict[str, tuple[str, str]] = {
@@ -77,6 +80,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Stats": ("errkb.report", "Stats"),
     "open": ("errkb.kb", "open_kb"),
     "Record": ("errkb.records", "Record"),
+    "SearchReport": ("errkb.search", "SearchReport"),
+    "SearchResult": ("errkb.search", "SearchResult"),
     "SyncReport": ("errkb.report", "SyncReport"),
     "UpdateCheck": ("errkb.report", "UpdateCheck"),
 }
@@ -114,6 +119,8 @@ __all__ = [
     "RecordError",
     "Report",
     "SchemaVersionError",
+    "SearchReport",
+    "SearchResult",
     "Stats",
     "StoreError",
     "SyncError",

@@ -116,3 +116,56 @@ def test_readme_example_output(
 )
 def test_the_elision_rule(expected: list[str], actual: list[str], ok: bool) -> None:
     assert matches(expected, actual) is ok
+
+
+def library_example(text: str) -> str:
+    """The ```python block under "## Using the library"."""
+    section = text.split("\n## Using the library\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_library_example_runs(tmp_path: Path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from published import build_tree, seed_records
+
+    import errkb
+    from tests.conftest import EXAMPLES, LINEAR_ID, QUANTO_ID
+
+    code = library_example(README.read_text("utf-8"))
+    # Every errkb name the example uses is the public API's, and typed in __all__.
+    used = set(re.findall(r"\berrkb\.(\w+)", code))
+    assert used and used <= set(errkb.__all__), used - set(errkb.__all__)
+    shutil.copy(EXAMPLES / "quanto-incompatible-scale.log", tmp_path / "trace.txt")
+    shutil.copy(
+        EXAMPLES / "checkpoints" / "quanto-text-encoder.safetensors",
+        tmp_path / "model.safetensors",
+    )
+    site = build_tree(tmp_path / "site", seed_records(), "2099-01-01T00:00:00.000Z")
+    (tmp_path / "example.py").write_text(code, "utf-8")
+    env = {
+        **os.environ,
+        "ERRKB_DB": str(tmp_path / "kb.sqlite3"),
+        "ERRKB_SOURCE": str(site),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [sys.executable, "example.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{QUANTO_ID} {{") and "'prefix':" in lines[0]
+    assert f"'id': '{LINEAR_ID}'" in lines[1] and "'confidence': 'exact'" in lines[1]
+    assert lines[2].startswith(f"{QUANTO_ID} 0.9 Quanto layer")  # the best search result
+    # The source publishes a newer datasetVersion (2099) of the same records: synced, unchanged.
+    assert lines[-2].startswith("added 0, updated 0, unchanged 3, retired 0, rejected 0 in ")
+    assert lines[-1] == "1"  # the checkpoint has the quanto finding

@@ -21,10 +21,11 @@ import dataclasses
 import enum
 import importlib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from errkb import _json
 from errkb.errors import UsageError
 
 R = TypeVar("R")
@@ -127,6 +128,16 @@ def render(report: object, fmt: OutputFormat | str, options: RenderOptions | Non
         if options.records is not None:
             options = dataclasses.replace(options, records=_sanitized(options.records))
     return renderer(report, options)
+
+
+def json_text(value: object, *, ensure_ascii: bool = True) -> str:
+    """``value`` as the indented, strict JSON (no NaN) every JSON renderer prints."""
+    return _json.dumps(value, indent=2, ensure_ascii=ensure_ascii) + "\n"
+
+
+def text_lines(lines: Iterable[str]) -> str:
+    """Each line followed by a newline (nothing for no lines)."""
+    return "".join(line + "\n" for line in lines)
 
 
 # Our own pattern (not dataset text), so stdlib re is right here. C0 controls but tab and

@@ -15,8 +15,8 @@ from pathlib import PurePath
 from typing import Any
 from urllib.parse import quote
 
-from errkb import __version__, _json
-from errkb.render import OutputFormat, RecordLookup, RenderOptions, renders
+from errkb import __version__
+from errkb.render import OutputFormat, RecordLookup, RenderOptions, json_text, renders
 from errkb.report import CheckReport, Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -72,7 +72,7 @@ def render_text(report: CheckReport, record_lookup: RecordLookup) -> str:
 
 def render_json(report: CheckReport) -> str:
     """Render ``report.to_dict()`` as indented JSON."""
-    return _json.dumps(report.to_dict(), indent=2) + "\n"
+    return json_text(report.to_dict())
 
 
 def _uri(path: str) -> str:
@@ -168,7 +168,7 @@ def sarif_document(report: CheckReport, record_lookup: RecordLookup) -> dict[str
 
 def render_sarif(report: CheckReport, record_lookup: RecordLookup) -> str:
     """Render the report as a SARIF 2.1.0 log (ruleId = record id, or the sibling rule id)."""
-    return _json.dumps(sarif_document(report, record_lookup), indent=2) + "\n"
+    return json_text(sarif_document(report, record_lookup))
 
 
 def escape_data(text: str) -> str:

@@ -12,8 +12,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from errkb import _json
-from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.render import OutputFormat, RenderOptions, json_text, renders
 from errkb.report import Confidence, Diagnosis, Match, RecordView, Report
 
 Style = Callable[..., str]
@@ -26,7 +25,7 @@ def _plain(text: str, **_kw: Any) -> str:
 @renders(Report, OutputFormat.JSON)
 def report_json(report: Report, options: RenderOptions) -> str:
     """``Report.to_dict()``, indented: the ``schemas/explanation.schema.json`` object."""
-    return _json.dumps(report.to_dict(), indent=2) + "\n"
+    return json_text(report.to_dict())
 
 
 @renders(Report, OutputFormat.TEXT)
@@ -139,7 +138,7 @@ def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
 @renders(RecordView, OutputFormat.JSON)
 def record_json(view: RecordView, options: RenderOptions) -> str:
     """The record's JSON object, exactly."""
-    return _json.dumps(view.to_dict(), indent=2) + "\n"
+    return json_text(view.to_dict())
 
 
 @renders(RecordView, OutputFormat.MARKDOWN)

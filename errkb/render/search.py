@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from errkb import _json
-from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.render import OutputFormat, RenderOptions, json_text, renders
 from errkb.search import SearchReport
 
 
 @renders(SearchReport, OutputFormat.JSON)
 def search_json(report: SearchReport, options: RenderOptions) -> str:
     """``SearchReport.to_dict()``, indented: the ``schemas/search.schema.json`` object."""
-    return _json.dumps(report.to_dict(), indent=2) + "\n"
+    return json_text(report.to_dict())
 
 
 @renders(SearchReport, OutputFormat.TEXT)

@@ -5,17 +5,8 @@ Registered in :mod:`errkb.render`'s registry for text and JSON; pure like every 
 
 from __future__ import annotations
 
-from errkb import _json
-from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
 from errkb.report import RecordHistory, SyncReport, UpdateCheck, VersionList
-
-
-def _lines(lines: list[str]) -> str:
-    return "".join(line + "\n" for line in lines)
-
-
-def _dump(value: object, *, ensure_ascii: bool = True) -> str:
-    return _json.dumps(value, indent=2, ensure_ascii=ensure_ascii) + "\n"
 
 
 @renders(SyncReport, OutputFormat.TEXT)
@@ -29,7 +20,7 @@ def sync_text(report: SyncReport, options: RenderOptions) -> str:
 @renders(SyncReport, OutputFormat.JSON)
 def sync_json(report: SyncReport, options: RenderOptions) -> str:
     """``SyncReport.to_dict()``."""
-    return _dump(report.to_dict())
+    return json_text(report.to_dict())
 
 
 @renders(UpdateCheck, OutputFormat.TEXT)
@@ -41,7 +32,7 @@ def update_check_text(report: UpdateCheck, options: RenderOptions) -> str:
 @renders(UpdateCheck, OutputFormat.JSON)
 def update_check_json(report: UpdateCheck, options: RenderOptions) -> str:
     """``UpdateCheck.to_dict()``."""
-    return _dump(report.to_dict())
+    return json_text(report.to_dict())
 
 
 @renders(VersionList, OutputFormat.TEXT)
@@ -60,13 +51,13 @@ def versions_text(report: VersionList, options: RenderOptions) -> str:
             f"{c.updated:>7} {c.unchanged:>9} {c.retired:>7} {c.rejected:>8}  "
             f"{v.finished_at}{notes}"
         )
-    return _lines(lines)
+    return text_lines(lines)
 
 
 @renders(VersionList, OutputFormat.JSON)
 def versions_json(report: VersionList, options: RenderOptions) -> str:
     """A JSON list of ``VersionInfo.to_dict()``."""
-    return _dump(report.to_json())
+    return json_text(report.to_json())
 
 
 @renders(RecordHistory, OutputFormat.TEXT)
@@ -80,10 +71,10 @@ def history_text(report: RecordHistory, options: RenderOptions) -> str:
             f"version {e.version_id:>4}  {e.kind.value:<8}  {e.dataset_version or '-':<24}  "
             f"{e.change.value:<8}  {state:<7}  content {digest}"
         )
-    return _lines(lines)
+    return text_lines(lines)
 
 
 @renders(RecordHistory, OutputFormat.JSON)
 def history_json(report: RecordHistory, options: RenderOptions) -> str:
     """A JSON list of ``HistoryEntry.to_dict()`` (each with the record's content)."""
-    return _dump(report.to_json(), ensure_ascii=False)
+    return json_text(report.to_json(), ensure_ascii=False)

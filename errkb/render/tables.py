@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from errkb import _json
-from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
 from errkb.report import (
     Diagnostics,
     IngestReport,
@@ -20,32 +19,26 @@ from errkb.report import (
 )
 
 
-def _lines(lines: list[str]) -> str:
-    return "".join(line + "\n" for line in lines)
-
-
-def _dump(value: object, *, ensure_ascii: bool = True) -> str:
-    return _json.dumps(value, indent=2, ensure_ascii=ensure_ascii) + "\n"
-
-
 # ------------------------------------------------------------------------------------- list
 @renders(RecordList, OutputFormat.TEXT)
 def list_text(report: RecordList, options: RenderOptions) -> str:
     """One ``id  repo  class  slug`` line per record."""
-    return _lines([f"{r.id}  {r.repo}  {r.error_class or '-'}  {r.slug}" for r in report.records])
+    return text_lines(
+        [f"{r.id}  {r.repo}  {r.error_class or '-'}  {r.slug}" for r in report.records]
+    )
 
 
 @renders(RecordList, OutputFormat.JSON)
 def list_json(report: RecordList, options: RenderOptions) -> str:
     """``{"records": [{"id", "repo", "errorClass", "slug"}, ...]}``."""
-    return _dump(report.to_dict(), ensure_ascii=False)
+    return json_text(report.to_dict(), ensure_ascii=False)
 
 
 # ------------------------------------------------------------------------------------ stats
 @renders(Stats, OutputFormat.TEXT)
 def stats_text(s: Stats, options: RenderOptions) -> str:
     """Counts, one per line, then the ten largest error classes."""
-    return _lines(
+    return text_lines(
         [
             f"database:        {s.path}",
             f"dataset version: {s.dataset_version or '-'}",
@@ -59,7 +52,7 @@ def stats_text(s: Stats, options: RenderOptions) -> str:
 @renders(Stats, OutputFormat.JSON)
 def stats_json(s: Stats, options: RenderOptions) -> str:
     """``Stats.to_dict()``."""
-    return _dump(s.to_dict())
+    return json_text(s.to_dict())
 
 
 # ----------------------------------------------------------------------------------- ingest
@@ -73,7 +66,7 @@ def ingest_text(report: IngestReport, options: RenderOptions) -> str:
 @renders(IngestReport, OutputFormat.JSON)
 def ingest_json(report: IngestReport, options: RenderOptions) -> str:
     """``IngestReport.to_dict()``."""
-    return _dump(report.to_dict(), ensure_ascii=False)
+    return json_text(report.to_dict(), ensure_ascii=False)
 
 
 # ------------------------------------------------------------------------------------- lint
@@ -87,13 +80,13 @@ def lint_text(report: LintReport, options: RenderOptions) -> str:
         if report.findings
         else f"{report.records} record(s): clean"
     )
-    return _lines(lines)
+    return text_lines(lines)
 
 
 @renders(LintReport, OutputFormat.JSON)
 def lint_json(report: LintReport, options: RenderOptions) -> str:
     """``LintReport.to_dict()``."""
-    return _dump(report.to_dict(), ensure_ascii=False)
+    return json_text(report.to_dict(), ensure_ascii=False)
 
 
 def _problems(items: Sequence[str], *, label: str, limit: int | None = None) -> list[str]:
@@ -109,7 +102,7 @@ def diagnostics_text(report: Diagnostics, options: RenderOptions) -> str:
 
     Problems quote record text; :func:`errkb.render.render` has escaped it (a human format).
     """
-    return _lines(
+    return text_lines(
         [
             *report.before,
             *_problems(report.problems, label="rejected", limit=report.limit),

@@ -29,7 +29,6 @@ from typing import Any, Protocol
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
-from errkb.report import parse_version
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
 
 #: Default cap on any one downloaded (or decompressed) file.

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import errkb
-from errkb.records import upstream
+from errkb.match import upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "data" / "dataset"

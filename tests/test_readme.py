@@ -13,6 +13,7 @@ every other line must be equal, and no output may follow the last expected line.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shlex
 from dataclasses import dataclass
@@ -144,7 +145,9 @@ def test_the_library_example_runs(tmp_path: Path) -> None:
         EXAMPLES / "checkpoints" / "quanto-text-encoder.safetensors",
         tmp_path / "model.safetensors",
     )
-    site = build_tree(tmp_path / "site", seed_records(), "2099-01-01T00:00:00.000Z")
+    # A datasetVersion newer than the bundled one, yet not in the future (which sync refuses).
+    newer = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat(timespec="milliseconds")
+    site = build_tree(tmp_path / "site", seed_records(), newer.replace("+00:00", "Z"))
     (tmp_path / "example.py").write_text(code, "utf-8")
     env = {
         **os.environ,
@@ -166,6 +169,6 @@ def test_the_library_example_runs(tmp_path: Path) -> None:
     assert lines[0].startswith(f"{QUANTO_ID} {{") and "'prefix':" in lines[0]
     assert f"'id': '{LINEAR_ID}'" in lines[1] and "'confidence': 'exact'" in lines[1]
     assert lines[2].startswith(f"{QUANTO_ID} 0.9 Quanto layer")  # the best search result
-    # The source publishes a newer datasetVersion (2099) of the same records: synced, unchanged.
+    # The source publishes a newer datasetVersion of the same records: synced, unchanged.
     assert lines[-2].startswith("added 0, updated 0, unchanged 3, retired 0, rejected 0 in ")
     assert lines[-1] == "1"  # the checkpoint has the quanto finding

@@ -38,8 +38,8 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from errkb.errors import InputError, UsageError
+from errkb.match import upstream
 from errkb.match.template import Placeholder, parse_template
-from errkb.records import upstream
 
 __all__ = [
     "DEFAULT_SHA",

@@ -32,6 +32,7 @@ from typing import Any, TypeGuard
 from urllib.parse import unquote as url_unquote
 
 from errkb import records as rec
+from errkb.match import upstream
 from errkb.match.matcher import Matcher
 from errkb.match.patterns import (
     MIN_ANCHOR_CHARS,
@@ -43,7 +44,6 @@ from errkb.match.patterns import (
     unquote,
 )
 from errkb.match.template import Template, parse_template
-from errkb.records import upstream
 from errkb.records.reader import Item, read_sources
 from errkb.report import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 

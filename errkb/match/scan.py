@@ -147,9 +147,12 @@ def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTab
 def write_table(path: Path, state: str, dataset_version: str | None, body: str) -> bool:
     """Store the table atomically; False (and nothing written) when the directory refuses."""
     from errkb.atomic import atomic_write_text
+    from errkb.errors import OutputError
 
     raw = body.encode("utf-8")
-    with contextlib.suppress(OSError):
+    # A directory that refuses the file (read-only, or the path taken by something that is not
+    # a regular file) costs only the rebuild next time: the table stays in memory.
+    with contextlib.suppress(OSError, OutputError):
         with atomic_write_text(path) as fh:
             fh.write(_header(state, dataset_version, raw))
             fh.write(body)

@@ -24,7 +24,7 @@ from typing import Any
 
 from errkb._resources import schema_path
 from errkb.errors import Problem
-from errkb.records import upstream
+from errkb.match import upstream
 from errkb.records.fields import FIELDS, KNOWN_FIELDS
 
 # The fields the contract knows come from the one field table, errkb.records.fields.

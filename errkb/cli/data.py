@@ -17,7 +17,8 @@ from errkb.errors import InputError
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+# Not exists=True: the library says why a path cannot be read (missing, a symlink loop, a FIFO).
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.pass_context
 def ingest(ctx: click.Context, paths: Sequence[str]) -> None:
     """Validate records in PATHS and upsert the valid ones in one transaction.

@@ -19,7 +19,8 @@ from errkb.report import LintReport, LintRule
 
 
 @cli.command("lint")
-@click.argument("sources", nargs=-1, required=True, type=click.Path(exists=True))
+# Not exists=True: the library says why a path cannot be read (missing, a symlink loop, a FIFO).
+@click.argument("sources", nargs=-1, required=True, type=click.Path())
 @format_option(LintReport)
 @click.option(
     "--ignore",

@@ -8,11 +8,18 @@ naming the file and the limit, leave the database unchanged, and stay inside the
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
 
+from errkb.kb import open_kb
+from errkb.errors import IntegrityError, SyncError
+from errkb.sync import publish, sync
 from tests.hostile import run_errkb
+from tests.published import build_tree, make_records, serve
 
 
 # ---------------------------------------------------------------------------- symlink loops
@@ -34,3 +41,166 @@ def test_a_missing_path_is_still_an_error_naming_it(tmp_path: Path, command: str
     assert out.returncode == 2, out
     assert not out.crashed, out.stderr
     assert "missing.json: no such file or directory" in out.stderr
+
+
+# ---------------------------------------------------------------------------- hostile trees
+OLD, NEW = "2026-09-01T00:00:00.000Z", "2026-09-02T00:00:00.000Z"
+MiB = 1 << 20
+
+
+def _db_with_a_version(tmp_path: Path) -> Path:
+    """A database synced to OLD: what every refused sync must leave exactly as it was."""
+    db = tmp_path / "kb.sqlite3"
+    good = build_tree(tmp_path / "good", make_records(6, repos=2), OLD)
+    report = sync(open_kb(db, bundled=False), good)
+    assert report.dataset_version == OLD
+    return db
+
+
+def _hostile_tree(tmp_path: Path) -> Path:
+    # Other records: every repository has changed, so every repository file is fetched.
+    return build_tree(tmp_path / "hostile", make_records(6, repos=2, start=100), NEW)
+
+
+def _replace_index(root: Path, gz: bytes, *, counts: bool = False) -> None:
+    """Swap in another gzip index; the manifest's sha256 follows, its raw hashes are dropped."""
+    data = root / "data"
+    (data / "index.json.gz").write_bytes(gz)
+    manifest = json.loads((data / "manifest.json").read_text())
+    manifest["files"]["index"] = {
+        "path": "/data/index.json.gz",
+        "bytes": len(gz),
+        "sha256": hashlib.sha256(gz).hexdigest(),
+        "encoding": "gzip",
+    }
+    if not counts:
+        del manifest["counts"]
+    (data / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _members(*parts: tuple[bytes, int]) -> bytes:
+    """Concatenated gzip members, each ``(text, times)``: a huge stream built from small ones."""
+    out = bytearray()
+    for text, times in parts:
+        member = gzip.compress(text, compresslevel=9, mtime=0)
+        out += member * times
+    return bytes(out)
+
+
+def _sync_refused(db: Path, source: Path | str, timeout: float = 120) -> str:
+    out = run_errkb(["--db", str(db), "sync", str(source)], timeout=timeout)
+    assert out.returncode == 2, out
+    assert not out.crashed, out.stderr
+    latest = open_kb(db, bundled=False).store.latest_version()
+    assert latest is not None and latest.dataset_version == OLD  # nothing changed
+    return out.stderr
+
+
+def test_an_index_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    _replace_index(root, _members((b"\0" * (64 * MiB), 32)))  # 2 GiB from about 2 MB
+    assert (root / "data" / "index.json.gz").stat().st_size < 4 * MiB
+    err = _sync_refused(db, root)
+    assert "index.json.gz: decompresses to over the 536870912-byte cap" in err
+
+
+def test_an_index_past_its_raw_bytes_is_refused_at_once(tmp_path: Path) -> None:
+    root = _hostile_tree(tmp_path)
+    index = root / "data" / "index.json.gz"
+    entry = publish.FileEntry(
+        "index",
+        "/data/index.json.gz",
+        hashlib.sha256(index.read_bytes()).hexdigest(),
+        encoding="gzip",
+        raw_bytes=10,
+    )
+    with pytest.raises(IntegrityError, match="more than the manifest's rawBytes 10"):
+        publish.verify_file(publish.Fetched("i", index), entry, max_bytes=1 << 30)
+
+
+def test_a_four_million_row_index_is_refused_in_bounded_memory(tmp_path: Path) -> None:
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    row = b'{"id":"0123456789abcdef","repo":"org/repo-0"},'
+    gz = _members(
+        (b'{"schemaVersion":2,"errors":[', 1),
+        (row * 500_000, 8),  # 4M rows
+        (b'{"id":"x","repo":"org/repo-0"}]}', 1),
+    )
+    assert len(gz) < 12 * MiB
+    _replace_index(root, gz)
+    err = _sync_refused(db, root)
+    assert "index.json.gz: lists more than 2000000 rows (the index row limit)" in err
+
+
+def test_a_manifest_counting_too_many_errors_is_refused_before_the_index(tmp_path: Path) -> None:
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    manifest = json.loads((root / "data" / "manifest.json").read_text())
+    manifest["counts"]["errors"] = 4_000_000
+    (root / "data" / "manifest.json").write_text(json.dumps(manifest))
+    (root / "data" / "index.json.gz").unlink()  # never fetched
+    err = _sync_refused(db, root)
+    assert "counts 4000000 errors, more than 2000000 (the index row limit)" in err
+
+
+def test_too_many_repositories_are_refused(tmp_path: Path) -> None:
+    entries = [{"repo": f"o/r{n}"} for n in range(5)]
+    with pytest.raises(SyncError, match="r: lists more than 3 repositories"):
+        publish.parse_repos(json.dumps(entries).encode(), "r", max_repos=3)
+    rows = [{"id": str(n), "repo": f"o/r{n}"} for n in range(5)]
+    with pytest.raises(SyncError, match="i: names more than 3 repositories"):
+        publish.parse_index(json.dumps(rows).encode(), "i", NEW, max_repos=3)
+
+
+def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:
+    rows = [{"id": f"id{n}", "repo": "o/x", "msg": "é" * 3000} for n in range(1000)]
+    doc = {"errors": rows, "schemaVersion": 2, "datasetVersion": NEW, "extra": {"a": [1]}}
+    text = json.dumps(doc, ensure_ascii=False, indent=1).encode()
+    content = tmp_path / "i.json.gz"
+    content.write_bytes(gzip.compress(text))
+    # Rows of 6 KB straddle the 1 MiB window many times, multi-byte characters included.
+    got = publish.parse_index(publish.Content("i", content, gzip=True), "i", NEW)
+    assert got == {"o/x": [f"id{n}" for n in range(1000)]}
+    for bad, message in [
+        (b'{"errors": [{"id": "a", "repo": "o/x"}', "expected ',' or ']'"),
+        (b'{"errors": [{"id": "a", "repo": "o/x"}]} []', "extra data"),
+        (b'{"errors": [{"id": "a", "repo": "o/x"}] "x": 1}', "expected ',' or '}'"),
+        (b"", "the file is empty"),
+        (b'{"errors": [], "datasetVersion": "2020-01-01T00:00:00Z"}', "index is for datasetVersion 2020"),
+    ]:
+        with pytest.raises((IntegrityError, SyncError), match=message):
+            publish.parse_index(bad, "i", NEW)
+    with pytest.raises(SyncError, match="no 'errors' array"):
+        publish.parse_index(b'{"errors": 3}', "i", NEW)
+
+
+def test_a_400_megabyte_repository_file_is_refused_before_reading(tmp_path: Path) -> None:
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    repo_file = root / "data" / "repos" / "org" / "repo-0.json"
+    with repo_file.open("r+b") as fh:
+        fh.truncate(400 * MiB)  # sparse: costs no disk
+    err = _sync_refused(db, root)
+    assert "repo-0.json: 419430400 bytes is over the 67108864-byte cap" in err
+
+
+def test_a_repository_file_over_the_cap_over_http_is_refused(tmp_path: Path) -> None:
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    repo_file = root / "data" / "repos" / "org" / "repo-0.json"
+    with repo_file.open("r+b") as fh:
+        fh.truncate(80 * MiB)
+    with serve(root) as server:
+        err = _sync_refused(db, server.base)
+    assert "repo-0.json" in err and "67108864" in err
+
+
+def test_a_gzip_repository_file_inflating_past_the_cap_is_refused(tmp_path: Path) -> None:
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    repo_file = root / "data" / "repos" / "org" / "repo-0.json"
+    repo_file.write_bytes(_members((b" " * (64 * MiB), 16)))  # 1 GiB of blanks
+    err = _sync_refused(db, root)
+    assert "repo-0.json" in err and "more than 67108864 bytes" in err

@@ -146,8 +146,8 @@ def _entry(path: Path, **changes: object) -> publish.FileEntry:
 
 def test_verify_file_returns_the_decompressed_content(tree: Path) -> None:
     path = tree / "data" / "index.json.gz"
-    raw = publish.verify_file(publish.Fetched("i", path), _entry(path), max_bytes=1 << 30)
-    assert raw == gzip.decompress(path.read_bytes())
+    content = publish.verify_file(publish.Fetched("i", path), _entry(path), max_bytes=1 << 30)
+    assert content.read_bytes() == gzip.decompress(path.read_bytes())
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_verify_file_returns_the_decompressed_content(tree: Path) -> None:
         ({"bytes": 1}, "bytes, but the manifest says 1"),
         ({"sha256": "0" * 64}, "does not match the manifest's 0000"),
         ({"raw_sha256": "0" * 64}, "decompressed sha256 .* does not match"),
-        ({"raw_bytes": 5}, "decompressed, but the manifest says 5"),
+        ({"raw_bytes": 5}, "decompresses to more than the manifest's rawBytes 5"),
     ],
 )
 def test_verify_file_refuses_mismatches(tree: Path, changes: dict, message: str) -> None:

@@ -140,6 +140,7 @@ def sync(
     reject_report: str | os.PathLike[str] | None = None,
     progress: ProgressCallback | None = None,
     max_bytes: int = publish.DEFAULT_MAX_BYTES,
+    limits: publish.Limits = publish.DEFAULT_LIMITS,
     timeout: float = publish.DEFAULT_TIMEOUT,
     deadline: float | None = transport.DEFAULT_DEADLINE,
     workers: int = fetching.DEFAULT_WORKERS,
@@ -160,6 +161,9 @@ def sync(
     verified, in a download cache (``cache_dir``, default under the user cache directory,
     at most ``cache_max_bytes``) that a rerun after an interrupted sync reuses and a successful
     apply empties. ``timeout`` bounds each read, ``deadline`` (seconds) the whole sync.
+    ``max_bytes`` caps any one file (downloaded or decompressed); ``limits`` caps what a
+    published tree may hold (index rows, repositories, bytes per repository file), so a sync's
+    memory stays bounded whatever the source serves.
     """
     store = store_of(target)
     store.ensure_schema()
@@ -192,6 +196,7 @@ def sync(
                     max_bytes=max_bytes,
                     notify=notify,
                     fetch_options=_FetchOptions(cache, workers, limit),
+                    limits=limits,
                 )
         finally:
             if client is not None:
@@ -284,6 +289,7 @@ def _plan_published(
     max_bytes: int,
     notify: ProgressCallback,
     fetch_options: _FetchOptions | None = None,
+    limits: publish.Limits = publish.DEFAULT_LIMITS,
 ) -> _Plan | SyncReport:
     options = fetch_options or _FetchOptions()
     latest = store.latest_version()
@@ -321,10 +327,21 @@ def _plan_published(
 
     # 2. The hashed metadata files.
     notify(Progress(Stage.INDEX, 0, 2))
+    errors_count = manifest.counts.get("errors")
+    if isinstance(errors_count, int) and errors_count > limits.index_rows:
+        raise SyncError(
+            f"{where}: counts {errors_count} errors, more than {limits.index_rows} "
+            "(the index row limit); nothing changed"
+        )
     index_entry = manifest.entry("index", where)
     index_file, index_raw = _fetch_verified(tree, index_entry, tmp / "index.json.gz", max_bytes)
-    by_repo = publish.parse_index(index_raw, index_file.where, version)
-    errors_count = manifest.counts.get("errors")
+    by_repo = publish.parse_index(
+        index_raw,
+        index_file.where,
+        version,
+        max_rows=limits.index_rows,
+        max_repos=limits.repos,
+    )
     indexed = sum(len(ids) for ids in by_repo.values())
     if isinstance(errors_count, int) and errors_count != indexed:
         raise IntegrityError(
@@ -334,7 +351,7 @@ def _plan_published(
     notify(Progress(Stage.INDEX, 1, 2))
     repos_entry = manifest.entry("repos", where)
     repos_file, repos_raw = _fetch_verified(tree, repos_entry, tmp / "repos.json", max_bytes)
-    repos = publish.parse_repos(repos_raw, repos_file.where)
+    repos = publish.parse_repos(repos_raw, repos_file.where, max_repos=limits.repos)
     notify(Progress(Stage.INDEX, 2, 2))
     hashes = [("manifest", manifest.sha256), ("index", index_entry.sha256)]
     if index_entry.raw_sha256:
@@ -391,12 +408,15 @@ def _plan_published(
         cache.retain({job.key for job in jobs})
     downloaded = fetching.Counter()
     notify(Progress(Stage.REPOS, 0, len(jobs)))
+    # Repository files carry no hash and are parsed whole: a cap of their own, well below
+    # the cap on any download, bounds the memory one of them can take.
+    repo_max = min(max_bytes, limits.repo_file_bytes)
     files = fetching.fetch_all(
         tree,
         jobs,
         cache,
         scratch=tmp,
-        max_bytes=max_bytes,
+        max_bytes=repo_max,
         workers=options.workers,
         on_bytes=downloaded.add,
         cancel=options.deadline.cancel,
@@ -414,7 +434,7 @@ def _plan_published(
             cached_count += 1
         else:
             fetched_count += 1
-        part, path = _parse_checked(tree, got, ids, stored, tmp, max_bytes, downloaded, manifest)
+        part, path = _parse_checked(tree, got, ids, stored, tmp, repo_max, downloaded, manifest)
         if cache is not None and path.parent == cache.root and not part.broken:
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):
@@ -465,7 +485,7 @@ def _plan_published(
 
 def _fetch_verified(
     tree: publish.Tree, entry: publish.FileEntry, dest: Path, max_bytes: int
-) -> tuple[publish.Fetched, bytes]:
+) -> tuple[publish.Fetched, publish.Content]:
     """Fetch a hashed file and verify it; on a mismatch over http, once more past every cache."""
     got = tree.fetch(entry.path, dest, max_bytes=max_bytes)
     try:
@@ -506,7 +526,7 @@ def _parse_checked(
     path = got.fetched.path
     assert path is not None  # noqa: S101 - not_modified is handled by the caller
     try:
-        return _parse_repo(got.fetched, got.job.repo, ids, stored), path
+        return _parse_repo(got.fetched, got.job.repo, ids, stored, max_bytes), path
     except IntegrityError:
         if not isinstance(tree, publish.HttpTree):
             raise
@@ -520,7 +540,7 @@ def _parse_checked(
         on_bytes=downloaded.add,
     )
     try:
-        return _parse_repo(again, got.job.repo, ids, stored), tmp / "retry.json"
+        return _parse_repo(again, got.job.repo, ids, stored, max_bytes), tmp / "retry.json"
     except IntegrityError as exc:
         _same_manifest(tree, manifest, tmp, [got.job])  # a new version explains it better
         raise IntegrityError(_stale(str(exc))) from None
@@ -563,7 +583,11 @@ class _RepoFile:
 
 
 def _parse_repo(
-    fetched: publish.Fetched, repo: str, index_ids: Sequence[str], stored: Mapping[str, str]
+    fetched: publish.Fetched,
+    repo: str,
+    index_ids: Sequence[str],
+    stored: Mapping[str, str],
+    max_bytes: int,
 ) -> _RepoFile:
     """Read one repository file and cross-check it against the index.
 
@@ -573,7 +597,7 @@ def _parse_repo(
     """
     assert fetched.path is not None  # noqa: S101
     where = fetched.where
-    items = tuple(read_file(fetched.path))
+    items = tuple(read_file(fetched.path, max_bytes=max_bytes))
     broken = tuple(replace(it.problem, source=where) for it in items if it.problem is not None)
     if broken:
         return _RepoFile(where, (), (), broken)  # every record it should hold is rejected

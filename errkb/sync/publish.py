@@ -13,8 +13,10 @@ neither exhaust memory nor disk, and any failure is one ``NetworkError`` naming 
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -22,10 +24,10 @@ import secrets
 import stat
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
@@ -33,6 +35,15 @@ from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
 
 #: Default cap on any one downloaded (or decompressed) file.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+#: Most rows an index may list: four times the 500,000 records ErrLookup plans.
+DEFAULT_MAX_INDEX_ROWS = 2_000_000
+#: Most repositories an index or repos.json may name (ErrLookup has about 1,800).
+DEFAULT_MAX_REPOS = 100_000
+#: Most bytes one repository's records file may hold or inflate to. Such files carry no hash
+#: and are parsed whole; the largest real one is a few megabytes.
+DEFAULT_MAX_REPO_FILE_BYTES = 64 * 1024 * 1024
+#: Most characters one index row or repos.json entry may take (a row is a few hundred bytes).
+MAX_ROW_BYTES = 16 * 1024 * 1024
 #: The manifest is a few hundred bytes; anything this large is not a manifest.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT = DEFAULT_READ_TIMEOUT
@@ -42,6 +53,7 @@ DEFAULT_SOURCE = "https://errors.standardbeagle.com"
 #: Environment variable naming another default source (a mirror, a local tree).
 SOURCE_ENV = "ERRKB_SOURCE"
 _CHUNK = 1 << 20
+_WS = re.compile(r"[ \t\n\r]*")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 # Same rule as the record schema's repo field; it also keeps a repo name from escaping the tree.
 #: The manifest entries a sync fetches and verifies; any other entry is only listed.
@@ -50,6 +62,18 @@ _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
 # ---------------------------------------------------------------------------- values
+@dataclass(frozen=True)
+class Limits:
+    """What a published tree may hold; past any of these a sync refuses, nothing changed."""
+
+    index_rows: int = DEFAULT_MAX_INDEX_ROWS
+    repos: int = DEFAULT_MAX_REPOS
+    repo_file_bytes: int = DEFAULT_MAX_REPO_FILE_BYTES
+
+
+DEFAULT_LIMITS = Limits()
+
+
 @dataclass(frozen=True)
 class FileEntry:
     """One file the manifest lists, with the hashes it promises."""
@@ -418,11 +442,34 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def verify_file(fetched: Fetched, entry: FileEntry, *, max_bytes: int) -> bytes:
+@dataclass(frozen=True)
+class Content:
+    """A verified metadata file's content: read again, as a stream, when it is parsed.
+
+    A gzip file is decompressed twice (once to hash, once to parse) rather than held: the
+    decompressed index may be hundreds of megabytes, and a bomb must cost no memory to refuse.
+    """
+
+    where: str
+    path: Path
+    gzip: bool = False
+
+    def open(self) -> IO[bytes]:
+        return gzip.open(self.path, "rb") if self.gzip else self.path.open("rb")
+
+    def read_bytes(self) -> bytes:
+        """The whole content (for small files and tests)."""
+        with self.open() as fh:
+            return fh.read()
+
+
+def verify_file(fetched: Fetched, entry: FileEntry, *, max_bytes: int) -> Content:
     """Check ``entry``'s size and hashes against the fetched file; return its (raw) content.
 
     For a gzip entry both the compressed ``sha256`` and the decompressed ``rawSha256`` are
-    checked, and the decompressed size is capped too (a small file can inflate enormously).
+    checked, and the decompressed size is capped too (a small file can inflate enormously):
+    at ``max_bytes``, or at once past the manifest's ``rawBytes`` when it gives one. Only one
+    chunk is in memory at a time.
     """
     assert fetched.path is not None  # noqa: S101 - callers never pass a 304 here
     digest = hashlib.sha256()
@@ -441,27 +488,27 @@ def verify_file(fetched: Fetched, entry: FileEntry, *, max_bytes: int) -> bytes:
             f"{entry.sha256}; nothing changed"
         )
     if entry.encoding is None or entry.encoding == "identity":
-        return fetched.path.read_bytes()
+        return Content(fetched.where, fetched.path)
     if entry.encoding != "gzip":
         raise SyncError(f"{fetched.where}: unsupported encoding {entry.encoding!r}")
-    raw = _gunzip(fetched, max_bytes)
-    if entry.raw_bytes is not None and len(raw) != entry.raw_bytes:
+    raw_size, raw_digest = _gunzip_hash(fetched, max_bytes, entry.raw_bytes)
+    if entry.raw_bytes is not None and raw_size != entry.raw_bytes:
         raise IntegrityError(
-            f"{fetched.where}: {len(raw)} bytes decompressed, but the manifest says "
+            f"{fetched.where}: {raw_size} bytes decompressed, but the manifest says "
             f"{entry.raw_bytes}; nothing changed"
         )
-    raw_digest = hashlib.sha256(raw).hexdigest()
     if entry.raw_sha256 is not None and raw_digest != entry.raw_sha256:
         raise IntegrityError(
             f"{fetched.where}: decompressed sha256 {raw_digest} does not match the manifest's "
             f"rawSha256 {entry.raw_sha256}; nothing changed"
         )
-    return raw
+    return Content(fetched.where, fetched.path, gzip=True)
 
 
-def _gunzip(fetched: Fetched, max_bytes: int) -> bytes:
+def _gunzip_hash(fetched: Fetched, max_bytes: int, expected: int | None) -> tuple[int, str]:
+    """Decompressed size and sha256, refused as soon as the size passes a cap."""
     assert fetched.path is not None  # noqa: S101
-    parts: list[bytes] = []
+    digest = hashlib.sha256()
     total = 0
     try:
         with gzip.open(fetched.path, "rb") as fh:
@@ -469,30 +516,173 @@ def _gunzip(fetched: Fetched, max_bytes: int) -> bytes:
                 total += len(chunk)
                 if total > max_bytes:
                     raise SyncError(
-                        f"{fetched.where}: decompresses to over the {max_bytes}-byte cap"
+                        f"{fetched.where}: decompresses to over the {max_bytes}-byte cap; "
+                        "nothing changed"
                     )
-                parts.append(chunk)
+                if expected is not None and total > expected:
+                    raise IntegrityError(
+                        f"{fetched.where}: decompresses to more than the manifest's rawBytes "
+                        f"{expected}; nothing changed"
+                    )
+                digest.update(chunk)
     except (OSError, EOFError, zlib.error) as exc:
         raise IntegrityError(f"{fetched.where}: not a valid gzip file: {exc}") from None
-    return b"".join(parts)
+    return total, digest.hexdigest()
 
 
-def parse_index(raw: bytes, where: str, dataset_version: str) -> dict[str, list[str]]:
-    """Ids per repository from the index (``{errors: [{id, repo, ...}]}`` or a bare array)."""
-    doc = _load_json(raw, where)
-    if isinstance(doc, dict):
-        other = doc.get("datasetVersion")
-        if isinstance(other, str) and other != dataset_version:
-            raise IntegrityError(
-                f"{where}: index is for datasetVersion {other}, the manifest for {dataset_version}"
-            )
-        doc = doc.get("errors")
-    if not isinstance(doc, list):
-        raise SyncError(f"{where}: the index holds no 'errors' array")
+class _Stream:
+    """JSON values decoded one at a time from a UTF-8 stream, through a bounded window.
+
+    ``json.loads`` of a whole index holds its text and every row at once (a 4M-row index cost
+    1.77 GB): here one row at a time is decoded with the C scanner and dropped once its id and
+    repository are taken, and no single value may exceed ``max_value`` characters.
+    """
+
+    def __init__(self, fh: IO[bytes], where: str, max_value: int) -> None:
+        self._fh, self.where, self._max = fh, where, max_value
+        self._text = codecs.getincrementaldecoder("utf-8")()
+        self._decoder = json.JSONDecoder()
+        self.buf, self.pos, self.eof = "", 0, False
+
+    def error(self, what: str) -> IntegrityError:
+        return IntegrityError(f"{self.where}: not valid JSON: {what}; nothing changed")
+
+    def _fill(self, size: int) -> None:
+        if self.eof:
+            return
+        try:
+            data = self._fh.read(size)
+            text = self._text.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            raise self.error(str(exc)) from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise IntegrityError(f"{self.where}: cannot read: {exc}") from None
+        self.eof = not data
+        self.buf = self.buf[self.pos :] + text  # drop what was consumed
+        self.pos = 0
+
+    def peek(self) -> str:
+        """The next character that is not whitespace ("" at the end)."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if self.eof:
+                return ""
+            self._fill(_CHUNK)
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            raise self.error(f"expected {char!r}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        """Decode the next whole value, reading more while it runs past the window."""
+        self.peek()
+        size = _CHUNK
+        while True:
+            end = -1
+            try:
+                obj, end = self._decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self.eof:
+                    raise self.error(exc.msg) from None
+            except RecursionError:
+                raise self.error("nested too deeply") from None
+            # A value that ends at the window's edge (a number) may go on in the next chunk.
+            if end >= 0 and (end < len(self.buf) or self.eof):
+                self.pos = end
+                return obj
+            if len(self.buf) - self.pos > self._max:
+                raise SyncError(
+                    f"{self.where}: holds a single value over {self._max} bytes "
+                    "(the per-row limit); nothing changed"
+                )
+            self._fill(size)
+            size *= 2
+
+
+def _array_rows(
+    source: bytes | Content, where: str, key: str, meta: dict[str, Any], what: str
+) -> Iterator[Any]:
+    """Yield the rows of the array at ``key`` of a top-level object, or of a bare array.
+
+    The top-level object's other members are stored in ``meta`` (they may follow the array,
+    so read ``meta`` only once the rows are exhausted).
+    """
+    with io.BytesIO(source) if isinstance(source, bytes) else source.open() as fh:
+        stream = _Stream(fh, where, MAX_ROW_BYTES)
+        first = stream.peek()
+        if first == "[":
+            yield from _rows(stream)
+        elif first == "{":
+            stream.pos += 1
+            found = False
+            while stream.peek() != "}":
+                if stream.peek() == "":
+                    raise stream.error("unexpected end")
+                name = stream.value()
+                if not isinstance(name, str):
+                    raise stream.error("an object key is not a string")
+                stream.expect(":")
+                if name == key and not found and stream.peek() == "[":
+                    found = True
+                    yield from _rows(stream)
+                else:
+                    meta[name] = stream.value()
+                if stream.peek() == ",":
+                    stream.pos += 1
+                elif stream.peek() != "}":
+                    raise stream.error("expected ',' or '}'")
+            stream.pos += 1
+            if not found:
+                raise SyncError(f"{where}: {what}")
+        elif first == "":
+            raise stream.error("the file is empty")
+        else:
+            raise SyncError(f"{where}: {what}")
+        if stream.peek() != "":
+            raise stream.error("extra data after the document")
+
+
+def _rows(stream: _Stream) -> Iterator[Any]:
+    stream.expect("[")
+    if stream.peek() == "]":
+        stream.pos += 1
+        return
+    while True:
+        yield stream.value()
+        char = stream.peek()
+        stream.pos += 1
+        if char == "]":
+            return
+        if char != ",":
+            raise stream.error("expected ',' or ']' in the array")
+
+
+def parse_index(
+    raw: bytes | Content,
+    where: str,
+    dataset_version: str,
+    *,
+    max_rows: int = DEFAULT_MAX_INDEX_ROWS,
+    max_repos: int = DEFAULT_MAX_REPOS,
+) -> dict[str, list[str]]:
+    """Ids per repository from the index (``{errors: [{id, repo, ...}]}`` or a bare array).
+
+    Parsed one row at a time, keeping only each row's id and repository; more than
+    ``max_rows`` rows or ``max_repos`` repositories is refused as soon as it is seen.
+    """
+    meta: dict[str, Any] = {}
     by_repo: dict[str, list[str]] = {}
     seen: set[str] = set()
     duplicates: list[str] = []
-    for n, row in enumerate(doc):
+    rows = _array_rows(raw, where, "errors", meta, "the index holds no 'errors' array")
+    for n, row in enumerate(rows):
+        if n >= max_rows:
+            raise SyncError(
+                f"{where}: lists more than {max_rows} rows (the index row limit); nothing changed"
+            )
         if (
             not isinstance(row, dict)
             or not isinstance(row.get("id"), str)
@@ -503,21 +693,37 @@ def parse_index(raw: bytes, where: str, dataset_version: str) -> dict[str, list[
         if rid in seen:
             duplicates.append(rid)
         seen.add(rid)
-        by_repo.setdefault(repo, []).append(rid)
+        ids = by_repo.get(repo)
+        if ids is None:
+            if len(by_repo) >= max_repos:
+                raise SyncError(
+                    f"{where}: names more than {max_repos} repositories (the repository "
+                    "limit); nothing changed"
+                )
+            ids = by_repo[repo] = []
+        ids.append(rid)
+    other = meta.get("datasetVersion")
+    if isinstance(other, str) and other != dataset_version:
+        raise IntegrityError(
+            f"{where}: index is for datasetVersion {other}, the manifest for {dataset_version}"
+        )
     if duplicates:
         raise IntegrityError(f"{where}: ids listed more than once: {some_ids(duplicates)}")
     return by_repo
 
 
-def parse_repos(raw: bytes, where: str) -> dict[str, RepoInfo]:
+def parse_repos(
+    raw: bytes | Content, where: str, *, max_repos: int = DEFAULT_MAX_REPOS
+) -> dict[str, RepoInfo]:
     """``repos.json`` (a bare array or ``{repos: [...]}``), by repository name."""
-    doc = _load_json(raw, where)
-    if isinstance(doc, dict):
-        doc = doc.get("repos")
-    if not isinstance(doc, list):
-        raise SyncError(f"{where}: repos.json holds no array of repositories")
     out: dict[str, RepoInfo] = {}
-    for n, entry in enumerate(doc):
+    rows = _array_rows(raw, where, "repos", {}, "repos.json holds no array of repositories")
+    for n, entry in enumerate(rows):
+        if n >= max_repos:
+            raise SyncError(
+                f"{where}: lists more than {max_repos} repositories (the repository limit); "
+                "nothing changed"
+            )
         if not isinstance(entry, dict) or not isinstance(entry.get("repo"), str):
             raise SyncError(f"{where}: repos.json entry {n} has no string 'repo'")
         sha, changed = entry.get("analyzedSha"), entry.get("contentChangedAt")
@@ -527,13 +733,6 @@ def parse_repos(raw: bytes, where: str) -> dict[str, RepoInfo]:
             changed if isinstance(changed, str) else None,
         )
     return out
-
-
-def _load_json(raw: bytes, where: str) -> Any:
-    try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IntegrityError(f"{where}: not valid JSON: {exc}") from None
 
 
 def some_ids(ids: list[str], limit: int = 10) -> str:

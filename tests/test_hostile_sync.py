@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from errkb.kb import open_kb
 from errkb.errors import IntegrityError, SyncError
+from errkb.kb import open_kb
 from errkb.sync import publish, sync
 from tests.hostile import run_errkb
 from tests.published import build_tree, make_records, serve
@@ -168,7 +168,10 @@ def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:
         (b'{"errors": [{"id": "a", "repo": "o/x"}]} []', "extra data"),
         (b'{"errors": [{"id": "a", "repo": "o/x"}] "x": 1}', "expected ',' or '}'"),
         (b"", "the file is empty"),
-        (b'{"errors": [], "datasetVersion": "2020-01-01T00:00:00Z"}', "index is for datasetVersion 2020"),
+        (
+            b'{"errors": [], "datasetVersion": "2020-01-01T00:00:00Z"}',
+            "index is for datasetVersion 2020",
+        ),
     ]:
         with pytest.raises((IntegrityError, SyncError), match=message):
             publish.parse_index(bad, "i", NEW)

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, cast
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
@@ -455,7 +455,9 @@ class Content:
     gzip: bool = False
 
     def open(self) -> IO[bytes]:
-        return gzip.open(self.path, "rb") if self.gzip else self.path.open("rb")
+        if self.gzip:
+            return cast(IO[bytes], gzip.open(self.path, "rb"))
+        return self.path.open("rb")
 
     def read_bytes(self) -> bytes:
         """The whole content (for small files and tests)."""
@@ -542,6 +544,8 @@ class _Stream:
         self._fh, self.where, self._max = fh, where, max_value
         self._text = codecs.getincrementaldecoder("utf-8")()
         self._decoder = json.JSONDecoder()
+        # The C scanner behind raw_decode, called directly on the hot path (the stubs omit it).
+        self.scan: Callable[[str, int], tuple[Any, int]] = self._decoder.scan_once  # type: ignore[attr-defined]
         self.buf, self.pos, self.eof = "", 0, False
 
     def error(self, what: str) -> IntegrityError:
@@ -650,7 +654,25 @@ def _rows(stream: _Stream) -> Iterator[Any]:
     if stream.peek() == "]":
         stream.pos += 1
         return
+    scan = stream.scan
     while True:
+        # Fast path, most rows: a whole value then its separator, inside the window.
+        buf, pos = stream.buf, stream.pos
+        try:
+            obj, end = scan(buf, pos)
+        except (StopIteration, json.JSONDecodeError, RecursionError):
+            end = -1
+        if 0 <= end < len(buf):
+            char = buf[end]
+            if char == ",":
+                stream.pos = end + 1
+                yield obj
+                continue
+            if char == "]":
+                stream.pos = end + 1
+                yield obj
+                return
+        # Anything else (whitespace, the window's edge, an error): the careful path.
         yield stream.value()
         char = stream.peek()
         stream.pos += 1

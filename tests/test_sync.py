@@ -550,3 +550,15 @@ def test_cli_progress_bars(capsys: pytest.CaptureFixture[str]) -> None:
     assert [s.value for s in (Stage.MANIFEST, Stage.REPOS, Stage.APPLY)] == [
         label for label in ("manifest", "repos", "apply") if label in err
     ]
+
+
+def test_an_empty_source_is_refused_and_records_no_version(tmp_path: Path) -> None:
+    """Issue 15: `sync EMPTYDIR` recorded an empty version each time; now nothing to apply."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    db = tmp_path / "kb.sqlite3"
+    with errkb.open(db) as kb:
+        before = kb.store.counts()
+        with pytest.raises(errkb.SyncError, match="holds no records; nothing to apply"):
+            kb.sync(empty)
+        assert kb.store.counts() == before

@@ -265,6 +265,10 @@ def _plan_records(store: Store, path: Path, *, full: bool, notify: ProgressCallb
     notify(Progress(Stage.VALIDATE, 0, 1))
     validated = validate_sources([path])
     notify(Progress(Stage.VALIDATE, 1, 1))
+    if not validated.incoming and not validated.problems:
+        # An empty folder (or a file of no records) is no dataset version: applying it would
+        # record an empty version each time, and as a full snapshot retire everything.
+        raise SyncError(f"{path}: holds no records; nothing to apply")
     kept = {p.record_id for p in validated.problems if p.record_id} if full else set()
     return _Plan(
         source=str(path),

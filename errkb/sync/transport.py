@@ -264,6 +264,10 @@ class HttpClient:
                 ) from None
             raise NetworkError(f"GET {url}: connection lost after {total} bytes: {exc!r}") from exc
         if expected is not None and total != expected:
+            # The watchdog's shutdown of the socket reads as an early end of the body, not as an
+            # error: past the deadline, that is the deadline, not a truncating server.
+            if self.deadline.expired:
+                raise NetworkError(self.deadline.message(f"GET {url}"))
             raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
         return total
 

@@ -126,7 +126,10 @@ class _Group(click.Group):
     "--db",
     envvar="ERRKB_DB",
     metavar="PATH",
-    help="Knowledge-base database: a file path or sqlite:/// URL (default: the user data dir).",
+    help=(
+        "Knowledge-base database: a file path, a sqlite:/// URL, or a PostgreSQL URL "
+        "(postgresql+psycopg://USER@HOST/DB; default: a file in the user data dir)."
+    ),
 )
 @click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
 @click.pass_context

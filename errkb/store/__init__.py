@@ -377,18 +377,49 @@ class Store(Protocol):
 
 
 def open_store(target: str | os.PathLike[str] | None) -> Store:
-    """The store for ``--db`` / ``ERRKB_DB`` / the default (not yet migrated: ``ensure_schema``)."""
+    """The store for ``--db`` / ``ERRKB_DB`` / the default (not yet migrated: ``ensure_schema``).
+
+    A ``postgresql+psycopg://`` (or ``postgresql://``, ``postgres://``) URL opens the
+    PostgreSQL backend (the optional extra ``errkb[postgres]``); anything else is an SQLite file.
+    """
+    resolved = resolve_target(target)
+    if isinstance(resolved, str):
+        from errkb.store.postgres import PostgresStore
+
+        return PostgresStore(resolved)
     from errkb.store.sqlite import SqliteStore
 
-    return SqliteStore(resolve_db_path(target))
+    return SqliteStore(resolved)
+
+
+#: URL schemes naming a PostgreSQL database (``postgresql+psycopg`` is SQLAlchemy's spelling).
+SERVER_SCHEMES = ("postgresql+psycopg", "postgresql", "postgres")
+
+
+def is_server_url(text: str) -> bool:
+    """True when ``text`` is a PostgreSQL URL rather than an SQLite path or URL."""
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme.lower() in SERVER_SCHEMES
+
+
+def resolve_target(target: str | os.PathLike[str] | None) -> Path | str:
+    """``--db`` / ``ERRKB_DB`` / the default: an SQLite file path, or a PostgreSQL URL (str)."""
+    if target is None:
+        env = os.environ.get("ERRKB_DB")
+        if env:
+            return resolve_target(env)
+    elif is_server_url(os.fspath(target)):
+        return os.fspath(target)
+    return resolve_db_path(target)
 
 
 def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
-    """Turn ``--db`` / ``ERRKB_DB`` / the default into a database file path.
+    """Turn ``--db`` / ``ERRKB_DB`` / the default into an SQLite database file path.
 
     Accepts a file path or an SQLAlchemy SQLite URL (``sqlite:///relative.db``,
-    ``sqlite:////abs/path.db``). Other database engines, URL query options (``?mode=ro``) and
-    SQLite ``file:`` URIs are refused with a clear message: the standard library reader and
+    ``sqlite:////abs/path.db``). PostgreSQL URLs name no file (``resolve_target`` returns them
+    for ``open_store``); other database engines, URL query options (``?mode=ro``) and SQLite
+    ``file:`` URIs are refused with a clear message: the standard library reader and
     SQLAlchemy must open the same file, the same way.
     """
     if target is None:
@@ -406,8 +437,13 @@ def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
         )
     if "://" in text:
         scheme, _, rest = text.partition("://")
+        if is_server_url(text):
+            raise UsageError(f"database URL {text!r} names a PostgreSQL server, not a file")
         if not scheme.startswith("sqlite"):
-            raise UsageError(f"unsupported database URL {text!r}: errkb stores its data in SQLite")
+            raise UsageError(
+                f"unsupported database URL {text!r}: errkb stores its data in SQLite "
+                "(a path or sqlite:/// URL) or PostgreSQL (postgresql+psycopg://USER@HOST/DB)"
+            )
         path = rest[1:] if rest.startswith("/") else rest
         if "?" in path:
             raise UsageError(
@@ -465,7 +501,9 @@ __all__ = [
     "WriteTx",
     "classify",
     "gc_paused",
+    "is_server_url",
     "now_iso",
     "open_store",
     "resolve_db_path",
+    "resolve_target",
 ]

@@ -28,7 +28,11 @@ def upgrade() -> None:
     with op.batch_alter_table("match_tokens", schema=None) as batch_op:
         batch_op.create_index("ix_match_tokens_token_rank", ["token", "rank"], unique=False)
     # Existing databases get their index on the next write; until then explain rebuilds it.
-    op.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('match_index', 'stale')")
+    # ON CONFLICT: the upsert both SQLite (3.24+) and PostgreSQL speak.
+    op.execute(
+        "INSERT INTO meta (key, value) VALUES ('match_index', 'stale') "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    )
 
 
 def downgrade() -> None:

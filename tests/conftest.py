@@ -1,9 +1,14 @@
-"""Shared fixtures: the bundled seed records, fresh knowledge bases, and the example logs."""
+"""Shared fixtures: the bundled seed records, fresh knowledge bases, the example logs, and the
+database targets (``db_target``: one SQLite file, and one fresh PostgreSQL schema on the server
+``$ERRKB_TEST_PG_URL`` names) that the storage, sync, history and fault suites run against.
+"""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -101,3 +106,65 @@ def require_extra(module: str, extra: str = "mcp") -> None:
 LINEAR_MESSAGE = (
     "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)"
 )
+
+
+PG_URL_ENV = "ERRKB_TEST_PG_URL"
+BACKENDS = ["sqlite", "postgres"]
+
+
+def pg_server_url() -> str:
+    """The test server's URL; skip without one (a laptop), but fail in CI, which must run them."""
+    url = os.environ.get(PG_URL_ENV, "").strip()
+    if url:
+        return url
+    if os.environ.get("CI"):
+        pytest.fail(
+            f"CI is set but ${PG_URL_ENV} is not: the PostgreSQL tests must run in CI "
+            "(.ci/run sources .ci/postgres.sh, which starts a server and sets it)"
+        )
+    pytest.skip(f"PostgreSQL tests need a server: set ${PG_URL_ENV} (see .ci/postgres.sh)")
+
+
+def _admin(url: str) -> Any:
+    import psycopg
+
+    from errkb.store.postgres import conninfo
+
+    return psycopg.connect(conninfo(url), autocommit=True)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A URL naming a fresh, empty schema on the test server (dropped afterwards)."""
+    base = pg_server_url()
+    schema = f"errkb_t_{uuid.uuid4().hex[:12]}"
+    with _admin(base) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in base else "?"
+    yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    with _admin(base) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=BACKENDS)
+def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh database of each backend: an SQLite file path, or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "kb.sqlite3")
+    url: str = request.getfixturevalue("pg_url")
+    return url
+
+
+def is_pg(target: str | os.PathLike[str]) -> bool:
+    return os.fspath(target).startswith("postgresql")
+
+
+def query(store: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run a test's read-only SQL (SQLite spelling) on either backend."""
+    from errkb.store.postgres import PostgresStore
+
+    if isinstance(store, PostgresStore):
+        sql = sql.replace("?", "%s").replace("retired = 0", "NOT retired")
+        with store._snapshot_conn() as view:
+            return [tuple(r) for r in view.rows(sql, params)]
+    return list(store.reader().execute(sql, params).fetchall())

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import query
 from published import build_tree, hashes, make_record
 
 import errkb
@@ -15,9 +16,8 @@ import errkb.cli.sync
 from errkb.cli import main
 from errkb.errors import NotFoundError, SyncLockedError, UsageError
 from errkb.ingest import ingest_paths
+from errkb.store import ChangeKind, Store, VersionKind, open_store
 from errkb.report import SyncStatus
-from errkb.store import ChangeKind, VersionKind
-from errkb.store.sqlite import SqliteStore as Store
 from errkb.sync import sync
 from errkb.sync.history import record_history, resolve_version, rollback, versions
 
@@ -47,9 +47,9 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture
-def store(tmp_path: Path, trees: dict[str, Path]) -> Iterator[Store]:
+def store(db_target: str, trees: dict[str, Path]) -> Iterator[Store]:
     """A database that went through v1, v2 and v3 (version ids 1, 2, 3)."""
-    st = Store(tmp_path / "kb.sqlite3")
+    st = open_store(db_target)
     for version in (V1, V2, V3):
         sync(st, trees[version])
     yield st
@@ -57,7 +57,7 @@ def store(tmp_path: Path, trees: dict[str, Path]) -> Iterator[Store]:
 
 
 def live(store: Store) -> dict[str, str]:
-    rows = store.reader().execute("SELECT id, content_hash FROM records WHERE retired = 0")
+    rows = query(store, "SELECT id, content_hash FROM records WHERE retired = 0")
     return {str(rid): str(h) for rid, h in rows}
 
 
@@ -112,10 +112,10 @@ def test_record_history_by_slug_and_unknown(store: Store) -> None:
     assert record_history(store, slug)[0].content["id"] == rec(0)["id"]
 
 
-def test_record_history_slug_naming_several_records(tmp_path: Path) -> None:
+def test_record_history_slug_naming_several_records(tmp_path: Path, db_target: str) -> None:
     a, b = make_record(5, "org/a"), make_record(5, "org/b")  # same message: same slug
     tree = build_tree(tmp_path / "t", [a, b], V1)
-    st = Store(tmp_path / "kb.sqlite3")
+    st = open_store(db_target)
     sync(st, tree)
     with pytest.raises(UsageError, match="names 2 records; give an id"):
         record_history(st, a["slug"])
@@ -136,7 +136,8 @@ def test_rollback_restores_the_version_exactly(store: Store, target: int) -> Non
 def test_rollback_writes_history_for_what_it_changes(store: Store) -> None:
     report = rollback(store, 1)
     changes = dict(
-        store.reader().execute(
+        query(
+            store,
             "SELECT record_id, change FROM record_history WHERE version_id = ?",
             (report.version_id,),
         )
@@ -154,7 +155,8 @@ def test_rollback_writes_history_for_what_it_changes(store: Store) -> None:
 
 def test_rollback_restores_a_retired_record_with_its_content(store: Store) -> None:
     report = rollback(store, 2)
-    [(change, was_retired)] = store.reader().execute(
+    [(change, was_retired)] = query(
+        store,
         "SELECT change, previous_retired FROM record_history "
         "WHERE version_id = ? AND record_id = ?",
         (report.version_id, rec(1)["id"]),
@@ -199,10 +201,10 @@ def test_sync_after_rollback_moves_forward_and_refetches(
     assert sync(store, trees[V3]).status is SyncStatus.UP_TO_DATE
 
 
-def test_rollback_before_any_dataset_version_forgets_it(tmp_path: Path) -> None:
+def test_rollback_before_any_dataset_version_forgets_it(tmp_path: Path, db_target: str) -> None:
     plain = make_record(7, REPO)
     (tmp_path / "plain.json").write_text(json.dumps(plain))
-    st = Store(tmp_path / "kb.sqlite3")
+    st = open_store(db_target)
     st.ensure_schema()
     ingest_paths(st, [tmp_path / "plain.json"])  # version 1: no datasetVersion
     sync(st, build_tree(tmp_path / "t", [rec(0)], V1))
@@ -220,8 +222,10 @@ def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
     return int(caught.value.code or 0), out.out, out.err
 
 
-def test_cli_versions_history_rollback(capsys: pytest.CaptureFixture[str], store: Store) -> None:
-    db = str(store.path)
+def test_cli_versions_history_rollback(
+    capsys: pytest.CaptureFixture[str], store: Store, db_target: str
+) -> None:
+    db = db_target
     code, out, _ = _main(capsys, "--db", db, "versions")
     lines = out.splitlines()
     assert code == 0 and lines[0].split()[:3] == ["id", "kind", "datasetVersion"]
@@ -267,13 +271,15 @@ def test_rollback_to_a_version_a_record_was_retired_at_restores_that_content(
 
 
 def test_history_digest_is_the_stored_content_hash(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    db_target: str,
 ) -> None:
     record = make_record(5, REPO, marker="é—ü")  # non-ASCII: a look-alike digest differs
-    st = Store(tmp_path / "kb.sqlite3")
+    st = open_store(db_target)
     sync(st, build_tree(tmp_path / "t", [record], V1))
     stored = st.record(record["id"])
     assert stored is not None
     assert record_history(st, record["id"])[-1].content_hash == stored.content_hash
-    code, out, _ = _main(capsys, "--db", str(st.path), "history", record["id"])
+    code, out, _ = _main(capsys, "--db", db_target, "history", record["id"])
     assert code == 0 and out.split()[-1] == stored.content_hash[:12]

@@ -74,7 +74,9 @@ def test_db_targets(target: str, expected: Path) -> None:
     assert resolve_db_path(target) == expected
 
 
-@pytest.mark.parametrize("target", ["postgresql://u@h/db", "mysql://u@h/db", "sqlite://", "sqlite:///:memory:"])
+@pytest.mark.parametrize(
+    "target", ["postgresql://u@h/db", "mysql://u@h/db", "sqlite://", "sqlite:///:memory:"]
+)
 def test_unsupported_db_targets(target: str) -> None:
     with pytest.raises(UsageError):
         resolve_db_path(target)

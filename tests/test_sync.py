@@ -9,13 +9,13 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from conftest import query
 from published import Server, build_tree, hashes, make_record, serve
 
 import errkb
@@ -23,8 +23,8 @@ import errkb.cli.sync  # registers the sync commands on errkb.cli.cli
 import errkb.sync
 from errkb.cli import cli, main
 from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
+from errkb.store import Store, open_store
 from errkb.report import SyncStatus
-from errkb.store.sqlite import SqliteStore as Store
 from errkb.sync import Progress, Stage, sync
 
 V0 = "2026-08-31T00:00:00.000Z"
@@ -80,29 +80,25 @@ def _no_faults(server: Server) -> Iterator[None]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    st = Store(tmp_path / "kb.sqlite3")
+def store(db_target: str) -> Iterator[Store]:
+    st = open_store(db_target)
     yield st
     st.close()
 
 
 def live(store: Store) -> dict[str, str]:
-    rows = store.reader().execute("SELECT id, content_hash FROM records WHERE retired = 0")
+    rows = query(store, "SELECT id, content_hash FROM records WHERE retired = 0")
     return {str(rid): str(h) for rid, h in rows}
 
 
 def state(store: Store) -> tuple[Any, ...]:
     """Everything a failed sync must leave untouched."""
-    conn = sqlite3.connect(store.path)
-    try:
-        return (
-            conn.execute("SELECT * FROM dataset_versions ORDER BY id").fetchall(),
-            conn.execute("SELECT id, content_hash, retired FROM records ORDER BY id").fetchall(),
-            conn.execute("SELECT count(*) FROM record_history").fetchone(),
-            conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall(),
-        )
-    finally:
-        conn.close()
+    return (
+        query(store, "SELECT * FROM dataset_versions ORDER BY id"),
+        query(store, "SELECT id, content_hash, retired FROM records ORDER BY id"),
+        query(store, "SELECT count(*) FROM record_history"),
+        query(store, "SELECT key, value FROM meta ORDER BY key"),
+    )
 
 
 def copy_tree(site: Path, name: str, tmp_path: Path) -> Path:
@@ -129,12 +125,13 @@ def test_first_version_over_http(store: Store, server: Server, site: Path) -> No
     }
     assert live(store) == hashes(records_v1())
     assert report.repos_fetched == 4 and report.repos_skipped == 0
-    row = store.reader().execute(
-        "SELECT dataset_version, kind, source, full, partial, hashes_json, added "
+    row = query(
+        store,
+        'SELECT dataset_version, kind, source, "full", partial, hashes_json, added '
         "FROM dataset_versions WHERE id = ?",
         (report.version_id,),
     )
-    version, kind, source, full, partial, hashes_json, added = row.fetchone()
+    version, kind, source, full, partial, hashes_json, added = row[0]
     assert (version, kind, source, full, partial, added) == (
         V1,
         "sync",
@@ -167,7 +164,8 @@ def test_second_version_adds_updates_and_retires(store: Store, server: Server) -
     fetched = {p for p in server.paths()[before:] if "/repos/" in p}
     assert fetched == {"/v2/data/repos/org/repo-0.json", "/v2/data/repos/org/repo-1.json"}
     changes = dict(
-        store.reader().execute(
+        query(
+            store,
             "SELECT change, count(*) FROM record_history WHERE version_id = ? GROUP BY change",
             (report.version_id,),
         )
@@ -353,8 +351,8 @@ def test_skip_invalid_applies_the_rest(store: Store, site: Path, tmp_path: Path)
     expected = hashes(records_v2())
     expected[rid] = hashes(records_v1())[rid]  # the rejected record keeps its stored content
     assert live(store) == expected
-    [partial] = store.reader().execute(
-        "SELECT partial FROM dataset_versions WHERE id = ?", (report.version_id,)
+    [partial] = query(
+        store, "SELECT partial FROM dataset_versions WHERE id = ?", (report.version_id,)
     )
     assert partial == (1,)
 

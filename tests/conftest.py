@@ -141,7 +141,8 @@ def pg_url() -> Iterator[str]:
     with _admin(base) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
     sep = "&" if "?" in base else "?"
-    yield f"{base}{sep}options=-csearch_path%3D{schema}"
+    # application_name lets a test find (and cut) its own connections; search_path comes last.
+    yield f"{base}{sep}application_name={schema}&options=-csearch_path%3D{schema}"
     with _admin(base) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 

@@ -4,8 +4,9 @@ The kill test alternates a 20,000-record knowledge base between two versions tha
 eighth of their repositories, killing the syncing process at random moments, mostly inside
 the apply transaction (the child says when it starts). Each sync runs in a process forked from a
 pre-warmed parent, so twenty runs do not pay twenty interpreter and validator start-ups. After
-every kill SQLite must report an intact database holding exactly the old or exactly the new
-version, and the next sync must run. The concurrency test runs reader processes calling
+every kill the database (SQLite, integrity-checked; or PostgreSQL, whose server rolls back the
+dead connection's transaction) must hold exactly the old or exactly the new version, and the
+next sync must run. The concurrency test runs reader processes calling
 ``match_message`` and ``explain`` in a loop while syncs flip the version: every answer must be
 consistent with one version.
 """
@@ -25,10 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import is_pg
 from published import build_tree, hashes, make_record
 
+from errkb.errors import SyncLockedError
+from errkb.store import open_store
 from errkb.report import SyncStatus
-from errkb.store.sqlite import SqliteStore as Store
 from errkb.sync import sync
 
 pytestmark = pytest.mark.slow
@@ -38,6 +41,7 @@ V2 = "2026-09-02T00:00:00.000Z"
 RECORDS = 20_000
 REPOS = 40
 RUNS = 20
+RUNS_PG = 10  # each PostgreSQL sync takes longer; the issue asks for ten kills at least
 TESTS_DIR = Path(__file__).resolve().parent
 
 # A pre-warmed, single-threaded parent that forks one process per sync: each sync is its own
@@ -46,7 +50,7 @@ ZYGOTE = """
 import os, sys
 from pathlib import Path
 from errkb import records
-from errkb.store.sqlite import SqliteStore as Store
+from errkb.store import open_store
 from errkb.sync import Stage, sync
 
 sys.path.insert(0, sys.argv[1])
@@ -66,7 +70,7 @@ for line in sys.stdin:
             if p.stage is Stage.APPLY and p.done == 0:
                 print("APPLY", os.getpid(), flush=True)
         try:
-            report = sync(Store(Path(db)), tree, allow_downgrade=True, progress=progress)
+            report = sync(open_store(db), tree, allow_downgrade=True, progress=progress)
             print("DONE", os.getpid(), report.status.value, flush=True)
         finally:
             os._exit(0)
@@ -86,7 +90,7 @@ class Zygote:
             text=True,
         )
 
-    def start(self, db: Path, tree: Path) -> int:
+    def start(self, db: str, tree: Path) -> int:
         assert self.proc.stdin is not None
         self.proc.stdin.write(f"RUN {db} {tree}\n")
         self.proc.stdin.flush()
@@ -143,8 +147,10 @@ def two_versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def _check_db(db: Path, expected: dict[str, dict[str, str]]) -> str:
+def _check_db(db: str, expected: dict[str, dict[str, str]]) -> str:
     """Integrity-check the database; return which version it holds (exactly)."""
+    if is_pg(db):
+        return _check_pg(db, expected)
     conn = sqlite3.connect(db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
@@ -163,6 +169,47 @@ def _check_db(db: Path, expected: dict[str, dict[str, str]]) -> str:
     return matching[0]
 
 
+def _check_pg(url: str, expected: dict[str, dict[str, str]]) -> str:
+    """The PostgreSQL side of ``_check_db``: one snapshot, through the store's own reads."""
+    store = open_store(url)
+    try:
+        with store.snapshot() as view:
+            inventory = store.inventory()
+            meta_version = view.meta_value("dataset_version")
+            latest = store.latest_version()
+            # The match index agrees with the live records (rebuilt in the same transaction).
+            stray = view.conn.execute(  # type: ignore[attr-defined]
+                "SELECT count(*) FROM match_tokens m JOIN records r ON r.id = m.record_id "
+                "WHERE r.retired"
+            ).fetchone()[0]
+    finally:
+        store.close()
+    held = {rid: inventory.hashes[rid] for ids in inventory.live_by_repo.values() for rid in ids}
+    matching = [v for v, h in expected.items() if held == h]
+    assert len(matching) == 1, f"database holds neither version exactly ({len(held)} live)"
+    assert latest is not None and meta_version == latest.dataset_version == matching[0]
+    assert stray == 0
+    return matching[0]
+
+
+def _wait_for_sync_lock(db: str) -> None:
+    """PostgreSQL frees a killed sync's locks when it notices the connection closed: wait."""
+    if not is_pg(db):
+        return
+    store = open_store(db)
+    deadline = time.monotonic() + 30
+    try:
+        while True:
+            try:
+                with store.sync_lock():
+                    return
+            except SyncLockedError:
+                assert time.monotonic() < deadline, "a killed sync's lock was never released"
+                time.sleep(0.05)
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def zygote() -> Iterator[Zygote]:
     z = Zygote()
@@ -171,9 +218,10 @@ def zygote() -> Iterator[Zygote]:
 
 
 def test_sigkill_at_random_moments_leaves_old_or_new(
-    tmp_path: Path, two_versions: dict[str, Any], zygote: Zygote
+    db_target: str, two_versions: dict[str, Any], zygote: Zygote
 ) -> None:
-    db = tmp_path / "kb.sqlite3"
+    db = db_target
+    runs = RUNS_PG if is_pg(db) else RUNS
     expected = two_versions["hashes"]
     pid = zygote.start(db, two_versions[V1])
     zygote.wait_for("DONE", 300)
@@ -195,7 +243,7 @@ def test_sigkill_at_random_moments_leaves_old_or_new(
 
     rng = random.Random(20260901)
     outcomes: list[tuple[str, str]] = []
-    for run in range(RUNS):
+    for run in range(runs):
         target = V1 if held == V2 else V2
         pid = zygote.start(db, two_versions[target])
         if run % 5 == 4:  # anywhere in the run, or just after it finished
@@ -208,12 +256,13 @@ def test_sigkill_at_random_moments_leaves_old_or_new(
         os.kill(pid, signal.SIGKILL)  # our own unreaped child: never another process
         status = zygote.reap(pid)
         assert status in (-signal.SIGKILL, 0), status  # killed, or it had just finished
+        _wait_for_sync_lock(db)
         before, held = held, _check_db(db, expected)
         outcomes.append((moment, "new" if held != before else "old"))
 
     # A sync after all that completes, and lands exactly on its version.
     target = V1 if held == V2 else V2
-    store = Store(db)
+    store = open_store(db)
     report = sync(store, two_versions[target], allow_downgrade=True)
     store.close()
     assert report.status is SyncStatus.APPLIED
@@ -221,7 +270,7 @@ def test_sigkill_at_random_moments_leaves_old_or_new(
     mid_transaction = [o for o in outcomes if o == ("apply", "old")]
     print(f"\nkills (to apply {to_apply:.1f}s, apply {apply_time:.1f}s): {outcomes}")
     # Enough kills landed inside the transaction (after it began, before it committed).
-    assert len(mid_transaction) >= 5, outcomes
+    assert len(mid_transaction) >= runs // 4, outcomes
 
 
 READER = """
@@ -284,11 +333,11 @@ def flip_trees(tmp_path: Path) -> Iterator[dict[str, Any]]:
 
 
 def test_readers_see_one_consistent_version_during_syncs(
-    tmp_path: Path, flip_trees: dict[str, Any]
+    tmp_path: Path, db_target: str, flip_trees: dict[str, Any]
 ) -> None:
-    db = tmp_path / "kb.sqlite3"
+    db = db_target
     trees = flip_trees["trees"]
-    store = Store(db)
+    store = open_store(db)
     sync(store, trees[V1])
     stop = tmp_path / "stop"
     spec = json.dumps({k: flip_trees[k] for k in ("queries", "expect")})

@@ -248,7 +248,15 @@ class PostgresStore:
     def pool(self) -> ConnectionPool[Any]:
         with self._open_lock:
             if self._pool is None:
+                import psycopg
                 from psycopg_pool import ConnectionPool
+
+                # One direct connection first: an unreachable server or a refused login is one
+                # clear error at once, not the pool's retries and a timeout.
+                try:
+                    psycopg.connect(self.conninfo, connect_timeout=10).close()
+                except psycopg.Error as exc:
+                    raise self._fail(exc, "connecting") from exc
 
                 text = os.environ.get(POOL_MAX_ENV, "").strip()
                 size = int(text) if text.isdigit() and int(text) > 0 else POOL_MAX
@@ -584,7 +592,7 @@ class PostgresStore:
         return self._read("reading", run)
 
     _VERSION_SQL = (
-        "SELECT id, dataset_version, kind, source, \"full\", partial, added, updated, unchanged, "
+        'SELECT id, dataset_version, kind, source, "full", partial, added, updated, unchanged, '
         "retired, rejected, started_at, finished_at, restores, hashes_json FROM dataset_versions"
     )
 
@@ -879,7 +887,7 @@ class PgWriteTx:
         conn = self.conn
         started = now_iso()
         row = conn.execute(
-            "INSERT INTO dataset_versions (dataset_version, kind, source, partial, \"full\", "
+            'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
             "hashes_json, added, updated, unchanged, retired, rejected, started_at, finished_at, "
             "restores) VALUES (%s, %s, %s, %s, %s, %s, 0, 0, 0, 0, 0, %s, %s, %s) RETURNING id",
             (

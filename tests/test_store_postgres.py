@@ -1,0 +1,296 @@
+"""The PostgreSQL backend against a real server: schema, migrations, locks, pooling, faults.
+
+Every test here needs ``$ERRKB_TEST_PG_URL`` (``.ci/postgres.sh`` starts a server and sets it);
+without it they skip, except under CI, where they fail (see ``conftest.pg_server_url``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LINEAR_ID, _admin, query
+from published import build_tree, make_record
+
+import errkb
+from errkb.errors import SchemaVersionError, StoreError, StoreLockedError, SyncLockedError
+from errkb.store import SCHEMA_HEAD, is_server_url, open_store, resolve_target
+from errkb.store.postgres import PostgresStore, redacted
+from errkb.sync import sync
+
+ROOT = Path(__file__).resolve().parent.parent
+V1 = "2026-09-01T00:00:00.000Z"
+
+
+def _schema(url: str) -> str:
+    return url.rsplit("%3D", 1)[1]
+
+
+def _errkb(db: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "errkb", "--db", db, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+
+
+# ---------------------------------------------------------------------------- URLs (no server)
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://u@h/db",
+        "postgresql://u@/db?host=/run/postgresql",
+        "postgres://u:secret@h:5433/db",
+    ],
+)
+def test_server_urls_select_the_postgres_backend(url: str) -> None:
+    assert is_server_url(url)
+    assert resolve_target(url) == url
+    assert not is_server_url("sqlite:///x.db") and not is_server_url("kb.sqlite3")
+
+
+def test_passwords_never_appear_in_messages() -> None:
+    assert redacted("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+    assert redacted("postgresql://u@h/db") == "postgresql://u@h/db"
+
+
+def test_without_the_extra_a_clear_error_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg -> ImportError
+    with pytest.raises(StoreError, match=r"pip install 'errkb\[postgres\]'"):
+        open_store("postgresql+psycopg://u@h/db")
+    # The CLI: one line, exit 2 (a subprocess whose psycopg import fails the same way).
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "psycopg.py").write_text("raise ImportError('no psycopg here', name='psycopg')\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "errkb", "--db", "postgresql+psycopg://u@h/db", "stats"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(shim)},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'errkb[postgres]'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- schema
+def test_migrations_create_the_schema_the_models_describe(pg_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from errkb.store.models import Base
+
+    store = PostgresStore(pg_url)
+    assert store.ensure_schema() is True
+    assert store.ensure_schema() is False
+    with store.engine().connect() as conn:
+        conn.exec_driver_sql(f"SET search_path TO {_schema(pg_url)}")
+        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+    store.close()
+    assert diff == []
+
+
+@pytest.mark.parametrize("start", ["0001", "0002"])
+def test_migrations_from_each_earlier_revision(pg_url: str, start: str) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from errkb._resources import bundle_path
+
+    store = PostgresStore(pg_url)
+    cfg = Config()
+    cfg.set_main_option("script_location", str(bundle_path("migrations")))
+    with store.engine().begin() as conn:
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, start)
+    assert query(store, "SELECT version_num FROM alembic_version") == [(start,)]
+    store.close()
+    with errkb.open(pg_url) as kb:  # migrates to head, reindexes, fills from the bundled data
+        assert query(kb.store, "SELECT version_num FROM alembic_version") == [(SCHEMA_HEAD,)]
+        assert kb.store.meta_value("match_index") is None  # the stale index was rebuilt
+        assert [m.id for m in kb.match_message(LINEAR).exact] == [LINEAR_ID]
+
+
+LINEAR = (
+    "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)"
+)
+
+
+def test_a_database_from_a_newer_errkb_is_refused(pg_url: str) -> None:
+    errkb.open(pg_url, bundled=False).close()
+    with _admin(pg_url) as conn:
+        conn.execute(f"SET search_path TO {_schema(pg_url)}")
+        conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    with pytest.raises(SchemaVersionError, match="newer than this errkb"):
+        errkb.open(pg_url)
+
+
+def test_tables_without_a_revision_are_refused(pg_url: str) -> None:
+    with _admin(pg_url) as conn:
+        conn.execute(f"CREATE TABLE {_schema(pg_url)}.unrelated (x int)")
+    with pytest.raises(StoreError, match="has tables but no schema revision"):
+        errkb.open(pg_url)
+
+
+def test_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
+    url = f"postgresql+psycopg://postgres@/nowhere?host={tmp_path}"
+    proc = _errkb(url, "stats")
+    assert proc.returncode == 2, proc.stderr
+    assert "connection failed" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------------------- the knowledge base
+def test_explain_stats_and_export_match_sqlite(pg_url: str, tmp_path: Path) -> None:
+    log = (ROOT / "data" / "examples" / "quanto-incompatible-scale.log").read_text()
+    with errkb.open(pg_url) as pg, errkb.open(tmp_path / "kb.sqlite3") as lite:
+        assert pg.explain(log).to_dict() == lite.explain(log).to_dict()
+        assert pg.stats().to_dict() | {"path": ""} == lite.stats().to_dict() | {"path": ""}
+        assert list(pg.iter_envelopes()) == list(lite.iter_envelopes())
+        assert [r.id for r in pg.records()] == [r.id for r in lite.records()]
+
+
+def test_many_threads_share_one_pool(pg_url: str) -> None:
+    kb = errkb.open(pg_url)
+    errors: list[BaseException] = []
+    found: list[str] = []
+
+    def work() -> None:
+        try:
+            for _ in range(20):
+                found.extend(m.id for m in kb.match_message(LINEAR).exact)
+        except BaseException as exc:  # every failure is the test's
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(32)]  # more threads than the pool
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    kb.close()
+    assert errors == []
+    assert found == [LINEAR_ID] * 32 * 20
+
+
+def _terminate_others(url: str) -> int:
+    """Cut this test's other connections to the server (what a server restart does)."""
+    with _admin(url) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND pid <> pg_backend_pid()",
+            (_schema(url),),
+        ).fetchall()
+    return len(rows)
+
+
+def test_a_dropped_connection_is_retried_once_for_reads(pg_url: str) -> None:
+    kb = errkb.open(pg_url)
+    assert _terminate_others(pg_url) >= 1
+    time.sleep(0.2)
+    # The pooled connection is dead; the read runs again on a fresh one.
+    assert [m.id for m in kb.match_message(LINEAR).exact] == [LINEAR_ID]
+    assert kb.stats().records == 3
+    kb.close()
+
+
+def test_a_dropped_connection_while_writing_is_reported(pg_url: str, tmp_path: Path) -> None:
+    store = open_store(pg_url)
+    store.ensure_schema()
+    records = [make_record(n, "org/repo") for n in range(50)]
+    tree = build_tree(tmp_path / "t", records, V1)
+    lost = r"connection lost while writing .*nothing was committed"
+    with pytest.raises(StoreError, match=lost), store.write() as tx:
+        tx.set_meta("probe", "1")
+        _terminate_others(pg_url)
+        time.sleep(0.2)
+        tx.set_meta("probe", "2")
+    assert store.meta_value("probe") is None  # nothing was committed; reads work again
+    sync(store, tree)  # and so do writes
+    assert store.counts().records == 50
+    store.close()
+
+
+def test_a_second_writer_waits_then_gives_up_as_locked(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ERRKB_BUSY_TIMEOUT_MS", "300")
+    first, second = open_store(pg_url), open_store(pg_url)
+    first.ensure_schema()
+    with first.write() as tx:
+        tx.set_meta("held", "yes")
+        started = time.monotonic()
+        with pytest.raises(StoreLockedError, match="locked by another writer"), second.write():
+            pass
+        assert time.monotonic() - started < 5
+    assert second.meta_value("held") == "yes"
+    first.close()
+    second.close()
+
+
+HOLDER = """
+import sys, time
+from errkb.store import open_store
+store = open_store(sys.argv[1])
+with store.sync_lock():
+    print("HELD", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_sync_lock_fails_at_once_and_a_sigkilled_holder_frees_it(pg_url: str) -> None:
+    store = open_store(pg_url)
+    store.ensure_schema()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, pg_url], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "HELD"
+        started = time.monotonic()
+        with pytest.raises(SyncLockedError, match="another sync is running"), store.sync_lock():
+            pass
+        assert time.monotonic() - started < 2
+    finally:
+        proc.send_signal(signal.SIGKILL)  # our own child
+        proc.wait(30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with store.sync_lock():
+                break
+        except SyncLockedError:
+            assert time.monotonic() < deadline, "the killed holder's lock was never freed"
+            time.sleep(0.05)
+    store.close()
+
+
+def test_two_knowledge_bases_on_one_server_lock_separately(pg_url: str, tmp_path: Path) -> None:
+    other: Any = None
+    with _admin(pg_url) as conn:
+        conn.execute("CREATE SCHEMA IF NOT EXISTS errkb_t_other")
+    try:
+        other = open_store(pg_url.rsplit("%3D", 1)[0] + "%3Derrkb_t_other")
+        store = open_store(pg_url)
+        store.ensure_schema()
+        other.ensure_schema()
+        with store.sync_lock(), other.sync_lock():
+            pass  # different schemas, different lock keys
+        store.close()
+    finally:
+        if other is not None:
+            other.close()
+        with _admin(pg_url) as conn:
+            conn.execute("DROP SCHEMA errkb_t_other CASCADE")

@@ -1,0 +1,113 @@
+"""``python -m bench.pg --pg URL``: PostgreSQL beside SQLite on the same corpus, in one run.
+
+Measures, for each backend: a full sync of the benchmark corpus's published tree into a fresh
+database (a fresh schema on PostgreSQL), an unchanged re-sync, and warm ``kb.explain`` latency
+over single tracebacks (p50, p99) in this process after one warm-up pass. Targets (issue 14):
+PostgreSQL sync time at most twice SQLite's, warm p50 at most 3 ms.
+
+The PostgreSQL URL is ``--pg`` or ``$ERRKB_TEST_PG_URL``; the schema it creates
+(``errkb_bench_<pid>``) is dropped at the end. ``--records`` picks the corpus size
+(``bench.corpus``; 150,000 by default, built once and reused).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+TARGET_SYNC_RATIO = 2.0
+TARGET_P50_MS = 3.0
+
+
+def _sync(target: str, tree: Path) -> tuple[float, float]:
+    import errkb
+
+    with errkb.open(target, bundled=False) as kb:
+        started = time.perf_counter()
+        report = kb.sync(tree)
+        full = time.perf_counter() - started
+        assert report.counts.added > 0, report
+        started = time.perf_counter()
+        kb.sync(tree)
+        again = time.perf_counter() - started
+    return full, again
+
+
+def _latency(target: str, cases: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
+    import errkb
+
+    with errkb.open(target, bundled=False) as kb:
+        for text, _expected in cases:  # warm: compile every record the cases touch
+            kb.explain(text)
+        times: list[float] = []
+        correct = 0
+        for text, expected in cases:
+            started = time.perf_counter()
+            report = kb.explain(text)
+            times.append(time.perf_counter() - started)
+            correct += expected["id"] in {m.id for m in report.exact}
+    times.sort()
+    return {
+        "p50_ms": statistics.median(times) * 1000,
+        "p99_ms": times[int(len(times) * 0.99) - 1] * 1000,
+        "calls": len(times),
+        "correct": correct,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pg", default=os.environ.get("ERRKB_TEST_PG_URL"))
+    parser.add_argument("--records", type=int, default=150_000)
+    parser.add_argument("--seed", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    if not args.pg:
+        parser.error("give --pg URL or set ERRKB_TEST_PG_URL")
+
+    import psycopg
+
+    from bench.corpus import build_corpus
+    from bench.logs import single_tracebacks
+    from errkb.store.postgres import conninfo
+
+    corpus = build_corpus(records=args.records, seed=args.seed)
+    records = corpus.records()
+    cases = single_tracebacks(records, args.calls, seed=args.seed)
+    schema = f"errkb_bench_{os.getpid()}"
+    sep = "&" if "?" in args.pg else "?"
+    pg_url = f"{args.pg}{sep}options=-csearch_path%3D{schema}"
+    work = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+    with psycopg.connect(conninfo(args.pg), autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {schema}")
+    results: dict[str, Any] = {"records": len(records), "calls": args.calls}
+    try:
+        for name, target in (("sqlite", str(work / "kb.sqlite3")), ("postgres", pg_url)):
+            full, again = _sync(target, corpus.tree)
+            results[name] = {"sync_s": full, "resync_s": again, **_latency(target, cases)}
+            print(name, json.dumps(results[name]), flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        with psycopg.connect(conninfo(args.pg), autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    ratio = results["postgres"]["sync_s"] / results["sqlite"]["sync_s"]
+    results["sync_ratio"] = ratio
+    results["targets"] = {
+        "sync_ratio<=2": ratio <= TARGET_SYNC_RATIO,
+        "pg_p50<=3ms": results["postgres"]["p50_ms"] <= TARGET_P50_MS,
+    }
+    print(json.dumps(results, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

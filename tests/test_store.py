@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,20 @@ import errkb
 from errkb.errors import SchemaVersionError, UsageError
 from errkb.store import SCHEMA_HEAD, resolve_db_path
 from errkb.store.sqlite import SqliteStore as Store
-from tests.conftest import DATASET, QUANTO_ID, make_record
+from tests.conftest import DATASET, QUANTO_ID, make_record, query
+
+
+# The storage tests below run on both backends: these override conftest's SQLite-only fixtures.
+@pytest.fixture
+def kb(db_target: str) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(db_target) as opened:
+        yield opened
+
+
+@pytest.fixture
+def empty_kb(db_target: str) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(db_target, bundled=False) as opened:
+        yield opened
 
 
 def test_schema_head_constant_is_the_migrations_head() -> None:
@@ -126,13 +140,10 @@ def test_update_keeps_previous_content_in_history(
     report = empty_kb.ingest([path])
     assert (report.counts.updated, report.counts.added) == (1, 0)
     assert empty_kb.get(QUANTO_ID).documentation == "Rewritten documentation."
-    rows = (
-        empty_kb.store.reader()
-        .execute(
-            "SELECT change, previous_json FROM record_history WHERE record_id = ? ORDER BY id",
-            (QUANTO_ID,),
-        )
-        .fetchall()
+    rows = query(
+        empty_kb.store,
+        "SELECT change, previous_json FROM record_history WHERE record_id = ? ORDER BY id",
+        (QUANTO_ID,),
     )
     assert [r[0] for r in rows] == ["added", "updated"]
     assert rows[0][1] is None
@@ -156,12 +167,10 @@ def test_invalid_records_are_rejected_and_the_rest_applied(
 def test_child_rows_are_ordered_and_queryable(
     kb: errkb.KnowledgeBase, seed_records: dict[str, Any]
 ) -> None:
-    rows = (
-        kb.store.reader()
-        .execute(
-            "SELECT text FROM record_solutions WHERE record_id = ? ORDER BY position", (QUANTO_ID,)
-        )
-        .fetchall()
+    rows = query(
+        kb.store,
+        "SELECT text FROM record_solutions WHERE record_id = ? ORDER BY position",
+        (QUANTO_ID,),
     )
     assert [r[0] for r in rows] == seed_records[QUANTO_ID]["solutions"]
     assert [r.id for r in kb.records(tag="quanto")] == [QUANTO_ID]

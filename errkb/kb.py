@@ -183,7 +183,7 @@ class KnowledgeBase:
     def stats(self) -> Stats:
         c = self.store.counts()
         return Stats(
-            path=str(self.path),
+            path=self.store.describe(),
             records=c.records,
             retired=c.retired,
             repos=c.repos,

@@ -422,6 +422,9 @@ class PostgresStore:
             with contextlib.suppress(Exception):
                 conn_cm.__exit__(None if failure is None else type(failure), failure, None)
 
+    def describe(self) -> str:
+        return self.name
+
     def close(self) -> None:
         with self._open_lock:
             if self._pool is not None:

@@ -381,6 +381,9 @@ class SqliteStore:
                 raise self._fail(exc, "writing") from exc
             raise
 
+    def describe(self) -> str:
+        return str(self.path)
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:

@@ -1,9 +1,12 @@
-"""errkb search: the FTS5 index kept by triggers, ranking, safety on any text, the CLI."""
+"""errkb search: the full-text index kept in every write's transaction, ranking, safety on any
+text, the CLI; on both backends (SQLite FTS5, PostgreSQL tsvector + GIN) through ``db_target``.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +20,39 @@ from errkb.cli import cli
 from errkb.records import schema_validator
 from errkb.store import VersionKind
 from errkb.store.sqlite import SqliteStore
-from tests.conftest import COMFY_ID, DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID, ROOT, make_record
+from tests.conftest import (
+    COMFY_ID,
+    DATASET,
+    EXAMPLES,
+    LINEAR_ID,
+    QUANTO_ID,
+    ROOT,
+    is_pg,
+    make_record,
+)
+from tests.conftest import (
+    query as sql_rows,
+)
 
 MIGRATION = ROOT / "migrations" / "versions" / "0004_search.py"
+
+
+@pytest.fixture
+def kb(db_target: str) -> Iterator[errkb.KnowledgeBase]:
+    """The bundled knowledge base on each backend."""
+    with errkb.open(db_target) as opened:
+        yield opened
+
+
+def write_sql(
+    kb: errkb.KnowledgeBase, sqlite_sql: str, pg_sql: str, params: tuple[Any, ...]
+) -> None:
+    """Run one statement in the store's own write transaction, in the backend's spelling."""
+    with kb.store.write() as tx:
+        if is_pg(kb.store.describe()):
+            tx.conn.execute(pg_sql, params)  # type: ignore[attr-defined]
+        else:
+            tx.raw.execute(sqlite_sql, params)  # type: ignore[attr-defined]
 
 
 def ids(report: Any) -> list[str]:
@@ -39,11 +72,17 @@ def write_records(path: Path, records: list[dict[str, Any]]) -> Path:
 def fts_integrity(kb: errkb.KnowledgeBase) -> None:
     """The index holds exactly what indexing the records afresh gives.
 
+    On PostgreSQL: every record's ``search_tsv`` equals what the trigger computes afresh (all
+    records rewritten in a transaction that is rolled back).
+
     FTS5's own integrity-check cannot see a contentless table's bad 'delete' (it has no text to
     compare with), so the triggers' bookkeeping is checked against a rebuild, term by term.
     """
     import importlib.util
 
+    if is_pg(kb.store.describe()):
+        pg_integrity(kb)
+        return
     spec = importlib.util.spec_from_file_location("m0004", MIGRATION)
     assert spec and spec.loader
     migration = importlib.util.module_from_spec(spec)
@@ -67,6 +106,26 @@ def fts_integrity(kb: errkb.KnowledgeBase) -> None:
         assert fresh and live == fresh
     finally:
         conn.close()
+
+
+def pg_integrity(kb: errkb.KnowledgeBase) -> None:
+    from errkb.store.postgres import PostgresStore
+
+    store = kb.store
+    assert isinstance(store, PostgresStore)
+    with store.pool().connection() as conn:
+        try:
+            conn.execute("CREATE TEMP TABLE kept AS SELECT id, search_tsv FROM records")
+            conn.execute("UPDATE records SET raw_json = raw_json")
+            row = conn.execute(
+                "SELECT count(*), "
+                "count(*) FILTER (WHERE r.search_tsv IS DISTINCT FROM k.search_tsv), "
+                "count(*) FILTER (WHERE r.search_tsv IS NULL OR length(r.search_tsv) = 0) "
+                "FROM records r JOIN kept k USING (id)"
+            ).fetchone()
+        finally:
+            conn.rollback()
+    assert row is not None and row[0] > 0 and row[1:] == (0, 0)
 
 
 def test_words_find_records_and_results_are_typed_and_frozen(kb: errkb.KnowledgeBase) -> None:
@@ -169,7 +228,12 @@ def test_the_index_follows_every_write_in_its_transaction(
     # A failed unit of work leaves the index as it was.
     store = kb.store
     with pytest.raises(RuntimeError), store.write() as tx:
-        tx.raw.execute("UPDATE records SET documentation = 'quixotic' WHERE id = ?", (QUANTO_ID,))
+        if is_pg(store.describe()):
+            sql = "UPDATE records SET documentation = 'quixotic' WHERE id = %s"
+            tx.conn.execute(sql, (QUANTO_ID,))  # type: ignore[attr-defined]
+        else:
+            sql = "UPDATE records SET documentation = 'quixotic' WHERE id = ?"
+            tx.raw.execute(sql, (QUANTO_ID,))  # type: ignore[attr-defined]
         raise RuntimeError("boom")
     assert ids(kb.search("quixotic")) == []
 
@@ -187,38 +251,39 @@ def test_a_record_whose_json_sqlite_refuses_is_still_indexed(
     fts_integrity(kb)
 
 
-def test_retired_records_are_not_found(tmp_path: Path) -> None:
-    with errkb.open(tmp_path / "kb.sqlite3") as kb:
-        conn = sqlite3.connect(kb.path)
-        with conn:
-            conn.execute("UPDATE records SET retired = 1 WHERE id = ?", (QUANTO_ID,))
-        conn.close()
-        assert QUANTO_ID not in ids(kb.search("quanto incompatible scale"))
-        assert QUANTO_ID not in ids(
-            kb.search((EXAMPLES / "quanto-incompatible-scale.log").read_text())
-        )
+def test_retired_records_are_not_found(kb: errkb.KnowledgeBase) -> None:
+    write_sql(
+        kb,
+        "UPDATE records SET retired = 1 WHERE id = ?",
+        "UPDATE records SET retired = true WHERE id = %s",
+        (QUANTO_ID,),
+    )
+    assert QUANTO_ID not in ids(kb.search("quanto incompatible scale"))
+    assert QUANTO_ID not in ids(kb.search((EXAMPLES / "quanto-incompatible-scale.log").read_text()))
 
 
-def test_migrating_an_existing_database_fills_the_index(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["0003", "0004"])
+def test_migrating_an_existing_database_fills_the_index(db_target: str, start: str) -> None:
     from alembic import command
     from alembic.config import Config
 
     from errkb._resources import bundle_path
+    from errkb.store import Store
+    from errkb.store.postgres import PostgresStore
 
-    # A database as an errkb before search left it: schema 0003, records in it.
-    path = tmp_path / "old.sqlite3"
-    store = SqliteStore(path)
+    # A database as an errkb before search left it (0003), or before PostgreSQL's index (0004,
+    # SQLite's FTS5 only), records in it.
+    store: Store = PostgresStore(db_target) if is_pg(db_target) else SqliteStore(Path(db_target))
     cfg = Config()
     cfg.set_main_option("script_location", str(bundle_path("migrations")))
-    with store.engine().begin() as conn:
+    with store.engine().begin() as conn:  # type: ignore[attr-defined]
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0003")
+        command.upgrade(cfg, start)
     with store.write() as tx:
         tx.apply(_incoming(), kind=VersionKind.INGEST, source="seeds", dataset_version=None)
+    assert sql_rows(store, "SELECT version_num FROM alembic_version") == [(start,)]
     store.close()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == ("0003",)
-    with errkb.open(path, bundled=False) as kb:
+    with errkb.open(db_target, bundled=False) as kb:
         assert ids(kb.search("quanto incompatible scale"))[0] == QUANTO_ID
         assert {r.id for r in kb.search("scale").results} == {QUANTO_ID, COMFY_ID, LINEAR_ID}
         fts_integrity(kb)
@@ -308,10 +373,9 @@ def test_search_json_matches_its_schema(kb: errkb.KnowledgeBase) -> None:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> str:
-    path = tmp_path / "cli.sqlite3"
-    errkb.open(path).close()
-    return str(path)
+def db(db_target: str) -> str:
+    errkb.open(db_target).close()
+    return db_target
 
 
 def invoke(args: list[str], input: bytes | None = None) -> Any:
@@ -352,11 +416,12 @@ def test_cli_broken_database_is_exit_2(tmp_path: Path) -> None:
 
 
 def test_common_words_are_and_ed_rare_ones_or_ed(
-    kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from errkb.store import search as sql
 
-    conn = kb.store.reader()  # the SQLite backend's own connection
+    kb = errkb.open(tmp_path / "kb.sqlite3")
+    conn = kb.store.reader()  # type: ignore[attr-defined]  # the SQLite backend's connection
     # With the bar at one record, "scale" (in all three) and "incompatible" (in two) are common.
     monkeypatch.setattr(sql, "RARE", 1)
     assert sql.document_frequencies(conn, ["scale", "quanto", "zzz"]) == {
@@ -373,3 +438,47 @@ def test_common_words_are_and_ed_rare_ones_or_ed(
     }
     assert holding and len(holding) < 3
     assert set(ids(kb.search("quantization int8"))) == holding
+    kb.close()
+
+
+def test_common_words_are_and_ed_rare_ones_or_ed_on_postgresql(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store import pgsearch
+
+    with errkb.open(pg_url) as kb, kb.store.snapshot() as view:
+        conn = view.conn  # type: ignore[attr-defined]
+        monkeypatch.setattr(pgsearch, "RARE", 1)
+        assert pgsearch.document_frequencies(conn, ["scale", "quanto", "zzz"]) == {
+            "scale": 2, "quanto": 1, "zzz": 0,  # counted up to RARE + 1, no further
+        }  # fmt: skip
+        common = pgsearch.plan(conn, ["scale", "incompatible"], 6)
+        assert common is not None and common[0] == "&&"
+        assert [t for t, _w in common[1]] == ["scale", "incompatible"]
+        rare = pgsearch.plan(conn, ["scale", "quanto", "zzz"], 6)
+        assert rare is not None and rare[0] == "||" and [t for t, _w in rare[1]] == ["quanto"]
+        # A rarer word weighs more (bm25's idf, which ts_rank lacks).
+        assert pgsearch.idf(1000, 1) > pgsearch.idf(1000, 500) > 0
+        assert pgsearch.plan(conn, ["zzz"], 6) is None
+        holding = {
+            rid
+            for rid, raw in view.rows("SELECT id, raw_json FROM records")  # type: ignore[attr-defined]
+            if "quantization" in raw.lower() and "int8" in raw.lower()
+        }
+    assert holding and len(holding) < 3
+    with errkb.open(pg_url) as kb:
+        assert set(ids(kb.search("quantization int8"))) == holding
+
+
+@pytest.mark.parametrize(
+    "term", ["a:b", "x & y", "!", "<->", "'", "\\", "\x00", "\ud800", "scale | quanto", "(", "*:"]
+)
+def test_postgresql_terms_are_never_tsquery_syntax(pg_url: str, term: str) -> None:
+    from errkb.store.search import Filters
+
+    with errkb.open(pg_url) as kb, kb.store.snapshot() as view:
+        # Straight to the backend, past errkb.search's word splitting: any text is safe here too.
+        view.search([term, "scale"], Filters(repo=term, tag=term), 10, 6)
+        assert {c.id for c in view.search([term, "scale"], Filters(), 10, 6)} == {
+            QUANTO_ID, COMFY_ID, LINEAR_ID
+        }  # fmt: skip

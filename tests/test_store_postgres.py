@@ -98,12 +98,18 @@ def test_migrations_create_the_schema_the_models_describe(pg_url: str) -> None:
     assert store.ensure_schema() is False
     with store.engine().connect() as conn:
         conn.exec_driver_sql(f"SET search_path TO {_schema(pg_url)}")
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        # The search index (migration 0005: records.search_tsv and its GIN index) is kept by a
+        # trigger, not described by the ORM models (which SQLite shares).
+        context = MigrationContext.configure(
+            conn,
+            opts={"include_name": lambda name, kind, _p: not (name or "").startswith("search_")},
+        )
+        diff = compare_metadata(context, Base.metadata)
     store.close()
     assert diff == []
 
 
-@pytest.mark.parametrize("start", ["0001", "0002"])
+@pytest.mark.parametrize("start", ["0001", "0002", "0003", "0004"])
 def test_migrations_from_each_earlier_revision(pg_url: str, start: str) -> None:
     from alembic import command
     from alembic.config import Config

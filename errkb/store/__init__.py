@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from errkb.store.search import Filters as SearchFilters
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0004"
+SCHEMA_HEAD = "0005"
 
 #: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
 RecordJSON = Mapping[str, Any]

@@ -76,6 +76,9 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
     from sqlalchemy.engine import Engine
 
+    from errkb.store.search import Candidate as SearchCandidate
+    from errkb.store.search import Filters as SearchFilters
+
 #: Largest number of pooled connections (readers and writers of one process).
 POOL_MAX = 20
 POOL_MAX_ENV = "ERRKB_PG_POOL_MAX"
@@ -216,6 +219,20 @@ class PgView:
             return []
         sql = "SELECT id, error_message FROM records WHERE id = ANY(%s)"
         return [(str(r), str(m)) for r, m in self.rows(sql, (list(ids),))]
+
+    def token_rows(self) -> list[tuple[str, str, int]]:
+        rows = self.rows(
+            'SELECT record_id, token, rank FROM match_tokens ORDER BY record_id COLLATE "C", rank'
+        )
+        return [(str(r), str(t), int(k)) for r, t, k in rows]
+
+    def search(
+        self, words: Sequence[str], filters: SearchFilters, limit: int, max_terms: int
+    ) -> list[SearchCandidate]:
+        from errkb.store import pgsearch
+
+        planned = pgsearch.plan(self.conn, words, max_terms)
+        return pgsearch.candidates(self.conn, planned, filters, limit)
 
 
 # ---------------------------------------------------------------------------- the store

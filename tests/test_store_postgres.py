@@ -300,3 +300,25 @@ def test_two_knowledge_bases_on_one_server_lock_separately(pg_url: str, tmp_path
             other.close()
         with _admin(pg_url) as conn:
             conn.execute("DROP SCHEMA errkb_t_other CASCADE")
+
+
+# ---------------------------------------------------------------------------- anchor table
+def test_token_rows_and_the_anchor_table_match_sqlite(pg_url: str, tmp_path: Path) -> None:
+    from errkb.match.scan import anchor_path, load_table
+
+    with errkb.open(tmp_path / "kb.sqlite3") as lite, errkb.open(pg_url) as pg:
+        with lite.store.snapshot() as lv, pg.store.snapshot() as pv:
+            rows = pv.token_rows()
+            assert rows and rows == lv.token_rows()
+            assert rows == sorted(rows, key=lambda r: (r[0], r[2]))
+            state = pv.meta_value("state") or "0"
+            version = pv.meta_value("dataset_version")
+            table = load_table(pv, pg.store.path, state, version)
+        # Stored beside the server database's local files, and read back from there.
+        assert anchor_path(pg.store.path).is_file()
+        with pg.store.snapshot() as pv:
+            again = load_table(pv, pg.store.path, state, version)
+        assert again.candidates(LINEAR) == table.candidates(LINEAR) == [LINEAR_ID]
+        big = "ValueError: " + LINEAR + "\n" + "filler line\n" * 40_000  # over SCAN_ABOVE
+        assert [m.id for m in pg.explain(big).matches] == [m.id for m in lite.explain(big).matches]
+        assert LINEAR_ID in [m.id for m in pg.explain(big).matches]

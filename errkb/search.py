@@ -6,7 +6,8 @@ in a multi-line query; anything else is one message), and for each message:
 
 1. records the matcher explains exactly (the record's pattern matches the message) come first,
    with score 1.0: that is the strongest evidence errkb has;
-2. the full-text index (SQLite FTS5, ``errkb.store.search``) gives the records holding the
+2. the full-text index (SQLite FTS5, ``errkb.store.search``; PostgreSQL tsvector + GIN,
+   ``errkb.store.pgsearch``) gives the records holding the
    message's words, best bm25 first, over template, slug, class, tags and prose;
 3. those candidates are re-ranked by how closely the record's message template reads like the
    message (rapidfuzz), so a near-exact message outranks prose that merely shares its words.

@@ -16,8 +16,8 @@ import errkb.cli.sync
 from errkb.cli import main
 from errkb.errors import NotFoundError, SyncLockedError, UsageError
 from errkb.ingest import ingest_paths
-from errkb.store import ChangeKind, Store, VersionKind, open_store
 from errkb.report import SyncStatus
+from errkb.store import ChangeKind, Store, VersionKind, open_store
 from errkb.sync import sync
 from errkb.sync.history import record_history, resolve_version, rollback, versions
 

@@ -23,8 +23,8 @@ import errkb.cli.sync  # registers the sync commands on errkb.cli.cli
 import errkb.sync
 from errkb.cli import cli, main
 from errkb.errors import IntegrityError, NetworkError, RecordError, SyncError, SyncLockedError
-from errkb.store import Store, open_store
 from errkb.report import SyncStatus
+from errkb.store import Store, open_store
 from errkb.sync import Progress, Stage, sync
 
 V0 = "2026-08-31T00:00:00.000Z"

@@ -30,8 +30,8 @@ from conftest import is_pg
 from published import build_tree, hashes, make_record
 
 from errkb.errors import SyncLockedError
-from errkb.store import open_store
 from errkb.report import SyncStatus
+from errkb.store import open_store
 from errkb.sync import sync
 
 pytestmark = pytest.mark.slow

@@ -41,6 +41,7 @@ from errkb.errors import (
     StoreReadOnlyError,
     SyncLockedError,
 )
+from errkb.records.fields import CHILD_FIELDS, RECORD_COLUMNS
 from errkb.store import (
     NO_KEEP,
     SCHEMA_HEAD,
@@ -60,7 +61,6 @@ from errkb.store import (
     gc_paused,
     now_iso,
 )
-from errkb.store.fields import CHILD_FIELDS, RECORD_COLUMNS
 from errkb.store.sqlite import (
     _UPDATE_COLUMNS,
     _batches,

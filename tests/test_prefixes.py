@@ -73,6 +73,39 @@ def test_journald_and_syslog_lines_parse_to_the_traceback(mode: str) -> None:
     assert event.frames[0].line == 872
 
 
+def _journal_entries(mode: str) -> str:
+    """TRACEBACK as journalctl -o verbose / export prints it: one entry per line, each with its
+    fields (MESSAGE among them, where journald happens to put it)."""
+    out = []
+    for k, line in enumerate(TRACEBACK):
+        fields = ["_HOSTNAME=gpu-3", "PRIORITY=6", "_TRANSPORT=stdout", "_COMM=python3"]
+        fields.insert(k % len(fields), f"MESSAGE={line}")
+        fields += ["SYSLOG_IDENTIFIER=sglang", "_PID=14047"]
+        if mode == "verbose":
+            out.append(f"Tue 2026-12-01 06:02:08.{k:06d} UTC [s=9ed1;i={k:x};b=e7cf;m=55dd]")
+            out.extend("    " + f for f in fields)
+        else:
+            out.extend([f"__CURSOR=s=9ed1;i={k:x}", f"__REALTIME_TIMESTAMP=17961134264{k:05d}"])
+            out.extend(fields)
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("mode", ["verbose", "export"])
+def test_journal_entries_read_as_one_stream_of_messages(mode: str) -> None:
+    # Each line of the traceback is its own entry, between the entry's other fields: the
+    # MESSAGE fields of consecutive entries are the traceback, whole again.
+    text = _journal_entries(mode)
+    (event,) = parse_log(text)
+    assert event.exc_class == "ValueError"
+    assert event.message == MESSAGE.removeprefix("ValueError: ")
+    assert event.frames[0].line == 872
+    line = text.splitlines().index(next(x for x in text.splitlines() if "=" + MESSAGE in x))
+    assert event.lines == (line + 1,)
+    # A field that only looks like one (an indented source line) is left as it is.
+    assert normalize("    MESSAGES=1").text == "    MESSAGES=1"
+
+
 @pytest.mark.parametrize("mode", ["short-iso", "rfc5424", "short-monotonic"])
 def test_journald_log_is_explained(kb: errkb.KnowledgeBase, mode: str) -> None:
     text = "\n".join(JOURNALD[mode] + line for line in TRACEBACK)

@@ -7,9 +7,9 @@ encoded docker json-file, RFC 5424 syslog, email and HTML faithfully); ``VERSION
 the tools. ``expectations.json`` gives, per file, the exact matches errkb must report (record id,
 captures, occurrences and the sorted distinct lines where the message begins) or ``negative``.
 
-Issue 10 is the gap between what errkb reads today and these shapes: each file that fails today
-is listed in KNOWN_GAPS with the class of miss, and runs as a strict xfail, so fixing a gap
-turns into an XPASS failure that forces its entry out.
+Issue 10 was the gap between what errkb read and these shapes; every file is read now. A file
+added that errkb cannot read yet goes in KNOWN_GAPS with the class of miss and runs as a strict
+xfail, so fixing it turns into an XPASS failure that forces its entry out.
 """
 
 from __future__ import annotations
@@ -27,16 +27,9 @@ SHAPES = Path(__file__).parent / "data" / "shapes"
 EXPECTATIONS: dict[str, Any] = json.loads((SHAPES / "expectations.json").read_text())
 NOT_DATA = {"make_corpus.py", "expectations.json", "VERSIONS.txt"}
 
-WRAP = "wrap: the Class: message line is wrapped by the renderer"
-PREFIX = "prefix: an unknown per-line prefix"
-INDENT = "indentation: the traceback is indented as a block"
-QUOTING = "quoting: email > / >> gutters"
-KNOWN_GAPS: dict[str, str] = {
-    "email_double_quoted_quanto.eml": QUOTING,
-    "journald_verbose_quanto_c.log": PREFIX + " (MESSAGE= fields under an entry header)",
-    "rich_handler_rich_tracebacks_w120_merged.log": INDENT
-    + " (and wrapped at the handler's message column)",
-}
+# Issue 10's gaps are closed: a file errkb cannot read yet is listed here with its class of
+# miss (wrap, prefix, indentation, quoting, container, markup) and runs as a strict xfail.
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _cases() -> list[Any]:
@@ -109,6 +102,4 @@ def shapes_figures(kb: errkb.KnowledgeBase) -> dict[str, float]:
 def test_shapes_figures(shapes_kb: errkb.KnowledgeBase) -> None:
     figures = shapes_figures(shapes_kb)
     print(f"shapes corpus: {json.dumps(figures)}")
-    # Today only precision is whole; recall and capture accuracy are issue 10's to raise.
-    assert figures["precision"] == 1.0
-    assert 0.0 < figures["recall"] <= 1.0
+    assert figures == {"precision": 1.0, "recall": 1.0, "capture_accuracy": 1.0}

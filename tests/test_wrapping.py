@@ -88,28 +88,55 @@ def near_misses(draw: st.DrawFn) -> str:
     )
 
 
-SHAPES = ["plain", "padded", "indented", "quoted", "nested-quote", "bare"]
+SHAPES = [
+    "plain", "padded", "indented", "quoted", "nested-quote", "spaced-quote", "bare",
+    "long-class", "handler-box",
+]  # fmt: skip
+#: A class longer than most widths: a wrapper that keeps words whole (email) ends its line
+#: right after the colon and puts the whole message below it.
+LONG_CLASS = "sglang.multimodal_gen.runtime.loader.component_loader.ComponentCheckpointError"
 
 
 def render(message: str, width: int, shape: str, hyphens: bool) -> str:
     """A traceback whose last line is wrapped at ``width`` the way ``shape`` renders it."""
+    cls = LONG_CLASS if shape == "long-class" else "ValueError"
     lines = textwrap.wrap(
-        "ValueError: " + message, width, break_long_words=True, break_on_hyphens=hyphens
+        f"{cls}: {message}",
+        width,
+        break_long_words=shape != "long-class",
+        break_on_hyphens=hyphens,
     )
-    if shape == "padded":  # rich / typer pad every wrapped line to the console width
+    if shape in ("padded", "handler-box"):  # rich / typer pad each wrapped line to the width
         lines = [line.ljust(width) for line in lines]
-    head = [] if shape == "bare" else [
-        "Traceback (most recent call last):",
-        '  File "/srv/app/loader.py", line 12, in load',
-        "    raise ValueError(message)",
-    ]  # fmt: skip
+    if shape == "handler-box":
+        # RichHandler(rich_tracebacks=True): the record's line, then rich's box and the
+        # wrapped exception line, all at the handler's message column.
+        head = [
+            "╭───── Traceback (most recent call last) ─────╮",
+            "│ /srv/app/loader.py:12 in load                │",
+            "│ ❱ 12 │   raise ValueError(message)            │",
+            "╰──────────────────────────────────────────────╯",
+        ]
+    elif shape == "bare":
+        head = []
+    else:
+        head = [
+            "Traceback (most recent call last):",
+            '  File "/srv/app/loader.py", line 12, in load',
+            "    raise ValueError(message)",
+        ]
     block = [*head, *lines, "", "INFO the next log line"]
     if shape == "indented":
         block = [("    " + line) if line else line for line in block]
+    elif shape == "handler-box":
+        column = " " * 20
+        block = ["[08:23:26] ERROR    Failed to load    loader.py:9", *(column + b for b in block)]
     elif shape == "quoted":
         block = ["> " + line for line in block]
     elif shape == "nested-quote":
         block = [(">> " if k % 2 else "> ") + line for k, line in enumerate(block)]
+    elif shape == "spaced-quote":
+        block = ["> > " + line for line in block]
     return "Reply from the user:\n\n" + "\n".join(block) + "\n"
 
 
@@ -193,6 +220,33 @@ def test_rejoin_shapes() -> None:
     assert got[0] == (2, "abcdefgh ijklmnopqrst")
     # A line ending in a hyphen may have been broken after it.
     assert next(rejoins(_lines("x fused-", "in"))) == (2, "x fused-in")
+
+
+def _headless(cls: str, *texts: str) -> list[MessageLine]:
+    """``cls:`` alone on its line, the message on the lines after it."""
+    head = MessageLine("", 1, len(cls) + 1, len(cls) + 1)
+    return [head, *(MessageLine(t, k + 2, len(t), len(t)) for k, t in enumerate(texts))]
+
+
+def test_rejoin_of_a_message_that_starts_below_its_class() -> None:
+    long_class = "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p.q.r.s.t.u.v.w.x.y.ComponentError"
+    lines = _headless(long_class, "Cannot load 'x': Quanto", "layer 'y' is bad at x", "F32")
+    got = list(rejoins(lines))
+    # The message is the lines below the class, longest join first; the class line adds nothing.
+    assert got[0] == (4, "Cannot load 'x': Quanto layer 'y' is bad at x F32")
+    assert got[-1] == (2, "Cannot load 'x': Quanto")
+    # A short class that its message's first word would have fitted after: no wrap, no join.
+    assert list(rejoins(_headless("ValueError", "Cannot load 'x': Quanto", "layer"))) == []
+
+
+def test_a_lone_class_line_with_nothing_confirmed_is_not_reported(
+    wrap_kb: errkb.KnowledgeBase,
+) -> None:
+    report = wrap_kb.explain(
+        "some.very.long.module.path.of.the.package.that.raised.it.ComponentLoadError:\n"
+        "Cannot configure checkpoint quantization: nothing a record knows\n"
+    )
+    assert report.exact == () and report.unmatched == ()
 
 
 def test_terminal_chop_keeps_the_space_that_starts_the_next_line(

@@ -93,9 +93,12 @@ def decide(
             # The first join whose captures are whole wins; else the first that matched.
             best: tuple[int, str, dict[str, tuple[Hit, bool, str]]] | None = None
             split = False
+            # "Class:" ended its line: the message is all on the lines after it, so there is
+            # no first-line share for the later lines to take away.
+            headless = not event.message_lines[0].text.strip()
             for used, joined in rejoins(event.message_lines):
                 rejoined = _hits(joined, matcher, found_in)
-                if rejoined:
+                if rejoined and not headless:
                     # The join must be what the pattern needs: a record the later lines hold on
                     # their own (a message that begins on the next line) is theirs, found from
                     # there on, not on this line.
@@ -122,13 +125,16 @@ def decide(
                 pending.append(part)
             if best is not None:
                 used, joined, per_record = best
-                numbers = tuple(line.number for line in event.message_lines[:used])
+                numbers = tuple(line.number for line in event.message_lines[int(headless) : used])
                 event = replace(event, message=joined, lines=numbers)
         if not per_record:
             # A logger line without a match is noise; an exception (or a message a caller
             # handed us directly, which arrives as BARE) deserves a suggestion, and so does a
-            # logger line that names one (pytest's "FAILED test - Class: message").
-            if event.kind is EventKind.BARE or event.exc_class:
+            # logger line that names one (pytest's "FAILED test - Class: message"). A lone
+            # "Class:" line outside a traceback whose next lines no record confirms as its
+            # message names nothing to explain.
+            lone_class = event.kind is EventKind.BARE and not event.message and event.message_lines
+            if (event.kind is EventKind.BARE or event.exc_class) and not lone_class:
                 unmatched.append(event)
             continue
         # The whole printed chain's frames: a wrapper's traceback shows where its cause was raised.
@@ -257,6 +263,17 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
     # A terminal that wraps at the column leaves every line but the last exactly as wide, and a
     # break before a space shows as a line that starts with one; a word wrapper never starts a
     # line with a space (equal widths alone are often its coincidence).
+    if not lines[0].text.strip():
+        # "Class:" alone: the break after it is a wrap only when the message's first word
+        # would not have fitted after the class at the width its own lines show.
+        word = lines[1].text.lstrip().split(" ", 1)[0] if len(lines) > 1 else ""
+        shown = max((line.length for line in lines[1:]), default=0)
+        if not word or lines[0].length + 1 + len(word) <= shown:
+            return
+        for used, joined in rejoins(lines[1:]):
+            yield used + 1, joined
+        yield 2, lines[1].text.strip()
+        return
     widths = {line.width for line in lines[:-1]}
     chopped = (
         len(lines) > 2 and len(widths) == 1 and any(line.text[:1] == " " for line in lines[1:])
@@ -264,8 +281,11 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
     joiners: list[tuple[str, ...]] = []
     widest = 0
     longest = max(line.length for line in lines)
-    for line, after in itertools.pairwise(lines):
-        widest = max(widest, line.width)
+    for k, (line, after) in enumerate(itertools.pairwise(lines)):
+        if k == 0 or " " in line.text.strip():
+            # A line of one word can be wider than the wrap width (a word longer than the
+            # width stays whole), so only lines of several words measure it.
+            widest = max(widest, line.width)
         word = after.text.lstrip().split(" ", 1)[0]
         if not word:
             break

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from errkb.parse.vocabulary import CLOUD_SEVERITIES, level_alternation
 
-__all__ = ["RULES", "PrefixKind", "PrefixRule", "compiled", "rule_for"]
+__all__ = ["RULES", "PrefixKind", "PrefixRule", "compiled", "compiled_indented", "rule_for"]
 
 
 class PrefixKind(enum.StrEnum):
@@ -46,6 +46,10 @@ class PrefixRule:
     shape: str  #: the regex, with the kind's named groups (namespaced when compiled)
     example: str  #: a line that carries this prefix
     remainder: str  #: what is left of ``example`` once this one prefix is stripped
+    #: The shape may begin with whitespace. Most prefixes never do (an indented line is a
+    #: frame, source or a continuation line, whose text is left as it is); a rule that does is
+    #: also tried on indented lines.
+    indented: bool = False
 
 
 _DATE = r"(?:\d{4}[-/])?\d{1,2}[-/]\d{1,2}"
@@ -179,6 +183,18 @@ RULES: tuple[PrefixRule, ...] = (
         "ValueError: x",
     ),
     PrefixRule(
+        # journalctl -o verbose / export: an entry is a header (verbose) and one "FIELD=value"
+        # line per field, indented by four in verbose. The entry's text is its MESSAGE field;
+        # the other fields (_PID=, _HOSTNAME=, ...) are left as lines of no stream, so the
+        # MESSAGE lines of consecutive entries read as one stream, a traceback whole again.
+        "journal_field",
+        PrefixKind.TRANSPORT,
+        r"(?: {4})?(?P<who>MESSAGE)=",
+        "    MESSAGE=ValueError: x",
+        "ValueError: x",
+        indented=True,
+    ),
+    PrefixRule(
         "tag",  # any other bracketed tag: "[TP0] ", "[worker-3] ", "[gpu=0] ", "[Gloo] "
         PrefixKind.TAG,
         r"\[(?P<tag>[A-Za-z][\w.:/@=-]{0,63})\]:? ",
@@ -201,12 +217,18 @@ def _compile(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
 
 
 _COMPILED = _compile(RULES)
+_INDENTED = _compile(tuple(rule for rule in RULES if rule.indented))
 _BY_GROUP = {f"K_{rule.name}": rule for rule in RULES}
 
 
 def compiled() -> re.Pattern[str]:
     """The one alternation of every rule, in table order."""
     return _COMPILED
+
+
+def compiled_indented() -> re.Pattern[str]:
+    """The alternation of the rules whose shape may begin with whitespace."""
+    return _INDENTED
 
 
 def rule_for(match: re.Match[str]) -> PrefixRule:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from errkb.parse.prefixes import RULES, PrefixKind, PrefixRule
+from errkb.parse.prefixes import RULES, PrefixKind, PrefixRule, compiled_indented
 from errkb.parse.prefixes import compiled as compiled_prefixes
 from errkb.parse.vocabulary import GLOG_LEVELS
 
@@ -71,6 +71,8 @@ _PROGRESS_RE = re.compile(
 
 # The prefix shapes are one table (errkb.parse.prefixes); this is its one compiled alternation.
 _PREFIX_RE = compiled_prefixes()
+# The rules that may start with whitespace, tried first on an indented line.
+_INDENTED_RE = compiled_indented()
 
 
 def _rule_groups() -> dict[str, tuple[PrefixKind, str, str, str, str, str, str]]:
@@ -329,9 +331,9 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     """Strip the stacked prefixes of one line and work out its stream identity."""
     line = raw.rstrip()
     record_ids = state.record_ids
-    if not line or line[0] in " \t":
-        # No prefix starts with whitespace: a frame or source line, or a continuation line of
-        # a multi-line log record, which belongs to the record its transport stream is in.
+    if not line or (line[0] in " \t" and _INDENTED_RE.match(line, 0, PREFIX_HEAD) is None):
+        # Nearly no prefix starts with whitespace: a frame or source line, or a continuation
+        # line of a multi-line log record, which belongs to the record its transport stream is in.
         state.pytest_width = 0
         return LogLine(number, line, record_ids.get("", ""), pad=len(raw) - len(line))
 

@@ -70,6 +70,8 @@ _EXC_LINE_RE = re.compile(
 )
 # A ``Class: message`` line outside any traceback; the class is then checked by name.
 _BARE_RE = re.compile(r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>\S.*)$")
+# ``Class:`` ending its line (a wrapper moved the message to the next line).
+_CLASS_COLON_RE = re.compile(r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}):$")
 _PATH = r"(?P<path>(?:[A-Za-z]:)?[^\s:][^:\n]{0,1023}?)"
 # warnings.showwarning / pytest --tb=line / grep over a log: ``path.py:168: ValueError: msg``.
 _PATH_EXC_RE = re.compile(
@@ -103,6 +105,8 @@ _IPY_OLD_RE = re.compile(
     r"(?P<path><ipython-input-[^>\n]{1,128}>|(?:/|~|[A-Za-z]:\\)[^\n]{0,4096}?\.pyx?)"
     r" in (?P<func>\S.{0,1023})$"
 )
+# rich's traceback box: "╭──── Traceback (most recent call last) ────╮".
+_BOX_HEADER_RE = re.compile(r"╭─{1,512} Traceback \(most recent call last\) ─{1,512}╮$")
 _IPY_ARROW_RE = re.compile(r"-{1,16}> {0,16}(?P<line>\d{1,9})(?: (?P<src>.*))?$")
 # Exception groups: margins ``  | ``, the top header ``  + Exception Group Traceback ...``,
 # separators ``  +-+---------------- 1 ----------------`` and closers ``    +------...``.
@@ -262,7 +266,7 @@ class _StreamParser:
                         source_fence = fence.group("info").lower() in _SOURCE_FENCES
                     i += 1
                     continue
-            if first in " \t" and t.endswith("Traceback (most recent call last)"):
+            if first in " \t" and "Traceback (most recent call last)" in t:
                 end = self._indented_block(i)
                 if end > i:
                     i = end
@@ -315,13 +319,15 @@ class _StreamParser:
         """Parse a traceback indented as a block, dedented by the block's indent.
 
         nbconvert's Markdown indents output by four spaces; log handlers indent continuation
-        lines to their message column. Starting with a traceback header makes the block a
-        traceback, not source context. Return where the block ends, or ``i`` when line ``i``
-        heads no IPython traceback.
+        lines to their message column (RichHandler puts a whole rich traceback, its box and its
+        wrapped exception line, at the column of the record's message). Starting with the
+        header of a traceback flavour that is read unindented (IPython's, rich's box) makes the
+        block a traceback, not source context. Return where the block ends, or ``i`` when line
+        ``i`` heads no such traceback.
         """
         head = self.lines[i].text
         body = head.lstrip()
-        if not _IPY_HEADER_RE.match(body):
+        if not (_IPY_HEADER_RE.match(body) or _BOX_HEADER_RE.match(body)):
             return i
         indent = len(head) - len(body)
         lines, n = self.lines, self.n
@@ -477,9 +483,11 @@ class _StreamParser:
             j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
             wrap = self._message_lines(parts, exc_at)
         else:
-            wrap = ()
             # "AssertionError" alone, or "KeyboardInterrupt: ": an empty message has no further
-            # lines (what follows is the next command's output).
+            # lines (what follows is the next command's output). After a colon, the lines that
+            # follow are still offered: a wrapper that could not fit the message's first word
+            # after a long "pkg.mod.Class:" broke the line right there.
+            wrap = self._offered(j, "") if m.group("colon") is not None else ()
             j += 1
         order = lines[h].number
         draft = _Draft(EventKind.TRACEBACK, m.group("cls"), "\n".join(parts), numbers, frames)
@@ -820,6 +828,13 @@ class _StreamParser:
             if m is not None and is_exception_class(m.group("cls")):
                 self._single(EventKind.BARE, m.group("cls"), m.group("msg"), line)
                 return
+            if t.endswith(":"):
+                # "pkg.mod.SomeError:" alone: its message may start on the next line, where a
+                # wrapper put it (offered, rejoined only where a record's pattern confirms).
+                c = _CLASS_COLON_RE.match(t)
+                if c is not None and is_exception_class(c.group("cls")):
+                    self._single(EventKind.BARE, c.group("cls"), "", line)
+                    return
             if ":" in t[:1100]:
                 p = _PATH_EXC_RE.match(t)
                 if p is not None and is_exception_class(p.group("cls")):
@@ -856,19 +871,22 @@ class _StreamParser:
                 lines=(line.number,),
                 frames=(frame,) if frame is not None else (),
                 stream=self.stream,
-                message_lines=self._offered(message, line),
+                message_lines=self._offered(self._at, message)
+                if self.lines[self._at] is line
+                else (),
             )
         )
 
-    def _offered(self, message: str, line: LogLine) -> tuple[MessageLine, ...]:
-        """The message's line and the few lines after it that may continue a wrapped message.
+    def _offered(self, i: int, message: str) -> tuple[MessageLine, ...]:
+        """The message's line ``i`` and the few lines after it that may continue it (wrapped).
 
         A single-line event keeps its one-line message; these lines are only offered, and the
-        matcher rejoins them only where a record's pattern confirms the joined text.
+        matcher rejoins them only where a record's pattern confirms the joined text. An empty
+        message (``Class:`` ending its line) is offered the lines after it as its whole text.
         """
-        i = self._at
-        if not message or self.lines[i] is not line or i + 1 >= self.n:
+        if i + 1 >= self.n:
             return ()
+        line = self.lines[i]
         parts = [message]
         numbers = [line.number]
         self._continuation(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -364,3 +365,79 @@ def test_shapes_corpus_container_files_decode_without_plain_leftovers() -> None:
     for name in ("sentry_event_merged.json", "jupyter_nbclient_quanto.ipynb"):
         decoded = decode_containers((shapes / name).read_text())
         assert decoded is not None and decoded.plain is None, name
+
+
+# --- large JSON Lines ----------------------------------------------------------------------
+
+_CAUSE = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/sglang/quanto_int8_config.py", line 168, in inspect\n'
+    "    raise ValueError(\n"
+    f"ValueError: {QUANTO}\n"
+)
+
+
+def _structlog_lines(size: int) -> tuple[str, list[int]]:
+    """A structlog JSON-lines log of about ``size`` characters: request lines, and every 200th
+    line an error record with its traceback as text; also the lines of those records."""
+    lines: list[str] = []
+    errors: list[int] = []
+    total = 0
+    while total < size:
+        k = len(lines) + 1
+        record: dict[str, object] = {
+            "event": f"request handled path=/api/v1/items/{k} status=200",
+            "level": "info",
+            "timestamp": f"2026-12-01T08:23:{k % 60:02d}.{k:06d}Z",
+            "worker": k % 8,
+        }
+        if k % 200 == 0:
+            record.update(event="checkpoint load failed", level="error", exception=_CAUSE)
+            errors.append(k)
+        lines.append(json.dumps(record))
+        total += len(lines[-1]) + 1
+    return "\n".join(lines) + "\n", errors
+
+
+def test_a_one_line_value_without_an_error_word_is_a_candidate_until_narrowed() -> None:
+    small = '{"detail": "Quanto layer \'a\' has incompatible scale F32 (1,)", "n": 1}\n'
+    (event,) = parse_input(small)
+    assert (event.exc_class, event.message, event.lines) == (
+        None,
+        "Quanto layer 'a' has incompatible scale F32 (1,)",
+        (1,),
+    )
+    # In a large input such a line is narrowed away (as a plain-text line would be); the
+    # exceptions on lines with an error word are all still found, at their lines.
+    text, errors = _structlog_lines(3 << 20)
+    big = small + text
+    found = [e for e in parse_input(big) if e.exc_class == "ValueError"]
+    assert [e.lines[0] for e in found] == [k + 1 for k in errors]
+    assert all(e.message == QUANTO for e in found)
+    assert not [e for e in parse_input(big) if e.lines == (1,)]
+
+
+def _parse_seconds(text: str) -> float:
+    start = time.process_time()
+    parse_input(text)
+    return time.process_time() - start
+
+
+@pytest.mark.slow
+def test_large_json_lines_take_linear_time() -> None:
+    # Four times the input takes about four times as long (per MB within a generous factor on a
+    # shared machine): decoding walks only the lines worth it, never a whole parse per value.
+    small, _ = _structlog_lines(2 << 20)
+    large, _ = _structlog_lines(8 << 20)
+    per_mb_small = min(_parse_seconds(small) for _ in range(2)) / 2
+    per_mb_large = _parse_seconds(large) / 8
+    assert per_mb_large < max(per_mb_small, 0.01) * 3, (per_mb_small, per_mb_large)
+    # And within a small factor of the same records as plain text (one line each, the
+    # traceback under its record): JSON costs a decode, not a parse per value (which was 25x).
+    records = [json.loads(line) for line in large.splitlines()]
+    plain = "".join(
+        f"{r['timestamp']} [{r['level']}] {r['event']}\n{r.get('exception', '')}" for r in records
+    )
+    as_text = min(_parse_seconds(plain) for _ in range(2))
+    as_json = _parse_seconds(large)
+    assert as_json < max(as_text, 0.01) * 10, (as_text, as_json)

@@ -21,6 +21,11 @@ entities are undone, twice-escaped ones too.
 Decoding is bounded (document size, nesting depth, number of strings) and total: input that is
 not a container, or not well-formed, simply yields no views and is parsed as plain text.
 Plain text costs one look at its first non-blank character and one substring search.
+
+It is also linear and cheap per value: a document on one line is walked as the decoder made it
+(its strings' line is the document's), and a large input is narrowed as plain text is (the
+caller passes the lines holding an error word; a one-line document elsewhere is decoded, since
+it may be a piece of reassembled output, but not walked).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -77,6 +82,11 @@ _SOURCE_PATH_RE = re.compile(
     # a frame of code without a file ("<lambda>" is a function name, not one of these)
     r"|<(?:string|stdin|console|frozen [\w.]{1,128}|ipython-input-[\w-]{1,64})>"
 )
+# What a source path as a frame names it ends with (a cheap test before the regex).
+_SOURCE_ENDS = (
+    ".py", ".pyx", ".pyi", ".ipynb", ".js", ".mjs", ".ts", ".rs", ".go", ".java", ".kt",
+    ".rb", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ">",
+)  # fmt: skip
 # A markup tag, comment, CDATA section, or a script/style element with its content.
 _MARKUP_RE = re.compile(
     r"<!--.{0,65536}?-->"
@@ -170,14 +180,19 @@ def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:
     return False
 
 
-def decode_containers(text: str) -> Decoded | None:
-    """Decode the containers of ``text``; None when it holds none (then parse it as it is)."""
+def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded | None:
+    """Decode the containers of ``text``; None when it holds none (then parse it as it is).
+
+    ``worth``, when given, holds the input lines worth parsing (those with an error word,
+    as a large input is narrowed): a JSON document on one line not in it is decoded (it may
+    be a piece of reassembled output) but its strings are not offered.
+    """
     if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
         return None
     start = len(text) - len(text.lstrip(" \t\r\n\ufeff"))
     if text.startswith("<", start):
         return _decode_markup(text)
-    return _decode_json(text)
+    return _decode_json(text, worth)
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -248,12 +263,12 @@ def _try_document(text: str, i: int) -> tuple[int, object] | None:
     return end, value
 
 
-def _decode_json(text: str) -> Decoded | None:
+def _decode_json(text: str, worth: Container[int] | None) -> Decoded | None:
     docs = list(_documents(text))
     if not docs:
         return None
     out = _Out()
-    _walk_documents(text, docs, out)
+    _walk_documents(text, docs, out, worth)
     plain_parts: list[str] = []
     pos = 0
     for start, end, _line, _value in docs:
@@ -310,11 +325,17 @@ def _with_line(value: object, next_line: Callable[[], int]) -> object:
         return None
 
 
-def _walk_documents(text: str, docs: list[tuple[int, int, int, object]], out: _Out) -> None:
+def _walk_documents(
+    text: str,
+    docs: list[tuple[int, int, int, object]],
+    out: _Out,
+    worth: Container[int] | None = None,
+) -> None:
     """Walk every document; runs of one-object-per-line output are reassembled per stream.
 
     Runs are told and joined on the raw decoded values (cheap: this is the path of a 50 MB
-    docker log); only the other documents get their strings' line numbers worked out.
+    docker log); only the other documents get their strings' line numbers worked out, and
+    with ``worth`` a one-line document on a line without an error word is not walked.
     """
     i = 0
     n = len(docs)
@@ -336,8 +357,11 @@ def _walk_documents(text: str, docs: list[tuple[int, int, int, object]], out: _O
                 _reassemble([(d[2], d[3]) for d in docs[i:j]], text_key, out)
                 i = j
                 continue
-        annotated = _annotate(text, start, end, line, value)
-        _walk(annotated, "$" if n == 1 else f"$[{i}]", 0, out)
+        path = "$" if n == 1 else f"$[{i}]"
+        if text.count("\n", start, end):
+            _walk(_annotate(text, start, end, line, value), path, 0, out)
+        elif worth is None or line in worth:
+            _walk(value, path, 0, out, line)
         i += 1
 
 
@@ -393,8 +417,16 @@ def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None
         out.views.append(View(text, tuple(lines), origin, value=False))
 
 
-def _walk(value: object, path: str, depth: int, out: _Out) -> None:
+def _walk(value: object, path: str, depth: int, out: _Out, line: int = 0) -> None:
+    """Offer every string under ``value``; a plain ``str`` is on input line ``line``.
+
+    A document on one input line is walked as the decoder made it (every string on that
+    line): only documents over several lines get their strings' lines worked out (``_Str``).
+    """
     if out.full() or depth > MAX_NESTING:
+        return
+    if isinstance(value, str):
+        _string(value, line, path, 0, out)
         return
     if isinstance(value, _Str):
         _string(value.text, value.line, path, 0, out)
@@ -403,47 +435,70 @@ def _walk(value: object, path: str, depth: int, out: _Out) -> None:
         if _is_frame(value):
             return  # source context and locals are never occurrences
         consumed: set[int] = set()
-        for idx in range(len(value) - 1):
-            (_k1, v1), (_k2, v2) = value[idx], value[idx + 1]
+        previous: object = None
+        for idx, (key, item) in enumerate(value):
+            # An exception class next to a string is a structured exception.
             if (
-                idx not in consumed
-                and isinstance(v1, _Str)
-                and isinstance(v2, _Str)
-                and _is_class(v1.text)
+                idx
+                and isinstance(item, (str, _Str))
+                and isinstance(previous, (str, _Str))
+                and idx - 1 not in consumed
+                and _is_class(_text(previous))
             ):
                 out.structured.append(
-                    StructuredException(v1.text, v2.text, v2.line, f"{path}.{_k2}")
+                    StructuredException(
+                        _text(previous), _text(item), _line(item, line), f"{path}.{key}"
+                    )
                 )
-                consumed.update((idx, idx + 1))
+                consumed.update((idx - 1, idx))
+            previous = item
         for idx, (key, item) in enumerate(value):
-            if idx not in consumed:
-                _walk(item, f"{path}.{key}", depth + 1, out)
+            if idx in consumed:
+                continue
+            # Scalars are handled here, not by a call each: a JSON log has many.
+            if isinstance(item, str):
+                if len(item) >= MIN_TEXT_CHARS:
+                    _string(item, line, f"{path}.{key}", 0, out)
+            elif isinstance(item, (_Obj, list, _Str)):
+                _walk(item, f"{path}.{key}", depth + 1, out, line)
         return
     if isinstance(value, list):
-        if len(value) >= 2 and all(isinstance(v, _Str) for v in value):
-            _string_list([v for v in value if isinstance(v, _Str)], path, out)
+        if len(value) >= 2 and all(isinstance(v, (str, _Str)) for v in value):
+            _string_list([v if isinstance(v, _Str) else _Str(v, line) for v in value], path, out)
             return
         for idx, item in enumerate(value):
-            _walk(item, f"{path}[{idx}]", depth + 1, out)
+            _walk(item, f"{path}[{idx}]", depth + 1, out, line)
+
+
+def _text(value: object) -> str:
+    return value.text if isinstance(value, _Str) else value if isinstance(value, str) else ""
+
+
+def _line(value: object, line: int) -> int:
+    return value.line if isinstance(value, _Str) else line
 
 
 def _is_class(text: str) -> bool:
+    # Cheapest tests first: nearly every string of a log is no class name.
     return (
         len(text) <= 4096
         and " " not in text
-        and _CLASS_RE.fullmatch(text) is not None
         and is_exception_class(text)
+        and _CLASS_RE.fullmatch(text) is not None
     )
 
 
 def _is_frame(obj: _Obj) -> bool:
     """A stack frame: a source path next to a line number (Sentry, structlog, most tracers)."""
-    has_int = any(isinstance(v, int) and not isinstance(v, bool) for _k, v in obj)
-    if not has_int:
-        return False
-    return any(
-        isinstance(v, _Str) and _SOURCE_PATH_RE.fullmatch(v.text) is not None for _k, v in obj
-    )
+    has_int = has_path = False
+    for _k, v in obj:
+        if isinstance(v, int):
+            has_int = has_int or not isinstance(v, bool)
+        elif not has_path and isinstance(v, (str, _Str)):
+            text = _text(v)
+            # The suffix test first: the path regex runs only on what ends like a source file.
+            has_path = text.endswith(_SOURCE_ENDS) and _SOURCE_PATH_RE.fullmatch(text) is not None
+    return has_int and has_path
 
 
 def _string(text: str, line: int, path: str, depth: int, out: _Out) -> None:
@@ -457,21 +512,21 @@ def _string(text: str, line: int, path: str, depth: int, out: _Out) -> None:
         except (ValueError, RecursionError):
             value = None
         if isinstance(value, (_Obj, list)):
-            inner = _with_line(value, lambda: line)
-            _walk_nested(inner, path, depth + 1, out)
+            _walk_nested(value, path, depth + 1, out, line)
             return
     if " " not in text and "\n" not in text:
         return
     out.views.append(View(text, (line,) * (text.count("\n") + 1), path))
 
 
-def _walk_nested(value: object, path: str, depth: int, out: _Out) -> None:
-    # Strings inside a decoded string keep counting string depth, not just nesting.
-    if isinstance(value, _Str):
-        _string(value.text, value.line, path, depth, out)
+def _walk_nested(value: object, path: str, depth: int, out: _Out, line: int) -> None:
+    # Strings inside a decoded string keep counting string depth, not just nesting; all of
+    # them are on the input line of the string that held them.
+    if isinstance(value, str):
+        _string(value, line, path, depth, out)
     elif isinstance(value, _Obj):
         sub = _Out()
-        _walk(value, path, 0, sub)
+        _walk(value, path, 0, sub, line)
         out.structured.extend(sub.structured)
         for view in sub.views:
             if depth < MAX_STRING_DEPTH and view.text.strip()[:1] in ("{", "["):
@@ -479,7 +534,7 @@ def _walk_nested(value: object, path: str, depth: int, out: _Out) -> None:
             else:
                 out.views.append(view)
     else:
-        _walk(value, path, 0, out)
+        _walk(value, path, 0, out, line)
 
 
 def _string_list(items: list[_Str], path: str, out: _Out) -> None:

@@ -19,14 +19,18 @@ numbers before being cut out once each.
 
 Small inputs (most pastes) are parsed whole, so nothing is narrowed away there; above
 ``NARROW_ABOVE`` a message on a line with none of these words and no traceback around it is not
-seen — use ``match_message`` for such text.
+seen — use ``match_message`` for such text. Containers (JSON, JSON Lines) follow the same rule:
+a large one is decoded whole but only its lines with a keyword are walked, and a one-line value
+with no keyword is never parsed (in a small input it is still a candidate message as it is).
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +128,17 @@ def hit_lines(data: bytes) -> Iterator[tuple[int, bool]]:
         position = stop
     if line_start >= 0:
         yield line_start, header
+
+
+def keyword_lines(data: bytes) -> set[int]:
+    """The 1-based numbers of the lines holding a keyword (one linear pass, as for regions)."""
+    found: set[int] = set()
+    number, position = 1, 0
+    for line_start, _header in hit_lines(data):
+        number += data.count(b"\n", position, line_start)
+        position = line_start
+        found.add(number)
+    return found
 
 
 def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -285,15 +300,33 @@ def _parse_text(data: str | bytes) -> list[LogEvent]:
 
 def _parse_containers(text: str) -> list[LogEvent] | None:
     """Events of the views a JSON or markup container holds; None for plain text."""
-    from errkb.parse.containers import decode_containers
+    from errkb.parse.containers import decode_containers, looks_like_container
 
-    decoded = decode_containers(text)
+    if not looks_like_container(text):
+        return None
+    large = len(text) > NARROW_ABOVE
+    # A large input is narrowed as plain text is: only lines with an error word are offered.
+    worth = keyword_lines(text.encode("utf-8", "surrogatepass")) if large else None
+    decoded = decode_containers(text, worth)
     if decoded is None:
         return None
     events: list[LogEvent] = []
     if decoded.plain is not None:
         events.extend(_parse_text(decoded.plain))
+    prose = _prose_views(decoded.views)
     for index, view in enumerate(decoded.views, start=1):
+        if index in prose:
+            # A one-line value without an error word holds no exception for the line parser
+            # to find: it is only a candidate message, made here without parsing it. In a
+            # large input it is narrowed away, as a plain-text line without one would be.
+            message = view.text.strip()
+            if message and not large:
+                events.append(
+                    LogEvent(
+                        EventKind.LOG, None, message, (view.line(1),), origin=f"{view.origin}:1"
+                    )
+                )
+            continue
         found = _parse_text(view.text)
         if not found and view.value:
             # A value that is no exception line is still a candidate message (an API
@@ -314,6 +347,46 @@ def _parse_containers(text: str) -> list[LogEvent] | None:
         )
     events.sort(key=lambda e: e.lines[0] if e.lines else 0)
     return events
+
+
+# A glog / torch record header ("E0828 05:10:05.123456 ..."): an error level with no error word.
+_GLOG_HINT = re.compile(r"[EF]\d{3,4} \d{2}:\d{2}:\d{2}\.")
+
+
+def _prose_views(views: Sequence[View]) -> set[int]:
+    """The 1-based indices of the one-line values the line parser would find nothing in.
+
+    A line holds something for the parser only with an error word on it (the vocabulary's
+    region keywords: classes, error levels, ``Traceback``, pytest's ``E   ``), or a glog error
+    header. One keyword pass over all the values at once, joined by newlines (so a value
+    starting with ``E   `` is found as pytest's line), tells them apart: no Python work per
+    value beyond its encoding.
+    """
+    candidates = [
+        k
+        for k, view in enumerate(views, start=1)
+        if view.value
+        and "\n" not in view.text
+        and "\r" not in view.text
+        and "\x1b" not in view.text
+        and "\u241b" not in view.text
+        and _GLOG_HINT.search(view.text, 0, 256) is None
+    ]
+    if not candidates:
+        return set()
+    parts = [views[k - 1].text.encode("utf-8", "surrogatepass") for k in candidates]
+    starts: list[int] = []
+    position = 0
+    for part in parts:
+        position += 1  # the joining newline before each value
+        starts.append(position)
+        position += len(part)
+    joined = b"\n" + b"\n".join(parts)
+    prose = set(candidates)
+    for _keyword, _start, end in _keywords().find_matches_as_indexes(joined):
+        # The keyword's last byte is inside the value it was found in.
+        prose.discard(candidates[bisect.bisect_right(starts, end - 1) - 1])
+    return prose
 
 
 def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:

@@ -3,13 +3,17 @@
 Renderers, terminals and mail clients wrap the final ``Class: message`` line (rich and typer pad
 each wrapped line to the width; email wraps at 72; issue text is hard-wrapped), indent a
 traceback as a block (Markdown code, nbconvert, rich's RichHandler) or quote it (``> ``,
-``>> ``). The properties: every seed message, with varied values, wrapped at any width from 30
-to 200 in any of these shapes, is the record with exact captures; the near-miss siblings never
-are; and a line after a complete message is never glued onto it.
+``>> ``, ``> > ``). The properties: every seed message, with varied values, wrapped at any width
+from 30 to 200 in any of these shapes (also after a class too long for the width, and in
+RichHandler's box at its message column), and then HTML-escaped or put in a JSON string (once
+or twice), is the record with exact captures; the near-miss siblings never are; and a line
+after a complete message is never glued onto it.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import textwrap
 from collections.abc import Iterator
 
@@ -175,6 +179,58 @@ def test_wrapped_near_miss_never_matches(
     wrap_kb: errkb.KnowledgeBase, message: str, width: int, shape: str, hyphens: bool
 ) -> None:
     assert wrap_kb.explain(render(message, width, shape, hyphens)).exact == ()
+
+
+CONTAINERS = ["html", "html-twice", "json", "json-twice"]
+
+
+def contain(text: str, container: str) -> str:
+    """``text`` as a saved page shows it, or as a JSON log record's string value holds it."""
+    if container.startswith("html"):
+        body = html.escape(text, quote=True)
+        if container == "html-twice":
+            body = html.escape(body, quote=True)
+        return f"<html><body>\n<pre>{body}</pre>\n</body></html>\n"
+    doc = json.dumps({"level": "error", "exception": text})
+    if container == "json-twice":
+        doc = json.dumps({"reply": doc})
+    return doc + "\n"
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    positive=positives(),
+    width=st.integers(min_value=30, max_value=200),
+    shape=st.sampled_from(SHAPES),
+    container=st.sampled_from(CONTAINERS),
+)
+def test_wrapped_and_escaped_positive_matches_with_exact_captures(
+    wrap_kb: errkb.KnowledgeBase,
+    positive: tuple[str, str, dict[str, str]],
+    width: int,
+    shape: str,
+    container: str,
+) -> None:
+    record_id, message, captures = positive
+    report = wrap_kb.explain(contain(render(message, width, shape, False), container))
+    assert [(m.id, m.capture_dict) for m in report.exact] == [(record_id, captures)]
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    message=near_misses(),
+    width=st.integers(min_value=30, max_value=200),
+    shape=st.sampled_from(SHAPES),
+    container=st.sampled_from(CONTAINERS),
+)
+def test_wrapped_and_escaped_near_miss_never_matches(
+    wrap_kb: errkb.KnowledgeBase, message: str, width: int, shape: str, container: str
+) -> None:
+    assert wrap_kb.explain(contain(render(message, width, shape, False), container)).exact == ()
 
 
 def test_line_after_a_whole_message_is_not_glued_on(wrap_kb: errkb.KnowledgeBase) -> None:

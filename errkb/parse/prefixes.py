@@ -217,7 +217,12 @@ def _compile(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
 
 
 _COMPILED = _compile(RULES)
-_INDENTED = _compile(tuple(rule for rule in RULES if rule.indented))
+# (With no such rule, a pattern that never matches: an empty alternation would match anything.)
+_INDENTED = (
+    _compile(tuple(r for r in RULES if r.indented))
+    if any(r.indented for r in RULES)
+    else re.compile(r"(?!)")
+)
 _BY_GROUP = {f"K_{rule.name}": rule for rule in RULES}
 
 

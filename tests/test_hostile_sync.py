@@ -208,3 +208,106 @@ def test_a_gzip_repository_file_inflating_past_the_cap_is_refused(tmp_path: Path
     repo_file.write_bytes(_members((b" " * (64 * MiB), 16)))  # 1 GiB of blanks
     err = _sync_refused(db, root)
     assert "repo-0.json" in err and "more than 67108864 bytes" in err
+
+
+@pytest.mark.parametrize("fill", [b"{},", b"0,"], ids=["dicts", "numbers"])
+def test_a_repository_file_of_tiny_values_is_refused_in_bounded_memory(
+    tmp_path: Path, fill: bytes
+) -> None:
+    # Under the 64 MiB byte cap, but 12 million values: parsed whole, the dictionaries alone
+    # would take 0.8 GB and the reader's items (or problems) several more.
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    repo_file = root / "data" / "repos" / "org" / "repo-0.json"
+    repo_file.write_bytes(b"[" + fill * 12_000_000 + fill[:-1] + b"]")
+    assert repo_file.stat().st_size < 40 * MiB
+    err = _sync_refused(db, root)
+    assert "repo-0.json: holds more than 2000000 JSON values (the repository file value limit)" in (
+        err
+    )
+
+
+def test_the_value_bound_admits_real_records_and_counts_gzip(tmp_path: Path) -> None:
+    records = make_records(40, repos=1)
+    text = json.dumps(records).encode()
+    values = 0
+
+    def count(value: object) -> None:
+        nonlocal values
+        values += 1
+        if isinstance(value, dict):
+            for key, item in value.items():
+                count(key)
+                count(item)
+        elif isinstance(value, list):
+            for item in value:
+                count(item)
+
+    count(records)
+    plain, packed = tmp_path / "r.json", tmp_path / "r.json.gz"
+    plain.write_bytes(text)
+    packed.write_bytes(gzip.compress(text))
+    for path in (plain, packed):
+        # An upper bound, never below the exact count ...
+        with pytest.raises(SyncError, match=rf"r: holds more than {values - 1} JSON values"):
+            publish.check_value_count(path, "r", values - 1, max_bytes=1 << 30)
+        # ... and loose by a known factor: real records come to one per 17-24 bytes.
+        publish.check_value_count(path, "r", len(text) // 12, max_bytes=1 << 30)
+    # ... and past the byte cap it leaves the refusal to the reader, which names that cap.
+    publish.check_value_count(plain, "r", 100, max_bytes=100)
+
+
+# ---------------------------------------------------------------------------- the operator's limits
+@pytest.mark.parametrize(
+    ("option", "env", "value", "message"),
+    [
+        ("--max-index-rows", "ERRKB_SYNC_MAX_INDEX_ROWS", "5", "more than 5 (the index row limit)"),
+        ("--max-repos", "ERRKB_SYNC_MAX_REPOS", "1", "more than 1 repositories"),
+        ("--max-repo-file-values", "ERRKB_SYNC_MAX_REPO_FILE_VALUES", "50", "more than 50 JSON"),
+        ("--max-repo-file-mib", "ERRKB_SYNC_MAX_REPO_FILE_MIB", "1", "over the 1048576-byte cap"),
+        ("--max-row-mib", "ERRKB_SYNC_MAX_ROW_MIB", "1", "over 1048576 bytes (the per-row limit)"),
+        ("--max-download-mib", "ERRKB_SYNC_MAX_DOWNLOAD_MIB", "1", "1048576-byte cap"),
+    ],
+)
+def test_each_sync_limit_is_an_option_and_an_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, option: str, env: str, value: str, message: str
+) -> None:
+    from tests.cli import run
+
+    db = _db_with_a_version(tmp_path)
+    root = _hostile_tree(tmp_path)
+    repo_file = root / "data" / "repos" / "org" / "repo-0.json"
+    if option == "--max-repo-file-mib":
+        with repo_file.open("r+b") as fh:
+            fh.truncate(2 * MiB)
+    elif option in ("--max-row-mib", "--max-download-mib"):
+        rows = [{"id": "a", "repo": "org/repo-0", "pad": "x" * (2 * MiB)}]
+        _replace_index(root, gzip.compress(json.dumps({"errors": rows}).encode()))
+    for args, environ in (([option, value], {}), ([], {env: value})):
+        for name, setting in environ.items():
+            monkeypatch.setenv(name, setting)
+        result = run(db, "sync", *args, str(root))
+        monkeypatch.delenv(env, raising=False)
+        assert result.exit_code == 2, result.output
+        assert message in result.stderr, (args, environ, result.stderr)
+    latest = open_kb(db, bundled=False).store.latest_version()
+    assert latest is not None and latest.dataset_version == OLD
+
+
+def test_the_defaults_are_the_documented_ones() -> None:
+    from click.testing import CliRunner
+
+    from errkb.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["sync", "--help"]).output.split())
+    for option, default in [
+        ("--max-download-mib", 512),
+        ("--timeout", 3600.0),
+        ("--max-index-rows", 2_000_000),
+        ("--max-repos", 100_000),
+        ("--max-repo-file-mib", 64),
+        ("--max-repo-file-values", 2_000_000),
+        ("--max-row-mib", 16),
+    ]:
+        assert option in text
+        assert f"default: {default};" in text.split(option, 1)[1].split("]", 1)[0], option

@@ -23,6 +23,7 @@ from errkb.sync import (
     ProgressCallback,
     Stage,
     history,
+    publish,
     sync,
     transport,
 )
@@ -63,9 +64,11 @@ if TYPE_CHECKING:
 @click.option(
     "--max-download-mib",
     type=click.IntRange(min=1),
-    default=512,
+    default=publish.DEFAULT_MAX_BYTES >> 20,
     show_default=True,
-    help="Size cap of any one downloaded file.",
+    show_envvar=True,
+    envvar="ERRKB_SYNC_MAX_DOWNLOAD_MIB",
+    help="Size cap of any one downloaded file, and of what the gzip index decompresses to.",
 )
 @click.option(
     "--timeout",
@@ -73,8 +76,55 @@ if TYPE_CHECKING:
     type=click.FloatRange(min=1),
     default=transport.DEFAULT_DEADLINE,
     show_default=True,
+    show_envvar=True,
+    envvar="ERRKB_SYNC_TIMEOUT",
     help="Give up (nothing changed) after this many seconds in all; each read also times out "
     f"after {transport.DEFAULT_READ_TIMEOUT:g}s without data.",
+)
+@click.option(
+    "--max-index-rows",
+    type=click.IntRange(min=1),
+    default=publish.DEFAULT_MAX_INDEX_ROWS,
+    show_default=True,
+    show_envvar=True,
+    envvar="ERRKB_SYNC_MAX_INDEX_ROWS",
+    help="Most rows a published index (and the manifest's counts.errors) may list.",
+)
+@click.option(
+    "--max-repos",
+    type=click.IntRange(min=1),
+    default=publish.DEFAULT_MAX_REPOS,
+    show_default=True,
+    show_envvar=True,
+    envvar="ERRKB_SYNC_MAX_REPOS",
+    help="Most repositories an index or repos.json may name.",
+)
+@click.option(
+    "--max-repo-file-mib",
+    type=click.IntRange(min=1),
+    default=publish.DEFAULT_MAX_REPO_FILE_BYTES >> 20,
+    show_default=True,
+    show_envvar=True,
+    envvar="ERRKB_SYNC_MAX_REPO_FILE_MIB",
+    help="Most one repository's records file may hold or decompress to.",
+)
+@click.option(
+    "--max-repo-file-values",
+    type=click.IntRange(min=1),
+    default=publish.DEFAULT_MAX_REPO_FILE_VALUES,
+    show_default=True,
+    show_envvar=True,
+    envvar="ERRKB_SYNC_MAX_REPO_FILE_VALUES",
+    help="Most JSON values one repository's records file may hold.",
+)
+@click.option(
+    "--max-row-mib",
+    type=click.IntRange(min=1),
+    default=publish.MAX_ROW_BYTES >> 20,
+    show_default=True,
+    show_envvar=True,
+    envvar="ERRKB_SYNC_MAX_ROW_MIB",
+    help="Most one index row or repos.json entry may take.",
 )
 @click.option(
     "--jobs",
@@ -113,6 +163,11 @@ def sync_command(
     reject_report: str | None,
     max_download_mib: int,
     timeout_s: float,
+    max_index_rows: int,
+    max_repos: int,
+    max_repo_file_mib: int,
+    max_repo_file_values: int,
+    max_row_mib: int,
     jobs: int,
     cache_dir: str | None,
     cache_max_mib: int,
@@ -143,6 +198,13 @@ def sync_command(
             reject_report=reject_report,
             progress=progress,
             max_bytes=max_download_mib * 1024 * 1024,
+            limits=publish.Limits(
+                index_rows=max_index_rows,
+                repos=max_repos,
+                repo_file_bytes=max_repo_file_mib * 1024 * 1024,
+                repo_file_values=max_repo_file_values,
+                row_bytes=max_row_mib * 1024 * 1024,
+            ),
             deadline=timeout_s,
             workers=jobs,
             cache_dir=cache_dir,

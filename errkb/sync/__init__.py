@@ -345,6 +345,7 @@ def _plan_published(
         version,
         max_rows=limits.index_rows,
         max_repos=limits.repos,
+        max_row_bytes=limits.row_bytes,
     )
     indexed = sum(len(ids) for ids in by_repo.values())
     if isinstance(errors_count, int) and errors_count != indexed:
@@ -355,7 +356,9 @@ def _plan_published(
     notify(Progress(Stage.INDEX, 1, 2))
     repos_entry = manifest.entry("repos", where)
     repos_file, repos_raw = _fetch_verified(tree, repos_entry, tmp / "repos.json", max_bytes)
-    repos = publish.parse_repos(repos_raw, repos_file.where, max_repos=limits.repos)
+    repos = publish.parse_repos(
+        repos_raw, repos_file.where, max_repos=limits.repos, max_row_bytes=limits.row_bytes
+    )
     notify(Progress(Stage.INDEX, 2, 2))
     hashes = [("manifest", manifest.sha256), ("index", index_entry.sha256)]
     if index_entry.raw_sha256:
@@ -438,7 +441,16 @@ def _plan_published(
             cached_count += 1
         else:
             fetched_count += 1
-        part, path = _parse_checked(tree, got, ids, stored, tmp, repo_max, downloaded, manifest)
+        part, path = _parse_checked(
+            tree,
+            got,
+            ids,
+            stored,
+            tmp,
+            replace(limits, repo_file_bytes=repo_max),
+            downloaded,
+            manifest,
+        )
         if cache is not None and path.parent == cache.root and not part.broken:
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):
@@ -518,7 +530,7 @@ def _parse_checked(
     ids: Sequence[str],
     stored: Mapping[str, str],
     tmp: Path,
-    max_bytes: int,
+    limits: publish.Limits,
     downloaded: fetching.Counter,
     manifest: publish.Manifest,
 ) -> tuple[_RepoFile, Path]:
@@ -530,7 +542,7 @@ def _parse_checked(
     path = got.fetched.path
     assert path is not None  # noqa: S101 - not_modified is handled by the caller
     try:
-        return _parse_repo(got.fetched, got.job.repo, ids, stored, max_bytes), path
+        return _parse_repo(got.fetched, got.job.repo, ids, stored, limits), path
     except IntegrityError:
         if not isinstance(tree, publish.HttpTree):
             raise
@@ -539,12 +551,12 @@ def _parse_checked(
     again = tree.fetch(
         got.job.rel,
         tmp / "retry.json",
-        max_bytes=max_bytes,
+        max_bytes=limits.repo_file_bytes,
         fresh=True,
         on_bytes=downloaded.add,
     )
     try:
-        return _parse_repo(again, got.job.repo, ids, stored, max_bytes), tmp / "retry.json"
+        return _parse_repo(again, got.job.repo, ids, stored, limits), tmp / "retry.json"
     except IntegrityError as exc:
         _same_manifest(tree, manifest, tmp, [got.job])  # a new version explains it better
         raise IntegrityError(_stale(str(exc))) from None
@@ -591,7 +603,7 @@ def _parse_repo(
     repo: str,
     index_ids: Sequence[str],
     stored: Mapping[str, str],
-    max_bytes: int,
+    limits: publish.Limits,
 ) -> _RepoFile:
     """Read one repository file and cross-check it against the index.
 
@@ -601,6 +613,8 @@ def _parse_repo(
     """
     assert fetched.path is not None  # noqa: S101
     where = fetched.where
+    max_bytes = limits.repo_file_bytes
+    publish.check_value_count(fetched.path, where, limits.repo_file_values, max_bytes)
     items = tuple(read_file(fetched.path, max_bytes=max_bytes))
     broken = tuple(replace(it.problem, source=where) for it in items if it.problem is not None)
     if broken:

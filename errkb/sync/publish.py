@@ -44,6 +44,13 @@ DEFAULT_MAX_REPOS = 100_000
 DEFAULT_MAX_REPO_FILE_BYTES = 64 * 1024 * 1024
 #: Most characters one index row or repos.json entry may take (a row is a few hundred bytes).
 MAX_ROW_BYTES = 16 * 1024 * 1024
+#: Most JSON values (objects, arrays, strings, numbers) one repository file may hold. Such a file
+#: is parsed whole, and a value costs the parser 30 to 100 bytes whatever its size in the file:
+#: 64 MiB of ``{},`` would be 22 million dictionaries (over 5 GB with the reader's items). The
+#: count is an upper bound (``check_value_count``): real records come to one counted value per
+#: 17 to 24 bytes, so this admits about 40 MB of them in one file, ten times the largest
+#: repository file ErrLookup has; the worst file it admits costs the parser about 300 MB.
+DEFAULT_MAX_REPO_FILE_VALUES = 2_000_000
 #: The manifest is a few hundred bytes; anything this large is not a manifest.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT = DEFAULT_READ_TIMEOUT
@@ -69,6 +76,8 @@ class Limits:
     index_rows: int = DEFAULT_MAX_INDEX_ROWS
     repos: int = DEFAULT_MAX_REPOS
     repo_file_bytes: int = DEFAULT_MAX_REPO_FILE_BYTES
+    repo_file_values: int = DEFAULT_MAX_REPO_FILE_VALUES
+    row_bytes: int = MAX_ROW_BYTES
 
 
 DEFAULT_LIMITS = Limits()
@@ -607,7 +616,12 @@ class _Stream:
 
 
 def _array_rows(
-    source: bytes | Content, where: str, key: str, meta: dict[str, Any], what: str
+    source: bytes | Content,
+    where: str,
+    key: str,
+    meta: dict[str, Any],
+    what: str,
+    max_row: int = MAX_ROW_BYTES,
 ) -> Iterator[Any]:
     """Yield the rows of the array at ``key`` of a top-level object, or of a bare array.
 
@@ -615,7 +629,7 @@ def _array_rows(
     so read ``meta`` only once the rows are exhausted).
     """
     with io.BytesIO(source) if isinstance(source, bytes) else source.open() as fh:
-        stream = _Stream(fh, where, MAX_ROW_BYTES)
+        stream = _Stream(fh, where, max_row)
         first = stream.peek()
         if first == "[":
             yield from _rows(stream)
@@ -689,6 +703,7 @@ def parse_index(
     *,
     max_rows: int = DEFAULT_MAX_INDEX_ROWS,
     max_repos: int = DEFAULT_MAX_REPOS,
+    max_row_bytes: int = MAX_ROW_BYTES,
 ) -> dict[str, list[str]]:
     """Ids per repository from the index (``{errors: [{id, repo, ...}]}`` or a bare array).
 
@@ -699,7 +714,9 @@ def parse_index(
     by_repo: dict[str, list[str]] = {}
     seen: set[str] = set()
     duplicates: list[str] = []
-    rows = _array_rows(raw, where, "errors", meta, "the index holds no 'errors' array")
+    rows = _array_rows(
+        raw, where, "errors", meta, "the index holds no 'errors' array", max_row_bytes
+    )
     for n, row in enumerate(rows):
         if n >= max_rows:
             raise SyncError(
@@ -735,11 +752,17 @@ def parse_index(
 
 
 def parse_repos(
-    raw: bytes | Content, where: str, *, max_repos: int = DEFAULT_MAX_REPOS
+    raw: bytes | Content,
+    where: str,
+    *,
+    max_repos: int = DEFAULT_MAX_REPOS,
+    max_row_bytes: int = MAX_ROW_BYTES,
 ) -> dict[str, RepoInfo]:
     """``repos.json`` (a bare array or ``{repos: [...]}``), by repository name."""
     out: dict[str, RepoInfo] = {}
-    rows = _array_rows(raw, where, "repos", {}, "repos.json holds no array of repositories")
+    rows = _array_rows(
+        raw, where, "repos", {}, "repos.json holds no array of repositories", max_row_bytes
+    )
     for n, entry in enumerate(rows):
         if n >= max_repos:
             raise SyncError(
@@ -755,6 +778,40 @@ def parse_repos(
             changed if isinstance(changed, str) else None,
         )
     return out
+
+
+def check_value_count(path: Path, where: str, max_values: int, max_bytes: int) -> None:
+    """Refuse a repository file holding more than ``max_values`` JSON values, before parsing it.
+
+    Repository files are parsed whole, and what parsing costs is per value, not per byte (a
+    dictionary is 64 bytes however short its text): 64 MiB of ``[{},{},...]`` would take over
+    5 GB. Every value needs at least one byte of its own among ``{`` ``[`` ``,`` or a pair of
+    ``"``, so counting those bytes (at C speed, one chunk at a time, a gzip file decompressed
+    on the way) bounds the values from above without parsing anything: each container by its
+    bracket, an array's first element by its ``[`` once more, an object's values by their ``:``,
+    any later element by its ``,``, a string by its quotes.
+    """
+    bound = 1
+    quotes = total = 0
+    try:
+        with path.open("rb") as raw:
+            gunzip = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            fh = cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")) if gunzip else raw
+            while chunk := fh.read(_CHUNK):
+                total += len(chunk)
+                if total > max_bytes:
+                    return  # over the byte cap: the reader refuses it, naming that cap
+                bound += chunk.count(b"{") + 2 * chunk.count(b"[")
+                bound += chunk.count(b",") + chunk.count(b":")
+                quotes += chunk.count(b'"')
+                if bound + quotes // 2 > max_values:
+                    raise SyncError(
+                        f"{where}: holds more than {max_values} JSON values (the repository "
+                        "file value limit); nothing changed"
+                    )
+    except (OSError, EOFError, zlib.error):
+        return  # unreadable: the reader says so, with the file and the reason
 
 
 def some_ids(ids: list[str], limit: int = 10) -> str:

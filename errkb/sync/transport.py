@@ -140,6 +140,7 @@ class HttpClient:
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
+        self._closed = False
         self.connections_opened = 0
 
     def get(
@@ -212,7 +213,7 @@ class HttpClient:
                 if conn.sock is not None:
                     conn.sock.settimeout(conn.timeout)
                 else:
-                    conn.connect()
+                    self._connect(conn, url)
                 with self.deadline.guard(conn.sock):
                     conn.request("GET", target, headers=dict(headers))
                     return conn, conn.getresponse()
@@ -271,6 +272,25 @@ class HttpClient:
             raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
         return total
 
+    def _connect(self, conn: http.client.HTTPConnection, url: str) -> None:
+        """Open ``conn``'s socket, unless (or closing it at once if) the client was closed.
+
+        A worker thread can still be between two requests when ``close`` runs (a failing sync
+        closes the client while its downloads wind down): a socket it opened then would belong
+        to no list ``close`` walks, and be left for the garbage collector to find unclosed.
+        """
+        with self._lock:
+            closed = self._closed
+        if not closed:
+            conn.connect()
+            with self._lock:
+                closed = self._closed
+                if not closed and conn not in self._all:
+                    self._all.append(conn)  # a pooled connection reopened after a drop
+        if closed:
+            conn.close()
+            raise NetworkError(f"GET {url}: the download was stopped (the client is closed)")
+
     def _connection(
         self, parts: urllib.parse.SplitResult
     ) -> tuple[http.client.HTTPConnection, bool]:
@@ -306,10 +326,17 @@ class HttpClient:
         conn.close()
 
     def close(self) -> None:
-        """Close every connection any thread opened."""
+        """Close every connection any thread opened; later requests fail at once."""
         with self._lock:
+            self._closed = True
             conns, self._all = self._all, []
         for conn in conns:
+            sock = conn.sock
+            if sock is not None:
+                # Wake a worker still blocked reading it (a failing sync closes the client
+                # while its downloads wind down); closing alone would not.
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             conn.close()
 
 

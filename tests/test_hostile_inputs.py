@@ -217,3 +217,84 @@ def test_explain_stdin_over_a_gib_is_refused_within_memory(tmp_path: Path) -> No
         )
     assert out.returncode == 2, out
     assert "-: input larger than 1073741824 bytes" in _error_line(out.stderr)
+
+
+def test_stdin_redirected_from_a_file_over_the_cap_is_refused_from_its_size(
+    tmp_path: Path,
+) -> None:
+    sparse = tmp_path / "huge.log"
+    with sparse.open("wb") as fh:
+        fh.truncate((1 << 30) + 1)
+    with sparse.open("rb") as stdin:
+        out = run_errkb(
+            ["--db", str(tmp_path / "kb.sqlite3"), "explain", "-"],
+            stdin=stdin.fileno(),
+            memory=256 * MiB,  # nothing of it is read: no room to hold it either
+            timeout=60,
+        )
+    assert out.returncode == 2, out
+    assert "-: input larger than 1073741824 bytes" in _error_line(out.stderr)
+
+
+def test_a_file_is_read_in_one_buffer_of_its_size(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(b"x" * (3 * MiB + 5))
+    assert read_input(str(path)) == b"x" * (3 * MiB + 5)
+    with path.open("rb") as stdin:
+        assert read_input("-", stdin) == b"x" * (3 * MiB + 5)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"input larger than 3145728 bytes"):
+        read_input(str(path), limit=3 * MiB)
+
+
+#: What ``errkb explain`` maps before reading its input, with room to spare (it runs in 64 MB).
+EXPLAIN_BASELINE = 128 * MiB
+
+
+def _explain_bounded(tmp_path: Path, log: Path, *, timeout: float) -> dict:
+    import json
+
+    size = log.stat().st_size
+    out = run_errkb(
+        ["--db", str(tmp_path / "kb.sqlite3"), "explain", str(log), "--format", "json"],
+        memory=2 * size + EXPLAIN_BASELINE,
+        timeout=timeout,
+    )
+    assert out.returncode == 1, out.stderr[-2000:]  # nothing known: the bundled sample only
+    assert not out.crashed, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+def test_fifty_megabytes_of_one_error_line_within_twice_the_input(tmp_path: Path) -> None:
+    # The case: 3.5 million "ValueError: x" lines took 2.75 GB and 50 s. Repeats of one
+    # line are folded into one event as regions are parsed, and like regions are parsed once.
+    log = tmp_path / "repeated.log"
+    count = 50_000_000 // 14
+    log.write_bytes(b"ValueError: x\n" * count)
+    report = _explain_bounded(tmp_path, log, timeout=600)
+    [entry] = report["unmatched"]
+    assert (entry["class"], entry["message"]) == ("ValueError", "x")
+    assert entry["occurrences"] == count  # every one counted ...
+    assert entry["lines"][:3] == [1, 2, 3]  # ... and the first ones listed
+    assert len(entry["lines"]) <= 20_000
+
+
+def test_repeated_error_lines_scaled_down(tmp_path: Path) -> None:
+    # The same attack at 5 MB, in the default run: bounded memory and every occurrence counted.
+    log = tmp_path / "repeated.log"
+    count = 5_000_000 // 14
+    log.write_bytes(b"ValueError: x\n" * count + b"KeyError: 'the last one'\n")
+    report = _explain_bounded(tmp_path, log, timeout=300)
+    by_class = {u["class"]: u for u in report["unmatched"]}
+    assert by_class["ValueError"]["occurrences"] == count
+    assert by_class["KeyError"]["lines"] == [count + 1]  # the real error after them is kept
+
+
+@pytest.mark.slow
+def test_a_line_of_error_words_within_twice_the_input(tmp_path: Path) -> None:
+    # The 300 MB of "Error " aborted at 5.3 GB in the keyword pass; 30 MB of it (one
+    # line, ten times scaled down) stays within twice the input plus the interpreter.
+    log = tmp_path / "words.log"
+    log.write_bytes(b"Error " * (30_000_000 // 6) + b"\n")
+    report = _explain_bounded(tmp_path, log, timeout=600)
+    assert report["matches"] == []

@@ -311,3 +311,26 @@ def test_the_defaults_are_the_documented_ones() -> None:
     ]:
         assert option in text
         assert f"default: {default};" in text.split(option, 1)[1].split("]", 1)[0], option
+
+
+# ---------------------------------------------------------------------------- names and URLs
+def test_a_repository_name_with_a_trailing_newline_is_refused() -> None:
+    # "$" matches before a final newline: org/repo-0\n was fetched as repo-0%0A.json.
+    with pytest.raises(IntegrityError, match="invalid repository name"):
+        publish.repo_file("org/repo-0\n")
+    assert publish.repo_file("org/repo-0") == "data/repos/org/repo-0.json"
+    sha = "0" * 64
+    for bad in (sha + "\n", sha[:-1]):
+        manifest = {
+            "schemaVersion": 2,
+            "datasetVersion": OLD,
+            "files": {"index": {"path": "/data/index.json.gz", "sha256": bad}},
+        }
+        with pytest.raises(SyncError, match="sha256"):
+            publish.parse_manifest(json.dumps(manifest).encode(), "m")
+
+
+def test_an_unclosed_ipv6_host_is_a_clear_error(tmp_path: Path) -> None:
+    out = run_errkb(["--db", str(tmp_path / "kb.sqlite3"), "sync", "http://[::1"], timeout=60)
+    assert out.returncode == 2, out
+    assert out.stderr.strip() == "errkb: error: http://[::1: not a valid URL: Invalid IPv6 URL"

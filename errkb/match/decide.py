@@ -178,10 +178,12 @@ def decide(
         if rec is None:  # retired between matcher build and look-up: not explainable now
             continue
         shown = _representative(entry.events, entry.hit.spec)
-        lines = sorted({e.lines[0] for e in entry.events if e.lines})
+        lines = sorted({n for e in entry.events if e.lines for n in (e.lines[0], *e.repeat_lines)})
         # Every place the message begins is an occurrence: one per input line in plain text,
-        # and one per decoded place when a container holds several on one line.
+        # and one per decoded place when a container holds several on one line; an event that
+        # stands for repeats of itself counts each of them (their lines are listed up to a cap).
         places = {(e.lines[0], e.origin) for e in entry.events if e.lines}
+        occurrences = len(places) + sum(e.repeats for e in entry.events if e.lines)
         alternatives = tuple(
             Alternative(alt, _slug(record, alt), round(score, 3))
             for alt, score in sorted(entry.alternatives.items(), key=lambda kv: -kv[1])
@@ -193,7 +195,7 @@ def decide(
                 confidence=Confidence.EXACT,
                 score=round(min(entry.score, 1.0), 3),
                 captures=captures,
-                occurrences=len(places),
+                occurrences=occurrences,
                 lines=tuple(lines),
                 exception=ExceptionInfo(shown.exc_class, shown.message),
                 record=rec,
@@ -420,19 +422,23 @@ def _representative(events: Sequence[LogEvent], spec: PatternSpec) -> LogEvent:
 
 def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
     """One entry per distinct (class, message), with every line it was seen at."""
-    lines: dict[tuple[str | None, str], list[int]] = {}
+    # Sets, not lists: a line already seen is looked up in constant time (a list made a log of
+    # one repeated line quadratic).
+    lines: dict[tuple[str | None, str], set[int]] = {}
+    repeats: dict[tuple[str | None, str], int] = {}
     for event in events:
-        at = lines.setdefault((event.exc_class, event.message), [])
-        if event.lines and event.lines[0] not in at:
-            at.append(event.lines[0])
+        key = (event.exc_class, event.message)
+        at = lines.setdefault(key, set())
+        if event.lines:
+            at.add(event.lines[0])
+            at.update(event.repeat_lines)
+            repeats[key] = repeats.get(key, 0) + event.repeats - len(event.repeat_lines)
     out: list[Unmatched] = []
-    for (cls, message), at in lines.items():
-        at.sort()
-        out.append(
-            Unmatched(
-                cls, message, at[0] if at else 0, lines=tuple(at), occurrences=max(len(at), 1)
-            )
-        )
+    for (cls, message), found in lines.items():
+        ordered = sorted(found)
+        count = len(ordered) + repeats.get((cls, message), 0)
+        first = ordered[0] if ordered else 0
+        out.append(Unmatched(cls, message, first, lines=tuple(ordered), occurrences=max(count, 1)))
     return out
 
 

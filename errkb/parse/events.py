@@ -127,6 +127,12 @@ class LogEvent:
     #: which line of that decoded text; "" in plain text. Two events on one input line are
     #: two occurrences when their origins differ (a JSON line holding a cause and its wrapper).
     origin: str = ""
+    #: Further occurrences folded into this event (``errkb.parse.repeats``): the same message,
+    #: printed the same way, on other lines; 0 when it is one occurrence.
+    repeats: int = 0
+    #: The first line of each folded occurrence, in order; at most ``MAX_REPEAT_LINES`` of them
+    #: (``repeats`` counts them all).
+    repeat_lines: tuple[int, ...] = ()
 
     @property
     def is_root_cause(self) -> bool:

@@ -32,9 +32,11 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from errkb.parse.events import EventKind, LogEvent
+from errkb.parse.repeats import Repeats
 from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E, REGION_TRACEBACK
 
 if TYPE_CHECKING:
@@ -46,6 +48,9 @@ NARROW_ABOVE = 1 << 20
 BEFORE, AFTER = 1, 5
 #: How far a traceback header reaches forward, at most, to its exception line.
 TRACEBACK_REACH = 600
+#: Lines a region grows to before an ordinary hit line outside any traceback starts the next
+#: one: a log that is all error lines is then parsed a bounded piece at a time.
+MAX_REGION_LINES = 10_000
 
 # The words are the parser's own vocabulary (one list for the whole parser).
 KEYWORDS = REGION_KEYWORDS
@@ -185,7 +190,20 @@ def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
                     window[1], window[4], window[5] = later[1], later[4], later[5]
             del held[merge_from + 1 :]
             first = min(first, window[1])  # joins the header's window whatever the gap
-        if held and first <= held[-1][1]:
+        if (
+            held
+            and first <= held[-1][1]
+            and not is_header
+            and merge_from is None
+            and number - held[-1][0] >= MAX_REGION_LINES
+            and line_start > walked[0]
+        ):
+            # A region of error lines this long ends before this one, which starts the next:
+            # no traceback is open (none pending, the last walked one ended before here).
+            window = held[-1]
+            window[1], window[4], window[5] = number, line_start, number
+            held.append([number, end, line_start, number, anchor, target])
+        elif held and first <= held[-1][1]:
             window = held[-1]
             if end > window[1]:
                 window[1], window[4], window[5] = end, anchor, target
@@ -289,10 +307,17 @@ def _parse_text(data: str | bytes) -> list[LogEvent]:
         raw = data.encode("utf-8", "surrogatepass")
     else:
         raw = data
-    events: list[LogEvent] = []
+    # Regions are parsed one at a time and their repeated occurrences folded as they come, so
+    # a log that repeats one line millions of times holds one event for it, not millions.
+    # A region the same as the one before it (such a log's regions are) is not parsed again.
+    events = Repeats()
+    previous: tuple[bytes, list[LogEvent]] = (b"", [])
     for index, (first_line, chunk) in enumerate(error_regions(raw)):
-        events.extend(_shift(e, first_line - 1, index) for e in parse_log(decode_input(chunk)))
-    return events
+        if chunk != previous[0]:
+            previous = (chunk, parse_log(decode_input(chunk)))
+        for event in previous[1]:
+            events.add(event, first_line - 1, partial(_shift, offset=first_line - 1, region=index))
+    return events.events()
 
 
 # --- containers: one clearly separated step before the line parser -------------------------

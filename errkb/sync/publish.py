@@ -320,7 +320,10 @@ def locate(source: str) -> Tree | None:
     ``data/`` directory, or the ``manifest.json`` file. An http(s) URL is a site's base URL
     (manifest at ``<base>/data/manifest.json``) or, when it ends in ``.json``, the manifest's own.
     """
-    scheme = urllib.parse.urlsplit(source).scheme.lower()
+    try:
+        scheme = urllib.parse.urlsplit(source).scheme.lower()
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [ in the host
+        raise SyncError(f"{source}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
         url = source.split("#", 1)[0]
         path = urllib.parse.urlsplit(url).path
@@ -367,7 +370,7 @@ def clean_rel(path: str) -> str:
 
 def repo_file(repo: str) -> str:
     """Path of one repository's records file: ``data/repos/{owner}/{name}.json``."""
-    if not _REPO.match(repo) or any(part in (".", "..") for part in repo.split("/")):
+    if not _REPO.fullmatch(repo) or any(part in (".", "..") for part in repo.split("/")):
         raise IntegrityError(f"invalid repository name {repo!r} in the published index")
     return f"data/repos/{repo}.json"
 
@@ -426,10 +429,10 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
         if not isinstance(spec, dict):
             raise SyncError(f"{where}: manifest files.{name} is not an object")
         path, sha = spec.get("path"), spec.get("sha256")
-        if not isinstance(path, str) or not isinstance(sha, str) or not _SHA256.match(sha):
+        if not isinstance(path, str) or not isinstance(sha, str) or not _SHA256.fullmatch(sha):
             raise SyncError(f"{where}: manifest files.{name} needs a path and a sha256")
         raw_sha = spec.get("rawSha256")
-        if raw_sha is not None and (not isinstance(raw_sha, str) or not _SHA256.match(raw_sha)):
+        if raw_sha is not None and (not isinstance(raw_sha, str) or not _SHA256.fullmatch(raw_sha)):
             raise SyncError(f"{where}: manifest files.{name}.rawSha256 is not a sha256")
         files[str(name)] = FileEntry(
             name=str(name),

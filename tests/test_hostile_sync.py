@@ -334,3 +334,44 @@ def test_an_unclosed_ipv6_host_is_a_clear_error(tmp_path: Path) -> None:
     out = run_errkb(["--db", str(tmp_path / "kb.sqlite3"), "sync", "http://[::1"], timeout=60)
     assert out.returncode == 2, out
     assert out.stderr.strip() == "errkb: error: http://[::1: not a valid URL: Invalid IPv6 URL"
+
+
+# ---------------------------------------------------------------------------- sockets
+def test_a_closed_client_opens_no_socket_again(tmp_path: Path) -> None:
+    # A failing sync closes its client while worker threads wind down; a worker's pooled
+    # connection, reopened after the close, belonged to no list and leaked its socket.
+    import gc
+    import threading
+    import warnings
+
+    from errkb.errors import NetworkError
+    from errkb.sync.transport import HttpClient
+
+    root = build_tree(tmp_path / "tree", make_records(2, repos=1), OLD)
+    with serve(root) as server, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        client = HttpClient()
+        url = f"{server.base}/data/manifest.json"
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            client.get(url, tmp_path / "a", max_bytes=1 << 20)  # pools a connection
+            ready.set()
+            closed.wait(30)
+            try:
+                client.get(url, tmp_path / "b", max_bytes=1 << 20)
+            except NetworkError as exc:
+                errors.append(exc)
+
+        ready, closed = threading.Event(), threading.Event()
+        thread = threading.Thread(target=worker)
+        thread.start()
+        assert ready.wait(30)
+        client.close()
+        closed.set()
+        thread.join(30)
+        gc.collect()
+    assert [str(e) for e in errors] == [
+        f"GET {url}: the download was stopped (the client is closed)"
+    ]
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught

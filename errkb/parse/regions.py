@@ -48,6 +48,9 @@ NARROW_ABOVE = 1 << 20
 BEFORE, AFTER = 1, 5
 #: How far a traceback header reaches forward, at most, to its exception line.
 TRACEBACK_REACH = 600
+#: Bytes of one line parsed at most: four times what the parser reads of a message (a character
+#: is up to four bytes), so nothing it would read is cut.
+MAX_LINE_BYTES = 4 << 20
 #: Lines a region grows to before an ordinary hit line outside any traceback starts the next
 #: one: a log that is all error lines is then parsed a bounded piece at a time.
 MAX_REGION_LINES = 10_000
@@ -312,7 +315,8 @@ def _parse_text(data: str | bytes) -> list[LogEvent]:
     # A region the same as the one before it (such a log's regions are) is not parsed again.
     events = Repeats()
     previous: tuple[bytes, list[LogEvent]] = (b"", [])
-    for index, (first_line, chunk) in enumerate(error_regions(raw)):
+    for index, (first_line, region) in enumerate(error_regions(raw)):
+        chunk = _clip_lines(region)
         if chunk != previous[0]:
             previous = (chunk, parse_log(decode_input(chunk)))
         for event in previous[1]:
@@ -424,6 +428,29 @@ def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
         chain_id=None if event.chain_id is None else (index << 32) + event.chain_id,
         origin=f"{view.origin}:{first}",
     )
+
+
+def _clip_lines(region: bytes) -> bytes:
+    """``region`` with each line longer than ``MAX_LINE_BYTES`` cut to that many bytes.
+
+    The parser reads at most ``MAX_MESSAGE_CHARS`` of a message, but decoding and cleaning a
+    line copy all of it, several times: one line of 300 MB of ``Error `` words cost gigabytes.
+    """
+    if len(region) <= MAX_LINE_BYTES:
+        return region
+    parts: list[bytes] = []
+    start, clipped = 0, False
+    while start < len(region):
+        end = region.find(b"\n", start)
+        end = len(region) if end < 0 else end + 1
+        if end - start > MAX_LINE_BYTES:
+            parts.append(region[start : start + MAX_LINE_BYTES])
+            parts.append(region[end - 1 : end] if region[end - 1 : end] == b"\n" else b"")
+            clipped = True
+        else:
+            parts.append(region[start:end])
+        start = end
+    return b"".join(parts) if clipped else region
 
 
 def _shift(event: LogEvent, offset: int, region: int) -> LogEvent:

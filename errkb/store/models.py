@@ -15,7 +15,7 @@ from __future__ import annotations
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from errkb.store import ChangeKind, VersionKind
+from errkb.store.interface import ChangeKind, VersionKind
 
 __all__ = ["Base", "ChangeKind", "VersionKind"]
 

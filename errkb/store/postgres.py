@@ -42,7 +42,7 @@ from errkb.errors import (
     SyncLockedError,
 )
 from errkb.records.fields import CHILD_FIELDS, RECORD_COLUMNS
-from errkb.store import (
+from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
     ApplyCounts,

@@ -39,7 +39,7 @@ from errkb.errors import (
     StoreReadOnlyError,
 )
 from errkb.records.fields import CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
-from errkb.store import (
+from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
     ApplyCounts,

@@ -1,0 +1,494 @@
+"""The store's interface: the values that cross the seam and the protocols every backend implements.
+
+``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo`` ... and the ``Store`` / ``ReadView`` /
+``WriteTx`` protocols live here, in a module of their own, so that the backends
+(``errkb.store.sqlite``, ``errkb.store.postgres``) import them without importing the package's
+factory, and the factory (``errkb.store.open_store``) imports the backends: no cycle. Import
+these names from ``errkb.store``, which re-exports them.
+
+Nothing here imports a database driver: the explain hot path must not pay for SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import enum
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from errkb.errors import UsageError
+
+if TYPE_CHECKING:
+    from errkb.store.search import Candidate as SearchCandidate
+    from errkb.store.search import Filters as SearchFilters
+
+#: The Alembic revision this code expects (tests pin it to the migrations' head).
+SCHEMA_HEAD = "0005"
+
+#: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
+RecordJSON = Mapping[str, Any]
+
+
+class ChangeKind(enum.StrEnum):
+    """What a history row records."""
+
+    ADDED = "added"
+    UPDATED = "updated"
+    RETIRED = "retired"
+    RESTORED = "restored"  #: a retired record came back (in a snapshot or by rollback)
+
+
+class VersionKind(enum.StrEnum):
+    """How a dataset version row came to be."""
+
+    INGEST = "ingest"
+    SYNC = "sync"
+    ROLLBACK = "rollback"
+
+
+class Change(enum.StrEnum):
+    """What applying one incoming record does to the store (see ``classify``)."""
+
+    ADDED = "added"  #: no record with this id yet
+    UPDATED = "updated"  #: the content changed
+    RESTORED = "restored"  #: same content, but the record was retired: it comes back
+    UNCHANGED = "unchanged"
+
+
+def classify(existing: tuple[str, bool] | None, content_hash: str) -> Change:
+    """The one add / update / restore / unchanged rule, for apply and dry run alike.
+
+    ``existing`` is the stored (content hash, retired) of the record's id, or None.
+    """
+    if existing is None:
+        return Change.ADDED
+    if existing[0] != content_hash:
+        return Change.UPDATED
+    return Change.RESTORED if existing[1] else Change.UNCHANGED
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """What one unit of work did to the records."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    retired: int = 0
+    rejected: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "retired": self.retired,
+            "rejected": self.rejected,
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Which record ids a unit of work adds, updates, leaves unchanged and retires."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()  #: changed content, or a retired record coming back
+    unchanged: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+
+    def counts(self, rejected: int = 0) -> ApplyCounts:
+        return ApplyCounts(
+            len(self.added), len(self.updated), len(self.unchanged), len(self.retired), rejected
+        )
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "added": list(self.added),
+            "updated": list(self.updated),
+            "unchanged": list(self.unchanged),
+            "retired": list(self.retired),
+        }
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A validated record on its way into the store.
+
+    ``data`` is the record, or its compact JSON text (``records.verbatim_json``) with its id in
+    ``packed_id``, as a sync streams them back from its spool file: text is decoded chunk by
+    chunk as it is applied, and reused as the stored ``raw_json``. ``retired`` asks for the
+    record to be stored retired with this content (a rollback to a version it was retired at).
+    """
+
+    data: RecordJSON | str
+    dataset_version: str | None
+    packed_id: str | None = None  #: the record's id, kept beside packed text
+    retired: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.packed_id if self.packed_id is not None else str(self.obj["id"])
+
+    @property
+    def obj(self) -> RecordJSON:
+        if isinstance(self.data, str):
+            decoded: RecordJSON = json.loads(self.data)
+            return decoded
+        return self.data
+
+
+@dataclass(frozen=True)
+class Keep:
+    """Stored live records a full unit of work keeps as they are, without loading them.
+
+    A sync's repositories that did not change, and the ids of records it rejected: they count
+    as unchanged and are not retired.
+    """
+
+    repos: frozenset[str] = frozenset()
+    ids: frozenset[str] = frozenset()
+
+
+NO_KEEP = Keep()
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One applied version (a ``dataset_versions`` row)."""
+
+    id: int
+    dataset_version: str | None
+    kind: VersionKind
+    source: str
+    full: bool
+    partial: bool
+    counts: ApplyCounts
+    started_at: str
+    finished_at: str
+    restores: int | None  #: for a rollback: the version id it restored
+    hashes: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "datasetVersion": self.dataset_version,
+            "kind": self.kind.value,
+            "source": self.source,
+            "full": self.full,
+            "partial": self.partial,
+            **self.counts.to_dict(),
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "restores": self.restores,
+            "hashes": dict(self.hashes),
+        }
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    """One ``record_history`` row: a change, and the record's state just before it."""
+
+    version_id: int
+    dataset_version: str | None  #: of the version row that made the change
+    kind: VersionKind
+    at: str  #: when that version was applied
+    change: ChangeKind
+    previous: RecordJSON | None  #: None when the change added the record
+    previous_retired: bool
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record's current content and state."""
+
+    id: str
+    content: RecordJSON
+    retired: bool
+    content_hash: str
+    dataset_version: str | None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a sync needs to decide what to fetch: live ids by repository, every stored hash."""
+
+    live_by_repo: Mapping[str, frozenset[str]]
+    hashes: Mapping[str, str]  #: content hash of every stored record (retired too)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """Counts describing the stored records."""
+
+    records: int
+    retired: int
+    repos: int
+    versions: int
+    dataset_version: str | None
+    by_class: tuple[tuple[str, int], ...]  #: the ten most common error classes of live records
+
+
+@dataclass(frozen=True)
+class PatternRow:
+    """What the matcher compiles for one live record."""
+
+    id: str
+    error_message: str
+    message_pattern: str
+    error_class: str | None
+    file_path: str
+    line_number: int | None
+    source_code: str | None
+
+
+class ReadView(Protocol):
+    """Reads inside one read transaction: every call sees one committed state."""
+
+    def meta_value(self, key: str) -> str | None: ...
+    def raw_record(self, record_id: str) -> RecordJSON | None: ...
+    def candidate_ids(self, tokens: Sequence[str]) -> list[str]:
+        """Ids of records whose rank-0 token is in ``tokens`` and all of whose are."""
+        ...
+
+    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]:
+        """Ids of records sharing the most indexed tokens with ``tokens``."""
+        ...
+
+    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...
+    def token_rows(self) -> list[tuple[str, str, int]]:
+        """(record id, token, rank) of the whole match index, by record id then rank."""
+        ...
+
+    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, errorMessage) of each of ``ids`` that exists."""
+        ...
+
+    def search(
+        self, words: Sequence[str], filters: SearchFilters, limit: int, max_terms: int
+    ) -> list[SearchCandidate]:
+        """Live records holding ``words``, best full-text rank first (``errkb.store.search``)."""
+        ...
+
+
+class WriteTx(Protocol):
+    """One write transaction: committed whole when the ``with`` block ends, or not at all."""
+
+    def apply(
+        self,
+        incoming: Iterable[Incoming],
+        *,
+        kind: VersionKind,
+        source: str,
+        dataset_version: str | None,
+        full: bool = False,
+        partial: bool = False,
+        rejected: int = 0,
+        hashes: Mapping[str, str] | None = None,
+        keep: Keep = NO_KEEP,
+        restores: int | None = None,
+    ) -> tuple[int, ApplyCounts]:
+        """Upsert ``incoming``, write the version row and history; return (version id, counts).
+
+        With ``full``, stored live records absent from ``incoming`` and not in ``keep`` are
+        retired. The match index is rebuilt in this transaction when anything changed.
+        """
+        ...
+
+    def set_meta(self, key: str, value: str | None) -> None:
+        """Set (or, with None, delete) one meta key."""
+        ...
+
+    def version_count(self) -> int: ...
+
+
+class Store(Protocol):
+    """One knowledge-base database. Every method translates driver errors to ``StoreError``."""
+
+    path: Path  #: the database file (or, for a server database, where its lock file lives)
+
+    def ensure_schema(self) -> bool:
+        """Bring the schema to head; return True when the database was just created."""
+        ...
+
+    def close(self) -> None: ...
+    def describe(self) -> str:
+        """The database as a user names it: the file path, or the server URL (no password)."""
+        ...
+
+    # reads
+    def snapshot(self) -> AbstractContextManager[ReadView]: ...
+    def meta_value(self, key: str) -> str | None: ...
+    def is_empty(self) -> bool: ...
+    def raw_record(self, record_id: str) -> RecordJSON | None: ...
+    def find_ids(self, key: str) -> list[str]:
+        """Ids of records whose id or slug is ``key``: live first, then by repo and id."""
+        ...
+
+    def is_retired(self, record_id: str) -> bool: ...
+    def live_records(
+        self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
+    ) -> list[RecordJSON]:
+        """Live records, filtered, ordered by repo then id."""
+        ...
+
+    def envelopes(
+        self, *, include_retired: bool = False
+    ) -> Iterator[tuple[RecordJSON, str | None]]:
+        """(record, datasetVersion) of every (live) record in id order, streamed."""
+        ...
+
+    def counts(self) -> StoreCounts: ...
+    def versions(self) -> list[VersionInfo]:
+        """Every applied version, oldest first."""
+        ...
+
+    def latest_version(self) -> VersionInfo | None: ...
+    def resolve_version(self, key: str) -> int | None:
+        """The version row id for a row id or a datasetVersion (its latest row), or None."""
+        ...
+
+    def record(self, record_id: str) -> StoredRecord | None: ...
+    def record_changes(self, record_id: str) -> list[RecordChange]:
+        """Every history row of one record, in the order the changes were made."""
+        ...
+
+    def inventory(self) -> Inventory: ...
+    def state_at(self, version_id: int) -> list[Incoming]:
+        """Every record as it was right after ``version_id`` (those retired then too)."""
+        ...
+
+    def classify(self, incoming: Iterable[Incoming], *, full: bool, keep: Keep = NO_KEEP) -> Diff:
+        """What ``WriteTx.apply`` would do with the same arguments; nothing is written."""
+        ...
+
+    # writes
+    def write(self) -> AbstractContextManager[WriteTx]: ...
+    def reindex(self) -> None:
+        """Rebuild the match index in its own write transaction."""
+        ...
+
+    def sync_lock(self) -> AbstractContextManager[Path]:
+        """Held for a whole sync or rollback; ``SyncLockedError`` at once if another holds it."""
+        ...
+
+
+#: URL schemes naming a PostgreSQL database (``postgresql+psycopg`` is SQLAlchemy's spelling).
+SERVER_SCHEMES = ("postgresql+psycopg", "postgresql", "postgres")
+
+
+def is_server_url(text: str) -> bool:
+    """True when ``text`` is a PostgreSQL URL rather than an SQLite path or URL."""
+    scheme, sep, _ = text.partition("://")
+    return bool(sep) and scheme.lower() in SERVER_SCHEMES
+
+
+def resolve_target(target: str | os.PathLike[str] | None) -> Path | str:
+    """``--db`` / ``ERRKB_DB`` / the default: an SQLite file path, or a PostgreSQL URL (str)."""
+    if target is None:
+        env = os.environ.get("ERRKB_DB")
+        if env:
+            return resolve_target(env)
+    elif is_server_url(os.fspath(target)):
+        return os.fspath(target)
+    return resolve_db_path(target)
+
+
+def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
+    """Turn ``--db`` / ``ERRKB_DB`` / the default into an SQLite database file path.
+
+    Accepts a file path or an SQLAlchemy SQLite URL (``sqlite:///relative.db``,
+    ``sqlite:////abs/path.db``). PostgreSQL URLs name no file (``resolve_target`` returns them
+    for ``open_store``); other database engines, URL query options (``?mode=ro``) and SQLite
+    ``file:`` URIs are refused with a clear message: the standard library reader and
+    SQLAlchemy must open the same file, the same way.
+    """
+    if target is None:
+        env = os.environ.get("ERRKB_DB")
+        if env:
+            return resolve_db_path(env)
+        from platformdirs import user_data_dir
+
+        return Path(user_data_dir("errkb", appauthor=False)) / "errkb.sqlite3"
+    text = os.fspath(target)
+    if text.startswith("file:"):
+        raise UsageError(
+            f"database {text!r}: SQLite 'file:' URIs are not supported; give a path "
+            "or a sqlite:/// URL"
+        )
+    if "://" in text:
+        scheme, _, rest = text.partition("://")
+        if is_server_url(text):
+            raise UsageError(f"database URL {text!r} names a PostgreSQL server, not a file")
+        if not scheme.startswith("sqlite"):
+            raise UsageError(
+                f"unsupported database URL {text!r}: errkb stores its data in SQLite "
+                "(a path or sqlite:/// URL) or PostgreSQL (postgresql+psycopg://USER@HOST/DB)"
+            )
+        path = rest[1:] if rest.startswith("/") else rest
+        if "?" in path:
+            raise UsageError(
+                f"database URL {text!r}: query options ({path.split('?', 1)[1]!r}) are not "
+                "supported; give a plain sqlite:/// URL (a read-only file is used read-only)"
+            )
+        if not path or path == ":memory:":
+            raise UsageError(f"database URL {text!r} names no file; give a path")
+        return Path(path)
+    return Path(text)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector around bulk work on many small acyclic objects.
+
+    Parsing and applying 150,000 records allocates millions of dicts and strings; the collector
+    would rescan the growing heap again and again (measured: ~10 s of a 50 s sync). Reference
+    counting still frees everything; the collector resumes, as it was, afterwards.
+    """
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+__all__ = [
+    "NO_KEEP",
+    "SCHEMA_HEAD",
+    "ApplyCounts",
+    "Change",
+    "ChangeKind",
+    "Diff",
+    "Incoming",
+    "Inventory",
+    "Keep",
+    "PatternRow",
+    "ReadView",
+    "RecordChange",
+    "RecordJSON",
+    "Store",
+    "StoreCounts",
+    "StoredRecord",
+    "VersionInfo",
+    "VersionKind",
+    "WriteTx",
+    "classify",
+    "gc_paused",
+    "is_server_url",
+    "now_iso",
+    "resolve_db_path",
+    "resolve_target",
+]

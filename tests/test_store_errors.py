@@ -15,7 +15,7 @@ import errkb
 from errkb.errors import StoreError, StoreLockedError, StoreReadOnlyError, UsageError
 from errkb.store import open_store, resolve_db_path
 from errkb.store.sqlite import SqliteStore, busy_timeout_ms
-from tests.conftest import DATASET
+from tests.conftest import DATASET, EXAMPLES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,14 +30,16 @@ conn.execute("ROLLBACK")
 """
 
 
-def _errkb(db: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+def _errkb(
+    db: Path | str, *args: str, cwd: Path = ROOT, **env: str
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "errkb", "--db", str(db), *args],
         capture_output=True,
         text=True,
         timeout=120,
         env={**os.environ, **env},
-        cwd=ROOT,
+        cwd=cwd,
     )
 
 
@@ -156,9 +158,20 @@ def test_uri_forms_the_two_readers_would_disagree_on_are_refused(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(UsageError):
         resolve_db_path(target)
-    proc = _errkb(Path(target), "stats")
+    # The text itself, run where a relative file would land (Path() would fold "///" to "/").
+    proc = _errkb(target, "stats", cwd=tmp_path)
     assert proc.returncode == 2 and "errkb: error:" in proc.stderr
     assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_a_file_name_holding_url_syntax_is_one_file(tmp_path: Path) -> None:
+    # A plain path (no "://") is a file name, whatever it holds: both readers open that file.
+    db = tmp_path / "sqlite:" / "kb.sqlite3?mode=ro#x"
+    with errkb.open(db) as kb:
+        assert kb.explain(EXAMPLES.joinpath("quanto-incompatible-scale.log").read_text()).matches
+    assert sorted(p.name for p in db.parent.iterdir() if not p.name.endswith(("-wal", "-shm"))) == [
+        db.name
+    ]
 
 
 def test_disk_full_is_a_clear_store_error(tmp_path: Path) -> None:

@@ -342,10 +342,13 @@ class SqliteStore:
     def engine(self) -> Engine:
         with self._engine_lock:
             if self._engine is None:
-                from sqlalchemy import create_engine, event
+                from sqlalchemy import URL, create_engine, event
                 from sqlalchemy.pool import NullPool
 
-                engine = create_engine(f"sqlite:///{self.path}", poolclass=NullPool)
+                # URL.create, not f"sqlite:///{path}": a file name holding "?" or "#" would be
+                # parsed as a query and SQLAlchemy would open another file than the reader.
+                url = URL.create("sqlite", database=str(self.path))
+                engine = create_engine(url, poolclass=NullPool)
                 pragmas = (*self.WRITE_PRAGMAS, f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
 
                 @event.listens_for(engine, "connect")

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from errkb.validators.preflight import check
 
 _LAZY: dict[str, tuple[str, str]] = {
-    "CheckReport": ("errkb.report", "CheckReport"),
+    "CheckReport": ("errkb.report.check", "CheckReport"),
     "Diagnosis": ("errkb.report", "Diagnosis"),
     "Finding": ("errkb.report", "Finding"),
     "check": ("errkb.validators.preflight", "check"),
@@ -75,15 +75,15 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Match": ("errkb.report", "Match"),
     "Report": ("errkb.report", "Report"),
     "Unmatched": ("errkb.report", "Unmatched"),
-    "IngestReport": ("errkb.report", "IngestReport"),
+    "IngestReport": ("errkb.report.ingest", "IngestReport"),
     "KnowledgeBase": ("errkb.kb", "KnowledgeBase"),
-    "Stats": ("errkb.report", "Stats"),
+    "Stats": ("errkb.report.records", "Stats"),
     "open": ("errkb.kb", "open_kb"),
     "Record": ("errkb.records", "Record"),
     "SearchReport": ("errkb.search", "SearchReport"),
     "SearchResult": ("errkb.search", "SearchResult"),
-    "SyncReport": ("errkb.report", "SyncReport"),
-    "UpdateCheck": ("errkb.report", "UpdateCheck"),
+    "SyncReport": ("errkb.report.sync", "SyncReport"),
+    "UpdateCheck": ("errkb.report.sync", "UpdateCheck"),
 }
 
 

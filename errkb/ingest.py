@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from errkb import records as rec
 from errkb.errors import Problem
 from errkb.records.reader import Item, read_sources
-from errkb.report import IngestReport
+from errkb.report.ingest import IngestReport
 from errkb.store import ApplyCounts, Incoming, Store, VersionKind
 
 

@@ -23,13 +23,15 @@ from errkb.errors import NotFoundError, StoreError
 from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
-from errkb.records import Record
-from errkb.report import KnowledgeBaseInfo, RecordView, Report, Stats
+from errkb.report import KnowledgeBaseInfo, RecordView, Report
 from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.match.scan import AnchorTable
-    from errkb.report import IngestReport, SyncReport, UpdateCheck
+    from errkb.records import Record
+    from errkb.report.ingest import IngestReport
+    from errkb.report.records import Stats
+    from errkb.report.sync import SyncReport, UpdateCheck
     from errkb.search import SearchReport
 
 
@@ -157,6 +159,8 @@ class KnowledgeBase:
         raw = self.store.raw_record(ids[0])
         if raw is None:  # pragma: no cover - deleted between two reads: records never are
             raise NotFoundError(f"no record with id or slug {key!r}")
+        from errkb.records import Record
+
         return Record.from_json(raw)
 
     def view(self, key: str) -> RecordView:
@@ -177,10 +181,14 @@ class KnowledgeBase:
         self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
     ) -> list[Record]:
         """Live records, filtered; ordered by repo then id."""
+        from errkb.records import Record
+
         found = self.store.live_records(repo=repo, tag=tag, error_class=error_class)
         return [Record.from_json(raw) for raw in found]
 
     def stats(self) -> Stats:
+        from errkb.report.records import Stats
+
         c = self.store.counts()
         return Stats(
             path=self.store.describe(),

@@ -1,4 +1,4 @@
-"""``explain``, ``match``, ``show``, ``list``, ``stats`` through the CLI (``errkb.cli.records``)."""
+"""``explain``, ``match``, ``show``, ``list`` and ``stats`` through the CLI."""
 
 from __future__ import annotations
 

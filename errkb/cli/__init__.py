@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
@@ -30,7 +29,7 @@ from errkb.render import OutputFormat, RecordLookup, RenderOptions, formats, ren
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
-    from errkb.report import Diagnostics
+    from errkb.report.diagnostics import Diagnostics
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -39,7 +38,8 @@ MAX_INPUT_BYTES = inputs.MAX_INPUT_BYTES
 
 #: Each command family's module and the commands it registers on :data:`cli` when imported.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
-    "errkb.cli.records": ("explain", "match", "show", "list", "stats"),
+    "errkb.cli.records": ("explain", "match", "show"),
+    "errkb.cli.inventory": ("list", "stats"),
     "errkb.cli.data": ("ingest", "export"),
     "errkb.cli.check": ("check",),
     "errkb.cli.sync": ("sync", "versions", "history", "rollback"),
@@ -114,6 +114,8 @@ class _Group(click.Group):
             raise _Exit(None, 0) from None
         except Exception as exc:
             if _debug(ctx):
+                import traceback  # only here: cold start does not pay for it
+
                 traceback.print_exc()
             first = (str(exc).splitlines() or [""])[0]
             what = f"{type(exc).__name__}: {first}" if first else type(exc).__name__

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb
-from errkb.report import CheckReport
+from errkb.report.check import CheckReport
 
 
 @cli.command()

@@ -15,7 +15,7 @@ import click
 from errkb.cli import cli, finish, format_option, out
 from errkb.maint.extract import DEFAULT_SHA, extract, write_jsonl
 from errkb.maint.lint import lint
-from errkb.report import LintReport, LintRule
+from errkb.report.lint import LintReport, LintRule
 
 
 @cli.command("lint")

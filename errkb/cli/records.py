@@ -1,4 +1,7 @@
-"""Reading the knowledge base: ``explain``, ``match``, ``show``, ``list`` and ``stats``.
+"""Reading the knowledge base: ``explain``, ``match`` and ``show``.
+
+``list`` and ``stats`` are in ``errkb.cli.inventory``: cold ``explain`` does not import their
+values and renderers.
 
 Each body opens the knowledge base, makes one library call and hands the report to
 :func:`errkb.cli.finish`, which renders it and exits with its exit code (explain and match
@@ -12,7 +15,7 @@ from collections.abc import Sequence
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb, read_input
-from errkb.report import RecordList, RecordView, Report, Stats
+from errkb.report import RecordView, Report
 
 
 @cli.command()
@@ -44,25 +47,3 @@ def match(ctx: click.Context, message: str, exc_class: str | None, fmt: str) -> 
 def show(ctx: click.Context, key: str, fmt: str) -> None:
     """Show one record, rendered like an explanation."""
     finish(ctx, open_kb(ctx).view(key), fmt)
-
-
-@cli.command("list")
-@click.option("--repo", metavar="OWNER/NAME", help="Only records of this repository.")
-@click.option("--tag", metavar="TAG", help="Only records with this tag.")
-@click.option("--class", "error_class", metavar="NAME", help="Only records of this error class.")
-@format_option(RecordList)
-@click.pass_context
-def list_(
-    ctx: click.Context, repo: str | None, tag: str | None, error_class: str | None, fmt: str
-) -> None:
-    """List live records: id, repo, class and slug, one per line."""
-    records = open_kb(ctx).records(repo=repo, tag=tag, error_class=error_class)
-    finish(ctx, RecordList.of(records), fmt)
-
-
-@cli.command()
-@format_option(Stats)
-@click.pass_context
-def stats(ctx: click.Context, fmt: str) -> None:
-    """Counts of records, repositories and applied versions."""
-    finish(ctx, open_kb(ctx).stats(), fmt)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb
-from errkb.report import RecordHistory, SyncReport, VersionList
+from errkb.report.sync import RecordHistory, SyncReport, VersionList
 from errkb.sync import (
     Progress,
     ProgressCallback,

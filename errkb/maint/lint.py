@@ -45,7 +45,7 @@ from errkb.match.patterns import (
 )
 from errkb.match.template import Template, parse_template
 from errkb.records.reader import Item, read_sources
-from errkb.report import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
+from errkb.report.lint import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 
 __all__ = [
     "RULE_SEVERITY",

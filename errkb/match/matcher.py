@@ -16,7 +16,6 @@ wildcards would "explain" any message (``errkb lint`` reports them).
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -222,6 +221,8 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
     try:
         return compile_re2(spec.regex)
     except Exception as exc:  # re2 raises its own error type
+        import logging  # only here: cold start does not pay for it
+
         logging.getLogger(__name__).warning(
             "record %s skipped: its matcher does not compile under RE2 (%s)",
             spec.record_id,

@@ -17,7 +17,8 @@ from urllib.parse import quote
 
 from errkb import __version__
 from errkb.render import OutputFormat, RecordLookup, RenderOptions, json_text, renders
-from errkb.report import CheckReport, Finding
+from errkb.report import Finding
+from errkb.report.check import CheckReport
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/standardbeagle/err-lookup"

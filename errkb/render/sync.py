@@ -6,7 +6,7 @@ Registered in :mod:`errkb.render`'s registry for text and JSON; pure like every 
 from __future__ import annotations
 
 from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
-from errkb.report import RecordHistory, SyncReport, UpdateCheck, VersionList
+from errkb.report.sync import RecordHistory, SyncReport, UpdateCheck, VersionList
 
 
 @renders(SyncReport, OutputFormat.TEXT)

@@ -9,14 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
-from errkb.report import (
-    Diagnostics,
-    IngestReport,
-    LintReport,
-    RecordList,
-    Severity,
-    Stats,
-)
+from errkb.report.diagnostics import Diagnostics
+from errkb.report.ingest import IngestReport
+from errkb.report.lint import LintReport, Severity
+from errkb.report.records import RecordList, Stats
 
 
 # ------------------------------------------------------------------------------------- list

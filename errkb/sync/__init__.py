@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
 from errkb.records.reader import Item, read_file
-from errkb.report import SyncReport, SyncStatus, parse_version
+from errkb.report.sync import SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport

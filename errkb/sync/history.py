@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from errkb.errors import NotFoundError, UsageError
-from errkb.report import HistoryEntry, SyncReport, SyncStatus
+from errkb.report.sync import HistoryEntry, SyncReport, SyncStatus
 from errkb.store import Store, VersionInfo, VersionKind
 from errkb.sync import store_of
 

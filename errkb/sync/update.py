@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb.errors import UsageError
-from errkb.report import UpdateCheck
+from errkb.report.sync import UpdateCheck
 from errkb.sync import publish, transport
 
 if TYPE_CHECKING:

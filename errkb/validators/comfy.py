@@ -31,9 +31,8 @@ import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from errkb.checkpoint.safetensors import SafetensorsHeader, read_tensor_bytes
 from errkb.validators.base import (
     Condition,
     Diagnosis,
@@ -45,6 +44,11 @@ from errkb.validators.base import (
     numel,
     parse_capture,
 )
+
+# The checkpoint readers are named for types only: explain imports this module (diagnose)
+# and must not load them.
+if TYPE_CHECKING:
+    from errkb.checkpoint.safetensors import SafetensorsHeader
 
 #: The validator's name: ``Finding.check`` of its findings.
 NAME = "comfy"
@@ -205,6 +209,8 @@ def _read_metadata(run: _Run, header: SafetensorsHeader) -> None:
 
 
 def _read_tensors(run: _Run, header: SafetensorsHeader) -> None:
+    from errkb.checkpoint.safetensors import read_tensor_bytes
+
     path = str(header.path)
     for key in header.names():
         info = header.tensors[key]

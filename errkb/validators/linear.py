@@ -31,9 +31,8 @@ sorted as ``safe_open(...).keys()`` returns them). ``all_layers=True`` reports e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from errkb.checkpoint.inputs import QuantScheme
-from errkb.checkpoint.safetensors import SafetensorsHeader
 from errkb.validators.base import (
     Condition,
     Diagnosis,
@@ -45,6 +44,12 @@ from errkb.validators.base import (
     numel,
     parse_capture,
 )
+
+# The checkpoint readers are named for types only: explain imports this module (diagnose)
+# and must not load them.
+if TYPE_CHECKING:
+    from errkb.checkpoint.inputs import QuantScheme
+    from errkb.checkpoint.safetensors import SafetensorsHeader
 
 #: The validator's name: ``Finding.check`` of its findings.
 NAME = "linear"

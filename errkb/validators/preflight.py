@@ -24,7 +24,8 @@ from errkb import validators
 from errkb.checkpoint.inputs import CheckpointGroup, FileError, QuantScheme, resolve_inputs
 from errkb.checkpoint.safetensors import SafetensorsHeader, read_header
 from errkb.errors import CheckpointError, UsageError
-from errkb.report import CheckReport, Finding
+from errkb.report import Finding
+from errkb.report.check import CheckReport
 from errkb.validators.base import Group
 
 __all__ = ["CheckReport", "FileError", "Finding", "QuantScheme", "check"]

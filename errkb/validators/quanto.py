@@ -22,9 +22,8 @@ import base64
 import binascii
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from errkb.checkpoint.safetensors import SafetensorsHeader
 from errkb.validators.base import (
     Condition,
     Diagnosis,
@@ -35,6 +34,11 @@ from errkb.validators.base import (
     format_shape,
     parse_capture,
 )
+
+# The checkpoint readers are named for types only: explain imports this module (diagnose)
+# and must not load them.
+if TYPE_CHECKING:
+    from errkb.checkpoint.safetensors import SafetensorsHeader
 
 #: The validator's name: ``Finding.check`` of its findings.
 NAME = "quanto"

@@ -1,0 +1,356 @@
+"""Report values: what each command found, as frozen values whose ``to_dict()`` is the JSON.
+
+Every command's library call returns one of these, and each carries its own ``exit_code`` (the
+README's "Exit codes" table), so the CLI decides no exit code itself. ``Report.to_dict()`` is
+exactly the ``errkb explain --format json`` object described by
+``schemas/explanation.schema.json`` (changes are additive only).
+
+This module holds what ``errkb explain`` returns (``Report``, ``Match``, ``Unmatched`` ...) and
+the validators' vocabulary of results (:class:`Finding`, :class:`Diagnosis`,
+:class:`Condition`), so that both ``errkb.validators`` and the report use it without an import
+cycle. The other commands' values live in one submodule per family, imported only by what
+uses them: ``records`` (``RecordList``, ``Stats``), ``diagnostics``, ``ingest``, ``check``,
+``lint`` and ``sync`` (``SyncReport``, ``UpdateCheck``, ``HistoryEntry`` ...). A frozen dataclass
+costs about half a millisecond to create, and cold ``errkb explain`` must not pay for some thirty
+it never uses. Their names are re-exported here on first use (PEP 562), so
+``from errkb.report import SyncReport`` keeps working; errkb's own modules import them from their
+submodule, so the import graph (``tests/test_imports.py``) sees every edge.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from errkb.report.check import CheckReport
+    from errkb.report.diagnostics import MAX_SHOWN_PROBLEMS, Diagnostics
+    from errkb.report.ingest import IngestReport
+    from errkb.report.lint import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
+    from errkb.report.records import RecordList, RecordSummary, Stats
+    from errkb.report.sync import (
+        HistoryEntry,
+        RecordHistory,
+        SyncReport,
+        SyncStatus,
+        UpdateCheck,
+        UpdateStatus,
+        VersionList,
+        parse_version,
+    )
+
+
+class Confidence(enum.StrEnum):
+    """How sure errkb is that a match explains the exception."""
+
+    EXACT = "exact"  #: the record's full pattern matched the message
+    SIMILAR = "similar"  #: a suggestion: the closest templates to an unmatched message
+
+
+class Condition(enum.StrEnum):
+    """What a diagnosis concluded about a message's values."""
+
+    SCALE_COLUMNWISE = "scale-columnwise"  #: (1, out): saved as a row; transpose it
+    SCALE_FLATTENED = "scale-flattened"  #: (out,): lost its trailing 1
+    SCALE_PER_GROUP = "scale-per-group"  #: (out, groups): several scales per row
+    SCALE_TRANSPOSED = "scale-transposed"  #: one scale per input feature instead of per row
+    SCALE_PER_COLUMN = "scale-per-column"  #: (1, in): one scale per input column
+    SCALE_ROWS_MISMATCH = "scale-rows-mismatch"  #: (n, 1) with n != out
+    SCALE_EXTRA_DIMS = "scale-extra-dims"  #: right number of values, extra dimensions
+    SCALE_SCALAR = "scale-scalar"  #: a () scale where one per row is needed
+    SCALE_ONE_ELEMENT = "scale-one-element"  #: (1,): a scalar with an extra dimension
+    SCALE_DTYPE = "scale-dtype"  #: only the dtype is wrong
+    SCALE_OTHER = "scale-other"  #: wrong in a way no named pattern covers
+    WEIGHT_NOT_2D = "weight-not-2d"  #: the weight is not a 2-D matrix (e.g. a 4-D conv kernel)
+    NOT_PER_TENSOR = "not-per-tensor"  #: a per-tensor slot got a tensor of several values
+    EMPTY_SCALE = "empty-scale"  #: a scale with 0 elements
+    NOT_THIS_CHECK = "not-this-check"  #: these values pass the check: the message is not from it
+    UNPARSED = "unparsed"  #: a captured value is missing or could not be read
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What a record's message says about the checkpoint, read from the message's values."""
+
+    record_id: str
+    condition: Condition
+    expected: str | None  #: what the value should have been, when the message lets us say
+    explanation: str  #: one or two plain sentences: what is wrong and how to fix it
+    unknowns: tuple[str, ...] = ()  #: values the fix needs that the message does not show
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "recordId": self.record_id,
+            "condition": self.condition.value,
+            "expected": self.expected,
+            "explanation": self.explanation,
+            "unknowns": list(self.unknowns),
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failed upstream condition found in a checkpoint."""
+
+    path: str  #: the file the condition was found in
+    prefix: str | None  #: the layer prefix, or None for a file-level condition
+    tensor: str | None  #: the tensor the condition is about, when there is one
+    message: str  #: upstream's exact message
+    record_id: str | None  #: the record this message maps to; None for a sibling without one
+    check: str  #: the name of the validator that found it (``quanto``, ``comfy``, ``linear``)
+    rule: str  #: the stable rule id (the record id, or e.g. ``quanto.missing-tensors``)
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {
+            "path": self.path,
+            "prefix": self.prefix,
+            "tensor": self.tensor,
+            "message": self.message,
+            "recordId": self.record_id,
+            "check": self.check,
+            "rule": self.rule,
+        }
+
+
+@dataclass(frozen=True)
+class ExceptionInfo:
+    """The exception as it appeared in the input."""
+
+    cls: str | None
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"class": self.cls, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another record whose pattern matched the same message but lost to a more specific one."""
+
+    id: str
+    slug: str
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "slug": self.slug, "score": self.score}
+
+
+@dataclass(frozen=True)
+class Match:
+    """A known error found in the input (or, with SIMILAR confidence, a suggestion)."""
+
+    id: str
+    slug: str
+    confidence: Confidence
+    score: float
+    captures: tuple[tuple[str, str], ...]
+    occurrences: int
+    lines: tuple[int, ...]
+    exception: ExceptionInfo
+    record: Mapping[str, Any] = field(repr=False)
+    root_cause: bool = False
+    alternatives: tuple[Alternative, ...] = ()
+    evidence: tuple[str, ...] = ()  #: why the score is what it is, in words
+    diagnosis: Diagnosis | None = None  #: when the record has a reference validator
+    validated: bool = False  #: the record is backed by a reference validator
+    source: str | None = None  #: the input file, when several were explained together
+
+    @property
+    def capture_dict(self) -> dict[str, str]:
+        return dict(self.captures)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "slug": self.slug,
+            "confidence": self.confidence.value,
+            "score": self.score,
+            "captures": dict(self.captures),
+            "occurrences": self.occurrences,
+            "lines": list(self.lines),
+            "exception": self.exception.to_dict(),
+            "rootCause": self.root_cause,
+            "alternatives": [a.to_dict() for a in self.alternatives],
+            "evidence": list(self.evidence),
+            "validator": self.validated,
+            "diagnosis": self.diagnosis.to_dict() if self.diagnosis is not None else None,
+            "record": dict(self.record),
+        }
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """An exception found in the input that no record's pattern matched."""
+
+    cls: str | None
+    message: str
+    line: int  #: the first line it is at (``lines[0]``)
+    source: str | None = None  #: the input file, when several were explained together
+    lines: tuple[int, ...] = ()  #: every line the same class and message are at, in order
+    occurrences: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "class": self.cls,
+            "message": self.message,
+            "line": self.line,
+            "lines": list(self.lines or (self.line,)),
+            "occurrences": self.occurrences,
+        }
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+
+@dataclass(frozen=True)
+class KnowledgeBaseInfo:
+    """What the knowledge base held: set on a report only while it is the bundled sample."""
+
+    records: int
+    bundled_sample: bool
+
+    def note(self) -> str | None:
+        """The one line explain ends with while only the bundled sample is installed."""
+        if not self.bundled_sample:
+            return None
+        return (
+            f"Note: this knowledge base holds only the bundled sample ({self.records} records); "
+            "run `errkb sync` to fetch the full ErrLookup dataset."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"records": self.records, "bundledSample": self.bundled_sample}
+
+
+@dataclass(frozen=True)
+class Report:
+    """What explain found: ``to_dict()`` is exactly the ``--format json`` object."""
+
+    errkb_version: str
+    dataset_version: str | None
+    matches: tuple[Match, ...]
+    unmatched: tuple[Unmatched, ...]
+    knowledge_base: KnowledgeBaseInfo | None = None
+
+    @property
+    def exact(self) -> tuple[Match, ...]:
+        return tuple(m for m in self.matches if m.confidence is Confidence.EXACT)
+
+    @property
+    def explained(self) -> bool:
+        """At least one known error was explained (exit code 0 of ``errkb explain``)."""
+        return bool(self.exact)
+
+    @property
+    def exit_code(self) -> int:
+        """Return 0 when a known error was explained, 1 when none was (grep's convention)."""
+        return 0 if self.explained else 1
+
+    @classmethod
+    def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
+        """One report for several inputs; each match and exception says which file it is from."""
+        first = named[0][1]
+        return cls(
+            first.errkb_version,
+            first.dataset_version,
+            tuple(replace(m, source=name) for name, r in named for m in r.matches),
+            tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
+            first.knowledge_base,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "errkb": self.errkb_version,
+            "datasetVersion": self.dataset_version,
+            "matches": [m.to_dict() for m in self.matches],
+            "unmatched": [u.to_dict() for u in self.unmatched],
+            **({"knowledgeBase": self.knowledge_base.to_dict()} if self.knowledge_base else {}),
+        }
+
+
+@dataclass(frozen=True)
+class RecordView:
+    """One record as ``errkb show`` presents it."""
+
+    record: Mapping[str, Any] = field(repr=False)  #: the record's JSON object, exactly
+    validated: bool = False  #: the record is backed by a reference validator
+    retired: bool = False
+
+    exit_code = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.record)
+
+
+#: The other families' names, by the submodule defining each: imported on first use.
+_LAZY: dict[str, str] = {
+    "CheckReport": "check",
+    "MAX_SHOWN_PROBLEMS": "diagnostics",
+    "Diagnostics": "diagnostics",
+    "IngestReport": "ingest",
+    "RULE_SEVERITY": "lint",
+    "LintFinding": "lint",
+    "LintReport": "lint",
+    "LintRule": "lint",
+    "Severity": "lint",
+    "RecordList": "records",
+    "RecordSummary": "records",
+    "Stats": "records",
+    "HistoryEntry": "sync",
+    "RecordHistory": "sync",
+    "SyncReport": "sync",
+    "SyncStatus": "sync",
+    "UpdateCheck": "sync",
+    "UpdateStatus": "sync",
+    "VersionList": "sync",
+    "parse_version": "sync",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        value: object = getattr(importlib.import_module(f"errkb.report.{_LAZY[name]}"), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'errkb.report' has no attribute {name!r}")
+
+
+__all__ = [
+    "MAX_SHOWN_PROBLEMS",
+    "RULE_SEVERITY",
+    "Alternative",
+    "CheckReport",
+    "Condition",
+    "Confidence",
+    "Diagnosis",
+    "Diagnostics",
+    "ExceptionInfo",
+    "Finding",
+    "HistoryEntry",
+    "IngestReport",
+    "KnowledgeBaseInfo",
+    "LintFinding",
+    "LintReport",
+    "LintRule",
+    "Match",
+    "RecordHistory",
+    "RecordList",
+    "RecordSummary",
+    "RecordView",
+    "Report",
+    "Severity",
+    "Stats",
+    "SyncReport",
+    "SyncStatus",
+    "Unmatched",
+    "UpdateCheck",
+    "UpdateStatus",
+    "VersionList",
+    "parse_version",
+]

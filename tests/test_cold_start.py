@@ -1,0 +1,106 @@
+"""Cold ``errkb explain`` imports only what explaining needs (ARCHITECTURE.md's rule).
+
+A one-shot ``errkb explain < example`` is mostly import time (a frozen dataclass costs about half
+a millisecond to create, a Python regex about as much to compile), so every family that explain
+does not use stays out: the ORM and the migrations, the checkpoint readers, the other commands'
+report values and renderers, and what only an error path needs. The process is real (``python
+-m errkb`` on a knowledge base built beforehand) and its imports are ``sys.modules`` at exit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import errkb
+from tests.conftest import EXAMPLES
+
+#: Module (or package) names cold explain must not import, each with the reason.
+NOT_ON_EXPLAIN = {
+    "sqlalchemy": "the ORM: only writes and migrations use it",
+    "alembic": "migrations: the knowledge base was built beforehand",
+    "psycopg": "the PostgreSQL driver: this is an SQLite file",
+    "errkb.store.postgres": "the PostgreSQL backend",
+    "errkb.store.models": "the ORM models",
+    "errkb.checkpoint": "the checkpoint readers: only errkb check reads checkpoints",
+    "errkb.validators.preflight": "errkb check's runner",
+    "errkb.report.records": "list / stats values",
+    "errkb.report.diagnostics": "stderr notes beside a report: explain writes none",
+    "errkb.report.ingest": "ingest's values",
+    "errkb.report.check": "check's values",
+    "errkb.report.lint": "lint's values",
+    "errkb.report.sync": "the sync family's values",
+    "errkb.render.tables": "list / stats / ingest / lint renderers",
+    "errkb.render.sync": "sync renderers",
+    "errkb.render.check": "check renderers",
+    "errkb.render.search": "search renderers",
+    "errkb.cli.inventory": "the list / stats commands",
+    "errkb.ingest": "ingesting",
+    "errkb.sync": "syncing",
+    "errkb.search": "search",
+    "errkb.maint": "maintainers' tools",
+    "errkb.serve": "the bot-facing service",
+    "jsonschema": "full schema validation: only writes validate",
+    "logging": "only a record RE2 refuses logs",
+    "traceback": "only --debug prints one",
+}
+
+
+#: Runs the command line as ``python -m errkb`` does, then lists ``sys.modules`` at exit (not
+#: ``-X importtime``, which misses modules loaded by ``importlib.import_module``).
+PROBE = """
+import atexit, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv[0] = "errkb"
+runpy.run_module("errkb", run_name="__main__", alter_sys=True)
+"""
+
+
+def _imported(argv: list[str], tmp_path: Path) -> tuple[str, set[str]]:
+    """Standard output of ``errkb ARGV`` and every module the process imported."""
+    listing = tmp_path / "modules.txt"
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(listing), *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout, set(listing.read_text().split())
+
+
+def _offending(modules: set[str]) -> dict[str, str]:
+    return {
+        name: why
+        for name, why in NOT_ON_EXPLAIN.items()
+        if any(m == name or m.startswith(name + ".") for m in modules)
+    }
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("cold") / "kb.sqlite3"
+    errkb.open(db).close()  # the bundled records, ingested once, before the cold run
+    return db
+
+
+def test_cold_explain_imports_only_what_explaining_needs(built: Path, tmp_path: Path) -> None:
+    example = EXAMPLES / "quanto-incompatible-scale.log"
+    out, modules = _imported(["--db", str(built), "explain", str(example)], tmp_path)
+    assert "5c84e15f4be2c1a6" in out  # it did explain (the quanto record, with its validator)
+    assert {"errkb.kb", "errkb.cli.records", "errkb.validators.quanto"} <= modules  # it sees them
+    assert _offending(modules) == {}
+
+
+def test_the_probe_sees_what_another_command_imports(built: Path, tmp_path: Path) -> None:
+    # stats is not explain: it imports its own values and renderers, and the probe says so.
+    out, modules = _imported(["--db", str(built), "stats"], tmp_path)
+    assert "records" in out
+    assert {"errkb.report.records", "errkb.render.tables", "errkb.cli.inventory"} <= set(
+        _offending(modules)
+    )

@@ -170,3 +170,23 @@ def test_quick_run(tmp_path: Path) -> None:
     assert len(acc["misses"]) == acc["fn"] and len(acc["false_hits"]) == acc["fp"]
     assert results["corpus"]["real"] + results["corpus"]["variants"] == 4000
     assert "| Figure" in proc.stdout and "recall" in proc.stdout
+
+
+@pytest.mark.slow
+def test_cold_start_figure_against_a_revision(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.cold", "--rev", "HEAD", "--runs", "1"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0] for r in rows[1:]] == [
+        "| import click",
+        "| errkb explain <example>, working tree",
+        "| errkb explain <example>, commit HEAD",
+    ]
+    for row in rows[1:]:
+        wall, cpu = float(row.split(" | ")[1].split()[0]), float(row.split(" | ")[3].split()[0])
+        assert wall > 0 and cpu > 0
+    verdicts = [line for line in proc.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
+    assert len(verdicts) == 2 and "x import click" in verdicts[0] and "commit HEAD" in verdicts[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -15,7 +16,7 @@ import errkb
 from errkb.errors import StoreError, StoreLockedError, StoreReadOnlyError, UsageError
 from errkb.store import open_store, resolve_db_path
 from errkb.store.sqlite import SqliteStore, busy_timeout_ms
-from tests.conftest import DATASET, EXAMPLES
+from tests.conftest import DATASET, EXAMPLES, QUANTO_ID, make_record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,6 +78,70 @@ def test_ingest_under_a_held_write_lock_exits_2_with_one_line(held: Path) -> Non
     assert lines[0].startswith(f"errkb: error: database {held} is locked by another writer")
     assert "waited 200 ms" in lines[0]
     assert "Traceback" not in proc.stderr
+
+
+#: Every command, run under a held write lock: the writers (with input that changes the store)
+#: must exit 2 with one line; every other command reads, and a WAL reader is not blocked.
+#: ``{kb}`` is the database, ``{new}`` a record file holding one record the store lacks.
+UNDER_LOCK: dict[str, tuple[tuple[str, ...], bool]] = {
+    "ingest": (("ingest", "{new}"), True),
+    "sync": (("sync", "{new}", "--partial"), True),
+    "rollback": (("rollback", "1"), True),
+    "explain": (("explain", str(EXAMPLES / "quanto-incompatible-scale.log")), False),
+    "match": (("match", "no such message anywhere"), False),
+    "show": (("show", QUANTO_ID), False),
+    "list": (("list",), False),
+    "stats": (("stats",), False),
+    "versions": (("versions",), False),
+    "history": (("history", QUANTO_ID), False),
+    "search": (("search", "incompatible scale"), False),
+    "export": (("export",), False),
+    "check": (("check", str(EXAMPLES / "checkpoints")), False),
+    "lint": (("lint", str(DATASET)), False),
+    "extract": (("extract", "--repo", "me/errkb", str(ROOT / "errkb" / "errors.py")), False),
+}
+#: Long-running servers, read-only by design (tests/test_cli_serve.py, tests/test_serve_http.py).
+SERVERS = {"mcp", "serve"}
+
+
+def test_the_lock_table_names_every_command() -> None:
+    from errkb.cli import COMMAND_MODULES
+
+    every = {name for names in COMMAND_MODULES.values() for name in names}
+    assert set(UNDER_LOCK) | SERVERS == every
+
+
+@pytest.fixture
+def changed(seeded: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """The database with two versions (so rollback 1 changes it) and a file of one new record."""
+    base = json.loads(next(DATASET.glob("*.txt")).read_text())["record"]
+    files = []
+    for n in (1, 2):
+        path = tmp_path / f"new{n}.jsonl"
+        path.write_text(json.dumps(make_record(base, f"A message no record had: {n} {{x}}")) + "\n")
+        files.append(path)
+    with errkb.open(seeded) as kb:
+        kb.ingest([files[0]])
+    return seeded, files[1]
+
+
+@pytest.mark.parametrize("name", sorted(UNDER_LOCK))
+def test_every_command_under_a_held_write_lock(
+    name: str, changed: tuple[Path, Path], held: Path
+) -> None:
+    db, new = changed
+    assert db == held  # the lock is taken after the second version was written
+    argv, writes = UNDER_LOCK[name]
+    proc = _errkb(db, *(a.format(new=new) for a in argv), ERRKB_BUSY_TIMEOUT_MS="200")
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if writes:
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"errkb: error: database {db} is locked by another writer")
+    else:
+        assert proc.returncode in (0, 1), proc.stderr
+        assert "locked" not in proc.stderr
 
 
 def test_reads_still_work_under_a_held_write_lock(held: Path) -> None:

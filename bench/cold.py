@@ -50,18 +50,28 @@ def _explain(target: Target, db: Path) -> str:
     return shlex.join([PYTHON, "-m", "errkb", "--db", str(db), "explain", str(example)])
 
 
-def _with_path(command: str, env: dict[str, str]) -> str:
+#: A measured command: its shell line, environment and working directory. The directory
+#: matters: ``python -m`` puts it first on sys.path, ahead of PYTHONPATH, so a revision runs
+#: from its own export (as ``bench.run`` runs it), never from this checkout.
+Command = tuple[str, dict[str, str], str]
+
+
+def _shell_line(command: Command) -> str:
+    """The command as one self-contained shell line (for hyperfine, which takes no cwd/env)."""
+    line, env, cwd = command
     path = env.get("PYTHONPATH")
-    return f"env PYTHONPATH={shlex.quote(path)} {command}" if path else command
+    return f"cd {shlex.quote(cwd)} && " + (
+        f"env PYTHONPATH={shlex.quote(path)} {line}" if path else line
+    )
 
 
-def cpu_times(commands: dict[str, tuple[str, dict[str, str]]], runs: int) -> dict[str, float]:
+def cpu_times(commands: dict[str, Command], runs: int) -> dict[str, float]:
     """Median CPU seconds (user + system) of each command, runs interleaved."""
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
-        for name, (command, env) in commands.items():
+        for name, (command, env, cwd) in commands.items():
             proc = subprocess.Popen(  # noqa: S602 - our own fixed command line
-                command, shell=True, env=env, stdout=subprocess.DEVNULL, cwd=REPO_ROOT
+                command, shell=True, env=env, stdout=subprocess.DEVNULL, cwd=cwd
             )
             _, status, usage = os.wait4(proc.pid, 0)
             if os.waitstatus_to_exitcode(status) != 0:
@@ -83,8 +93,8 @@ def measure(revs: list[str], runs: int, work: Path) -> dict[str, dict[str, float
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    commands: dict[str, tuple[str, dict[str, str]]] = {
-        CLICK: (shlex.join([PYTHON, "-c", "import click"]), _env(Target()))
+    commands: dict[str, Command] = {
+        CLICK: (shlex.join([PYTHON, "-c", "import click"]), _env(Target()), str(REPO_ROOT))
     }
     for label, target in targets.items():
         db = work / f"{label.replace(' ', '-')}.sqlite3"
@@ -97,11 +107,11 @@ def measure(revs: list[str], runs: int, work: Path) -> dict[str, dict[str, float
             stdout=subprocess.DEVNULL,
             cwd=target.cwd,
         )
-        commands[label] = (_explain(target, db), env)
+        commands[label] = (_explain(target, db), env, target.cwd or str(REPO_ROOT))
     wall: dict[str, float] = {}
     if shutil.which("hyperfine"):
-        # hyperfine runs every command with one environment: name PYTHONPATH on each line.
-        lines = {name: _with_path(command, env) for name, (command, env) in commands.items()}
+        # hyperfine runs every command with one environment and directory: name both per line.
+        lines = {name: _shell_line(command) for name, command in commands.items()}
         wall = hyperfine(lines, runs=runs, warmup=2, out=work)
     cpu = cpu_times(commands, runs)
     return {name: {"wall": wall.get(name, float("nan")), "cpu": cpu[name]} for name in commands}

@@ -19,11 +19,11 @@ command line: explaining a log must not pay for the checkpoint readers or the OR
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+from errkb import _lazy
 from errkb.errors import (
     CheckpointError,
     ErrkbError,
@@ -88,12 +88,7 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module 'errkb' has no attribute {name!r}")
+    return _lazy.load(__name__, globals(), _LAZY, name)
 
 
 __all__ = [

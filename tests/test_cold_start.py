@@ -104,3 +104,16 @@ def test_the_probe_sees_what_another_command_imports(built: Path, tmp_path: Path
     assert {"errkb.report.records", "errkb.render.tables", "errkb.cli.inventory"} <= set(
         _offending(modules)
     )
+
+
+def test_every_report_name_resolves_lazily_to_its_definition() -> None:
+    import importlib
+
+    import errkb.report as report
+
+    for name in report.__all__:
+        assert getattr(report, name) is not None, name
+    for name, (module, attr) in report._LAZY.items():
+        assert getattr(importlib.import_module(module), attr) is getattr(report, name), name
+    with pytest.raises(AttributeError, match=r"errkb\.report' has no attribute 'Nope'"):
+        report.Nope  # noqa: B018 - the look-up is the test

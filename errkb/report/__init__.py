@@ -20,10 +20,11 @@ submodule, so the import graph (``tests/test_imports.py``) sees every edge.
 from __future__ import annotations
 
 import enum
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from errkb import _lazy
 
 if TYPE_CHECKING:
     from errkb.report.check import CheckReport
@@ -289,36 +290,32 @@ class RecordView:
 
 
 #: The other families' names, by the submodule defining each: imported on first use.
-_LAZY: dict[str, str] = {
-    "CheckReport": "check",
-    "MAX_SHOWN_PROBLEMS": "diagnostics",
-    "Diagnostics": "diagnostics",
-    "IngestReport": "ingest",
-    "RULE_SEVERITY": "lint",
-    "LintFinding": "lint",
-    "LintReport": "lint",
-    "LintRule": "lint",
-    "Severity": "lint",
-    "RecordList": "records",
-    "RecordSummary": "records",
-    "Stats": "records",
-    "HistoryEntry": "sync",
-    "RecordHistory": "sync",
-    "SyncReport": "sync",
-    "SyncStatus": "sync",
-    "UpdateCheck": "sync",
-    "UpdateStatus": "sync",
-    "VersionList": "sync",
-    "parse_version": "sync",
+_LAZY: dict[str, tuple[str, str]] = {
+    "CheckReport": ("errkb.report.check", "CheckReport"),
+    "MAX_SHOWN_PROBLEMS": ("errkb.report.diagnostics", "MAX_SHOWN_PROBLEMS"),
+    "Diagnostics": ("errkb.report.diagnostics", "Diagnostics"),
+    "IngestReport": ("errkb.report.ingest", "IngestReport"),
+    "RULE_SEVERITY": ("errkb.report.lint", "RULE_SEVERITY"),
+    "LintFinding": ("errkb.report.lint", "LintFinding"),
+    "LintReport": ("errkb.report.lint", "LintReport"),
+    "LintRule": ("errkb.report.lint", "LintRule"),
+    "Severity": ("errkb.report.lint", "Severity"),
+    "RecordList": ("errkb.report.records", "RecordList"),
+    "RecordSummary": ("errkb.report.records", "RecordSummary"),
+    "Stats": ("errkb.report.records", "Stats"),
+    "HistoryEntry": ("errkb.report.sync", "HistoryEntry"),
+    "RecordHistory": ("errkb.report.sync", "RecordHistory"),
+    "SyncReport": ("errkb.report.sync", "SyncReport"),
+    "SyncStatus": ("errkb.report.sync", "SyncStatus"),
+    "UpdateCheck": ("errkb.report.sync", "UpdateCheck"),
+    "UpdateStatus": ("errkb.report.sync", "UpdateStatus"),
+    "VersionList": ("errkb.report.sync", "VersionList"),
+    "parse_version": ("errkb.report.sync", "parse_version"),
 }
 
 
 def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        value: object = getattr(importlib.import_module(f"errkb.report.{_LAZY[name]}"), name)
-        globals()[name] = value  # later look-ups skip this function
-        return value
-    raise AttributeError(f"module 'errkb.report' has no attribute {name!r}")
+    return _lazy.load(__name__, globals(), _LAZY, name)
 
 
 __all__ = [

@@ -146,3 +146,24 @@ ALLOWED: list[list[str]] = []
 
 def test_no_import_cycles() -> None:
     assert _cycles(GRAPH) == ALLOWED
+
+
+def test_lazily_re_exported_report_names_are_imported_from_their_module() -> None:
+    # errkb.report re-exports each family's values on first use (PEP 562); the graph above sees
+    # only the package for those, so errkb's own modules name the submodule instead.
+    import errkb.report
+
+    lazy = set(errkb.report._LAZY)
+    found: list[str] = []
+
+    def visit(module: str, node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            return
+        if isinstance(node, ast.ImportFrom) and node.module == "errkb.report":
+            found.extend(f"{module}: {a.name}" for a in node.names if a.name in lazy)
+        for child in ast.iter_child_nodes(node):
+            visit(module, child)
+
+    for module, path in MODULES.items():
+        visit(module, ast.parse(path.read_text("utf-8")))
+    assert found == []

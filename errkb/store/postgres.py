@@ -474,8 +474,14 @@ class PostgresStore:
                 )
             yield self.path
         finally:
+            # An explicit ROLLBACK first: the server answers it only after releasing the lock,
+            # whereas after a bare close() the backend ends the transaction when it notices the
+            # disconnect, a moment later, so a sync started right after could find the lock
+            # still held (seen as a SyncLockedError in test_sync under load).
             with contextlib.suppress(Exception):
-                conn.close()  # ends the transaction, and with it the lock
+                conn.execute("ROLLBACK")
+            with contextlib.suppress(Exception):
+                conn.close()
 
     # ------------------------------------------------------------------ opening and schema
     def ensure_schema(self) -> bool:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from errkb.match.template import Literal, Template, parse_template
@@ -62,17 +62,32 @@ def choose_tokens(
     ``records`` are (id, errorMessage) pairs. Ties in rarity go to the longer word (more
     selective), then alphabetical order, so the index is deterministic.
     """
-    words: list[tuple[str, list[str]]] = []
+    return list(index_rows(records))
+
+
+def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
+    """``choose_tokens`` as a stream, in record id order (the index's key order).
+
+    Built for 500,000 records in a small container: one pass keeps each record's distinct words
+    as a tuple of shared strings (a word common to many records is held once), not every
+    message, and the rows are yielded, not listed, so the writer streams them to the database.
+    Sorting by record id lets the index's primary key grow by appending.
+    """
+    shared: dict[str, str] = {}
+    chosen: list[tuple[str, tuple[str, ...]]] = []
     frequency: Counter[str] = Counter()
     for rid, message in records:
-        tokens = list(dict.fromkeys(template_tokens(parse_template(message))))
-        words.append((rid, tokens))
-        frequency.update(tokens)
-    rows: list[tuple[str, str, int]] = []
-    for rid, tokens in words:
-        ranked = sorted(tokens, key=lambda w: (frequency[w], -len(w), w))
-        rows.extend((w, rid, rank) for rank, w in enumerate(ranked[:TOKENS_PER_RECORD]))
-    return rows
+        words = tuple(
+            shared.setdefault(w, w) for w in dict.fromkeys(template_tokens(parse_template(message)))
+        )
+        chosen.append((rid, words))
+        frequency.update(words)
+    del shared
+    chosen.sort()
+    for rid, words in chosen:
+        ranked = sorted(words, key=lambda w: (frequency[w], -len(w), w))
+        for rank, w in enumerate(ranked[:TOKENS_PER_RECORD]):
+            yield w, rid, rank
 
 
 class TokenIndex(Protocol):

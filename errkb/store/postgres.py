@@ -65,7 +65,8 @@ from errkb.store.sqlite import (
     _UPDATE_COLUMNS,
     _batches,
     _Classified,
-    _record_row,
+    _record_values,
+    _update_values,
     _version,
     _Write,
     busy_timeout_ms,
@@ -983,18 +984,15 @@ class PgWriteTx:
         new = [i for i in items if i.write is _Write.INSERT]
         changed = [i for i in items if i.write is _Write.UPDATE]
         if new:
-            rows = [_record_row(i, vid) for i in new]
-            self._copy(_COPY_RECORDS, ([r[c] for c in RECORD_COLUMNS] for r in rows))
+            self._copy(_COPY_RECORDS, (_record_values(i, vid) for i in new))
             self._copy(
                 "COPY record_history (record_id, version_id, change) FROM STDIN",
                 ((i.id, vid, ChangeKind.ADDED.value) for i in new),
             )
         if changed:
-            rows = [_record_row(i, vid) for i in changed]
+            rows = [_update_values(_record_values(i, vid)) for i in changed]
             with conn.cursor() as cur:
-                cur.executemany(
-                    _UPDATE_RECORD, [(*(r[c] for c in _UPDATE_COLUMNS), r["id"]) for r in rows]
-                )
+                cur.executemany(_UPDATE_RECORD, rows)
             changed_ids = [i.id for i in changed]
             for f in CHILD_FIELDS:
                 # Only fixed table names from the field table are interpolated.

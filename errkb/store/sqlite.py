@@ -38,7 +38,7 @@ from errkb.errors import (
     StoreLockedError,
     StoreReadOnlyError,
 )
-from errkb.records.fields import CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
+from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
@@ -702,7 +702,9 @@ class _Classified:
     )  # fmt: skip
 
     def __init__(self, item: Incoming, obj: RecordJSON, existing: tuple[str, bool] | None) -> None:
-        self.id = str(obj["id"])
+        # A spooled record's id is the spool's own string: the ids a sync keeps (``seen``)
+        # are then held once, not once more per decoded record.
+        self.id = item.packed_id if item.packed_id is not None else str(obj["id"])
         self.obj = obj
         self.text = item.data if isinstance(item.data, str) else None
         self.dataset_version = item.dataset_version
@@ -717,7 +719,7 @@ def _classify_chunk(conn: DBAPI, batch: list[Incoming]) -> list[_Classified]:
     by_id: dict[str, tuple[Incoming, RecordJSON]] = {}
     for item in batch:
         obj = item.obj
-        by_id[str(obj["id"])] = (item, obj)
+        by_id[item.packed_id if item.packed_id is not None else str(obj["id"])] = (item, obj)
     ids = sorted(by_id)
     existing: dict[str, tuple[str, bool]] = {}
     for chunk in _chunks(ids):
@@ -779,19 +781,34 @@ _CHILD_SQL = {
 }
 
 
-def _record_row(item: _Classified, vid: int) -> dict[str, object]:
-    """The ``records`` row of one record: derived from the field table."""
+_FIELD_NAMES = tuple(f.name for f in COLUMN_FIELDS)  #: JSON names, in column order
+_UPDATE_POSITIONS = tuple(RECORD_COLUMNS.index(c) for c in _UPDATE_COLUMNS)
+_ID_POSITION = RECORD_COLUMNS.index("id")
+
+
+def _record_values(item: _Classified, vid: int) -> tuple[object, ...]:
+    """The ``records`` row of one record, in ``RECORD_COLUMNS`` order (from the field table).
+
+    A tuple built in one pass: at 500,000 records a dict per row, then a tuple from it, was
+    a tenth of the apply time.
+    """
     obj = item.obj
-    row: dict[str, object] = {f.column: obj.get(f.name) for f in COLUMN_FIELDS}
     extra = {k: obj[k] for k in rec.unknown_fields(obj)}
-    row["extra_json"] = json.dumps(extra, ensure_ascii=False) if extra else None
-    row["raw_json"] = item.text if item.text is not None else rec.verbatim_json(obj)
-    row["content_hash"] = item.chash
-    row["dataset_version"] = item.dataset_version
-    row["retired"] = item.retired
-    row["added_in"] = vid
-    row["changed_in"] = vid
-    return row
+    book: dict[str, object] = {
+        "extra_json": json.dumps(extra, ensure_ascii=False) if extra else None,
+        "raw_json": item.text if item.text is not None else rec.verbatim_json(obj),
+        "content_hash": item.chash,
+        "dataset_version": item.dataset_version,
+        "retired": item.retired,
+        "added_in": vid,
+        "changed_in": vid,
+    }
+    return (*map(obj.get, _FIELD_NAMES), *(book[c] for c in BOOK_COLUMNS))
+
+
+def _update_values(values: tuple[object, ...]) -> tuple[object, ...]:
+    """The parameters of ``_UPDATE_RECORD`` from a ``_record_values`` row: new values, then id."""
+    return (*(values[i] for i in _UPDATE_POSITIONS), values[_ID_POSITION])
 
 
 class SqliteWriteTx:
@@ -817,17 +834,39 @@ class SqliteWriteTx:
             self.set_meta("dataset_version", dataset_version)
 
     def rebuild_index(self) -> int:
-        """Recompute the whole match index from the live records (in this transaction)."""
-        from errkb.match.index import choose_tokens
+        """Recompute the whole match index from the live records (in this transaction).
 
-        cur = self.raw.cursor()
-        cur.execute("SELECT id, error_message FROM records WHERE retired = 0")
-        rows = choose_tokens(cur.fetchall())
-        cur.execute("DELETE FROM match_tokens")
-        cur.executemany("INSERT INTO match_tokens (token, record_id, rank) VALUES (?, ?, ?)", rows)
-        cur.execute("DELETE FROM meta WHERE key = 'match_index'")
-        cur.close()
-        return len(rows)
+        At 500,000 records the index is two million rows: they are streamed to SQLite in key
+        order (``index_rows``), and the secondary index on ``match_tokens`` is dropped first
+        and created again after, one sort instead of two million random B-tree inserts. The
+        DDL is part of this transaction, so a failure or a kill leaves the old index whole.
+        """
+        from errkb.match.index import index_rows
+
+        raw = self.raw
+        secondary = raw.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
+            "AND tbl_name = 'match_tokens' AND sql IS NOT NULL"
+        ).fetchall()
+        for name, _sql in secondary:
+            raw.execute(f'DROP INDEX "{name}"')
+        raw.execute("DELETE FROM match_tokens")
+        live = raw.execute("SELECT id, error_message FROM records WHERE retired = 0")
+        written = 0
+
+        def counted() -> Iterator[tuple[str, str, int]]:
+            nonlocal written
+            for row in index_rows(live):
+                written += 1
+                yield row
+
+        raw.executemany(
+            "INSERT INTO match_tokens (token, record_id, rank) VALUES (?, ?, ?)", counted()
+        )
+        for _name, sql in secondary:
+            raw.execute(sql)
+        raw.execute("DELETE FROM meta WHERE key = 'match_index'")
+        return written
 
     def apply(
         self,
@@ -922,16 +961,14 @@ class SqliteWriteTx:
         changed = [i for i in items if i.write is _Write.UPDATE]
         changed_ids = [i.id for i in changed]
         if new:
-            rows = [_record_row(i, vid) for i in new]
-            raw.executemany(_INSERT_RECORD, [tuple(r[c] for c in RECORD_COLUMNS) for r in rows])
+            raw.executemany(_INSERT_RECORD, (_record_values(i, vid) for i in new))
             raw.executemany(
                 "INSERT INTO record_history (record_id, version_id, change) VALUES (?, ?, ?)",
                 [(i.id, vid, ChangeKind.ADDED.value) for i in new],
             )
         if changed:
-            rows = [_record_row(i, vid) for i in changed]
             raw.executemany(
-                _UPDATE_RECORD, [(*(r[c] for c in _UPDATE_COLUMNS), r["id"]) for r in rows]
+                _UPDATE_RECORD, (_update_values(_record_values(i, vid)) for i in changed)
             )
             for _insert, delete in _CHILD_SQL.values():
                 raw.executemany(delete, [(rid,) for rid in changed_ids])

@@ -1,0 +1,182 @@
+"""The SQLite store's bulk write paths (issue 11), each equal to the row-by-row result.
+
+A large apply fills the full-text index in one ``INSERT ... SELECT`` at the end of its
+transaction (the per-row insert trigger dropped meanwhile), and the match index is rebuilt in
+key order with its secondary index created again after. Both must give exactly what the
+triggers and the old build gave, survive a repeated id, and leave nothing half-done (no
+trigger or index missing) when the unit of work fails.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb.match.index import choose_tokens, index_rows
+from errkb.store import Incoming, VersionKind
+from errkb.store import sqlite as sqlite_store
+from tests.conftest import QUANTO_ID, make_record
+from tests.test_search import fts_integrity, ids
+
+VERSION = "2026-12-01T00:00:00.000Z"
+
+
+def _schema_objects(path: Path) -> set[tuple[str, str]]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'index')"
+        ).fetchall()
+    finally:
+        conn.close()
+    return {(str(t), str(n)) for t, n in rows}
+
+
+def _write(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text(
+        "".join(json.dumps({"record": r, "datasetVersion": VERSION}) + "\n" for r in records)
+    )
+    return path
+
+
+def _variants(seed: dict[str, Any], count: int, word: str) -> list[dict[str, Any]]:
+    out = []
+    for n in range(count):
+        rec = make_record(seed, f"Bulkword{n} tensor {{name!r}} is {word}{n}")
+        rec["documentation"] = f"Documented {word} number {n}."
+        rec["tags"] = [f"tag{n % 3}", word]
+        out.append(rec)
+    return out
+
+
+@pytest.fixture
+def bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every apply takes the bulk path, in chunks of 7 records."""
+    monkeypatch.setattr(sqlite_store, "BULK_SEARCH_MIN", 1)
+    monkeypatch.setattr(sqlite_store, "_APPLY_CHUNK", 7)
+
+
+def test_the_schemas_insert_trigger_has_the_bulk_shape(kb: errkb.KnowledgeBase) -> None:
+    # Without this, every large sync would silently fall back to the per-row trigger.
+    conn = sqlite3.connect(kb.path)
+    try:
+        (sql,) = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE name = 'search_records_insert'"
+        ).fetchone()
+    finally:
+        conn.close()
+    fill = sqlite_store.bulk_search_sql(sql)
+    assert fill is not None and "NEW" not in fill and "r.raw_json" in fill
+    assert sqlite_store.bulk_search_sql(sql.replace("NEW.id);", "NEW.id, 1);")) is None
+
+
+def test_bulk_indexing_equals_the_trigger(
+    tmp_path: Path, seed_records: dict[str, Any], bulk: None
+) -> None:
+    seed = seed_records[QUANTO_ID]
+    records = _variants(seed, 30, "lopsided")
+    records[4]["futureField"] = float("nan")  # raw_json SQLite's JSON refuses: no tags indexed
+    with errkb.open(tmp_path / "kb.sqlite3") as kb:
+        before = _schema_objects(kb.path)
+        report = kb.ingest([_write(tmp_path / "a.jsonl", records)])
+        assert report.counts.added == 30
+        assert _schema_objects(kb.path) == before  # the trigger and indexes are back
+        fts_integrity(kb)
+        assert ids(kb.search("bulkword7")) == [records[7]["id"]]
+        assert set(ids(kb.search("lopsided", limit=50))) == {r["id"] for r in records}
+        # Records indexed in bulk are updated (the update trigger removes what bulk added).
+        changed = [dict(r, documentation=f"Now a teapot {n}.") for n, r in enumerate(records)]
+        assert kb.ingest([_write(tmp_path / "b.jsonl", changed)]).counts.updated == 30
+        fts_integrity(kb)
+        assert ids(kb.search("Documented")) == []
+        assert len(ids(kb.search("teapot", limit=50))) == 30
+        # The bundled records, indexed by the trigger, are still found.
+        assert QUANTO_ID in ids(kb.search("quanto incompatible scale"))
+
+
+def test_an_id_repeated_across_chunks_is_indexed_once_with_its_last_content(
+    tmp_path: Path, seed_records: dict[str, Any], bulk: None
+) -> None:
+    records = _variants(seed_records[QUANTO_ID], 20, "wobbly")
+    again = dict(records[0], documentation="Finally a gyroscope.")
+    with errkb.open(tmp_path / "kb.sqlite3") as kb:
+        report = kb.ingest([_write(tmp_path / "a.jsonl", [*records, again])])
+        assert report.counts.added == 20
+        fts_integrity(kb)
+        assert ids(kb.search("gyroscope")) == [records[0]["id"]]
+        assert ("trigger", "search_records_insert") in _schema_objects(kb.path)
+
+
+class _Failing:
+    """A sized stream of records that fails part-way, as a kill or a bad disk would."""
+
+    def __init__(self, items: list[Incoming], fail_at: int) -> None:
+        self.items, self.fail_at = items, fail_at
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[Incoming]:
+        for n, item in enumerate(self.items):
+            if n == self.fail_at:
+                raise RuntimeError("boom")
+            yield item
+
+
+def test_a_failed_bulk_apply_leaves_the_store_as_it_was(
+    tmp_path: Path, seed_records: dict[str, Any], bulk: None
+) -> None:
+    records = _variants(seed_records[QUANTO_ID], 25, "quixotic")
+    with errkb.open(tmp_path / "kb.sqlite3") as kb:
+        store = kb.store
+        before = _schema_objects(kb.path)
+        counts = store.counts()
+        incoming = _Failing([Incoming(r, VERSION) for r in records], fail_at=20)
+        with pytest.raises(RuntimeError), store.write() as tx:
+            tx.apply(incoming, kind=VersionKind.INGEST, source="x", dataset_version=VERSION)
+        assert _schema_objects(kb.path) == before
+        assert store.counts() == counts
+        assert ids(kb.search("quixotic")) == []
+        fts_integrity(kb)
+        # And the next unit of work takes the bulk path again and succeeds.
+        with store.write() as tx:
+            _vid, got = tx.apply(
+                [Incoming(r, VERSION) for r in records],
+                kind=VersionKind.INGEST,
+                source="x",
+                dataset_version=VERSION,
+            )
+        assert got.added == 25
+        fts_integrity(kb)
+
+
+def test_the_match_index_is_the_same_whatever_the_input_order() -> None:
+    pairs = [
+        ("c" * 16, "shared words here {x} gamma"),
+        ("a" * 16, "shared words here {x} alpha"),
+        ("b" * 16, "shared words here {x} beta"),
+    ]
+    rows = list(index_rows(pairs))
+    assert rows == list(index_rows(reversed(pairs))) == choose_tokens(pairs)
+    assert [r[1] for r in rows] == sorted(r[1] for r in rows)  # key order: appends
+
+
+def test_a_rebuilt_match_index_keeps_its_secondary_index(kb: errkb.KnowledgeBase) -> None:
+    before = _schema_objects(kb.path)
+    store = kb.store
+    with kb.store.snapshot() as view:
+        rows = sorted(view.token_rows())
+    with pytest.raises(RuntimeError), store.write() as tx:
+        tx.rebuild_index()  # type: ignore[attr-defined]
+        raise RuntimeError("boom")
+    assert _schema_objects(kb.path) == before
+    store.reindex()
+    assert _schema_objects(kb.path) == before
+    with kb.store.snapshot() as view:
+        assert sorted(view.token_rows()) == rows

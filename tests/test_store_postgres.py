@@ -323,8 +323,8 @@ def test_token_rows_and_the_anchor_table_match_sqlite(pg_url: str, tmp_path: Pat
 
     with errkb.open(tmp_path / "kb.sqlite3") as lite, errkb.open(pg_url) as pg:
         with lite.store.snapshot() as lv, pg.store.snapshot() as pv:
-            rows = pv.token_rows()
-            assert rows and rows == lv.token_rows()
+            rows = list(pv.token_rows())
+            assert rows and rows == list(lv.token_rows())
             assert rows == sorted(rows, key=lambda r: (r[0], r[2]))
             state = pv.meta_value("state") or "0"
             version = pv.meta_value("dataset_version")

@@ -261,8 +261,11 @@ class ReadView(Protocol):
         ...
 
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...
-    def token_rows(self) -> list[tuple[str, str, int]]:
-        """(record id, token, rank) of the whole match index, by record id then rank."""
+    def token_rows(self) -> Iterable[tuple[str, str, int]]:
+        """(record id, token, rank) of the whole match index, by record id then rank.
+
+        May be a stream: consume it inside the snapshot it came from.
+        """
         ...
 
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:

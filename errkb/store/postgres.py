@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import os
 import threading
@@ -881,20 +882,35 @@ class PgWriteTx:
                 copy.write_row(row)
 
     def rebuild_index(self) -> int:
-        """Recompute the whole match index from the live records (in this transaction)."""
-        from errkb.match.index import choose_tokens
+        """Recompute the whole match index from the live records (in this transaction).
 
-        rows = choose_tokens(
-            self.conn.execute(
-                'SELECT id, error_message FROM records WHERE NOT retired ORDER BY id COLLATE "C"'
-            ).fetchall()
-        )
+        The live messages come through a server-side cursor and the rows go out by ``COPY``
+        as ``index_rows`` yields them, so neither the messages nor the two million rows of a
+        500,000-record index are ever a list here.
+        """
+        from errkb.match.index import index_rows
+
+        with self.conn.cursor(name="errkb_index_messages") as live:
+            live.itersize = 5000
+            live.execute("SELECT id, error_message FROM records WHERE NOT retired")
+            rows = index_rows(live)
+            # index_rows reads every message before its first row: take that row now, so
+            # the cursor is done before COPY starts on the same connection.
+            first = list(itertools.islice(rows, 1))
         # DELETE, not TRUNCATE: TRUNCATE is not MVCC-safe, so a reader's older snapshot would
         # see an empty index, and its lock would block every explain until commit.
         self.conn.execute("DELETE FROM match_tokens")
-        self._copy("COPY match_tokens (token, record_id, rank) FROM STDIN", rows)
+        written = 0
+
+        def counted() -> Iterator[tuple[str, str, int]]:
+            nonlocal written
+            for row in itertools.chain(first, rows):
+                written += 1
+                yield row
+
+        self._copy("COPY match_tokens (token, record_id, rank) FROM STDIN", counted())
         self.conn.execute("DELETE FROM meta WHERE key = 'match_index'")
-        return len(rows)
+        return written
 
     def apply(
         self,

@@ -169,11 +169,15 @@ class SqliteView:
         )
         return [str(r[0]) for r in self.conn.execute(sql, (*tokens, limit))]
 
-    def token_rows(self) -> list[tuple[str, str, int]]:
+    def token_rows(self) -> Iterator[tuple[str, str, int]]:
+        # Streamed: at 500,000 records the index is two million rows, and a list of them
+        # was the largest thing a warm process ever held (the anchor table is built from them
+        # once, then kept as ~200k strings).
         rows = self.conn.execute(
             "SELECT record_id, token, rank FROM match_tokens ORDER BY record_id, rank"
         )
-        return [(str(r), str(t), int(k)) for r, t, k in rows]
+        for rid, token, rank in rows:
+            yield str(rid), str(token), int(rank)
 
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
         out: list[PatternRow] = []

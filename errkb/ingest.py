@@ -8,8 +8,9 @@ Invalid records are rejected and reported; the valid ones are applied together o
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from errkb import records as rec
 from errkb.errors import Problem
@@ -22,24 +23,33 @@ from errkb.store import ApplyCounts, Incoming, Store, VersionKind
 class Validated:
     """The outcome of reading and validating sources, before anything is written."""
 
-    incoming: tuple[Incoming, ...]
+    incoming: tuple[Incoming, ...]  #: empty when a ``sink`` took the valid records
     problems: tuple[Problem, ...]
     warnings: tuple[Problem, ...]
     rejected: int
-
-    @property
-    def dataset_version(self) -> str | None:
-        """The newest datasetVersion among the envelopes read (ISO strings sort by time)."""
-        versions = [i.dataset_version for i in self.incoming if i.dataset_version]
-        return max(versions) if versions else None
+    #: The newest datasetVersion among the valid records' envelopes (ISO strings sort by time).
+    dataset_version: str | None = None
+    accepted: int = 0  #: valid records (kept in ``incoming`` or handed to the sink)
 
 
-def validate_sources(paths: Iterable[str | os.PathLike[str]]) -> Validated:
-    """Read and validate every item of ``paths``; nothing is written."""
+#: Where valid records go instead of memory: (record, its envelope's datasetVersion).
+Sink = Callable[[Mapping[str, Any], str | None], None]
+
+
+def validate_sources(
+    paths: Iterable[str | os.PathLike[str]], *, sink: Sink | None = None
+) -> Validated:
+    """Read and validate every item of ``paths``; nothing is written.
+
+    With ``sink``, each valid record is handed to it (a sync's spool file) rather than kept:
+    500,000 records as Python objects do not fit a small container.
+    """
     incoming: list[Incoming] = []
     problems: list[Problem] = []
     warnings: list[Problem] = []
     rejected = 0
+    accepted = 0
+    newest: str | None = None
     for item, checked, envelope_problems in _checked(paths):
         if item.problem is not None:
             problems.append(item.problem)
@@ -61,11 +71,17 @@ def validate_sources(paths: Iterable[str | os.PathLike[str]]) -> Validated:
             )
         if checked.ok and not envelope_problems:
             version = item.dataset_version if isinstance(item.dataset_version, str) else None
-            incoming.append(Incoming(item.obj, version))
+            if version and (newest is None or version > newest):
+                newest = version
+            accepted += 1
+            if sink is None:
+                incoming.append(Incoming(item.obj, version))
+            else:
+                sink(item.obj, version)
         else:
             problems.extend(checked.problems)
             rejected += 1
-    return Validated(tuple(incoming), tuple(problems), tuple(warnings), rejected)
+    return Validated(tuple(incoming), tuple(problems), tuple(warnings), rejected, newest, accepted)
 
 
 def _checked(

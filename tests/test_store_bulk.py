@@ -180,3 +180,28 @@ def test_a_rebuilt_match_index_keeps_its_secondary_index(kb: errkb.KnowledgeBase
     assert _schema_objects(kb.path) == before
     with kb.store.snapshot() as view:
         assert sorted(view.token_rows()) == rows
+
+
+def test_a_sync_of_record_files_spools_them_instead_of_holding_them(
+    tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    from errkb.ingest import validate_sources
+    from errkb.sync import Spool, _plan_records
+
+    records = _variants(seed_records[QUANTO_ID], 12, "spooled")
+    bad = dict(records[3], severity="catastrophic")
+    path = _write(tmp_path / "a.jsonl", [*records[:3], bad, *records[4:]])
+    sunk: list[tuple[str, str | None]] = []
+    validated = validate_sources([path], sink=lambda obj, v: sunk.append((obj["id"], v)))
+    assert validated.incoming == () and validated.accepted == 11 == len(sunk)
+    assert validated.rejected == 1 and validated.dataset_version == VERSION
+    with errkb.open(tmp_path / "kb.sqlite3") as kb:
+        work = tmp_path / "work"
+        work.mkdir()
+        plan = _plan_records(kb.store, path, work, full=False, notify=lambda _p: None)
+        assert isinstance(plan.incoming, Spool) and len(plan.incoming) == 11
+        assert plan.dataset_version == VERSION and plan.rejected == 1
+        assert [i.id for i in plan.incoming] == [r["id"] for r in records if r is not records[3]]
+        report = kb.sync(path, skip_invalid=True)
+        assert report.counts.added == 11 and report.counts.rejected == 1
+        assert kb.get(records[5]["id"]).to_json() == records[5]

@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
@@ -84,6 +84,7 @@ class Spool(Collection[Incoming]):
         self.path = path
         self.ids: list[str] = []
         path.write_text("", encoding="utf-8")
+        self._out: IO[str] | None = None
 
     def extend(self, objs: Iterable[Mapping[str, Any]], version: str | None) -> None:
         """Append records (one repository's, say); the file is open only while writing."""
@@ -93,6 +94,18 @@ class Spool(Collection[Incoming]):
                 out.write(head + rec.verbatim_json(obj) + "\n")
                 self.ids.append(str(obj["id"]))
 
+    def add(self, obj: Mapping[str, Any], version: str | None) -> None:
+        """Append one record (a ``validate_sources`` sink), the file kept open until read."""
+        if self._out is None:
+            self._out = self.path.open("a", encoding="utf-8")
+        self._out.write(json.dumps(version) + "\t" + rec.verbatim_json(obj) + "\n")
+        self.ids.append(str(obj["id"]))
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
     def __len__(self) -> int:
         return len(self.ids)
 
@@ -100,6 +113,7 @@ class Spool(Collection[Incoming]):
         return isinstance(item, Incoming) and item.id in set(self.ids)
 
     def __iter__(self) -> Iterator[Incoming]:
+        self.close()
         with self.path.open(encoding="utf-8") as fh:
             for rid, line in zip(self.ids, fh, strict=True):
                 version, _, text = line.rstrip("\n").partition("\t")
@@ -178,7 +192,7 @@ def sync(
         cache: fetching.RepoCache | None = None
         try:
             if tree is None:
-                planned = _plan_records(store, Path(resolved), full=bool(full), notify=notify)
+                planned = _plan_records(store, Path(resolved), tmp, full=bool(full), notify=notify)
             else:
                 if isinstance(tree, publish.HttpTree):
                     client = transport.HttpClient(read_timeout=timeout, deadline=limit)
@@ -259,13 +273,18 @@ def _workdir(db_path: Path) -> Iterator[Path]:
 
 
 # ---------------------------------------------------------------------------- planning
-def _plan_records(store: Store, path: Path, *, full: bool, notify: ProgressCallback) -> _Plan:
+def _plan_records(
+    store: Store, path: Path, tmp: Path, *, full: bool, notify: ProgressCallback
+) -> _Plan:
     from errkb.ingest import validate_sources
 
     notify(Progress(Stage.VALIDATE, 0, 1))
-    validated = validate_sources([path])
+    # Valid records wait on disk, as a published tree's do: memory holds their ids only.
+    incoming = Spool(tmp / "incoming.jsonl")
+    validated = validate_sources([path], sink=incoming.add)
+    incoming.close()
     notify(Progress(Stage.VALIDATE, 1, 1))
-    if not validated.incoming and not validated.problems:
+    if not validated.accepted and not validated.problems:
         # An empty folder (or a file of no records) is no dataset version: applying it would
         # record an empty version each time, and as a full snapshot retire everything.
         raise SyncError(f"{path}: holds no records; nothing to apply")
@@ -275,7 +294,7 @@ def _plan_records(store: Store, path: Path, *, full: bool, notify: ProgressCallb
         dataset_version=validated.dataset_version,
         previous_version=store.meta_value("dataset_version"),
         full=full,
-        incoming=validated.incoming,
+        incoming=incoming,
         problems=validated.problems,
         rejected=validated.rejected,
         keep_repos=frozenset(),

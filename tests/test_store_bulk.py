@@ -201,7 +201,34 @@ def test_a_sync_of_record_files_spools_them_instead_of_holding_them(
         plan = _plan_records(kb.store, path, work, full=False, notify=lambda _p: None)
         assert isinstance(plan.incoming, Spool) and len(plan.incoming) == 11
         assert plan.dataset_version == VERSION and plan.rejected == 1
-        assert [i.id for i in plan.incoming] == [r["id"] for r in records if r is not records[3]]
+        # Back in id order, for the B-trees' sake.
+        assert [i.id for i in plan.incoming] == sorted(
+            r["id"] for r in records if r is not records[3]
+        )
         report = kb.sync(path, skip_invalid=True)
         assert report.counts.added == 11 and report.counts.rejected == 1
         assert kb.get(records[5]["id"]).to_json() == records[5]
+
+
+def test_the_spool_gives_records_back_in_id_order_duplicates_in_their_order(
+    tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    from errkb.sync import Spool
+
+    records = _variants(seed_records[QUANTO_ID], 40, "ordered")
+    # Text JSON leaves unescaped (U+2028, U+0085) must not split a line.
+    records[0]["documentation"] = "odd\u2028line\x85breaks\x1c"
+    spool = Spool(tmp_path / "spool")
+    spool.extend(records[:20], "v1")
+    spool.add(dict(records[0], documentation="second copy"), "v2")
+    spool.extend(records[20:], None)
+    got = list(spool)
+    assert len(spool) == len(got) == 41
+    assert [i.id for i in got] == sorted(i.id for i in got)
+    copies = [i for i in got if i.id == records[0]["id"]]
+    assert [c.obj["documentation"] for c in copies] == [records[0]["documentation"], "second copy"]
+    assert [c.dataset_version for c in copies] == ["v1", "v2"]
+    by_id = {i.id: i for i in got}
+    assert by_id[records[25]["id"]].obj == records[25]
+    assert by_id[records[25]["id"]].dataset_version is None
+    assert list(spool) == got  # read again: the same

@@ -171,3 +171,32 @@ def test_error_regions_takes_linear_time_and_bounded_memory(shape: str) -> None:
     # Memory: the regions (slices of the input) and the windows in reach, not a Python object
     # per hit or per hit line (the keyword pass once held 50 million tuples for 300 MB).
     assert grown < 2 * (8 << 20), grown
+
+
+def _numbers(events: list) -> list[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+    return sorted(
+        (
+            e.message,
+            e.lines,
+            tuple(f.input_line for f in e.frames),
+            tuple(m.number for m in e.message_lines),
+        )
+        for e in events
+    )
+
+
+def test_a_narrowed_parse_numbers_every_line_as_the_input_does() -> None:
+    # A wrapped message's printed lines are what explain rejoins and reports: inside a region
+    # they must carry the input's numbers too, not the region's (they did not, before regions
+    # were parsed with a line map).
+    text, _wanted = _big_log(4)
+    lines = text.split("\n")
+    at = len(lines) // 2
+    lines[at:at] = ["ValueError: Quanto layer 'enc.7' has incompatible", "scale F32 (7,)"]
+    text = "\n".join(lines)
+    assert len(text) > regions.NARROW_ABOVE
+    whole = _numbers(parse_log(text))
+    narrowed = _numbers(regions.parse_input(text.encode()))
+    assert narrowed == whole
+    wrapped = [n for n in narrowed if n[0].startswith("Quanto layer 'enc.7'")]
+    assert wrapped and wrapped[0][3] == (at + 1, at + 2)

@@ -461,5 +461,7 @@ def _shift(event: LogEvent, offset: int, region: int) -> LogEvent:
         event,
         lines=tuple(n + offset for n in event.lines),
         frames=tuple(replace(f, input_line=f.input_line + offset) for f in event.frames),
+        # A wrapped message's printed lines are what explain rejoins and reports lines from.
+        message_lines=tuple(replace(m, number=m.number + offset) for m in event.message_lines),
         chain_id=None if event.chain_id is None else (region << 32) + event.chain_id,
     )

@@ -139,7 +139,7 @@ def _anchor(body: str, start: bool) -> str:
 
 def _choose_regex(template: Template, pattern: str) -> tuple[PatternOrigin, str, str | None]:
     own = template_regex(template)
-    if pattern == upstream.message_pattern(template.source) and template.placeholders:
+    if template.placeholders and pattern == upstream.template_pattern(template):
         return PatternOrigin.TEMPLATE, own, None
     converted, groups = _name_groups(pattern)
     if converted is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from errkb.match.template import Literal, parse_template
+from errkb.match.template import Literal, Template, parse_template
 
 #: Upstream falls back to the escaped literal message when a template has less literal text
 #: than this: a pattern made mostly of wildcards would match nearly anything.
@@ -45,9 +45,13 @@ def message_pattern(error_message: str) -> str:
     gives the escaped literal message instead. (The result is unanchored and targets JavaScript
     RegExp: errkb never runs it as is; see ``errkb.match.patterns``.)
     """
-    template = parse_template(error_message)
+    return template_pattern(parse_template(error_message))
+
+
+def template_pattern(template: Template) -> str:
+    """``message_pattern`` of an already parsed errorMessage (compiling a record parses it once)."""
     if template.literal_length < MIN_LITERAL_CHARS or not template.placeholders:
-        return js_escape(error_message)
+        return js_escape(template.source)
     return "".join(
         js_escape(seg.text) if isinstance(seg, Literal) else "(.+?)" for seg in template.segments
     )

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errkb.match.matcher import Matcher
-from errkb.match.patterns import PatternOrigin, compile_record, unquote
+from errkb.match.patterns import PatternOrigin, compile_re2, compile_record, unquote
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
 
@@ -136,3 +136,55 @@ def test_rendering_seed_templates_and_matching_recovers_the_values(
 )
 def test_unquote(quoted: str, plain: str) -> None:
     assert unquote(quoted) == plain
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Quanto layer {name!r} has incompatible scale {dtype} ({shape})",
+        "{count} shards failed to load from {path}",
+        "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got {x}",
+        "{what} is not a valid literal only line",
+    ],
+)
+def test_a_lazily_compiled_regex_answers_as_the_compiled_one(template: str) -> None:
+    from errkb.match import upstream
+    from errkb.match.matcher import LazyRegex, verify
+
+    spec = compile_record("r" * 16, template, upstream.message_pattern(template))
+    assert spec.literals  # the template's own regex: its literals are known
+    eager = compile_re2(spec.regex)
+    texts = [
+        "Quanto layer 'enc.0' has incompatible scale F32 ((2,))",
+        "Quanto layer 'enc.0' has compatible scale F32 ((2,))",
+        "3 shards failed to load from /models/x",
+        "3 shards failed to load",
+        "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got (4,)",
+        "x is not a valid literal only line",
+        "x is not a valid literal",
+        "",
+    ]
+    lazy = LazyRegex(spec)
+    for text in texts:
+        assert verify(spec, lazy, text) == verify(spec, eager, text), text
+    assert any(verify(spec, eager, t) for t in texts)
+
+
+def test_a_lazy_regex_is_not_compiled_for_a_text_missing_a_literal() -> None:
+    from errkb.match import upstream
+    from errkb.match.matcher import LazyRegex
+
+    template = "Quanto layer {name!r} has incompatible scale {dtype}"
+    lazy = LazyRegex(compile_record("r" * 16, template, upstream.message_pattern(template)))
+    assert lazy.search("Quanto layer 'a' has compatible scale F32") is None
+    assert lazy._compiled is None
+    assert lazy.search("Quanto layer 'a' has incompatible scale F32") is not None
+    assert lazy._compiled is not None
+
+
+def test_a_hand_written_pattern_is_not_checked_by_literals() -> None:
+    # A messagePattern of its own may match text without the template's literals (a class,
+    # an alternation): its spec claims no literals, so it is always compiled and searched.
+    spec = compile_record("r" * 16, "Bad value {x}", r"(?:Bad|Wrong) value (.+?)")
+    assert spec.origin is PatternOrigin.MESSAGE_PATTERN
+    assert spec.literals == ()

@@ -60,6 +60,9 @@ class PatternSpec:
     line_number: int | None
     functions: tuple[str, ...]  #: functions defined in the record's sourceCode window
     template: str  #: the errorMessage
+    #: The template's literal texts, each of which a text ``regex`` matches holds as is when the
+    #: regex is the template's own (origin other than MESSAGE_PATTERN); () when not known.
+    literals: tuple[str, ...] = ()
 
 
 def re2_escape(text: str) -> str:
@@ -95,6 +98,7 @@ def compile_record(
         line_number=line_number,
         functions=functions,
         template=error_message,
+        literals=template.literals if origin is not PatternOrigin.MESSAGE_PATTERN else (),
     )
 
 

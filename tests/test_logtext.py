@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from errkb.parse import text as text_mod
 from errkb.parse.text import LogLine, NormalizedLog, decode_input, normalize
 
 ESC = "\x1b"
@@ -438,3 +440,20 @@ def test_many_lines_normalise_in_bounded_time() -> None:
     assert time.perf_counter() - start < 30
     assert len(log) == 50_000
     assert log.lines[-1].number == 50_000
+
+
+_OLD_REMNANT_RE = re.compile(r"(?:\^\[)?\[\d{1,3}(?:;\d{1,3}){0,15}m|\(B\[m")
+_CLEANING_ALPHABET = st.sampled_from(
+    ["\x1b", "\u241b", "[", "]", "^", "(", "B", "m", "0", "1", ";", "3", "6", "\x07", "\\",
+     "\x00", "\x08", "\x7f", "\x1f", "\t", "\n", "\r", "a", " ", "é", "█", "\ud800"]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_CLEANING_ALPHABET, max_size=60).map("".join))
+def test_the_fast_cleaners_remove_what_the_plain_patterns_remove(raw: str) -> None:
+    # normalize skips to escape characters with str.find, tests for controls on the encoding,
+    # and spells the remnant pattern as literal-first branches: each must equal the plain sub.
+    assert text_mod._strip_ansi(raw) == text_mod._ANSI_RE.sub("", raw)
+    assert text_mod._ANSI_REMNANT_RE.sub("", raw) == _OLD_REMNANT_RE.sub("", raw)
+    assert text_mod._has_controls(raw) == (text_mod._CTRL_RE.search(raw) is not None)

@@ -73,6 +73,10 @@ def main() -> None:
     parser.add_argument("--records", help="records.jsonl: grep/rg baselines with its anchors")
     parser.add_argument("--example", default=str(EXAMPLE))
     args = parser.parse_args()
+    # The children run in the exported revision's directory.
+    args.db = str(Path(args.db).resolve())
+    args.logs = [str(Path(log).resolve()) for log in args.logs]
+    args.example = str(Path(args.example).resolve())
     work = Path(tempfile.mkdtemp(prefix="scan-compare-"))
     try:
         _compare(args, work)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -75,10 +75,17 @@ class KnowledgeBase:
         return self._report([event])
 
     def _report(self, events: list[LogEvent], *, anchors: bool = False) -> Report:
-        from errkb.validators import diagnose, validator_for
+        from errkb.validators import diagnose, records_with_validators
+
+        # Asked once per match (thousands in a dense log): a set test, not a walk of every
+        # validator's rules.
+        validated = frozenset(records_with_validators())
 
         def has_validator(rid: str) -> bool:
-            return validator_for(rid) is not None
+            return rid in validated
+
+        def diagnose_known(rid: str, captures: Mapping[str, str]) -> object:
+            return diagnose(rid, captures) if rid in validated else None
 
         with self.store.snapshot() as view:
             state = view.meta_value("state") or "0"
@@ -102,7 +109,7 @@ class KnowledgeBase:
                 return records[rid]
 
             matches, unmatched = decide(
-                events, matcher, lookup, diagnose=diagnose, has_validator=has_validator
+                events, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
             )
         return Report(__version__, dataset_version, matches, unmatched, sample)
 

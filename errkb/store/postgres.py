@@ -31,6 +31,7 @@ import json
 import os
 import threading
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -92,7 +93,6 @@ _T = TypeVar("_T")
 _KEY = "hashtextextended(%s || current_database() || '.' || current_schema(), 0)"
 _WRITE_LOCK = f"SELECT pg_advisory_xact_lock({_KEY})"
 _SYNC_LOCK = f"SELECT pg_try_advisory_xact_lock({_KEY})"
-_SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
 def conninfo(url: str) -> str:
@@ -164,11 +164,69 @@ def _local_dir(url: str) -> Path:
 
 
 # ---------------------------------------------------------------------------- the read view
+#: Record JSON texts kept per state of the knowledge base (see ``RecordCache``).
+RECORD_CACHE_SIZE = 8192
+#: One statement opens every read: the transaction and the whole meta table in one round trip
+#: (the simple query protocol takes several statements when nothing is bound).
+_OPEN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT key, value FROM meta"
+# COMMIT, not ROLLBACK, ends a read: the same for a read-only transaction, but psycopg drops a
+# connection's prepared statements after a ROLLBACK (DEALLOCATE ALL: one more round trip, and
+# every hot query unprepared again).
+_CLOSE = "COMMIT"
+#: Opening a read of a database that may have no schema yet (the revision check).
+_OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+
+class RecordCache:
+    """Record JSON texts of one state of the knowledge base, shared by threads, bounded (LRU).
+
+    A record's row changes only in a write transaction, and every write that changes a record
+    bumps the ``state`` meta key in the same transaction (``PgWriteTx.bump_state``). So a text
+    read in a snapshot of state S is the record's text in every snapshot of state S: a cache
+    keyed by the state answers exactly what the snapshot would, without the round trip. A
+    snapshot of another state starts a fresh cache (readers of the old and the new state
+    alternate only while a sync's last old snapshots finish).
+    """
+
+    def __init__(self, size: int = RECORD_CACHE_SIZE) -> None:
+        self._lock = threading.Lock()
+        self._size = size
+        self._state: str | None = None
+        self._texts: OrderedDict[str, str | None] = OrderedDict()
+
+    def get(self, state: str, record_id: str) -> tuple[bool, str | None]:
+        """(True, text or None when no such record) if known for ``state``, else (False, None)."""
+        with self._lock:
+            if state != self._state or record_id not in self._texts:
+                return False, None
+            self._texts.move_to_end(record_id)
+            return True, self._texts[record_id]
+
+    def put(self, state: str, record_id: str, text: str | None) -> None:
+        with self._lock:
+            if state != self._state:
+                self._state = state
+                self._texts.clear()
+            self._texts[record_id] = text
+            self._texts.move_to_end(record_id)
+            while len(self._texts) > self._size:
+                self._texts.popitem(last=False)
+
+
 class PgView:
     """Reads on one connection (inside ``snapshot``, one committed state)."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        meta: Mapping[str, str] | None = None,
+        records: RecordCache | None = None,
+    ) -> None:
         self.conn = conn
+        # The meta table as the snapshot's first statement read it (None: read each key).
+        self._meta = meta
+        self._records = records
+        self._state = None if meta is None else meta.get("state")
 
     def rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, params).fetchall()
@@ -177,15 +235,29 @@ class PgView:
         return self.conn.execute(sql, params).fetchone()
 
     def meta_value(self, key: str) -> str | None:
+        if self._meta is not None:
+            return self._meta.get(key)
         found = self.one("SELECT value FROM meta WHERE key = %s", (key,))
         return None if found is None else str(found[0])
 
     def raw_record(self, record_id: str) -> RecordJSON | None:
-        row = self.one("SELECT raw_json FROM records WHERE id = %s", (record_id,))
-        if row is None:
+        state, cache = self._state, self._records
+        if state is not None and cache is not None:
+            known, text = cache.get(state, record_id)
+            if not known:
+                text = self._raw_text(record_id)
+                cache.put(state, record_id, text)
+        else:
+            text = self._raw_text(record_id)
+        if text is None:
             return None
-        decoded: RecordJSON = json.loads(row[0])
+        # Decoded per call, as SQLite does: callers get their own dict to keep or change.
+        decoded: RecordJSON = json.loads(text)
         return decoded
+
+    def _raw_text(self, record_id: str) -> str | None:
+        row = self.one("SELECT raw_json FROM records WHERE id = %s", (record_id,))
+        return None if row is None else str(row[0])
 
     def candidate_ids(self, tokens: Sequence[str]) -> list[str]:
         if not tokens:
@@ -256,6 +328,7 @@ class PostgresStore:
         self.path = _local_dir(url) / "errkb.pg"
         self.busy_timeout_ms = busy_timeout_ms()
         self._local = threading.local()
+        self._records = RecordCache()
         self._pool: ConnectionPool[Any] | None = None
         self._engine: Engine | None = None
         self._open_lock = threading.Lock()
@@ -285,8 +358,8 @@ class PostgresStore:
                     max_size=size,
                     # Autocommit: every transaction is begun explicitly, with its isolation.
                     kwargs={"autocommit": True, "connect_timeout": 10},
-                    # A connection the server dropped while idle is replaced, not handed out.
-                    check=ConnectionPool.check_connection,
+                    # No liveness check per checkout (a round trip on every read): a read that
+                    # finds its connection dropped checks the pool and runs again (``_read``).
                     timeout=max(self.busy_timeout_ms / 1000, 1.0),
                     open=False,
                     name="errkb",
@@ -301,8 +374,11 @@ class PostgresStore:
                     raise
             return self._pool
 
-    def _read(self, action: str, fn: Callable[[PgView], _T]) -> _T:
-        """Run ``fn`` in the open snapshot of this thread, or in one of its own (retried once)."""
+    def _read(self, action: str, fn: Callable[[PgView], _T], *, schema: bool = True) -> _T:
+        """Run ``fn`` in the open snapshot of this thread, or in one of its own (retried once).
+
+        ``schema=False`` for a read of a database that may not have errkb's tables yet.
+        """
         import psycopg
 
         view: PgView | None = getattr(self._local, "view", None)
@@ -313,31 +389,60 @@ class PostgresStore:
                 raise self._fail(exc, action) from exc
         for attempt in (1, 2):
             try:
-                with self._snapshot_conn() as view:
+                with self._snapshot_conn(schema=schema) as view:
                     return fn(view)
             except psycopg.OperationalError as exc:
-                if attempt == 1 and _disconnected(exc):
+                if attempt == 1 and self._dropped(exc):
                     continue  # a dropped connection: once more on a fresh one
                 raise self._fail(exc, action) from exc
             except psycopg.Error as exc:
                 raise self._fail(exc, action) from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _dropped(self, exc: BaseException) -> bool:
+        """True for a dropped connection; then the pool's idle connections are checked too.
+
+        A server restart kills every idle connection at once, so the one retry must not be
+        handed another dead one: ``check`` replaces the broken ones (a round trip each, paid
+        only after a failure, instead of one on every checkout).
+        """
+        if not _disconnected(exc):
+            return False
+        pool = self._pool
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.check()
+        return True
+
     @contextlib.contextmanager
-    def _snapshot_conn(self) -> Iterator[PgView]:
-        """A pooled connection in one REPEATABLE READ READ ONLY transaction."""
+    def _snapshot_conn(self, *, schema: bool = True) -> Iterator[PgView]:
+        """A pooled connection in one REPEATABLE READ READ ONLY transaction.
+
+        Opening costs one round trip (``_OPEN``: the transaction and the meta table), closing
+        one (``_CLOSE``); a warm explain needs nothing else (``RecordCache``).
+        """
         pool = self.pool()
         with pool.connection() as conn:
-            conn.execute(_SNAPSHOT)
+            meta: dict[str, str] | None = None
+            if schema:
+                cur = conn.execute(_OPEN)
+                cur.nextset()  # past BEGIN's result to the meta rows
+                meta = {str(k): str(v) for k, v in cur.fetchall()}
+            else:
+                conn.execute(_OPEN_BARE)
             try:
-                yield PgView(conn)
+                yield PgView(conn, meta, self._records)
             finally:
                 if not conn.broken:
-                    conn.execute("ROLLBACK")  # read only: nothing to commit
+                    conn.execute(_CLOSE)  # read only: nothing to commit
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PgView]:
-        """A read transaction: every query inside sees one committed state of the database."""
+        """A read transaction: every query inside sees one committed state of the database.
+
+        A connection found dropped by the first statement is retried once on a fresh one;
+        later in the snapshot it is not, since a new connection could see another version.
+        """
         import psycopg
 
         outer: PgView | None = getattr(self._local, "view", None)
@@ -350,7 +455,7 @@ class PostgresStore:
                 view = cm.__enter__()
                 break
             except psycopg.OperationalError as exc:
-                if attempt == 1 and _disconnected(exc):
+                if attempt == 1 and self._dropped(exc):
                     continue
                 raise self._fail(exc, "reading") from exc
             except psycopg.Error as exc:
@@ -492,7 +597,7 @@ class PostgresStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"{self.path.parent}: cannot create its directory: {exc}") from exc
-        revision = self._read("reading its schema revision", _revision_of(self.name))
+        revision = self._read("reading its schema revision", _revision_of(self.name), schema=False)
         if revision == SCHEMA_HEAD:
             return False
         self._upgrade(revision)

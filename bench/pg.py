@@ -7,7 +7,10 @@ PostgreSQL sync time at most twice SQLite's, warm p50 at most 3 ms.
 
 The PostgreSQL URL is ``--pg`` or ``$ERRKB_TEST_PG_URL``; the schema it creates
 (``errkb_bench_<pid>``) is dropped at the end. ``--records`` picks the corpus size
-(``bench.corpus``; 150,000 by default, built once and reused).
+(``bench.corpus``; 150,000 by default, built once and reused); ``--corpus-out`` reads corpora
+from another directory (an existing one is reused as it is, never rebuilt if its key matches).
+``--keep DIR`` keeps both databases (an SQLite file in DIR, a schema named in DIR) and, when
+they are there already, skips the syncs and measures latency only: for iterating on reads.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=150_000)
     parser.add_argument("--seed", type=int, default=6)
     parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--corpus-out", type=Path, default=None, help="where corpora live")
+    parser.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the databases")
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON here")
     args = parser.parse_args()
     if not args.pg:
@@ -75,35 +80,51 @@ def main() -> None:
 
     import psycopg
 
-    from bench.corpus import build_corpus
+    from bench.corpus import DEFAULT_OUT, build_corpus
     from bench.logs import single_tracebacks
     from errkb.store.postgres import conninfo
 
-    corpus = build_corpus(records=args.records, seed=args.seed)
+    corpus = build_corpus(args.corpus_out or DEFAULT_OUT, records=args.records, seed=args.seed)
     records = corpus.records()
     cases = single_tracebacks(records, args.calls, seed=args.seed)
-    schema = f"errkb_bench_{os.getpid()}"
+    keep: Path | None = args.keep
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        work = keep
+        schema = f"errkb_bench_keep_{len(records)}"
+    else:
+        work = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+        schema = f"errkb_bench_{os.getpid()}"
+    reuse = keep is not None and (keep / "synced").exists()
     sep = "&" if "?" in args.pg else "?"
     pg_url = f"{args.pg}{sep}options=-csearch_path%3D{schema}"
-    work = Path(tempfile.mkdtemp(prefix="bench-pg-"))
-    with psycopg.connect(conninfo(args.pg), autocommit=True) as admin:
-        admin.execute(f"CREATE SCHEMA {schema}")
+    if not reuse:
+        with psycopg.connect(conninfo(args.pg), autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+            admin.execute(f"CREATE SCHEMA {schema}")
+        (work / "kb.sqlite3").unlink(missing_ok=True)
     results: dict[str, Any] = {"records": len(records), "calls": args.calls}
     try:
         for name, target in (("sqlite", str(work / "kb.sqlite3")), ("postgres", pg_url)):
-            full, again = _sync(target, corpus.tree)
-            results[name] = {"sync_s": full, "resync_s": again, **_latency(target, cases)}
+            figures: dict[str, Any] = {}
+            if not reuse:
+                full, again = _sync(target, corpus.tree)
+                figures = {"sync_s": full, "resync_s": again}
+            results[name] = {**figures, **_latency(target, cases)}
             print(name, json.dumps(results[name]), flush=True)
+        if keep is not None:
+            (keep / "synced").touch()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-        with psycopg.connect(conninfo(args.pg), autocommit=True) as admin:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
-    ratio = results["postgres"]["sync_s"] / results["sqlite"]["sync_s"]
-    results["sync_ratio"] = ratio
-    results["targets"] = {
-        "sync_ratio<=2": ratio <= TARGET_SYNC_RATIO,
-        "pg_p50<=3ms": results["postgres"]["p50_ms"] <= TARGET_P50_MS,
-    }
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+            with psycopg.connect(conninfo(args.pg), autocommit=True) as admin:
+                admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    results["p50_ratio"] = results["postgres"]["p50_ms"] / results["sqlite"]["p50_ms"]
+    results["targets"] = {"pg_p50<=3ms": results["postgres"]["p50_ms"] <= TARGET_P50_MS}
+    if not reuse:
+        ratio = results["postgres"]["sync_s"] / results["sqlite"]["sync_s"]
+        results["sync_ratio"] = ratio
+        results["targets"]["sync_ratio<=2"] = ratio <= TARGET_SYNC_RATIO
     print(json.dumps(results, indent=2))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")

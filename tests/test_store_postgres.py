@@ -393,28 +393,78 @@ def test_cached_records_follow_the_state_and_never_mix(pg_url: str, tmp_path: Pa
     writer.close()
 
 
-def test_a_warm_explain_is_two_statements(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_warm_explain_waits_for_one_round_trip(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import psycopg
 
     kb = errkb.open(pg_url)
     for _ in range(3):
         assert [m.id for m in kb.match_message(LINEAR).exact] == [LINEAR_ID]
-    sent: list[str] = []
+    sent: list[tuple[str, str]] = []
     execute = psycopg.Connection.execute
 
     def counting(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query))
+        sent.append((threading.current_thread().name, str(query)))
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Connection, "execute", counting)
     assert [m.id for m in kb.match_message(LINEAR).exact] == [LINEAR_ID]
+    kb.close()  # waits for the closing thread
     monkeypatch.undo()
+    # The transaction and the meta table in one statement on the reader's thread; the commit
+    # on the store's closing thread. No liveness check, no per-key meta reads, no record read
+    # (cached for this state).
+    # (The closing thread may still be ending the previous explain's transaction.)
+    me = threading.current_thread().name
+    mine = [query for thread, query in sent if thread == me]
+    assert len(mine) == 1, sent
+    assert mine[0].startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;")
+    assert sent[-1] == ("errkb-pg-close", "COMMIT")
+    assert {thread for thread, _query in sent} == {me, "errkb-pg-close"}
+
+
+def test_closing_reads_never_hand_out_a_connection_in_a_transaction(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Many threads, more than the pool: every checkout finds an idle connection, and the
+    pool never had to roll one back (it logs a warning when it must)."""
+    import logging
+
+    from psycopg.pq import TransactionStatus
+
+    caplog.set_level(logging.INFO, logger="psycopg")
+
+    kb = errkb.open(pg_url)
+    store = kb.store
+    assert isinstance(store, PostgresStore)
+    states: list[int] = []
+    errors: list[BaseException] = []
+    getconn = store.pool().getconn
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        conn = getconn(*args, **kwargs)
+        states.append(conn.pgconn.transaction_status)
+        return conn
+
+    store.pool().getconn = watched  # type: ignore[method-assign]
+
+    def work() -> None:
+        try:
+            for _ in range(30):
+                assert [m.id for m in kb.match_message(LINEAR).exact] == [LINEAR_ID]
+        except BaseException as exc:  # every failure is the test's
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
     kb.close()
-    # The transaction and the meta table in one statement, the commit in another: no liveness
-    # check, no per-key meta reads, no record read (cached for this state).
-    assert len(sent) == 2, sent
-    assert sent[0].startswith("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;")
-    assert sent[1] == "COMMIT"
+    assert errors == []
+    assert len(states) >= 24 * 30 and set(states) == {TransactionStatus.IDLE}
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 def test_a_server_restart_costs_no_read(pg_url: str) -> None:

@@ -2,7 +2,9 @@
 
 Measures, for each backend: a full sync of the benchmark corpus's published tree into a fresh
 database (a fresh schema on PostgreSQL), an unchanged re-sync, and warm ``kb.explain`` latency
-over single tracebacks (p50, p99) in this process after one warm-up pass. Targets (issue 14):
+over single tracebacks (p50, p99) in this process after one warm-up pass, the two backends
+taking turns call by call (``_latency``), beside the cost of one round trip to the server
+(``SELECT 1``) measured in the same loop. Targets (issue 14):
 PostgreSQL sync time at most twice SQLite's, warm p50 at most 3 ms.
 
 The PostgreSQL URL is ``--pg`` or ``$ERRKB_TEST_PG_URL``; the schema it creates
@@ -43,26 +45,54 @@ def _sync(target: str, tree: Path) -> tuple[float, float]:
     return full, again
 
 
-def _latency(target: str, cases: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
-    import errkb
+def _latency(
+    targets: dict[str, str], cases: list[tuple[str, dict[str, Any]]], pg_url: str
+) -> dict[str, dict[str, float]]:
+    """Warm explain latency of every backend, measured call by call in turn.
 
-    with errkb.open(target, bundled=False) as kb:
-        for text, _expected in cases:  # warm: compile every record the cases touch
-            kb.explain(text)
-        times: list[float] = []
-        correct = 0
-        for text, expected in cases:
+    The backends alternate on each case (in alternating order), so a change in the machine's
+    load falls on both alike and the ratio holds even when absolute times do not. The same
+    loop times one ``SELECT 1`` on a plain connection: what one round trip to the server costs
+    on this machine right now (a warm explain on PostgreSQL waits for one).
+    """
+    import psycopg
+
+    import errkb
+    from errkb.store.postgres import conninfo
+
+    kbs = {name: errkb.open(target, bundled=False) for name, target in targets.items()}
+    probe = psycopg.connect(conninfo(pg_url), autocommit=True)
+    try:
+        for kb in kbs.values():
+            for text, _expected in cases:  # warm: compile every record the cases touch
+                kb.explain(text)
+        times: dict[str, list[float]] = {name: [] for name in [*kbs, "round_trip"]}
+        correct = dict.fromkeys(kbs, 0)
+        names = list(kbs)
+        for n, (text, expected) in enumerate(cases):
+            for name in names if n % 2 == 0 else names[::-1]:
+                started = time.perf_counter()
+                report = kbs[name].explain(text)
+                times[name].append(time.perf_counter() - started)
+                correct[name] += expected["id"] in {m.id for m in report.exact}
             started = time.perf_counter()
-            report = kb.explain(text)
-            times.append(time.perf_counter() - started)
-            correct += expected["id"] in {m.id for m in report.exact}
-    times.sort()
-    return {
-        "p50_ms": statistics.median(times) * 1000,
-        "p99_ms": times[int(len(times) * 0.99) - 1] * 1000,
-        "calls": len(times),
-        "correct": correct,
-    }
+            probe.execute("SELECT 1").fetchall()
+            times["round_trip"].append(time.perf_counter() - started)
+    finally:
+        probe.close()
+        for kb in kbs.values():
+            kb.close()
+    out: dict[str, dict[str, float]] = {}
+    for name, series in times.items():
+        series.sort()
+        out[name] = {
+            "p50_ms": statistics.median(series) * 1000,
+            "p99_ms": series[int(len(series) * 0.99) - 1] * 1000,
+            "calls": len(series),
+        }
+        if name in correct:
+            out[name]["correct"] = correct[name]
+    return out
 
 
 def main() -> None:
@@ -104,16 +134,20 @@ def main() -> None:
             admin.execute(f"CREATE SCHEMA {schema}")
         (work / "kb.sqlite3").unlink(missing_ok=True)
     results: dict[str, Any] = {"records": len(records), "calls": args.calls}
+    targets = {"sqlite": str(work / "kb.sqlite3"), "postgres": pg_url}
     try:
-        for name, target in (("sqlite", str(work / "kb.sqlite3")), ("postgres", pg_url)):
-            figures: dict[str, Any] = {}
+        for name, target in targets.items():
+            results[name] = {}
             if not reuse:
                 full, again = _sync(target, corpus.tree)
-                figures = {"sync_s": full, "resync_s": again}
-            results[name] = {**figures, **_latency(target, cases)}
-            print(name, json.dumps(results[name]), flush=True)
+                results[name] = {"sync_s": full, "resync_s": again}
+                print(name, json.dumps(results[name]), flush=True)
         if keep is not None:
             (keep / "synced").touch()
+        latency = _latency(targets, cases, pg_url)
+        for name in targets:
+            results[name].update(latency[name])
+        results["round_trip"] = latency["round_trip"]
     finally:
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -18,7 +18,7 @@ import pytest
 from errkb.errors import IntegrityError, SyncError
 from errkb.kb import open_kb
 from errkb.sync import publish, sync
-from tests.hostile import DEFAULT_MEMORY, run_errkb
+from tests.hostile import DEFAULT_MEMORY, run_errkb, run_python
 from tests.published import build_tree, make_records, serve
 
 
@@ -375,3 +375,34 @@ def test_a_closed_client_opens_no_socket_again(tmp_path: Path) -> None:
         f"GET {url}: the download was stopped (the client is closed)"
     ]
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)], caught
+
+
+SPOOL_ON_A_FULL_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from errkb.errors import SyncError
+from errkb.sync import Spool
+from tests.published import make_records
+
+# A file-size limit is a full disk as write() sees it (EFBIG instead of ENOSPC), for one process.
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (16384, 16384))
+spool = Spool(Path(sys.argv[1]) / "incoming")
+try:
+    for record in make_records(4000, repos=2):
+        spool.add(record, "2026-09-05T00:00:00.000Z")
+    spool.close()
+except SyncError as exc:
+    print(exc)
+    sys.exit(2)
+"""
+
+
+def test_a_full_disk_while_spooling_is_one_clear_error(tmp_path: Path) -> None:
+    # It was "unexpected OSError" (exit 2, but naming nothing), and the spool's finalizer then
+    # printed a second traceback at exit.
+    done = run_python(SPOOL_ON_A_FULL_DISK, str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    assert "cannot write validated records to the sync's spool (File too large)" in done.stdout
+    assert str(tmp_path / "incoming") in done.stdout
+    assert "Traceback" not in done.stderr

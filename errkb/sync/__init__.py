@@ -98,7 +98,7 @@ class Spool(Collection[Incoming]):
         self._out: dict[str, IO[str]] = {}
         # A sync that fails while planning never reads its spool back: the buckets are closed
         # when the spool goes, whichever way it goes.
-        weakref.finalize(self, _close_all, self._out)
+        weakref.finalize(self, _close_quietly, self._out)
 
     def _file(self, key: str) -> Path:
         # Named by the prefix's UTF-8 in hex: any id makes a safe file name.
@@ -112,12 +112,22 @@ class Spool(Collection[Incoming]):
             self._keys.add(key)
         return out
 
+    def _failed(self, exc: OSError) -> SyncError:
+        # A full disk (or a file-size limit) while spooling is the machine's fault, not the
+        # data's: one clear line naming the folder, and the database is not touched yet.
+        return SyncError(
+            f"{self.path}: cannot write validated records to the sync's spool "
+            f"({exc.strerror or exc}); free some space there; nothing was changed"
+        )
+
     def add(self, obj: Mapping[str, Any], version: str | None) -> None:
         """Append one record (a ``validate_sources`` sink)."""
         rid = str(obj["id"])
-        self._bucket(rid).write(
-            rid + "\t" + json.dumps(version) + "\t" + rec.verbatim_json(obj) + "\n"
-        )
+        line = rid + "\t" + json.dumps(version) + "\t" + rec.verbatim_json(obj) + "\n"
+        try:
+            self._bucket(rid).write(line)
+        except OSError as exc:
+            raise self._failed(exc) from exc
         self.ids.append(rid)
 
     def extend(self, objs: Iterable[Mapping[str, Any]], version: str | None) -> None:
@@ -127,7 +137,10 @@ class Spool(Collection[Incoming]):
 
     def close(self) -> None:
         """Flush and close the buckets (iterating does it too)."""
-        _close_all(self._out)
+        try:
+            _close_all(self._out)
+        except OSError as exc:  # the last buffered lines did not fit
+            raise self._failed(exc) from exc
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -151,9 +164,22 @@ class Spool(Collection[Incoming]):
 
 
 def _close_all(files: dict[str, IO[str]]) -> None:
+    # Every file is closed even when one fails to flush; the first failure is raised after.
+    failure: OSError | None = None
     for out in files.values():
-        out.close()
+        try:
+            out.close()
+        except OSError as exc:
+            failure = failure or exc
     files.clear()
+    if failure is not None:
+        raise failure
+
+
+def _close_quietly(files: dict[str, IO[str]]) -> None:
+    # The finalizer's: a spool that failed to write has already said so, once.
+    with contextlib.suppress(OSError):
+        _close_all(files)
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,19 @@ process), and lets ``--clients`` threads each POST one traceback to ``/v1/explai
 ``--requests`` times over a keep-alive connection, while another process syncs the knowledge
 base back and forth between the two versions as fast as it can. Every answer must be a 200 that
 explains the traceback exactly (the record is in both versions); anything else is an error.
-It prints latency percentiles (target: p99 <= 50 ms for one traceback), errors, and how many
-syncs completed while the clients ran.
+
+Under the same load (the same clients, the same syncs) it measures two baselines: ``GET
+/healthz`` (the HTTP transport alone) and ``kb.explain`` called on as many threads in this
+process (the library, no HTTP), and the server process's CPU time per request for each route,
+a figure a shared machine disturbs much less than latency. It prints latency percentiles
+(target: p99 <= 50 ms for one traceback), errors, ratios to the baselines, and how many syncs
+completed while the clients ran.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -23,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +101,29 @@ def run(clients: int, requests: int, records: int) -> dict[str, Any]:
             _errkb("--db", str(db), "serve", "--port", str(port)),
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )  # fmt: skip
+        body = TRACEBACK.read_bytes()
         try:
             _wait_ready(port, server)
-            return _load(port, db, trees, clients, requests, env) | {"records": records + 3}
+            with _syncing(db, trees, env) as syncs:
+                # Same run, same load (clients and a sync), three floors: the transport alone,
+                # the target, and the library called in-process with no HTTP at all.
+                healthz = _clients(
+                    clients, requests, lambda c: _get(c, "/healthz"), port, server.pid
+                )
+                explain = _clients(clients, requests, lambda c: _explain(c, body), port, server.pid)
+                library = _in_process(db, body, clients, requests)
+            return {
+                "clients": clients,
+                "records": records + 3,
+                "explain": explain,
+                "baseline_healthz": healthz,
+                "baseline_kb_explain_in_process": library,
+                "p99_vs_healthz": _ratio(explain, healthz),
+                "p99_vs_in_process": _ratio(explain, library),
+                "syncs_completed": syncs["completed"],
+                "syncs_failed": syncs["failed"],
+                "target_p99_ms": 50,
+            }
         finally:
             server.terminate()
             server.communicate(timeout=30)
@@ -119,13 +145,9 @@ def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("errkb serve did not start")
 
 
-def _load(
-    port: int, db: Path, trees: list[Path], clients: int, requests: int, env: dict[str, str]
-) -> dict[str, Any]:
-    body = TRACEBACK.read_bytes()
-    latencies: list[float] = []
-    errors: list[str] = []
-    lock = threading.Lock()
+@contextlib.contextmanager
+def _syncing(db: Path, trees: list[Path], env: dict[str, str]) -> Iterator[dict[str, int]]:
+    """Another process syncs ``db`` back and forth between the two trees until the block ends."""
     done = threading.Event()
     syncs = {"completed": 0, "failed": 0}
 
@@ -139,46 +161,122 @@ def _load(
             syncs["completed" if proc.returncode == 0 else "failed"] += 1
             n += 1
 
+    thread = threading.Thread(target=syncer)
+    thread.start()
+    try:
+        yield syncs
+    finally:
+        done.set()
+        thread.join()
+
+
+def _get(conn: http.client.HTTPConnection, path: str) -> str | None:
+    conn.request("GET", path)
+    resp = conn.getresponse()
+    data = resp.read()
+    return None if resp.status == 200 else f"status {resp.status}: {data[:200]!r}"
+
+
+def _explain(conn: http.client.HTTPConnection, body: bytes) -> str | None:
+    conn.request("POST", "/v1/explain", body=body, headers={"Content-Type": "text/plain"})
+    resp = conn.getresponse()
+    data = resp.read()
+    if resp.status == 200:
+        ids = [m["id"] for m in json.loads(data)["matches"] if m["confidence"] == "exact"]
+        if EXPECTED in ids:
+            return None
+    return f"status {resp.status}: {data[:200]!r}"
+
+
+def _clients(
+    clients: int,
+    requests: int,
+    call: Callable[[http.client.HTTPConnection], str | None],
+    port: int,
+    pid: int,
+) -> dict[str, Any]:
+    """``clients`` threads, each making ``requests`` calls over one keep-alive connection."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+
     def client() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         mine: list[float] = []
         for _ in range(requests):
             started = time.perf_counter()
             try:
-                headers = {"Content-Type": "text/plain"}
-                conn.request("POST", "/v1/explain", body=body, headers=headers)
-                resp = conn.getresponse()
-                data = resp.read()
-                elapsed = time.perf_counter() - started
-                ids = [m["id"] for m in json.loads(data)["matches"] if m["confidence"] == "exact"]
-                if resp.status != 200 or EXPECTED not in ids:
-                    with lock:
-                        errors.append(f"status {resp.status}: {data[:200]!r}")
+                error = call(conn)
             except (OSError, ValueError, KeyError, http.client.HTTPException) as exc:
-                elapsed = time.perf_counter() - started
-                with lock:
-                    errors.append(repr(exc))
+                error = repr(exc)
                 conn.close()
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            mine.append(elapsed)
+            mine.append(time.perf_counter() - started)
+            if error is not None:
+                with lock:
+                    errors.append(error)
         conn.close()
         with lock:
             latencies.extend(mine)
 
-    sync_thread = threading.Thread(target=syncer)
-    sync_thread.start()
-    started = time.perf_counter()
+    cpu = _cpu_seconds(pid)
+    figures = _timed(clients, client, latencies, errors)
+    spent = _cpu_seconds(pid)
+    if cpu is not None and spent is not None and latencies:
+        figures["server_cpu_ms_per_request"] = round((spent - cpu) / len(latencies) * 1000, 3)
+    return figures
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _in_process(db: Path, body: bytes, clients: int, requests: int) -> dict[str, Any]:
+    """The floor: ``kb.explain`` on ``clients`` threads of this process, one shared KB."""
+    import errkb
+
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    text = body.decode("utf-8")
+    kb = errkb.open(db, bundled=False)
+
+    def client() -> None:
+        mine: list[float] = []
+        for _ in range(requests):
+            started = time.perf_counter()
+            ids = [m.id for m in kb.explain(text).exact]
+            mine.append(time.perf_counter() - started)
+            if EXPECTED not in ids:
+                with lock:
+                    errors.append(f"not explained: {ids}")
+        with lock:
+            latencies.extend(mine)
+
+    try:
+        kb.explain(text)
+        return _timed(clients, client, latencies, errors)
+    finally:
+        kb.close()
+
+
+def _timed(
+    clients: int, client: Callable[[], None], latencies: list[float], errors: list[str]
+) -> dict[str, Any]:
     threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
-    done.set()
-    sync_thread.join()
     ms = 1000.0
     return {
-        "clients": clients,
         "requests": len(latencies),
         "errors": len(errors),
         "first_errors": errors[:5],
@@ -188,10 +286,12 @@ def _load(
         "p90_ms": round(percentile(latencies, 90) * ms, 2),
         "p99_ms": round(percentile(latencies, 99) * ms, 2),
         "max_ms": round(max(latencies, default=0.0) * ms, 2),
-        "syncs_completed": syncs["completed"],
-        "syncs_failed": syncs["failed"],
-        "target_p99_ms": 50,
     }
+
+
+def _ratio(figures: dict[str, Any], baseline: dict[str, Any]) -> float | None:
+    base = baseline["p99_ms"]
+    return round(figures["p99_ms"] / base, 2) if base else None
 
 
 def main(argv: Sequence[str] | None = None) -> None:

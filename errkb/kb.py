@@ -45,6 +45,14 @@ class KnowledgeBase:
         self._state: str | None = None
         self._table: AnchorTable | None = None
         self._explains = 0
+        # One anchor-table build at a time: concurrent reports after a sync wait for it (or, for
+        # a small input, go on with the database's index) instead of each building their own.
+        self._build_lock = threading.Lock()
+        #: When True, a small input never builds the anchor table: it uses the table once
+        #: ``prepare()`` has loaded it, else the database's index. A long-running server sets
+        #: it and calls ``prepare()`` from one background thread after each sync, so no request
+        #: waits for a build (seconds at 500,000 records).
+        self.prepare_ahead = False
 
     @property
     def path(self) -> Path:
@@ -96,10 +104,10 @@ class KnowledgeBase:
                 self._explains += 1
                 # A one-shot CLI run of a small paste never loads the anchor table; a large
                 # input or a long-running process (second report on) does, once per state.
-                want = anchors or self._explains > 1
+                want = anchors or (self._explains > 1 and not self.prepare_ahead)
                 table = self._table
             if table is None and want:
-                table = self._anchor_table(view, state, dataset_version)
+                table = self._anchor_table(view, state, dataset_version, wait=anchors)
             matcher = IndexedMatcher(view, cache, table)
             records: dict[str, RecordJSON | None] = {}
 
@@ -123,14 +131,41 @@ class KnowledgeBase:
                 self._state = state
             return self._cache
 
-    def _anchor_table(self, view: ReadView, state: str, dataset_version: str | None) -> AnchorTable:
+    def _anchor_table(
+        self, view: ReadView, state: str, dataset_version: str | None, *, wait: bool = True
+    ) -> AnchorTable | None:
         from errkb.match.scan import load_table
 
-        table = load_table(view, self.store.path, state, dataset_version)
-        with self._lock:
-            if self._state == state:
-                self._table = table
-        return table
+        # A small input does not wait for another thread's build: the index answers it as well.
+        if not self._build_lock.acquire(blocking=wait):
+            return None
+        try:
+            with self._lock:
+                if self._state == state and self._table is not None:
+                    return self._table  # built by the thread we waited for
+            table = load_table(view, self.store.path, state, dataset_version)
+            with self._lock:
+                if self._state == state:
+                    self._table = table
+            return table
+        finally:
+            self._build_lock.release()
+
+    def prepare(self) -> bool:
+        """Load the anchor table for the store's current state now; True if the state changed.
+
+        A long-running process calls this after a sync (``errkb serve`` does, from a
+        background thread, see ``prepare_ahead``) so that no request pays for the build.
+        """
+        with self.store.snapshot() as view:
+            state = view.meta_value("state") or "0"
+            with self._lock:
+                changed = state != self._state
+                ready = not changed and self._table is not None
+            if not ready:
+                self._cache_for(state)
+                self._anchor_table(view, state, view.meta_value("dataset_version"))
+        return changed
 
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""

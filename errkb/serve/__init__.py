@@ -13,8 +13,10 @@ This module needs no optional dependency; ``errkb.serve.mcp_tools`` and ``errkb.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,8 @@ MAX_TEXT_CHARS = 1 << 20
 MAX_MESSAGE_CHARS = 64 * 1024
 MAX_KEY_CHARS = 256
 MAX_PATH_CHARS = 4096
+#: Seconds between two looks at the store's state counter while serving (one meta read each).
+PREPARE_INTERVAL = 0.05
 
 
 class AccessError(UsageError):
@@ -71,6 +75,36 @@ class Service:
                 raise UsageError(f"--allow-path {os.fspath(root)!r}: not a directory")
             roots.append(resolved)
         return cls(kb, tuple(roots))
+
+    @contextlib.contextmanager
+    def preparing(self, interval: float = PREPARE_INTERVAL) -> Iterator[None]:
+        """While serving: one background thread keeps the knowledge base ready for each state.
+
+        After a sync (in any process) the first report would build the anchor table for the
+        new state, seconds at 500,000 records, while every request behind it waits. Here the
+        thread notices the new state within ``interval`` and builds it; requests meanwhile
+        answer from the database's index (the same answers, tests/test_scan.py), so none of
+        them waits for a build.
+        """
+        stop = threading.Event()
+        self.kb.prepare_ahead = True
+
+        def watch() -> None:
+            while not stop.is_set():
+                # A failed read (the database briefly locked, or being replaced) is retried on
+                # the next look; requests report their own errors.
+                with contextlib.suppress(ErrkbError):
+                    self.kb.prepare()
+                stop.wait(interval)
+
+        thread = threading.Thread(target=watch, name="errkb-prepare", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.kb.prepare_ahead = False
 
     # ------------------------------------------------------------------ operations
     def explain(self, text: str) -> dict[str, Any]:

@@ -182,7 +182,8 @@ def run_server(service: Service, host: str, port: int) -> None:
     """Serve until interrupted (the ``errkb serve`` command)."""
     import uvicorn
 
-    uvicorn.run(build_app(service, host=host), host=host, port=port, log_level="warning")
+    with service.preparing():
+        uvicorn.run(build_app(service, host=host), host=host, port=port, log_level="warning")
 
 
 def openapi_document() -> dict[str, Any]:

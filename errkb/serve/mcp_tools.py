@@ -160,14 +160,15 @@ def build_server(service: Service) -> MCPServer[Any]:
 def run_server(service: Service, address: tuple[str, int] | None) -> None:
     """Serve the tools until interrupted: over stdio, or streamable HTTP at ``address``."""
     server = build_server(service)
-    if address is None:
-        server.run("stdio")
-        return
-    import uvicorn
+    with service.preparing():
+        if address is None:
+            server.run("stdio")
+            return
+        import uvicorn
 
-    host, port = address
-    app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+        host, port = address
+        app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
 def _call(operation: Any) -> dict[str, Any]:

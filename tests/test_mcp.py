@@ -99,6 +99,7 @@ def test_tools_have_typed_schemas_and_descriptions(service: Service) -> None:
         assert tool.description and len(tool.description) > 60
         assert tool.input_schema["type"] == "object"
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
+        assert tool.output_schema["properties"], f"{tool.name}: a generic object schema"
         assert tool.annotations is not None and tool.annotations.read_only_hint is True
     explain = tools["explain_log"].input_schema
     assert explain["required"] == ["text"]
@@ -107,6 +108,71 @@ def test_tools_have_typed_schemas_and_descriptions(service: Service) -> None:
     limit = tools["search_errors"].input_schema["properties"]["limit"]
     assert (limit["type"], limit["minimum"]) == ("integer", 1)
     assert tools["get_error"].input_schema["required"] == ["id"]
+
+
+OUTPUT_SCHEMAS = {
+    "explain_log": "explanation.schema.json",
+    "match_message": "explanation.schema.json",
+    "search_errors": "search.schema.json",
+    "get_error": "record-detail.schema.json",
+    "check_checkpoint": "check.schema.json",
+    "dataset_status": "status.schema.json",
+}
+
+
+def _refs(node: Any) -> list[Any]:
+    if isinstance(node, dict):
+        own = [node["$ref"]] if "$ref" in node else []
+        return own + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_each_tool_declares_its_own_output_schema_and_its_output_validates(
+    service: Service, allowed: Path, seed_records: dict[str, Any]
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    calls = {
+        "explain_log": {"text": (EXAMPLES / "quanto-incompatible-scale.log").read_text()},
+        "match_message": {"message": LINEAR_MESSAGE},
+        "search_errors": {"query": "quanto incompatible scale"},
+        "get_error": {"id": QUANTO_ID},
+        "check_checkpoint": {"path": str(allowed)},
+        "dataset_status": {},
+    }
+
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with Client(build_server(service)) as client:
+            tools = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+            results = {name: await client.call_tool(name, args) for name, args in calls.items()}
+            return tools, results
+
+    published, results = anyio.run(go)
+    assert set(published) == set(OUTPUT_SCHEMAS) == set(calls)
+    record_fields = set(seed_records[QUANTO_ID])
+    for name, filename in OUTPUT_SCHEMAS.items():
+        schema = published[name]
+        assert schema is not None
+        shipped = json.loads((ROOT / "schemas" / filename).read_text())
+        # The shipped schema, with the record schema it refers to written in: a client needs
+        # nothing else to validate against it.
+        assert schema["title"] == shipped["title"] and schema["required"] == shipped["required"]
+        assert _refs(schema) == [], name
+        Draft202012Validator.check_schema(schema)
+        data = ok(results[name])
+        Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER).validate(
+            data
+        )
+        schema_validator(filename).validate(data)  # and the shipped file, references resolved
+    explained = published["explain_log"]["properties"]["matches"]["items"]["properties"]
+    assert record_fields <= set(explained["record"]["properties"])
+    detail = published["get_error"]["properties"]["record"]
+    assert detail["additionalProperties"] is not None and record_fields <= set(detail["properties"])
+    # Not a rubber stamp: output the schema does not allow fails against it.
+    bad = ok(results["dataset_status"]) | {"records": "three"}
+    assert not Draft202012Validator(published["dataset_status"]).is_valid(bad)
 
 
 def test_explain_log_is_the_explain_json(service: Service, kb: errkb.KnowledgeBase) -> None:

@@ -38,6 +38,7 @@ SCHEMAS = {
     "Report": "explanation.schema.json",
     "RecordView": "record.v2.schema.json",
     "SearchReport": "search.schema.json",
+    "CheckReport": "check.schema.json",
 }
 QKV_SIBLING = (
     "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "

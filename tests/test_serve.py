@@ -80,3 +80,33 @@ def test_a_small_input_does_not_wait_for_another_threads_build(kb: errkb.Knowled
     assert kb._table is None  # it answered from the database's index
     assert exact_ids(kb.explain(TEXT).to_dict()) == [QUANTO_ID]
     assert kb._table is not None  # and builds it itself once nobody else is
+
+
+def test_bundled_schemas_write_references_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from errkb.serve import schemas
+
+    explanation = schemas.bundled_schema(schemas.EXPLANATION)
+    record = explanation["properties"]["matches"]["items"]["properties"]["record"]
+    assert "$ref" not in record and "$id" not in record and "messagePattern" in record["required"]
+    # Callers get their own copy: changing one does not change the next.
+    record["required"].clear()
+    assert schemas.bundled_schema(schemas.EXPLANATION) != explanation
+
+    def fake(files: dict[str, dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+        return lambda name: json.loads(json.dumps(files[name]))
+
+    schemas._bundled.cache_clear()
+    try:
+        monkeypatch.setattr(schemas, "_load", fake({"a.schema.json": {"$ref": "#/$defs/x"}}))
+        with pytest.raises(ValueError, match="not a shipped schema file"):
+            schemas.bundled_schema("a.schema.json")
+        schemas._bundled.cache_clear()
+        loop = {
+            "a.schema.json": {"$ref": "b.schema.json"},
+            "b.schema.json": {"$ref": "a.schema.json"},
+        }
+        monkeypatch.setattr(schemas, "_load", fake(loop))
+        with pytest.raises(ValueError, match="refers back to itself"):
+            schemas.bundled_schema("a.schema.json")
+    finally:
+        schemas._bundled.cache_clear()

@@ -206,6 +206,22 @@ def test_openapi_document_lists_every_route(server: Running) -> None:
     assert doc["components"]["schemas"]["SearchReport"]["required"] == [
         "query", "datasetVersion", "results"
     ]  # fmt: skip
+    # Each documented 200 schema is the one its answer validates against.
+    from jsonschema import Draft202012Validator
+
+    text = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
+    answers = {
+        "/v1/explain": request(server.base, "/v1/explain", data=text, content_type="text/plain"),
+        "/v1/errors/{id}": request(server.base, f"/v1/errors/{QUANTO_ID}"),
+        "/v1/status": request(server.base, "/v1/status"),
+        "/v1/search": request(server.base, "/v1/search?q=quanto"),
+    }
+    for path, (code, body) in answers.items():
+        assert code == 200
+        (operation,) = doc["paths"][path].values()
+        ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        Draft202012Validator(schema).validate(body)
 
 
 def test_per_request_time_limit(db: Path) -> None:

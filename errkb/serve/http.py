@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from errkb.errors import ErrkbError, NotFoundError
 from errkb.search import MAX_LIMIT
-from errkb.serve import MAX_TEXT_CHARS, AccessError, Service
+from errkb.serve import MAX_TEXT_CHARS, AccessError, Service, schemas
 
 #: A request body larger than this is refused (413) without being read further.
 MAX_BODY_BYTES = 4 * MAX_TEXT_CHARS
@@ -239,7 +239,8 @@ def openapi_document() -> dict[str, Any]:
                     },
                     "responses": {
                         "200": ok(
-                            "the errkb explain --format json object (explanation.schema.json)"
+                            "the errkb explain --format json object (explanation.schema.json)",
+                            "#/components/schemas/Explanation",
                         ),
                         "default": error,
                     },
@@ -252,7 +253,12 @@ def openapi_document() -> dict[str, Any]:
                         query("message", "the exception message", required=True),
                         query("class", "the exception class, if known"),
                     ],
-                    "responses": {"200": ok("as /v1/explain, for one message"), "default": error},
+                    "responses": {
+                        "200": ok(
+                            "as /v1/explain, for one message", "#/components/schemas/Explanation"
+                        ),
+                        "default": error,
+                    },
                 }
             },
             "/v1/search": {
@@ -284,13 +290,19 @@ def openapi_document() -> dict[str, Any]:
                             "schema": {"type": "string"},
                         }
                     ],
-                    "responses": {"200": ok("the record"), "default": error},
+                    "responses": {
+                        "200": ok("the record", "#/components/schemas/RecordDetail"),
+                        "default": error,
+                    },
                 }
             },
             "/v1/status": {
                 "get": {
                     "summary": "Dataset version, counts and the last sync",
-                    "responses": {"200": ok("the status"), "default": error},
+                    "responses": {
+                        "200": ok("the status", "#/components/schemas/Status"),
+                        "default": error,
+                    },
                 }
             },
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok('{"ok": true}')}}},
@@ -302,14 +314,15 @@ def openapi_document() -> dict[str, Any]:
                     "required": ["error"],
                     "properties": {"error": {"type": "string"}},
                 },
-                "SearchReport": _search_schema(),
+                "Explanation": _component(schemas.EXPLANATION),
+                "SearchReport": _component(schemas.SEARCH),
+                "RecordDetail": _component(schemas.RECORD_DETAIL),
+                "Status": _component(schemas.STATUS),
             }
         },
     }
 
 
-def _search_schema() -> dict[str, Any]:
-    from errkb._resources import schema_path
-
-    schema: dict[str, Any] = json.loads(schema_path("search.schema.json").read_text("utf-8"))
+def _component(filename: str) -> dict[str, Any]:
+    schema = schemas.bundled_schema(filename)
     return {k: v for k, v in schema.items() if k not in ("$schema", "$id")}

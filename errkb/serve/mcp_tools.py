@@ -10,16 +10,26 @@ wrong; the server itself never stops for it. Tools run the synchronous library o
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from errkb.errors import ErrkbError
 from errkb.search import MAX_LIMIT
-from errkb.serve import MAX_KEY_CHARS, MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_TEXT_CHARS, Service
+from errkb.serve import (
+    MAX_KEY_CHARS,
+    MAX_MESSAGE_CHARS,
+    MAX_PATH_CHARS,
+    MAX_TEXT_CHARS,
+    Service,
+    schemas,
+)
 
 INSTRUCTIONS = (
     "errkb explains Python errors from the ErrLookup error-knowledge dataset. When a user pastes "
@@ -30,6 +40,48 @@ INSTRUCTIONS = (
     "search_errors; get_error gives a record in full. Quote the record's solutions; do not invent "
     "fixes for errors errkb lists as unmatched."
 )
+
+
+class _Output(BaseModel):
+    """A tool's structured output: the operation's JSON object, published under its schema.
+
+    The SDK derives a tool's ``outputSchema`` from its return type; a plain dict would publish
+    a generic object. Each subclass publishes the shipped schema of what it returns, written
+    out whole (``errkb.serve.schemas``) so that a client can validate the output against it.
+    The object itself passes through as it is (every key kept).
+    """
+
+    model_config = ConfigDict(extra="allow")
+    SCHEMA: ClassVar[str]
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, _core_schema: CoreSchema, _handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return schemas.bundled_schema(cls.SCHEMA)
+
+
+class Explanation(_Output):
+    SCHEMA = schemas.EXPLANATION
+
+
+class SearchResults(_Output):
+    SCHEMA = schemas.SEARCH
+
+
+class RecordDetail(_Output):
+    SCHEMA = schemas.RECORD_DETAIL
+
+
+class CheckResult(_Output):
+    SCHEMA = schemas.CHECK
+
+
+class DatasetStatus(_Output):
+    SCHEMA = schemas.STATUS
+
+
+_O = TypeVar("_O", bound=_Output)
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
 
@@ -52,7 +104,7 @@ def build_server(service: Service) -> MCPServer[Any]:
                 max_length=MAX_TEXT_CHARS,
             ),
         ],
-    ) -> dict[str, Any]:
+    ) -> Explanation:
         """Find and explain every known Python error in a log or traceback.
 
         Returns the `errkb explain --format json` object: `matches` (each with `confidence`
@@ -60,7 +112,7 @@ def build_server(service: Service) -> MCPServer[Any]:
         `rootCause`, `diagnosis` from a reference validator when one exists, and the full
         `record` with documentation and solutions) and `unmatched` exceptions errkb does not know.
         """
-        return _call(lambda: service.explain(text))
+        return _call(Explanation, lambda: service.explain(text))
 
     @server.tool(annotations=_READ_ONLY)
     def match_message(
@@ -75,12 +127,12 @@ def build_server(service: Service) -> MCPServer[Any]:
             str | None,
             Field(description="The exception class, e.g. ValueError, if known."),
         ] = None,
-    ) -> dict[str, Any]:
+    ) -> Explanation:
         """Explain one exception message (what a bot has when it caught the error itself).
 
         Returns the same object as explain_log, for that one message.
         """
-        return _call(lambda: service.match(message, errorClass))
+        return _call(Explanation, lambda: service.match(message, errorClass))
 
     @server.tool(annotations=_READ_ONLY)
     def search_errors(
@@ -97,7 +149,7 @@ def build_server(service: Service) -> MCPServer[Any]:
         limit: Annotated[
             int, Field(description="At most this many records.", ge=1, le=MAX_LIMIT)
         ] = 10,
-    ) -> dict[str, Any]:
+    ) -> SearchResults:
         """Look records up by words when there is no exact message to match.
 
         Returns `{query, datasetVersion, results: [{id, slug, repo, errorClass, errorMessage,
@@ -105,7 +157,7 @@ def build_server(service: Service) -> MCPServer[Any]:
         in the query, lower scores are full-text suggestions. Call get_error for a result's
         documentation and fixes.
         """
-        return _call(lambda: service.search(query, repo=repo, limit=limit))
+        return _call(SearchResults, lambda: service.search(query, repo=repo, limit=limit))
 
     @server.tool(annotations=_READ_ONLY)
     def get_error(
@@ -117,14 +169,14 @@ def build_server(service: Service) -> MCPServer[Any]:
                 max_length=MAX_KEY_CHARS,
             ),
         ],
-    ) -> dict[str, Any]:
+    ) -> RecordDetail:
         """One record in full, whether a reference validator backs it, and its history.
 
         `record` has every field (documentation, trigger scenarios, common situations,
         solutions, example fix, prevention tips, source excerpt, tags); `validator` is true when
         errkb can check checkpoints for this error; `retired` when the dataset dropped it.
         """
-        return _call(lambda: service.get_error(id))
+        return _call(RecordDetail, lambda: service.get_error(id))
 
     @server.tool(annotations=_READ_ONLY)
     def check_checkpoint(
@@ -136,23 +188,23 @@ def build_server(service: Service) -> MCPServer[Any]:
                 max_length=MAX_PATH_CHARS,
             ),
         ],
-    ) -> dict[str, Any]:
+    ) -> CheckResult:
         """Pre-flight a checkpoint with errkb's reference validators before anyone loads it.
 
         Returns the `errkb check --format json` object: `findings` (tensor, record id, message,
         fix), `checked` files and `errors`. Refused unless the server was started with
         --allow-path covering the path.
         """
-        return _call(lambda: service.check_checkpoint(path))
+        return _call(CheckResult, lambda: service.check_checkpoint(path))
 
     @server.tool(annotations=_READ_ONLY)
-    def dataset_status() -> dict[str, Any]:
+    def dataset_status() -> DatasetStatus:
         """Which dataset version errkb answers from, and how current it is.
 
         Returns datasetVersion, record and repository counts, and the last sync (when, from
         which source).
         """
-        return _call(service.status)
+        return _call(DatasetStatus, service.status)
 
     return server
 
@@ -171,10 +223,10 @@ def run_server(service: Service, address: tuple[str, int] | None) -> None:
         uvicorn.run(app, host=host, port=port, log_level="warning")
 
 
-def _call(operation: Any) -> dict[str, Any]:
+def _call(output: type[_O], operation: Callable[[], dict[str, Any]]) -> _O:
     """Run one operation; an errkb error becomes a tool error the assistant can read."""
     try:
-        result: dict[str, Any] = operation()
+        result = operation()
     except ErrkbError as exc:
         raise ToolError(str(exc)) from exc
-    return result
+    return output.model_validate(result)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -287,30 +291,90 @@ def test_allow_path_must_be_a_directory(kb: errkb.KnowledgeBase, tmp_path: Path)
         Service.create(kb, [tmp_path / "missing"])
 
 
-def test_stdio_session_end_to_end(kb_path: Path, allowed: Path) -> None:
-    """``errkb mcp`` as a client launches it: a subprocess speaking MCP over its stdio."""
-    env = {**os.environ, "ERRKB_DB": str(kb_path), "PYTHONPATH": str(ROOT)}
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "errkb", "mcp", "--allow-path", str(allowed)],
-        env=env,
-    )
+def readme_mcp_config() -> dict[str, Any]:
+    """errkb's entry in the README's MCP client configuration snippet."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```json\n(.*?)```", text, re.S)
+    (config,) = [json.loads(b) for b in blocks if '"mcpServers"' in b]
+    entry: dict[str, Any] = config["mcpServers"]["errkb"]
+    return entry
 
-    async def go() -> tuple[set[str], Any, Any, Any]:
-        with anyio.fail_after(60):
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
-                await s.initialize()
-                names = {t.name for t in (await s.list_tools()).tools}
-                text = (EXAMPLES / "quanto-incompatible-scale.log").read_text()
-                explained = await s.call_tool("explain_log", {"text": text})
-                checked = await s.call_tool(
-                    "check_checkpoint", {"path": str(allowed / "model.safetensors")}
-                )
-                missing = await s.call_tool("get_error", {"id": "ffffffffffffffff"})
-                return names, explained, checked, missing
 
-    names, explained, checked, missing = anyio.run(go)
+async def session_checks(s: ClientSession, allowed: Path) -> tuple[set[str], Any, Any, Any]:
+    """One real session's calls: the tools listed, an explain, a check, an unknown id."""
+    await s.initialize()
+    names = {t.name for t in (await s.list_tools()).tools}
+    text = (EXAMPLES / "quanto-incompatible-scale.log").read_text()
+    explained = await s.call_tool("explain_log", {"text": text})
+    checked = await s.call_tool("check_checkpoint", {"path": str(allowed / "model.safetensors")})
+    missing = await s.call_tool("get_error", {"id": "ffffffffffffffff"})
+    return names, explained, checked, missing
+
+
+def assert_session(results: tuple[set[str], Any, Any, Any]) -> None:
+    names, explained, checked, missing = results
     assert names == TOOLS
     assert explained.structured_content["matches"][0]["id"] == QUANTO_ID
     assert checked.structured_content["findings"][0]["recordId"] == QUANTO_ID
     assert missing.is_error and "no record" in missing.content[0].text
+
+
+def test_stdio_session_end_to_end_as_the_readme_configures_it(kb_path: Path, allowed: Path) -> None:
+    """The README's client config, launched as a client does: ``errkb mcp`` on its stdio."""
+    config = readme_mcp_config()
+    assert config["command"] == "errkb" and config["args"][0] == "mcp"
+    assert set(config["env"]) == {"ERRKB_DB"}
+    # The README's example paths become this test's: its database, its allowed directory.
+    args = [str(allowed) if a == "/data/checkpoints" else a for a in config["args"]]
+    assert args != config["args"] and "--allow-path" in args
+    script = Path(sys.executable).with_name("errkb")
+    command, prefix = (str(script), []) if script.exists() else (sys.executable, ["-m", "errkb"])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(kb_path)}
+    params = StdioServerParameters(command=command, args=[*prefix, *args], env=env)
+
+    async def go() -> tuple[set[str], Any, Any, Any]:
+        with anyio.fail_after(60):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+                return await session_checks(s, allowed)
+
+    assert_session(anyio.run(go))
+
+
+def test_streamable_http_session_end_to_end(kb_path: Path, allowed: Path) -> None:
+    """``errkb mcp --http 127.0.0.1:PORT`` as a subprocess, and the SDK's HTTP client."""
+    from mcp.client.streamable_http import streamable_http_client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(kb_path)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errkb", "mcp", "--http", f"127.0.0.1:{port}",
+         "--allow-path", str(allowed)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "errkb mcp --http did not start"
+                time.sleep(0.1)
+
+        async def go() -> tuple[set[str], Any, Any, Any]:
+            with anyio.fail_after(60):
+                url = f"http://127.0.0.1:{port}/mcp"
+                async with (
+                    streamable_http_client(url) as (read, write),
+                    ClientSession(read, write) as s,
+                ):
+                    return await session_checks(s, allowed)
+
+        assert_session(anyio.run(go))
+        assert proc.poll() is None  # still serving after the session ended
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

@@ -268,7 +268,7 @@ def test_a_sync_by_another_process_is_seen_without_restart(
     assert request(server.base, "/v1/search?q=zanzibar")[1]["results"][0]["id"] == added["id"]
 
 
-def test_errkb_serve_binds_loopback_by_default(db: Path) -> None:
+def test_errkb_serve_as_a_process_binds_loopback_and_answers(db: Path) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(db)}
     proc = subprocess.Popen(
@@ -286,6 +286,28 @@ def test_errkb_serve_binds_loopback_by_default(db: Path) -> None:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         assert status == 200
+        # The real process answers the API and, at /mcp, the SDK's own HTTP client.
+        base = f"http://127.0.0.1:{port}"
+        text = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
+        code, body = request(base, "/v1/explain", data=text, content_type="text/plain")
+        assert code == 200 and body["matches"][0]["id"] == QUANTO_ID
+        schema_validator("explanation.schema.json").validate(body)
+        assert request(base, "/v1/search?q=quanto+scale")[1]["results"][0]["id"] == QUANTO_ID
+        assert request(base, "/v1/errors/ffffffffffffffff")[0] == 404
+
+        async def mcp_session() -> Any:
+            from mcp.client.session import ClientSession
+            from mcp.client.streamable_http import streamable_http_client
+
+            with anyio.fail_after(60):
+                async with (
+                    streamable_http_client(f"{base}/mcp") as (read, write),
+                    ClientSession(read, write) as session,
+                ):
+                    await session.initialize()
+                    return await session.call_tool("dataset_status", {})
+
+        assert anyio.run(mcp_session).structured_content["records"] == 3
         # Bound to 127.0.0.1 only: the socket's address in the kernel's table says so.
         listening = Path("/proc/net/tcp").read_text()
         assert f"0100007F:{port:04X}" in listening

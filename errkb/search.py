@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from errkb.errors import UsageError
-from errkb.store.search import Candidate, Filters
+from errkb.store.search import WORD, Candidate, Filters
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -42,8 +42,6 @@ MAX_LIMIT = 100
 MESSAGE_WORDS = 4
 #: Share of a candidate's score that comes from message-text similarity (the rest is bm25).
 FUZZ_SHARE = 0.6
-# Words as FTS5's unicode61 tokenizer sees them (letters and digits; "_" separates).
-_WORD = re.compile(r"[^\W_]+")
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 
 
@@ -108,7 +106,7 @@ def clean_query(query: str | bytes) -> str:
 
 def words(text: str) -> list[str]:
     """The distinct lower-case words of ``text``, in order."""
-    return list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    return list(dict.fromkeys(w.lower() for w in WORD.findall(text)))
 
 
 def check_limit(limit: int) -> int:

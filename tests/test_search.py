@@ -427,8 +427,9 @@ def test_common_words_are_and_ed_rare_ones_or_ed(
     assert sql.document_frequencies(conn, ["scale", "quanto", "zzz"]) == {
         "scale": 2, "quanto": 1, "zzz": 0,  # counted up to RARE + 1, no further
     }  # fmt: skip
-    assert sql.plan(conn, ["scale", "incompatible"], 6) == '"scale" AND "incompatible"'
-    assert sql.plan(conn, ["scale", "quanto", "zzz"], 6) == '"quanto"'
+    common = sql.Plan('"scale" AND "incompatible"', ("scale", "incompatible"), common=True)
+    assert sql.plan(conn, ["scale", "incompatible"], 6) == common
+    assert sql.plan(conn, ["scale", "quanto", "zzz"], 6) == sql.Plan('"quanto"', ("quanto",), False)
     assert sql.plan(conn, ["zzz"], 6) is None
     # Common words only: the records returned are exactly those holding them all.
     holding = {
@@ -438,6 +439,15 @@ def test_common_words_are_and_ed_rare_ones_or_ed(
     }
     assert holding and len(holding) < 3
     assert set(ids(kb.search("quantization int8"))) == holding
+    # Ranked without FTS5's bm25: a word in the message template outranks one in the prose only.
+    ranked = sql.candidates(conn, sql.plan(conn, ["scale"], 6), sql.Filters(), 10)
+    assert len(ranked) == 3 and ranked == sorted(ranked, key=lambda c: (c.bm25, c.id))
+    assert all("scale" in c.error_message.lower() for c in ranked if c.bm25 < 0)
+    assert ranked[0].bm25 < 0
+    assert [
+        c.id
+        for c in sql.candidates(conn, sql.plan(conn, ["scale"], 6), sql.Filters(tag="quanto"), 10)
+    ] == [QUANTO_ID]
     kb.close()
 
 

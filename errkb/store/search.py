@@ -5,12 +5,17 @@ record) is created by migration 0004 and maintained by triggers on ``records``, 
 path (ingest, sync, rollback) keeps it current in its own transaction without calling anything
 here. This module only reads.
 
+Rare words are ranked by FTS5's bm25; a query of common words only is ranked here instead
+(``_common``: bm25 would read every such word's whole posting list first).
+
 Callers hand over plain words; they are quoted here (``"word"``), so nothing a user types is ever
 read as FTS5 syntax (``AND``, ``NEAR(``, ``*``, ``^``, column filters, unbalanced quotes).
 """
 
 from __future__ import annotations
 
+import math
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,10 +31,19 @@ RARE = 500
 #: At most this many common words are AND-ed when a query has no rare word.
 MAX_COMMON = 6
 #: At most this many matching records are scored per query: rare words alone rarely reach it
-#: (8 words x RARE); a query of common words only, where more records may match, ranks the first
-#: ``COMMON_SCAN_CAP`` records holding them all (a few common words do not say which is best).
+#: (8 words x RARE). ``COMMON_SCAN_CAP`` is PostgreSQL's bound for a query of common words only
+#: (``errkb.store.pgsearch``); SQLite ranks such a query on ``COMMON_RANKED`` records.
 SCAN_CAP = 10_000
 COMMON_SCAN_CAP = 2_000
+#: A query of common words only is ranked here on at most this many of the records holding
+#: them all (in index order; see ``_common``). Each costs a read of its records row: 2,000
+#: took ~50-80 ms at 500,000 records, 200 ~5 ms (BENCHMARKS.md, issue 12).
+COMMON_RANKED = 200
+#: Words as FTS5's unicode61 tokenizer sees them (letters and digits; "_" separates).
+WORD = re.compile(r"[^\W_]+")
+#: Weights of the columns a common-words query is ranked on (see ``candidates``): the message
+#: template, slug and class, as in ``WEIGHTS``.
+COMMON_WEIGHTS = (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2])
 
 
 @dataclass(frozen=True)
@@ -76,8 +90,17 @@ def document_frequencies(conn: sqlite3.Connection, terms: Sequence[str]) -> dict
     return out
 
 
-def plan(conn: sqlite3.Connection, terms: Sequence[str], max_terms: int) -> str | None:
-    """The FTS5 expression for a query's words (quoted), or None when no word is indexed.
+@dataclass(frozen=True)
+class Plan:
+    """How the index is asked for a query's words."""
+
+    expression: str  #: the FTS5 expression, every word quoted
+    terms: tuple[str, ...]  #: the words in it
+    common: bool  #: every word is common: AND-ed, and ranked without FTS5's bm25
+
+
+def plan(conn: sqlite3.Connection, terms: Sequence[str], max_terms: int) -> Plan | None:
+    """The FTS5 query for a query's words, or None when no word is indexed.
 
     The rarest words (at most ``max_terms``) OR-ed when there are rare words; otherwise the
     query's first common words AND-ed (a record must hold them all).
@@ -88,17 +111,20 @@ def plan(conn: sqlite3.Connection, terms: Sequence[str], max_terms: int) -> str 
         return None
     rare = sorted((t for t in known if freq[t] <= RARE), key=lambda t: freq[t])[:max_terms]
     if rare:
-        return " OR ".join(quote(t) for t in rare)
-    return " AND ".join(quote(t) for t in known[:MAX_COMMON])
+        return Plan(" OR ".join(quote(t) for t in rare), tuple(rare), common=False)
+    chosen = tuple(known[:MAX_COMMON])
+    return Plan(" AND ".join(quote(t) for t in chosen), chosen, common=True)
 
 
 def candidates(
-    conn: sqlite3.Connection, expression: str | None, filters: Filters, limit: int
+    conn: sqlite3.Connection, planned: Plan | None, filters: Filters, limit: int
 ) -> list[Candidate]:
-    """Live records matching ``expression`` (from ``plan``), best bm25 first, at most ``limit``."""
-    if expression is None:
+    """Live records matching ``planned`` (from ``plan``), best bm25 first, at most ``limit``."""
+    if planned is None:
         return []
-    cap = COMMON_SCAN_CAP if " AND " in expression else SCAN_CAP
+    if planned.common:
+        return _common(conn, planned, filters, limit)
+    expression, cap = planned.expression, SCAN_CAP
     weights = ", ".join(str(w) for w in WEIGHTS)
     # Scored inside FTS5 first (bounded by SCAN_CAP), joined to records afterwards: joining
     # every match before ranking cost more than ranking itself.
@@ -119,25 +145,78 @@ def candidates(
         found = _rows(conn, select.format(inner=inner) + " ORDER BY f.score, r.id", params)
         if len(found) >= limit or len(found) == _count(conn, scored, expression, cap):
             return found[:limit]
-    sql = [select.format(inner=scored)]
-    params = [expression, cap]
+    sql = [select.format(inner=scored), *_where(filters)]
+    params = [expression, cap, *_values(filters)]
+    sql.append("ORDER BY f.score, r.id LIMIT ?")
+    params.append(limit)
+    return _rows(conn, " ".join(sql), params)
+
+
+def _common(
+    conn: sqlite3.Connection, planned: Plan, filters: Filters, limit: int
+) -> list[Candidate]:
+    """Records holding every (common) word of ``planned``, ranked here rather than by bm25.
+
+    FTS5's bm25 reads the whole posting list of every word in the query to count the records
+    holding it (its idf), before it scores the first row: for words most records hold that
+    is ~100 ms at 500,000 records (~1 ms without it; BENCHMARKS.md, issue 12). Every record
+    found holds every word, and common words all have a small idf, so idf cannot reorder
+    them much: they are ranked by a bm25-shaped score of the words in the columns that count
+    most (template, slug, class), computed on the first ``COMMON_RANKED`` records found.
+    """
+    sql = [
+        "SELECT r.id, r.slug, r.repo, r.error_class, r.error_message, r.severity "
+        "FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ? LIMIT ?) f "
+        "JOIN search_docs d ON d.key = f.rowid JOIN records r ON r.id = d.record_id "
+        "WHERE r.retired = 0",
+        *_where(filters),
+    ]
+    params: list[object] = [planned.expression, COMMON_RANKED, *_values(filters)]
+    terms = set(planned.terms)
+    found = []
+    for i, sl, rp, c, m, sv in conn.execute(" ".join(sql), params):
+        score = _column_score(terms, (str(m), str(sl), "" if c is None else str(c)))
+        found.append(
+            Candidate(
+                str(i), str(sl), str(rp), None if c is None else str(c), str(m), str(sv), -score
+            )
+        )
+    found.sort(key=lambda cand: (cand.bm25, cand.id))
+    return found[:limit]
+
+
+def _column_score(terms: set[str], columns: tuple[str, str, str]) -> float:
+    """bm25's shape (saturating term counts, short fields favoured) over three weighted columns."""
+    score = 0.0
+    for text, weight in zip(columns, COMMON_WEIGHTS, strict=True):
+        tokens = [w.lower() for w in WORD.findall(text)]
+        if not tokens:
+            continue
+        hits = sum(1 for w in tokens if w in terms)
+        # k1 = 1.2 as bm25's default; a field's length discounts it as bm25's b does, by log.
+        score += weight * hits * 2.2 / (hits + 1.2) / (1.0 + math.log(len(tokens)))
+    return score
+
+
+def _where(filters: Filters) -> list[str]:
+    sql = []
     if filters.repo is not None:
         sql.append("AND r.repo = ?")
-        params.append(filters.repo)
     if filters.error_class is not None:
         sql.append("AND r.error_class = ?")
-        params.append(filters.error_class)
     if filters.severity is not None:
         sql.append("AND r.severity = ?")
-        params.append(filters.severity)
     if filters.tag is not None:
         sql.append(
             "AND EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
         )
-        params.append(filters.tag)
-    sql.append("ORDER BY f.score, r.id LIMIT ?")
-    params.append(limit)
-    return _rows(conn, " ".join(sql), params)
+    return sql
+
+
+def _values(filters: Filters) -> list[object]:
+    """The parameters of ``_where(filters)``, in its order."""
+    values = (filters.repo, filters.error_class, filters.severity, filters.tag)
+    return [v for v in values if v is not None]
 
 
 def _count(conn: sqlite3.Connection, scored: str, expression: str, cap: int) -> int:

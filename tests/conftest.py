@@ -5,9 +5,14 @@ database targets (``db_target``: one SQLite file, and one fresh PostgreSQL schem
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,3 +177,35 @@ def query(store: Any, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any,
         with store._snapshot_conn() as view:
             return [tuple(r) for r in view.rows(sql, params)]
     return list(store.reader().execute(sql, params).fetchall())
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def errkb_listening(
+    port: int, *args: str, env: dict[str, str]
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m errkb ARGS`` as a subprocess, yielded once it accepts connections on ``port``."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errkb", *args],
+        env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, f"errkb {' '.join(args)} did not start"
+                time.sleep(0.1)
+        yield proc
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)  # reaps it and closes the pipe

@@ -6,10 +6,7 @@ import json
 import os
 import re
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +20,8 @@ from tests.conftest import (
     LINEAR_MESSAGE,
     QUANTO_ID,
     ROOT,
+    errkb_listening,
+    free_port,
     require_extra,
 )
 
@@ -344,25 +343,10 @@ def test_streamable_http_session_end_to_end(kb_path: Path, allowed: Path) -> Non
     """``errkb mcp --http 127.0.0.1:PORT`` as a subprocess, and the SDK's HTTP client."""
     from mcp.client.streamable_http import streamable_http_client
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(kb_path)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "errkb", "mcp", "--http", f"127.0.0.1:{port}",
-         "--allow-path", str(allowed)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline, "errkb mcp --http did not start"
-                time.sleep(0.1)
+    port = free_port()
+    env = {**os.environ, "ERRKB_DB": str(kb_path)}
+    args = ("mcp", "--http", f"127.0.0.1:{port}", "--allow-path", str(allowed))
+    with errkb_listening(port, *args, env=env) as proc:
 
         async def go() -> tuple[set[str], Any, Any, Any]:
             with anyio.fail_after(60):
@@ -375,6 +359,3 @@ def test_streamable_http_session_end_to_end(kb_path: Path, allowed: Path) -> Non
 
         assert_session(anyio.run(go))
         assert proc.poll() is None  # still serving after the session ended
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)

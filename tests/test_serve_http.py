@@ -25,6 +25,8 @@ from tests.conftest import (
     LINEAR_MESSAGE,
     QUANTO_ID,
     ROOT,
+    errkb_listening,
+    free_port,
     make_record,
     require_extra,
 )
@@ -39,12 +41,6 @@ import errkb  # noqa: E402
 from errkb.records import schema_validator  # noqa: E402
 from errkb.serve import Service  # noqa: E402
 from errkb.serve.http import MAX_BODY_BYTES, build_app  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Running:
@@ -270,21 +266,10 @@ def test_a_sync_by_another_process_is_seen_without_restart(
 
 def test_errkb_serve_as_a_process_binds_loopback_and_answers(db: Path) -> None:
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(db)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "errkb", "serve", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                status, _ = request(f"http://127.0.0.1:{port}", "/healthz")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+    with errkb_listening(
+        port, "serve", "--port", str(port), env={**os.environ, "ERRKB_DB": str(db)}
+    ):
+        status, _ = request(f"http://127.0.0.1:{port}", "/healthz")
         assert status == 200
         # The real process answers the API and, at /mcp, the SDK's own HTTP client.
         base = f"http://127.0.0.1:{port}"
@@ -312,6 +297,3 @@ def test_errkb_serve_as_a_process_binds_loopback_and_answers(db: Path) -> None:
         listening = Path("/proc/net/tcp").read_text()
         assert f"0100007F:{port:04X}" in listening
         assert f"00000000:{port:04X}" not in listening
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)  # reaps it and closes the pipe

@@ -16,7 +16,7 @@ import datetime as dt
 import enum
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -468,6 +468,91 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+# ---------------------------------------------------------------------------- rows to values
+# Each backend runs its own SQL; what the rows mean is written once, here, so the two backends
+# cannot drift apart on it.
+def record_changes_from(rows: Iterable[Sequence[Any]]) -> list[RecordChange]:
+    """History rows as ``RecordChange`` values.
+
+    Each row: version id, dataset version, kind, finished at, change, previous JSON, previous
+    retired.
+    """
+    return [
+        RecordChange(
+            version_id=int(vid),
+            dataset_version=dataset_version,
+            kind=VersionKind(kind),
+            at=str(at),
+            change=ChangeKind(change),
+            previous=json.loads(previous) if previous is not None else None,
+            previous_retired=bool(was_retired),
+        )
+        for vid, dataset_version, kind, at, change, previous, was_retired in rows
+    ]
+
+
+def inventory_from(rows: Iterable[Sequence[Any]]) -> Inventory:
+    """(id, repo, retired, content hash) rows as the store's ``Inventory``."""
+    by_repo: dict[str, set[str]] = {}
+    hashes: dict[str, str] = {}
+    for rid, repo, retired, content_hash in rows:
+        hashes[rid] = content_hash
+        if not retired:
+            by_repo.setdefault(repo, set()).add(rid)
+    return Inventory({r: frozenset(ids) for r, ids in by_repo.items()}, hashes)
+
+
+def state_from(
+    first_after: Iterable[Sequence[Any]], current: Iterable[Sequence[Any]]
+) -> list[Incoming]:
+    """Every record as it was right after a version.
+
+    ``first_after``: (id, previous JSON, previous retired, previous dataset version) of each
+    record's first history row after the version; ``current``: (id, JSON, retired, dataset
+    version) of every record now. A record's content right after the version is its first
+    later history row's previous content or, with none, its current content; a record added
+    after the version (no previous content) is left out.
+    """
+    before: dict[str, tuple[str | None, bool, str | None]] = {}
+    for rid, previous, was_retired, dataset_version in first_after:
+        before[str(rid)] = (previous, bool(was_retired), dataset_version)
+    out: list[Incoming] = []
+    for rid, raw, retired, dataset_version in current:
+        if rid in before:
+            previous, was_retired, old_version = before[rid]
+            if previous is None:
+                continue  # added after the version
+            out.append(Incoming(previous, old_version, str(rid), retired=was_retired))
+        else:
+            out.append(Incoming(raw, dataset_version, str(rid), retired=bool(retired)))
+    return out
+
+
+def diff_from(
+    classified: Iterable[tuple[str, str]],
+    kept: Callable[[set[str]], Iterable[str]],
+    to_retire: Callable[[set[str]], Iterable[str]] | None,
+) -> Diff:
+    """The ``Diff`` of classified (id, outcome) pairs, by the rules ``apply`` follows.
+
+    A repeated id counts at its first occurrence; ``kept(seen)`` names the stored records a
+    sync keeps as they are; ``to_retire(spared)`` (a full snapshot only) the live records it
+    retires.
+    """
+    found: dict[str, dict[str, None]] = {
+        k: {} for k in ("added", "updated", "unchanged", "retired", "")
+    }
+    seen: set[str] = set()
+    for rid, outcome in classified:
+        if rid not in seen:
+            seen.add(rid)
+            found[outcome][rid] = None
+    found["unchanged"].update(dict.fromkeys(kept(seen)))
+    if to_retire is not None:
+        found["retired"].update(dict.fromkeys(to_retire(seen | found["unchanged"].keys())))
+    return Diff(*(tuple(sorted(found[k])) for k in ("added", "updated", "unchanged", "retired")))
+
+
 __all__ = [
     "NO_KEEP",
     "SCHEMA_HEAD",
@@ -489,9 +574,13 @@ __all__ = [
     "VersionKind",
     "WriteTx",
     "classify",
+    "diff_from",
     "gc_paused",
+    "inventory_from",
     "is_server_url",
     "now_iso",
+    "record_changes_from",
     "resolve_db_path",
     "resolve_target",
+    "state_from",
 ]

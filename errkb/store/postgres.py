@@ -60,8 +60,12 @@ from errkb.store.interface import (
     StoredRecord,
     VersionInfo,
     VersionKind,
+    diff_from,
     gc_paused,
+    inventory_from,
     now_iso,
+    record_changes_from,
+    state_from,
 )
 from errkb.store.sqlite import (
     _UPDATE_COLUMNS,
@@ -842,30 +846,11 @@ class PostgresStore:
             "WHERE h.record_id = %s ORDER BY h.version_id, h.id"
         )
         rows = self._read("reading", lambda v: v.rows(sql, (record_id,)))
-        return [
-            RecordChange(
-                version_id=int(vid),
-                dataset_version=dataset_version,
-                kind=VersionKind(kind),
-                at=str(at),
-                change=ChangeKind(change),
-                previous=json.loads(previous) if previous is not None else None,
-                previous_retired=bool(was_retired),
-            )
-            for vid, dataset_version, kind, at, change, previous, was_retired in rows
-        ]
+        return record_changes_from(rows)
 
     def inventory(self) -> Inventory:
         def run(v: PgView) -> Inventory:
-            by_repo: dict[str, set[str]] = {}
-            hashes: dict[str, str] = {}
-            for rid, repo, retired, content_hash in v.rows(
-                "SELECT id, repo, retired, content_hash FROM records"
-            ):
-                hashes[rid] = content_hash
-                if not retired:
-                    by_repo.setdefault(repo, set()).add(rid)
-            return Inventory({r: frozenset(ids) for r, ids in by_repo.items()}, hashes)
+            return inventory_from(v.rows("SELECT id, repo, retired, content_hash FROM records"))
 
         return self._read("reading", run)
 
@@ -873,30 +858,20 @@ class PostgresStore:
         """Every record as it was right after ``version_id`` (see the SQLite backend)."""
 
         def run(v: PgView) -> list[Incoming]:
-            first_after: dict[str, tuple[str | None, bool, str | None]] = {}
-            rows = v.rows(
-                "SELECT h.record_id, h.previous_json, h.previous_retired, "
-                "h.previous_dataset_version FROM record_history h JOIN ("
-                "  SELECT record_id, min(id) AS hid FROM record_history "
-                "  WHERE version_id > %s GROUP BY record_id"
-                ") f ON f.hid = h.id",
-                (version_id,),
-            )
-            for rid, previous, was_retired, dataset_version in rows:
-                first_after[str(rid)] = (previous, bool(was_retired), dataset_version)
-            out: list[Incoming] = []
+            first_after = list(
+                v.rows(
+                    "SELECT h.record_id, h.previous_json, h.previous_retired, "
+                    "h.previous_dataset_version FROM record_history h JOIN ("
+                    "  SELECT record_id, min(id) AS hid FROM record_history "
+                    "  WHERE version_id > %s GROUP BY record_id"
+                    ") f ON f.hid = h.id",
+                    (version_id,),
+                )
+            )  # read before the next statement
             current = v.rows(
                 'SELECT id, raw_json, retired, dataset_version FROM records ORDER BY id COLLATE "C"'
             )
-            for rid, raw, retired, dataset_version in current:
-                if rid in first_after:
-                    previous, was_retired, old_version = first_after[rid]
-                    if previous is None:
-                        continue  # added after the version
-                    out.append(Incoming(previous, old_version, str(rid), retired=was_retired))
-                else:
-                    out.append(Incoming(raw, dataset_version, str(rid), retired=bool(retired)))
-            return out
+            return state_from(first_after, current)
 
         return self._read("reading", run)
 
@@ -904,22 +879,15 @@ class PostgresStore:
         """What applying ``incoming`` would do, by the same rules (``_classify_chunk``)."""
 
         def run(v: PgView) -> Diff:
-            found: dict[str, dict[str, None]] = {
-                k: {} for k in ("added", "updated", "unchanged", "retired", "")
-            }
-            seen: set[str] = set()
-            for batch in _batches(incoming):
-                for item in _classify_chunk(v.conn, batch):
-                    if item.id not in seen:  # a repeated id: its first occurrence counts
-                        seen.add(item.id)
-                        found[item.count][item.id] = None
-            found["unchanged"].update(dict.fromkeys(_kept_ids(v.conn, keep, seen)))
-            if full:
-                found["retired"].update(
-                    dict.fromkeys(_to_retire(v.conn, seen | found["unchanged"].keys()))
-                )
-            return Diff(
-                *(tuple(sorted(found[k])) for k in ("added", "updated", "unchanged", "retired"))
+            classified = (
+                (item.id, item.count)
+                for batch in _batches(incoming)
+                for item in _classify_chunk(v.conn, batch)
+            )
+            return diff_from(
+                classified,
+                lambda seen: _kept_ids(v.conn, keep, seen),
+                (lambda spared: _to_retire(v.conn, spared)) if full else None,
             )
 
         with self.snapshot() as view:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import click
@@ -30,6 +30,23 @@ from errkb.sync import (
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
+    from click.decorators import FC
+
+
+def _limit_option(flag: str, default: int, help: str) -> Callable[[FC], FC]:
+    """A sync limit: a positive number with its default.
+
+    Its environment variable is named after the flag: ``--max-repos`` is ``ERRKB_SYNC_MAX_REPOS``.
+    """
+    return click.option(
+        flag,
+        type=click.IntRange(min=1),
+        default=default,
+        show_default=True,
+        show_envvar=True,
+        envvar="ERRKB_SYNC_" + flag.removeprefix("--").replace("-", "_").upper(),
+        help=help,
+    )
 
 
 @cli.command("sync")
@@ -61,14 +78,10 @@ if TYPE_CHECKING:
     type=click.Path(dir_okay=False, writable=True),
     help="JSON Lines file for --skip-invalid's rejects (default: <db>.rejects.jsonl).",
 )
-@click.option(
+@_limit_option(
     "--max-download-mib",
-    type=click.IntRange(min=1),
-    default=publish.DEFAULT_MAX_BYTES >> 20,
-    show_default=True,
-    show_envvar=True,
-    envvar="ERRKB_SYNC_MAX_DOWNLOAD_MIB",
-    help="Size cap of any one downloaded file, and of what the gzip index decompresses to.",
+    publish.DEFAULT_MAX_BYTES >> 20,
+    "Size cap of any one downloaded file, and of what the gzip index decompresses to.",
 )
 @click.option(
     "--timeout",
@@ -81,50 +94,30 @@ if TYPE_CHECKING:
     help="Give up (nothing changed) after this many seconds in all; each read also times out "
     f"after {transport.DEFAULT_READ_TIMEOUT:g}s without data.",
 )
-@click.option(
+@_limit_option(
     "--max-index-rows",
-    type=click.IntRange(min=1),
-    default=publish.DEFAULT_MAX_INDEX_ROWS,
-    show_default=True,
-    show_envvar=True,
-    envvar="ERRKB_SYNC_MAX_INDEX_ROWS",
-    help="Most rows a published index (and the manifest's counts.errors) may list.",
+    publish.DEFAULT_MAX_INDEX_ROWS,
+    "Most rows a published index (and the manifest's counts.errors) may list.",
 )
-@click.option(
+@_limit_option(
     "--max-repos",
-    type=click.IntRange(min=1),
-    default=publish.DEFAULT_MAX_REPOS,
-    show_default=True,
-    show_envvar=True,
-    envvar="ERRKB_SYNC_MAX_REPOS",
-    help="Most repositories an index or repos.json may name.",
+    publish.DEFAULT_MAX_REPOS,
+    "Most repositories an index or repos.json may name.",
 )
-@click.option(
+@_limit_option(
     "--max-repo-file-mib",
-    type=click.IntRange(min=1),
-    default=publish.DEFAULT_MAX_REPO_FILE_BYTES >> 20,
-    show_default=True,
-    show_envvar=True,
-    envvar="ERRKB_SYNC_MAX_REPO_FILE_MIB",
-    help="Most one repository's records file may hold or decompress to.",
+    publish.DEFAULT_MAX_REPO_FILE_BYTES >> 20,
+    "Most one repository's records file may hold or decompress to.",
 )
-@click.option(
+@_limit_option(
     "--max-repo-file-values",
-    type=click.IntRange(min=1),
-    default=publish.DEFAULT_MAX_REPO_FILE_VALUES,
-    show_default=True,
-    show_envvar=True,
-    envvar="ERRKB_SYNC_MAX_REPO_FILE_VALUES",
-    help="Most JSON values one repository's records file may hold.",
+    publish.DEFAULT_MAX_REPO_FILE_VALUES,
+    "Most JSON values one repository's records file may hold.",
 )
-@click.option(
+@_limit_option(
     "--max-row-mib",
-    type=click.IntRange(min=1),
-    default=publish.MAX_ROW_BYTES >> 20,
-    show_default=True,
-    show_envvar=True,
-    envvar="ERRKB_SYNC_MAX_ROW_MIB",
-    help="Most one index row or repos.json entry may take.",
+    publish.MAX_ROW_BYTES >> 20,
+    "Most one index row or repos.json entry may take.",
 )
 @click.option(
     "--jobs",

@@ -27,7 +27,7 @@ from errkb.report import KnowledgeBaseInfo, RecordView, Report
 from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
-    from errkb.match.scan import AnchorTable
+    from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
     from errkb.report.ingest import IngestReport
     from errkb.report.records import Stats
@@ -44,6 +44,9 @@ class KnowledgeBase:
         self._cache: SpecCache | None = None
         self._state: str | None = None
         self._table: AnchorTable | None = None
+        self._scan: BufferScan | None = None
+        #: The buffer pass's engine (``errkb.match.scan.ENGINES``); None: the fastest installed.
+        self.scan_engine: str | None = None
         self._explains = 0
         # One anchor-table build at a time: concurrent reports after a sync wait for it (or, for
         # a small input, go on with the database's index) instead of each building their own.
@@ -64,8 +67,9 @@ class KnowledgeBase:
         from errkb.match.scan import SCAN_ABOVE
         from errkb.parse.regions import parse_input
 
-        events = parse_input(bytes(text) if isinstance(text, bytearray) else text)
-        return self._report(events, anchors=len(text) >= SCAN_ABOVE)
+        data = bytes(text) if isinstance(text, bytearray) else text
+        events = parse_input(data)
+        return self._report(events, anchors=len(data) >= SCAN_ABOVE, text=data)
 
     def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
         """Explain each named input, read by ``read`` one at a time as it is explained.
@@ -82,7 +86,9 @@ class KnowledgeBase:
         event = LogEvent(EventKind.BARE, exc_class, message, (1,))
         return self._report([event])
 
-    def _report(self, events: list[LogEvent], *, anchors: bool = False) -> Report:
+    def _report(
+        self, events: list[LogEvent], *, anchors: bool = False, text: str | bytes | None = None
+    ) -> Report:
         from errkb.validators import diagnose, records_with_validators
 
         # Asked once per match (thousands in a dense log): a set test, not a walk of every
@@ -109,6 +115,13 @@ class KnowledgeBase:
             if table is None and want:
                 table = self._anchor_table(view, state, dataset_version, wait=anchors)
             matcher = IndexedMatcher(view, cache, table)
+            if text is not None:
+                from errkb.match.msgfirst import message_first
+
+                # The message-first pass: known messages on the lines no event covers; a large
+                # input is read by one buffer pass, not line by line.
+                scan = self._buffer_scan(table, state) if anchors and table is not None else None
+                events = events + message_first(text, events, matcher, scan)
             records: dict[str, RecordJSON | None] = {}
 
             def lookup(rid: str) -> RecordJSON | None:
@@ -128,6 +141,7 @@ class KnowledgeBase:
             if self._cache is None or self._state != state:
                 self._cache = SpecCache()
                 self._table = None
+                self._scan = None
                 self._state = state
             return self._cache
 
@@ -150,6 +164,24 @@ class KnowledgeBase:
             return table
         finally:
             self._build_lock.release()
+
+    def _buffer_scan(self, table: AnchorTable, state: str) -> BufferScan:
+        """The state's buffer pass over ``table``, built once (under the build lock)."""
+        from errkb.match.scan import BufferScan
+
+        with self._build_lock:
+            with self._lock:
+                scan = self._scan
+            if (
+                scan is None
+                or scan.table is not table
+                or scan.engine != (self.scan_engine or scan.engine)
+            ):
+                scan = BufferScan(table, self.scan_engine)
+                with self._lock:
+                    if self._state == state:
+                        self._scan = scan
+            return scan
 
     def prepare(self) -> bool:
         """Load the anchor table for the store's current state now; True if the state changed.

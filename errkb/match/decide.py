@@ -34,6 +34,9 @@ CLASS_BONUS = 0.1
 WRAPPED_BONUS = 0.05
 FRAME_BONUS = 0.1
 FILE_ONLY_BONUS = 0.05
+#: A message the message-first pass found (``errkb.match.msgfirst``) carries less evidence than
+#: one printed as an exception or on an error record: its score is this much lower.
+MESSAGE_FIRST_PENALTY = 0.1
 SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
 NEARBY_LINES = 25
@@ -79,7 +82,10 @@ def decide(
     pending.reverse()  # a stack: events in input order, a split-off part right after its event
     while pending:
         event = pending.pop()
-        per_record = _hits(event.message, matcher, found_in)
+        if event.kind is EventKind.FOUND:
+            per_record = _found_hits(event.message, matcher, found_in)
+        else:
+            per_record = _hits(event.message, matcher, found_in)
         # Rejoining costs candidate look-ups per join: only exceptions (and a split-off part of
         # one) are tried, not every logger line of a dense log.
         if (
@@ -229,6 +235,24 @@ def _hits(
     return per_record
 
 
+def _found_hits(
+    text: str, matcher: MatcherLike, found_in: dict[str, list[Hit]]
+) -> dict[str, tuple[Hit, bool, str]]:
+    """Per record, its hit on a message-first event: from the message's first character only.
+
+    The pass verified the text at a message boundary; a record whose match begins later in it
+    (mid-word, or at a later boundary the pass made its own event for) is not this event's.
+    """
+    hits = found_in.get(text)
+    if hits is None:
+        hits = found_in[text] = matcher.find(text)
+    return {
+        hit.spec.record_id: (hit, False, text)
+        for hit in hits
+        if hit.start == 0 and not _is_source_text(hit, text)
+    }
+
+
 def _exact(per_record: Mapping[str, tuple[Hit, bool, str]]) -> bool:
     """Tell whether hits are whole: some, and none cut off or broken up by a wrap.
 
@@ -363,6 +387,14 @@ def _score(
 ) -> tuple[float, tuple[str, ...]]:
     score = BASE_EXACT
     evidence = ["the record's full pattern matched the message"]
+    if event.kind is EventKind.FOUND:
+        # No class, no error level, no container field: only the message itself, at a
+        # message boundary of a line nothing else explained.
+        score -= MESSAGE_FIRST_PENALTY
+        evidence.append(
+            "found by the message-first pass: the message begins at a message boundary of a "
+            "line no exception, error record or container field explained"
+        )
     if spec.error_class and event.short_class == spec.error_class:
         score += CLASS_BONUS
         evidence.append(f"the exception class is {spec.error_class}, as the record says")

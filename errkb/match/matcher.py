@@ -306,6 +306,30 @@ class IndexedMatcher:
                 hits.append(hit)
         return hits
 
+    def find_from(self, text: str, starts: Sequence[int]) -> list[Hit]:
+        """Per record, its hit on ``text`` from the first of ``starts`` its pattern matches from.
+
+        The message-first pass's boundary rule (``errkb.match.msgfirst``): the match must begin
+        exactly at a start and run to the end; ``Hit.start`` is that start in ``text``.
+        """
+        hits = []
+        for hit in self.find(text):
+            for start in starts:
+                if start < hit.start:
+                    continue  # RE2's match is the leftmost: none begins before it
+                at = hit if start == hit.start else self._verify_at(hit.spec, text, start)
+                if at is not None:
+                    hits.append(at)
+                    break
+        return hits
+
+    def _verify_at(self, spec: PatternSpec, text: str, start: int) -> Hit | None:
+        for found_spec, regex in self._cache.get_many(self._view, [spec.record_id]):
+            hit = verify(found_spec, regex, text[start:])
+            if hit is not None and hit.start == 0:
+                return Hit(found_spec, hit.captures, start)
+        return None
+
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
         from errkb.match.index import related_ids
         from errkb.match.template import parse_template

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +91,10 @@ class AnchorTable:
     def words(self) -> list[str]:
         """Every rank-0 word of the table."""
         return list(self._raw)
+
+    def raw_items(self) -> Iterator[tuple[str, str]]:
+        """(rank-0 word, its entries as stored) of every word: for whole-table passes."""
+        return iter(self._raw.items())
 
     def entries(self, word: str) -> tuple[tuple[str, frozenset[str]], ...]:
         """(record id, its other indexed words) of every record ``word`` selects."""
@@ -185,6 +190,7 @@ MIN_SCAN_WORD = 6
 #: Raw hits the buffer pass considers at most; a log holding more (a dense log of the very words
 #: records use) keeps what was found so far: the pass only adds findings, it never hides one.
 MAX_SCAN_HITS = 2_000_000
+_LINE_WORD = re.compile(r"\w+")
 _WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -208,17 +214,38 @@ class BufferScan:
 
     def __init__(self, table: AnchorTable, engine: str | None = None) -> None:
         self.engine = engine or default_engine()
+        self.table = table
         if self.engine not in ENGINES:
             raise ValueError(f"unknown scan engine {self.engine!r} (one of {', '.join(ENGINES)})")
-        words: dict[str, list[frozenset[str]]] = {}
-        for word in table.words():
-            for _rid, others in table.entries(word):
-                every = others | {word}
+        # Per scan word: whether it alone selects a record, and the other words each of its
+        # records needs, keyed by one of them, so a line is checked with a look-up per word it
+        # holds, not a subset test per record (a common scan word selects a thousand records).
+        # Read from the table's raw lines, not its parsed entries: a build touches every
+        # record, and a frozenset per record was most of its cost.
+        words: dict[str, tuple[list[bool], dict[str, list[frozenset[str]]]]] = {}
+        for word, raw in table.raw_items():
+            for entry in raw.split(" "):
+                _rid, _, others = entry.partition(":")
+                if not others:
+                    every = [word]
+                else:
+                    every = others.split(",")
+                    every.append(word)
+                # The longest word, the alphabetically first of equally long ones.
                 longest = max(sorted(every), key=len)
-                if len(longest) >= MIN_SCAN_WORD and longest.isascii():
-                    words.setdefault(longest, []).append(every)
+                if len(longest) < MIN_SCAN_WORD or not longest.isascii():
+                    continue
+                alone, keyed = words.setdefault(longest, ([False], {}))
+                rest = [w for w in every if w != longest]
+                if rest:
+                    keyed.setdefault(rest[0], []).append(frozenset(rest))
+                else:
+                    alone[0] = True
         self._words = sorted(words)
-        self._needs = [tuple(words[w]) for w in self._words]
+        self._alone = [words[w][0][0] for w in self._words]
+        self._keyed = [
+            {key: tuple(group) for key, group in words[w][1].items()} for w in self._words
+        ]
         self._scan = self._hyperscan() if self.engine == "hyperscan" else self._ahocorasick()
 
     def __len__(self) -> int:
@@ -273,6 +300,9 @@ class BufferScan:
         """Start offsets of the lines holding a verified hit, ascending, each once."""
         found: set[int] = set()
         checked: dict[tuple[int, int], bool] = {}
+        # A line's words, tokenised once however many scan words it holds (a dense log's lines
+        # hold several).
+        words: dict[int, frozenset[str]] = {}
         for index, end in self._scan(data):
             start = end - len(self._words[index])
             if (start > 0 and (data[start - 1] in _WORD_BYTE or data[start - 1] >= 0x80)) or (
@@ -282,10 +312,21 @@ class BufferScan:
             line_start = data.rfind(b"\n", 0, start) + 1
             if line_start in found or checked.get((line_start, index)) is False:
                 continue
-            line_end = data.find(b"\n", end)
-            line = data[line_start : len(data) if line_end < 0 else line_end]
-            present = frozenset(message_tokens(line.decode("utf-8", "replace")))
-            ok = any(need <= present for need in self._needs[index])
+            present = words.get(line_start)
+            if present is None:
+                line_end = data.find(b"\n", end)
+                line = data[line_start : len(data) if line_end < 0 else line_end]
+                # Every word of the line, short ones too: a superset of the table's tokens
+                # (needed words are all long enough), found with one regex pass.
+                present = words[line_start] = frozenset(
+                    _LINE_WORD.findall(line.decode("utf-8", "replace"))
+                )
+            ok = self._alone[index] or any(
+                rest <= present
+                for key in present
+                if (group := self._keyed[index].get(key)) is not None
+                for rest in group
+            )
             checked[(line_start, index)] = ok
             if ok:
                 found.add(line_start)

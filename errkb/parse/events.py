@@ -18,6 +18,9 @@ class EventKind(enum.StrEnum):
     TRACEBACK = "traceback"  #: the last line(s) of a Python traceback (any flavour)
     BARE = "bare"  #: a ``Class: message`` line outside a traceback
     LOG = "log"  #: a logger line that carries a message without a traceback
+    #: a known message the message-first pass found at a message boundary of a line no other
+    #: event covers (``errkb.match.msgfirst``)
+    FOUND = "found"
 
 
 class ChainLink(enum.StrEnum):

@@ -1,0 +1,190 @@
+r"""The message-first pass: known messages found on lines that structure-first parsing left alone.
+
+Structure-first parsing (``errkb.parse``) finds exceptions by their shape: a traceback, a
+``Class: message`` line, a logger record with an error level, a container's fields. A known
+message printed without any of that (``[worker 3] Comfy INT8 layer ...``, an INFO record that
+quotes one after ``; ``, a paragraph of an HTML page) leaves no event. This pass reads the lines
+no event covers and keeps what a record's own pattern confirms *at a message boundary*:
+
+* a line's candidate records come from the same rule as everywhere (``candidate_ids``: every
+  indexed word of the record is on the line), from the anchor table in memory when the caller
+  loaded it, else from the database's index; a large input (``SCAN_ABOVE`` and more) is not read
+  line by line at all: one ``BufferScan`` pass over the whole buffer (Hyperscan or Aho-Corasick,
+  C speed) names the lines that can hold a message, and only those are cleaned and verified;
+* the message must begin where a message can begin: at the line's start once its prefixes are
+  stripped (the one table, ``errkb.parse.prefixes``), or right after a separator (``SEPARATORS``),
+  and the record's RE2 pattern, end-anchored, must match from there to the line's end. A text in
+  the middle of a word run (``xComfy INT8 ...``, ``raise ValueError("Comfy ...``) is never one;
+* lines an event already covers are skipped, and so is the whole body of a parsed traceback
+  (frames, their source lines, rich's context lines), so a source line is never an occurrence;
+  what the pass finds becomes ``FOUND`` events that go through ``decide`` like any other event,
+  so its guards (template placeholders in captures are source text, more literal text wins,
+  one match per record and captures) hold here too.
+
+A match found only by this pass scores lower than one with a class or a level on its line
+(``decide.MESSAGE_FIRST_PENALTY``) and says so in its evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from errkb.match.matcher import Hit
+from errkb.parse.events import EventKind, LogEvent
+
+if TYPE_CHECKING:
+    from errkb.match.scan import BufferScan
+
+#: Where a message can begin inside a line, besides the line's start: after a clause separator,
+#: a ``key: `` label, a dash, a closing bracket or a pipe (``[worker 3] ``, ``step 3; ``,
+#: ``docker-compose | ``).
+SEPARATORS = ("; ", ": ", " - ", "] ", "| ", " -- ")
+#: Message starts tried per line at most: a line of a thousand ``: `` is not a thousand messages.
+MAX_STARTS = 16
+#: Lines shorter than this hold no message worth a look-up (every record has a 4-character anchor).
+MIN_MESSAGE_CHARS = 8
+#: Characters of one line the pass reads at most (the parser reads a message up to 1 MiB; a line
+#: this long is not a bare message).
+MAX_LINE_CHARS = 1 << 16
+
+
+class BoundaryMatcher(Protocol):
+    """What the pass needs from a matcher (``IndexedMatcher.find_from``)."""
+
+    def find_from(self, text: str, starts: Sequence[int]) -> list[Hit]: ...
+
+
+def covered_lines(events: Iterable[LogEvent]) -> set[int]:
+    """Input lines an event stands for: its message lines and its whole traceback body."""
+    covered: set[int] = set()
+    for event in events:
+        covered.update(event.lines)
+        covered.update(event.repeat_lines)
+        covered.update(line.number for line in event.message_lines)
+        if event.frames and event.lines:
+            # Frames, their source lines and any context a renderer showed between them: the
+            # body runs from the first frame to the message.
+            first = min(frame.input_line for frame in event.frames)
+            covered.update(range(first, max(event.lines) + 1))
+    return covered
+
+
+def message_starts(text: str) -> list[int]:
+    """Offsets in ``text`` where a message may begin: 0, and right after each separator."""
+    starts = {0}
+    for separator in SEPARATORS:
+        at = text.find(separator)
+        while at >= 0 and len(starts) < MAX_STARTS:
+            after = at + len(separator)
+            # Separators run together ("] - "): the message begins after the last of them.
+            if after < len(text) and not text[after].isspace():
+                starts.add(after)
+            at = text.find(separator, after)
+    return sorted(starts)[:MAX_STARTS]
+
+
+def found_events(
+    texts: Iterable[tuple[int, str, str]], covered: set[int], matcher: BoundaryMatcher
+) -> list[LogEvent]:
+    """``FOUND`` events for the (line, cleaned text, origin) lines no event covers."""
+    out: list[LogEvent] = []
+    seen: dict[str, list[int]] = {}  # a text's verified message starts: logs repeat lines
+    for number, raw, origin in texts:
+        if number in covered:
+            continue
+        text = raw[:MAX_LINE_CHARS].strip()
+        if len(text) < MIN_MESSAGE_CHARS:
+            continue
+        starts = seen.get(text)
+        if starts is None:
+            hits = matcher.find_from(text, message_starts(text))
+            starts = seen[text] = sorted({hit.start for hit in hits})
+        for start in starts:
+            out.append(
+                LogEvent(
+                    EventKind.FOUND,
+                    None,
+                    text[start:],
+                    (number,),
+                    # One place per line (and container value): a record found from two
+                    # starts of one line is one occurrence.
+                    origin=origin,
+                )
+            )
+    return out
+
+
+def small_input_lines(text: str) -> Iterator[tuple[int, str, str]]:
+    """Every cleaned line of a small input, containers' decoded texts included."""
+    from errkb.parse.containers import decode_containers, looks_like_container
+    from errkb.parse.text import normalize
+
+    if looks_like_container(text):
+        decoded = decode_containers(text)
+        if decoded is not None:
+            if decoded.plain is not None:
+                yield from _cleaned(decoded.plain, None, "")
+            for view in decoded.views:
+                count = view.text.count("\n") + 1
+                yield from _cleaned(
+                    view.text, [view.line(k) for k in range(1, count + 1)], view.origin
+                )
+            return
+    for line in normalize(text).lines:
+        yield line.number, line.text, ""
+
+
+def _cleaned(
+    text: str, line_map: Sequence[int] | None, origin: str
+) -> Iterator[tuple[int, str, str]]:
+    from errkb.parse.text import normalize
+
+    for line in normalize(text, line_map).lines:
+        yield line.number, line.text, origin
+
+
+def scanned_lines(data: bytes, scan: BufferScan) -> Iterator[tuple[int, str, str]]:
+    """The cleaned lines of a large input that one buffer pass says may hold a message."""
+    from errkb.parse.containers import decode_containers, looks_like_container
+
+    number, position = 1, 0
+    for offset in scan.line_offsets(data):
+        # Line numbers by counting newlines between hits: a C-speed count, no line list.
+        number += data.count(b"\n", position, offset)
+        position = offset
+        end = data.find(b"\n", offset)
+        raw = data[offset : len(data) if end < 0 else end][: MAX_LINE_CHARS * 4]
+        line = raw.decode("utf-8", "replace")
+        if looks_like_container(line):
+            decoded = decode_containers(line)
+            if decoded is not None:
+                for view in decoded.views:
+                    count = view.text.count("\n") + 1
+                    yield from _cleaned(view.text, [number] * count, view.origin)
+                continue
+        yield from _cleaned(line, [number], "")
+
+
+def message_first(
+    data: str | bytes,
+    events: Sequence[LogEvent],
+    matcher: BoundaryMatcher,
+    scan: BufferScan | None = None,
+) -> list[LogEvent]:
+    """The pass itself: known messages on the lines of ``data`` that ``events`` leave uncovered.
+
+    With ``scan`` (a large input) only the lines the buffer pass names are read; without it
+    every line is.
+    """
+    from errkb.parse.text import decode_input
+
+    covered = covered_lines(events)
+    if scan is not None:
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+        if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:4096]:
+            # UTF-16 (or NUL-ridden) bytes hold no byte-searchable words: decode them first.
+            raw = decode_input(raw).encode("utf-8", "surrogatepass")
+        return found_events(scanned_lines(raw, scan), covered, matcher)
+    text = decode_input(data) if isinstance(data, bytes) else data
+    return found_events(small_input_lines(text), covered, matcher)

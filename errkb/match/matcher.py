@@ -294,8 +294,9 @@ class IndexedMatcher:
 
         return candidate_ids(self._view, text)
 
-    def find(self, text: str) -> list[Hit]:
-        ids = sorted(set(self.candidate_ids(text)))
+    def find(self, text: str, among: Sequence[str] | None = None) -> list[Hit]:
+        """Hits on ``text``; with ``among``, those ids are the candidates (a superset is fine)."""
+        ids = sorted(set(self.candidate_ids(text) if among is None else among))
         self._seen.update(ids)
         if len(self._seen) > self._cache.size:
             self._cache.reserve(len(self._seen))
@@ -306,14 +307,17 @@ class IndexedMatcher:
                 hits.append(hit)
         return hits
 
-    def find_from(self, text: str, starts: Sequence[int]) -> list[Hit]:
+    def find_from(
+        self, text: str, starts: Sequence[int], among: Sequence[str] | None = None
+    ) -> list[Hit]:
         """Per record, its hit on ``text`` from the first of ``starts`` its pattern matches from.
 
         The message-first pass's boundary rule (``errkb.match.msgfirst``): the match must begin
         exactly at a start and run to the end; ``Hit.start`` is that start in ``text``.
+        ``among`` as for ``find``.
         """
         hits = []
-        for hit in self.find(text):
+        for hit in self.find(text, among):
             for start in starts:
                 if start < hit.start:
                     continue  # RE2's match is the leftmost: none begins before it

@@ -27,9 +27,10 @@ A match found only by this pass scores lower than one with a class or a level on
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from errkb.match.index import MAX_QUERY_TOKENS, message_tokens
 from errkb.match.matcher import Hit
 from errkb.parse.events import EventKind, LogEvent
 
@@ -49,10 +50,18 @@ MIN_MESSAGE_CHARS = 8
 MAX_LINE_CHARS = 1 << 16
 
 
-class BoundaryMatcher(Protocol):
-    """What the pass needs from a matcher (``IndexedMatcher.find_from``)."""
+#: (input line, cleaned text, container origin, the line's candidates when already known)
+Line = tuple[int, str, str, Sequence[str] | None]
 
-    def find_from(self, text: str, starts: Sequence[int]) -> list[Hit]: ...
+
+class BoundaryMatcher(Protocol):
+    """What the pass needs from a matcher (``IndexedMatcher``)."""
+
+    def candidate_ids(self, text: str) -> list[str]: ...
+
+    def find_from(
+        self, text: str, starts: Sequence[int], among: Sequence[str] | None = None
+    ) -> list[Hit]: ...
 
 
 def covered_lines(events: Iterable[LogEvent]) -> set[int]:
@@ -85,37 +94,66 @@ def message_starts(text: str) -> list[int]:
 
 
 def found_events(
-    texts: Iterable[tuple[int, str, str]], covered: set[int], matcher: BoundaryMatcher
+    texts: Iterable[Line],
+    covered: Container[int],
+    matcher: BoundaryMatcher,
+    *,
+    batched: bool = False,
 ) -> list[LogEvent]:
-    """``FOUND`` events for the (line, cleaned text, origin) lines no event covers."""
-    out: list[LogEvent] = []
-    seen: dict[str, list[int]] = {}  # a text's verified message starts: logs repeat lines
-    for number, raw, origin in texts:
+    """``FOUND`` events for the lines no event covers.
+
+    ``batched``: candidates are asked once for a batch of lines holding at most
+    ``MAX_QUERY_TOKENS`` distinct words between them (a superset of each line's own, verified
+    per line as ever): a database query costs about a millisecond whatever it asks, and most
+    batches of a log's lines select nothing at all.
+    """
+    lines: list[tuple[int, str, str, Sequence[str] | None]] = []
+    for number, raw, origin, known in texts:
         if number in covered:
             continue
         text = raw[:MAX_LINE_CHARS].strip()
-        if len(text) < MIN_MESSAGE_CHARS:
-            continue
-        starts = seen.get(text)
+        if len(text) >= MIN_MESSAGE_CHARS:
+            lines.append((number, text, origin, known))
+    starts_of: dict[str, list[int]] = {}  # each distinct text's verified starts: logs repeat
+    if batched:
+        for batch in _batches(dict.fromkeys(text for _n, text, _o, _k in lines)):
+            among = matcher.candidate_ids("\n".join(batch))
+            for text in batch:
+                starts_of[text] = _verified(matcher, text, among) if among else []
+    out: list[LogEvent] = []
+    for number, text, origin, known in lines:
+        starts = starts_of.get(text)
         if starts is None:
-            hits = matcher.find_from(text, message_starts(text))
-            starts = seen[text] = sorted({hit.start for hit in hits})
-        for start in starts:
-            out.append(
-                LogEvent(
-                    EventKind.FOUND,
-                    None,
-                    text[start:],
-                    (number,),
-                    # One place per line (and container value): a record found from two
-                    # starts of one line is one occurrence.
-                    origin=origin,
-                )
-            )
+            starts = starts_of[text] = _verified(matcher, text, known)
+        # One place per line (and container value): a record found from two starts of one
+        # line is one occurrence.
+        out.extend(
+            LogEvent(EventKind.FOUND, None, text[start:], (number,), origin=origin)
+            for start in starts
+        )
     return out
 
 
-def small_input_lines(text: str) -> Iterator[tuple[int, str, str]]:
+def _verified(matcher: BoundaryMatcher, text: str, among: Sequence[str] | None) -> list[int]:
+    return sorted({hit.start for hit in matcher.find_from(text, message_starts(text), among)})
+
+
+def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
+    """``texts`` in order, cut where their distinct words would pass ``MAX_QUERY_TOKENS``."""
+    batch: list[str] = []
+    words: set[str] = set()
+    for text in texts:
+        own = message_tokens(text)
+        if batch and len(words.union(own)) > MAX_QUERY_TOKENS:
+            yield batch
+            batch, words = [], set()
+        batch.append(text)
+        words.update(own)
+    if batch:
+        yield batch
+
+
+def small_input_lines(text: str) -> Iterator[Line]:
     """Every cleaned line of a small input, containers' decoded texts included."""
     from errkb.parse.containers import decode_containers, looks_like_container
     from errkb.parse.text import normalize
@@ -132,27 +170,24 @@ def small_input_lines(text: str) -> Iterator[tuple[int, str, str]]:
                 )
             return
     for line in normalize(text).lines:
-        yield line.number, line.text, ""
+        yield line.number, line.text, "", None
 
 
-def _cleaned(
-    text: str, line_map: Sequence[int] | None, origin: str
-) -> Iterator[tuple[int, str, str]]:
+def _cleaned(text: str, line_map: Sequence[int] | None, origin: str) -> Iterator[Line]:
     from errkb.parse.text import normalize
 
     for line in normalize(text, line_map).lines:
-        yield line.number, line.text, origin
+        yield line.number, line.text, origin, None
 
 
-def scanned_lines(data: bytes, scan: BufferScan) -> Iterator[tuple[int, str, str]]:
-    """The cleaned lines of a large input that one buffer pass says may hold a message."""
+def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Iterator[Line]:
+    """The cleaned lines of a large input that one buffer pass says may hold a message.
+
+    Each comes with its candidates, found by the pass itself (the table's rule, in one go).
+    """
     from errkb.parse.containers import decode_containers, looks_like_container
 
-    number, position = 1, 0
-    for offset in scan.line_offsets(data):
-        # Line numbers by counting newlines between hits: a C-speed count, no line list.
-        number += data.count(b"\n", position, offset)
-        position = offset
+    for number, offset, among in scan.line_candidates(data, covered):
         end = data.find(b"\n", offset)
         raw = data[offset : len(data) if end < 0 else end][: MAX_LINE_CHARS * 4]
         line = raw.decode("utf-8", "replace")
@@ -161,9 +196,11 @@ def scanned_lines(data: bytes, scan: BufferScan) -> Iterator[tuple[int, str, str
             if decoded is not None:
                 for view in decoded.views:
                     count = view.text.count("\n") + 1
-                    yield from _cleaned(view.text, [number] * count, view.origin)
+                    for _n, text, origin, _k in _cleaned(view.text, [number] * count, view.origin):
+                        yield number, text, origin, among
                 continue
-        yield from _cleaned(line, [number], "")
+        for _n, text, origin, _k in _cleaned(line, [number], ""):
+            yield number, text, origin, among
 
 
 def message_first(
@@ -185,6 +222,6 @@ def message_first(
         if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:4096]:
             # UTF-16 (or NUL-ridden) bytes hold no byte-searchable words: decode them first.
             raw = decode_input(raw).encode("utf-8", "surrogatepass")
-        return found_events(scanned_lines(raw, scan), covered, matcher)
+        return found_events(scanned_lines(raw, scan, covered), covered, matcher)
     text = decode_input(data) if isinstance(data, bytes) else data
-    return found_events(small_input_lines(text), covered, matcher)
+    return found_events(small_input_lines(text), covered, matcher, batched=True)

@@ -32,7 +32,7 @@ import contextlib
 import hashlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -217,15 +217,15 @@ class BufferScan:
         self.table = table
         if self.engine not in ENGINES:
             raise ValueError(f"unknown scan engine {self.engine!r} (one of {', '.join(ENGINES)})")
-        # Per scan word: whether it alone selects a record, and the other words each of its
+        # Per scan word: the records it alone selects, and the other words each of its other
         # records needs, keyed by one of them, so a line is checked with a look-up per word it
         # holds, not a subset test per record (a common scan word selects a thousand records).
         # Read from the table's raw lines, not its parsed entries: a build touches every
         # record, and a frozenset per record was most of its cost.
-        words: dict[str, tuple[list[bool], dict[str, list[frozenset[str]]]]] = {}
+        words: dict[str, tuple[list[str], dict[str, list[tuple[frozenset[str], str]]]]] = {}
         for word, raw in table.raw_items():
             for entry in raw.split(" "):
-                _rid, _, others = entry.partition(":")
+                rid, _, others = entry.partition(":")
                 if not others:
                     every = [word]
                 else:
@@ -235,14 +235,14 @@ class BufferScan:
                 longest = max(sorted(every), key=len)
                 if len(longest) < MIN_SCAN_WORD or not longest.isascii():
                     continue
-                alone, keyed = words.setdefault(longest, ([False], {}))
+                alone, keyed = words.setdefault(longest, ([], {}))
                 rest = [w for w in every if w != longest]
                 if rest:
-                    keyed.setdefault(rest[0], []).append(frozenset(rest))
+                    keyed.setdefault(rest[0], []).append((frozenset(rest), rid))
                 else:
-                    alone[0] = True
+                    alone.append(rid)
         self._words = sorted(words)
-        self._alone = [words[w][0][0] for w in self._words]
+        self._alone = [tuple(words[w][0]) for w in self._words]
         self._keyed = [
             {key: tuple(group) for key, group in words[w][1].items()} for w in self._words
         ]
@@ -298,36 +298,51 @@ class BufferScan:
 
     def line_offsets(self, data: bytes) -> list[int]:
         """Start offsets of the lines holding a verified hit, ascending, each once."""
-        found: set[int] = set()
-        checked: dict[tuple[int, int], bool] = {}
-        # A line's words, tokenised once however many scan words it holds (a dense log's lines
-        # hold several).
-        words: dict[int, frozenset[str]] = {}
+        return [offset for _number, offset in self.lines(data)]
+
+    def lines(self, data: bytes, skip: Container[int] = ()) -> list[tuple[int, int]]:
+        """(1-based line number, start offset) of each line holding a verified hit, ascending.
+
+        Lines whose number is in ``skip`` are left out before their words are read (the
+        message-first pass skips the lines an event already covers).
+        """
+        return [(number, offset) for number, offset, _ids in self.line_candidates(data, skip)]
+
+    def line_candidates(
+        self, data: bytes, skip: Container[int] = ()
+    ) -> list[tuple[int, int, tuple[str, ...]]]:
+        """``lines`` with the ids of the records each line holds every indexed word of."""
+        # First the whole-word hits, grouped by line (no Python work per line yet) ...
+        by_line: dict[int, set[int]] = {}
         for index, end in self._scan(data):
             start = end - len(self._words[index])
             if (start > 0 and (data[start - 1] in _WORD_BYTE or data[start - 1] >= 0x80)) or (
                 end < len(data) and (data[end] in _WORD_BYTE or data[end] >= 0x80)
             ):
                 continue
-            line_start = data.rfind(b"\n", 0, start) + 1
-            if line_start in found or checked.get((line_start, index)) is False:
+            by_line.setdefault(data.rfind(b"\n", 0, start) + 1, set()).add(index)
+        # ... then each line once, in order: numbered by counting newlines between lines (C
+        # speed), and its words read once however many scan words it holds.
+        found: list[tuple[int, int, tuple[str, ...]]] = []
+        number, position = 1, 0
+        for line_start in sorted(by_line):
+            number += data.count(b"\n", position, line_start)
+            position = line_start
+            if number in skip:
                 continue
-            present = words.get(line_start)
-            if present is None:
-                line_end = data.find(b"\n", end)
-                line = data[line_start : len(data) if line_end < 0 else line_end]
-                # Every word of the line, short ones too: a superset of the table's tokens
-                # (needed words are all long enough), found with one regex pass.
-                present = words[line_start] = frozenset(
-                    _LINE_WORD.findall(line.decode("utf-8", "replace"))
-                )
-            ok = self._alone[index] or any(
-                rest <= present
-                for key in present
-                if (group := self._keyed[index].get(key)) is not None
-                for rest in group
-            )
-            checked[(line_start, index)] = ok
-            if ok:
-                found.add(line_start)
-        return sorted(found)
+            line_end = data.find(b"\n", line_start)
+            line = data[line_start : len(data) if line_end < 0 else line_end]
+            # Every word of the line, short ones too: a superset of the table's tokens (needed
+            # words are all long enough), found with one regex pass.
+            present = frozenset(_LINE_WORD.findall(line.decode("utf-8", "replace")))
+            ids: list[str] = []
+            for index in by_line[line_start]:
+                ids.extend(self._alone[index])
+                keyed = self._keyed[index]
+                for key in present:
+                    group = keyed.get(key)
+                    if group is not None:
+                        ids.extend(rid for rest, rid in group if rest <= present)
+            if ids:
+                found.append((number, line_start, tuple(sorted(set(ids)))))
+        return found

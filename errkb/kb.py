@@ -23,7 +23,7 @@ from errkb.errors import NotFoundError, StoreError
 from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
-from errkb.report import KnowledgeBaseInfo, RecordView, Report
+from errkb.report import Confidence, KnowledgeBaseInfo, RecordView, Report
 from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
@@ -115,13 +115,6 @@ class KnowledgeBase:
             if table is None and want:
                 table = self._anchor_table(view, state, dataset_version, wait=anchors)
             matcher = IndexedMatcher(view, cache, table)
-            if text is not None:
-                from errkb.match.msgfirst import message_first
-
-                # The message-first pass: known messages on the lines no event covers; a large
-                # input is read by one buffer pass, not line by line.
-                scan = self._buffer_scan(table, state) if anchors and table is not None else None
-                events = events + message_first(text, events, matcher, scan)
             records: dict[str, RecordJSON | None] = {}
 
             def lookup(rid: str) -> RecordJSON | None:
@@ -132,6 +125,20 @@ class KnowledgeBase:
             matches, unmatched = decide(
                 events, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
             )
+            if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
+                from errkb.match.msgfirst import message_first
+
+                # Structure-first parsing explained nothing: the message-first pass looks for
+                # known messages on the lines no event covers (a large input through one buffer
+                # pass). Its events only ever give exact matches, never unmatched or similar
+                # entries, so they are decided on their own and put first.
+                scan = self._buffer_scan(table, state) if anchors and table is not None else None
+                found = message_first(text, events, matcher, scan)
+                if found:
+                    extra, _none = decide(
+                        found, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
+                    )
+                    matches = extra + matches
         return Report(__version__, dataset_version, matches, unmatched, sample)
 
     def _cache_for(self, state: str) -> SpecCache:

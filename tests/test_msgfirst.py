@@ -225,3 +225,17 @@ def test_any_sibling_after_a_known_prefix_never_matches(
     mf_kb: errkb.KnowledgeBase, sibling: str, prefix: str
 ) -> None:
     assert mf_kb.explain(f"{prefix}{sibling}\n").exact == ()
+
+
+def test_the_pass_runs_when_structure_first_explains_nothing(mf_kb: errkb.KnowledgeBase) -> None:
+    # An unknown traceback (unmatched, with its suggestions) and a bare known message: the pass
+    # finds the message and the unmatched exception stays listed.
+    text = f"ValueError: something else entirely went wrong here\n[worker 3] {MESSAGE}\n"
+    report = mf_kb.explain(text)
+    assert [(m.id, m.lines) for m in report.exact] == [(COMFY, (2,))]
+    assert [(u.cls, u.line) for u in report.unmatched] == [("ValueError", 1)]
+    # Once structure-first parsing explained something, the pass does not run (issue 10's
+    # rule: it is the fallback for input nothing else explained).
+    quanto = "ValueError: Quanto layer 'q' has incompatible scale F32 (16,)"
+    both = mf_kb.explain(f"{quanto}\n[worker 3] {MESSAGE}\n")
+    assert [(m.id, m.lines) for m in both.exact] == [("5c84e15f4be2c1a6", (1,))]

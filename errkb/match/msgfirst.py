@@ -187,7 +187,11 @@ def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Ite
     """
     from errkb.parse.containers import decode_containers, looks_like_container
 
+    plain: list[str] = []
+    numbers: list[int] = []
+    known: dict[int, tuple[str, ...]] = {}
     for number, offset, among in scan.line_candidates(data, covered):
+        known[number] = among
         end = data.find(b"\n", offset)
         raw = data[offset : len(data) if end < 0 else end][: MAX_LINE_CHARS * 4]
         line = raw.decode("utf-8", "replace")
@@ -199,8 +203,12 @@ def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Ite
                     for _n, text, origin, _k in _cleaned(view.text, [number] * count, view.origin):
                         yield number, text, origin, among
                 continue
-        for _n, text, origin, _k in _cleaned(line, [number], ""):
-            yield number, text, origin, among
+        plain.append(line)
+        numbers.append(number)
+    # The plain lines are cleaned in one call (one line map), not one call each: its set-up
+    # cost was most of a line's.
+    for number, text, origin, _k in _cleaned("\n".join(plain), numbers, ""):
+        yield number, text, origin, known[number]
 
 
 def message_first(

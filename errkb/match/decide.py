@@ -12,7 +12,10 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
    pattern), then agreement with the traceback's frames; the others become alternatives.
 4. One match per distinct (record, captured values) across the whole input: the cause, its
    wrapper and every rank's copy are one match with ``occurrences`` and all their lines.
-5. Exceptions nothing matched get up to three ``similar`` suggestions (rapidfuzz over the
+5. A ``FOUND`` event (``errkb.match.msgfirst``: a known message at a message boundary of a line
+   nothing else explained) counts only hits that begin at its first character, and scores
+   ``MESSAGE_FIRST_PENALTY`` lower: no class, level or field backs it.
+6. Exceptions nothing matched get up to three ``similar`` suggestions (rapidfuzz over the
    templates with placeholders masked), clearly marked as suggestions.
 """
 

@@ -4,13 +4,18 @@ Structure-first parsing (``errkb.parse``) finds exceptions by their shape: a tra
 ``Class: message`` line, a logger record with an error level, a container's fields. A known
 message printed without any of that (``[worker 3] Comfy INT8 layer ...``, an INFO record that
 quotes one after ``; ``, a paragraph of an HTML page) leaves no event. This pass reads the lines
-no event covers and keeps what a record's own pattern confirms *at a message boundary*:
+no event covers and keeps what a record's own pattern confirms *at a message boundary*. It is
+the fallback issue 10 names: ``KnowledgeBase`` runs it when deciding the parsed events explained
+nothing (so a log structure-first parsing reads costs nothing more); issue 11's whole-buffer pass
+is the same code with that condition lifted.
 
 * a line's candidate records come from the same rule as everywhere (``candidate_ids``: every
   indexed word of the record is on the line), from the anchor table in memory when the caller
   loaded it, else from the database's index; a large input (``SCAN_ABOVE`` and more) is not read
   line by line at all: one ``BufferScan`` pass over the whole buffer (Hyperscan or Aho-Corasick,
-  C speed) names the lines that can hold a message, and only those are cleaned and verified;
+  C speed) names the lines that can hold a message and their candidates, and only those are
+  cleaned and verified (a record whose indexed words are all shorter than ``MIN_SCAN_WORD`` is
+  not in that pass); small inputs ask the index once per batch of lines, not once per line;
 * the message must begin where a message can begin: at the line's start once its prefixes are
   stripped (the one table, ``errkb.parse.prefixes``), or right after a separator (``SEPARATORS``),
   and the record's RE2 pattern, end-anchored, must match from there to the line's end. A text in

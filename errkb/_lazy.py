@@ -1,14 +1,19 @@
-"""Names a package re-exports on first use (PEP 562), shared by ``errkb`` and ``errkb.report``.
+"""What is made on first use, not at import: re-exported names and rarely used regexes.
 
-A package whose ``__getattr__`` calls :func:`load` lists, for each lazily exported name, the
-module defining it; the first look-up imports that module and stores the value in the package's
-namespace, so later look-ups never reach ``__getattr__`` again.
+A package whose ``__getattr__`` (PEP 562) calls :func:`load` lists, for each lazily exported
+name, the module defining it; the first look-up imports that module and stores the value in the
+package's namespace, so later look-ups never reach ``__getattr__`` again (``errkb``,
+``errkb.report``). :func:`pattern` is a module-level regex that only some inputs need: compiling
+a Python regex costs 0.1-1 ms, and a one-shot ``errkb explain`` is mostly import time.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Mapping, MutableMapping
+import re
+from collections.abc import Callable, Mapping, MutableMapping
+from typing import AnyStr
 
 
 def load(
@@ -24,3 +29,16 @@ def load(
     value: object = getattr(importlib.import_module(module), attr)
     namespace[name] = value  # later look-ups skip __getattr__
     return value
+
+
+def pattern(source: AnyStr, flags: int = 0) -> Callable[[], re.Pattern[AnyStr]]:
+    """A function returning ``re.compile(source, flags)``, compiled on its first call only.
+
+    Call it once before a loop rather than per iteration where the loop is hot.
+    """
+
+    @functools.cache
+    def compiled() -> re.Pattern[AnyStr]:
+        return re.compile(source, flags)
+
+    return compiled

@@ -9,6 +9,7 @@ report values and renderers, and what only an error path needs. The process is r
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -46,15 +47,30 @@ NOT_ON_EXPLAIN = {
     "jsonschema": "full schema validation: only writes validate",
     "logging": "only a record RE2 refuses logs",
     "traceback": "only --debug prints one",
+    "errkb.parse.containers": "the container decoder: plain text needs only errkb.parse.sniff",
+    "html": "its entity table: only text holding an entity is unescaped",
+    "hashlib": "OpenSSL: only a large input builds or reads the anchor table",
 }
 
 
 #: Runs the command line as ``python -m errkb`` does, then lists ``sys.modules`` at exit (not
-#: ``-X importtime``, which misses modules loaded by ``importlib.import_module``).
+#: ``-X importtime``, which misses modules loaded by ``importlib.import_module``), and as
+#: ``pattern:MODULE.NAME`` each regex made by ``errkb._lazy.pattern`` that was compiled.
 PROBE = """
 import atexit, runpy, sys
+
+def listing():
+    names = sorted(sys.modules)
+    for mod in [m for m in names if m.startswith("errkb")]:
+        for name, value in sorted(vars(sys.modules[mod]).items()):
+            wrapped = getattr(value, "__wrapped__", None)
+            if getattr(wrapped, "__qualname__", "") == "pattern.<locals>.compiled":
+                if value.cache_info().currsize:
+                    names.append(f"pattern:{mod}.{name}")
+    return "\\n".join(names)
+
 out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+atexit.register(lambda: open(out, "w").write(listing()))
 sys.argv[0] = "errkb"
 runpy.run_module("errkb", run_name="__main__", alter_sys=True)
 """
@@ -95,6 +111,25 @@ def test_cold_explain_imports_only_what_explaining_needs(built: Path, tmp_path: 
     assert "5c84e15f4be2c1a6" in out  # it did explain (the quanto record, with its validator)
     assert {"errkb.kb", "errkb.cli.records", "errkb.validators.quanto"} <= modules  # it sees them
     assert _offending(modules) == {}
+    # The patterns only other inputs need (IPython, exception groups, fences, bytes, entities)
+    # are compiled on first use, and a plain log is not that use.
+    assert {m for m in modules if m.startswith("pattern:")} == set()
+
+
+def test_the_probe_sees_the_container_decoder_and_its_patterns(built: Path, tmp_path: Path) -> None:
+    # docker's json-file lines: the decoder is imported and compiles its patterns when needed.
+    text = (EXAMPLES / "quanto-incompatible-scale.log").read_text(encoding="utf-8")
+    log = tmp_path / "docker.log"
+    log.write_text(
+        "".join(
+            json.dumps({"log": line, "stream": "stderr"}) + "\n" for line in text.splitlines(True)
+        ),
+        encoding="utf-8",
+    )
+    out, modules = _imported(["--db", str(built), "explain", str(log)], tmp_path)
+    assert "5c84e15f4be2c1a6" in out
+    assert "errkb.parse.containers" in set(_offending(modules))
+    assert "pattern:errkb.parse.containers._doc_line_re" in modules
 
 
 def test_the_probe_sees_what_another_command_imports(built: Path, tmp_path: Path) -> None:

@@ -29,7 +29,6 @@ Words are runs of ``\w`` (no tab, space, colon or comma); record ids are ``[0-9a
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import re
 import threading
 from collections.abc import Callable, Container, Iterable, Iterator
@@ -128,6 +127,8 @@ class AnchorTable:
 
 
 def _header(state: str, dataset_version: str | None, body: bytes) -> str:
+    import hashlib  # OpenSSL costs ~3 ms at import; a small input never builds or reads a table
+
     return f"{FORMAT} {state} {dataset_version or '-'} {hashlib.sha256(body).hexdigest()}\n"
 
 

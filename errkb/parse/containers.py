@@ -30,13 +30,13 @@ it may be a piece of reassembled output, but not walked).
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
 
+from errkb import _lazy
+from errkb.parse.sniff import JSON_START, looks_like_container, unescape_markup
 from errkb.parse.traceback import is_exception_class
 
 __all__ = [
@@ -48,8 +48,6 @@ __all__ = [
     "unescape_markup",
 ]
 
-_T = TypeVar("_T", str, bytes)
-
 #: Documents larger than this (characters) are not decoded: they are parsed as plain text.
 MAX_DOCUMENT_CHARS = 64 << 20
 #: Strings inside strings are decoded this deep (a JSON reply in a JSON log line is depth 2).
@@ -60,28 +58,21 @@ MAX_NESTING = 64
 MAX_VIEWS = 200_000
 #: A string shorter than this, or one without a space or newline, cannot hold a message.
 MIN_TEXT_CHARS = 8
-#: Entities are undone at most this many times (an escaped page saved inside another page).
-MAX_UNESCAPES = 3
 
-# How a JSON document or a markup document begins.
-_JSON_START = (
-    r'\{\s{0,32}["}]'
-    r"|\[\s{0,32}(?:[\[{\"\]]|true|false|null|-?\d{1,32}(?:\.\d{1,32})?(?:[eE][+-]?\d{1,4})?\s{0,32}[,\]])"
-)
-_START_RE = re.compile(f"(?:{_JSON_START})|<[A-Za-z!?]")
-_START_BYTES_RE = re.compile(_START_RE.pattern.encode())
+# Every pattern here is compiled on first use: only a container needs it (plain text never
+# imports this module: errkb.parse.sniff tells them apart).
 # A line that may begin a JSON document.
-_DOC_LINE_RE = re.compile(f"^[ \\t\ufeff]{{0,64}}(?:{_JSON_START})", re.M)
+_doc_line_re = _lazy.pattern(f"^[ \\t\ufeff]{{0,64}}(?:{JSON_START})", re.M)
 # The same line after its newline: a pattern that starts with a literal lets the regex engine
 # jump from newline to newline in C, where ``^`` under MULTILINE tries every position (3x
 # slower; a 50 MB log with one JSON line spent ~10% of its scan here).
-_DOC_AFTER_NEWLINE_RE = re.compile(f"\\n([ \\t\ufeff]{{0,64}}(?:{_JSON_START}))")
+_doc_after_newline_re = _lazy.pattern(f"\\n([ \\t\ufeff]{{0,64}}(?:{JSON_START}))")
 # A JSON string literal; JSON strings cannot hold a raw newline, so a match stays on its line.
-_STRING_RE = re.compile(r'"(?:[^"\\\n]|\\.){0,1048576}"')
+_string_re = _lazy.pattern(r'"(?:[^"\\\n]|\\.){0,1048576}"')
 # An exception class as a structured field holds it: a dotted identifier, nothing else.
-_CLASS_RE = re.compile(r"[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}")
+_class_re = _lazy.pattern(r"[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}")
 # A source file as a frame names it.
-_SOURCE_PATH_RE = re.compile(
+_source_path_re = _lazy.pattern(
     r"(?:.{0,4096}[/\\])?[^/\\\n]{0,255}\.(?:py|pyx|pyi|ipynb|js|mjs|ts|rs|go|java|kt|rb|c|cc|cpp|cu|h|hpp)"
     # a frame of code without a file ("<lambda>" is a function name, not one of these)
     r"|<(?:string|stdin|console|frozen [\w.]{1,128}|ipython-input-[\w-]{1,64})>"
@@ -92,7 +83,7 @@ _SOURCE_ENDS = (
     ".rb", ".c", ".cc", ".cpp", ".cu", ".h", ".hpp", ">",
 )  # fmt: skip
 # A markup tag, comment, CDATA section, or a script/style element with its content.
-_MARKUP_RE = re.compile(
+_markup_re = _lazy.pattern(
     r"<!--.{0,65536}?-->"
     r"|<!\[CDATA\[(?P<cdata>.{0,1048576}?)\]\]>"
     r"|<(?P<raw>script|style)\b[^>]{0,4096}>.{0,1048576}?</(?P=raw)\s{0,8}>"
@@ -100,7 +91,7 @@ _MARKUP_RE = re.compile(
     r"|<[!?][^<>]{0,4096}>",
     re.DOTALL | re.IGNORECASE,
 )
-_ATTR_RE = re.compile(
+_attr_re = _lazy.pattern(
     r"(?P<key>[\w:.-]{1,64})\s{0,8}=\s{0,8}(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)')"
 )
 # Tags that only colour or mark up text inside a line: dropped without a trace. Any other tag
@@ -112,7 +103,6 @@ _INLINE_TAGS = frozenset(
         "time", "tt", "u", "var", "wbr",
     }
 )  # fmt: skip
-_ENTITY_RE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 
 
 @dataclass(frozen=True)
@@ -150,38 +140,6 @@ class Decoded:
     plain: str | None  #: the input with decoded documents blanked (line numbers kept), or None
     views: tuple[View, ...] = ()
     structured: tuple[StructuredException, ...] = ()
-
-
-def looks_like_container(head: str | bytes) -> bool:
-    """Tell cheaply whether input starts like JSON or markup, or holds a JSON object per line.
-
-    ``[2026-08-28 05:10:05] ...`` and ``<frozen ...>`` start plenty of plain logs, so the
-    character after the opener must fit too.
-    """
-    if isinstance(head, bytes):
-        start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
-        return _START_BYTES_RE.match(start) is not None or _has_object_line(head, b"{", b'"\n')
-    first = head[:4096].lstrip(" \t\r\n\ufeff")[:64]
-    return _START_RE.match(first) is not None or _has_object_line(head, "{", '"\n')
-
-
-def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:
-    """Tell whether a line starts with ``{"``.
-
-    A one-byte search jumps between braces at memchr speed (a two-byte needle is searched many
-    times slower), and plain text has few braces.
-    """
-    quote, newline = marks[:1], marks[1:]
-    pos = data.find(brace)
-    checked = 0
-    while pos >= 0:
-        if data[pos + 1 : pos + 2] == quote and (pos == 0 or data[pos - 1 : pos] == newline):
-            return True
-        checked += 1
-        if checked > 4096:  # brace-heavy text: one plain substring search instead
-            return (newline + brace + quote) in data
-        pos = data.find(brace, pos + 1)
-    return False
 
 
 def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded | None:
@@ -236,10 +194,11 @@ def _documents(text: str) -> Iterator[tuple[int, int, int, object]]:
     line = 1
     counted = 0  # offset up to which newlines are counted into ``line``
     pos = 0
+    doc_line, doc_after_newline = _doc_line_re(), _doc_after_newline_re()
     while True:
-        m = _DOC_LINE_RE.match(text, pos) if pos == 0 or text[pos - 1] == "\n" else None
+        m = doc_line.match(text, pos) if pos == 0 or text[pos - 1] == "\n" else None
         if m is None:
-            m = _DOC_AFTER_NEWLINE_RE.search(text, pos)
+            m = doc_after_newline.search(text, pos)
             if m is None:
                 return
         head = m.group(m.lastindex or 0)
@@ -295,7 +254,7 @@ def _annotate(text: str, start: int, end: int, line: int, value: object) -> obje
     """
     if text.count("\n", start, end) == 0:
         return _with_line(value, lambda: line)
-    tokens = _STRING_RE.finditer(text, start, end)
+    tokens = _string_re().finditer(text, start, end)
     state = [start, line]
 
     def next_line() -> int:
@@ -491,7 +450,7 @@ def _is_class(text: str) -> bool:
         len(text) <= 4096
         and " " not in text
         and is_exception_class(text)
-        and _CLASS_RE.fullmatch(text) is not None
+        and _class_re().fullmatch(text) is not None
     )
 
 
@@ -504,7 +463,7 @@ def _is_frame(obj: _Obj) -> bool:
         elif not has_path and isinstance(v, (str, _Str)):
             text = _text(v)
             # The suffix test first: the path regex runs only on what ends like a source file.
-            has_path = text.endswith(_SOURCE_ENDS) and _SOURCE_PATH_RE.fullmatch(text) is not None
+            has_path = text.endswith(_SOURCE_ENDS) and _source_path_re().fullmatch(text) is not None
     return has_int and has_path
 
 
@@ -561,15 +520,6 @@ def _string_list(items: list[_Str], path: str, out: _Out) -> None:
 # --- markup ----------------------------------------------------------------------------------
 
 
-def unescape_markup(text: str) -> str:
-    """Undo HTML/XML character references, also when the text was escaped twice."""
-    for _ in range(MAX_UNESCAPES):
-        if "&" not in text or _ENTITY_RE.search(text) is None:
-            break
-        text = html.unescape(text)
-    return text
-
-
 class _Lines:
     """Builds a text and the input line of each of its lines."""
 
@@ -608,7 +558,7 @@ def _decode_markup(text: str) -> Decoded | None:
     acc = _Lines()
     views: list[View] = []
     pos = 0
-    for m in _MARKUP_RE.finditer(text):
+    for m in _markup_re().finditer(text):
         start = m.start()
         piece = text[pos:start]
         name = (m.group("name") or "").lower()
@@ -628,7 +578,7 @@ def _decode_markup(text: str) -> Decoded | None:
             attrs = m.group("attrs")
             if attrs and not m.group("close") and len(views) < MAX_VIEWS:
                 base = m.start("attrs") - start
-                for a in _ATTR_RE.finditer(attrs):
+                for a in _attr_re().finditer(attrs):
                     raw = a.group("dq") if a.group("dq") is not None else a.group("sq")
                     value = unescape_markup(raw or "")
                     if len(value) >= MIN_TEXT_CHARS and (" " in value or "\n" in value):

@@ -281,7 +281,7 @@ def parse_input(data: str | bytes) -> list[LogEvent]:
     input that looks like UTF-16 (BOM or NULs) is decoded first, since its keywords are not
     byte-searchable. JSON and markup containers are decoded first (``errkb.parse.containers``).
     """
-    from errkb.parse.containers import looks_like_container
+    from errkb.parse.sniff import looks_like_container
     from errkb.parse.text import decode_input
 
     if isinstance(data, bytes) and (
@@ -329,10 +329,12 @@ def _parse_text(data: str | bytes) -> list[LogEvent]:
 
 def _parse_containers(text: str) -> list[LogEvent] | None:
     """Events of the views a JSON or markup container holds; None for plain text."""
-    from errkb.parse.containers import decode_containers, looks_like_container
+    from errkb.parse.sniff import looks_like_container
 
     if not looks_like_container(text):
         return None
+    from errkb.parse.containers import decode_containers  # only now: plain text never needs it
+
     large = len(text) > NARROW_ABOVE
     # A large input is narrowed as plain text is: only lines with an error word are offered.
     worth = keyword_lines(text.encode("utf-8", "surrogatepass")) if large else None

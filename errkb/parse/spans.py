@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from errkb.parse.containers import unescape_markup
+from errkb.parse.sniff import unescape_markup
 
 __all__ = ["MAX_SPANS", "MessageSpan", "SpanVia", "decode_string_literal", "message_spans"]
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from errkb import _lazy
 from errkb.parse.events import (
     Chain,
     ChainLink,
@@ -91,31 +92,31 @@ _PYTEST_SUMMARY_RE = re.compile(
 # grep / rg output: ``path.py:306:    f"..."`` (greedy over a colon-free class: no backtracking).
 _GREP_RE = re.compile(r"(?P<path>[^\s:]{1,1024}):\d{1,9}[:-]")
 # IPython / Jupyter.
-_IPY_HEADER_RE = re.compile(
+_ipy_header_re = _lazy.pattern(
     r"(?P<cls>[A-Za-z_][\w.]{0,255}?) {1,200}Traceback \(most recent call last\)$"
 )
-_IPY_CELL_RE = re.compile(
+_ipy_cell_re = _lazy.pattern(
     r"(?P<path>(?:Cell|Input) In ?\[\d{1,9}\]), (?:line (?P<line>\d{1,9})|in (?P<func1>.{1,512}))"
     r"(?:, in (?P<func2>.{1,512}))?$"
 )
-_IPY_FILE_RE = re.compile(
+_ipy_file_re = _lazy.pattern(
     r"File (?P<path>\S.{0,4095}?):(?P<line>\d{1,9})(?:, in (?P<func>.{1,1024}))?$"
 )
-_IPY_OLD_RE = re.compile(
+_ipy_old_re = _lazy.pattern(
     r"(?P<path><ipython-input-[^>\n]{1,128}>|(?:/|~|[A-Za-z]:\\)[^\n]{0,4096}?\.pyx?)"
     r" in (?P<func>\S.{0,1023})$"
 )
 # rich's traceback box: "╭──── Traceback (most recent call last) ────╮".
-_BOX_HEADER_RE = re.compile(r"╭─{1,512} Traceback \(most recent call last\) ─{1,512}╮$")
-_IPY_ARROW_RE = re.compile(r"-{1,16}> {0,16}(?P<line>\d{1,9})(?: (?P<src>.*))?$")
+_box_header_re = _lazy.pattern(r"╭─{1,512} Traceback \(most recent call last\) ─{1,512}╮$")
+_ipy_arrow_re = _lazy.pattern(r"-{1,16}> {0,16}(?P<line>\d{1,9})(?: (?P<src>.*))?$")
 # Exception groups: margins ``  | ``, the top header ``  + Exception Group Traceback ...``,
 # separators ``  +-+---------------- 1 ----------------`` and closers ``    +------...``.
-_GROUP_LINE_RE = re.compile(r"(?P<ind>(?:  ){1,64})(?P<mark>[|+])(?P<rest>.*)$")
-_GROUP_SEP_RE = re.compile(r"(?P<ind>(?:  ){0,64})(?P<first>\+-)?\+-{16} \S{1,16} -{16}$")
-_GROUP_CLOSE_RE = re.compile(r"(?:  ){0,64}\+-{36}$")
+_group_line_re = _lazy.pattern(r"(?P<ind>(?:  ){1,64})(?P<mark>[|+])(?P<rest>.*)$")
+_group_sep_re = _lazy.pattern(r"(?P<ind>(?:  ){0,64})(?P<first>\+-)?\+-{16} \S{1,16} -{16}$")
+_group_close_re = _lazy.pattern(r"(?:  ){0,64}\+-{36}$")
 _GROUP_HEAD = "  + Exception Group " + _TB_TAIL
 # Markdown code fences; code in a source-language fence is source, not output.
-_FENCE_RE = re.compile(r" {0,3}(?:`{3,}|~{3,}) {0,8}(?P<info>[\w+#.-]{0,32})")
+_fence_re = _lazy.pattern(r" {0,3}(?:`{3,}|~{3,}) {0,8}(?P<info>[\w+#.-]{0,32})")
 _SOURCE_FENCES = frozenset(
     {
         "python", "py", "python3", "py3", "diff", "patch", "c", "cpp", "c++", "cuda", "cu",
@@ -257,7 +258,7 @@ class _StreamParser:
                 continue
             first = t[0]
             if first in "`~" or (first == " " and t.lstrip()[:1] in ("`", "~")):
-                fence = _FENCE_RE.match(t)
+                fence = _fence_re().match(t)
                 if fence is not None:
                     if in_fence:
                         in_fence = source_fence = False
@@ -296,7 +297,7 @@ class _StreamParser:
         t = self.lines[i].text
         if t.endswith(_TB_TAIL):
             return True
-        if t.endswith("Traceback (most recent call last)") and _IPY_HEADER_RE.match(t):
+        if t.endswith("Traceback (most recent call last)") and _ipy_header_re().match(t):
             return True
         if t.startswith(("  |", "  +")) and self._group_end(i) > i:
             return True
@@ -327,7 +328,7 @@ class _StreamParser:
         """
         head = self.lines[i].text
         body = head.lstrip()
-        if not (_IPY_HEADER_RE.match(body) or _BOX_HEADER_RE.match(body)):
+        if not (_ipy_header_re().match(body) or _box_header_re().match(body)):
             return i
         indent = len(head) - len(body)
         lines, n = self.lines, self.n
@@ -408,7 +409,7 @@ class _StreamParser:
             if end > i:
                 return self._group(i, end)
         if t.endswith("Traceback (most recent call last)"):
-            m = _IPY_HEADER_RE.match(t)
+            m = _ipy_header_re().match(t)
             if m is not None:
                 return self._ipython(i)
         if t.endswith(_TB_TAIL):
@@ -563,7 +564,7 @@ class _StreamParser:
                 or t.endswith("Traceback (most recent call last)")
                 or t.strip() in _CHAIN_SEPARATORS
                 or _FRAME_RE.match(t)
-                or (t.lstrip()[:1] in ("`", "~") and _FENCE_RE.match(t))
+                or (t.lstrip()[:1] in ("`", "~") and _fence_re().match(t))
             ):
                 break
             body = _dedent(t, base)
@@ -608,7 +609,7 @@ class _StreamParser:
             if not t or t.isspace():
                 j += 1
                 continue
-            m = _IPY_CELL_RE.match(t) or _IPY_FILE_RE.match(t) or _IPY_OLD_RE.match(t)
+            m = _ipy_cell_re().match(t) or _ipy_file_re().match(t) or _ipy_old_re().match(t)
             if m is not None:
                 if path is not None:
                     _add_frame(frames, Frame(path, lineno, func, source, frame_at))
@@ -620,7 +621,7 @@ class _StreamParser:
                 source, frame_at = None, lines[j].number
                 j += 1
                 continue
-            arrow = _IPY_ARROW_RE.match(t)
+            arrow = _ipy_arrow_re().match(t)
             if arrow is not None:
                 # "--> 168     raise ValueError(" marks the line the frame stopped at.
                 if path is not None and source is None:
@@ -665,9 +666,9 @@ class _StreamParser:
         has_separator = lines[i].text == _GROUP_HEAD
         while k < n:
             t = lines[k].text
-            if not _GROUP_LINE_RE.match(t):
+            if not _group_line_re().match(t):
                 break
-            if not has_separator and "+-" in t and _GROUP_SEP_RE.match(t):
+            if not has_separator and "+-" in t and _group_sep_re().match(t):
                 has_separator = True
             k += 1
         if has_separator:
@@ -682,7 +683,7 @@ class _StreamParser:
         counters: dict[int, int] = {}
         for line in self.lines[h:end]:
             t = line.text
-            sep = _GROUP_SEP_RE.match(t)
+            sep = _group_sep_re().match(t)
             if sep is not None:
                 depth = len(sep.group("ind")) // 2 - (0 if sep.group("first") else 1)
                 depth = max(depth, 1)
@@ -692,9 +693,9 @@ class _StreamParser:
                 counters = {d: c for d, c in counters.items() if d <= depth}
                 paths[depth + 1] = (*parent, counters[depth])
                 continue
-            if _GROUP_CLOSE_RE.match(t):
+            if _group_close_re().match(t):
                 continue
-            m = _GROUP_LINE_RE.match(t)
+            m = _group_line_re().match(t)
             if m is None:
                 continue
             rest = m.group("rest")

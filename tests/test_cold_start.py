@@ -26,6 +26,7 @@ NOT_ON_EXPLAIN = {
     "psycopg": "the PostgreSQL driver: this is an SQLite file",
     "errkb.store.postgres": "the PostgreSQL backend",
     "errkb.store.models": "the ORM models",
+    "errkb.store.values": "the values of writes, history and inventory",
     "errkb.checkpoint": "the checkpoint readers: only errkb check reads checkpoints",
     "errkb.validators.preflight": "errkb check's runner",
     "errkb.report.records": "list / stats values",
@@ -152,3 +153,20 @@ def test_every_report_name_resolves_lazily_to_its_definition() -> None:
         assert getattr(importlib.import_module(module), attr) is getattr(report, name), name
     with pytest.raises(AttributeError, match=r"errkb\.report' has no attribute 'Nope'"):
         report.Nope  # noqa: B018 - the look-up is the test
+
+
+def test_every_store_value_resolves_lazily_to_its_definition() -> None:
+    import importlib
+
+    import errkb.store as store
+    import errkb.store.interface as interface
+    import errkb.store.values as values
+
+    for package in (store, interface):
+        for name, (module, attr) in package._LAZY.items():
+            assert module == values.__name__ and attr in values.__all__, name
+            assert getattr(package, name) is getattr(importlib.import_module(module), attr), name
+        with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+            package.Nope  # noqa: B018 - the look-up is the test
+    assert set(interface._LAZY) == set(values.__all__)
+    assert set(store._LAZY) <= set(store.__all__)

@@ -1,10 +1,11 @@
 """The store: the only room that holds a database connection or SQL text.
 
-This package's front is ``open_store``, which picks the backend for a path or URL. The values
-that cross the seam (``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo`` ...) and the
-``Store`` / ``ReadView`` / ``WriteTx`` protocols live in ``errkb.store.interface`` (re-exported
-here), which the backends import: the factory imports the backends, never the reverse.
-``errkb.store.sqlite`` is the SQLite backend, ``errkb.store.postgres`` the PostgreSQL one; a
+This package's front is ``open_store``, which picks the backend for a path or URL. The
+``Store`` / ``ReadView`` / ``WriteTx`` protocols live in ``errkb.store.interface``, the values
+that cross the seam (``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo`` ...) in
+``errkb.store.values`` (both re-exported here, the values on first use), which the backends
+import: the factory imports the backends, never the reverse. ``errkb.store.sqlite`` is the
+SQLite backend, ``errkb.store.postgres`` the PostgreSQL one; a
 further backend is one new module implementing the protocols plus one branch in
 ``open_store``. Backends translate every driver error into ``StoreError`` (and subclasses) at
 this one boundary, naming the database.
@@ -15,25 +16,19 @@ Nothing here imports a database driver: the explain hot path must not pay for SQ
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
+from errkb import _lazy
 from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
-    ApplyCounts,
     Change,
     ChangeKind,
-    Diff,
-    Incoming,
-    Inventory,
     Keep,
     PatternRow,
     ReadView,
-    RecordChange,
     RecordJSON,
     Store,
-    StoreCounts,
-    StoredRecord,
-    VersionInfo,
     VersionKind,
     WriteTx,
     classify,
@@ -43,6 +38,18 @@ from errkb.store.interface import (
     resolve_db_path,
     resolve_target,
 )
+
+if TYPE_CHECKING:
+    from errkb.store.values import (
+        ApplyCounts,
+        Diff,
+        Incoming,
+        Inventory,
+        RecordChange,
+        StoreCounts,
+        StoredRecord,
+        VersionInfo,
+    )
 
 
 def open_store(target: str | os.PathLike[str] | None) -> Store:
@@ -59,6 +66,27 @@ def open_store(target: str | os.PathLike[str] | None) -> Store:
     from errkb.store.sqlite import SqliteStore
 
     return SqliteStore(resolved)
+
+
+#: The values of writes, history and inventory (``errkb.store.values``), imported on first use:
+#: explain needs none of them.
+_LAZY: dict[str, tuple[str, str]] = {
+    name: ("errkb.store.values", name)
+    for name in (
+        "ApplyCounts",
+        "Diff",
+        "Incoming",
+        "Inventory",
+        "RecordChange",
+        "StoreCounts",
+        "StoredRecord",
+        "VersionInfo",
+    )
+}
+
+
+def __getattr__(name: str) -> object:
+    return _lazy.load(__name__, globals(), _LAZY, name)
 
 
 __all__ = [

@@ -43,27 +43,15 @@ from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECO
 from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
-    ApplyCounts,
     Change,
     ChangeKind,
-    Diff,
-    Incoming,
-    Inventory,
     Keep,
     PatternRow,
-    RecordChange,
     RecordJSON,
-    StoreCounts,
-    StoredRecord,
-    VersionInfo,
     VersionKind,
     classify,
-    diff_from,
     gc_paused,
-    inventory_from,
     now_iso,
-    record_changes_from,
-    state_from,
 )
 
 if TYPE_CHECKING:
@@ -71,6 +59,19 @@ if TYPE_CHECKING:
 
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
+
+    # The values of writes, history and inventory are imported where they are made: explain
+    # reads patterns only (errkb.store.values).
+    from errkb.store.values import (
+        ApplyCounts,
+        Diff,
+        Incoming,
+        Inventory,
+        RecordChange,
+        StoreCounts,
+        StoredRecord,
+        VersionInfo,
+    )
 
 #: How long a writer waits for another writer's lock before giving up (ms). Tests shorten it.
 BUSY_TIMEOUT_MS = 10_000
@@ -470,6 +471,8 @@ class SqliteStore:
             raise self._fail(exc, "reading") from exc
 
     def counts(self) -> StoreCounts:
+        from errkb.store.values import StoreCounts
+
         def run(v: SqliteView) -> StoreCounts:
             def one(sql: str) -> int:
                 return int(v.conn.execute(sql).fetchone()[0])
@@ -524,6 +527,8 @@ class SqliteStore:
         row = self._read("reading", lambda v: v.conn.execute(sql, (record_id,)).fetchone())
         if row is None:
             return None
+        from errkb.store.values import StoredRecord
+
         return StoredRecord(str(row[0]), json.loads(row[1]), bool(row[2]), str(row[3]), row[4])
 
     def record_changes(self, record_id: str) -> list[RecordChange]:
@@ -534,9 +539,13 @@ class SqliteStore:
             "WHERE h.record_id = ? ORDER BY h.version_id, h.id"
         )
         rows = self._read("reading", lambda v: v.conn.execute(sql, (record_id,)).fetchall())
+        from errkb.store.values import record_changes_from
+
         return record_changes_from(rows)
 
     def inventory(self) -> Inventory:
+        from errkb.store.values import inventory_from
+
         def run(v: SqliteView) -> Inventory:
             rows = v.conn.execute("SELECT id, repo, retired, content_hash FROM records")
             return inventory_from(rows)
@@ -549,6 +558,7 @@ class SqliteStore:
         A record's content right after V is the ``previous_json`` of its first history row
         after V, or, with none, its current content. Records added after V are left out.
         """
+        from errkb.store.values import state_from
 
         def run(v: SqliteView) -> list[Incoming]:
             first_after = list(
@@ -568,6 +578,7 @@ class SqliteStore:
 
     def classify(self, incoming: Iterable[Incoming], *, full: bool, keep: Keep = NO_KEEP) -> Diff:
         """What applying ``incoming`` would do, by the same rules (``_classify_chunk``)."""
+        from errkb.store.values import diff_from
 
         def run(v: SqliteView) -> Diff:
             classified = (
@@ -597,6 +608,8 @@ def _is_db_error(exc: BaseException) -> bool:
 
 
 def _version(row: Sequence[Any]) -> VersionInfo:
+    from errkb.store.values import ApplyCounts, VersionInfo
+
     hashes = json.loads(row[14]) if row[14] else {}
     return VersionInfo(
         id=int(row[0]),
@@ -972,6 +985,8 @@ class SqliteWriteTx:
             self._copy_to_history(live, vid, ChangeKind.RETIRED)
             self._mark_retired(live, vid, retired=True)
             tally["retired"] += len(live)
+
+        from errkb.store.values import ApplyCounts
 
         counts = ApplyCounts(
             added=tally["added"],

@@ -1,0 +1,265 @@
+"""The store's values of writes, history and inventory, and what result rows mean for them.
+
+``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo``, ``RecordChange``, ``StoredRecord``,
+``Inventory`` and ``StoreCounts`` cross the seam between the store and sync, ingest, history and
+the inventory commands; ``record_changes_from`` ... ``diff_from`` turn both backends' result rows
+into them. None of them is on the explain path, so they live apart from ``errkb.store.interface``
+(which re-exports them on first use, as ``errkb.store`` does): a cold ``errkb explain`` does not
+create their eight frozen dataclasses (~0.7 ms each at import).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from errkb.store.interface import ChangeKind, RecordJSON, VersionKind
+
+
+@dataclass(frozen=True)
+class ApplyCounts:
+    """What one unit of work did to the records."""
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    retired: int = 0
+    rejected: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "added": self.added,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "retired": self.retired,
+            "rejected": self.rejected,
+        }
+
+
+@dataclass(frozen=True)
+class Diff:
+    """Which record ids a unit of work adds, updates, leaves unchanged and retires."""
+
+    added: tuple[str, ...] = ()
+    updated: tuple[str, ...] = ()  #: changed content, or a retired record coming back
+    unchanged: tuple[str, ...] = ()
+    retired: tuple[str, ...] = ()
+
+    def counts(self, rejected: int = 0) -> ApplyCounts:
+        return ApplyCounts(
+            len(self.added), len(self.updated), len(self.unchanged), len(self.retired), rejected
+        )
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "added": list(self.added),
+            "updated": list(self.updated),
+            "unchanged": list(self.unchanged),
+            "retired": list(self.retired),
+        }
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A validated record on its way into the store.
+
+    ``data`` is the record, or its compact JSON text (``records.verbatim_json``) with its id in
+    ``packed_id``, as a sync streams them back from its spool file: text is decoded chunk by
+    chunk as it is applied, and reused as the stored ``raw_json``. ``retired`` asks for the
+    record to be stored retired with this content (a rollback to a version it was retired at).
+    """
+
+    data: RecordJSON | str
+    dataset_version: str | None
+    packed_id: str | None = None  #: the record's id, kept beside packed text
+    retired: bool = False
+
+    @property
+    def id(self) -> str:
+        return self.packed_id if self.packed_id is not None else str(self.obj["id"])
+
+    @property
+    def obj(self) -> RecordJSON:
+        if isinstance(self.data, str):
+            decoded: RecordJSON = json.loads(self.data)
+            return decoded
+        return self.data
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One applied version (a ``dataset_versions`` row)."""
+
+    id: int
+    dataset_version: str | None
+    kind: VersionKind
+    source: str
+    full: bool
+    partial: bool
+    counts: ApplyCounts
+    started_at: str
+    finished_at: str
+    restores: int | None  #: for a rollback: the version id it restored
+    hashes: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "datasetVersion": self.dataset_version,
+            "kind": self.kind.value,
+            "source": self.source,
+            "full": self.full,
+            "partial": self.partial,
+            **self.counts.to_dict(),
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "restores": self.restores,
+            "hashes": dict(self.hashes),
+        }
+
+
+@dataclass(frozen=True)
+class RecordChange:
+    """One ``record_history`` row: a change, and the record's state just before it."""
+
+    version_id: int
+    dataset_version: str | None  #: of the version row that made the change
+    kind: VersionKind
+    at: str  #: when that version was applied
+    change: ChangeKind
+    previous: RecordJSON | None  #: None when the change added the record
+    previous_retired: bool
+
+
+@dataclass(frozen=True)
+class StoredRecord:
+    """A record's current content and state."""
+
+    id: str
+    content: RecordJSON
+    retired: bool
+    content_hash: str
+    dataset_version: str | None
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What a sync needs to decide what to fetch: live ids by repository, every stored hash."""
+
+    live_by_repo: Mapping[str, frozenset[str]]
+    hashes: Mapping[str, str]  #: content hash of every stored record (retired too)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """Counts describing the stored records."""
+
+    records: int
+    retired: int
+    repos: int
+    versions: int
+    dataset_version: str | None
+    by_class: tuple[tuple[str, int], ...]  #: the ten most common error classes of live records
+
+
+# ---------------------------------------------------------------------------- rows to values
+# Each backend runs its own SQL; what the rows mean is written once, here, so the two backends
+# cannot drift apart on it.
+def record_changes_from(rows: Iterable[Sequence[Any]]) -> list[RecordChange]:
+    """History rows as ``RecordChange`` values.
+
+    Each row: version id, dataset version, kind, finished at, change, previous JSON, previous
+    retired.
+    """
+    return [
+        RecordChange(
+            version_id=int(vid),
+            dataset_version=dataset_version,
+            kind=VersionKind(kind),
+            at=str(at),
+            change=ChangeKind(change),
+            previous=json.loads(previous) if previous is not None else None,
+            previous_retired=bool(was_retired),
+        )
+        for vid, dataset_version, kind, at, change, previous, was_retired in rows
+    ]
+
+
+def inventory_from(rows: Iterable[Sequence[Any]]) -> Inventory:
+    """(id, repo, retired, content hash) rows as the store's ``Inventory``."""
+    by_repo: dict[str, set[str]] = {}
+    hashes: dict[str, str] = {}
+    for rid, repo, retired, content_hash in rows:
+        hashes[rid] = content_hash
+        if not retired:
+            by_repo.setdefault(repo, set()).add(rid)
+    return Inventory({r: frozenset(ids) for r, ids in by_repo.items()}, hashes)
+
+
+def state_from(
+    first_after: Iterable[Sequence[Any]], current: Iterable[Sequence[Any]]
+) -> list[Incoming]:
+    """Every record as it was right after a version.
+
+    ``first_after``: (id, previous JSON, previous retired, previous dataset version) of each
+    record's first history row after the version; ``current``: (id, JSON, retired, dataset
+    version) of every record now. A record's content right after the version is its first
+    later history row's previous content or, with none, its current content; a record added
+    after the version (no previous content) is left out.
+    """
+    before: dict[str, tuple[str | None, bool, str | None]] = {}
+    for rid, previous, was_retired, dataset_version in first_after:
+        before[str(rid)] = (previous, bool(was_retired), dataset_version)
+    out: list[Incoming] = []
+    for rid, raw, retired, dataset_version in current:
+        if rid in before:
+            previous, was_retired, old_version = before[rid]
+            if previous is None:
+                continue  # added after the version
+            out.append(Incoming(previous, old_version, str(rid), retired=was_retired))
+        else:
+            out.append(Incoming(raw, dataset_version, str(rid), retired=bool(retired)))
+    return out
+
+
+def diff_from(
+    classified: Iterable[tuple[str, str]],
+    kept: Callable[[set[str]], Iterable[str]],
+    to_retire: Callable[[set[str]], Iterable[str]] | None,
+) -> Diff:
+    """The ``Diff`` of classified (id, outcome) pairs, by the rules ``apply`` follows.
+
+    A repeated id counts at its first occurrence; ``kept(seen)`` names the stored records a
+    sync keeps as they are; ``to_retire(spared)`` (a full snapshot only) the live records it
+    retires.
+    """
+    found: dict[str, dict[str, None]] = {
+        k: {} for k in ("added", "updated", "unchanged", "retired", "")
+    }
+    seen: set[str] = set()
+    for rid, outcome in classified:
+        if rid not in seen:
+            seen.add(rid)
+            found[outcome][rid] = None
+    found["unchanged"].update(dict.fromkeys(kept(seen)))
+    if to_retire is not None:
+        found["retired"].update(dict.fromkeys(to_retire(seen | found["unchanged"].keys())))
+    return Diff(*(tuple(sorted(found[k])) for k in ("added", "updated", "unchanged", "retired")))
+
+
+__all__ = [
+    "ApplyCounts",
+    "Diff",
+    "Incoming",
+    "Inventory",
+    "RecordChange",
+    "StoreCounts",
+    "StoredRecord",
+    "VersionInfo",
+    "diff_from",
+    "inventory_from",
+    "record_changes_from",
+    "state_from",
+]

@@ -15,6 +15,7 @@ traceback. Ctrl-C exits 130 quietly, as shells expect; a closed pipe on standard
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import sys
@@ -232,6 +233,10 @@ def _flush_stdout(code: int) -> int:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point of the ``errkb`` script."""
+    # What is alive now (the interpreter's, click's and this package's module objects) lives
+    # until the process exits: moved out of the collector's generations, the collections the
+    # command's imports trigger need not traverse it again and again (~5 ms of a cold explain).
+    gc.freeze()
     if sys.stdout is None:  # started with standard output closed (``errkb ... >&-``)
         if sys.stderr is not None:
             print("errkb: error: standard output is closed", file=sys.stderr)

@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from errkb import _lazy
 from errkb.parse.sniff import unescape_markup
 
 __all__ = ["MAX_SPANS", "MessageSpan", "SpanVia", "decode_string_literal", "message_spans"]
@@ -76,7 +77,7 @@ _LITERAL_RE = {
     "'": re.compile(r"'((?:[^'\\\n]|\\.){0,65536})'"),
 }
 _QUOTE_RE = re.compile(r"[\"']")
-_ESCAPE_RE = re.compile(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|.)")
+_escape_re = _lazy.pattern(r"\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}|.)")
 _SIMPLE_ESCAPES = {
     "\\": "\\",
     "'": "'",
@@ -90,7 +91,7 @@ _SIMPLE_ESCAPES = {
     "v": "\v",
     "a": "\a",
 }
-_SURROGATES_RE = re.compile("[\ud800-\udfff]")
+_surrogates_re = _lazy.pattern("[\ud800-\udfff]")
 
 
 def decode_string_literal(body: str) -> str:
@@ -111,10 +112,10 @@ def decode_string_literal(body: str) -> str:
             return chr(int(esc, 8))
         return _SIMPLE_ESCAPES.get(head, m.group(0))
 
-    text = _ESCAPE_RE.sub(one, body)
-    if _SURROGATES_RE.search(text):
+    text = _escape_re().sub(one, body)
+    if _surrogates_re().search(text):
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        text = _SURROGATES_RE.sub("\ufffd", text)
+        text = _surrogates_re().sub("\ufffd", text)
     return text
 
 

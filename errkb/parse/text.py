@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from errkb import _lazy
 from errkb.parse.prefixes import RULES, PrefixKind, PrefixRule, compiled_indented
 from errkb.parse.prefixes import compiled as compiled_prefixes
 from errkb.parse.vocabulary import GLOG_LEVELS
@@ -62,12 +63,12 @@ _ANSI_REMNANT_RE = re.compile(
     r"\^\[\[\d{1,3}(?:;\d{1,3}){0,15}m|\[\d{1,3}(?:;\d{1,3}){0,15}m|\(B\[m"
 )
 # C0 controls except TAB/LF/CR, and DEL: NUL bytes, backspaces and bells carry no text.
-_CTRL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
+_ctrl_re = _lazy.pattern(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
 
 # A tqdm-style progress bar at the start of a ``\r`` segment: "desc:  50%|█████ | 1/2 [...]"
 # or sglang's "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01, ...]".
 # Whatever follows the closing ``]`` was glued on by the next writer.
-_PROGRESS_RE = re.compile(
+_progress_re = _lazy.pattern(
     r"[^\n]{0,256}?\d{1,3}(?:\.\d{1,2})?%[^\n]{0,512}?"
     r"\d{1,12}(?:\.\d{1,3})?[kMGT]?/\d{1,12}(?:\.\d{1,3})?[kMGT]?"
     r"(?: ?\[[^\]\n]{0,256}\])?"
@@ -109,7 +110,7 @@ def _rule_groups() -> dict[str, tuple[PrefixKind, str, str, str, str, str, str]]
 
 _RULE_GROUPS = _rule_groups()
 # Ray's log deduplication appends " [repeated 3x across cluster]" to a line it folded.
-_RAY_REPEATED_RE = re.compile(r" {0,8}\[repeated \d{1,9}x across cluster\]$")
+_ray_repeated_re = _lazy.pattern(r" {0,8}\[repeated \d{1,9}x across cluster\]$")
 # docker compose "svc-1  | " only ever comes first: elsewhere "word | " is ordinary text.
 _COMPOSE_RE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
 # A bracketed tag names a stream when it looks like a rank or a worker: "TP0", "gw3", "gpu=0".
@@ -220,7 +221,7 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     if _has_controls(text):
-        text = _CTRL_RE.sub("", text)
+        text = _ctrl_re().sub("", text)
     physical = text.split("\n")
     if physical and physical[-1] == "":
         physical.pop()
@@ -269,13 +270,13 @@ def _strip_ansi(text: str) -> str:
     return "".join(parts)
 
 
-#: The characters ``_CTRL_RE`` removes, as bytes: each is one byte in UTF-8, and no byte of a
+#: The characters ``_ctrl_re`` removes, as bytes: each is one byte in UTF-8, and no byte of a
 #: longer character is below 0x80, so the text holds one exactly when its encoding does.
 _CTRL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def _has_controls(text: str) -> bool:
-    """Tell whether ``_CTRL_RE`` would remove anything.
+    """Tell whether ``_ctrl_re`` would remove anything.
 
     Encoding and ``translate`` run in C at memory speed; the regex scan that finds nothing
     costs ~20 MB/s.
@@ -285,7 +286,7 @@ def _has_controls(text: str) -> bool:
 
 
 # An email / Markdown quote gutter: "> ", ">> ", "> > " (one optional space after each ">").
-_GUTTER_RE = re.compile(r"(?:> ?){1,16}")
+_gutter_re = _lazy.pattern(r"(?:> ?){1,16}")
 
 
 def _unquote(physical: list[str]) -> None:
@@ -309,7 +310,7 @@ def _unquote(physical: list[str]) -> None:
         if j - i >= 2:
             for k in range(i, j):
                 line = physical[k]
-                m = _GUTTER_RE.match(line)
+                m = _gutter_re().match(line)
                 physical[k] = line[m.end() :] if m is not None else line
         i = j
 
@@ -361,7 +362,7 @@ def _segments(raw: str) -> list[str]:
         if not segment.strip():
             continue
         last_nonblank = segment
-        m = _PROGRESS_RE.match(segment, 0, min(len(segment), PREFIX_HEAD))
+        m = _progress_re().match(segment, 0, min(len(segment), PREFIX_HEAD))
         if m is not None:
             rest = segment[m.end() :]
             if rest.strip():
@@ -446,5 +447,5 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     stream = f"{key} {rank}" if key and rank else key or rank
     text = line[pos:] if pos else line
     if text.endswith("across cluster]"):
-        text = _RAY_REPEATED_RE.sub("", text)
+        text = _ray_repeated_re().sub("", text)
     return LogLine(number, text, stream, level, records, pytest_error, len(raw) - len(line))

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Siz
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from errkb import _lazy
 from errkb import records as rec
 from errkb.errors import (
     SchemaVersionError,
@@ -806,7 +807,7 @@ def _update_values(values: tuple[object, ...]) -> tuple[object, ...]:
 BULK_SEARCH_MIN = 5_000
 _SEARCH_TRIGGER = "search_records_insert"
 #: The shape of migration 0004's insert trigger (our own SQL, not dataset content).
-_TRIGGER_SHAPE = re.compile(
+_trigger_shape = _lazy.pattern(
     r"\s*CREATE TRIGGER search_records_insert AFTER INSERT ON records BEGIN\s+"
     r"INSERT INTO search_docs \(record_id\) VALUES \(NEW\.id\);\s+"
     r"INSERT INTO search_fts \(rowid, ([^)]*)\)\s+"
@@ -823,7 +824,7 @@ def bulk_search_sql(trigger_sql: str) -> str | None:
     them: a contentless FTS5 table needs those to match). None when the trigger is not of the
     expected shape: the caller then keeps it and indexes row by row.
     """
-    shape = _TRIGGER_SHAPE.fullmatch(trigger_sql)
+    shape = _trigger_shape().fullmatch(trigger_sql)
     if shape is None:
         return None
     values = re.sub(r"\bNEW\.", "r.", shape.group(2))

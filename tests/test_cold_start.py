@@ -51,6 +51,8 @@ NOT_ON_EXPLAIN = {
     "errkb.parse.containers": "the container decoder: plain text needs only errkb.parse.sniff",
     "html": "its entity table: only text holding an entity is unescaped",
     "hashlib": "OpenSSL: only a large input builds or reads the anchor table",
+    "base64": "only errkb check decodes a Quanto quantization map",
+    "bisect": "only a container's values are told apart by it",
 }
 
 

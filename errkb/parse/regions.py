@@ -26,7 +26,6 @@ with no keyword is never parsed (in a small input it is still a candidate messag
 
 from __future__ import annotations
 
-import bisect
 import collections
 import re
 import threading
@@ -414,6 +413,8 @@ def _prose_views(views: Sequence[View]) -> set[int]:
         position += len(part)
     joined = b"\n" + b"\n".join(parts)
     prose = set(candidates)
+    import bisect  # here: only a container's values get this far
+
     for _keyword, _start, end in _keywords().find_matches_as_indexes(joined):
         # The keyword's last byte is inside the value it was found in.
         prose.discard(candidates[bisect.bisect_right(starts, end - 1) - 1])

@@ -172,3 +172,34 @@ def test_every_store_value_resolves_lazily_to_its_definition() -> None:
             package.Nope  # noqa: B018 - the look-up is the test
     assert set(interface._LAZY) == set(values.__all__)
     assert set(store._LAZY) <= set(store.__all__)
+
+
+def test_the_collector_is_tuned_only_in_the_commands_own_process(built: Path) -> None:
+    # errkb's main() owns its process: what it imports and opens is frozen (gc.freeze), so later
+    # collections skip it. A host running the click group (a test's CliRunner, a service)
+    # keeps its collector exactly as it was: enabled, nothing frozen.
+    import gc
+
+    from tests.cli import QUANTO_LOG, run
+
+    frozen, enabled = gc.get_freeze_count(), gc.isenabled()
+    assert run(built, "explain", str(QUANTO_LOG)).exit_code == 0
+    assert (gc.get_freeze_count(), gc.isenabled()) == (frozen, enabled)
+
+    probe = (
+        "import atexit, gc, runpy, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count(), gc.isenabled()))\n"
+        "sys.argv[0] = 'errkb'\n"
+        "runpy.run_module('errkb', run_name='__main__', alter_sys=True)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "--db", str(built), "explain", str(QUANTO_LOG)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    words = proc.stdout.split()
+    at = words.index("frozen")
+    assert int(words[at + 1]) > 1000 and words[at + 2] == "True"  # frozen, collector back on

@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING
 
 from errkb import _lazy
+from errkb.store.interface import _LAZY as _INTERFACE_LAZY
 from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
@@ -68,27 +69,6 @@ def open_store(target: str | os.PathLike[str] | None) -> Store:
     return SqliteStore(resolved)
 
 
-#: The values of writes, history and inventory (``errkb.store.values``), imported on first use:
-#: explain needs none of them.
-_LAZY: dict[str, tuple[str, str]] = {
-    name: ("errkb.store.values", name)
-    for name in (
-        "ApplyCounts",
-        "Diff",
-        "Incoming",
-        "Inventory",
-        "RecordChange",
-        "StoreCounts",
-        "StoredRecord",
-        "VersionInfo",
-    )
-}
-
-
-def __getattr__(name: str) -> object:
-    return _lazy.load(__name__, globals(), _LAZY, name)
-
-
 __all__ = [
     "NO_KEEP",
     "SCHEMA_HEAD",
@@ -117,3 +97,11 @@ __all__ = [
     "resolve_db_path",
     "resolve_target",
 ]
+
+#: The values of writes, history and inventory (``errkb.store.values``), imported on first use:
+#: explain needs none of them. The same table as the interface's, less its row helpers.
+_LAZY = {name: where for name, where in _INTERFACE_LAZY.items() if name in __all__}
+
+
+def __getattr__(name: str) -> object:
+    return _lazy.load(__name__, globals(), _LAZY, name)

@@ -176,15 +176,19 @@ def test_every_store_value_resolves_lazily_to_its_definition() -> None:
 
 
 def test_the_collector_is_tuned_only_in_the_commands_own_process(built: Path) -> None:
-    # errkb's main() owns its process: what it imports and opens is frozen (gc.freeze), so later
-    # collections skip it. A host running the click group (a test's CliRunner, a service)
-    # keeps its collector exactly as it was: enabled, nothing frozen.
+    # errkb's main() on the process's own command line owns the process: what it imports and
+    # opens is frozen (gc.freeze), so later collections skip it. A host running the click group
+    # (a test's CliRunner, a service) or main(argv) keeps its collector exactly as it was.
     import gc
 
+    from errkb.cli import main
     from tests.cli import QUANTO_LOG, run
 
     frozen, enabled = gc.get_freeze_count(), gc.isenabled()
     assert run(built, "explain", str(QUANTO_LOG)).exit_code == 0
+    with pytest.raises(SystemExit) as done:
+        main(["--db", str(built), "explain", str(QUANTO_LOG)])
+    assert done.value.code == 0
     assert (gc.get_freeze_count(), gc.isenabled()) == (frozen, enabled)
 
     probe = (

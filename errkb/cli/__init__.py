@@ -88,8 +88,9 @@ def _silence_stdout() -> None:
         pass  # not a real file (a test runner's buffer): nothing will be flushed to a pipe
 
 
-#: Set by :func:`main`: this process is the command's own, so its collector may be tuned for it.
-#: Elsewhere (a test's ``CliRunner``, a host embedding the group) the collector is left alone.
+#: Set by :func:`main` run on the process's own command line (the ``errkb`` script, ``python -m
+#: errkb``): the process is the command's, so its collector may be tuned for it. Elsewhere (a
+#: test's ``CliRunner`` or ``main(argv)``, a host embedding the group) it is left alone.
 _own_process = False
 
 
@@ -261,9 +262,10 @@ def _flush_stdout(code: int) -> int:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point of the ``errkb`` script."""
-    global _own_process
-    _own_process = True
-    gc.freeze()  # what is imported so far lives until exit (see _long_lived)
+    if argv is None:  # the process's own command line: the process is the command's
+        global _own_process
+        _own_process = True
+        gc.freeze()  # what is imported so far lives until exit (see _long_lived)
     if sys.stdout is None:  # started with standard output closed (``errkb ... >&-``)
         if sys.stderr is not None:
             print("errkb: error: standard output is closed", file=sys.stderr)

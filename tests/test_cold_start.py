@@ -79,8 +79,8 @@ runpy.run_module("errkb", run_name="__main__", alter_sys=True)
 """
 
 
-def _imported(argv: list[str], tmp_path: Path) -> tuple[str, set[str]]:
-    """Standard output of ``errkb ARGV`` and every module the process imported."""
+def _imported(argv: list[str], tmp_path: Path, code: int = 0) -> tuple[str, set[str]]:
+    """Standard output of ``errkb ARGV`` (exiting ``code``) and every module it imported."""
     listing = tmp_path / "modules.txt"
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, str(listing), *argv],
@@ -89,7 +89,7 @@ def _imported(argv: list[str], tmp_path: Path) -> tuple[str, set[str]]:
         timeout=120,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == code, proc.stderr[-2000:]
     return proc.stdout, set(listing.read_text().split())
 
 
@@ -116,6 +116,21 @@ def test_cold_explain_imports_only_what_explaining_needs(built: Path, tmp_path: 
     assert _offending(modules) == {}
     # The patterns only other inputs need (IPython, exception groups, fences, bytes, entities)
     # are compiled on first use, and a plain log is not that use.
+    assert {m for m in modules if m.startswith("pattern:")} == set()
+
+
+def test_cold_explain_of_an_unknown_error_stays_as_lean(built: Path, tmp_path: Path) -> None:
+    # Nothing known: the message-first pass reads the lines too, and still imports no decoder.
+    log = tmp_path / "unknown.log"
+    log.write_text(
+        "Traceback (most recent call last):\n"
+        '  File "app.py", line 3, in <module>\n'
+        "ValueError: the flux capacitor is not charged\n",
+        encoding="utf-8",
+    )
+    out, modules = _imported(["--db", str(built), "explain", str(log)], tmp_path, code=1)
+    assert "flux capacitor" in out and "errkb.match.msgfirst" in modules
+    assert _offending(modules) == {}
     assert {m for m in modules if m.startswith("pattern:")} == set()
 
 

@@ -160,10 +160,12 @@ def _batches(texts: Iterable[str]) -> Iterator[list[str]]:
 
 def small_input_lines(text: str) -> Iterator[Line]:
     """Every cleaned line of a small input, containers' decoded texts included."""
-    from errkb.parse.containers import decode_containers, looks_like_container
+    from errkb.parse.sniff import looks_like_container
     from errkb.parse.text import normalize
 
     if looks_like_container(text):
+        from errkb.parse.containers import decode_containers  # plain text never needs it
+
         decoded = decode_containers(text)
         if decoded is not None:
             if decoded.plain is not None:

@@ -697,7 +697,7 @@ class _Classified:
         self.obj = obj
         self.text = item.data if isinstance(item.data, str) else None
         self.dataset_version = item.dataset_version
-        self.chash = rec.content_hash(obj)
+        self.chash = item.content_hash or rec.content_hash(obj)
         self.retired = item.retired
         self.write, self.history, self.count = _plan(existing, self.chash, item.retired)
 

@@ -75,6 +75,9 @@ class Incoming:
     dataset_version: str | None
     packed_id: str | None = None  #: the record's id, kept beside packed text
     retired: bool = False
+    #: ``records.content_hash`` of the record when the sync computed it while planning (in a
+    #: worker process, say): the transaction then need not encode the record again to hash it.
+    content_hash: str | None = None
 
     @property
     def id(self) -> str:

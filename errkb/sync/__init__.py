@@ -32,18 +32,23 @@ import shutil
 import tempfile
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
-from errkb.records.reader import Item, read_file
 from errkb.report.sync import SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
+from errkb.sync import workers as checking
+from errkb.sync.repofile import RepoFile, check_repo, read_repo, spool_line
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -123,7 +128,10 @@ class Spool(Collection[Incoming]):
     def add(self, obj: Mapping[str, Any], version: str | None) -> None:
         """Append one record (a ``validate_sources`` sink)."""
         rid = str(obj["id"])
-        line = rid + "\t" + json.dumps(version) + "\t" + rec.verbatim_json(obj) + "\n"
+        self.add_line(rid, spool_line(rid, rec.content_hash(obj), rec.verbatim_json(obj), version))
+
+    def add_line(self, rid: str, line: str) -> None:
+        """Append one record already encoded by ``spool_line`` (by a planning worker, say)."""
         try:
             self._bucket(rid).write(line)
         except OSError as exc:
@@ -159,8 +167,9 @@ class Spool(Collection[Incoming]):
             lines.sort(key=lambda line: line[: line.index("\t")])
             for line in lines:
                 rid, _, rest = line.partition("\t")
-                version, _, text = rest.partition("\t")
-                yield Incoming(text, json.loads(version), rid)
+                version, _, rest = rest.partition("\t")
+                chash, _, text = rest.partition("\t")
+                yield Incoming(text, json.loads(version), rid, content_hash=chash)
 
 
 def _close_all(files: dict[str, IO[str]]) -> None:
@@ -222,6 +231,7 @@ def sync(
     workers: int = fetching.DEFAULT_WORKERS,
     cache_dir: str | os.PathLike[str] | None = None,
     cache_max_bytes: int = fetching.DEFAULT_CACHE_MAX_BYTES,
+    plan_workers: int | None = None,
 ) -> SyncReport:
     """Bring the knowledge base to the dataset version ``source`` holds, in one transaction.
 
@@ -237,6 +247,9 @@ def sync(
     verified, in a download cache (``cache_dir``, default under the user cache directory,
     at most ``cache_max_bytes``) that a rerun after an interrupted sync reuses and a successful
     apply empties. ``timeout`` bounds each read, ``deadline`` (seconds) the whole sync.
+    Repository files are read, cross-checked and validated by ``plan_workers`` processes
+    (``errkb.sync.workers``; default: one per CPU for a large tree, none for a small one, 0:
+    none) while the next ones download; the result is the same as without them.
     ``max_bytes`` caps any one file (downloaded or decompressed); ``limits`` caps what a
     published tree may hold (index rows, repositories, bytes per repository file), so a sync's
     memory stays bounded whatever the source serves.
@@ -271,7 +284,7 @@ def sync(
                     allow_downgrade=allow_downgrade,
                     max_bytes=max_bytes,
                     notify=notify,
-                    fetch_options=_FetchOptions(cache, workers, limit),
+                    fetch_options=_FetchOptions(cache, workers, limit, plan_workers),
                     limits=limits,
                 )
         finally:
@@ -305,6 +318,8 @@ class _FetchOptions:
     cache: fetching.RepoCache | None = None
     workers: int = fetching.DEFAULT_WORKERS
     deadline: transport.Deadline = field(default_factory=lambda: transport.Deadline(None))
+    #: processes checking repository files (``errkb.sync.workers``); None: by machine and size
+    plan_workers: int | None = None
 
 
 @runtime_checkable
@@ -509,44 +524,75 @@ def _plan_published(
         on_bytes=downloaded.add,
         cancel=options.deadline.cancel,
     )
-    for n, got in enumerate(files):
-        options.deadline.check(tree.location)
+    file_limits = replace(limits, repo_file_bytes=repo_max)
+
+    def collect(n: int, got: fetching.Got, pending: Future[str] | None) -> None:
+        # One file's outcome, in the files' order whoever checked it.
+        nonlocal fetched_count, cached_count, rejected
         repo, repo_where, ids = got.job.repo, tree.where(got.job.rel), by_repo[got.job.repo]
         if got.fetched.not_modified:
             skipped.append(repo)
             clean.append(repo)
             new_etags[repo_where] = got.job.etag or ""
             notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
-            continue
+            return
         if got.cached:
             cached_count += 1
         else:
             fetched_count += 1
-        part, path = _parse_checked(
-            tree,
-            got,
-            ids,
-            stored,
-            tmp,
-            replace(limits, repo_file_bytes=repo_max),
-            downloaded,
-            manifest,
-        )
-        if cache is not None and path.parent == cache.root and not part.broken:
+        done = checker.result(pending, got.fetched.where) if pending is not None else None
+        if done is None:  # no worker, or the worker sent the file back: judge it here
+            part, path = _parse_checked(
+                tree, got, ids, stored, tmp, file_limits, downloaded, manifest
+            )
+            done = check_repo(part, ids, version)
+        else:
+            assert got.fetched.path is not None  # noqa: S101 - not_modified is handled above
+            path = got.fetched.path
+        if cache is not None and path.parent == cache.root and not done.broken:
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):
-            path.unlink()  # keep disk use to one repository file at a time
-        found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
-        bad = {p.record_id for p in found if p.record_id} if not part.broken else set(ids)
-        incoming.extend((it.obj for it in part.items if it.obj["id"] not in bad), version)
-        problems.extend(found)
-        rejected += len(bad)
-        kept_ids |= bad
-        if not bad:
+            path.unlink()  # keep disk use to a few repository files at a time
+        for rid, line in done.lines:
+            incoming.add_line(rid, line)
+        problems.extend(done.problems)
+        rejected += len(done.bad)
+        kept_ids.update(done.bad)
+        if not done.bad:
             clean.append(repo)
             if got.fetched.etag:
                 new_etags[repo_where] = got.fetched.etag
         notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
+
+    count = options.plan_workers
+    if count is None:
+        count = checking.default_workers() if len(jobs) >= checking.MIN_FILES else 0
+    with checking.Checker(count) as checker:
+        # Up to ``checker.ahead`` files are with the workers while the next ones download.
+        window: deque[tuple[int, fetching.Got, Future[str] | None]] = deque()
+        for n, got in enumerate(files):
+            options.deadline.check(tree.location)
+            pending = None
+            if not got.fetched.not_modified and got.fetched.path is not None:
+                ids = by_repo[got.job.repo]
+                pending = checker.submit(
+                    checking.Job(
+                        got.fetched.path,
+                        got.fetched.where,
+                        got.job.repo,
+                        ids,
+                        {rid: stored[rid] for rid in ids if rid in stored},
+                        file_limits.repo_file_bytes,
+                        file_limits.repo_file_values,
+                        version,
+                    )
+                )
+            window.append((n, got, pending))
+            while len(window) > checker.ahead:
+                collect(*window.popleft())
+        while window:
+            options.deadline.check(tree.location)
+            collect(*window.popleft())
     _same_manifest(tree, manifest, tmp, jobs)
 
     fingerprints = {
@@ -614,7 +660,7 @@ def _parse_checked(
     limits: publish.Limits,
     downloaded: fetching.Counter,
     manifest: publish.Manifest,
-) -> tuple[_RepoFile, Path]:
+) -> tuple[RepoFile, Path]:
     """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
 
     Repository files carry no hash of their own, so a stale edge shows up as a file that does
@@ -669,94 +715,24 @@ def _same_manifest(
         )
 
 
-@dataclass(frozen=True)
-class _RepoFile:
-    """One fetched repository file: its records, parsed and cross-checked, not yet validated."""
-
-    where: str  #: URL or path, for messages
-    items: tuple[Item, ...]
-    to_check: tuple[int, ...]  #: indices of the items whose content is new
-    broken: tuple[Problem, ...]  #: the file could not be read as records at all
-
-
 def _parse_repo(
     fetched: publish.Fetched,
     repo: str,
     index_ids: Sequence[str],
     stored: Mapping[str, str],
     limits: publish.Limits,
-) -> _RepoFile:
-    """Read one repository file and cross-check it against the index.
-
-    A record whose content hash is the one already stored is not validated again: it passed
-    validation when it was stored, and applying it changes nothing. Most records of a
-    repository that changed are such records.
-    """
+) -> RepoFile:
+    """Read one repository file and cross-check it against the index (see ``read_repo``)."""
     assert fetched.path is not None  # noqa: S101
-    where = fetched.where
-    max_bytes = limits.repo_file_bytes
-    publish.check_value_count(fetched.path, where, limits.repo_file_values, max_bytes)
-    items = tuple(read_file(fetched.path, max_bytes=max_bytes))
-    broken = tuple(replace(it.problem, source=where) for it in items if it.problem is not None)
-    if broken:
-        return _RepoFile(where, (), (), broken)  # every record it should hold is rejected
-    _cross_check(items, repo, index_ids, where)
-    to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
-    return _RepoFile(where, items, to_check, ())
-
-
-def _is_stored(obj: Mapping[str, Any], stored: Mapping[str, str]) -> bool:
-    known = stored.get(obj["id"])
-    return known is not None and known == rec.content_hash(obj)
-
-
-def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> list[Problem]:
-    """Validate the records ``items[i]`` for each index; every problem, named by ``where``."""
-    problems: list[Problem] = []
-    for n in indices:
-        item = items[n]
-        checked = rec.check_record(
-            item.obj, source=where, location=item.location, path_prefix=item.path_prefix
-        )
-        problems.extend(checked.problems)
-        if item.envelope is not None:
-            problems.extend(rec.check_envelope(item.envelope, source=where, location=item.location))
-    return problems
-
-
-def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
-    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
-    expected = set(index_ids)
-    found: list[str] = []
-    faults: list[str] = []
-    for item in items:
-        rid = item.obj.get("id")
-        if not isinstance(rid, str):
-            faults.append(f"a record without a string id at {item.location or 'top level'}")
-            continue
-        found.append(rid)
-        if item.obj.get("repo") != repo:
-            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
-    seen: set[str] = set()
-    duplicates: list[str] = []
-    for rid in found:
-        if rid in seen:
-            duplicates.append(rid)
-        seen.add(rid)
-    missing = sorted(expected - seen)
-    extra = sorted(seen - expected)
-    if missing:
-        faults.append(f"missing ids listed in the index: {publish.some_ids(missing)}")
-    if extra:
-        faults.append(f"ids the index does not list: {publish.some_ids(extra)}")
-    if duplicates:
-        faults.append(f"ids repeated: {publish.some_ids(duplicates)}")
-    if faults:
-        raise IntegrityError(
-            f"{where}: repository {repo} does not match the hashed index: "
-            + "; ".join(faults[:10])
-            + "; nothing changed"
-        )
+    return read_repo(
+        fetched.path,
+        fetched.where,
+        repo,
+        index_ids,
+        stored,
+        max_bytes=limits.repo_file_bytes,
+        max_values=limits.repo_file_values,
+    )
 
 
 def _up_to_date(source: str, version: str | None, previous: str | None = None) -> SyncReport:

@@ -1,0 +1,146 @@
+"""One repository file of a published tree: read, cross-checked against the index, validated.
+
+The calling process and the sync's worker processes (``errkb.sync.workers``) judge a file with
+these same functions, so both give the same records and the same problems. Validated records
+leave as spool lines (``spool_line``): the text the sync's spool keeps and the transaction
+reads back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from errkb import records as rec
+from errkb.errors import IntegrityError, Problem
+from errkb.records.reader import Item, read_file
+from errkb.sync import publish
+
+
+def spool_line(rid: str, content_hash: str, text: str, version: str | None) -> str:
+    """One spool line: id, datasetVersion (JSON), content hash, the record's compact JSON.
+
+    Tabs separate them safely: an id is hex, and JSON text escapes every tab it holds.
+    """
+    return f"{rid}\t{json.dumps(version)}\t{content_hash}\t{text}\n"
+
+
+@dataclass(frozen=True)
+class RepoFile:
+    """One fetched repository file: its records, parsed and cross-checked, not yet validated."""
+
+    where: str  #: URL or path, for messages
+    items: tuple[Item, ...]
+    to_check: tuple[int, ...]  #: indices of the items whose content is new
+    broken: tuple[Problem, ...]  #: the file could not be read as records at all
+
+
+def read_repo(
+    path: Path,
+    where: str,
+    repo: str,
+    index_ids: Sequence[str],
+    stored: Mapping[str, str],
+    *,
+    max_bytes: int,
+    max_values: int,
+) -> RepoFile:
+    """Read the repository file at ``path`` (named ``where``) and cross-check it.
+
+    A record whose content hash is the one already stored is not validated again: it passed
+    validation when it was stored, and applying it changes nothing. Most records of a
+    repository that changed are such records.
+    """
+    publish.check_value_count(path, where, max_values, max_bytes)
+    items = tuple(read_file(path, max_bytes=max_bytes))
+    broken = tuple(replace(it.problem, source=where) for it in items if it.problem is not None)
+    if broken:
+        return RepoFile(where, (), (), broken)  # every record it should hold is rejected
+    _cross_check(items, repo, index_ids, where)
+    to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
+    return RepoFile(where, items, to_check, ())
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One repository file, validated: its valid records as spool lines, and its problems."""
+
+    lines: tuple[tuple[str, str], ...]  #: (id, ``spool_line``) of each valid record
+    problems: tuple[Problem, ...]
+    bad: frozenset[str]  #: ids rejected (every id the index lists, when the file is broken)
+    broken: bool  #: the file could not be read as records at all
+
+
+def check_repo(part: RepoFile, index_ids: Sequence[str], version: str | None) -> Checked:
+    """Validate what ``read_repo`` read and encode the valid records for the spool.
+
+    The one place a repository file's records are judged, in this process or in a worker
+    (``errkb.sync.workers``), so both give the same records and the same problems.
+    """
+    found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
+    bad = {p.record_id for p in found if p.record_id} if not part.broken else set(index_ids)
+    lines = []
+    for item in part.items:
+        obj = item.obj
+        rid = obj["id"]
+        if rid not in bad:
+            text = rec.verbatim_json(obj)
+            lines.append((rid, spool_line(rid, rec.content_hash(obj), text, version)))
+    return Checked(tuple(lines), tuple(found), frozenset(bad), bool(part.broken))
+
+
+def _is_stored(obj: Mapping[str, Any], stored: Mapping[str, str]) -> bool:
+    known = stored.get(obj["id"])
+    return known is not None and known == rec.content_hash(obj)
+
+
+def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> list[Problem]:
+    """Validate the records ``items[i]`` for each index; every problem, named by ``where``."""
+    problems: list[Problem] = []
+    for n in indices:
+        item = items[n]
+        checked = rec.check_record(
+            item.obj, source=where, location=item.location, path_prefix=item.path_prefix
+        )
+        problems.extend(checked.problems)
+        if item.envelope is not None:
+            problems.extend(rec.check_envelope(item.envelope, source=where, location=item.location))
+    return problems
+
+
+def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
+    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
+    expected = set(index_ids)
+    found: list[str] = []
+    faults: list[str] = []
+    for item in items:
+        rid = item.obj.get("id")
+        if not isinstance(rid, str):
+            faults.append(f"a record without a string id at {item.location or 'top level'}")
+            continue
+        found.append(rid)
+        if item.obj.get("repo") != repo:
+            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
+    seen: set[str] = set()
+    duplicates: list[str] = []
+    for rid in found:
+        if rid in seen:
+            duplicates.append(rid)
+        seen.add(rid)
+    missing = sorted(expected - seen)
+    extra = sorted(seen - expected)
+    if missing:
+        faults.append(f"missing ids listed in the index: {publish.some_ids(missing)}")
+    if extra:
+        faults.append(f"ids the index does not list: {publish.some_ids(extra)}")
+    if duplicates:
+        faults.append(f"ids repeated: {publish.some_ids(duplicates)}")
+    if faults:
+        raise IntegrityError(
+            f"{where}: repository {repo} does not match the hashed index: "
+            + "; ".join(faults[:10])
+            + "; nothing changed"
+        )

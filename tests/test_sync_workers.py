@@ -8,7 +8,6 @@ must stop the sync with one clear SyncError, the store as it was.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import signal
 from pathlib import Path
@@ -23,6 +22,7 @@ from errkb.report import SyncStatus
 from errkb.store import open_store
 from errkb.sync import Progress, Stage, sync
 
+TESTS = str(Path(__file__).resolve().parent)
 V1 = "2026-09-01T00:00:00.000Z"
 V2 = "2026-09-02T00:00:00.000Z"
 REPOS = 12
@@ -65,10 +65,26 @@ def _stored(db: Path) -> list[tuple[Any, ...]]:
         store.close()
 
 
+def _workers_of(pid: int) -> list[int]:
+    """The sync worker processes ``pid`` started (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat[1]) == pid and b"errkb.sync.workers" in cmdline and stat[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def _children_during_repos(seen: list[int]) -> Any:
     def notify(p: Progress) -> None:
         if p.stage is Stage.REPOS and p.done:
-            seen.append(len(multiprocessing.active_children()))
+            seen.append(len(_workers_of(os.getpid())))
 
     return notify
 
@@ -158,10 +174,9 @@ def test_a_worker_killed_mid_plan_stops_the_sync_with_nothing_changed(tmp_path: 
 
     def kill_workers(p: Progress) -> None:
         if p.stage is Stage.REPOS and p.done == 1 and not killed:
-            for child in multiprocessing.active_children():
-                assert child.pid is not None
-                os.kill(child.pid, signal.SIGKILL)  # our own worker processes
-                killed.append(child.pid)
+            for pid in _workers_of(os.getpid()):
+                os.kill(pid, signal.SIGKILL)  # our own worker processes
+                killed.append(pid)
 
     v2 = build_tree(tmp_path / "v2", _records(marker="v2"), V2)
     with pytest.raises(SyncError) as err:
@@ -179,17 +194,21 @@ def test_a_worker_killed_mid_plan_stops_the_sync_with_nothing_changed(tmp_path: 
     store.close()
 
 
+# No ``if __name__ == "__main__"`` guard, on purpose: workers must not re-run the caller's script.
 KILLED_SYNC = """
-import multiprocessing, sys, time
+import sys, time
 from pathlib import Path
 from errkb.store import open_store
 from errkb.sync import Stage, sync
+sys.path.insert(0, sys.argv[3])
+from test_sync_workers import _workers_of
 
 def progress(p):
     if p.stage is Stage.REPOS and p.done == 1:
-        print(" ".join(str(c.pid) for c in multiprocessing.active_children()), flush=True)
+        print(" ".join(map(str, _workers_of(os.getpid()))), flush=True)
         time.sleep(600)  # killed here, mid-plan
 
+import os
 sync(open_store(Path(sys.argv[1])), sys.argv[2], plan_workers=2, progress=progress)
 """
 
@@ -210,7 +229,7 @@ def test_a_killed_sync_leaves_no_worker_processes(tmp_path: Path) -> None:
 
     tree = build_tree(tmp_path / "tree", _records(), V1)
     proc = subprocess.Popen(
-        [sys.executable, "-c", KILLED_SYNC, str(tmp_path / "kb.sqlite3"), str(tree)],
+        [sys.executable, "-c", KILLED_SYNC, str(tmp_path / "kb.sqlite3"), str(tree), TESTS],
         stdout=subprocess.PIPE,
         text=True,
     )

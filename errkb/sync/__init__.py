@@ -38,9 +38,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
 from errkb.report.sync import SyncReport, SyncStatus, parse_version
@@ -526,7 +523,7 @@ def _plan_published(
     )
     file_limits = replace(limits, repo_file_bytes=repo_max)
 
-    def collect(n: int, got: fetching.Got, pending: Future[str] | None) -> None:
+    def collect(n: int, got: fetching.Got, pending: int | None) -> None:
         # One file's outcome, in the files' order whoever checked it.
         nonlocal fetched_count, cached_count, rejected
         repo, repo_where, ids = got.job.repo, tree.where(got.job.rel), by_repo[got.job.repo]
@@ -569,7 +566,7 @@ def _plan_published(
         count = checking.default_workers() if len(jobs) >= checking.MIN_FILES else 0
     with checking.Checker(count) as checker:
         # Up to ``checker.ahead`` files are with the workers while the next ones download.
-        window: deque[tuple[int, fetching.Got, Future[str] | None]] = deque()
+        window: deque[tuple[int, fetching.Got, int | None]] = deque()
         for n, got in enumerate(files):
             options.deadline.check(tree.location)
             pending = None

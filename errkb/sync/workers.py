@@ -17,23 +17,28 @@ fails the cross-check, a file it cannot read) sends the file back to the calling
 which judges it itself, so each such error reads exactly as it does without workers (and, over
 http, a file failing the cross-check is fetched once more, as always).
 
-Workers are fresh interpreters (``spawn``): the calling process runs download threads, and a
-forked child would inherit whatever locks they held.
+Workers are fresh interpreters (``python -c``, running ``main``) talking JSON Lines over
+pipes, not ``multiprocessing``: a forked child would inherit the locks the download threads
+hold, and a spawned one re-runs the caller's main script (a script calling ``kb.sync()``
+without an ``if __name__ == "__main__"`` guard would sync again in every worker). A worker
+reads jobs until its input ends, so the workers of a sync that is killed end with it.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
+import contextlib
+import io
 import json
-import multiprocessing
 import os
+import queue
+import subprocess
+import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import IO
 
 from errkb.errors import ErrkbError, Problem, SyncError
 from errkb.sync.repofile import Checked, check_repo, read_repo
@@ -69,26 +74,6 @@ class Job:
     max_bytes: int
     max_values: int
     version: str | None  #: the datasetVersion the records are spooled with
-
-
-#: How often a worker looks whether the sync that started it is still alive (seconds).
-_WATCH_SECONDS = 0.5
-
-
-def _watch_parent(parent: int) -> None:
-    """A worker's initializer: exit as soon as the sync that started it is gone.
-
-    A worker waits for jobs on a queue whose writing end it holds itself, so a sync killed
-    with SIGKILL would leave its workers waiting forever; a daemon thread notices the parent
-    is gone (the worker is re-parented) and ends the worker.
-    """
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(_WATCH_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="errkb-sync-parent-watch", daemon=True).start()
 
 
 def _encode(job: Job) -> str:
@@ -151,48 +136,116 @@ def _decode(text: str) -> Checked | None:
     )
 
 
-class Checker:
-    """A pool of ``workers`` processes checking repository files (none when 0).
+#: What a worker runs. Not ``-m errkb.sync.workers``: this module is already imported by the
+#: package by then, and runpy warns about running it a second time.
+_MAIN = "from errkb.sync.workers import main; main()"
 
-    Use it as a context manager: leaving it stops the workers, whichever way it is left.
+
+class _Worker:
+    """One worker process (``_MAIN``) and the thread feeding it jobs.
+
+    Jobs go in through a thread, so the calling process never blocks writing one while the
+    worker blocks writing an earlier result nobody reads yet.
+    """
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(  # noqa: S603 - this interpreter, our own code
+            [sys.executable, "-c", _MAIN],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # noqa: S101
+        self.stdin, self.stdout = _text(self.proc.stdin), _text(self.proc.stdout)
+        self.jobs: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self.feeder = threading.Thread(target=self._feed, name="errkb-sync-feed", daemon=True)
+        self.feeder.start()
+
+    def _feed(self) -> None:
+        stdin = self.stdin
+        try:
+            while (job := self.jobs.get()) is not None:
+                stdin.write(job + "\n")
+                stdin.flush()
+            stdin.close()
+        except (OSError, ValueError):
+            return  # the worker is gone: reading its result says so
+
+    def read(self) -> str | None:
+        """The next result, or None when the worker has stopped."""
+        stdout = self.stdout
+        first = stdout.readline()
+        if not first.endswith("\n"):
+            return None
+        count = int(first)
+        lines = [stdout.readline() for _ in range(count + 1)]  # the header, then the lines
+        if not all(line.endswith("\n") for line in lines):
+            return None
+        return "".join(lines)
+
+    def stop(self) -> None:
+        self.jobs.put(None)
+        self.feeder.join(timeout=5)
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError, ValueError):
+                stream.close()
+
+
+class Checker:
+    """``workers`` worker processes checking repository files (none when 0).
+
+    Job ``k`` goes to worker ``k % workers`` and results are collected in submission order,
+    so each worker answers its jobs first in, first out. Use it as a context manager: leaving
+    it stops the workers, whichever way it is left.
     """
 
     def __init__(self, workers: int) -> None:
         self.workers = max(0, workers)
-        self._pool: cf.ProcessPoolExecutor | None = None
-        if self.workers:
-            self._pool = cf.ProcessPoolExecutor(
-                self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_watch_parent,
-                initargs=(os.getpid(),),
-            )
+        self._pool = [_Worker() for _ in range(self.workers)]
+        self._submitted = 0
+        self._collected = 0
 
     @property
     def ahead(self) -> int:
         """Files submitted but not yet collected: enough to keep every worker busy."""
         return 2 * self.workers
 
-    def submit(self, job: Job) -> cf.Future[str] | None:
-        """Start checking ``job`` in a worker; None without workers (check it in process)."""
-        if self._pool is None:
-            return None
-        try:
-            return self._pool.submit(check_job, _encode(job))
-        except BrokenProcessPool as exc:
-            raise _died(job.where, exc) from None
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The worker processes' ids."""
+        return tuple(w.proc.pid for w in self._pool)
 
-    def result(self, future: cf.Future[str], where: str) -> Checked | None:
-        """The worker's result for the file named ``where``; None: check it in this process."""
-        try:
-            return _decode(future.result())
-        except BrokenProcessPool as exc:
-            raise _died(where, exc) from None
+    def submit(self, job: Job) -> int | None:
+        """Start checking ``job`` in a worker (a ticket for ``result``); None without workers."""
+        if not self._pool:
+            return None
+        ticket = self._submitted
+        self._pool[ticket % self.workers].jobs.put(_encode(job))
+        self._submitted += 1
+        return ticket
+
+    def result(self, ticket: int, where: str) -> Checked | None:
+        """The result of ``ticket``, the file named ``where``; None: check it in this process.
+
+        Tickets are collected in the order they were given.
+        """
+        assert ticket == self._collected  # noqa: S101 - the caller's order, not the data's
+        worker = self._pool[ticket % self.workers]
+        text = worker.read()
+        if text is None:
+            raise _died(where, worker.proc.poll())
+        self._collected += 1
+        return _decode(text)
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        for worker in self._pool:
+            worker.stop()
+        self._pool = []
 
     def __enter__(self) -> Checker:
         return self
@@ -206,8 +259,37 @@ class Checker:
         self.close()
 
 
-def _died(where: str, exc: BaseException) -> SyncError:
+def serve(stdin: IO[str], stdout: IO[str]) -> None:
+    """A worker's loop: one job per line in, one framed result out, until end of input.
+
+    A result is a line with the number of spool lines, then ``check_job``'s header line and
+    spool lines. The input ends when the sync closes it, or dies: then the worker ends too.
+    """
+    for line in stdin:
+        result = check_job(line)
+        stdout.write(f"{result.count(chr(10)) - 1}\n{result}")
+        stdout.flush()
+
+
+def _died(where: str, code: int | None) -> SyncError:
+    how = (
+        f"killed by signal {-code}"
+        if code is not None and code < 0
+        else f"exit code {code}"
+        if code is not None
+        else "its output ended"
+    )
     return SyncError(
         f"{where}: a sync worker process checking repository files stopped unexpectedly "
-        f"({exc or 'killed'}); nothing changed"
+        f"({how}); nothing changed"
     )
+
+
+def _text(stream: IO[bytes]) -> io.TextIOWrapper:
+    # "\n" only ends a line: JSON escapes it, but not U+2028 or U+0085.
+    return io.TextIOWrapper(stream, encoding="utf-8", errors="surrogatepass", newline="\n")
+
+
+def main() -> None:
+    """A worker process's entry point (``_MAIN``): serve jobs on standard input and output."""
+    serve(_text(sys.stdin.buffer), _text(sys.stdout.buffer))

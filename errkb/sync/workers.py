@@ -31,6 +31,7 @@ import io
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -242,8 +243,11 @@ class Checker:
         self._collected += 1
         return _decode(text)
 
-    def close(self) -> None:
+    def close(self, *, failed: bool = False) -> None:
+        """Stop the workers: let them finish, or (``failed``) kill them, their work unwanted."""
         for worker in self._pool:
+            if failed and worker.proc.poll() is None:
+                worker.proc.kill()
             worker.stop()
         self._pool = []
 
@@ -256,7 +260,7 @@ class Checker:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        self.close(failed=exc is not None)
 
 
 def serve(stdin: IO[str], stdout: IO[str]) -> None:
@@ -292,4 +296,9 @@ def _text(stream: IO[bytes]) -> io.TextIOWrapper:
 
 def main() -> None:
     """A worker process's entry point (``_MAIN``): serve jobs on standard input and output."""
-    serve(_text(sys.stdin.buffer), _text(sys.stdout.buffer))
+    # Ctrl-C reaches the whole process group: the sync decides, and closes our input.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        serve(_text(sys.stdin.buffer), _text(sys.stdout.buffer))
+    except BrokenPipeError:
+        os._exit(0)  # the sync is gone: nobody wants the result, nothing to say

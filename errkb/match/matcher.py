@@ -45,6 +45,10 @@ SPEC_CACHE_MAX = 32768
 LAZY_REGEX_CHARS = 1 << 16
 #: Records ranked by similarity for one message at most: those sharing most indexed words.
 SIMILAR_POOL = 300
+#: Masked templates (``similar``'s choices) kept per state: each report ranks up to 20
+#: messages against ~300 records each, and a dense log's messages share most of them, so
+#: parsing every pool's templates again was ~6% of a 5 MB dense scan.
+MASKED_CACHE_SIZE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,7 @@ class SpecCache:
         self._entries: OrderedDict[str, tuple[PatternSpec, Any] | None] = OrderedDict()
         self._lock = threading.Lock()
         self._size = size
+        self._masked: dict[str, str | None] = {}
 
     @property
     def size(self) -> int:
@@ -174,6 +179,23 @@ class SpecCache:
         """Grow (up to ``SPEC_CACHE_MAX``) so ``count`` entries and some headroom fit."""
         with self._lock:
             self._size = max(self._size, min(SPEC_CACHE_MAX, count + count // 4))
+
+    def masked(self, view: ReadView, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(id, masked template) of each record of ``ids`` that exists, sorted; cached."""
+        from errkb.match.template import parse_template
+
+        with self._lock:
+            known = {rid: self._masked[rid] for rid in ids if rid in self._masked}
+        missing = [rid for rid in ids if rid not in known]
+        if missing:
+            found = {rid: parse_template(msg).masked(" ") for rid, msg in view.messages(missing)}
+            for rid in missing:
+                known[rid] = found.get(rid)  # None: no such record in this state
+            with self._lock:
+                if len(self._masked) + len(missing) > MASKED_CACHE_SIZE:
+                    self._masked.clear()
+                self._masked.update((rid, known[rid]) for rid in missing)
+        return sorted((rid, text) for rid, text in known.items() if text is not None)
 
     def get_many(self, view: ReadView, ids: Sequence[str]) -> list[tuple[PatternSpec, Any]]:
         """The compiled (spec, regex) of each id, loading and compiling the missing ones."""
@@ -336,9 +358,6 @@ class IndexedMatcher:
 
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
         from errkb.match.index import related_ids
-        from errkb.match.template import parse_template
 
         ids = related_ids(self._view, message, SIMILAR_POOL)
-        choices = [(rid, parse_template(msg).masked(" ")) for rid, msg in self._view.messages(ids)]
-        choices.sort()
-        return rank_similar(message, choices, limit)
+        return rank_similar(message, self._cache.masked(self._view, ids), limit)

@@ -71,21 +71,40 @@ def build_body(rows: Iterable[tuple[str, str, int]]) -> str:
     return "".join(f"{word}\t{' '.join(entries)}\n" for word, entries in sorted(by_word.items()))
 
 
+#: One record a rank-0 word selects: its id and its other indexed words (a tuple: a frozenset
+#: costs ~200 bytes more each, and the subset test takes any iterable).
+_Entry = tuple[str, tuple[str, ...]]
+#: Parsed entries (records) a table keeps at most. A dense scan at 500,000 records parsed most
+#: of the table (~45 MiB held for the life of the process as frozensets); past this many the
+#: oldest half of the words is dropped and re-parsed if asked for again (one split a word).
+PARSED_ENTRIES_MAX = 1 << 17
+
+
 class AnchorTable:
     """Rank-0 word -> the records it selects (parsed on first look-up). Thread-safe for reads."""
 
-    def __init__(self, body: str) -> None:
+    def __init__(self, body: str, parsed_max: int = PARSED_ENTRIES_MAX) -> None:
         # Entries stay unparsed strings until a message holds their word: a 500k-record table
         # loads as ~200k short strings, not a million tuples.
         self._raw: dict[str, str] = {}
         for line in body.splitlines():
             word, _, entries = line.partition("\t")
             self._raw[word] = entries
-        self._parsed: dict[str, tuple[tuple[str, frozenset[str]], ...]] = {}
+        self._parsed: dict[str, tuple[_Entry, ...]] = {}
+        self._held = 0  # entries in _parsed
+        self._parsed_max = max(1, parsed_max)
+        # One string per distinct word across parsed entries: the same few thousand words
+        # recur in many records' entries.
+        self._words: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._raw)
+
+    @property
+    def parsed_entries(self) -> int:
+        """How many records' entries are held parsed now (about ``PARSED_ENTRIES_MAX`` at most)."""
+        return self._held
 
     def words(self) -> list[str]:
         """Every rank-0 word of the table."""
@@ -97,15 +116,32 @@ class AnchorTable:
 
     def entries(self, word: str) -> tuple[tuple[str, frozenset[str]], ...]:
         """(record id, its other indexed words) of every record ``word`` selects."""
+        parsed = self._parsed.get(word) or self._parse(word)
+        return tuple((rid, frozenset(others)) for rid, others in parsed)
+
+    def _parse(self, word: str) -> tuple[_Entry, ...]:
+        intern = self._words.setdefault
+        out: list[_Entry] = []
+        for entry in self._raw[word].split(" "):
+            rid, _, others = entry.partition(":")
+            out.append((rid, tuple(intern(w, w) for w in others.split(",")) if others else ()))
+        return tuple(out)
+
+    def _entries(self, word: str) -> tuple[_Entry, ...]:
         parsed = self._parsed.get(word)
         if parsed is None:
-            out = []
-            for entry in self._raw[word].split(" "):
-                rid, _, others = entry.partition(":")
-                out.append((rid, frozenset(others.split(",")) if others else frozenset()))
-            parsed = tuple(out)
+            parsed = self._parse(word)
             with self._lock:
-                self._parsed[word] = parsed
+                if self._held + len(parsed) > self._parsed_max and self._parsed:
+                    # Oldest words first (insertion order): cheap, and a word still in use is
+                    # parsed again on its next look-up.
+                    while self._parsed and self._held + len(parsed) > self._parsed_max // 2:
+                        old = next(iter(self._parsed))
+                        self._held -= len(self._parsed.pop(old))
+                    self._words.clear()  # bounded with the entries it serves
+                if word not in self._parsed:
+                    self._parsed[word] = parsed
+                    self._held += len(parsed)
         return parsed
 
     def candidates(self, text: str) -> list[str]:
@@ -113,14 +149,15 @@ class AnchorTable:
         tokens = message_tokens(text)
         present = None
         found: list[str] = []
+        raw = self._raw
         for word in tokens:
-            if word not in self._raw:
+            if word not in raw:
                 continue
-            for rid, others in self.entries(word):
+            for rid, others in self._entries(word):
                 if others:
                     if present is None:
                         present = frozenset(tokens)
-                    if not others <= present:
+                    if not present.issuperset(others):
                         continue
                 found.append(rid)
         return found

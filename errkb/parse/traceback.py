@@ -32,6 +32,7 @@ from errkb.parse.events import (
     Frame,
     LogEvent,
     MessageLine,
+    evolve,
 )
 from errkb.parse.text import LogLine, NormalizedLog, normalize
 from errkb.parse.vocabulary import ERROR_LEVELS, is_exception_class
@@ -193,7 +194,7 @@ def _renumber_chains(events: list[LogEvent]) -> list[LogEvent]:
     return [
         event
         if event.chain_id is None
-        else replace(event, chain_id=mapping[event.chain_id], chain=chains[event.chain_id])
+        else evolve(event, chain_id=mapping[event.chain_id], chain=chains[event.chain_id])
         for event in events
     ]
 

@@ -781,3 +781,30 @@ def test_a_decoded_view_reports_the_original_line_numbers() -> None:
     assert event.frames[0].input_line == 12
     with pytest.raises(ValueError, match="line_map has 2 lines"):
         parse_log(view, line_map=[1, 2])
+
+
+def test_evolve_is_replace_without_the_cost() -> None:
+    import dataclasses
+
+    from errkb.parse.events import evolve
+
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "a.py", line 1, in f\n'
+        "    g()\n"
+        "KeyError: 'x'\n"
+        "\nThe above exception was the direct cause of the following exception:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "b.py", line 2, in h\n'
+        "RuntimeError: boom\n"
+    )
+    events = parse_log(text)
+    assert len(events) == 2 and events[0].chain is not None
+    for event in events:
+        changes = {"lines": (7, 8), "chain_id": 9, "origin": "$.a:1", "repeats": 2}
+        moved = evolve(event, **changes)
+        assert moved == dataclasses.replace(event, **changes)
+        assert moved.chain is event.chain and moved.frames == event.frames
+        assert event.lines != (7, 8)  # the original is untouched
+    with pytest.raises(TypeError, match="no field"):
+        evolve(events[0], line=3)

@@ -85,3 +85,31 @@ def test_a_stale_index_is_rebuilt_on_open(tmp_path: Path) -> None:
         )
         assert [m.id for m in report.exact] == [LINEAR_ID]
         assert kb.store.meta_value("match_index") is None
+
+
+class _CountingView:
+    """A read view that counts the messages it is asked for (everything else passes through)."""
+
+    def __init__(self, view: object) -> None:
+        self._view = view
+        self.asked: list[str] = []
+
+    def messages(self, ids: list[str]) -> list[tuple[str, str]]:
+        self.asked += ids
+        return self._view.messages(ids)  # type: ignore[attr-defined, no-any-return]
+
+
+def test_masked_templates_are_cached_per_state(kb: errkb.KnowledgeBase) -> None:
+    from errkb.match.matcher import SpecCache
+
+    cache = SpecCache()
+    ids = [QUANTO_ID, "f" * 16, COMFY_ID]  # one id no record has
+    with kb.store.snapshot() as view:
+        want = sorted((rid, parse_template(msg).masked(" ")) for rid, msg in view.messages(ids))
+        counting = _CountingView(view)
+        first = cache.masked(counting, ids)  # type: ignore[arg-type]
+        again = cache.masked(counting, [COMFY_ID, "f" * 16, QUANTO_ID, LINEAR_ID])  # type: ignore[arg-type]
+    assert first == want and len(want) == 2
+    assert again == sorted([*want, *cache.masked(view, [LINEAR_ID])])
+    # Each id is asked for once, the missing one included: the second call asked only LINEAR_ID.
+    assert counting.asked == [*ids, LINEAR_ID]

@@ -218,3 +218,33 @@ def test_both_engines_give_the_same_lines(
     assert fast == scan.BufferScan(scan_kb, "ahocorasick").line_offsets(data)
     with pytest.raises(ValueError, match="unknown scan engine"):
         scan.BufferScan(scan_kb, "grep")
+
+
+def test_a_bounded_table_gives_the_same_candidates(
+    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]]
+) -> None:
+    # A table that may keep only a few parsed entries drops and re-parses words as it goes; the
+    # candidates (and the public entries) must be exactly those of a table that keeps them all.
+    messages = _messages(records)
+    with big_kb.store.snapshot() as view:
+        body = scan.build_body(view.token_rows())
+    whole = scan.AnchorTable(body)
+    bounded = scan.AnchorTable(body, parsed_max=64)
+    most = 0
+    for message in messages:
+        assert bounded.candidates(message) == whole.candidates(message), message
+        most = max(most, bounded.parsed_entries)
+    assert whole.parsed_entries > 64  # the bound was reached, so words were dropped
+    biggest = max(len(whole.entries(w)) for w in whole.words())
+    assert most <= max(64, biggest)  # a single word larger than the bound is still served
+    for word in whole.words():
+        assert bounded.entries(word) == whole.entries(word)
+        assert all(isinstance(others, frozenset) for _rid, others in whole.entries(word))
+
+
+def test_entries_hold_one_string_per_word() -> None:
+    table = scan.AnchorTable("alpha\taaaaaaaaaaaaaaaa:gamma,delta bbbbbbbbbbbbbbbb:gamma\n")
+    (_a, first), (_b, second) = table._entries("alpha")
+    assert first[0] is second[0]  # "gamma" is held once however many entries name it
+    assert table.candidates("alpha gamma") == ["bbbbbbbbbbbbbbbb"]
+    assert table.candidates("alpha gamma delta") == ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"]

@@ -457,3 +457,15 @@ def test_the_fast_cleaners_remove_what_the_plain_patterns_remove(raw: str) -> No
     assert text_mod._strip_ansi(raw) == text_mod._ANSI_RE.sub("", raw)
     assert text_mod._ANSI_REMNANT_RE.sub("", raw) == _OLD_REMNANT_RE.sub("", raw)
     assert text_mod._has_controls(raw) == (text_mod._ctrl_re().search(raw) is not None)
+
+
+@pytest.mark.parametrize(
+    ("name", "spaces", "stripped"),
+    [("a" * 64, 32, True), ("a" * 64, 33, False), ("a" * 65, 1, False), ("api-1", 2, True)],
+)
+def test_compose_prefix_at_its_longest(name: str, spaces: int, stripped: bool) -> None:
+    # The " |" substring test that spares the regex call must see every prefix the regex takes.
+    line = f"{name}{' ' * spaces}| ValueError: boom"
+    [cleaned] = normalize(line).lines
+    assert (cleaned.text == "ValueError: boom") is stripped
+    assert (cleaned.stream == name) is stripped

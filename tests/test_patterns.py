@@ -188,3 +188,26 @@ def test_a_hand_written_pattern_is_not_checked_by_literals() -> None:
     spec = compile_record("r" * 16, "Bad value {x}", r"(?:Bad|Wrong) value (.+?)")
     assert spec.origin is PatternOrigin.MESSAGE_PATTERN
     assert spec.literals == ()
+
+
+def test_a_hand_written_pattern_is_compiled_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re2
+
+    compiled: list[str] = []
+    real = re2.compile
+
+    def counting(regex: str, options: Any = None) -> Any:
+        compiled.append(regex)
+        return real(regex, options)
+
+    monkeypatch.setattr(re2, "compile", counting)
+    compile_re2.cache_clear()
+    spec = compile_record("h" * 16, "bad value {x} here", r"bad value (\d+) here")
+    assert spec.origin is PatternOrigin.MESSAGE_PATTERN
+    regex = compile_re2(spec.regex)  # what the matcher compiles once the record is a candidate
+    assert compiled == [spec.regex]  # checked (compiles, agrees) and matched with one program
+    assert regex.search("bad value 42 here") is not None
+    # A refused regex is refused every time, not remembered as a success.
+    for _ in range(2):
+        with pytest.raises(Exception):  # noqa: B017 - re2 raises its own error type
+            compile_re2("(unclosed")

@@ -9,6 +9,11 @@ Both matchers prefilter, then verify only the candidates under RE2, compiling re
   pass (all overlapping hits) over each record's most selective literal. Building it costs one
   automaton, so it suits whole-dataset work done once (``errkb lint``'s ambiguity check).
 
+A state's ``SpecCache`` also keeps the masked templates ``similar`` ranks (each report's first
+20 unmatched messages are ranked against ~300 records each, mostly the same ones); a
+hand-written pattern's RE2 program is compiled once, not three times (``compile_re2`` keeps
+the last few).
+
 Records whose template has no usable literal are never candidates: a pattern that is nearly all
 wildcards would "explain" any message (``errkb lint`` reports them).
 """

@@ -253,8 +253,31 @@ def test_a_bounded_table_gives_the_same_candidates(
 
 
 def test_entries_hold_one_string_per_word() -> None:
-    table = scan.AnchorTable("alpha\taaaaaaaaaaaaaaaa:gamma,delta bbbbbbbbbbbbbbbb:gamma\n")
-    (_a, first), (_b, second) = table._parse("alpha")
-    assert first[0] is second[0]  # "gamma" is held once however many entries name it
-    assert table.candidates("alpha gamma") == ["bbbbbbbbbbbbbbbb"]
-    assert table.candidates("alpha gamma delta") == ["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"]
+    body = "alpha\taaaaaaaaaaaaaaaa:gamma,delta bbbbbbbbbbbbbbbb:zeta,delta cccccccccccccccc\n"
+    table = scan.AnchorTable(body)
+    _bare, keyed = table._selects("alpha")
+    [(_p1, _a, first)], [(_p2, _b, second)] = keyed["gamma"], keyed["zeta"]
+    assert first[0] is second[0]  # "delta" is held once however many entries name it
+    assert table.candidates("alpha gamma") == ["cccccccccccccccc"]
+    assert table.candidates("alpha zeta delta gamma") == [
+        "aaaaaaaaaaaaaaaa",
+        "bbbbbbbbbbbbbbbb",
+        "cccccccccccccccc",
+    ]
+    assert table.entries("alpha") == (
+        ("aaaaaaaaaaaaaaaa", frozenset({"gamma", "delta"})),
+        ("bbbbbbbbbbbbbbbb", frozenset({"zeta", "delta"})),
+        ("cccccccccccccccc", frozenset()),
+    )
+
+
+def test_a_word_in_use_stays_parsed() -> None:
+    # Least recently used out: a word looked up between others survives the bound.
+    rows = "".join(f"w{i:03d}\t{i:016x} {i + 1000:016x}\n" for i in range(40))
+    table = scan.AnchorTable(rows, parsed_max=8)
+    for i in range(1, 40):
+        table.candidates("w000")
+        table.candidates(f"w{i:03d}")
+        assert table.parsed_entries <= 8
+    assert "w000" in table._parsed
+    assert table.candidates("w000") == [f"{0:016x}", f"{1000:016x}"]

@@ -82,10 +82,12 @@ _Entry = tuple[str, tuple[str, ...]]
 #: list's order.
 _Keyed = dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]]
 _Selects = tuple[tuple[tuple[int, str], ...], _Keyed]
-#: Parsed entries (records) a table keeps at most. A dense scan at 500,000 records parsed most
-#: of the table (~45 MiB held for the life of the process as frozensets); past this many the
-#: oldest half of the words is dropped and parsed again if asked for again (one split a word).
-PARSED_ENTRIES_MAX = 1 << 17
+#: Parsed entries (records) a table keeps at most; past this many the least recently used words
+#: are dropped, and parsed again if asked for. A dense 50 MB scan at 500,000 records parses 70%
+#: of the table (349k entries): the RSS after it was 497 MB with frozensets, is 404 MB with
+#: these tuples, and 378 MB with this bound, for ~5% more CPU (900 words parsed twice); half
+#: this bound gave 334 MB for ~14% more.
+PARSED_ENTRIES_MAX = 1 << 18
 
 
 class AnchorTable:
@@ -129,41 +131,54 @@ class AnchorTable:
         return iter(self._raw.items())
 
     def entries(self, word: str) -> tuple[tuple[str, frozenset[str]], ...]:
-        """(record id, its other indexed words) of every record ``word`` selects."""
-        return tuple((rid, frozenset(others)) for rid, others in self._parse(word))
+        """(record id, its other indexed words) of every record ``word`` selects, in order."""
+        bare, keyed = self._build(word)
+        rows = [(pos, rid, frozenset[str]()) for pos, rid in bare]
+        rows += [
+            (p, r, frozenset((k, *rest))) for k, group in keyed.items() for p, r, rest in group
+        ]
+        rows.sort(key=lambda row: row[0])
+        return tuple((rid, others) for _pos, rid, others in rows)
 
-    def _parse(self, word: str) -> list[_Entry]:
+    def _build(self, word: str) -> _Selects:
         intern = self._words.setdefault
-        out: list[_Entry] = []
-        for entry in self._raw[word].split(" "):
+        bare: list[tuple[int, str]] = []
+        keyed: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+        for pos, entry in enumerate(self._raw[word].split(" ")):
             rid, _, others = entry.partition(":")
-            out.append((rid, tuple(intern(w, w) for w in others.split(",")) if others else ()))
-        return out
+            if others:
+                first, *rest = others.split(",")
+                group = keyed.get(first)
+                if group is None:
+                    group = keyed[intern(first, first)] = []
+                group.append((pos, rid, tuple(map(intern, rest, rest))))
+            else:
+                bare.append((pos, rid))
+        return tuple(bare), {key: tuple(group) for key, group in keyed.items()}
 
     def _selects(self, word: str) -> _Selects:
         parsed = self._parsed.get(word)
         if parsed is not None:
+            if self._held > self._parsed_max // 2:
+                # Near the bound, a word in use moves to the young end (least recently used
+                # first out); below it, nothing is ever dropped and order does not matter.
+                with self._lock:
+                    if word in self._parsed:
+                        self._parsed[word] = self._parsed.pop(word)
             return parsed
-        entries = self._parse(word)
-        bare: list[tuple[int, str]] = []
-        keyed: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
-        for pos, (rid, others) in enumerate(entries):
-            if others:
-                keyed.setdefault(others[0], []).append((pos, rid, others[1:]))
-            else:
-                bare.append((pos, rid))
-        parsed = (tuple(bare), {key: tuple(group) for key, group in keyed.items()})
+        parsed = self._build(word)
+        size = len(parsed[0]) + sum(map(len, parsed[1].values()))
         with self._lock:
-            if self._held + len(entries) > self._parsed_max and self._parsed:
-                # Oldest words first (insertion order): cheap, and a word still in use is
-                # parsed again on its next look-up.
-                while self._parsed and self._held + len(entries) > self._parsed_max // 2:
+            if self._held + size > self._parsed_max and self._parsed:
+                # The least recently used words go until a quarter of the bound is free; one
+                # still in use later is parsed again on its next look-up.
+                while self._parsed and self._held + size > self._parsed_max * 3 // 4:
                     old_bare, old_keyed = self._parsed.pop(next(iter(self._parsed)))
                     self._held -= len(old_bare) + sum(map(len, old_keyed.values()))
                 self._words.clear()  # bounded with the entries it serves
             if word not in self._parsed:
                 self._parsed[word] = parsed
-                self._held += len(entries)
+                self._held += size
         return parsed
 
     def candidates(self, text: str) -> list[str]:

@@ -469,3 +469,14 @@ def test_compose_prefix_at_its_longest(name: str, spaces: int, stripped: bool) -
     [cleaned] = normalize(line).lines
     assert (cleaned.text == "ValueError: boom") is stripped
     assert (cleaned.stream == name) is stripped
+
+
+def test_a_log_line_is_an_immutable_value() -> None:
+    from errkb.parse.text import _line
+
+    line = normalize("[2026-08-28 05:10:05] ERROR: boom  ").lines[0]
+    assert line == LogLine(1, "boom", "", "ERROR", 1, False, 2)
+    assert _line((1, "boom", "", "ERROR", 1, False, 2)) == line
+    assert line.header and line._replace(record_prefixes=0).header is False
+    with pytest.raises(AttributeError):
+        line.text = "other"  # type: ignore[misc]

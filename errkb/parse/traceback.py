@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from errkb import _lazy
 from errkb.parse.events import (
@@ -342,7 +342,7 @@ class _StreamParser:
                     break
                 last = k
             k += 1
-        block = [replace(line, text=line.text[indent:]) for line in lines[i : last + 1]]
+        block = [line._replace(text=line.text[indent:]) for line in lines[i : last + 1]]
         nested = _StreamParser(block, self.stream, self.chain_ids)
         self.events.extend(nested.run())
         return last + 1
@@ -703,7 +703,7 @@ class _StreamParser:
             content = rest[1:] if rest.startswith(" ") else rest
             path = _nearest(paths, len(m.group("ind")) // 2)
             buckets.setdefault(path, []).append(
-                replace(line, text=content, record_prefixes=0, pytest_error=False)
+                line._replace(text=content, record_prefixes=0, pytest_error=False)
             )
         drafts: list[_Draft] = []
         for path, member_lines in buckets.items():

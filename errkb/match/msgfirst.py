@@ -41,6 +41,7 @@ from errkb.parse.events import EventKind, LogEvent
 
 if TYPE_CHECKING:
     from errkb.match.scan import BufferScan
+    from errkb.parse.containers import View
 
 #: Where a message can begin inside a line, besides the line's start: after a clause separator,
 #: a ``key: `` label, a dash, a closing bracket or a pipe (``[worker 3] ``, ``step 3; ``,
@@ -171,13 +172,20 @@ def small_input_lines(text: str) -> Iterator[Line]:
             if decoded.plain is not None:
                 yield from _cleaned(decoded.plain, None, "")
             for view in decoded.views:
-                count = view.text.count("\n") + 1
-                yield from _cleaned(
-                    view.text, [view.line(k) for k in range(1, count + 1)], view.origin
-                )
+                yield from _view_lines(view)
             return
     for line in normalize(text).lines:
         yield line.number, line.text, "", None
+
+
+def _view_lines(view: View, line: int | None = None) -> Iterator[Line]:
+    """The cleaned lines of a container's decoded ``view``.
+
+    Numbered by the view's own line map, or all ``line`` (a one-line document of a large input).
+    """
+    count = view.text.count("\n") + 1
+    numbers = [line] * count if line is not None else [view.line(k) for k in range(1, count + 1)]
+    yield from _cleaned(view.text, numbers, view.origin)
 
 
 def _cleaned(text: str, line_map: Sequence[int] | None, origin: str) -> Iterator[Line]:
@@ -192,7 +200,7 @@ def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Ite
 
     Each comes with its candidates, found by the pass itself (the table's rule, in one go).
     """
-    from errkb.parse.containers import decode_containers, looks_like_container
+    from errkb.parse.containers import decode_containers
 
     plain: list[str] = []
     numbers: list[int] = []
@@ -202,14 +210,13 @@ def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Ite
         end = data.find(b"\n", offset)
         raw = data[offset : len(data) if end < 0 else end][: MAX_LINE_CHARS * 4]
         line = raw.decode("utf-8", "replace")
-        if looks_like_container(line):
-            decoded = decode_containers(line)
-            if decoded is not None:
-                for view in decoded.views:
-                    count = view.text.count("\n") + 1
-                    for _n, text, origin, _k in _cleaned(view.text, [number] * count, view.origin):
-                        yield number, text, origin, among
-                continue
+        # decode_containers asks looks_like_container itself: None for a plain line.
+        decoded = decode_containers(line)
+        if decoded is not None:
+            for view in decoded.views:
+                for _n, text, origin, _k in _view_lines(view, number):
+                    yield number, text, origin, among
+            continue
         plain.append(line)
         numbers.append(number)
     # The plain lines are cleaned in one call (one line map), not one call each: its set-up
@@ -229,13 +236,12 @@ def message_first(
     With ``scan`` (a large input) only the lines the buffer pass names are read; without it
     every line is.
     """
-    from errkb.parse.text import decode_input
+    from errkb.parse.text import decode_input, needs_decoding
 
     covered = covered_lines(events)
     if scan is not None:
         raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-        if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:4096]:
-            # UTF-16 (or NUL-ridden) bytes hold no byte-searchable words: decode them first.
+        if needs_decoding(raw):
             raw = decode_input(raw).encode("utf-8", "surrogatepass")
         return found_events(scanned_lines(raw, scan, covered), covered, matcher)
     text = decode_input(data) if isinstance(data, bytes) else data

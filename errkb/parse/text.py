@@ -198,13 +198,25 @@ def decode_input(data: bytes) -> str:
     the NUL pattern of text that PowerShell's ``>`` wrote); NUL bytes are dropped.
     """
     try:
-        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        if data.startswith(_UTF16_BOMS):
             return data.decode("utf-16", errors="replace").replace("\x00", "")
         if _looks_utf16le(data):
             return data.decode("utf-16-le", errors="replace").replace("\x00", "")
         return data.decode("utf-8-sig", errors="replace").replace("\x00", "")
     except Exception:  # decoding must be total, and latin-1 cannot fail
         return data.decode("latin-1").replace("\x00", "")
+
+
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+def needs_decoding(data: bytes) -> bool:
+    """Whether ``data`` must go through ``decode_input`` before a byte-level word search.
+
+    UTF-16 (a BOM, or the NUL pattern ``_looks_utf16le`` sees) and NUL-ridden bytes hold no
+    byte-searchable UTF-8 words; ``decode_input`` makes them text.
+    """
+    return data.startswith(_UTF16_BOMS) or b"\x00" in data[:4096]
 
 
 def _looks_utf16le(data: bytes) -> bool:

@@ -38,8 +38,8 @@ from typing import Any
 
 from errkb._resources import bundled_dataset_dir
 from errkb.maint.extract import Field, Text, build_template, extract, github_url
-from errkb.match.template import Literal, Placeholder, parse_template
 from errkb.records import check_record, upstream
+from errkb.records.template import Literal, Placeholder, parse_template
 from errkb.sync import publish
 
 #: Bump when generation changes: cached corpora of another version are rebuilt.

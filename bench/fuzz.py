@@ -37,7 +37,6 @@ from hypothesis import strategies as st
 import errkb
 from errkb.checkpoint.safetensors import DTYPE_BITS, parse_header
 from errkb.errors import ErrkbError
-from errkb.match.patterns import compile_re2, compile_record
 from errkb.records import (
     Record,
     check_envelope,
@@ -45,6 +44,7 @@ from errkb.records import (
     content_hash,
     upstream,
 )
+from errkb.records.patterns import compile_re2, compile_record
 from errkb.records.reader import read_file
 
 ROOT = Path(__file__).resolve().parent.parent

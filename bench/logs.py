@@ -20,7 +20,7 @@ Values follow the placeholder's name (shapes become tuples, counts ints, paths p
 strings are quoted) and never contain the template's own literal text.
 
 Collisions are handled with an *oracle*: each record's pattern
-(``errkb.match.patterns.compile_record``:
+(``errkb.records.patterns.compile_record``:
 the template made an end-anchored RE2 regex, the record's anchor as prefilter) run over the
 planted message and over each value. A value that makes another record match, or is itself a
 record's message, is re-rolled; a template that another, less specific record matches whatever
@@ -45,8 +45,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from errkb.match.patterns import compile_re2, compile_record
-from errkb.match.template import Literal, Placeholder, Template, parse_template
+from errkb.records.patterns import compile_re2, compile_record
+from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
 LOGS_VERSION = 4

@@ -288,8 +288,8 @@ def child_tree(tree: str) -> None:
 # ---------------------------------------------------------------------------- baselines
 def anchors_of(records: Sequence[dict[str, Any]]) -> list[str]:
     """Each record's longest literal run, as errkb's prefilter chooses it (deduplicated)."""
-    from errkb.match.patterns import choose_anchor
-    from errkb.match.template import parse_template
+    from errkb.records.patterns import choose_anchor
+    from errkb.records.template import parse_template
 
     seen: dict[str, None] = {}
     for r in records:
@@ -664,7 +664,7 @@ def _measure(
     examples: Path,
     timings: dict[str, float],
 ) -> dict[str, Any]:
-    from errkb.match.patterns import compile_record
+    from errkb.records.patterns import compile_record
 
     quick = args.quick
     example = examples / "merged-column-scalar-scale.log"

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import write_tree
-from errkb.match import upstream
+from errkb.records import upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACEBACK = ROOT / "data" / "examples" / "quanto-incompatible-scale.log"

@@ -24,7 +24,7 @@ import pytest
 from repo_guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 
 import errkb
-from errkb.match import upstream
+from errkb.records import upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "data" / "dataset"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from errkb import records as rec
-from errkb.match import upstream
+from errkb.records import upstream
 from errkb.sync.publish import write_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -22,8 +22,8 @@ from bench import corpus as bc
 from bench import logs as bl
 from bench import run as br
 from errkb.maint.extract import extract
-from errkb.match.template import parse_template
 from errkb.records import check_record, upstream
+from errkb.records.template import parse_template
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

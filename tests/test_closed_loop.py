@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import errkb
-from errkb.match.template import parse_template
+from errkb.records.template import parse_template
 from tests.checkpoints import T, comfy_layer, quanto_layer, quanto_metadata, write
 from tests.conftest import COMFY_ID, EXAMPLES, LINEAR_ID, QUANTO_ID
 

@@ -26,9 +26,9 @@ from errkb.maint.extract import (
     github_url,
     write_jsonl,
 )
-from errkb.match.patterns import PatternOrigin, compile_record
-from errkb.match.template import Literal, parse_template
 from errkb.records import check_record, unknown_fields, upstream
+from errkb.records.patterns import PatternOrigin, compile_record
+from errkb.records.template import Literal, parse_template
 
 DATA = Path(__file__).parent / "data" / "extract"
 SEEDS = Path(__file__).parent.parent / "data" / "dataset"

@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 
 from errkb.errors import SyncError
-from errkb.match.patterns import compile_error, template_regex
-from errkb.match.template import parse_template
 from errkb.records import (
     _COMPILE_CHECK_CHARS,
     MAX_MESSAGE_CHARS,
@@ -29,6 +27,8 @@ from errkb.records import (
     fast_valid,
     schema_validator,
 )
+from errkb.records.patterns import compile_error, template_regex
+from errkb.records.template import parse_template
 from errkb.sync.publish import parse_manifest
 from tests.conftest import QUANTO_ID, make_record
 from tests.hostile import run_errkb

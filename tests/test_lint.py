@@ -13,9 +13,9 @@ import pytest
 from errkb.errors import InputError
 from errkb.maint.extract import extract, github_url
 from errkb.maint.lint import lint
-from errkb.match import upstream
 from errkb.match.matcher import Matcher
-from errkb.match.patterns import compile_re2
+from errkb.records import upstream
+from errkb.records.patterns import compile_re2
 from errkb.render import OutputFormat, formats, render
 from errkb.report import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 

@@ -13,7 +13,7 @@ from errkb.match.index import (
     related_ids,
     template_tokens,
 )
-from errkb.match.template import parse_template
+from errkb.records.template import parse_template
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from errkb.match.matcher import Matcher
-from errkb.match.patterns import PatternOrigin, compile_re2, compile_record, unquote
+from errkb.records.patterns import PatternOrigin, compile_re2, compile_record, unquote
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
 
 
@@ -106,7 +106,7 @@ _dtype = st.sampled_from(["F32", "BF16", "F16", "I32", "F8_E4M3", "I8"])
 def test_rendering_seed_templates_and_matching_recovers_the_values(
     prefix: str, dtype: str, shape: str, weight: str
 ) -> None:
-    from errkb.match.template import parse_template
+    from errkb.records.template import parse_template
     from tests.conftest import load_seed_envelopes
 
     records = {e["record"]["id"]: e["record"] for e in load_seed_envelopes()}
@@ -148,8 +148,8 @@ def test_unquote(quoted: str, plain: str) -> None:
     ],
 )
 def test_a_lazily_compiled_regex_answers_as_the_compiled_one(template: str) -> None:
-    from errkb.match import upstream
     from errkb.match.matcher import LazyRegex, verify
+    from errkb.records import upstream
 
     spec = compile_record("r" * 16, template, upstream.message_pattern(template))
     assert spec.literals  # the template's own regex: its literals are known
@@ -171,8 +171,8 @@ def test_a_lazily_compiled_regex_answers_as_the_compiled_one(template: str) -> N
 
 
 def test_a_lazy_regex_is_not_compiled_for_a_text_missing_a_literal() -> None:
-    from errkb.match import upstream
     from errkb.match.matcher import LazyRegex
+    from errkb.records import upstream
 
     template = "Quanto layer {name!r} has incompatible scale {dtype}"
     lazy = LazyRegex(compile_record("r" * 16, template, upstream.message_pattern(template)))

@@ -16,7 +16,7 @@ from bench import corpus as bc
 from errkb.maint.extract import extract
 from errkb.match import scan
 from errkb.match.index import candidate_ids, message_tokens
-from errkb.match.template import parse_template
+from errkb.records.template import parse_template
 from tests.conftest import DATASET
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.match.template import Literal, Placeholder, parse_template
+from errkb.records.template import Literal, Placeholder, parse_template
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from errkb.match import upstream
+from errkb.records import upstream
 
 
 def test_seed_ids_slugs_and_patterns_follow_upstream(

@@ -9,7 +9,7 @@ prose fields say plainly that the record is a draft nobody has reviewed.
 
 A message is a tree of *parts*: literal text (what the program prints) and fields (a value
 substituted at run time, kept as written). The template is built from the parts so that
-:func:`errkb.match.template.parse_template` reads back exactly those parts: literal braces are
+:func:`errkb.records.template.parse_template` reads back exactly those parts: literal braces are
 doubled,
 and a literal ``%`` is doubled where the template parser would otherwise take it for a printf
 conversion (always, inside a ``%``-format string, as its source writes it). Two spellings
@@ -38,8 +38,8 @@ from typing import IO, Any
 from urllib.parse import quote
 
 from errkb.errors import InputError, UsageError
-from errkb.match import upstream
-from errkb.match.template import Placeholder, parse_template
+from errkb.records import upstream
+from errkb.records.template import Placeholder, parse_template
 
 __all__ = [
     "DEFAULT_SHA",

@@ -32,9 +32,9 @@ from typing import Any, TypeGuard
 from urllib.parse import unquote as url_unquote
 
 from errkb import records as rec
-from errkb.match import upstream
 from errkb.match.matcher import Matcher
-from errkb.match.patterns import (
+from errkb.records import upstream
+from errkb.records.patterns import (
     MIN_ANCHOR_CHARS,
     PatternOrigin,
     PatternSpec,
@@ -43,8 +43,8 @@ from errkb.match.patterns import (
     compile_record,
     unquote,
 )
-from errkb.match.template import Template, parse_template
 from errkb.records.reader import Item, read_sources
+from errkb.records.template import Template, parse_template
 from errkb.report.lint import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 
 __all__ = [
@@ -63,7 +63,7 @@ def sample_values(template: Template, form: str = "v{}x") -> dict[str, str]:
     return {name: form.format(i) for i, name in enumerate(template.names)}
 
 
-# Two sample sets, as errkb.match.patterns uses: words, and numbers (a hand-written pattern may
+# Two sample sets, as errkb.records.patterns uses: words, and numbers (a hand-written pattern may
 # type a
 # value as \d+).
 _SAMPLE_FORMS = ("v{}x", "1{}7")

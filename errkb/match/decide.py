@@ -27,9 +27,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from errkb.match.matcher import Hit, MatcherLike
-from errkb.match.patterns import PatternSpec
 from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine
 from errkb.parse.spans import message_spans
+from errkb.records.patterns import PatternSpec
 from errkb.report import Alternative, Confidence, ExceptionInfo, Match, Unmatched
 
 BASE_EXACT = 0.8

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
-from errkb.match.template import Literal, Template, parse_template
+from errkb.records.template import Literal, Template, parse_template
 
 MIN_TOKEN = 3
 #: How many of a record's rarest words are stored: rank 0 selects candidates, the others must

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from errkb.match.patterns import PatternSpec, compile_re2, compile_record, unquote
+from errkb.records.patterns import PatternSpec, compile_re2, compile_record, unquote
 
 if TYPE_CHECKING:
     from errkb.match.scan import AnchorTable
@@ -159,7 +159,7 @@ class Matcher:
 
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
         if self._masked is None:
-            from errkb.match.template import parse_template
+            from errkb.records.template import parse_template
 
             masked = [(s.record_id, parse_template(s.template).masked(" ")) for s in self.specs]
             with self._lock:
@@ -187,7 +187,7 @@ class SpecCache:
 
     def masked(self, view: ReadView, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(id, masked template) of each record of ``ids`` that exists, sorted; cached."""
-        from errkb.match.template import parse_template
+        from errkb.records.template import parse_template
 
         with self._lock:
             known = {rid: self._masked[rid] for rid in ids if rid in self._masked}

@@ -24,7 +24,7 @@ from typing import Any
 
 from errkb._resources import schema_path
 from errkb.errors import Problem
-from errkb.match import upstream
+from errkb.records import upstream
 from errkb.records.fields import FIELDS, KNOWN_FIELDS
 
 # The fields the contract knows come from the one field table, errkb.records.fields.
@@ -260,8 +260,8 @@ def _limit_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
             yield key, f"{len(value)} characters, over the {MAX_MESSAGE_CHARS}-character limit"
     if too_long:
         return  # nothing below is worth computing on such a record
-    from errkb.match.patterns import _name_groups, compile_error, compile_record
-    from errkb.match.template import parse_template
+    from errkb.records.patterns import _name_groups, compile_error, compile_record
+    from errkb.records.template import parse_template
 
     # Counting "{" and "(" is a cheap upper bound; the parsers run only past it.
     placeholders = message.count("{")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from errkb.match.template import Literal, Template, parse_template
+from errkb.records.template import Literal, Template, parse_template
 
 #: Upstream falls back to the escaped literal message when a template has less literal text
 #: than this: a pattern made mostly of wildcards would match nearly anything.
@@ -43,7 +43,7 @@ def message_pattern(error_message: str) -> str:
 
     Every placeholder becomes a lazy ``(.+?)``; literal text is escaped. Too little literal text
     gives the escaped literal message instead. (The result is unanchored and targets JavaScript
-    RegExp: errkb never runs it as is; see ``errkb.match.patterns``.)
+    RegExp: errkb never runs it as is; see ``errkb.records.patterns``.)
     """
     return template_pattern(parse_template(error_message))
 

@@ -26,8 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from errkb.match import upstream
-from errkb.match.template import Literal, Placeholder, Template, parse_template
+from errkb.records import upstream
+from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4

@@ -64,6 +64,10 @@ class PatternSpec:
     #: The template's literal texts, each of which a text ``regex`` matches holds as is when the
     #: regex is the template's own (origin other than MESSAGE_PATTERN); () when not known.
     literals: tuple[str, ...] = ()
+    #: The slot kind of group cI (``errkb.records.patterns`` infers them at compile time, from the
+    #: template's conversions and format specs and the record's sourceCode); () when not inferred,
+    #: and a group with no known kind matches as a generic slot.
+    kinds: tuple[str, ...] = ()
 
 
 def re2_escape(text: str) -> str:

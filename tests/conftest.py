@@ -26,6 +26,28 @@ from repo_guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 import errkb
 from errkb.records import upstream
 
+
+# --- the two tiers ------------------------------------------------------------------------------
+# `pytest` runs the default tier: every behaviour, with the fault, soak, hostile-input and benchmark
+# suites represented by small cases (<= 90 s on a 2-core machine). `pytest --full` adds the tests
+# marked `slow`: every SIGKILL point, every reader-during-sync round, the large hostile inputs and
+# the CPU-ratio checks. Slow tests are deselected, not skipped, in the default tier: a skip would
+# read as a gap, and `-m` still selects them explicitly (`pytest -m slow`).
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true", help="the full tier: include the tests marked slow"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--full") or config.getoption("-m"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "data" / "dataset"
 EXAMPLES = ROOT / "data" / "examples"

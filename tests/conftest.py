@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -103,6 +104,23 @@ def _isolated_env(
 def kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
     with errkb.open(tmp_path / "kb.sqlite3") as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def _seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("seeded") / "kb.sqlite3"
+    errkb.open(path).close()
+    return path
+
+
+@pytest.fixture
+def seeded_db(tmp_path: Path, _seeded_template: Path) -> Path:
+    """A knowledge-base file holding the bundled records, for tests that run errkb as a child
+    process: a copy of one made once per session (a child creating it pays ~1 s of imports,
+    migrations and ingest every time)."""
+    path = tmp_path / "kb.sqlite3"
+    shutil.copyfile(_seeded_template, path)
+    return path
 
 
 @pytest.fixture

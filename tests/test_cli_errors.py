@@ -46,10 +46,9 @@ def errkb(db: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[by
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "kb.sqlite3"
-    assert errkb(path, "stats").returncode == 0  # created and seeded before the test proper
-    return path
+def db(seeded_db: Path) -> Path:
+    assert errkb(seeded_db, "stats").returncode == 0  # a usable knowledge base before the test
+    return seeded_db
 
 
 # --- unexpected errors ----------------------------------------------------------------------

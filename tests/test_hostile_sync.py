@@ -96,6 +96,7 @@ def _sync_refused(db: Path, source: Path | str, *, memory: int = DEFAULT_MEMORY)
     return out.stderr
 
 
+@pytest.mark.slow
 def test_an_index_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     db = _db_with_a_version(tmp_path)
     root = _hostile_tree(tmp_path)
@@ -120,6 +121,7 @@ def test_an_index_past_its_raw_bytes_is_refused_at_once(tmp_path: Path) -> None:
         publish.verify_file(publish.Fetched("i", index), entry, max_bytes=1 << 30)
 
 
+@pytest.mark.slow
 def test_a_four_million_row_index_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     db = _db_with_a_version(tmp_path)
     root = _hostile_tree(tmp_path)

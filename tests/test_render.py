@@ -28,8 +28,7 @@ from errkb.render import (
     render,
     sanitize_text,
 )
-from errkb.report import Diagnostics, RecordHistory, RecordList, UpdateCheck, VersionList
-from errkb.sync import history
+from errkb.report import Diagnostics, RecordList, UpdateCheck
 from errkb.validators.preflight import check
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
 
@@ -68,10 +67,8 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
                 UpdateCheck("https://mirror.invalid", V_OLD, V_NEW),
                 UpdateCheck("https://mirror.invalid", V_NEW, V_NEW),
             ],
-            "VersionList": [VersionList(tuple(history.versions(kb)))],
-            "RecordHistory": [
-                RecordHistory(QUANTO_ID, tuple(history.record_history(kb, QUANTO_ID)))
-            ],
+            "VersionList": [kb.versions()],
+            "RecordHistory": [kb.history(QUANTO_ID)],
             "SearchReport": [kb.search("quanto scale"), kb.search("zzzqqq")],
             # Standard error's lines beside a report: more problems than shown, and untrusted text.
             "Diagnostics": [

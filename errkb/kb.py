@@ -11,6 +11,7 @@ starts a fresh cache; ``refresh()`` does it on demand.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -29,6 +30,7 @@ from errkb.store import ReadView, RecordJSON, Store, open_store
 if TYPE_CHECKING:
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
+    from errkb.report.check import CheckReport
     from errkb.report.ingest import IngestReport
     from errkb.report.records import Stats
     from errkb.report.sync import RecordHistory, SyncReport, UpdateCheck, VersionList
@@ -258,6 +260,20 @@ class KnowledgeBase:
                 return self._message_in(view, text)
 
             return search(view, explained, query, filters, limit)
+
+    # ------------------------------------------------------------------ check
+    def check(self, paths: Sequence[str | Path], *, all_layers: bool = False) -> CheckReport:
+        """``errkb.check`` of ``paths``, with the records its findings name (for their fixes).
+
+        The validators read no database; the records come from one read transaction after.
+        """
+        from errkb.validators.preflight import check
+
+        report = check(paths, all_layers=all_layers)
+        with self.store.snapshot() as view:
+            found = {rid: view.raw_record(rid) for rid in report.record_ids}
+        records = {rid: record for rid, record in found.items() if record is not None}
+        return dataclasses.replace(report, records=records)
 
     # ------------------------------------------------------------------ records
     def get(self, key: str) -> Record:

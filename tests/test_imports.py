@@ -254,3 +254,19 @@ def test_no_module_imports_a_lazily_exported_public_name() -> None:
             if isinstance(node, ast.ImportFrom) and node.module == "errkb" and not node.level:
                 found.extend(f"{module}: {a.name}" for a in node.names if a.name in lazy)
     assert found == []
+
+
+#: Rooms above the knowledge base, and search (handed a view): they reach the store only through
+#: ``KnowledgeBase`` methods, never its ``store`` attribute.
+FRONT_DOOR_CALLERS = {"cli", "serve", "search", "render", "maint"}
+
+
+def test_callers_go_through_the_knowledge_base_not_its_store() -> None:
+    found = [
+        f"{module}:{node.lineno}"
+        for module, path in MODULES.items()
+        if _room(module) in FRONT_DOOR_CALLERS
+        for node in ast.walk(ast.parse(path.read_text("utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr == "store"
+    ]
+    assert found == []

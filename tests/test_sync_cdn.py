@@ -273,7 +273,7 @@ def _run(*args: str, env: dict[str, str] | None = None) -> Any:
 def test_check_exit_codes(cdn: Cdn, tmp_path: Path, trees: dict[str, Path]) -> None:
     db = str(tmp_path / "kb.sqlite3")
     with errkb.open(db, bundled=False) as kb:
-        sync(kb, trees[V1])
+        kb.sync(trees[V1])
         found = kb.check_for_update(cdn.base)
         assert (found.current, found.available, found.update_available) == (V1, V2, True)
     before = len(cdn.requests)
@@ -394,7 +394,7 @@ def test_explain_says_when_only_the_bundled_sample_is_installed(
         last = out.rstrip("\n").splitlines()[-1]
         assert "only the bundled sample (3 records)" in last and "`errkb sync`" in last
     with errkb.open(db) as kb:
-        sync(kb, trees[V1], full=False)
+        kb.sync(trees[V1], full=False)
         kb.refresh()
         assert "knowledgeBase" not in kb.explain(log).to_dict()
     out = CliRunner().invoke(cli, ["--db", db, "explain"], input=log).stdout

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
@@ -32,6 +32,10 @@ from errkb.serve import (
     schemas,
     views,
 )
+from errkb.serve.guard import Guard, Policy
+
+if TYPE_CHECKING:
+    from errkb.serve.runner import ServeOptions
 
 #: What an assistant reads first. At most 512 characters (Codex reads no more) and the rule that
 #: matters most first: the old text was 585, and its last rule was the one cut.
@@ -300,18 +304,27 @@ def build_server(service: Service) -> MCPServer[Any]:
     return server
 
 
-def run_server(service: Service, address: tuple[str, int] | None) -> None:
-    """Serve the tools until interrupted: over stdio, or streamable HTTP at ``address``."""
+def run_server(
+    service: Service, options: ServeOptions | None, policy: Policy | None = None
+) -> None:
+    """Serve the tools: over stdio (``options`` None), or streamable HTTP at ``/mcp``."""
     server = build_server(service)
     with service.preparing():
-        if address is None:
+        if options is None:
             server.run("stdio")
             return
-        import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
 
-        host, port = address
-        app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        from errkb.serve.runner import serve
+
+        policy = policy or Policy.for_bind(options.host)
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            host=options.host,
+            # errkb's guard checks Host, Origin and the token on every route, whatever the bind.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        serve(Guard(app, policy), options, policy)
 
 
 def _view_call(operation: Callable[[], dict[str, Any]]) -> CallToolResult:

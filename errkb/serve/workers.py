@@ -155,8 +155,9 @@ class WorkerPool:
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Start every worker and wait until each has opened the knowledge base."""
-        for _ in range(self.size):
-            self._idle.put(self._spawn())
+        # Launched together, awaited in turn: each opens the knowledge base in parallel.
+        for worker in [self._launch() for _ in range(self.size)]:
+            self._idle.put(self._ready(worker))
 
     def close(self) -> None:
         with self._lock:
@@ -177,9 +178,15 @@ class WorkerPool:
             return sorted(w.pid for w in self._all)
 
     def _spawn(self) -> _Worker:
+        return self._ready(self._launch())
+
+    def _launch(self) -> _Worker:
         worker = _Worker(self._argv, self._env)
         with self._lock:
             self._all.add(worker)
+        return worker
+
+    def _ready(self, worker: _Worker) -> _Worker:
         line = worker.receive(time.monotonic() + START_SECONDS)
         if line != READY:
             self._discard(worker)

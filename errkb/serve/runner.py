@@ -27,6 +27,7 @@ import logging
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Generator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -130,6 +131,9 @@ class _Server(uvicorn.Server):
     def capture_signals(self) -> Generator[None, None, None]:
         # uvicorn's own re-raises the signal after the graceful stop (the process then dies by
         # it); here the stop is the end: serve returns and errkb exits 0.
+        if threading.current_thread() is not threading.main_thread():
+            yield  # signals reach the main thread only (a server run in a test's thread)
+            return
         previous = {sig: signal.signal(sig, self._stop) for sig in STOP_SIGNALS}
         try:
             yield

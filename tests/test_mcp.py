@@ -435,3 +435,73 @@ def test_both_protocol_revisions_list_call_read_and_prompt(service: Service, mod
     text = prompt.messages[0].content.text
     assert "explain_log" in text and "ValueError: boom" in text
     assert (version == "2026-07-28") == (mode == "2026-07-28")
+
+
+def big_log(tracebacks: int = 2000, layers: int = 300) -> str:
+    """About 1 MiB: ``tracebacks`` tracebacks of one record over ``layers`` distinct layers."""
+    parts = []
+    for i in range(tracebacks):
+        n = i % layers
+        parts.append(
+            f"2026-12-01 10:{i % 60:02d}:00 INFO step {i}: loading text encoder shard {n} of "
+            f"{layers} from /srv/models/t5-xxl-int8 with the quanto int8 configuration\n"
+            "Traceback (most recent call last):\n"
+            '  File "/srv/app/loader/components.py", line 211, in load_component\n'
+            "    config = inspect_quanto_int8_checkpoint(checkpoint, mapper)\n"
+            '  File "/srv/app/loader/quanto.py", line 168, in inspect_quanto_int8_checkpoint\n'
+            "    raise ValueError(message)\n"
+            f"ValueError: Quanto layer 'encoder.block.{n}.layer.0.SelfAttention.q' has "
+            "incompatible scale F32 (4096,)\n"
+        )
+    return "".join(parts)
+
+
+async def receive_big_explanation(client: Client, text: str) -> tuple[int, int, int]:
+    """Compact in one answer, then full page by page: (compact bytes, pages, matches)."""
+    compact = await client.call_tool("explain_log", {"text": text})
+    data = ok(compact)
+    size = len(json.dumps(data))
+    (match,) = data["matches"]
+    assert match["id"] == QUANTO_ID and match["occurrenceCount"] == 2000
+    assert data["truncated"] is False
+    offset: int | None = 0
+    pages, matches, occurrences = 0, 0, 0
+    while offset is not None:
+        page = ok(
+            await client.call_tool(
+                "explain_log", {"text": text, "detail": "full", "offset": offset}
+            )
+        )
+        pages, matches = pages + 1, matches + len(page["matches"])
+        occurrences += sum(m["occurrences"] for m in page["matches"])
+        offset = page["nextOffset"]
+    assert occurrences == 2000
+    return size, pages, matches
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sdk_client_receives_a_1_mib_log_of_2000_tracebacks(
+    kb_path: Path, mode: str, transport: str
+) -> None:
+    """Issue 25's done-when: compact <= 64 KB; full in pages under the client's 1 MiB limit."""
+    text = big_log()
+    assert 1_000_000 < len(text) <= MAX_TEXT_CHARS
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(kb_path)}
+
+    async def go(server: Any) -> tuple[int, int, int]:
+        with anyio.fail_after(300):
+            async with Client(server, mode=mode) as client:
+                return await receive_big_explanation(client, text)
+
+    if transport == "stdio":
+        params = StdioServerParameters(command=sys.executable, args=["-m", "errkb", "mcp"], env=env)
+        size, pages, matches = anyio.run(go, params)
+    else:
+        port = free_port()
+        args = ("mcp", "--http", f"127.0.0.1:{port}", "--request-timeout", "120")
+        with errkb_listening(port, *args, env=env):
+            size, pages, matches = anyio.run(go, f"http://127.0.0.1:{port}/mcp")
+    assert size <= 64_000
+    assert matches == 300 and pages >= 2  # 300 whole records do not fit one 1 MiB event

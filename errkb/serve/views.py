@@ -220,4 +220,5 @@ def _short(text: str) -> str:
 
 
 def _size(value: object) -> int:
-    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    # ASCII-escaped, the larger of the two encodings a transport may use.
+    return len(json.dumps(value))

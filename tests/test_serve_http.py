@@ -434,3 +434,34 @@ def test_errkb_serve_as_a_process_binds_loopback_and_answers(db: Path) -> None:
         listening = Path("/proc/net/tcp").read_text()
         assert f"0100007F:{port:04X}" in listening
         assert f"00000000:{port:04X}" not in listening
+
+
+@pytest.mark.slow
+def test_a_second_client_is_served_while_the_first_sends_the_worst_input(db: Path) -> None:
+    """Issue 27 item 1, over HTTP: the worst body occupies one worker; the other keeps serving."""
+    worst = ("ValueError: x\n" * 74_898)[: MAX_TEXT_CHARS - 1].encode()
+    small = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
+    with WorkerPool(str(db), size=2, seconds=5) as pool, errkb.open(db) as kb:
+        service = Service.create(kb, pool=pool)
+        with Running(build_app(service, request_seconds=5)) as srv:
+            first: list[Any] = []
+            thread = threading.Thread(
+                target=lambda: first.append(
+                    request(srv.base, "/v1/explain", data=worst, content_type="text/plain")
+                )
+            )
+            thread.start()
+            while pool.admitted == 0:  # until the worst input is in a worker's hands
+                assert thread.is_alive()
+                time.sleep(0.005)
+            answers = [
+                request(srv.base, "/v1/explain", data=small, content_type="text/plain")
+                for _ in range(20)
+            ]
+            # All twenty answered while the worst input is still being worked on (or stopped).
+            still_working = thread.is_alive()
+            thread.join()
+    assert all(code == 200 and body["matches"][0]["id"] == QUANTO_ID for code, body in answers)
+    assert first[0][0] in (200, 504)
+    if first[0][0] == 504:  # on a matcher still superlinear there: its worker was stopped
+        assert still_working and pool.killed == 1

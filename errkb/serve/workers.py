@@ -151,6 +151,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self.killed = 0  #: workers killed at their deadline (a figure for tests and logs)
+        self._admitted = 0
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -172,6 +173,12 @@ class WorkerPool:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    @property
+    def admitted(self) -> int:
+        """Calls running or waiting for a worker now."""
+        with self._lock:
+            return self._admitted
 
     def pids(self) -> list[int]:
         with self._lock:
@@ -222,6 +229,8 @@ class WorkerPool:
                 f"errkb is busy: {self.size} workers are running and the queue is full; "
                 "try again shortly"
             )
+        with self._lock:
+            self._admitted += 1
         try:
             deadline = time.monotonic() + self.seconds
             try:
@@ -247,6 +256,8 @@ class WorkerPool:
                 )
             self._idle.put(worker)
         finally:
+            with self._lock:
+                self._admitted -= 1
             self._slots.release()
         answer = json.loads(line)
         if "ok" in answer:

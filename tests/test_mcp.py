@@ -505,3 +505,27 @@ def test_sdk_client_receives_a_1_mib_log_of_2000_tracebacks(
             size, pages, matches = anyio.run(go, f"http://127.0.0.1:{port}/mcp")
     assert size <= 64_000
     assert matches == 300 and pages >= 2  # 300 whole records do not fit one 1 MiB event
+
+
+def test_every_readme_client_snippet_launches_a_valid_errkb_mcp(allowed: Path) -> None:
+    """Claude Desktop/Cursor, VS Code and Codex: each runs `errkb mcp` with options errkb takes."""
+    import tomllib
+
+    from errkb.cli import cli
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", text, re.S)]
+    entries = [b["mcpServers"]["errkb"] for b in blocks if "mcpServers" in b]
+    entries += [b["servers"]["errkb"] for b in blocks if "servers" in b]
+    (toml,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    entries.append(tomllib.loads(toml)["mcp_servers"]["errkb"])
+    assert len(entries) == 3
+    for entry in entries:
+        assert entry["command"] == "errkb" and entry["args"][0] == "mcp", entry
+        assert set(entry["env"]) == {"ERRKB_DB"}
+        # The README's example directory becomes this test's (--allow-path must exist).
+        args = [str(allowed) if a == "/data/checkpoints" else a for a in entry["args"]]
+        with cli.make_context("errkb", args) as ctx:
+            sub = cli.get_command(ctx, args[0])
+            assert sub is not None
+            sub.make_context("mcp", args[1:], parent=ctx)  # parses, or raises

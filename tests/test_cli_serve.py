@@ -201,3 +201,20 @@ def test_a_connection_that_sends_no_request_is_closed() -> None:
     with silent:
         silent.sendall(b"GET / HTTP/1.1\r\nHost: 127")  # headers never completed
         assert silent.recv(1024) == b""  # closed by the server, not by our timeout
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "expected"),
+    [
+        ("127.0.0.1", 70000, "port 70000 is out of range"),
+        ("no.such.host.invalid", 8000, "cannot bind 'no.such.host.invalid'"),
+        ("256.1.1.1", 8000, "cannot bind '256.1.1.1'"),
+    ],
+)
+def test_a_bad_address_is_a_named_error(host: str, port: int, expected: str) -> None:
+    """Not "unexpected ValueError: Port out of range" (issue 27, item 5): a BindError, exit 2."""
+    from errkb.serve.runner import BindError, bind
+
+    with pytest.raises(BindError, match=expected) as raised:
+        bind(host, port)
+    assert raised.value.exit_code == 2

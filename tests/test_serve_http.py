@@ -465,3 +465,19 @@ def test_a_second_client_is_served_while_the_first_sends_the_worst_input(db: Pat
     assert first[0][0] in (200, 504)
     if first[0][0] == 504:  # on a matcher still superlinear there: its worker was stopped
         assert still_working and pool.killed == 1
+
+
+def test_a_postgresql_fault_is_a_500_that_names_nothing(pg_url: str) -> None:
+    """``GET /v1/errors/%00`` on PostgreSQL: a server fault, without the database's URL or user."""
+    from urllib.parse import urlsplit
+
+    from tests.conftest import pg_server_url
+
+    with errkb.open(pg_url) as kb, Running(build_app(Service.create(kb))) as srv:
+        code, body = request(srv.base, "/v1/errors/%00")
+        assert code == 500, body
+        assert body == {"error": "the knowledge base could not answer; see the server's log"}
+        assert request(srv.base, "/v1/status")[0] == 200  # and it keeps serving
+    parts = urlsplit(pg_server_url())
+    leaks = [p for p in (parts.username, parts.hostname, parts.path.strip("/")) if p]
+    assert not any(leak in json.dumps(body) for leak in leaks)

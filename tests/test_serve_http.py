@@ -324,6 +324,13 @@ def test_loopback_default_refuses_foreign_host_and_origin(server: Running) -> No
         assert resp.status == 200
 
 
+def test_a_body_over_the_cap_is_a_json_413_on_mcp_too(db: Path) -> None:
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb), max_body_bytes=1000)) as srv:
+        for path in ("/mcp", "/v1/explain"):
+            code, body = request(srv.base, path, data=b"x" * 2000, content_type="application/json")
+            assert code == 413 and body == {"error": "request body over 1,000 bytes"}, path
+
+
 def test_every_error_is_json(server: Running) -> None:
     assert request(server.base, "/no/such/route") == (404, {"error": "404 no such route"})
     code, body = request(server.base, "/v1/status", method="DELETE")

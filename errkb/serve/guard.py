@@ -122,17 +122,29 @@ class Policy:
 class Guard:
     """An ASGI app that refuses what ``policy`` does not allow before ``app`` sees it."""
 
-    def __init__(self, app: ASGIApp, policy: Policy) -> None:
+    def __init__(self, app: ASGIApp, policy: Policy, *, max_body_bytes: int | None = None) -> None:
         self.app = app
         self.policy = policy
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            refused = self.policy.refusal(scope)
+            refused = self.policy.refusal(scope) or self._too_large(scope)
             if refused is not None:
                 await _json(send, *refused)
                 return
         await self.app(scope, receive, send)
+
+    def _too_large(self, scope: Scope) -> tuple[int, str] | None:
+        # A declared length over the cap is refused here, as JSON, before any route (the SDK's
+        # own check on /mcp answers plain text; it still counts a chunked body itself).
+        if self.max_body_bytes is None:
+            return None
+        for key, value in scope["headers"]:
+            too_large = value.isdigit() and int(value) > self.max_body_bytes
+            if key.lower() == b"content-length" and too_large:
+                return 413, f"request body over {self.max_body_bytes:,} bytes"
+        return None
 
 
 async def _json(send: Send, status: int, message: str) -> None:

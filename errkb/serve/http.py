@@ -166,7 +166,7 @@ def build_app(
         return _error(status, f"{status} {_REASONS.get(status, 'error')}", headers)
 
     app.add_exception_handler(HTTPException, http_error)
-    return Guard(app, policy or Policy.for_bind(host))
+    return Guard(app, policy or Policy.for_bind(host), max_body_bytes=max_body_bytes)
 
 
 _REASONS = {404: "no such route", 405: "method not allowed for this route"}

@@ -324,7 +324,7 @@ def run_server(
             # errkb's guard checks Host, Origin and the token on every route, whatever the bind.
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
-        serve(Guard(app, policy), options, policy)
+        serve(Guard(app, policy, max_body_bytes=4 * MAX_TEXT_CHARS), options, policy)
 
 
 def _view_call(operation: Callable[[], dict[str, Any]]) -> CallToolResult:

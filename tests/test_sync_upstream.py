@@ -366,3 +366,29 @@ def test_a_repository_file_must_match_the_index_rows_not_only_ids(
     with pytest.raises(IntegrityError, match="errorMessage, messagePattern or errorClass"):
         sync(store, root)
     assert store.is_empty()
+
+
+def test_the_cli_check_and_redirect_option(tmp_path: Path, rewritten: dict[str, Path]) -> None:
+    from click.testing import CliRunner
+
+    import errkb.cli.sync  # noqa: F401 - registers the sync commands
+    from errkb.cli import cli
+
+    db = str(tmp_path / "cli.sqlite3")
+    assert CliRunner().invoke(cli, ["--db", db, "sync", "-q", str(rewritten[V1])]).exit_code == 0
+    result = CliRunner().invoke(cli, ["--db", db, "sync", "--check", str(rewritten[V2])])
+    assert result.exit_code == 1
+    assert "only records rewritten in place may be pending" in result.stdout
+    with serve(rewritten[V2]) as server:
+        port = server.base.rsplit(":", 1)[1]
+        server.faults["/data/manifest.json"] = f"redirect:http://localhost:{port}/data/x.json"
+        shutil.copy(rewritten[V2] / "data" / "manifest.json", rewritten[V2] / "data" / "x.json")
+        refused = CliRunner().invoke(cli, ["--db", db, "sync", server.base])
+        assert refused.exit_code == 2 and "--allow-redirect-host localhost" in refused.stderr
+        args = ["--db", db, "sync", "--allow-redirect-host", "localhost", server.base]
+        applied = CliRunner().invoke(cli, args)
+    assert applied.exit_code == 0, applied.stderr
+    # Synced from a local copy first: no ETag to send, so each file is read, and three hold
+    # the records already stored.
+    line = "4 checked, 0 unchanged (304), 3 unchanged (same records), 1 rewritten"
+    assert line in applied.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,6 +30,7 @@ def check_for_update(
     *,
     timeout: float = publish.DEFAULT_TIMEOUT,
     deadline: float | None = 120.0,
+    allow_redirect_hosts: Collection[str] = (),
 ) -> UpdateCheck:
     """Read the manifest of ``source`` (default: ``publish.default_source()``) and compare."""
     where = publish.resolve_source(source)
@@ -38,7 +40,9 @@ def check_for_update(
     limit = transport.Deadline(deadline)
     with limit.watch(), tempfile.TemporaryDirectory(prefix="errkb-check-") as tmp:
         if isinstance(tree, publish.HttpTree):
-            client = transport.HttpClient(read_timeout=timeout, deadline=limit)
+            client = transport.HttpClient(
+                read_timeout=timeout, deadline=limit, allow_hosts=allow_redirect_hosts
+            )
             tree = publish.HttpTree(
                 tree.base, tree.manifest_path, timeout, client=client, query=tree.query
             )

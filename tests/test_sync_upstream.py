@@ -74,7 +74,14 @@ def split_tree(root: Path, parts: int = 3, listing: str = "object") -> Path:
 
 
 # ---------------------------------------------------------------------------- split index
-@pytest.mark.parametrize("listing", ["object", "list", "numbered"])
+@pytest.mark.parametrize(
+    "listing",
+    [
+        "object",
+        pytest.param("list", marks=pytest.mark.slow),
+        pytest.param("numbered", marks=pytest.mark.slow),
+    ],
+)
 def test_a_split_index_gives_the_same_knowledge_base_as_one_index(
     store: Store, tmp_path: Path, listing: str
 ) -> None:
@@ -368,6 +375,7 @@ def test_a_repository_file_must_match_the_index_rows_not_only_ids(
     assert store.is_empty()
 
 
+@pytest.mark.slow
 def test_the_cli_check_and_redirect_option(tmp_path: Path, rewritten: dict[str, Path]) -> None:
     from click.testing import CliRunner
 

@@ -400,3 +400,32 @@ def test_the_cli_check_and_redirect_option(tmp_path: Path, rewritten: dict[str, 
     # the records already stored.
     line = "4 checked, 0 unchanged (304), 3 unchanged (same records), 1 rewritten"
     assert line in applied.stdout
+
+
+def test_a_field_upstreams_schema_requires_that_errkb_does_not_know_is_a_warning(
+    store: Store, tmp_path: Path
+) -> None:
+    root = build_tree(tmp_path / "t", dataset(), V1)
+    assert sync(store, root).warnings == ()  # the test tree's schema requires known fields
+    schema = json.loads((root / "schema.json").read_text())
+    schema["definitions"]["ErrorRecord"]["required"].append("rootCause")
+    (root / "schema.json").write_text(json.dumps(schema))
+    manifest = _manifest(root)
+    manifest["datasetVersion"] = V2
+    (root / "data" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IntegrityError):  # the index still says V1: refused, as it should be
+        sync(store, root)
+    assert publish.schema_warnings(
+        (root / "schema.json").read_bytes(), "schema.json", ["id", "errorMessage"]
+    ) == (
+        "schema.json: upstream's schema makes record field 'messagePattern' required; errkb "
+        "does not know it (kept verbatim, not validated: a newer errkb may read it)",
+        "schema.json: upstream's schema makes record field 'rootCause' required; errkb does "
+        "not know it (kept verbatim, not validated: a newer errkb may read it)",
+    )
+    other = build_tree(tmp_path / "u", dataset(), V2)
+    shutil.copy(root / "schema.json", other / "schema.json")
+    report = sync(store, other)
+    assert len(report.warnings) == 1 and "'rootCause' required" in report.warnings[0]
+    assert "warning: " in report.diagnostics().before[0]
+    assert publish.schema_warnings(b"[", "s", [])[0].startswith("s: not valid JSON")

@@ -120,6 +120,8 @@ class SyncReport:
     other_files: tuple[tuple[str, str | None], ...] = ()
     #: repositories at the same commit revalidated with conditional requests
     revalidation: Revalidation = field(default_factory=Revalidation)
+    #: what the site's schema.json requires that errkb does not know (never fatal)
+    warnings: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -148,7 +150,7 @@ class SyncReport:
 
         With ``verbose``, also the source, what was fetched and the manifest entries not used.
         """
-        before: list[str] = []
+        before: list[str] = [f"warning: {w}" for w in self.warnings]
         if verbose:
             before.append(f"source: {self.source}")
             before.append(
@@ -190,6 +192,7 @@ class SyncReport:
             "hashes": dict(self.hashes),
             "otherFiles": [{"name": n, "path": p} for n, p in self.other_files],
             "revalidated": self.revalidation.to_dict(),
+            "warnings": list(self.warnings),
         }
 
 

@@ -209,6 +209,7 @@ class _Plan:
     bytes_downloaded: int = 0
     other_files: tuple[tuple[str, str | None], ...] = ()
     revalidation: Revalidation = field(default_factory=Revalidation)
+    warnings: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -451,6 +452,7 @@ def _plan_published(
         repos_raw, repos_file.where, max_repos=limits.repos, max_row_bytes=limits.row_bytes
     )
     notify(Progress(Stage.INDEX, 2, 2))
+    warnings = _schema_warnings(tree, tmp)
     hashes = [("manifest", manifest.sha256), *index_hashes]
     if repos_entry.sha256 is not None:
         hashes.append(("repos", repos_entry.sha256))
@@ -648,6 +650,7 @@ def _plan_published(
         bytes_downloaded=downloaded.value,
         other_files=manifest.others,
         revalidation=tally.value(),
+        warnings=warnings,
     )
 
 
@@ -733,6 +736,24 @@ def _same_content(lines: Sequence[tuple[str, str]], stored: Mapping[str, str]) -
         if stored.get(rid) != chash:
             return False
     return True
+
+
+def _schema_warnings(tree: publish.Tree, tmp: Path) -> tuple[str, ...]:
+    """Compare the site's ``schema.json`` with the fields errkb knows, when it has one.
+
+    Optional: a tree without it (or a server that cannot serve it) is compared with nothing.
+    """
+    try:
+        got = tree.fetch(
+            publish.SCHEMA_PATH, tmp / "schema.json", max_bytes=publish.SCHEMA_MAX_BYTES
+        )
+    except (SyncError, OSError):  # NetworkError is a SyncError: absent or unreachable
+        return ()
+    if got.path is None:
+        return ()
+    from errkb.records.fields import KNOWN_FIELDS
+
+    return publish.schema_warnings(got.path.read_bytes(), got.where, KNOWN_FIELDS)
 
 
 def _read_index(
@@ -966,6 +987,7 @@ def _execute(
         bytes_downloaded=plan.bytes_downloaded,
         other_files=plan.other_files,
         revalidation=plan.revalidation,
+        warnings=plan.warnings,
     )
     keep = Keep(plan.keep_repos, plan.keep_ids)
     if dry_run:

@@ -1066,6 +1066,52 @@ def some_ids(ids: list[str], limit: int = 10) -> str:
     return shown + (f" ... ({len(ids)} in all)" if len(ids) > limit else "")
 
 
+#: Where the site publishes its Draft-07 JSON Schema of the dataset, and the most it may take.
+SCHEMA_PATH = "schema.json"
+SCHEMA_MAX_BYTES = 4 * 1024 * 1024
+
+
+def schema_warnings(raw: bytes, where: str, known: Iterable[str]) -> tuple[str, ...]:
+    """What upstream's ``schema.json`` requires of a record that errkb does not know.
+
+    Upstream validates with zod ``.strict()`` and grows its schema by adding keys; a field it
+    makes required is one a newer errkb may need (errkb keeps it verbatim, unvalidated). The
+    record schema is found by shape: any object schema whose properties include
+    ``errorMessage`` and ``messagePattern``. A schema errkb cannot read gives one warning, never
+    an error: the dataset itself is verified by its hashes.
+    """
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return (f"{where}: not valid JSON ({exc}); the dataset's schema was not compared",)
+    names = set(known)
+    missing: set[str] = set()
+    found = False
+    stack, seen = [doc], 0
+    while stack and seen < 100_000:  # bounded: a hostile schema is as large as its cap
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        props = node.get("properties")
+        if isinstance(props, dict) and "errorMessage" in props and "messagePattern" in props:
+            found = True
+            required = node.get("required")
+            if isinstance(required, list):
+                missing.update(str(r) for r in required if isinstance(r, str) and r not in names)
+        stack.extend(node.values())
+    if not found:
+        return (f"{where}: holds no record schema errkb recognises; not compared",)
+    return tuple(
+        f"{where}: upstream's schema makes record field {name!r} required; errkb does not know "
+        "it (kept verbatim, not validated: a newer errkb may read it)"
+        for name in sorted(missing)
+    )
+
+
 # ---------------------------------------------------------------------------- writing
 RepoFields = Callable[[str, bytes, Sequence[Mapping[str, Any]]], Mapping[str, Any]]
 
@@ -1150,10 +1196,7 @@ def write_tree(
         (data / "index.json.gz").write_bytes(index_gz)
     published = json.dumps(sorted(by_repo)).encode("utf-8")
     (data / "published.json").write_bytes(published)
-    (root / "schema.json").write_text(
-        json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}),
-        encoding="utf-8",
-    )
+    (root / "schema.json").write_text(json.dumps(_SCHEMA), encoding="utf-8")
     repos_raw = json.dumps(repo_entries, ensure_ascii=False).encode("utf-8")
     (data / "repos.json").write_bytes(repos_raw)
     manifest = {
@@ -1176,6 +1219,23 @@ def write_tree(
     }
     (data / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return root
+
+
+#: The test tree's ``schema.json``: a Draft-07 record schema requiring what errkb requires.
+_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "definitions": {
+        "ErrorRecord": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "errorMessage": {"type": "string"},
+                "messagePattern": {"type": "string"},
+            },
+            "required": ["id", "errorMessage", "messagePattern"],
+        }
+    },
+}
 
 
 def _file_spec(path: str, body: bytes, raw: bytes) -> dict[str, Any]:

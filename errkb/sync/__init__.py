@@ -10,12 +10,15 @@ A sync has two phases, and only the second touches the database:
    row, and bumps the state counter readers poll. A crash or kill mid-transaction leaves the
    previous version intact (SQLite's WAL rolls the partial transaction back).
 
-Repositories whose ``analyzedSha`` and ``contentChangedAt`` did not change since the last sync
-are not downloaded again; their stored records are fed back to ``Store.apply`` as they are, so
-they count as unchanged and a full snapshot does not retire them. The facts that make this safe
-(each repository's fingerprint, ETags) are kept in the ``meta`` table in the same transaction
-as the version they describe, and trusted only while that version is still the latest one: an
-ingest or rollback in between makes the next sync fetch everything again.
+Repositories whose ``analyzedSha``, ids and ``contentChangedAt`` did not change since the last
+sync are only revalidated (upstream rewrites records in place at the same commit): a conditional
+request with the stored ETag / Last-Modified, and a 304 or a body with the sha256 (or the
+records) applied last time keeps them; their stored records are fed back to ``Store.apply`` as
+they are, so they count as unchanged and a full snapshot does not retire them. The facts that
+make this safe (each repository's fingerprint, ETags, Last-Modified, body sha256) are kept in
+the ``meta`` table in the same transaction as the version they describe, and trusted only
+while that version is still the latest one: an ingest or rollback in between makes the next
+sync fetch everything again.
 
 One sync at a time per database: the store's sync lock (``Store.sync_lock``) is held for the
 whole run, so a second sync fails at once instead of downloading in vain and then waiting for

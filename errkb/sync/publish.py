@@ -1,14 +1,15 @@
 """Reading ErrLookup's published tree, from a local copy or over http(s).
 
-Upstream publishes one dataset version as a small tree (see the README's "Syncing" section):
+Upstream publishes one dataset version as a small tree (see the README's "Published layouts"):
 ``data/manifest.json`` names the version and the sha256 of the files it lists
-(``data/index.json.gz``, ``data/repos.json``); ``data/repos/{owner}/{name}.json`` hold the full
-records and carry no hash of their own, so ``errkb.sync`` cross-checks them against the hashed
-index. This module locates such a tree (a directory, its ``data/`` folder, the manifest file, a
-site's base URL or the manifest's URL), fetches files from it, and parses and verifies the
-metadata files. It never interprets downloaded content as anything but JSON: no exec, eval or
-pickle. Downloads stream into temporary files under a size cap, so a hostile or broken server can
-neither exhaust memory nor disk, and any failure is one ``NetworkError`` naming the URL.
+(``data/index.json.gz`` or, since 2026-09-17, its ``index-N.json.gz`` parts; ``repos.json``);
+``data/repos/{owner}/{name}.json`` hold the full records and carry no hash of their own, so
+``errkb.sync`` cross-checks them against the hashed index. This module locates such a tree (a
+directory, its ``data/`` folder, the manifest file, a site's base URL or the manifest's URL),
+fetches files from it, and parses and verifies the metadata files. It never interprets
+downloaded content as anything but JSON: no exec, eval or pickle. Downloads stream into
+temporary files under a size cap, so a hostile or broken server can neither exhaust memory nor
+disk, and any failure is one ``NetworkError`` naming the URL.
 """
 
 from __future__ import annotations

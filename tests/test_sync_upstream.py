@@ -429,3 +429,18 @@ def test_a_field_upstreams_schema_requires_that_errkb_does_not_know_is_a_warning
     assert len(report.warnings) == 1 and "'rootCause' required" in report.warnings[0]
     assert "warning: " in report.diagnostics().before[0]
     assert publish.schema_warnings(b"[", "s", [])[0].startswith("s: not valid JSON")
+
+
+def test_without_validators_the_body_sha256_spares_the_next_read(
+    store: Store, rewritten: dict[str, Path], tmp_path: Path
+) -> None:
+    same = build_tree(tmp_path / "same", dataset(), V2, repo_meta=pinned(dataset()))
+    with serve_cdn() as cdn:
+        cdn.etags = False  # no ETag, no Last-Modified: every request is a 200
+        cdn.publish(V1, rewritten[V1])
+        sync(store, cdn.base)
+        state = json.loads(store.meta_value("sync_state") or "{}")
+        assert len(state["bodies"]) == REPOS  # the sha256 of each file applied
+        cdn.publish(V2, same)
+        report = sync(store, cdn.base)
+    assert report.revalidation.same_body == REPOS and report.counts.updated == 0

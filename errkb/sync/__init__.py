@@ -561,6 +561,9 @@ def _plan_published(
         else:
             assert got.fetched.path is not None  # noqa: S101 - not_modified is handled above
             path = got.fetched.path
+        if got.job.rel not in validators.hashed:  # before the file moves or goes
+            with contextlib.suppress(OSError):
+                validators.hashed[got.job.rel] = fetching.file_sha256(path)
         if cache is not None and path.parent == cache.root and not done.broken:
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):

@@ -9,7 +9,9 @@ previous version's bytes whatever ``v=`` they carry, as one bad edge copy would;
 with a fresh ``r=`` always reaches the origin. ``on_repo`` is called for every
 repository-file request (to publish a version mid-sync, or to count); ``trickle`` sends a
 path's response one byte every ``trickle_delay`` seconds (body or headers). Every request is
-recorded: path, query, headers, the client's port (one per connection).
+recorded: path, query, headers, the client's port (one per connection). ``etags`` off sends no
+ETag (so no 304 by ETag); ``last_modified`` sends that Last-Modified and answers a matching
+If-Modified-Since with 304, as an origin without ETags would.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ class Cdn:
     trickle_delay: float = 0.5
     repo_delay: float = 0.0  #: seconds each repository file takes (to overlap downloads)
     on_repo: Callable[[Request], None] | None = None
+    etags: bool = True
+    last_modified: str | None = None
     requests: list[Request] = field(default_factory=list)
     active: int = 0
     max_active: int = 0
@@ -132,14 +136,20 @@ def _handler(cdn: Cdn) -> type[http.server.BaseHTTPRequestHandler]:
                 self.send_error(404)
                 return
             etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
-            if req.headers.get("if-none-match") == etag:
+            modified = cdn.last_modified
+            if (cdn.etags and req.headers.get("if-none-match") == etag) or (
+                modified and req.headers.get("if-modified-since") == modified
+            ):
                 self.send_response(304)
-                self.send_header("ETag", etag)
+                if cdn.etags:
+                    self.send_header("ETag", etag)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            validators = f"ETag: {etag}\r\n" if cdn.etags else ""
+            validators += f"Last-Modified: {modified}\r\n" if modified else ""
             head = (
-                f"HTTP/1.1 200 OK\r\nETag: {etag}\r\nContent-Length: {len(body)}\r\n"
+                f"HTTP/1.1 200 OK\r\n{validators}Content-Length: {len(body)}\r\n"
                 "Cache-Control: max-age=86400, stale-while-revalidate=604800\r\n\r\n"
             ).encode()
             mode = cdn.trickle.get(req.path)

@@ -74,11 +74,15 @@ def build_tree(
     *,
     repo_meta: Mapping[str, Mapping[str, Any]] | None = None,
     extra_repos: Iterable[str] = (),
+    index_parts: int = 0,
+    parts_listing: str = "object",
 ) -> Path:
     """Write the published tree of ``records`` under ``root``; return ``root``.
 
     Each repository's ``analyzedSha`` in repos.json is the sha1 of its file, so it changes
-    exactly when the file does (``repo_meta`` overrides entries, e.g. to lie about a change).
+    exactly when the file does (``repo_meta`` overrides entries, e.g. to lie about a change,
+    or to keep a commit while records are rewritten in place). ``index_parts`` splits the index
+    into that many ``index-N.json.gz`` parts, listed as ``parts_listing`` says (``write_tree``).
     """
 
     def fields(repo: str, body: bytes, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -92,7 +96,15 @@ def build_tree(
             **(repo_meta or {}).get(repo, {}),
         }
 
-    return write_tree(root, records, dataset_version, repo_fields=fields, extra_repos=extra_repos)
+    return write_tree(
+        root,
+        records,
+        dataset_version,
+        repo_fields=fields,
+        extra_repos=extra_repos,
+        index_parts=index_parts,
+        parts_listing=parts_listing,
+    )
 
 
 # ---------------------------------------------------------------------------- HTTP server

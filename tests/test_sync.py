@@ -159,10 +159,12 @@ def test_second_version_adds_updates_and_retires(store: Store, server: Server) -
     for rid in ids(REMOVED):
         assert errkb.KnowledgeBase(store).is_retired(rid)
         assert store.raw_record(rid)["id"] == rid
-    # Only the two repositories that changed were downloaded again.
+    # The two repositories that changed were read again; the two at the same commit were
+    # only revalidated (records can be rewritten in place) and kept as they were.
     assert (report.repos_fetched, report.repos_skipped) == (2, 2)
+    assert (report.revalidation.checked, report.revalidation.rewritten) == (2, 0)
     fetched = {p for p in server.paths()[before:] if "/repos/" in p}
-    assert fetched == {"/v2/data/repos/org/repo-0.json", "/v2/data/repos/org/repo-1.json"}
+    assert fetched == {f"/v2/data/repos/org/repo-{n}.json" for n in range(4)}
     changes = dict(
         query(
             store,
@@ -230,8 +232,11 @@ def test_metadata_change_without_content_change_gets_a_304(store: Store, site: P
     assert report.status is SyncStatus.APPLIED and report.dataset_version == V3
     assert (report.repos_fetched, report.repos_skipped) == (0, 4)
     assert report.counts.unchanged == 40 and report.counts.retired == 0
-    [(path, etag)] = [r for r in srv.requests[before:] if "/repos/" in r[0]]
-    assert path == "/data/repos/org/repo-2.json" and etag  # a conditional request: 304
+    # repo-2's fingerprint changed, the others' did not (revalidated for in-place rewrites):
+    # every request is conditional, and each answered 304.
+    asked = dict(r for r in srv.requests[before:] if "/repos/" in r[0])
+    assert set(asked) == {f"/data/repos/org/repo-{n}.json" for n in range(4)}
+    assert all(asked.values()) and report.revalidation.not_modified == 3
     assert live(store) == hashes(records_v2())
 
 

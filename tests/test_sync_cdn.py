@@ -281,7 +281,8 @@ def test_check_exit_codes(cdn: Cdn, tmp_path: Path, trees: dict[str, Path]) -> N
     assert result.exit_code == 1 and result.stdout == (
         f"current {V1}, available {V2}: newer version available\n"
     )
-    assert [r.path for r in cdn.requests[before:]] == ["/data/manifest.json"]  # nothing else
+    # A newer version is out: its hashed repos.json tells whether any commit moved.
+    assert [r.path for r in cdn.requests[before:]] == ["/data/manifest.json", "/data/repos.json"]
     assert _run("--db", db, "sync", "-q", cdn.base).exit_code == 0
     result = _run("--db", db, "sync", "--check", "--format", "json", cdn.base)
     assert result.exit_code == 0 and json.loads(result.stdout)["status"] == "current"

@@ -133,6 +133,14 @@ def _limit_option(flag: str, default: int, help: str) -> Callable[[FC], FC]:
     show_default=True,
     help="Disk budget of the download cache.",
 )
+@click.option(
+    "--allow-redirect-host",
+    "redirect_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="Follow redirects to this host (a mirror you trust; repeatable). Redirects to any "
+    "other host, and from https to http, are refused.",
+)
 @click.option("--verbose", "-v", is_flag=True, help="Also list what was fetched and skipped.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no summary line.")
 @format_option(SyncReport)
@@ -156,6 +164,7 @@ def sync_command(
     jobs: int,
     cache_dir: str | None,
     cache_max_mib: int,
+    redirect_hosts: tuple[str, ...],
     verbose: bool,
     quiet: bool,
     fmt: str,
@@ -170,7 +179,7 @@ def sync_command(
     """
     kb = open_kb(ctx)
     if check_only:
-        found = kb.check_for_update(source, deadline=timeout_s)
+        found = kb.check_for_update(source, deadline=timeout_s, allow_redirect_hosts=redirect_hosts)
         finish(ctx, found, fmt, show=fmt != "text" or not quiet)
     with _progress(enabled=not quiet and sys.stderr.isatty()) as progress:
         report = kb.sync(
@@ -193,6 +202,7 @@ def sync_command(
             workers=jobs,
             cache_dir=cache_dir,
             cache_max_bytes=cache_max_mib * 1024 * 1024,
+            allow_redirect_hosts=redirect_hosts,
         )
     shown = fmt != "text" or not quiet
     finish(ctx, report, fmt, show=shown, diagnostics=report.diagnostics(verbose=verbose))

@@ -56,6 +56,36 @@ def parse_version(text: str) -> dt.datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=dt.UTC)
 
 
+@dataclass(frozen=True)
+class Revalidation:
+    """Repositories whose commit and ids did not change, asked again for in-place rewrites.
+
+    ``checked`` = ``not_modified`` (HTTP 304) + ``same_body`` (a 200 holding the records
+    already stored: no write) + ``rewritten`` (records changed at the same commit: applied).
+    """
+
+    checked: int = 0
+    not_modified: int = 0
+    same_body: int = 0
+    rewritten: int = 0
+
+    def summary(self) -> str:
+        """One line: ``1,812 checked, 1,790 unchanged (304), 22 rewritten``."""
+        parts = [f"{self.checked:,} checked", f"{self.not_modified:,} unchanged (304)"]
+        if self.same_body:
+            parts.append(f"{self.same_body:,} unchanged (same records)")
+        parts.append(f"{self.rewritten:,} rewritten")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "checked": self.checked,
+            "notModified": self.not_modified,
+            "sameBody": self.same_body,
+            "rewritten": self.rewritten,
+        }
+
+
 class SyncStatus(enum.StrEnum):
     """What a sync (or rollback) ended up doing."""
 
@@ -88,6 +118,10 @@ class SyncReport:
     bytes_downloaded: int = 0
     #: manifest ``files`` entries errkb does not read: (name, path)
     other_files: tuple[tuple[str, str | None], ...] = ()
+    #: repositories at the same commit revalidated with conditional requests
+    revalidation: Revalidation = field(default_factory=Revalidation)
+    #: what the site's schema.json requires that errkb does not know (never fatal)
+    warnings: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -107,6 +141,8 @@ class SyncReport:
             f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, "
             f"retired {c.retired}, rejected {c.rejected} in {self.elapsed:.1f}s"
         )
+        if self.revalidation.checked:
+            line += f"; repositories at the same commit: {self.revalidation.summary()}"
         return f"dry run, nothing changed: {line}" if self.status is SyncStatus.DRY_RUN else line
 
     def diagnostics(self, *, verbose: bool = False) -> Diagnostics:
@@ -114,7 +150,7 @@ class SyncReport:
 
         With ``verbose``, also the source, what was fetched and the manifest entries not used.
         """
-        before: list[str] = []
+        before: list[str] = [f"warning: {w}" for w in self.warnings]
         if verbose:
             before.append(f"source: {self.source}")
             before.append(
@@ -155,6 +191,8 @@ class SyncReport:
             "bytesDownloaded": self.bytes_downloaded,
             "hashes": dict(self.hashes),
             "otherFiles": [{"name": n, "path": p} for n, p in self.other_files],
+            "revalidated": self.revalidation.to_dict(),
+            "warnings": list(self.warnings),
         }
 
 
@@ -165,6 +203,14 @@ class UpdateStatus(enum.StrEnum):
     AVAILABLE = "available"  #: a newer version: ``errkb sync`` would apply it
 
 
+class Pending(enum.StrEnum):
+    """What a newer version changes, as far as its hashed ``repos.json`` tells."""
+
+    REPOSITORIES = "repositories"  #: some repository's commit (or the set) changed
+    #: every repository is at the commit applied: only records rewritten in place can differ
+    REWRITES_ONLY = "rewrites-only"
+
+
 @dataclass(frozen=True)
 class UpdateCheck:
     """The knowledge base's dataset version and the one the source publishes."""
@@ -172,6 +218,11 @@ class UpdateCheck:
     source: str
     current: str | None  #: None: the knowledge base has no dataset version yet
     available: str
+    pending: Pending | None = None  #: set when a newer version is available
+
+    @property
+    def rewrites_only(self) -> bool:
+        return self.update_available and self.pending is Pending.REWRITES_ONLY
 
     @property
     def status(self) -> UpdateStatus:
@@ -192,6 +243,11 @@ class UpdateCheck:
 
     def summary(self) -> str:
         state = "newer version available" if self.update_available else "up to date"
+        if self.rewrites_only:
+            state += (
+                " (every repository is at the commit applied: only records rewritten in place "
+                "may be pending; errkb sync revalidates them with conditional requests)"
+            )
         return f"current {self.current or '(none)'}, available {self.available}: {state}"
 
     def to_dict(self) -> dict[str, str | bool | None]:
@@ -201,6 +257,7 @@ class UpdateCheck:
             "available": self.available,
             "status": self.status.value,
             "updateAvailable": self.update_available,
+            "pending": self.pending.value if self.update_available and self.pending else None,
         }
 
 

@@ -10,12 +10,15 @@ A sync has two phases, and only the second touches the database:
    row, and bumps the state counter readers poll. A crash or kill mid-transaction leaves the
    previous version intact (SQLite's WAL rolls the partial transaction back).
 
-Repositories whose ``analyzedSha`` and ``contentChangedAt`` did not change since the last sync
-are not downloaded again; their stored records are fed back to ``Store.apply`` as they are, so
-they count as unchanged and a full snapshot does not retire them. The facts that make this safe
-(each repository's fingerprint, ETags) are kept in the ``meta`` table in the same transaction
-as the version they describe, and trusted only while that version is still the latest one: an
-ingest or rollback in between makes the next sync fetch everything again.
+Repositories whose ``analyzedSha``, ids and ``contentChangedAt`` did not change since the last
+sync are only revalidated (upstream rewrites records in place at the same commit): a conditional
+request with the stored ETag / Last-Modified, and a 304 or a body with the sha256 (or the
+records) applied last time keeps them; their stored records are fed back to ``Store.apply`` as
+they are, so they count as unchanged and a full snapshot does not retire them. The facts that
+make this safe (each repository's fingerprint, ETags, Last-Modified, body sha256) are kept in
+the ``meta`` table in the same transaction as the version they describe, and trusted only
+while that version is still the latest one: an ingest or rollback in between makes the next
+sync fetch everything again.
 
 One sync at a time per database: the store's sync lock (``Store.sync_lock``) is held for the
 whole run, so a second sync fails at once instead of downloading in vain and then waiting for
@@ -40,7 +43,7 @@ from typing import IO, Any
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
-from errkb.report.sync import SyncReport, SyncStatus, parse_version
+from errkb.report.sync import Revalidation, SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
@@ -205,6 +208,8 @@ class _Plan:
     repos_cached: int = 0
     bytes_downloaded: int = 0
     other_files: tuple[tuple[str, str | None], ...] = ()
+    revalidation: Revalidation = field(default_factory=Revalidation)
+    warnings: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------------------- entry point
@@ -226,6 +231,7 @@ def sync(
     cache_dir: str | os.PathLike[str] | None = None,
     cache_max_bytes: int = fetching.DEFAULT_CACHE_MAX_BYTES,
     plan_workers: int | None = None,
+    allow_redirect_hosts: Collection[str] = (),
 ) -> SyncReport:
     """Bring the knowledge base to the dataset version ``source`` holds, in one transaction.
 
@@ -244,6 +250,8 @@ def sync(
     Repository files are read, cross-checked and validated by ``plan_workers`` processes
     (``errkb.sync.workers``; default: one per CPU for a large tree, none for a small one, 0:
     none) while the next ones download; the result is the same as without them.
+    Redirects to another host are refused unless ``allow_redirect_hosts`` names it (a mirror),
+    and redirects from https to http always.
     ``max_bytes`` caps any one file (downloaded or decompressed); ``limits`` caps what a
     published tree may hold (index rows, repositories, bytes per repository file), so a sync's
     memory stays bounded whatever the source serves.
@@ -263,7 +271,9 @@ def sync(
                 planned = _plan_records(store, Path(resolved), tmp, full=bool(full), notify=notify)
             else:
                 if isinstance(tree, publish.HttpTree):
-                    client = transport.HttpClient(read_timeout=timeout, deadline=limit)
+                    client = transport.HttpClient(
+                        read_timeout=timeout, deadline=limit, allow_hosts=allow_redirect_hosts
+                    )
                     tree = replace(tree, timeout=timeout, client=client)
                     root = fetching.cache_dir_for(
                         store.path, Path(cache_dir) if cache_dir is not None else None
@@ -413,20 +423,12 @@ def _plan_published(
             f"{where}: counts {errors_count} errors, more than {limits.index_rows} "
             "(the index row limit); nothing changed"
         )
-    index_entry = manifest.entry("index", where)
-    index_file, index_raw = _fetch_verified(tree, index_entry, tmp / "index.json.gz", max_bytes)
-    by_repo = publish.parse_index(
-        index_raw,
-        index_file.where,
-        version,
-        max_rows=limits.index_rows,
-        max_repos=limits.repos,
-        max_row_bytes=limits.row_bytes,
-    )
+    index, index_where, index_hashes = _read_index(tree, manifest, tmp, max_bytes, limits)
+    by_repo = index.by_repo
     indexed = sum(len(ids) for ids in by_repo.values())
     if isinstance(errors_count, int) and errors_count != indexed:
         raise IntegrityError(
-            f"{index_file.where}: {indexed} ids, but the manifest counts {errors_count} errors; "
+            f"{index_where}: {indexed} ids, but the manifest counts {errors_count} errors; "
             "nothing changed"
         )
     notify(Progress(Stage.INDEX, 1, 2))
@@ -436,10 +438,10 @@ def _plan_published(
         repos_raw, repos_file.where, max_repos=limits.repos, max_row_bytes=limits.row_bytes
     )
     notify(Progress(Stage.INDEX, 2, 2))
-    hashes = [("manifest", manifest.sha256), ("index", index_entry.sha256)]
-    if index_entry.raw_sha256:
-        hashes.append(("indexRaw", index_entry.raw_sha256))
-    hashes.append(("repos", repos_entry.sha256))
+    warnings = _schema_warnings(tree, tmp)
+    hashes = [("manifest", manifest.sha256), *index_hashes]
+    if repos_entry.sha256 is not None:
+        hashes.append(("repos", repos_entry.sha256))
 
     # 3. Which repositories to fetch: those whose fingerprint changed since our last sync.
     inventory = store.inventory()
@@ -468,24 +470,31 @@ def _plan_published(
     rejected = 0
     kept_ids: set[str] = set()
     new_etags: dict[str, str] = {}
-    clean: list[str] = list(skipped)  # repositories applied exactly as published
     if fetched.etag:
         new_etags[where] = fetched.etag
-    for repo in skipped:
-        old = etags.get(tree.where(publish.repo_file(repo)))
-        if old:
-            new_etags[tree.where(publish.repo_file(repo))] = old
+    # Same commit and same ids do not mean same records: upstream rewrites published records
+    # in place (a tag backfill, reverify), so every repository the fingerprints would skip is
+    # revalidated with a conditional request (its stored ETag / Last-Modified). A 304, or a
+    # body whose sha256 is the one applied, keeps it as it is (no write); anything else is read
+    # like any changed repository.
+    validators = _Validators.load(state)
+    revalidate = set(skipped)
+    skipped = []
+    clean: list[str] = []  # repositories applied exactly as published
+    tally = _Revalidation()
     fetched_count = 0
     cached_count = 0
     jobs: list[fetching.RepoJob] = []
-    for repo in fetch:
+    for repo in sorted([*fetch, *revalidate]):
         rel = publish.repo_file(repo)
         # A 304 means "the file you applied last time": usable only while our stored records
         # of that repository are exactly the ones that file held.
         same_ids = live.get(repo, frozenset()) == frozenset(by_repo[repo])
         etag = etags.get(tree.where(rel)) if state and same_ids else None
+        modified = validators.modified.get(tree.where(rel)) if state and same_ids else None
         key = fetching.cache_key(repo, by_repo[repo], repos.get(repo), version)
-        jobs.append(fetching.RepoJob(repo, rel, key, etag))
+        body = validators.bodies.get(tree.where(rel)) if repo in revalidate else None
+        jobs.append(fetching.RepoJob(repo, rel, key, etag, modified, repo in revalidate, body))
     cache = options.cache
     if cache is not None:
         cache.retain({job.key for job in jobs})
@@ -510,29 +519,49 @@ def _plan_published(
         # One file's outcome, in the files' order whoever checked it.
         nonlocal fetched_count, cached_count, rejected
         repo, repo_where, ids = got.job.repo, tree.where(got.job.rel), by_repo[got.job.repo]
-        if got.fetched.not_modified:
+        same_body = pending == _SAME_BODY
+        if got.fetched.not_modified or same_body:
             skipped.append(repo)
             clean.append(repo)
-            new_etags[repo_where] = got.job.etag or ""
+            new_etags[repo_where] = got.fetched.etag or got.job.etag or ""
+            validators.carry(repo_where, got)
+            if got.job.revalidate:
+                tally.count(not_modified=got.fetched.not_modified)
+            if same_body and got.fetched.path is not None and got.fetched.path.is_relative_to(tmp):
+                got.fetched.path.unlink()
             notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
             return
         if got.cached:
             cached_count += 1
-        else:
+        elif not got.job.revalidate:
             fetched_count += 1
         done = checker.result(pending, got.fetched.where) if pending is not None else None
         if done is None:  # no worker, or the worker sent the file back: judge it here
             part, path = _parse_checked(
-                tree, got, ids, stored, tmp, file_limits, downloaded, manifest
+                tree, got, ids, stored, tmp, file_limits, downloaded, manifest, index.digests
             )
             done = check_repo(part, ids, version)
         else:
             assert got.fetched.path is not None  # noqa: S101 - not_modified is handled above
             path = got.fetched.path
+        if got.job.rel not in validators.hashed:  # before the file moves or goes
+            with contextlib.suppress(OSError):
+                validators.hashed[got.job.rel] = fetching.file_sha256(path)
         if cache is not None and path.parent == cache.root and not done.broken:
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):
             path.unlink()  # keep disk use to a few repository files at a time
+        if got.job.revalidate and not done.bad and _same_content(done.lines, stored):
+            # Another body, the same records (a re-serialised file): kept as stored, no write.
+            skipped.append(repo)
+            clean.append(repo)
+            tally.count(not_modified=False)
+            new_etags[repo_where] = got.fetched.etag or ""
+            validators.carry(repo_where, got)
+            notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
+            return
+        if got.job.revalidate:
+            tally.rewritten += 1
         for rid, line in done.lines:
             incoming.add_line(rid, line)
         problems.extend(done.problems)
@@ -542,18 +571,22 @@ def _plan_published(
             clean.append(repo)
             if got.fetched.etag:
                 new_etags[repo_where] = got.fetched.etag
+            validators.carry(repo_where, got)
         notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
 
     count = options.plan_workers
     if count is None:
-        count = checking.default_workers() if len(jobs) >= checking.MIN_FILES else 0
+        # Revalidated files mostly answer 304: only the files certain to be read count.
+        count = checking.default_workers() if len(fetch) >= checking.MIN_FILES else 0
     with checking.Checker(count) as checker:
         # Up to ``checker.ahead`` files are with the workers while the next ones download.
         window: deque[tuple[int, fetching.Got, int | None]] = deque()
         for n, got in enumerate(files):
             options.deadline.check(tree.location)
             pending = None
-            if not got.fetched.not_modified and got.fetched.path is not None:
+            if got.job.revalidate and validators.same_body(got):
+                pending = _SAME_BODY
+            elif not got.fetched.not_modified and got.fetched.path is not None:
                 ids = by_repo[got.job.repo]
                 pending = checker.submit(
                     checking.Job(
@@ -565,6 +598,7 @@ def _plan_published(
                         file_limits.repo_file_bytes,
                         file_limits.repo_file_values,
                         version,
+                        index.digests.get(got.job.repo),
                     )
                 )
             window.append((n, got, pending))
@@ -585,6 +619,7 @@ def _plan_published(
         "source": tree.location,
         "etags": new_etags,
         "repos": fingerprints,
+        **validators.state(),
     }
     return _Plan(
         source=tree.location,
@@ -603,7 +638,152 @@ def _plan_published(
         repos_cached=cached_count,
         bytes_downloaded=downloaded.value,
         other_files=manifest.others,
+        revalidation=tally.value(),
+        warnings=warnings,
     )
+
+
+_SAME_BODY = -1  #: in place of a worker's ticket: a revalidated file's body is the one applied
+
+
+class _Revalidation:
+    """Counts of the repositories revalidated because their fingerprint did not change."""
+
+    def __init__(self) -> None:
+        self.not_modified = self.same_body = self.rewritten = 0
+
+    def count(self, *, not_modified: bool) -> None:
+        if not_modified:
+            self.not_modified += 1
+        else:
+            self.same_body += 1
+
+    def value(self) -> Revalidation:
+        return Revalidation(
+            checked=self.not_modified + self.same_body + self.rewritten,
+            not_modified=self.not_modified,
+            same_body=self.same_body,
+            rewritten=self.rewritten,
+        )
+
+
+@dataclass
+class _Validators:
+    """What tells a repository file applied last time from a rewritten one, by its URL or path.
+
+    Kept in the sync state (the ``meta`` table, in the version's transaction) beside the ETags:
+    each file's ``Last-Modified`` and the sha256 of the body applied. Only files applied exactly
+    as published are carried into the next state.
+    """
+
+    modified: dict[str, str] = field(default_factory=dict)
+    bodies: dict[str, str] = field(default_factory=dict)
+    new_modified: dict[str, str] = field(default_factory=dict)
+    new_bodies: dict[str, str] = field(default_factory=dict)
+    hashed: dict[str, str] = field(default_factory=dict)  #: rel -> sha256 of a body just read
+
+    @classmethod
+    def load(cls, state: Mapping[str, Any] | None) -> _Validators:
+        def strings(key: str) -> dict[str, str]:
+            found = state.get(key) if state else None
+            if not isinstance(found, dict):
+                return {}
+            return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)}
+
+        return cls(strings("lastModified"), strings("bodies"))
+
+    def same_body(self, got: fetching.Got) -> bool:
+        """A revalidated file came back whole (200) with the very bytes applied last time."""
+        path, known = got.fetched.path, got.job.body
+        if path is None or known is None:
+            return False
+        sha = self.hashed[got.job.rel] = fetching.file_sha256(path)
+        return sha == known
+
+    def carry(self, where: str, got: fetching.Got) -> None:
+        """Record ``got``'s validators as those of the file now applied."""
+        modified = got.fetched.last_modified or got.job.last_modified
+        if modified:
+            self.new_modified[where] = modified
+        body = self.hashed.pop(got.job.rel, None)
+        if body is None and got.fetched.path is not None:
+            with contextlib.suppress(OSError):
+                body = fetching.file_sha256(got.fetched.path)
+        if body is None and got.fetched.not_modified:
+            body = got.job.body
+        if body is not None:
+            self.new_bodies[where] = body
+
+    def state(self) -> dict[str, dict[str, str]]:
+        return {"lastModified": self.new_modified, "bodies": self.new_bodies}
+
+
+def _same_content(lines: Sequence[tuple[str, str]], stored: Mapping[str, str]) -> bool:
+    """Every spool line holds the content hash already stored for its id."""
+    for rid, line in lines:
+        chash = line.split("\t", 3)[2]
+        if stored.get(rid) != chash:
+            return False
+    return True
+
+
+def _schema_warnings(tree: publish.Tree, tmp: Path) -> tuple[str, ...]:
+    """Compare the site's ``schema.json`` with the fields errkb knows, when it has one.
+
+    Optional: a tree without it (or a server that cannot serve it) is compared with nothing.
+    """
+    try:
+        got = tree.fetch(
+            publish.SCHEMA_PATH, tmp / "schema.json", max_bytes=publish.SCHEMA_MAX_BYTES
+        )
+    except (SyncError, OSError):  # NetworkError is a SyncError: absent or unreachable
+        return ()
+    if got.path is None:
+        return ()
+    from errkb.records.fields import KNOWN_FIELDS
+
+    return publish.schema_warnings(got.path.read_bytes(), got.where, KNOWN_FIELDS)
+
+
+def _read_index(
+    tree: publish.Tree,
+    manifest: publish.Manifest,
+    tmp: Path,
+    max_bytes: int,
+    limits: publish.Limits,
+) -> tuple[publish.IndexRows, str, list[tuple[str, str]]]:
+    """Fetch, verify and read the index, one file or every part; return it, where, its hashes.
+
+    A split index (``manifest.index_parts``) is read whole before anything is judged: each
+    part's sha256 (where listed), its ``datasetVersion``, and ``{part, parts}`` covering
+    1..parts exactly once (``publish.read_index_parts``).
+    """
+    where = tree.where(tree.manifest_path)
+    files = manifest.index_files()
+    if not files:
+        raise SyncError(
+            f"{where}: the manifest lists no 'index' file, neither one file nor parts "
+            "(index-N.json.gz); nothing changed (errkb reads the layouts the README's "
+            "'Published layouts' lists)"
+        )
+    hashes: list[tuple[str, str]] = []
+    if not manifest.index_parts:
+        entry = files[0]
+        got, raw = _fetch_verified(tree, entry, tmp / "index.json.gz", max_bytes)
+        rows = publish.read_index(raw, got.where, manifest.dataset_version, limits=limits)
+        if entry.sha256 is not None:
+            hashes.append(("index", entry.sha256))
+        if entry.raw_sha256:
+            hashes.append(("indexRaw", entry.raw_sha256))
+        return rows, got.where, hashes
+    contents = []
+    for n, entry in enumerate(files, 1):
+        _got, raw = _fetch_verified(tree, entry, tmp / f"index-part-{n}.json.gz", max_bytes)
+        contents.append(raw)
+        if entry.sha256 is not None:
+            hashes.append((f"index.{publish.clean_rel(entry.path)}", entry.sha256))
+    rows = publish.read_index_parts(contents, where, manifest.dataset_version, limits=limits)
+    return rows, where, hashes
 
 
 def _fetch_verified(
@@ -640,6 +820,7 @@ def _parse_checked(
     limits: publish.Limits,
     downloaded: fetching.Counter,
     manifest: publish.Manifest,
+    digests: Mapping[str, str] | None = None,
 ) -> tuple[RepoFile, Path]:
     """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
 
@@ -649,7 +830,7 @@ def _parse_checked(
     path = got.fetched.path
     assert path is not None  # noqa: S101 - not_modified is handled by the caller
     try:
-        return _parse_repo(got.fetched, got.job.repo, ids, stored, limits), path
+        return _parse_repo(got.fetched, got.job.repo, ids, stored, limits, digests), path
     except IntegrityError:
         if not isinstance(tree, publish.HttpTree):
             raise
@@ -663,7 +844,7 @@ def _parse_checked(
         on_bytes=downloaded.add,
     )
     try:
-        return _parse_repo(again, got.job.repo, ids, stored, limits), tmp / "retry.json"
+        return _parse_repo(again, got.job.repo, ids, stored, limits, digests), tmp / "retry.json"
     except IntegrityError as exc:
         _same_manifest(tree, manifest, tmp, [got.job])  # a new version explains it better
         raise IntegrityError(_stale(str(exc))) from None
@@ -701,6 +882,7 @@ def _parse_repo(
     index_ids: Sequence[str],
     stored: Mapping[str, str],
     limits: publish.Limits,
+    digests: Mapping[str, str] | None = None,
 ) -> RepoFile:
     """Read one repository file and cross-check it against the index (see ``read_repo``)."""
     assert fetched.path is not None  # noqa: S101
@@ -712,6 +894,7 @@ def _parse_repo(
         stored,
         max_bytes=limits.repo_file_bytes,
         max_values=limits.repo_file_values,
+        index_digest=(digests or {}).get(repo),
     )
 
 
@@ -752,6 +935,11 @@ def _load_state(store: Store, latest: VersionInfo | None) -> dict[str, Any] | No
     return state
 
 
+def sync_state(store: Store) -> Mapping[str, Any] | None:
+    """The last sync's state (fingerprints, validators) while it is the latest change, else None."""
+    return _load_state(store, store.latest_version())
+
+
 # ---------------------------------------------------------------------------- applying
 def _execute(
     store: Store,
@@ -787,6 +975,8 @@ def _execute(
         repos_cached=plan.repos_cached,
         bytes_downloaded=plan.bytes_downloaded,
         other_files=plan.other_files,
+        revalidation=plan.revalidation,
+        warnings=plan.warnings,
     )
     keep = Keep(plan.keep_repos, plan.keep_ids)
     if dry_run:

@@ -45,6 +45,10 @@ class RepoJob:
     rel: str  #: ``data/repos/{owner}/{name}.json``
     key: str  #: cache key (see ``cache_key``)
     etag: str | None = None  #: the ETag applied last time, for a conditional GET
+    last_modified: str | None = None  #: the Last-Modified applied last time (If-Modified-Since)
+    #: fingerprint unchanged: asked again only to catch records rewritten in place
+    revalidate: bool = False
+    body: str | None = None  #: sha256 of the body applied last time (a 200 of it changes nothing)
 
 
 @dataclass(frozen=True)
@@ -167,6 +171,11 @@ def _size(path: Path) -> int:
         return 0
 
 
+def file_sha256(path: Path) -> str:
+    """sha256 of a file's bytes, read a chunk at a time."""
+    return _sha256(path)
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -213,7 +222,14 @@ def fetch_all(
 
     def download(job: RepoJob, n: int) -> publish.Fetched:
         dest = cache.part(job.key) if cache is not None else scratch / f"repo-{n}.json"
-        return tree.fetch(job.rel, dest, max_bytes=max_bytes, etag=job.etag, on_bytes=on_bytes)
+        return tree.fetch(
+            job.rel,
+            dest,
+            max_bytes=max_bytes,
+            etag=job.etag,
+            on_bytes=on_bytes,
+            last_modified=job.last_modified,
+        )
 
     pool = cf.ThreadPoolExecutor(max_workers=max(workers, 1), thread_name_prefix="errkb-fetch")
     pending: deque[tuple[RepoJob, cf.Future[publish.Fetched] | publish.Fetched]] = deque()

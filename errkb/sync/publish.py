@@ -1,14 +1,15 @@
 """Reading ErrLookup's published tree, from a local copy or over http(s).
 
-Upstream publishes one dataset version as a small tree (see the README's "Syncing" section):
+Upstream publishes one dataset version as a small tree (see the README's "Published layouts"):
 ``data/manifest.json`` names the version and the sha256 of the files it lists
-(``data/index.json.gz``, ``data/repos.json``); ``data/repos/{owner}/{name}.json`` hold the full
-records and carry no hash of their own, so ``errkb.sync`` cross-checks them against the hashed
-index. This module locates such a tree (a directory, its ``data/`` folder, the manifest file, a
-site's base URL or the manifest's URL), fetches files from it, and parses and verifies the
-metadata files. It never interprets downloaded content as anything but JSON: no exec, eval or
-pickle. Downloads stream into temporary files under a size cap, so a hostile or broken server can
-neither exhaust memory nor disk, and any failure is one ``NetworkError`` naming the URL.
+(``data/index.json.gz`` or, since 2026-09-17, its ``index-N.json.gz`` parts; ``repos.json``);
+``data/repos/{owner}/{name}.json`` hold the full records and carry no hash of their own, so
+``errkb.sync`` cross-checks them against the hashed index. This module locates such a tree (a
+directory, its ``data/`` folder, the manifest file, a site's base URL or the manifest's URL),
+fetches files from it, and parses and verifies the metadata files. It never interprets
+downloaded content as anything but JSON: no exec, eval or pickle. Downloads stream into
+temporary files under a size cap, so a hostile or broken server can neither exhaust memory nor
+disk, and any failure is one ``NetworkError`` naming the URL.
 """
 
 from __future__ import annotations
@@ -66,6 +67,10 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 #: The manifest entries a sync fetches and verifies; any other entry is only listed.
 _FETCHED = frozenset({"index", "repos"})
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+#: A manifest key naming index files: "index", "indexParts", "index-1", "index_parts", ...
+_INDEX_KEY = re.compile(r"^index(?:[-_.]?\d+|[-_.]?parts?|[-_.]?files)?$", re.IGNORECASE)
+#: A listed path naming one part of a split index (upstream's ``index-N.json.gz``).
+_INDEX_PART = re.compile(r"(?:^|/)index[-_.]?(\d+)\.json(?:\.gz)?$")
 
 
 # ---------------------------------------------------------------------------- values
@@ -87,9 +92,9 @@ DEFAULT_LIMITS = Limits()
 class FileEntry:
     """One file the manifest lists, with the hashes it promises."""
 
-    name: str  #: the key in ``manifest.files`` ("index", "repos")
+    name: str  #: the key in ``manifest.files`` ("index", "repos"; "index-2" for a part)
     path: str  #: as listed: "/data/index.json.gz"
-    sha256: str
+    sha256: str | None  #: None only for an index part the manifest lists without one
     bytes: int | None = None
     encoding: str | None = None  #: "gzip" for the index
     raw_sha256: str | None = None  #: sha256 of the decompressed content
@@ -107,6 +112,19 @@ class Manifest:
     sha256: str  #: of the manifest bytes themselves
     #: other ``files`` entries (name, path if any): listed, never fetched, never fatal
     others: tuple[tuple[str, str | None], ...] = ()
+    #: the parts of a split index (``index-N.json.gz``), in the order listed; empty: one file
+    index_parts: tuple[FileEntry, ...] = ()
+
+    def index_files(self) -> tuple[FileEntry, ...]:
+        """The index as listed: its parts, else the one ``index`` file, else nothing.
+
+        Parts win over a single file listed beside them: upstream splits the index because
+        the single file grew past its CDN's file cap, so a listed single file may be stale.
+        """
+        if self.index_parts:
+            return self.index_parts
+        single = self.files.get("index")
+        return (single,) if single is not None else ()
 
     def entry(self, name: str, where: str) -> FileEntry:
         try:
@@ -136,6 +154,7 @@ class Fetched:
     path: Path | None
     etag: str | None = None
     bytes: int = 0  #: transferred (0 for a local file read in place)
+    last_modified: str | None = None  #: the response's Last-Modified (If-Modified-Since next time)
 
     @property
     def not_modified(self) -> bool:
@@ -169,6 +188,7 @@ class Tree(Protocol):
         etag: str | None = None,
         fresh: bool = False,
         on_bytes: Callable[[int], None] | None = None,
+        last_modified: str | None = None,
     ) -> Fetched:
         """Fetch ``rel``; ``fresh`` defeats every cache between us and the origin."""
 
@@ -199,6 +219,7 @@ class LocalTree:
         etag: str | None = None,
         fresh: bool = False,
         on_bytes: Callable[[int], None] | None = None,
+        last_modified: str | None = None,
     ) -> Fetched:
         path = self.base / clean_rel(rel)
         try:
@@ -229,6 +250,8 @@ class HttpTree:
     timeout: float = DEFAULT_TIMEOUT  #: per read
     version: str | None = None  #: the datasetVersion whose files are fetched (``?v=``)
     client: HttpClient | None = field(default=None, compare=False, repr=False)
+    #: the source URL's own query string (``?token=X``): sent with every request, never shown
+    query: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         if urllib.parse.urlsplit(self.base).scheme not in ("http", "https"):
@@ -247,18 +270,19 @@ class HttpTree:
     def url(self, rel: str, *, fresh: bool = False) -> str:
         """The URL requested for ``rel``: with ``?v=`` for data files, and ``&r=`` if ``fresh``."""
         url = self.where(rel)
+        own = [self.query] if self.query else []
         if clean_rel(rel) == clean_rel(self.manifest_path):
-            return url
+            return url + "".join(f"?{q}" for q in own)
         query: list[tuple[str, str]] = []
         if self.version is not None:
             query.append(("v", self.version))
         if fresh:
             query.append(("r", secrets.token_hex(8)))
-        if not query:
-            return url
         # encodeURIComponent's safe set: the query upstream's client sends, so edges that
-        # cached the site's own requests answer ours too.
-        return url + "?" + "&".join(f"{k}={_quote_component(v)}" for k, v in query)
+        # cached the site's own requests answer ours too. The source's own query goes first,
+        # as given (a mirror's access token).
+        parts = own + [f"{k}={_quote_component(v)}" for k, v in query]
+        return url + ("?" + "&".join(parts) if parts else "")
 
     def fetch(
         self,
@@ -269,6 +293,7 @@ class HttpTree:
         etag: str | None = None,
         fresh: bool = False,
         on_bytes: Callable[[int], None] | None = None,
+        last_modified: str | None = None,
     ) -> Fetched:
         headers = {}
         if clean_rel(rel) == clean_rel(self.manifest_path) or fresh:
@@ -282,11 +307,12 @@ class HttpTree:
                 headers=headers,
                 etag=etag,
                 on_bytes=on_bytes,
+                last_modified=last_modified,
             )
         finally:
             if self.client is None:
                 client.close()
-        return Fetched(self.where(rel), got.path, got.etag, got.bytes)
+        return Fetched(self.where(rel), got.path, got.etag, got.bytes, got.last_modified)
 
 
 def _quote_component(text: str) -> str:
@@ -325,14 +351,16 @@ def locate(source: str) -> Tree | None:
     except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [ in the host
         raise SyncError(f"{source}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
-        url = source.split("#", 1)[0]
+        # The query string (a mirror's ``?token=X``) is the source's, not part of its path:
+        # kept apart and sent with every request (``HttpTree.url``), never glued to a path.
+        url, _, query = source.split("#", 1)[0].partition("?")
         path = urllib.parse.urlsplit(url).path
         if path.endswith(".json"):
             head, _, name = url.rpartition("/")
             if head.endswith("/data"):
-                return HttpTree(head[: -len("/data")], f"data/{name}")
-            return HttpTree(head, name)
-        return HttpTree(url.rstrip("/"))
+                return HttpTree(head[: -len("/data")], f"data/{name}", query=query)
+            return HttpTree(head, name, query=query)
+        return HttpTree(url.rstrip("/"), query=query)
     if "://" in source:
         raise SyncError(f"{source}: unsupported URL scheme {scheme!r}; use http(s) or a path")
     p = Path(source)
@@ -420,7 +448,14 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
         raise SyncError(f"{where}: the manifest has no 'files' object")
     files: dict[str, FileEntry] = {}
     others: list[tuple[str, str | None]] = []
+    parts: list[FileEntry] = []
     for name, spec in files_doc.items():
+        listed = _index_listing(str(name), spec)
+        if listed == []:
+            raise SyncError(f"{where}: manifest files.{name} lists no index parts (0 parts)")
+        if listed is not None:
+            parts.extend(_part_entry(f"files.{name}{sub}", item, where) for sub, item in listed)
+            continue
         if name not in _FETCHED:
             # Files errkb does not read (upstream adds them over time): listed, never checked.
             path = spec.get("path") if isinstance(spec, dict) else None
@@ -443,10 +478,80 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
             raw_sha256=raw_sha,
             raw_bytes=_int_or_none(spec.get("rawBytes")),
         )
+    for key, value in doc.items():  # a listing beside ``files`` ("indexParts": [...])
+        if key != "files" and isinstance(value, list | dict):
+            listed = _index_listing(str(key), value)
+            if listed is not None:
+                parts.extend(_part_entry(f"{key}{sub}", item, where) for sub, item in listed)
+    seen: dict[str, str] = {}
+    for part in parts:
+        if part.path in seen:
+            raise SyncError(
+                f"{where}: the manifest lists index part {part.path} twice ({seen[part.path]} "
+                f"and {part.name}); nothing changed"
+            )
+        seen[part.path] = part.name
+    if parts and "index" in files:
+        others.append(("index", files["index"].path))
     counts_doc = doc.get("counts")
     counts: dict[str, Any] = counts_doc if isinstance(counts_doc, dict) else {}
     return Manifest(
-        version, 2, counts, files, hashlib.sha256(data).hexdigest(), tuple(sorted(others))
+        version,
+        2,
+        counts,
+        files,
+        hashlib.sha256(data).hexdigest(),
+        tuple(sorted(others)),
+        tuple(parts),
+    )
+
+
+def _index_listing(name: str, spec: Any) -> list[tuple[str, Any]] | None:
+    """The index parts a manifest entry lists, as (JSON path suffix, spec); None: not parts.
+
+    Upstream's manifest format for a split index is not in the source we could read, so any
+    of these is accepted: a list under an index key (``"index": [...]``, ``"indexParts"``), a
+    parts object (``"index": {"parts": [...]}``, or ``"files"``), numbered keys
+    (``"index-1"``), or any entry whose path is ``index-N.json[.gz]``. One ``index`` object
+    with a path of its own is the single-file index (None here).
+    """
+    by_key = bool(_INDEX_KEY.fullmatch(name))
+    if isinstance(spec, list) and by_key:
+        return [(f"[{n}]", item) for n, item in enumerate(spec)]
+    if isinstance(spec, dict):
+        for sub in ("parts", "files"):
+            inner = spec.get(sub)
+            if by_key and isinstance(inner, list):
+                return [(f".{sub}[{n}]", item) for n, item in enumerate(inner)]
+        path = spec.get("path")
+        if isinstance(path, str) and _INDEX_PART.search(path):
+            return [("", spec)]
+    if isinstance(spec, str) and by_key and _INDEX_PART.search(spec):
+        return [("", spec)]
+    return None
+
+
+def _part_entry(name: str, spec: Any, where: str) -> FileEntry:
+    """One listed index part: a path (a bare string will do) and, when given, its hashes."""
+    if isinstance(spec, str):
+        spec = {"path": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("path"), str):
+        raise SyncError(f"{where}: manifest {name} lists an index part without a path")
+    path, sha, raw_sha = spec["path"], spec.get("sha256"), spec.get("rawSha256")
+    for key, value in (("sha256", sha), ("rawSha256", raw_sha)):
+        if value is not None and (not isinstance(value, str) or not _SHA256.fullmatch(value)):
+            raise SyncError(f"{where}: manifest {name}.{key} is not a sha256")
+    encoding = spec.get("encoding")
+    if not isinstance(encoding, str):
+        encoding = "gzip" if path.endswith(".gz") else None
+    return FileEntry(
+        name=name,
+        path=path,
+        sha256=sha,
+        bytes=_int_or_none(spec.get("bytes")),
+        encoding=encoding,
+        raw_sha256=raw_sha,
+        raw_bytes=_int_or_none(spec.get("rawBytes")),
     )
 
 
@@ -496,7 +601,7 @@ def verify_file(fetched: Fetched, entry: FileEntry, *, max_bytes: int) -> Conten
         raise IntegrityError(
             f"{fetched.where}: {size} bytes, but the manifest says {entry.bytes}; nothing changed"
         )
-    if digest.hexdigest() != entry.sha256:
+    if entry.sha256 is not None and digest.hexdigest() != entry.sha256:
         raise IntegrityError(
             f"{fetched.where}: sha256 {digest.hexdigest()} does not match the manifest's "
             f"{entry.sha256}; nothing changed"
@@ -699,6 +804,103 @@ def _rows(stream: _Stream) -> Iterator[Any]:
             raise stream.error("expected ',' or ']' in the array")
 
 
+@dataclass(frozen=True)
+class IndexRows:
+    """What the hashed index says: ids per repository, and a digest of their messages.
+
+    ``digests[repo]`` sums, over the repository's rows, the sha256 of each row's id, ``msg``,
+    ``pattern`` and ``cls`` (order-free, so no row is held): a repository file must give the
+    same sum from its records' errorMessage, messagePattern and errorClass (``rows_digest``),
+    not only the same ids. A repository with a row lacking one of those keys has no digest.
+    """
+
+    by_repo: dict[str, list[str]]
+    digests: dict[str, str]
+
+
+_MOD = 1 << 256
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "\x01" + json.dumps(value)
+
+
+def row_digest(rid: Any, msg: Any, pattern: Any, cls: Any) -> int:
+    """One row's contribution to ``IndexRows.digests`` (the same for an index row and a record)."""
+    key = "\x00".join((_text(rid), _text(msg), _text(pattern), _text(cls)))
+    return int.from_bytes(hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest(), "big")
+
+
+def rows_digest(rows: Iterable[tuple[Any, Any, Any, Any]]) -> str:
+    """The digest of a repository's (id, message, pattern, class) rows, in any order."""
+    return format(sum(row_digest(*row) for row in rows) % _MOD, "064x")
+
+
+class _IndexReader:
+    """Rows of one index, read from one file or from every part of a split one."""
+
+    def __init__(self, max_rows: int, max_repos: int, max_row_bytes: int) -> None:
+        self.max_rows, self.max_repos, self.max_row_bytes = max_rows, max_repos, max_row_bytes
+        self.by_repo: dict[str, list[str]] = {}
+        self.sums: dict[str, int] = {}
+        self.seen: set[str] = set()
+        self.duplicates: list[str] = []
+        self.count = 0
+
+    def read(self, raw: bytes | Content, where: str) -> dict[str, Any]:
+        """Read one file's rows; return its other top-level members (``part``, ``parts``...)."""
+        meta: dict[str, Any] = {}
+        rows = _array_rows(
+            raw, where, "errors", meta, "the index holds no 'errors' array", self.max_row_bytes
+        )
+        by_repo, sums, seen = self.by_repo, self.sums, self.seen
+        for n, row in enumerate(rows):
+            if self.count >= self.max_rows:
+                raise SyncError(
+                    f"{where}: lists more than {self.max_rows} rows (the index row limit); "
+                    "nothing changed"
+                )
+            self.count += 1
+            if (
+                not isinstance(row, dict)
+                or not isinstance(row.get("id"), str)
+                or not isinstance(row.get("repo"), str)
+            ):
+                raise SyncError(f"{where}: index row {n} has no string id and repo")
+            rid, repo = row["id"], row["repo"]
+            if rid in seen:
+                self.duplicates.append(rid)
+            seen.add(rid)
+            ids = by_repo.get(repo)
+            if ids is None:
+                if len(by_repo) >= self.max_repos:
+                    raise SyncError(
+                        f"{where}: names more than {self.max_repos} repositories (the "
+                        "repository limit); nothing changed"
+                    )
+                ids = by_repo[repo] = []
+                sums[repo] = 0
+            ids.append(rid)
+            if sums.get(repo) is not None:
+                if "msg" in row and "pattern" in row and "cls" in row:
+                    sums[repo] += row_digest(rid, row["msg"], row["pattern"], row["cls"])
+                else:
+                    sums.pop(repo)  # an older index row: nothing to compare but the ids
+        return meta
+
+    def result(self, where: str) -> IndexRows:
+        if self.duplicates:
+            raise IntegrityError(f"{where}: ids listed more than once: {some_ids(self.duplicates)}")
+        digests = {repo: format(total % _MOD, "064x") for repo, total in self.sums.items()}
+        return IndexRows(self.by_repo, digests)
+
+
+def _reader(limits: Limits | None, max_rows: int, max_repos: int, max_row: int) -> _IndexReader:
+    if limits is not None:
+        return _IndexReader(limits.index_rows, limits.repos, limits.row_bytes)
+    return _IndexReader(max_rows, max_repos, max_row)
+
+
 def parse_index(
     raw: bytes | Content,
     where: str,
@@ -713,45 +915,88 @@ def parse_index(
     Parsed one row at a time, keeping only each row's id and repository; more than
     ``max_rows`` rows or ``max_repos`` repositories is refused as soon as it is seen.
     """
-    meta: dict[str, Any] = {}
-    by_repo: dict[str, list[str]] = {}
-    seen: set[str] = set()
-    duplicates: list[str] = []
-    rows = _array_rows(
-        raw, where, "errors", meta, "the index holds no 'errors' array", max_row_bytes
-    )
-    for n, row in enumerate(rows):
-        if n >= max_rows:
-            raise SyncError(
-                f"{where}: lists more than {max_rows} rows (the index row limit); nothing changed"
-            )
-        if (
-            not isinstance(row, dict)
-            or not isinstance(row.get("id"), str)
-            or not isinstance(row.get("repo"), str)
-        ):
-            raise SyncError(f"{where}: index row {n} has no string id and repo")
-        rid, repo = row["id"], row["repo"]
-        if rid in seen:
-            duplicates.append(rid)
-        seen.add(rid)
-        ids = by_repo.get(repo)
-        if ids is None:
-            if len(by_repo) >= max_repos:
-                raise SyncError(
-                    f"{where}: names more than {max_repos} repositories (the repository "
-                    "limit); nothing changed"
-                )
-            ids = by_repo[repo] = []
-        ids.append(rid)
+    return read_index(
+        raw, where, dataset_version, max_rows=max_rows, max_repos=max_repos, max_row=max_row_bytes
+    ).by_repo
+
+
+def read_index(
+    raw: bytes | Content,
+    where: str,
+    dataset_version: str,
+    *,
+    limits: Limits | None = None,
+    max_rows: int = DEFAULT_MAX_INDEX_ROWS,
+    max_repos: int = DEFAULT_MAX_REPOS,
+    max_row: int = MAX_ROW_BYTES,
+) -> IndexRows:
+    """``parse_index`` with the rows' message digests (``IndexRows``)."""
+    reader = _reader(limits, max_rows, max_repos, max_row)
+    meta = reader.read(raw, where)
     other = meta.get("datasetVersion")
     if isinstance(other, str) and other != dataset_version:
         raise IntegrityError(
             f"{where}: index is for datasetVersion {other}, the manifest for {dataset_version}"
         )
-    if duplicates:
-        raise IntegrityError(f"{where}: ids listed more than once: {some_ids(duplicates)}")
-    return by_repo
+    return reader.result(where)
+
+
+def read_index_parts(
+    parts: Sequence[Content],
+    where: str,
+    dataset_version: str,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+) -> IndexRows:
+    """The rows of a split index: every part read, then the parts checked as one whole.
+
+    Each part is ``{schemaVersion, datasetVersion, part, parts, errors}`` (upstream's
+    ``index-parts.ts``): every part must carry the manifest's ``datasetVersion`` and the same
+    ``parts`` count, and their ``part`` numbers must be 1..parts, each exactly once, one per
+    listed file. Anything else is one error naming the part; nothing is written before.
+    """
+    reader = _reader(limits, 0, 0, 0)
+    numbers: dict[int, str] = {}
+    counts: set[int] = set()
+    for content in parts:
+        meta = reader.read(content, content.where)
+        version = meta.get("datasetVersion")
+        part, count = _int_or_none(meta.get("part")), _int_or_none(meta.get("parts"))
+        if version != dataset_version:
+            raise IntegrityError(
+                f"{content.where}: index part is for datasetVersion {version!r}, the manifest "
+                f"for {dataset_version}; nothing changed"
+            )
+        if part is None or count is None:
+            raise IntegrityError(
+                f"{content.where}: an index part needs integer 'part' and 'parts' members "
+                f"(found {meta.get('part')!r} and {meta.get('parts')!r}); nothing changed"
+            )
+        if count < 1 or not 1 <= part <= count:
+            raise IntegrityError(
+                f"{content.where}: index part {part} of {count} is out of range (parts count "
+                "from 1); nothing changed"
+            )
+        if part in numbers:
+            raise IntegrityError(
+                f"{content.where}: index part {part} of {count} is listed twice (also "
+                f"{numbers[part]}); nothing changed"
+            )
+        numbers[part] = content.where
+        counts.add(count)
+    if len(counts) > 1:
+        raise IntegrityError(
+            f"{where}: the index parts disagree on how many parts there are "
+            f"({', '.join(map(str, sorted(counts)))}); nothing changed"
+        )
+    total = counts.pop() if counts else 0
+    missing = sorted(set(range(1, total + 1)) - set(numbers))
+    if missing:
+        raise IntegrityError(
+            f"{where}: index part(s) {', '.join(map(str, missing))} of {total} are not listed "
+            "in the manifest; nothing changed"
+        )
+    return reader.result(where)
 
 
 def parse_repos(
@@ -822,6 +1067,52 @@ def some_ids(ids: list[str], limit: int = 10) -> str:
     return shown + (f" ... ({len(ids)} in all)" if len(ids) > limit else "")
 
 
+#: Where the site publishes its Draft-07 JSON Schema of the dataset, and the most it may take.
+SCHEMA_PATH = "schema.json"
+SCHEMA_MAX_BYTES = 4 * 1024 * 1024
+
+
+def schema_warnings(raw: bytes, where: str, known: Iterable[str]) -> tuple[str, ...]:
+    """What upstream's ``schema.json`` requires of a record that errkb does not know.
+
+    Upstream validates with zod ``.strict()`` and grows its schema by adding keys; a field it
+    makes required is one a newer errkb may need (errkb keeps it verbatim, unvalidated). The
+    record schema is found by shape: any object schema whose properties include
+    ``errorMessage`` and ``messagePattern``. A schema errkb cannot read gives one warning, never
+    an error: the dataset itself is verified by its hashes.
+    """
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        return (f"{where}: not valid JSON ({exc}); the dataset's schema was not compared",)
+    names = set(known)
+    missing: set[str] = set()
+    found = False
+    stack, seen = [doc], 0
+    while stack and seen < 100_000:  # bounded: a hostile schema is as large as its cap
+        node = stack.pop()
+        seen += 1
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        props = node.get("properties")
+        if isinstance(props, dict) and "errorMessage" in props and "messagePattern" in props:
+            found = True
+            required = node.get("required")
+            if isinstance(required, list):
+                missing.update(str(r) for r in required if isinstance(r, str) and r not in names)
+        stack.extend(node.values())
+    if not found:
+        return (f"{where}: holds no record schema errkb recognises; not compared",)
+    return tuple(
+        f"{where}: upstream's schema makes record field {name!r} required; errkb does not know "
+        "it (kept verbatim, not validated: a newer errkb may read it)"
+        for name in sorted(missing)
+    )
+
+
 # ---------------------------------------------------------------------------- writing
 RepoFields = Callable[[str, bytes, Sequence[Mapping[str, Any]]], Mapping[str, Any]]
 
@@ -833,6 +1124,8 @@ def write_tree(
     *,
     repo_fields: RepoFields | None = None,
     extra_repos: Iterable[str] = (),
+    index_parts: int = 0,
+    parts_listing: str = "object",
 ) -> Path:
     """Write ``records`` under ``root`` as upstream publishes a version; return ``root``.
 
@@ -840,6 +1133,12 @@ def write_tree(
     repos.json and the manifest. Each repos.json entry takes its ``analyzedSha`` and
     ``analyzedAt`` from the repository's records; ``repo_fields(repo, file_bytes, records)``
     may override any field (the test trees make ``analyzedSha`` follow the file's content).
+
+    ``index_parts`` > 0 splits the index as upstream has since 2026-09-17: ``index-N.json.gz``
+    files of equal-count slices, each ``{schemaVersion, datasetVersion, part, parts, errors}``,
+    listed in the manifest as ``parts_listing`` says: "object" (``files.index.parts``), "list"
+    (``files.index`` a list) or "numbered" (``files["index-N"]``). The tree also carries
+    ``data/published.json`` and ``schema.json`` (listed, not read), as the site does.
     """
     data = root / "data"
     (data / "repos").mkdir(parents=True, exist_ok=True)
@@ -891,7 +1190,14 @@ def write_tree(
         ensure_ascii=False,
     ).encode("utf-8")
     index_gz = gzip.compress(index_raw, mtime=0)
-    (data / "index.json.gz").write_bytes(index_gz)
+    listing: dict[str, Any] = {"index": _file_spec("/data/index.json.gz", index_gz, index_raw)}
+    if index_parts > 0:
+        listing = _write_parts(data, index_rows, dataset_version, index_parts, parts_listing)
+    else:
+        (data / "index.json.gz").write_bytes(index_gz)
+    published = json.dumps(sorted(by_repo)).encode("utf-8")
+    (data / "published.json").write_bytes(published)
+    (root / "schema.json").write_text(json.dumps(_SCHEMA), encoding="utf-8")
     repos_raw = json.dumps(repo_entries, ensure_ascii=False).encode("utf-8")
     (data / "repos.json").write_bytes(repos_raw)
     manifest = {
@@ -899,13 +1205,11 @@ def write_tree(
         "datasetVersion": dataset_version,
         "counts": {"repos": len(repo_entries), "errors": len(index_rows)},
         "files": {
-            "index": {
-                "path": "/data/index.json.gz",
-                "bytes": len(index_gz),
-                "sha256": hashlib.sha256(index_gz).hexdigest(),
-                "encoding": "gzip",
-                "rawBytes": len(index_raw),
-                "rawSha256": hashlib.sha256(index_raw).hexdigest(),
+            **listing,
+            "published": {
+                "path": "/data/published.json",
+                "bytes": len(published),
+                "sha256": hashlib.sha256(published).hexdigest(),
             },
             "repos": {
                 "path": "/data/repos.json",
@@ -916,3 +1220,59 @@ def write_tree(
     }
     (data / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     return root
+
+
+#: The test tree's ``schema.json``: a Draft-07 record schema requiring what errkb requires.
+_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "definitions": {
+        "ErrorRecord": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "errorMessage": {"type": "string"},
+                "messagePattern": {"type": "string"},
+            },
+            "required": ["id", "errorMessage", "messagePattern"],
+        }
+    },
+}
+
+
+def _file_spec(path: str, body: bytes, raw: bytes) -> dict[str, Any]:
+    return {
+        "path": path,
+        "bytes": len(body),
+        "sha256": hashlib.sha256(body).hexdigest(),
+        "encoding": "gzip",
+        "rawBytes": len(raw),
+        "rawSha256": hashlib.sha256(raw).hexdigest(),
+    }
+
+
+def _write_parts(
+    data: Path, rows: Sequence[Mapping[str, Any]], version: str, count: int, listing: str
+) -> dict[str, Any]:
+    """Write ``count`` index parts (equal-count slices); return the manifest's listing of them."""
+    size = -(-len(rows) // count) if rows else 0
+    specs = []
+    for n in range(1, count + 1):
+        chunk = list(rows[(n - 1) * size : n * size])
+        raw = json.dumps(
+            {
+                "schemaVersion": 2,
+                "datasetVersion": version,
+                "part": n,
+                "parts": count,
+                "errors": chunk,
+            },
+            ensure_ascii=False,
+        ).encode("utf-8")
+        body = gzip.compress(raw, mtime=0)
+        (data / f"index-{n}.json.gz").write_bytes(body)
+        specs.append({**_file_spec(f"/data/index-{n}.json.gz", body, raw), "part": n})
+    if listing == "list":
+        return {"index": specs}
+    if listing == "numbered":
+        return {f"index-{n}": spec for n, spec in enumerate(specs, 1)}
+    return {"index": {"parts": specs}}

@@ -47,6 +47,7 @@ def read_repo(
     *,
     max_bytes: int,
     max_values: int,
+    index_digest: str | None = None,
 ) -> RepoFile:
     """Read the repository file at ``path`` (named ``where``) and cross-check it.
 
@@ -60,6 +61,8 @@ def read_repo(
     if broken:
         return RepoFile(where, (), (), broken)  # every record it should hold is rejected
     _cross_check(items, repo, index_ids, where)
+    if index_digest is not None:
+        _check_rows(items, repo, index_digest, where)
     to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
     return RepoFile(where, items, to_check, ())
 
@@ -143,4 +146,27 @@ def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], whe
             f"{where}: repository {repo} does not match the hashed index: "
             + "; ".join(faults[:10])
             + "; nothing changed"
+        )
+
+
+def _check_rows(items: Sequence[Item], repo: str, index_digest: str, where: str) -> None:
+    """The records' errorMessage, messagePattern and errorClass are the hashed index rows'.
+
+    Same ids are not enough: a stale or altered file can keep every id and change what a
+    record matches. ``index_digest`` is ``publish.IndexRows.digests[repo]``.
+    """
+    found = publish.rows_digest(
+        (
+            it.obj.get("id"),
+            it.obj.get("errorMessage"),
+            it.obj.get("messagePattern"),
+            it.obj.get("errorClass"),
+        )
+        for it in items
+    )
+    if found != index_digest:
+        raise IntegrityError(
+            f"{where}: repository {repo} does not match the hashed index: the errorMessage, "
+            "messagePattern or errorClass of a record differs from its index row (msg, "
+            "pattern, cls); nothing changed"
         )

@@ -6,8 +6,10 @@ and TLS connection per file. Every download streams into a file under a size cap
 per-read socket timeout, a ``Deadline`` bounds the whole sync: a server that trickles one byte
 every few seconds never trips a read timeout, so a watchdog thread shuts down every socket
 still open when the deadline passes, and the blocked read fails at once. Redirects are followed
-by hand and only to http(s); ``$http_proxy`` / ``$https_proxy`` / ``$no_proxy`` are honoured as
-urllib honours them. Every failure is one ``NetworkError`` naming the URL.
+by hand, only to http(s), only within the same host (or to a mirror named in ``allow_hosts``)
+and never from https down to http: a redirect is how a hijacked or misconfigured edge would
+hand the sync another origin's files. ``$http_proxy`` / ``$https_proxy`` / ``$no_proxy`` are
+honoured as urllib honours them. Every failure is one ``NetworkError`` naming the URL.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,6 +126,7 @@ class Response:
     path: Path | None
     etag: str | None
     bytes: int = 0
+    last_modified: str | None = None
 
 
 class HttpClient:
@@ -134,8 +137,10 @@ class HttpClient:
         *,
         read_timeout: float = DEFAULT_READ_TIMEOUT,
         deadline: Deadline | None = None,
+        allow_hosts: Iterable[str] = (),
     ) -> None:
         self.read_timeout = read_timeout
+        self.allow_hosts = frozenset(h.lower().rstrip(".") for h in allow_hosts)
         self.deadline = deadline or Deadline(None)
         self._local = threading.local()
         self._all: list[http.client.HTTPConnection] = []
@@ -152,8 +157,13 @@ class HttpClient:
         headers: Mapping[str, str] | None = None,
         etag: str | None = None,
         on_bytes: Callable[[int], None] | None = None,
+        last_modified: str | None = None,
     ) -> Response:
-        """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives path None."""
+        """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives path None.
+
+        ``etag`` / ``last_modified`` make it conditional (``If-None-Match`` /
+        ``If-Modified-Since``): the validators of the copy applied last time.
+        """
         first = url
         for _ in range(_MAX_REDIRECTS + 1):
             self.deadline.check(f"GET {first}")
@@ -168,6 +178,8 @@ class HttpClient:
             }
             if etag:
                 sent["If-None-Match"] = etag
+            if last_modified:
+                sent["If-Modified-Since"] = last_modified
             conn, response = self._request(parts, target, sent, url)
             try:
                 location = response.getheader("Location")
@@ -176,15 +188,29 @@ class HttpClient:
                     newurl = urllib.parse.urljoin(url, location)
                     if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
                         raise NetworkError(f"GET {first}: refused redirect to {newurl!r}")
+                    why = redirect_problem(url, newurl, self.allow_hosts)
+                    if why is not None:
+                        raise NetworkError(f"GET {first}: refused redirect to {newurl!r}: {why}")
                     url = newurl
                     continue
-                if response.status == 304 and etag:
+                if response.status == 304 and (etag or last_modified):
                     response.read(_CHUNK)
-                    return Response(url, None, etag)
+                    return Response(
+                        url,
+                        None,
+                        response.getheader("ETag") or etag,
+                        last_modified=response.getheader("Last-Modified") or last_modified,
+                    )
                 if response.status != 200:
                     raise NetworkError(f"GET {url}: HTTP {response.status} {response.reason}")
                 total = self._body(conn, response, url, dest, max_bytes, on_bytes)
-                return Response(url, dest, response.getheader("ETag"), total)
+                return Response(
+                    url,
+                    dest,
+                    response.getheader("ETag"),
+                    total,
+                    response.getheader("Last-Modified"),
+                )
             except BaseException:
                 self._drop(conn)
                 raise
@@ -338,6 +364,22 @@ class HttpClient:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
             conn.close()
+
+
+def redirect_problem(url: str, target: str, allow_hosts: Collection[str] = ()) -> str | None:
+    """Why a redirect from ``url`` to ``target`` is refused (None: it may be followed).
+
+    Refused: https to http (a downgrade anyone on the path could then rewrite), and any other
+    host than the one asked, unless ``allow_hosts`` names it (a mirror the user trusts). The
+    same host on another port or an upgrade to https is the same site.
+    """
+    old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
+    if old.scheme == "https" and new.scheme != "https":
+        return "a downgrade from https to http"
+    host = (new.hostname or "").lower().rstrip(".")
+    if host != (old.hostname or "").lower().rstrip(".") and host not in allow_hosts:
+        return f"another host ({host}); allow a mirror you trust with --allow-redirect-host {host}"
+    return None
 
 
 def _proxy_for(parts: urllib.parse.SplitResult) -> urllib.parse.SplitResult | None:

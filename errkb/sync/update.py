@@ -2,17 +2,22 @@
 
 Only the source's manifest is read (a few hundred bytes, requested with ``Cache-Control:
 no-cache``), so a cron job or timer can ask cheaply and run the full sync only when it says so.
+When a newer version is published, its hashed ``repos.json`` (one entry per repository, about
+300 KB) is read too and compared with the fingerprints of the last sync: if no repository
+changed commit, only records rewritten in place can be pending (``Pending.REWRITES_ONLY``).
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Collection
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb.errors import UsageError
-from errkb.report.sync import UpdateCheck
+from errkb.report.sync import Pending, UpdateCheck
 from errkb.sync import publish, transport
 
 if TYPE_CHECKING:
@@ -25,6 +30,7 @@ def check_for_update(
     *,
     timeout: float = publish.DEFAULT_TIMEOUT,
     deadline: float | None = 120.0,
+    allow_redirect_hosts: Collection[str] = (),
 ) -> UpdateCheck:
     """Read the manifest of ``source`` (default: ``publish.default_source()``) and compare."""
     where = publish.resolve_source(source)
@@ -34,17 +40,48 @@ def check_for_update(
     limit = transport.Deadline(deadline)
     with limit.watch(), tempfile.TemporaryDirectory(prefix="errkb-check-") as tmp:
         if isinstance(tree, publish.HttpTree):
-            client = transport.HttpClient(read_timeout=timeout, deadline=limit)
-            tree = publish.HttpTree(tree.base, tree.manifest_path, timeout, client=client)
+            client = transport.HttpClient(
+                read_timeout=timeout, deadline=limit, allow_hosts=allow_redirect_hosts
+            )
+            tree = publish.HttpTree(
+                tree.base, tree.manifest_path, timeout, client=client, query=tree.query
+            )
         try:
             got = tree.fetch(
                 tree.manifest_path,
                 Path(tmp) / "manifest.json",
                 max_bytes=publish.MANIFEST_MAX_BYTES,
             )
+            assert got.path is not None  # noqa: S101 - no ETag sent: never a 304
+            manifest = publish.parse_manifest(got.path.read_bytes(), got.where)
+            found = UpdateCheck(
+                tree.location, store.meta_value("dataset_version"), manifest.dataset_version
+            )
+            if found.update_available:
+                found = replace(found, pending=_pending(store, tree, manifest, Path(tmp)))
         finally:
             if isinstance(tree, publish.HttpTree) and tree.client is not None:
                 tree.client.close()
-        assert got.path is not None  # noqa: S101 - no ETag sent: never a 304
-        manifest = publish.parse_manifest(got.path.read_bytes(), got.where)
-    return UpdateCheck(tree.location, store.meta_value("dataset_version"), manifest.dataset_version)
+    return found
+
+
+def _pending(
+    store: Store, tree: publish.Tree, manifest: publish.Manifest, tmp: Path
+) -> Pending | None:
+    """Whether the newer version moves any repository's commit (None: cannot tell)."""
+    from errkb.sync import sync_state
+
+    state = sync_state(store)
+    entry = manifest.files.get("repos")
+    if state is None or entry is None:
+        return None
+    tree = tree.for_version(manifest.dataset_version)
+    got = tree.fetch(entry.path, tmp / "repos.json", max_bytes=publish.DEFAULT_MAX_BYTES)
+    content = publish.verify_file(got, entry, max_bytes=publish.DEFAULT_MAX_BYTES)
+    repos = publish.parse_repos(content, got.where)
+    before = state.get("repos", {})
+    same = set(before) == set(repos) and all(
+        info.analyzed_sha is not None and before.get(name) == list(info.fingerprint)
+        for name, info in repos.items()
+    )
+    return Pending.REWRITES_ONLY if same else Pending.REPOSITORIES

@@ -75,6 +75,7 @@ class Job:
     max_bytes: int
     max_values: int
     version: str | None  #: the datasetVersion the records are spooled with
+    digest: str | None = None  #: the index rows' digest of ``repo`` (``read_repo``)
 
 
 def _encode(job: Job) -> str:
@@ -88,6 +89,7 @@ def _encode(job: Job) -> str:
             "maxBytes": job.max_bytes,
             "maxValues": job.max_values,
             "version": job.version,
+            "digest": job.digest,
         }
     )
 
@@ -108,6 +110,7 @@ def check_job(text: str) -> str:
             spec["stored"],
             max_bytes=spec["maxBytes"],
             max_values=spec["maxValues"],
+            index_digest=spec.get("digest"),
         )
     except (ErrkbError, OSError):
         return json.dumps({"fallback": True}) + "\n"

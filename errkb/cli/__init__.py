@@ -235,11 +235,12 @@ def finish(
 
 
 def read_input(name: str) -> bytes:
-    """Read one input (``-`` = standard input) as bytes; decoding happens in the library."""
+    """Read one input (``-`` = standard input) as bytes, decompressed; decoding is the library's."""
     if name == "-" and sys.stdin is None:
         raise InputError("standard input is closed")
     stdin = sys.stdin.buffer if name == "-" else None
-    return inputs.read_input(name, stdin, MAX_INPUT_BYTES)
+    data = inputs.read_input(name, stdin, MAX_INPUT_BYTES)
+    return inputs.decompress_input(data, name, MAX_INPUT_BYTES)  # .gz, .bz2, .xz: by content
 
 
 # ------------------------------------------------------------------------------- entry point

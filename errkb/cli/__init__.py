@@ -20,7 +20,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
@@ -48,6 +48,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "errkb.cli.maint": ("lint", "extract"),
     "errkb.cli.search": ("search",),
     "errkb.cli.serve": ("mcp", "serve"),
+    "errkb.cli.triage": ("triage",),
 }
 
 _DEBUG_HINT = "rerun with --debug or ERRKB_DEBUG=1 for the traceback"
@@ -222,6 +223,7 @@ def finish(
     records: RecordLookup | None = None,
     show: bool = True,
     diagnostics: Diagnostics | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> NoReturn:
     """Render ``report`` in ``fmt`` and exit with its exit code.
 
@@ -230,7 +232,8 @@ def finish(
     if diagnostics is not None:
         out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:
-        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), records=records)))
+        options = RenderOptions(color=use_color(sys.stdout), records=records, sources=sources)
+        out(render(report, fmt, options))
     ctx.exit(report.exit_code)
 
 

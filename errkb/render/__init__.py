@@ -42,10 +42,15 @@ class OutputFormat(enum.StrEnum):
     MARKDOWN = "markdown"
     SARIF = "sarif"  #: SARIF 2.1.0, for code-scanning tools
     GITHUB = "github"  #: GitHub Actions workflow commands (annotations)
+    JSONL = "jsonl"  #: one JSON object a line (triage's rows, for a warehouse)
+    CSV = "csv"  #: a header and one row a line (triage's rows)
+    HTML = "html"  #: one self-contained page (inline CSS and JS, no network)
 
 
 #: Formats read by people: their strings are sanitised (machine formats stay exact).
-HUMAN_FORMATS = frozenset({OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.GITHUB})
+HUMAN_FORMATS = frozenset(
+    {OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.GITHUB, OutputFormat.HTML}
+)
 
 
 @dataclass(frozen=True)
@@ -54,6 +59,8 @@ class RenderOptions:
 
     color: bool = False  #: ANSI styling allowed (a terminal, colour not disabled)
     records: RecordLookup | None = None  #: record lookup for check's fixes and SARIF rules
+    #: The inputs' text by name ("-" for standard input): the HTML page shows the log itself.
+    sources: Mapping[str, str] | None = None
 
 
 Renderer = Callable[[R, RenderOptions], str]
@@ -76,6 +83,13 @@ _MODULES = {
     "VersionList": "errkb.render.sync",
     "RecordHistory": "errkb.render.sync",
     "SearchReport": "errkb.render.search",
+    "TriageReport": "errkb.render.triage",
+}
+#: Renderers of one format kept out of the type's module, imported only when that format is
+#: asked for (or listed): cold ``errkb explain`` does not import the HTML page.
+_FORMAT_MODULES = {
+    ("Report", OutputFormat.HTML): "errkb.render.html",
+    ("TriageReport", OutputFormat.HTML): "errkb.render.html",
 }
 
 
@@ -94,7 +108,7 @@ def renders(report_type: type[R], fmt: OutputFormat) -> Callable[[Renderer[R]], 
 
 def _load(report_type: type[Any] | None = None) -> None:
     if report_type is None:
-        for module in sorted(set(_MODULES.values())):
+        for module in sorted(set(_MODULES.values()) | set(_FORMAT_MODULES.values())):
             importlib.import_module(module)
     elif report_type.__name__ in _MODULES:
         importlib.import_module(_MODULES[report_type.__name__])
@@ -103,7 +117,12 @@ def _load(report_type: type[Any] | None = None) -> None:
 def formats(report_type: type[Any]) -> tuple[OutputFormat, ...]:
     """The formats registered for ``report_type``, in enum order."""
     _load(report_type)
-    return tuple(fmt for fmt in OutputFormat if (report_type, fmt) in _REGISTRY)
+    name = report_type.__name__
+    return tuple(
+        fmt
+        for fmt in OutputFormat
+        if (report_type, fmt) in _REGISTRY or (name, fmt) in _FORMAT_MODULES
+    )
 
 
 def registered() -> tuple[tuple[type[Any], OutputFormat], ...]:
@@ -119,6 +138,8 @@ def render(report: object, fmt: OutputFormat | str, options: RenderOptions | Non
         key = (type(report), OutputFormat(fmt))
     except ValueError:
         raise UsageError(f"unknown output format {fmt!r}") from None
+    if key not in _REGISTRY and (key[0].__name__, key[1]) in _FORMAT_MODULES:
+        importlib.import_module(_FORMAT_MODULES[key[0].__name__, key[1]])
     renderer = _REGISTRY.get(key)
     if renderer is None:
         raise UsageError(f"{type(report).__name__} has no {key[1].value} output")
@@ -127,6 +148,8 @@ def render(report: object, fmt: OutputFormat | str, options: RenderOptions | Non
         report = sanitize(report)
         if options.records is not None:
             options = dataclasses.replace(options, records=_sanitized(options.records))
+        if options.sources is not None:
+            options = dataclasses.replace(options, sources=sanitize(dict(options.sources)))
     return renderer(report, options)
 
 

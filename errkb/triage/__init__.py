@@ -342,11 +342,17 @@ def _unknown(
 
 
 # -------------------------------------------------------------------------- drafts of groups
+#: The source file of a draft made from logs: unknown until a maintainer finds the raise site.
+DRAFT_FILE = "UNKNOWN-find-the-raise-site.py"
+
+
 def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[str, object]:
     """A draft record for an unknown group, in ``errkb extract``'s draft shape, to complete.
 
     Each ``<*>`` of the template becomes a placeholder ``{value_N}``; the record's pattern, id
-    and slug follow upstream's formulas, as extract's do. Fields a maintainer must fill say so.
+    and slug follow upstream's formulas, as extract's do. Fields a maintainer must fill say so;
+    a log shows no raise site, so the source fields the contract requires hold placeholders
+    (:data:`DRAFT_FILE`, the repository's URL, a zero SHA) to be replaced.
     """
     from errkb.records import upstream
 
@@ -356,7 +362,7 @@ def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[
     where = f"{example.file} line {example.line}" if example else "the triaged logs"
     tags = ["draft", "triage"]
     return {
-        "id": upstream.record_id(repo, None, message, ""),
+        "id": upstream.record_id(repo, None, message, DRAFT_FILE),
         "repo": repo,
         "slug": upstream.slug(None, message),
         "errorCode": None,
@@ -366,12 +372,12 @@ def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[
         "errorClass": group.error_class,
         "httpStatus": None,
         "severity": "error",
-        "filePath": None,
+        "filePath": DRAFT_FILE,
         "lineNumber": None,
         "sourceCode": None,
         "sourceCodeStart": None,
         "sourceCodeEnd": None,
-        "githubUrl": None,
+        "githubUrl": f"https://github.com/{repo}",
         "documentation": (
             f"Draft: {group.error_class or 'an error'} seen {group.count} time(s) in {group.logs} "
             f"log(s) (first at {where}), grouped by errkb triage (cluster {group.cluster}); "
@@ -388,8 +394,8 @@ def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[
         "preventionTips": [],
         "tags": tags,
         "backgroundTag": None,
-        "analyzedSha": None,
-        "analyzedAt": None,
+        "analyzedSha": "0" * 40,
+        "analyzedAt": group.first_seen or "1970-01-01T00:00:00.000Z",
         "schemaVersion": 2,
     }
 
@@ -438,3 +444,12 @@ __all__ = [
     "triage",
     "triage_log",
 ]
+
+
+def write_drafts(report: TriageReport, path: str) -> int:
+    """Write a draft record per unknown group to ``path`` (JSON Lines, atomically); count."""
+    from errkb.atomic import atomic_write_text
+    from errkb.maint.extract import write_jsonl
+
+    with atomic_write_text(path) as fh:
+        return write_jsonl((draft_record(g) for g in report.unknown), fh)

@@ -110,18 +110,21 @@ def _run(
 
     context = multiprocessing.get_context("spawn")
     lost: list[str] = []
-    with ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=context)
+    try:
         pending: dict[Future[list[str]], list[str]] = {
             pool.submit(triage_batch, batch, target, limit): batch for batch in batches
         }
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            broken = False
             for future in finished:
                 batch = pending.pop(future)
                 try:
                     texts = future.result()
                 except BrokenProcessPool:
                     lost.extend(batch)
+                    broken = True
                     continue
                 except Exception as exc:  # a bug in a worker: these logs' error lines, not a crash
                     for path in batch:
@@ -129,4 +132,14 @@ def _run(
                     continue
                 for result in iter_results(texts):
                     tick(result)
+            if broken:
+                # A worker killed mid-task can leave the pool's queues locked: every batch not
+                # back yet is lost with it, and the survivors are stopped, not waited for.
+                for batch in pending.values():
+                    lost.extend(batch)
+                pending.clear()
+                for process in list(pool._processes.values()):
+                    process.kill()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     return lost

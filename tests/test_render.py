@@ -30,6 +30,7 @@ from errkb.render import (
 )
 from errkb.report import Diagnostics, RecordHistory, RecordList, UpdateCheck, VersionList
 from errkb.sync import history
+from errkb.triage import triage
 from errkb.validators.preflight import check
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
 
@@ -39,6 +40,7 @@ SCHEMAS = {
     "RecordView": "record.v2.schema.json",
     "SearchReport": "search.schema.json",
     "CheckReport": "check.schema.json",
+    "TriageReport": "triage.schema.json",
 }
 QKV_SIBLING = (
     "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
@@ -73,6 +75,14 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
                 RecordHistory(QUANTO_ID, tuple(history.record_history(kb, QUANTO_ID)))
             ],
             "SearchReport": [kb.search("quanto scale"), kb.search("zzzqqq")],
+            "TriageReport": [
+                triage(
+                    [str(EXAMPLES / "quanto-incompatible-scale.log"), "/nonexistent.log"],
+                    db=db,
+                    jobs=1,
+                ),
+                triage([], db=db, jobs=1),
+            ],
             # Standard error's lines beside a report: more problems than shown, and untrusted text.
             "Diagnostics": [
                 Diagnostics(

@@ -44,7 +44,7 @@ def run_bag(files: Sequence[str], *, db: str | None, limit: int) -> list[LogResu
     _import_dask()
     import dask.bag as bag
 
-    from errkb.triage import iter_results
+    from errkb.triage.core import iter_results
 
     if not files:
         return []
@@ -74,7 +74,7 @@ def triage_dask(
     _import_dask()
     from distributed import Client, LocalCluster
 
-    from errkb.triage import MAX_LOG_BYTES, expand, reduce
+    from errkb.triage.core import MAX_LOG_BYTES, expand, reduce
     from errkb.triage.pool import worker_kb
 
     files, errors = expand(paths)

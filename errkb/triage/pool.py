@@ -23,7 +23,7 @@ from errkb.report.triage import LogResult
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
-    from errkb.triage import Progress
+    from errkb.triage.core import Progress
 
 #: Logs per task: enough to amortise a round trip, few enough that a lost worker costs little.
 BATCH = 8
@@ -44,7 +44,7 @@ def worker_kb(db: str | None) -> KnowledgeBase:
 
 def triage_batch(paths: Sequence[str], db: str | None, limit: int) -> list[str]:
     """The per-log function over a batch, results as JSON texts (a worker's task)."""
-    from errkb.triage import result_text, triage_log
+    from errkb.triage.core import result_text, triage_log
 
     kb = worker_kb(db)
     return [result_text(triage_log(kb, path, limit)) for path in paths]
@@ -63,7 +63,7 @@ def run_local(
     progress: Progress | None = None,
 ) -> tuple[list[LogResult], int]:
     """Every file's result (in no particular order) and how many workers were lost."""
-    from errkb.triage import triage_log
+    from errkb.triage.core import triage_log
 
     target = os.fspath(db) if db is not None else None
     done: list[LogResult] = []
@@ -106,7 +106,7 @@ def _run(
     tick: Callable[[LogResult], None],
 ) -> list[str]:
     """Run ``batches``; return the paths of batches lost with a dead worker."""
-    from errkb.triage import iter_results
+    from errkb.triage.core import iter_results
 
     context = multiprocessing.get_context("spawn")
     lost: list[str] = []

@@ -201,7 +201,7 @@ def mine(signatures: Iterable[Signature]) -> Mapping[Signature, Cluster]:
     return out
 
 
-def values(message: str, cluster: Cluster) -> tuple[str, ...]:
+def slot_values(message: str, cluster: Cluster) -> tuple[str, ...]:
     """What ``message`` has at its cluster's varying positions, in order."""
     toks = tokens(message)
     return tuple(toks[k].value for k in cluster.slots if k < len(toks))

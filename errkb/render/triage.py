@@ -72,6 +72,8 @@ def triage_text(report: TriageReport, options: RenderOptions) -> str:
     if report.errors:
         out.append("Logs not triaged:")
         out.extend(f"  {e.file}: {e.reason}" for e in report.errors)
+    while out and not out[-1]:
+        out.pop()
     return text_lines(out)
 
 

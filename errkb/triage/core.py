@@ -101,11 +101,24 @@ def _stamp(m: re.Match[bytes]) -> str | None:
 
 
 def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]:
-    """The log's first and last timestamp (its own, else the file's mtime), ISO 8601 in UTC."""
-    head = [s for m in _STAMP.finditer(data, 0, _STAMP_WINDOW) if (s := _stamp(m))]
-    tail_start = max(len(data) - _STAMP_WINDOW, min(len(data), _STAMP_WINDOW))
-    tail = [s for m in _STAMP.finditer(data, tail_start) if (s := _stamp(m))]
-    stamps = head + tail
+    """The log's first and last timestamp (its own, else the file's mtime), ISO 8601 in UTC.
+
+    Only the first stamp near the start and the last near the end are read: reading every one
+    in the first and last 64 KiB cost a fifth of triage's time per log (profiled).
+    """
+    stamps: list[str] = []
+    first = _STAMP.search(data, 0, _STAMP_WINDOW)
+    if first is not None and (text := _stamp(first)):
+        stamps.append(text)
+    for start in (4096, _STAMP_WINDOW):  # the last stamp: from a short tail, else a longer one
+        tail_at = max(len(data) - start, first.end() if first is not None else 0)
+        last = None
+        for last in _STAMP.finditer(data, tail_at):  # noqa: B007 - the last one is kept
+            pass
+        if last is not None:
+            if text := _stamp(last):
+                stamps.append(text)
+            break
     if stamps:
         return min(stamps), max(stamps)
     if mtime is None:

@@ -27,7 +27,7 @@ import click
 
 from errkb import __version__, inputs
 from errkb.errors import ErrkbError, InputError
-from errkb.render import OutputFormat, RecordLookup, RenderOptions, formats, render, sanitize_text
+from errkb.render import OutputFormat, RenderOptions, formats, render, sanitize_text
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -220,7 +220,6 @@ def finish(
     report: Result,
     fmt: str,
     *,
-    records: RecordLookup | None = None,
     show: bool = True,
     diagnostics: Diagnostics | None = None,
     sources: Mapping[str, str] | None = None,
@@ -232,8 +231,7 @@ def finish(
     if diagnostics is not None:
         out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:
-        options = RenderOptions(color=use_color(sys.stdout), records=records, sources=sources)
-        out(render(report, fmt, options))
+        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), sources=sources)))
     ctx.exit(report.exit_code)
 
 

@@ -143,26 +143,23 @@ class Service:
 
     def get_error(self, key: str) -> dict[str, Any]:
         """One record by id or slug: every field, validator backing, history summary."""
-        from errkb.sync import history
-        from errkb.validators import validator_for
-
         _cap("id", key, MAX_KEY_CHARS)
         key = key.strip()
         if not key:
             raise UsageError("give a record id (16 hex digits) or slug")
-        ids = self.kb.store.find_ids(key)
-        if not ids:
-            raise NotFoundError(f"no record with id or slug {key!r} (search_errors finds records)")
-        if key not in ids and len(ids) > 1:
-            raise UsageError(f"slug {key!r} names {len(ids)} records; give an id: {', '.join(ids)}")
-        record_id = key if key in ids else ids[0]
-        entries = history.record_history(self.kb, record_id)
-        record = self.kb.store.raw_record(record_id)
+        try:
+            record_id = self.kb.record_id(key)
+        except NotFoundError:
+            raise NotFoundError(
+                f"no record with id or slug {key!r} (search_errors finds records)"
+            ) from None
+        entries = self.kb.history(record_id).entries
+        view = self.kb.view(record_id)
         return {
             "id": record_id,
-            "retired": self.kb.is_retired(record_id),
-            "validator": validator_for(record_id) is not None,
-            "record": record,
+            "retired": view.retired,
+            "validator": view.validated,
+            "record": view.record,
             "history": {
                 "changes": len(entries),
                 "firstVersion": entries[0].dataset_version if entries else None,
@@ -208,7 +205,7 @@ class Service:
         """Dataset version, record and repository counts, and the last sync."""
         self.kb.refresh()
         stats = self.kb.stats()
-        last = self.kb.store.latest_version()
+        last = self.kb.latest_version()
         return {
             "errkb": _version(),
             "datasetVersion": stats.dataset_version,

@@ -172,3 +172,57 @@ def resolve_path(path: Path, error: type[InputError] = InputError) -> Path:
         raise error(f"{path}: symlink loop") from exc
     except ValueError:
         raise error(f"{str(path)!r}: not a valid file name (NUL byte)") from None
+
+
+#: Compressed inputs by their leading bytes (not by name: a ``.log`` may be gzip, a pipe has
+#: no name): gzip, bzip2, xz.
+_COMPRESSED = ((b"\x1f\x8b", "gzip"), (b"\xfd7zXZ\x00", "xz"))
+#: bzip2: ``BZh``, the block size digit, then a block's or the end's magic (text seldom has it).
+_BZIP2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
+
+
+def compression_of(data: bytes) -> str | None:
+    """The compression ``data`` starts with (``gzip``, ``bzip2``, ``xz``), or None."""
+    for magic, kind in _COMPRESSED:
+        if data.startswith(magic):
+            return kind
+    if data[:3] == b"BZh" and data[3:4] in b"123456789" and data[4:10] in _BZIP2_BLOCKS:
+        return "bzip2"
+    return None
+
+
+def decompress_input(data: bytes, name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """``data`` decompressed when it is gzip, bzip2 or xz (concatenated members too), else as is.
+
+    Read back one chunk at a time, so a small bomb costs at most ``limit`` plus one chunk before
+    it is refused; a damaged or truncated stream is an :class:`InputError` naming ``name``.
+    """
+    import bz2
+    import gzip
+    import io
+    import lzma
+    import zlib
+
+    kind = compression_of(data)
+    if kind is None:
+        return data
+    raw = io.BytesIO(data)
+    out = bytearray()
+    try:
+        opened: io.BufferedIOBase = (
+            gzip.GzipFile(fileobj=raw)
+            if kind == "gzip"
+            else bz2.BZ2File(raw)
+            if kind == "bzip2"
+            else lzma.LZMAFile(raw)  # noqa: SIM115 - entered just below
+        )
+        with opened as fh:
+            while chunk := fh.read(_CHUNK):
+                out += chunk
+                if len(out) > limit:
+                    raise InputError(f"{name}: decompressed input larger than {limit} bytes")
+    except EOFError:
+        raise InputError(f"{name}: truncated {kind} data") from None
+    except (OSError, lzma.LZMAError, zlib.error) as exc:
+        raise InputError(f"{name}: damaged {kind} data: {exc}") from None
+    return bytes(out)

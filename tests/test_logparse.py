@@ -145,7 +145,10 @@ ValueError: up to the prompt
 $ python again.py
 """
     a, b, c = parse_log(text)
-    assert (a.message, a.lines) == ("line one\nline two\n  indented three", (3, 4, 5))
+    # "line two" at the margin may be the next output as well as the message's: not the message's
+    # (issue 26), only offered, with the lines after it, for a record's pattern to rejoin.
+    assert (a.message, a.lines) == ("line one", (3,))
+    assert [m.text for m in a.message_lines] == ["line one", "line two", "  indented three"]
     assert (b.message, b.lines) == ("only this", (10,))
     assert c.message == "up to the prompt"
 
@@ -811,3 +814,61 @@ def test_evolve_is_replace_without_the_cost() -> None:
         assert event.lines != (7, 8)  # the original is untouched
     with pytest.raises(TypeError, match="no field"):
         evolve(events[0], line=3)
+
+
+# Issue 26: an unmatched exception's message is what it printed, not the noise after it.
+_NOISE_AFTER = """\
+Traceback (most recent call last):
+  File "x.py", line 1, in <module>
+ValueError: bad value 42
+Got exit code 1
++ cleanup_workspace
+"""
+
+
+def test_noise_after_a_plain_traceback_is_not_its_message() -> None:
+    (event,) = parse_log(_NOISE_AFTER)
+    assert (event.exc_class, event.message, event.lines) == ("ValueError", "bad value 42", (3,))
+
+
+def test_noise_after_a_timestamp_prefixed_traceback_is_not_its_message() -> None:
+    stamped = "".join(
+        f"2026-07-31T08:26:29.17{n:05d}Z {line}\n"
+        for n, line in enumerate(_NOISE_AFTER.splitlines())
+    )
+    (event,) = parse_log(stamped)
+    assert (event.message, event.lines) == ("bad value 42", (3,))
+
+
+def test_indented_lines_after_the_exception_line_stay_in_its_message() -> None:
+    text = _NOISE_AFTER.replace("Got exit", "  expected (3, 4)\n    note: see docs\nGot exit")
+    (event,) = parse_log(text)
+    assert event.message == "bad value 42\n  expected (3, 4)\n    note: see docs"
+    assert event.lines == (3, 4, 5)
+
+
+def test_a_line_after_a_cut_message_is_parsed_on_its_own() -> None:
+    text = _NOISE_AFTER.replace("Got exit code 1", "RuntimeError: next failure")
+    first, second = parse_log(text)
+    assert (first.message, second.exc_class, second.message) == (
+        "bad value 42",
+        "RuntimeError",
+        "next failure",
+    )
+
+
+def test_real_ci_syntax_error_message_ends_at_its_line() -> None:
+    # pytorch CI (tests/data is not needed: the lines as the runner printed them).
+    text = (
+        "2026-07-31T08:26:29.1785001Z Traceback (most recent call last):\n"
+        '2026-07-31T08:26:29.1785863Z   File "/opt/x/common_methods_invocations.py", line 15375\n'
+        "2026-07-31T08:26:29.1786648Z     >>>>>>> 597be33c510 (Add more cases in test_ops.py)\n"
+        "2026-07-31T08:26:29.1786963Z               ^\n"
+        "2026-07-31T08:26:29.1787192Z SyntaxError: invalid decimal literal\n"
+        "2026-07-31T08:26:29.1787468Z Got exit code 1\n"
+        "2026-07-31T08:26:29.1787967Z No stepcurrent file found. Either pytest didn't get to run\n"
+    )
+    events = [e for e in parse_log(text) if e.exc_class == "SyntaxError"]
+    assert [(e.kind, e.message) for e in events] == [
+        (EventKind.TRACEBACK, "invalid decimal literal")
+    ]

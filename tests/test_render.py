@@ -29,6 +29,7 @@ from errkb.render import (
     sanitize_text,
 )
 from errkb.report import Diagnostics, RecordList, UpdateCheck
+from errkb.triage import triage
 from tests.conftest import DATASET, EXAMPLES, LINEAR_ID, QUANTO_ID
 
 V_OLD, V_NEW = "2026-09-01T00:00:00.000Z", "2026-09-02T00:00:00.000Z"
@@ -37,6 +38,7 @@ SCHEMAS = {
     "RecordView": "record.v2.schema.json",
     "SearchReport": "search.schema.json",
     "CheckReport": "check.schema.json",
+    "TriageReport": "triage.schema.json",
 }
 QKV_SIBLING = (
     "Expected scalar scale for fused-in-checkpoint QKV checkpoint load when loaded_shard_id "
@@ -69,6 +71,14 @@ def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
             "VersionList": [kb.versions()],
             "RecordHistory": [kb.history(QUANTO_ID)],
             "SearchReport": [kb.search("quanto scale"), kb.search("zzzqqq")],
+            "TriageReport": [
+                triage(
+                    [str(EXAMPLES / "quanto-incompatible-scale.log"), "/nonexistent.log"],
+                    db=db,
+                    jobs=1,
+                ),
+                triage([], db=db, jobs=1),
+            ],
             # Standard error's lines beside a report: more problems than shown, and untrusted text.
             "Diagnostics": [
                 Diagnostics(

@@ -20,7 +20,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import IO, TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 import click
@@ -48,6 +48,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "errkb.cli.maint": ("lint", "extract"),
     "errkb.cli.search": ("search",),
     "errkb.cli.serve": ("mcp", "serve"),
+    "errkb.cli.triage": ("triage",),
 }
 
 _DEBUG_HINT = "rerun with --debug or ERRKB_DEBUG=1 for the traceback"
@@ -221,6 +222,7 @@ def finish(
     *,
     show: bool = True,
     diagnostics: Diagnostics | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> NoReturn:
     """Render ``report`` in ``fmt`` and exit with its exit code.
 
@@ -229,16 +231,17 @@ def finish(
     if diagnostics is not None:
         out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:
-        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout))))
+        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), sources=sources)))
     ctx.exit(report.exit_code)
 
 
 def read_input(name: str) -> bytes:
-    """Read one input (``-`` = standard input) as bytes; decoding happens in the library."""
+    """Read one input (``-`` = standard input) as bytes, decompressed; decoding is the library's."""
     if name == "-" and sys.stdin is None:
         raise InputError("standard input is closed")
     stdin = sys.stdin.buffer if name == "-" else None
-    return inputs.read_input(name, stdin, MAX_INPUT_BYTES)
+    data = inputs.read_input(name, stdin, MAX_INPUT_BYTES)
+    return inputs.decompress_input(data, name, MAX_INPUT_BYTES)  # .gz, .bz2, .xz: by content
 
 
 # ------------------------------------------------------------------------------- entry point

@@ -27,7 +27,16 @@ def explain(ctx: click.Context, files: Sequence[str], fmt: str) -> None:
 
     Exit 0 when at least one known error was explained, 1 when none was found, 2 on error.
     """
-    finish(ctx, open_kb(ctx).explain_files(files or ("-",), read_input), fmt)
+    sources: dict[str, str] = {}
+
+    def read(name: str) -> bytes:
+        data = read_input(name)
+        if fmt == "html":  # the page shows the log itself
+            sources[name] = data.decode("utf-8", "replace")
+        return data
+
+    report = open_kb(ctx).explain_files(files or ("-",), read)
+    finish(ctx, report, fmt, sources=sources or None)
 
 
 @cli.command()

@@ -236,6 +236,8 @@ class _StreamParser:
         self.stream = stream
         self.chain_ids = chain_ids
         self.events: list[LogEvent] = []
+        #: Parsing one exception-group member (de-margined lines that are all the group's).
+        self.in_group = False
         self._not_group_until = -1  # a "  | ..." run already known to be no exception group
         self._at = 0  # index of the single line being reported
         # pytest output is emitted entry by entry; this is what has been seen of the current test
@@ -484,6 +486,8 @@ class _StreamParser:
             exc_at = j
             j = self._continuation(j + 1, parts, numbers, every=every, base=base, pytest=False)
             wrap = self._message_lines(parts, exc_at)
+            if not self.in_group:  # inside a group's margin every line is the group's
+                j = exc_at + _printed(parts, numbers)
         else:
             # "AssertionError" alone, or "KeyboardInterrupt: ": an empty message has no further
             # lines (what follows is the next command's output). After a colon, the lines that
@@ -708,6 +712,7 @@ class _StreamParser:
         drafts: list[_Draft] = []
         for path, member_lines in buckets.items():
             member = _StreamParser(member_lines, self.stream, self.chain_ids)
+            member.in_group = True
             found = member.member_drafts()
             if path and found:
                 found[0].link = ChainLink.GROUP
@@ -895,6 +900,23 @@ class _StreamParser:
             i + 1, parts, numbers, every=False, base=0, pytest=False, limit=MAX_WRAP_LINES - 1
         )
         return self._message_lines(parts, i)
+
+
+def _printed(parts: list[str], numbers: list[int]) -> int:
+    """Cut a traceback's message to what the exception printed; return how many lines it has.
+
+    CPython ends a traceback with the exception line, and a plain log goes on with whatever the
+    program (or the CI runner) writes next, at the margin: ``Got exit code 1``, ``+ cleanup``.
+    Nothing in such a line tells a second line of the message from the next output, so only the
+    lines indented past the margin (a message's own layout: ``  expected (3, 4)``, notes) stay
+    in it. The unindented lines after it are still offered (``message_lines``) and rejoined only
+    where a record's pattern confirms the joined text, and they are parsed again on their own.
+    """
+    keep = 1
+    while keep < len(parts) and parts[keep][:1] in (" ", "\t"):
+        keep += 1
+    del parts[keep:], numbers[keep:]
+    return keep
 
 
 def _nearest(paths: dict[int, tuple[int, ...]], depth: int) -> tuple[int, ...]:

@@ -39,10 +39,15 @@ class OutputFormat(enum.StrEnum):
     MARKDOWN = "markdown"
     SARIF = "sarif"  #: SARIF 2.1.0, for code-scanning tools
     GITHUB = "github"  #: GitHub Actions workflow commands (annotations)
+    JSONL = "jsonl"  #: one JSON object a line (triage's rows, for a warehouse)
+    CSV = "csv"  #: a header and one row a line (triage's rows)
+    HTML = "html"  #: one self-contained page (inline CSS and JS, no network)
 
 
 #: Formats read by people: their strings are sanitised (machine formats stay exact).
-HUMAN_FORMATS = frozenset({OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.GITHUB})
+HUMAN_FORMATS = frozenset(
+    {OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.GITHUB, OutputFormat.HTML}
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ class RenderOptions:
     """What a renderer may need beyond the report."""
 
     color: bool = False  #: ANSI styling allowed (a terminal, colour not disabled)
+    #: The inputs' text by name ("-" for standard input): the HTML page shows the log itself.
+    sources: Mapping[str, str] | None = None
 
 
 Renderer = Callable[[R, RenderOptions], str]
@@ -72,6 +79,13 @@ _MODULES = {
     "VersionList": "errkb.render.sync",
     "RecordHistory": "errkb.render.sync",
     "SearchReport": "errkb.render.search",
+    "TriageReport": "errkb.render.triage",
+}
+#: Renderers of one format kept out of the type's module, imported only when that format is
+#: asked for (or listed): cold ``errkb explain`` does not import the HTML page.
+_FORMAT_MODULES = {
+    ("Report", OutputFormat.HTML): "errkb.render.html",
+    ("TriageReport", OutputFormat.HTML): "errkb.render.html",
 }
 
 
@@ -90,7 +104,7 @@ def renders(report_type: type[R], fmt: OutputFormat) -> Callable[[Renderer[R]], 
 
 def _load(report_type: type[Any] | None = None) -> None:
     if report_type is None:
-        for module in sorted(set(_MODULES.values())):
+        for module in sorted(set(_MODULES.values()) | set(_FORMAT_MODULES.values())):
             importlib.import_module(module)
     elif report_type.__name__ in _MODULES:
         importlib.import_module(_MODULES[report_type.__name__])
@@ -99,7 +113,12 @@ def _load(report_type: type[Any] | None = None) -> None:
 def formats(report_type: type[Any]) -> tuple[OutputFormat, ...]:
     """The formats registered for ``report_type``, in enum order."""
     _load(report_type)
-    return tuple(fmt for fmt in OutputFormat if (report_type, fmt) in _REGISTRY)
+    name = report_type.__name__
+    return tuple(
+        fmt
+        for fmt in OutputFormat
+        if (report_type, fmt) in _REGISTRY or (name, fmt) in _FORMAT_MODULES
+    )
 
 
 def registered() -> tuple[tuple[type[Any], OutputFormat], ...]:
@@ -115,12 +134,16 @@ def render(report: object, fmt: OutputFormat | str, options: RenderOptions | Non
         key = (type(report), OutputFormat(fmt))
     except ValueError:
         raise UsageError(f"unknown output format {fmt!r}") from None
+    if key not in _REGISTRY and (key[0].__name__, key[1]) in _FORMAT_MODULES:
+        importlib.import_module(_FORMAT_MODULES[key[0].__name__, key[1]])
     renderer = _REGISTRY.get(key)
     if renderer is None:
         raise UsageError(f"{type(report).__name__} has no {key[1].value} output")
     options = options or RenderOptions()
     if key[1] in HUMAN_FORMATS:
         report = sanitize(report)  # the records a report carries too
+        if options.sources is not None:
+            options = dataclasses.replace(options, sources=sanitize(dict(options.sources)))
     return renderer(report, options)
 
 

@@ -1,0 +1,281 @@
+"""One self-contained HTML page for a triage run (``TriageReport``) or one log (``Report``).
+
+No network: the CSS and the few lines of JavaScript are inline, the chart is inline SVG, and
+nothing is fetched. Every string from a log or a record is HTML-escaped (and, like every human
+format, had its control characters escaped by :func:`errkb.render.sanitize`), so a log cannot
+inject markup or script. Tables sort by a click on a column header (numbers as numbers); each
+group's example lines show the text that matched (known) or varied (unknown) in ``<mark>``.
+
+The same page layout serves ``errkb explain --format html``: the explanation's table beside the
+log itself, its matched lines highlighted (windows of :data:`CONTEXT` lines around them for a
+long log).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.report import Confidence, Report
+from errkb.report.triage import Example, TriageReport
+
+#: Lines of a log shown around each matched line when the log is long.
+CONTEXT = 5
+#: Logs up to this many lines are shown whole.
+WHOLE_LOG_LINES = 2_000
+#: Bars in the chart.
+CHART_BARS = 12
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em;color:#1d1d1f;background:#fff}
+h1{font-size:1.4em;margin:0 0 .3em}h2{font-size:1.15em;margin:1.6em 0 .4em}
+table{border-collapse:collapse;width:100%;margin:.4em 0}
+th,td{border-bottom:1px solid #ddd;padding:.3em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f6;cursor:pointer;user-select:none;white-space:nowrap}
+th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+code,pre,.ex{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
+.ex{margin:.15em 0;white-space:pre-wrap;word-break:break-all;color:#444}
+mark{background:#ffe27a;color:inherit;padding:0 1px;border-radius:2px}
+mark.value{background:#bfe3ff}
+.new{color:#fff;background:#c62828;border-radius:3px;padding:0 .35em;font-size:.85em}
+.summary{color:#333}.err{color:#b00020}
+svg text{font:12px system-ui,sans-serif}
+pre.log{background:#fafafa;border:1px solid #e5e5e5;padding:.5em;overflow:auto}
+pre.log .ln{color:#999;display:inline-block;width:6ch;text-align:right;margin-right:1ch}
+pre.log .hit{background:#fff3c4;display:block}
+"""
+
+# Click a header: sort that table's body rows by the column (numbers numerically). The rows
+# that hold a group's examples move with the group (data-group).
+_JS = """
+document.querySelectorAll("table.sortable th").forEach(function(th){
+ th.addEventListener("click",function(){
+  var table=th.closest("table"),body=table.tBodies[0],col=th.cellIndex;
+  var asc=!th.classList.contains("asc");
+  table.querySelectorAll("th").forEach(function(h){h.classList.remove("asc","desc")});
+  th.classList.add(asc?"asc":"desc");
+  var rows=Array.prototype.slice.call(body.rows).filter(function(r){
+   return !r.classList.contains("examples")});
+  function key(r){var c=r.cells[col];var v=c.getAttribute("data-sort")||c.textContent;
+   var n=parseFloat(v);return isNaN(n)||!/^-?[0-9.]+$/.test(v.trim())?v.toLowerCase():n}
+  rows.sort(function(a,b){var x=key(a),y=key(b);
+   var d=typeof x===typeof y?(x<y?-1:x>y?1:0):(typeof x==="number"?-1:1);
+   return d*(asc?1:-1)});
+  rows.forEach(function(r){body.appendChild(r);
+   var ex=body.querySelector('tr.examples[data-group="'+r.getAttribute("data-group")+'"]');
+   if(ex){body.appendChild(ex)}});
+ });
+});
+"""
+
+
+def esc(text: object) -> str:
+    """``text`` made safe inside HTML text and double-quoted attribute values."""
+    return (
+        str(text)
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;")
+    )
+
+
+def highlight(text: str, spans: Iterable[str], css: str = "") -> str:
+    """``text`` escaped, each occurrence of each non-empty span in ``spans`` in a ``<mark>``."""
+    marks: list[tuple[int, int]] = []
+    for span in sorted({s for s in spans if s}, key=len, reverse=True):
+        start = text.find(span)
+        while start >= 0:
+            end = start + len(span)
+            if not any(a < end and start < b for a, b in marks):
+                marks.append((start, end))
+            start = text.find(span, end)
+    out, pos = [], 0
+    cls = f' class="{css}"' if css else ""
+    for a, b in sorted(marks):
+        out.append(esc(text[pos:a]) + f"<mark{cls}>" + esc(text[a:b]) + "</mark>")
+        pos = b
+    out.append(esc(text[pos:]))
+    return "".join(out)
+
+
+def _page(title: str, body: Sequence[str]) -> str:
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        # No network, ever: a strict policy says so to the browser as well.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + f"\n<script>{_JS}</script>\n</body></html>\n"
+    )
+
+
+def chart(bars: Sequence[tuple[str, int]], *, ident: str = "chart") -> str:
+    """A horizontal bar chart as inline SVG: one labelled bar per (label, count)."""
+    if not bars:
+        return ""
+    top = max(count for _, count in bars) or 1
+    height = 22 * len(bars) + 6
+    out = [
+        f'<svg id="{ident}" role="img" width="760" height="{height}" viewBox="0 0 760 {height}">'
+    ]
+    for k, (label, count) in enumerate(bars):
+        y = 4 + 22 * k
+        width = max(2, round(440 * count / top))
+        short = label if len(label) <= 40 else label[:39] + "…"
+        out.append(
+            f'<text x="0" y="{y + 14}">{esc(short)}</text>'
+            f'<rect class="bar" x="280" y="{y}" width="{width}" height="16" fill="#4a78c2"'
+            f' data-count="{count}"></rect>'
+            f'<text x="{285 + width}" y="{y + 14}">{count}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _examples(
+    group: str, examples: Sequence[Example], spans: Iterable[str], css: str, cols: int
+) -> str:
+    spans = tuple(spans)
+    lines = "".join(
+        f'<div class="ex"><span class="where">{esc(e.file)}:{e.line}</span> '
+        f"{highlight(e.message, spans, css)}</div>"
+        for e in examples
+    )
+    return f'<tr class="examples" data-group="{esc(group)}"><td colspan="{cols}">{lines}</td></tr>'
+
+
+@renders(TriageReport, OutputFormat.HTML)
+def triage_html(report: TriageReport, options: RenderOptions) -> str:
+    """The triage page: summary, chart, sortable known and unknown tables, examples, errors."""
+    from errkb.render.triage import summary
+
+    new = '<span class="new">new</span>'
+    body = [
+        "<h1>errkb triage</h1>",
+        f'<p class="summary" id="summary">{esc(summary(report))}'
+        + (f" (new since {esc(report.baseline)})" if report.baseline else "")
+        + "</p>",
+    ]
+    bars = [(k.slug, k.occurrences) for k in report.known] + [
+        (f"{u.error_class or ''}: {u.template}", u.count) for u in report.unknown
+    ]
+    bars.sort(key=lambda b: -b[1])
+    if bars:
+        body.append("<h2>Occurrences, largest groups</h2>" + chart(bars[:CHART_BARS]))
+    body.append(f"<h2>Known errors ({len(report.known)})</h2>")
+    body.append(
+        '<table class="sortable" id="known"><thead><tr><th>record</th><th>slug</th><th>logs</th>'
+        "<th>occurrences</th><th>first seen</th><th>last seen</th><th>values</th></tr></thead>"
+        "<tbody>"
+    )
+    for k in report.known:
+        values = "; ".join(f"{n}: {', '.join(v)}" for n, v in k.captures)
+        body.append(
+            f'<tr data-group="{esc(k.id)}"><td><code>{esc(k.id)}</code>'
+            f"{' ' + new if k.new else ''}</td>"
+            f'<td>{esc(k.slug)}</td><td class="num">{k.logs}</td>'
+            f'<td class="num">{k.occurrences}</td><td>{esc(k.first_seen or "")}</td>'
+            f"<td>{esc(k.last_seen or '')}</td><td>{esc(values)}"
+            + "".join(f'<div class="diag">{esc(d)}</div>' for d in k.diagnoses)
+            + "</td></tr>"
+        )
+        spans = [e.message for e in k.examples]
+        body.append(_examples(k.id, k.examples, spans, "", 7))
+    body.append("</tbody></table>")
+    body.append(f"<h2>Unknown errors, grouped ({len(report.unknown)})</h2>")
+    body.append(
+        '<table class="sortable" id="unknown"><thead><tr><th>cluster</th><th>class</th>'
+        "<th>template</th><th>count</th><th>logs</th><th>first seen</th></tr></thead><tbody>"
+    )
+    for u in report.unknown:
+        body.append(
+            f'<tr data-group="{esc(u.cluster)}"><td><code>{esc(u.cluster)}</code>'
+            f"{' ' + new if u.new else ''}</td><td>{esc(u.error_class or '')}</td>"
+            f'<td><code>{esc(u.template)}</code></td><td class="num">{u.count}</td>'
+            f'<td class="num">{u.logs}</td><td>{esc(u.first_seen or "")}</td></tr>'
+        )
+        spans = [v for slot in u.values for v in slot]
+        body.append(_examples(u.cluster, u.examples, spans, "value", 6))
+    body.append("</tbody></table>")
+    if report.errors:
+        body.append(f'<h2>Logs not triaged ({len(report.errors)})</h2><ul id="errors">')
+        body.extend(f'<li class="err">{esc(e.file)}: {esc(e.reason)}</li>' for e in report.errors)
+        body.append("</ul>")
+    return _page("errkb triage", body)
+
+
+@renders(Report, OutputFormat.HTML)
+def report_html(report: Report, options: RenderOptions) -> str:
+    """One log's page: the explanation's table beside the log, its matched lines highlighted."""
+    exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
+    body = [
+        "<h1>errkb explain</h1>",
+        f'<p class="summary" id="summary">{len(exact)} known error(s) '
+        f"explained, {len(report.unmatched)} exception(s) with no known record "
+        f"(dataset {esc(report.dataset_version or '?')}).</p>",
+    ]
+    body.append(
+        '<table class="sortable" id="known"><thead><tr><th>record</th><th>slug</th><th>line</th>'
+        "<th>occurrences</th><th>message</th><th>diagnosis</th></tr></thead><tbody>"
+    )
+    for m in exact:
+        captures = [v for _, v in m.captures]
+        body.append(
+            f'<tr data-group="{esc(m.id)}"><td><code>{esc(m.id)}</code></td><td>{esc(m.slug)}</td>'
+            f'<td class="num">{m.lines[0] if m.lines else ""}</td>'
+            f'<td class="num">{m.occurrences}</td><td class="ex">{esc(m.exception.cls or "")}: '
+            f"{highlight(m.exception.message, captures, 'value')}</td>"
+            f"<td>{esc(m.diagnosis.explanation if m.diagnosis else '')}</td></tr>"
+        )
+    body.append("</tbody></table>")
+    if report.unmatched:
+        body.append(
+            '<h2>Exceptions with no known record</h2><table class="sortable" id="unknown">'
+            "<thead><tr><th>line</th><th>class</th><th>message</th></tr></thead><tbody>"
+        )
+        body.extend(
+            f'<tr><td class="num">{u.line}</td><td>{esc(u.cls or "")}</td>'
+            f'<td class="ex">{esc(u.message)}</td></tr>'
+            for u in report.unmatched
+        )
+        body.append("</tbody></table>")
+    for name, text in sorted((options.sources or {}).items()):
+        hits: dict[int, str] = {}
+        for m in exact:
+            if m.source in (None, name):
+                for n in m.lines:
+                    hits[n] = m.exception.message
+        body.append(f"<h2>{esc(name)}</h2>" + _log(text, hits))
+    return _page("errkb explain", body)
+
+
+def _log(text: str, hits: dict[int, str]) -> str:
+    lines = text.splitlines()
+    if len(lines) <= WHOLE_LOG_LINES:
+        shown = range(1, len(lines) + 1)
+    else:
+        keep = sorted(
+            {k for n in hits for k in range(n - CONTEXT, n + CONTEXT + 1) if 1 <= k <= len(lines)}
+        )
+        shown = keep  # type: ignore[assignment]
+    out, last = ['<pre class="log">'], 0
+    for n in shown:
+        if last and n != last + 1:
+            out.append('<span class="gap">…</span>\n')
+        last = n
+        line = lines[n - 1]
+        if n in hits:
+            first = hits[n].splitlines()[0] if hits[n] else ""
+            out.append(
+                f'<span class="hit" id="L{n}"><span class="ln">{n}</span>'
+                f"{highlight(line, [first])}</span>"
+            )
+        else:
+            out.append(f'<span class="ln">{n}</span>{esc(line)}\n')
+    out.append("</pre>")
+    return "".join(out)

@@ -1,0 +1,82 @@
+"""``errkb triage``: thousands of logs at once, known errors counted, unknown ones grouped.
+
+The work is split so that any engine can run it: :func:`triage_log` is the per-log function
+(a path and an open knowledge base in, a :class:`~errkb.report.triage.LogResult` out, plain
+JSON through ``to_dict``), and :func:`reduce` folds any number of results into one
+:class:`~errkb.report.triage.TriageReport`. :func:`triage` runs the per-log function in worker
+processes on this machine (:mod:`errkb.triage.pool`), :func:`errkb.triage.dask.triage_dask` as a
+Dask bag; the README shows Ray Data and Spark on the same function.
+
+The reduce depends only on the set of results, never on their order: unknown messages are
+grouped over the sorted set of their signatures (:mod:`errkb.triage.templates`) and every list
+is sorted by its own content, so every engine prints the same bytes.
+
+A log that cannot be triaged (missing, unreadable, empty, binary, over the size cap, damaged
+compression, a crash inside explain) is one line in the report's ``errors``; the run goes on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from errkb.report.triage import TriageReport
+from errkb.triage.core import (
+    MAX_LOG_BYTES,
+    Progress,
+    draft_record,
+    expand,
+    iter_results,
+    load_baseline,
+    log_times,
+    read_log,
+    reduce,
+    result_text,
+    triage_log,
+)
+
+
+# ------------------------------------------------------------------------------ the front door
+def triage(
+    paths: Iterable[str],
+    *,
+    db: str | os.PathLike[str] | None = None,
+    jobs: int | None = None,
+    baseline: str | None = None,
+    limit: int = MAX_LOG_BYTES,
+    progress: Progress | None = None,
+) -> TriageReport:
+    """Triage every log under ``paths`` with ``jobs`` worker processes (default: CPU count)."""
+    from errkb.triage.pool import run_local
+
+    files, errors = expand(paths)
+    results, lost = run_local(
+        files, db=db, jobs=jobs or os.cpu_count() or 1, limit=limit, progress=progress
+    )
+    return reduce(results, errors, baseline=baseline, workers_lost=lost)
+
+
+def write_drafts(report: TriageReport, path: str) -> int:
+    """Write a draft record per unknown group to ``path`` (JSON Lines, atomically); count."""
+    from errkb.atomic import atomic_write_text
+    from errkb.maint.extract import write_jsonl
+
+    with atomic_write_text(path) as fh:
+        return write_jsonl((draft_record(g) for g in report.unknown), fh)
+
+
+__all__ = [
+    "MAX_LOG_BYTES",
+    "Progress",
+    "draft_record",
+    "expand",
+    "iter_results",
+    "load_baseline",
+    "log_times",
+    "read_log",
+    "reduce",
+    "result_text",
+    "triage",
+    "triage_log",
+    "write_drafts",
+]

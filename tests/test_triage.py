@@ -1,0 +1,249 @@
+"""``errkb.triage``: many logs, known errors counted per record, unknown ones grouped (issue 26).
+
+The fixture is a directory of small logs made here: the bundled quanto example (timestamped
+copies, one gzip), unknown exceptions rendered from three templates with varied values, and
+every kind of log that cannot be triaged. The default tier runs the per-log function in-process
+(``jobs=1``) and the reduce; worker processes (``-j 2``, a killed worker) are ``slow``.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import json
+import multiprocessing
+import os
+import random
+import signal
+from pathlib import Path
+
+import pytest
+
+import errkb
+from errkb.records import check_record, schema_validator
+from errkb.render import OutputFormat, render
+from errkb.report.triage import LogResult
+from errkb.triage import draft_record, log_times, reduce, triage, triage_log
+from errkb.triage.templates import cluster_id
+from tests.cli import QUANTO_LOG, run
+from tests.conftest import QUANTO_ID
+
+QUANTO = QUANTO_LOG.read_text()
+TB = 'Traceback (most recent call last):\n  File "/w/train.py", line {n}, in main\n'
+#: Three held-out templates (no record explains them), rendered with varied values.
+TEMPLATES = (
+    ("RuntimeError", "CUDA out of memory. Tried to allocate {mib} MiB on device cuda:{dev}"),
+    ("KeyError", "missing key {key!r} in state dict of shard {shard}/8"),
+    ("ValueError", "cannot reshape tensor of size {size} into shape ({rows}, {cols})"),
+)
+
+
+def _unknown(rng: random.Random, k: int) -> tuple[str, str]:
+    cls, template = TEMPLATES[k % 3]
+    message = template.format(
+        mib=rng.randrange(2, 9000),
+        dev=rng.randrange(8),
+        key=f"layers.{rng.randrange(40)}.mlp.weight",
+        shard=rng.randrange(8),
+        size=rng.randrange(10, 10**6),
+        rows=rng.randrange(1, 512),
+        cols=rng.randrange(1, 512),
+    )
+    return cls, message
+
+
+def make_fixture(root: Path, logs: int = 12, seed: int = 3) -> dict[str, int]:
+    """Write ``logs`` good logs and the bad ones under ``root``; counts of what was planted."""
+    rng = random.Random(seed)
+    counts = {"quanto_logs": 0, "unknown": 0}
+    for i in range(logs):
+        name = root / "good" / f"job-{i:03d}.log"
+        name.parent.mkdir(parents=True, exist_ok=True)
+        stamp = f"2026-08-{10 + i % 9:02d}T05:10:{i % 60:02d}.5Z"
+        lines = [f"{stamp} starting job {i}"]
+        if i % 3 == 0:
+            lines.append(QUANTO)
+            counts["quanto_logs"] += 1
+        cls, message = _unknown(rng, i)
+        lines += [TB.format(n=i + 1) + f"{cls}: {message}", "Got exit code 1", f"+ cleanup {i}"]
+        counts["unknown"] += 1
+        text = "\n".join(lines) + "\n"
+        if i == 3:
+            name.with_suffix(".log.gz").write_bytes(gzip.compress(text.encode()))
+        elif i == 5:
+            name.with_suffix(".log.bz2").write_bytes(bz2.compress(text.encode()))
+        else:
+            name.write_text(text)
+    bad = root / "bad"
+    bad.mkdir()
+    (bad / "empty.log").write_bytes(b"")
+    (bad / "binary.log").write_bytes(bytes(range(256)) * 16)
+    (bad / "damaged.log.gz").write_bytes(gzip.compress(random.randbytes(5000))[:400])
+    (bad / "huge.log").write_bytes(b"ValueError: x\n" * 100_000)
+    if os.geteuid() != 0:  # root reads a mode-0 file
+        unreadable = bad / "unreadable.log"
+        unreadable.write_text("ValueError: secret\n")
+        unreadable.chmod(0)
+    return counts
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("kb") / "kb.sqlite3"
+    errkb.open(path).close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
+    root = tmp_path_factory.mktemp("logs")
+    return root, make_fixture(root)
+
+
+LIMIT = 1 << 20  # huge.log (1.4 MB) is over it
+
+
+@pytest.fixture(scope="module")
+def report(db: Path, logs: tuple[Path, dict[str, int]]) -> errkb.triage.TriageReport:  # type: ignore[name-defined]
+    return triage([str(logs[0])], db=db, jobs=1, limit=LIMIT)
+
+
+def test_known_errors_are_counted_per_record(report, logs) -> None:  # type: ignore[no-untyped-def]
+    (known,) = report.known
+    assert known.id == QUANTO_ID
+    assert known.logs == logs[1]["quanto_logs"] == 4
+    assert known.occurrences == 2 * known.logs  # the cause and its wrapper, in every log
+    assert len(known.files) == 4 and any(f.endswith(".gz") for f in known.files)
+    # The logs' own timestamps (the quanto example's and the planted ones), in UTC.
+    assert known.first_seen is not None and known.last_seen is not None
+    assert known.first_seen <= known.last_seen
+    assert dict(known.captures)["scale_shape"] == ("(4096,)",)
+    assert known.diagnoses and "reshape it" in known.diagnoses[0]
+
+
+def test_unknown_messages_group_by_template_with_stable_ids(report, logs) -> None:  # type: ignore[no-untyped-def]
+    assert sum(u.count for u in report.unknown) == logs[1]["unknown"]
+    assert len(report.unknown) == 3, [u.template for u in report.unknown]
+    templates = {u.error_class: u.template for u in report.unknown}
+    assert templates["RuntimeError"] == (
+        "CUDA out of memory. Tried to allocate <*> MiB on device cuda:<*>"
+    )
+    assert templates["KeyError"] == "missing key <*> in state dict of shard <*>"
+    assert templates["ValueError"] == "cannot reshape tensor of size <*> into shape <*>"
+    for u in report.unknown:
+        assert u.cluster == cluster_id(u.error_class, u.template)
+        # The noise after each traceback is not in its message (the parser fix of issue 26).
+        assert all("Got exit code" not in e.message for e in u.examples)
+        assert len(u.values) == sum("<*>" in word for word in u.template.split())
+        assert all(len(slot) > 1 for slot in u.values)  # each slot's values did vary
+        assert u.examples == tuple(sorted(u.examples, key=lambda e: (e.file, e.line)))
+
+
+def test_every_bad_log_is_one_error_line_and_the_run_goes_on(report) -> None:  # type: ignore[no-untyped-def]
+    reasons = {Path(e.file).name: e.reason for e in report.errors}
+    assert reasons["empty.log"] == "empty log"
+    assert reasons["binary.log"] == "binary data (NUL bytes), not a log"
+    assert reasons["damaged.log.gz"] == "truncated gzip data"
+    assert reasons["huge.log"] == f"log larger than {LIMIT} bytes (not read)"
+    if os.geteuid() != 0:  # root reads a mode-0 file
+        assert reasons["unreadable.log"].startswith("cannot read: Permission denied")
+    assert all("\n" not in r for r in reasons.values())
+    assert report.logs == 12 + 4 + (os.geteuid() != 0)
+    assert report.exit_code == 3
+
+
+def test_json_matches_the_schema_and_rows_the_row_schema(report) -> None:  # type: ignore[no-untyped-def]
+    data = json.loads(render(report, OutputFormat.JSON))
+    schema_validator("triage.schema.json").validate(data)
+    rows = [json.loads(line) for line in render(report, OutputFormat.JSONL).splitlines()]
+    row_schema = schema_validator("triage-row.schema.json")
+    for row in rows:
+        row_schema.validate(row)
+    assert sum(r["kind"] == "known" for r in rows) == report.known[0].occurrences
+    assert sum(r["kind"] == "unknown" for r in rows) == sum(u.count for u in report.unknown)
+    csv_lines = render(report, OutputFormat.CSV).splitlines()
+    assert csv_lines[0] == "file,line,kind,id,class,message"
+    assert len(csv_lines) == len(rows) + 1
+
+
+def test_the_reduce_does_not_depend_on_the_order_of_results(db: Path, logs) -> None:  # type: ignore[no-untyped-def]
+    root = logs[0] / "good"
+    with errkb.open(db) as kb:
+        results = [triage_log(kb, str(p)) for p in sorted(root.iterdir())]
+    texts = []
+    for seed in range(3):
+        shuffled = list(results)
+        random.Random(seed).shuffle(shuffled)
+        # Through JSON, as results cross processes.
+        shuffled = [LogResult.from_dict(json.loads(json.dumps(r.to_dict()))) for r in shuffled]
+        texts.append(render(reduce(shuffled), OutputFormat.JSON))
+    assert texts[0] == texts[1] == texts[2]
+
+
+def test_baseline_marks_what_is_new(tmp_path: Path, db: Path, logs, report) -> None:  # type: ignore[no-untyped-def]
+    base = tmp_path / "previous.json"
+    old = report.to_dict()
+    old["unknown"] = old["unknown"][1:]  # one cluster was not there yesterday
+    old["known"] = []
+    base.write_text(json.dumps(old))
+    again = triage([str(logs[0] / "good")], db=db, jobs=1, baseline=str(base))
+    assert [u.new for u in again.unknown] == [
+        u.cluster == report.unknown[0].cluster for u in again.unknown
+    ]
+    assert all(k.new for k in again.known)
+    with pytest.raises(errkb.InputError, match="No such file"):
+        triage([str(logs[0] / "good")], db=db, jobs=1, baseline=str(tmp_path / "none.json"))
+
+
+def test_log_times_prefer_the_logs_own_stamps_else_mtime() -> None:
+    data = b"2026-08-28T05:10:05.123+02:00 a\nnoise\n2026-08-28 06:00:00 b\n"
+    assert log_times(data, 0.0) == ("2026-08-28T03:10:05.123000Z", "2026-08-28T06:00:00.000000Z")
+    assert log_times(b"no stamps here\n", 86400.0) == ("1970-01-02T00:00:00.000000Z",) * 2
+
+
+def test_a_draft_record_from_a_group_is_a_valid_record(report) -> None:  # type: ignore[no-untyped-def]
+    for group in report.unknown:
+        draft = draft_record(group, repo="acme/trainer")
+        checked = check_record(draft, source="draft")
+        assert not checked.problems, checked.problems
+        assert "{value_1}" in draft["errorMessage"] and "draft" in draft["tags"]
+
+
+def test_cli_exit_codes(tmp_path: Path, db: Path, logs) -> None:  # type: ignore[no-untyped-def]
+    good = run(db, "triage", "-q", "--format", "json", str(logs[0] / "good"))
+    assert good.exit_code == 1  # unknown errors found
+    assert json.loads(good.output)["logs"] == 12
+    only_known = tmp_path / "known"
+    only_known.mkdir()
+    (only_known / "a.log").write_text(QUANTO)
+    assert run(db, "triage", "-q", str(only_known)).exit_code == 0
+    bad = run(db, "triage", "-q", str(logs[0] / "bad" / "empty.log"), str(only_known))
+    assert bad.exit_code == 3 and "empty log" in bad.output
+    drafts = tmp_path / "drafts.jsonl"
+    assert run(db, "triage", "-q", "--drafts", str(drafts), str(logs[0] / "good")).exit_code == 1
+    assert len(drafts.read_text().splitlines()) == 3
+
+
+@pytest.mark.slow
+def test_worker_processes_give_the_same_report(db: Path, logs, report) -> None:  # type: ignore[no-untyped-def]
+    parallel = triage([str(logs[0])], db=db, jobs=2, limit=LIMIT)
+    assert render(parallel, OutputFormat.JSON) == render(report, OutputFormat.JSON)
+    assert parallel.rows == report.rows
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_reported_and_its_logs_retried(db: Path, logs, report) -> None:  # type: ignore[no-untyped-def]
+    killed: list[int] = []
+
+    def kill_one(done: int, total: int, nbytes: int) -> None:
+        if not killed:
+            for child in multiprocessing.active_children():
+                if child.pid is not None:
+                    os.kill(child.pid, signal.SIGKILL)
+                    killed.append(child.pid)
+                    break
+
+    survived = triage([str(logs[0])], db=db, jobs=2, limit=LIMIT, progress=kill_one)
+    assert killed and survived.workers_lost >= 1
+    same = survived.to_dict() | {"workersLost": 0}
+    assert same == report.to_dict()

@@ -40,6 +40,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
+from errkb.match.feed import FEED
 from errkb.report.sync import SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
@@ -830,6 +831,7 @@ def _execute(
             kind=VersionKind.SYNC,
             source=plan.source,
             dataset_version=plan.dataset_version,
+            feed=FEED,
             full=plan.full,
             partial=plan.rejected > 0,
             rejected=plan.rejected,

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from errkb.errors import NotFoundError, UsageError
+from errkb.match.feed import FEED
 from errkb.report.sync import HistoryEntry, SyncReport, SyncStatus
 from errkb.store import Store, VersionInfo, VersionKind
 from errkb.sync import store_of
@@ -118,6 +119,7 @@ def rollback(target: Store | KnowledgeBase, version_id: int) -> SyncReport:
                 kind=VersionKind.ROLLBACK,
                 source=source,
                 dataset_version=effective,
+                feed=FEED,
                 full=True,
                 partial=target_version.partial,
                 restores=version_id,

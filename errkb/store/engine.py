@@ -31,9 +31,11 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from errkb import records as rec
+from errkb.errors import SchemaVersionError, StoreError
 from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.store.interface import (
     NO_KEEP,
+    SCHEMA_HEAD,
     Change,
     ChangeKind,
     Feed,
@@ -561,6 +563,56 @@ class UnitOfWork:
         self._each_in(
             "UPDATE records SET retired = ?, changed_in = ? WHERE id $IDS", rids, (retired, vid)
         )
+
+
+# ---------------------------------------------------------------------------- the schema
+def upgrade_schema(
+    name: str,
+    revision: str | None,
+    sa_engine: Any,
+    *,
+    is_db_error: Callable[[BaseException], bool],
+    fail: Callable[[BaseException, str], StoreError],
+    prepare: Callable[[Any], None] | None = None,
+) -> None:
+    """Bring the database from ``revision`` to the migrations' head with Alembic.
+
+    A revision this errkb does not know was made by a newer errkb: refused. ``prepare`` runs
+    on the migrating connection first (PostgreSQL's lock against a second migrator); a
+    driver error becomes ``fail``'s ``StoreError``.
+    """
+    from alembic import command
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
+    from errkb._resources import bundle_path
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(bundle_path("migrations")))
+    script = ScriptDirectory.from_config(cfg)
+    if revision is not None:
+        try:
+            known = script.get_revision(revision) is not None
+        except CommandError:
+            known = False
+        if not known:
+            raise SchemaVersionError(
+                f"{name}: database schema revision {revision!r} is newer than this "
+                f"errkb (which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
+            )
+    try:
+        with sa_engine.begin() as conn:
+            if prepare is not None:
+                prepare(conn)
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+    except StoreError:
+        raise
+    except Exception as exc:
+        if is_db_error(exc):
+            raise fail(exc, "migrating its schema") from exc
+        raise
 
 
 # ---------------------------------------------------------------------------- reading

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from errkb.errors import (
-    SchemaVersionError,
     StoreError,
     StoreLockedError,
     StoreReadOnlyError,
@@ -686,39 +685,19 @@ class PostgresStore(StoreEngine):
         return revision is None
 
     def _upgrade(self, revision: str | None) -> None:
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
-        from alembic.util import CommandError
+        def lock(conn: Any) -> None:
+            # Two processes opening a new database at once: one migrates, the other waits
+            # and then finds the schema at head (Alembic reads the revision after the lock).
+            conn.exec_driver_sql(_WRITE_LOCK, ("errkb-migrate.",))
 
-        from errkb._resources import bundle_path
-
-        cfg = Config()
-        cfg.set_main_option("script_location", str(bundle_path("migrations")))
-        script = ScriptDirectory.from_config(cfg)
-        if revision is not None:
-            try:
-                known = script.get_revision(revision) is not None
-            except CommandError:
-                known = False
-            if not known:
-                raise SchemaVersionError(
-                    f"{self.name}: database schema revision {revision!r} is newer than this "
-                    f"errkb (which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
-                )
-        try:
-            with self.engine().begin() as conn:
-                # Two processes opening a new database at once: one migrates, the other waits
-                # and then finds the schema at head (Alembic reads the revision after the lock).
-                conn.exec_driver_sql(_WRITE_LOCK, ("errkb-migrate.",))
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        except StoreError:
-            raise
-        except Exception as exc:
-            if _is_db_error(exc):
-                raise self._fail(exc, "migrating its schema") from exc
-            raise
+        engine.upgrade_schema(
+            self.name,
+            revision,
+            self.engine(),
+            is_db_error=_is_db_error,
+            fail=self._fail,
+            prepare=lock,
+        )
 
     # ------------------------------------------------------------------ reads
 

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from errkb import _lazy
 from errkb.errors import (
-    SchemaVersionError,
     StoreError,
     StoreLockedError,
     StoreReadOnlyError,
@@ -292,36 +291,9 @@ class SqliteStore(StoreEngine):
         return None
 
     def _upgrade(self, revision: str | None) -> None:
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
-        from alembic.util import CommandError
-
-        from errkb._resources import bundle_path
-
-        cfg = Config()
-        cfg.set_main_option("script_location", str(bundle_path("migrations")))
-        script = ScriptDirectory.from_config(cfg)
-        if revision is not None:
-            try:
-                known = script.get_revision(revision) is not None
-            except CommandError:
-                known = False
-            if not known:
-                raise SchemaVersionError(
-                    f"{self.path}: database schema revision {revision!r} is newer than this "
-                    f"errkb (which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
-                )
-        try:
-            with self.engine().begin() as conn:
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        except StoreError:
-            raise
-        except Exception as exc:
-            if _is_db_error(exc):
-                raise self._fail(exc, "migrating its schema") from exc
-            raise
+        engine.upgrade_schema(
+            str(self.path), revision, self.engine(), is_db_error=_is_db_error, fail=self._fail
+        )
 
     # ------------------------------------------------------------------ connections
     def reader(self) -> sqlite3.Connection:

@@ -40,13 +40,13 @@ from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
-from errkb.match.feed import FEED
+from errkb.match.feed import FEED, derive
 from errkb.report.sync import SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 from errkb.sync import workers as checking
-from errkb.sync.repofile import RepoFile, check_repo, read_repo, spool_line
+from errkb.sync.repofile import RepoFile, check_repo, derived_from, read_repo, spool_line
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -126,7 +126,8 @@ class Spool(Collection[Incoming]):
     def add(self, obj: Mapping[str, Any], version: str | None) -> None:
         """Append one record (a ``validate_sources`` sink)."""
         rid = str(obj["id"])
-        self.add_line(rid, spool_line(rid, rec.content_hash(obj), rec.verbatim_json(obj), version))
+        text = rec.verbatim_json(obj)
+        self.add_line(rid, spool_line(rid, rec.content_hash(obj), text, version, derive(obj)))
 
     def add_line(self, rid: str, line: str) -> None:
         """Append one record already encoded by ``spool_line`` (by a planning worker, say)."""
@@ -166,8 +167,15 @@ class Spool(Collection[Incoming]):
             for line in lines:
                 rid, _, rest = line.partition("\t")
                 version, _, rest = rest.partition("\t")
-                chash, _, text = rest.partition("\t")
-                yield Incoming(text, json.loads(version), rid, content_hash=chash)
+                chash, _, rest = rest.partition("\t")
+                derived, _, text = rest.partition("\t")
+                yield Incoming(
+                    text,
+                    json.loads(version),
+                    rid,
+                    content_hash=chash,
+                    derived=derived_from(derived),
+                )
 
 
 def _close_all(files: dict[str, IO[str]]) -> None:

@@ -29,6 +29,7 @@ import os
 import re
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -237,6 +238,7 @@ class SqliteStore(StoreEngine):
         self._local = threading.local()
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
+        self._read_only: bool | None = None
 
     def _fail(self, exc: BaseException, action: str) -> StoreError:
         return translate(exc, self.path, action, self.busy_timeout_ms)
@@ -252,13 +254,19 @@ class SqliteStore(StoreEngine):
         """Bring the schema to head; return True when the database was just created."""
         if self.path.exists() and not self.path.is_file():
             raise StoreError(f"database {self.path} is not a regular file; give a file path")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create its directory: {exc}") from exc
+        if not self.path.parent.is_dir():  # a read-only file system refuses even exist_ok
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot create its directory: {exc}") from exc
         revision = self._revision()
         if revision == SCHEMA_HEAD:
             return False
+        if self.read_only:
+            raise StoreReadOnlyError(
+                f"database {self.path} is read-only and at schema revision {revision!r}; this "
+                f"errkb needs {SCHEMA_HEAD!r}: open it once where it can be written, to migrate"
+            )
         self._upgrade(revision)
         return revision is None
 
@@ -296,12 +304,54 @@ class SqliteStore(StoreEngine):
         )
 
     # ------------------------------------------------------------------ connections
+    @property
+    def read_only(self) -> bool:
+        """True when this process cannot write the database file, its directory or its disk.
+
+        A container image, a read-only mount, a file handed out to many workers.
+
+        Decided once, before the first connection, by ``access(2)``, which also answers
+        for root (``EROFS``, or ``EPERM`` for an immutable file).
+        """
+        if self._read_only is None:
+            path = self.path
+            self._read_only = path.is_file() and not (
+                os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+            )
+        return self._read_only
+
+    def _read_only_uri(self) -> str:
+        """How a read-only database is opened: ``mode=ro``, and maybe ``immutable=1``.
+
+        Immutable when its directory refuses the ``-shm`` file a WAL reader needs.
+
+        Immutable is safe only with no writer and nothing in a ``-wal`` file (a cleanly
+        closed database has none): SQLite then reads the main file alone, without locks.
+        A ``-wal`` with content keeps ``mode=ro``, which reads it when it can.
+        """
+        uri = "file:" + urllib.parse.quote(os.fspath(self.path.resolve())) + "?mode=ro"
+        wal = self.path.with_name(self.path.name + "-wal")
+        wal_empty = not wal.exists() or wal.stat().st_size == 0
+        if wal_empty and not os.access(self.path.parent, os.W_OK):
+            uri += "&immutable=1"
+        return uri
+
+    def _assert_writable(self, action: str) -> None:
+        if self.read_only:
+            raise StoreReadOnlyError(
+                f"database {self.path} is read-only (its file, directory or file system "
+                f"cannot be written): cannot {action}"
+            )
+
     def reader(self) -> sqlite3.Connection:
         """The calling thread's read connection (standard library; cheap to open, never shared)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
+                if self.read_only:
+                    conn = sqlite3.connect(self._read_only_uri(), uri=True)
+                else:
+                    conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 conn.execute("PRAGMA foreign_keys = ON")
             except sqlite3.Error as exc:
@@ -358,6 +408,7 @@ class SqliteStore(StoreEngine):
     @contextlib.contextmanager
     def write(self) -> Iterator[UnitOfWork]:
         """One write transaction (``BEGIN IMMEDIATE``): committed whole or not at all."""
+        self._assert_writable("write to it")
         try:
             with gc_paused(), self.engine().begin() as conn:
                 raw = conn.connection.dbapi_connection
@@ -385,6 +436,7 @@ class SqliteStore(StoreEngine):
     def sync_lock(self) -> Iterator[Path]:
         from errkb.store.lock import sync_lock
 
+        self._assert_writable("sync or roll back")
         with sync_lock(self.path) as path:
             yield path
 

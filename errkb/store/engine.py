@@ -658,6 +658,10 @@ class StoreEngine:
     def write(self) -> AbstractContextManager[UnitOfWork]:
         raise NotImplementedError
 
+    def fresh_build(self, records: int) -> AbstractContextManager[UnitOfWork] | None:
+        """A unit of work building a new database put in place whole, or None (``write``)."""
+        return None
+
     def reindex(self, feed: Feed) -> None:
         """Derive what a database from before migration 0006 lacks, rebuild the match index.
 

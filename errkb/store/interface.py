@@ -270,6 +270,13 @@ class Store(Protocol):
 
     # writes
     def write(self) -> AbstractContextManager[WriteTx]: ...
+    def fresh_build(self, records: int) -> AbstractContextManager[WriteTx] | None:
+        """A unit of work into a new file put in place whole when it commits, or None.
+
+        For an empty database receiving ``records`` (faster: no journal); None: ``write()``.
+        """
+        ...
+
     def reindex(self, feed: Feed) -> None:
         """Derive missing compiled matchers and rebuild the match index, in one transaction."""
         ...

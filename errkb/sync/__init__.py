@@ -832,7 +832,9 @@ def _execute(
         report_path = os.fspath(target)
 
     notify(Progress(Stage.APPLY, 0, 1))
-    with store.write() as tx:
+    # A large first sync builds a fresh file put in place whole (SQLite); else one transaction.
+    fresh = None if keep.repos or keep.ids else store.fresh_build(len(plan.incoming))
+    with fresh if fresh is not None else store.write() as tx:
         version_id, counts = tx.apply(
             plan.incoming,
             keep=keep,

@@ -18,6 +18,7 @@ from errkb import records as rec
 from errkb.errors import IntegrityError, Problem
 from errkb.match.feed import derive
 from errkb.records.reader import Item, read_file
+from errkb.store.engine import compact_json
 from errkb.sync import publish
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def spool_line(
     already stored (applying it writes no spec). Tabs separate the fields safely: an id is
     hex, and JSON text escapes every tab it holds.
     """
-    extra = "" if derived is None else _dumps([derived.words, derived.spec])
+    extra = "" if derived is None else compact_json([derived.words, derived.spec])
     return f"{rid}\t{json.dumps(version)}\t{content_hash}\t{extra}\t{text}\n"
 
 
@@ -47,10 +48,6 @@ def derived_from(text: str) -> Derived | None:
 
     words, spec = json.loads(text)
     return Derived(tuple(spec), tuple(words))
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from typing import Any
 
 from errkb import records as rec
 from errkb.errors import Problem
+from errkb.match.feed import FEED
 from errkb.records.reader import Item, read_sources
 from errkb.report.ingest import IngestReport
 from errkb.store import ApplyCounts, Incoming, Store, VersionKind
@@ -121,6 +122,7 @@ def ingest_paths(
                 kind=VersionKind.INGEST,
                 source=source,
                 dataset_version=validated.dataset_version,
+                feed=FEED,
                 rejected=validated.rejected,
             )
     return IngestReport(

@@ -429,7 +429,9 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
         store = _temporary_store()
     kb = KnowledgeBase(store)
     if store.meta_value("match_index") == "stale":
-        store.reindex()  # a database migrated from before the match index
+        from errkb.match.feed import FEED
+
+        store.reindex(FEED)  # a database migrated from before the match index (or 0006)
     if bundled and store.is_empty():
         from errkb._resources import bundled_dataset_dir
         from errkb.ingest import ingest_paths

@@ -115,6 +115,11 @@ def test_explain_skips_a_stored_record_that_does_not_compile(tmp_path: Path, bas
             "UPDATE records SET error_message = ?, message_pattern = ? WHERE id = ?",
             (huge, huge, rec["id"]),
         )
+        # Its stored matcher (migration 0006's pattern_specs) is the one such a record got.
+        conn.execute(
+            "UPDATE pattern_specs SET template = ?, regex = ? WHERE record_id = ?",
+            (huge, "(?s)^(?:" + huge.replace("{host}", "(?P<c0>.+?)") + ")$", rec["id"]),
+        )
     out = run_errkb(
         ["--db", str(db), "explain", "-"],
         stdin=b"ValueError: Connection refused by peer db.local" + b"a" * 1000 + b"\n",

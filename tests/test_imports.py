@@ -209,12 +209,8 @@ def _upward(graph: dict[str, set[str]], order: list[str]) -> dict[tuple[str, str
 
 
 #: Upward room edges, each with the reason it still stands. When one goes, its entry goes too.
-ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    # The store builds the match index itself (errkb.store.sqlite, errkb.store.postgres import
-    # errkb.match.index). Issue 20's store half (helper "found-store") moves that work into the
-    # sync's workers, which feed the rows to the store; the lead removes this entry at merge.
-    ("store", "match"): "the match index is computed inside the store's transaction",
-}
+#: Upward edges tolerated for now, each with its reason (none: the store is fed by its callers).
+ALLOWED_UPWARD: dict[tuple[str, str], str] = {}
 
 
 def test_the_declared_order_names_every_room_once() -> None:

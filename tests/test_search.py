@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 import errkb
 from errkb.cli import cli
+from errkb.match.feed import FEED
 from errkb.records import schema_validator
 from errkb.store import VersionKind
 from errkb.store.sqlite import SqliteStore
@@ -50,10 +51,8 @@ def write_sql(
 ) -> None:
     """Run one statement in the store's own write transaction, in the backend's spelling."""
     with kb.store.write() as tx:
-        if is_pg(kb.store.describe()):
-            tx.conn.execute(pg_sql, params)  # type: ignore[attr-defined]
-        else:
-            tx.raw.execute(sqlite_sql, params)  # type: ignore[attr-defined]
+        sql = pg_sql if is_pg(kb.store.describe()) else sqlite_sql
+        tx.sql.conn.execute(sql, params)  # type: ignore[attr-defined]
 
 
 def ids(report: Any) -> list[str]:
@@ -317,12 +316,9 @@ def test_the_index_follows_every_write_in_its_transaction(
     # A failed unit of work leaves the index as it was.
     store = kb.store
     with pytest.raises(RuntimeError), store.write() as tx:
-        if is_pg(store.describe()):
-            sql = "UPDATE records SET documentation = 'quixotic' WHERE id = %s"
-            tx.conn.execute(sql, (QUANTO_ID,))  # type: ignore[attr-defined]
-        else:
-            sql = "UPDATE records SET documentation = 'quixotic' WHERE id = ?"
-            tx.raw.execute(sql, (QUANTO_ID,))  # type: ignore[attr-defined]
+        # The engine's SQL: "?" placeholders on every backend.
+        sql = "UPDATE records SET documentation = 'quixotic' WHERE id = ?"
+        tx.sql.execute(sql, (QUANTO_ID,))  # type: ignore[attr-defined]
         raise RuntimeError("boom")
     assert ids(kb.search("quixotic")) == []
 
@@ -365,11 +361,16 @@ def test_migrating_an_existing_database_fills_the_index(db_target: str, start: s
     store: Store = PostgresStore(db_target) if is_pg(db_target) else SqliteStore(Path(db_target))
     cfg = Config()
     cfg.set_main_option("script_location", str(bundle_path("migrations")))
+    # Records written at head, then the schema taken back to ``start`` (this errkb writes only
+    # its own schema).
+    store.ensure_schema()
+    with store.write() as tx:
+        tx.apply(
+            _incoming(), kind=VersionKind.INGEST, source="seeds", dataset_version=None, feed=FEED
+        )
     with store.engine().begin() as conn:  # type: ignore[attr-defined]
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, start)
-    with store.write() as tx:
-        tx.apply(_incoming(), kind=VersionKind.INGEST, source="seeds", dataset_version=None)
+        command.downgrade(cfg, start)
     assert sql_rows(store, "SELECT version_num FROM alembic_version") == [(start,)]
     store.close()
     with errkb.open(db_target, bundled=False) as kb:

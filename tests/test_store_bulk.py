@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 import errkb
+from errkb.match.feed import FEED
 from errkb.match.index import choose_tokens, index_rows
-from errkb.store import Incoming, VersionKind
+from errkb.store import Incoming, VersionKind, engine
 from errkb.store import sqlite as sqlite_store
 from tests.conftest import QUANTO_ID, make_record
 from tests.test_search import fts_integrity, ids
@@ -59,7 +60,7 @@ def _variants(seed: dict[str, Any], count: int, word: str) -> list[dict[str, Any
 def bulk(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every apply takes the bulk path, in chunks of 7 records."""
     monkeypatch.setattr(sqlite_store, "BULK_SEARCH_MIN", 1)
-    monkeypatch.setattr(sqlite_store, "_APPLY_CHUNK", 7)
+    monkeypatch.setattr(engine, "_APPLY_CHUNK", 7)
 
 
 def test_the_schemas_insert_trigger_has_the_bulk_shape(kb: errkb.KnowledgeBase) -> None:
@@ -139,7 +140,9 @@ def test_a_failed_bulk_apply_leaves_the_store_as_it_was(
         counts = store.counts()
         incoming = _Failing([Incoming(r, VERSION) for r in records], fail_at=20)
         with pytest.raises(RuntimeError), store.write() as tx:
-            tx.apply(incoming, kind=VersionKind.INGEST, source="x", dataset_version=VERSION)
+            tx.apply(
+                incoming, kind=VersionKind.INGEST, source="x", dataset_version=VERSION, feed=FEED
+            )
         assert _schema_objects(kb.path) == before
         assert store.counts() == counts
         assert ids(kb.search("quixotic")) == []
@@ -151,6 +154,7 @@ def test_a_failed_bulk_apply_leaves_the_store_as_it_was(
                 kind=VersionKind.INGEST,
                 source="x",
                 dataset_version=VERSION,
+                feed=FEED,
             )
         assert got.added == 25
         fts_integrity(kb)
@@ -173,10 +177,10 @@ def test_a_rebuilt_match_index_keeps_its_secondary_index(kb: errkb.KnowledgeBase
     with kb.store.snapshot() as view:
         rows = sorted(view.token_rows())
     with pytest.raises(RuntimeError), store.write() as tx:
-        tx.rebuild_index()  # type: ignore[attr-defined]
+        tx.rebuild_index(FEED)  # type: ignore[attr-defined]
         raise RuntimeError("boom")
     assert _schema_objects(kb.path) == before
-    store.reindex()
+    store.reindex(FEED)
     assert _schema_objects(kb.path) == before
     with kb.store.snapshot() as view:
         assert sorted(view.token_rows()) == rows

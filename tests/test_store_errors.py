@@ -14,6 +14,7 @@ import pytest
 
 import errkb
 from errkb.errors import StoreError, StoreLockedError, StoreReadOnlyError, UsageError
+from errkb.match.feed import FEED
 from errkb.store import open_store, resolve_db_path
 from errkb.store.sqlite import SqliteStore, busy_timeout_ms
 from tests.conftest import DATASET, EXAMPLES, QUANTO_ID, make_record
@@ -156,7 +157,7 @@ def test_library_write_under_a_held_lock_raises_store_locked(
     monkeypatch.setenv("ERRKB_BUSY_TIMEOUT_MS", "100")
     store = SqliteStore(held)
     with pytest.raises(StoreLockedError, match="locked by another writer"):
-        store.reindex()
+        store.reindex(FEED)
     store.close()
 
 

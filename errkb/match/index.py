@@ -66,20 +66,26 @@ def choose_tokens(
 
 
 def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
-    """``choose_tokens`` as a stream, in record id order (the index's key order).
+    """``choose_tokens`` as a stream, in record id order (the index's key order)."""
+    return rank_words(
+        (rid, dict.fromkeys(template_tokens(parse_template(message)))) for rid, message in records
+    )
+
+
+def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, str, int]]:
+    """(token, record id, rank) rows from every record's (id, distinct index words).
 
     Built for 500,000 records in a small container: one pass keeps each record's distinct words
     as a tuple of shared strings (a word common to many records is held once), not every
     message, and the rows are yielded, not listed, so the writer streams them to the database.
-    Sorting by record id lets the index's primary key grow by appending.
+    Sorting by record id lets the index's primary key grow by appending. Every record is read
+    before the first row is yielded (rarity is over all of them).
     """
     shared: dict[str, str] = {}
     chosen: list[tuple[str, tuple[str, ...]]] = []
     frequency: Counter[str] = Counter()
-    for rid, message in records:
-        words = tuple(
-            shared.setdefault(w, w) for w in dict.fromkeys(template_tokens(parse_template(message)))
-        )
+    for rid, record_words in records:
+        words = tuple(shared.setdefault(w, w) for w in record_words)
         chosen.append((rid, words))
         frequency.update(words)
     del shared

@@ -224,26 +224,42 @@ class SpecCache:
         return [entry for rid in ids if (entry := found.get(rid)) is not None]
 
 
+def load_specs(view: ReadView, ids: Sequence[str]) -> list[PatternSpec]:
+    """The ``PatternSpec`` of each live record of ``ids``: the stored rows, no compile.
+
+    The one seam where specs come from the store. A record without a stored row (a database
+    written before migration 0006 that no writable open has reindexed yet: a read-only copy)
+    is compiled from its fields, as every explain did before.
+    """
+    specs = view.pattern_specs(ids)
+    if len(specs) < len(set(ids)):
+        have = {s.record_id for s in specs}
+        specs += [
+            compile_record(
+                row.id,
+                row.error_message,
+                row.message_pattern,
+                error_class=row.error_class,
+                file_path=row.file_path,
+                line_number=row.line_number,
+                source_code=row.source_code,
+            )
+            for row in view.pattern_rows([i for i in ids if i not in have])
+        ]
+    return specs
+
+
 def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSpec, Any]]:
     out: dict[str, tuple[PatternSpec, Any]] = {}
-    for row in view.pattern_rows(ids):
-        spec = compile_record(
-            row.id,
-            row.error_message,
-            row.message_pattern,
-            error_class=row.error_class,
-            file_path=row.file_path,
-            line_number=row.line_number,
-            source_code=row.source_code,
-        )
+    for spec in load_specs(view, ids):
         if not spec.anchor:  # same rule as Matcher: no usable literal, never a candidate
             continue
         if spec.literals and len(spec.regex) <= LAZY_REGEX_CHARS:
-            out[row.id] = (spec, LazyRegex(spec))
+            out[spec.record_id] = (spec, LazyRegex(spec))
             continue
         regex = _compile_or_skip(spec)
         if regex is not None:
-            out[row.id] = (spec, regex)
+            out[spec.record_id] = (spec, regex)
     return out
 
 

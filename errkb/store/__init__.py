@@ -25,6 +25,7 @@ from errkb.store.interface import (
     SCHEMA_HEAD,
     Change,
     ChangeKind,
+    Feed,
     Keep,
     PatternRow,
     ReadView,
@@ -43,6 +44,7 @@ from errkb.store.interface import (
 if TYPE_CHECKING:
     from errkb.store.values import (
         ApplyCounts,
+        Derived,
         Diff,
         Incoming,
         Inventory,
@@ -75,7 +77,9 @@ __all__ = [
     "ApplyCounts",
     "Change",
     "ChangeKind",
+    "Derived",
     "Diff",
+    "Feed",
     "Incoming",
     "Inventory",
     "Keep",

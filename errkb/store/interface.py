@@ -27,10 +27,12 @@ from errkb import _lazy
 from errkb.errors import UsageError
 
 if TYPE_CHECKING:
+    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
     from errkb.store.values import (
         ApplyCounts,
+        Derived,
         Diff,
         Incoming,
         Inventory,
@@ -45,7 +47,7 @@ if TYPE_CHECKING:
     )
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0005"
+SCHEMA_HEAD = "0006"
 
 #: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
 RecordJSON = Mapping[str, Any]
@@ -117,6 +119,22 @@ class PatternRow:
     source_code: str | None
 
 
+class Feed(Protocol):
+    """What the store is fed with by its caller (``errkb.match.feed``): it computes nothing.
+
+    A record's compiled matcher and index words (``Derived``) usually come with it
+    (``Incoming.derived``, made in the sync's worker processes); ``derive`` makes them for a
+    record that came without (an ingest, a rollback's old content, a database from before
+    they were stored). ``rank`` turns every live record's (id, index words) into the match
+    index's (token, record id, rank) rows: rarity is a property of the whole knowledge base.
+    """
+
+    def derive(self, record: RecordJSON) -> Derived: ...
+    def rank(
+        self, words: Iterable[tuple[str, Sequence[str]]]
+    ) -> Iterator[tuple[str, str, int]]: ...
+
+
 class ReadView(Protocol):
     """Reads inside one read transaction: every call sees one committed state."""
 
@@ -131,6 +149,13 @@ class ReadView(Protocol):
         ...
 
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...
+    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
+        """The stored compiled matcher of each live record of ``ids`` that has one.
+
+        A database written before migration 0006, and not reindexed since, has none.
+        """
+        ...
+
     def token_rows(self) -> Iterable[tuple[str, str, int]]:
         """(record id, token, rank) of the whole match index, by record id then rank.
 
@@ -159,6 +184,7 @@ class WriteTx(Protocol):
         kind: VersionKind,
         source: str,
         dataset_version: str | None,
+        feed: Feed,
         full: bool = False,
         partial: bool = False,
         rejected: int = 0,
@@ -169,7 +195,9 @@ class WriteTx(Protocol):
         """Upsert ``incoming``, write the version row and history; return (version id, counts).
 
         With ``full``, stored live records absent from ``incoming`` and not in ``keep`` are
-        retired. The match index is rebuilt in this transaction when anything changed.
+        retired. Each written record's ``Derived`` (or ``feed.derive``'s) is stored beside
+        it, and the match index is rebuilt from them (``feed.rank``) in this transaction when
+        anything changed.
         """
         ...
 
@@ -242,8 +270,15 @@ class Store(Protocol):
 
     # writes
     def write(self) -> AbstractContextManager[WriteTx]: ...
-    def reindex(self) -> None:
-        """Rebuild the match index in its own write transaction."""
+    def fresh_build(self, records: int) -> AbstractContextManager[WriteTx] | None:
+        """A unit of work into a new file put in place whole when it commits, or None.
+
+        For an empty database receiving ``records`` (faster: no journal); None: ``write()``.
+        """
+        ...
+
+    def reindex(self, feed: Feed) -> None:
+        """Derive missing compiled matchers and rebuild the match index, in one transaction."""
         ...
 
     def sync_lock(self) -> AbstractContextManager[Path]:
@@ -343,6 +378,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     name: ("errkb.store.values", name)
     for name in (
         "ApplyCounts",
+        "Derived",
         "Diff",
         "Incoming",
         "Inventory",
@@ -368,7 +404,9 @@ __all__ = [
     "ApplyCounts",
     "Change",
     "ChangeKind",
+    "Derived",
     "Diff",
+    "Feed",
     "Incoming",
     "Inventory",
     "Keep",

@@ -162,3 +162,32 @@ class MatchTokenRow(Base):
         String(16), ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
     )
     rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+
+
+class PatternSpecRow(Base):
+    """A record's compiled matcher (``PatternSpec``) as narrow columns, and its index words.
+
+    Computed by the writer's caller (``errkb.match.feed``), read by explain for its candidate
+    records (``ReadView.pattern_specs``); tuples are JSON text (migration 0006).
+    """
+
+    __tablename__ = "pattern_specs"
+
+    record_id: Mapped[str] = mapped_column(
+        String(16), ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    regex: Mapped[str] = mapped_column(Text)
+    names: Mapped[str] = mapped_column(Text)
+    repr_groups: Mapped[str] = mapped_column(Text)
+    kinds: Mapped[str] = mapped_column(Text)
+    anchor: Mapped[str] = mapped_column(Text)
+    literal_length: Mapped[int] = mapped_column(Integer)
+    origin: Mapped[str] = mapped_column(String)
+    reason: Mapped[str | None] = mapped_column(Text)
+    error_class: Mapped[str | None] = mapped_column(String)
+    file_path: Mapped[str] = mapped_column(Text)
+    line_number: Mapped[int | None] = mapped_column(Integer)
+    functions: Mapped[str] = mapped_column(Text)
+    template: Mapped[str] = mapped_column(Text)
+    literals: Mapped[str] = mapped_column(Text)
+    words: Mapped[str] = mapped_column(Text)

@@ -19,14 +19,18 @@ The schema comes from the same Alembic migrations as SQLite's. Lock keys are der
 database and schema name, so several knowledge bases can share one server (one schema each,
 chosen with ``?options=-csearch_path%3DNAME``).
 
+What differs from SQLite only (the unit of work and the shared reads are
+``errkb.store.engine``'s): the pool, snapshots, advisory locks, ``%s`` placeholders and ids bound
+as one array, ``COPY``, error translation, and the tsvector search (``pgsearch``).
+
 Every psycopg error is translated here into ``StoreError`` or a subclass (``translate``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
-import itertools
 import json
 import os
 import threading
@@ -37,54 +41,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from errkb.errors import (
-    SchemaVersionError,
     StoreError,
     StoreLockedError,
     StoreReadOnlyError,
     SyncLockedError,
 )
-from errkb.records.fields import CHILD_FIELDS, RECORD_COLUMNS
-from errkb.store.interface import (
-    NO_KEEP,
-    SCHEMA_HEAD,
-    ApplyCounts,
-    ChangeKind,
-    Diff,
-    Incoming,
-    Inventory,
-    Keep,
-    PatternRow,
-    RecordChange,
-    RecordJSON,
-    StoreCounts,
-    StoredRecord,
-    VersionInfo,
-    VersionKind,
-    diff_from,
-    gc_paused,
-    inventory_from,
-    now_iso,
-    record_changes_from,
-    state_from,
-)
-from errkb.store.sqlite import (
-    _UPDATE_COLUMNS,
-    _batches,
-    _Classified,
-    _record_values,
-    _update_values,
-    _version,
-    _Write,
-    busy_timeout_ms,
-)
+from errkb.store import engine
+from errkb.store.engine import StoreEngine, UnitOfWork
+from errkb.store.interface import SCHEMA_HEAD, PatternRow, RecordJSON, gc_paused
+from errkb.store.sqlite import busy_timeout_ms
 
 if TYPE_CHECKING:
     import psycopg
     from psycopg_pool import ConnectionPool
     from sqlalchemy.engine import Engine
 
+    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
+    from errkb.store.values import Incoming
 
 #: Largest number of pooled connections (readers and writers of one process).
 POOL_MAX = 20
@@ -283,7 +258,37 @@ class Closer:
             self._thread = None
 
 
-class PgView:
+@functools.lru_cache(maxsize=256)
+def _pg_sql(sql: str) -> str:
+    """The engine's SQL for psycopg: ``%s`` placeholders, ids bound as one array."""
+    return sql.replace("?", "%s").replace("$IDS", "= ANY(%s)")
+
+
+class PgSql:
+    """The engine's ``Sql`` on one psycopg connection."""
+
+    collate = ' COLLATE "C"'  #: byte order, as SQLite sorts (the server's locale may not)
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+
+    def rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        return self.conn.execute(_pg_sql(sql), params).fetchall()
+
+    def one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
+        return self.conn.execute(_pg_sql(sql), params).fetchone()
+
+    def in_ids(
+        self, sql: str, ids: Sequence[str], params: Sequence[object] = ()
+    ) -> Iterator[Sequence[Any]]:
+        if not ids:
+            return
+        cur = self.conn.execute(_pg_sql(sql), (*params, list(ids)))
+        if cur.description is not None:  # a statement without rows has none
+            yield from cur.fetchall()
+
+
+class PgView(PgSql):
     """Reads on one connection (inside ``snapshot``, one committed state)."""
 
     def __init__(
@@ -292,17 +297,11 @@ class PgView:
         meta: Mapping[str, str] | None = None,
         records: RecordCache | None = None,
     ) -> None:
-        self.conn = conn
+        super().__init__(conn)
         # The meta table as the snapshot's first statement read it (None: read each key).
         self._meta = meta
         self._records = records
         self._state = None if meta is None else meta.get("state")
-
-    def rows(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        return self.conn.execute(sql, params).fetchall()
-
-    def one(self, sql: str, params: Sequence[object] = ()) -> tuple[Any, ...] | None:
-        return self.conn.execute(sql, params).fetchone()
 
     def meta_value(self, key: str) -> str | None:
         if self._meta is not None:
@@ -358,6 +357,9 @@ class PgView:
         )
         return [PatternRow(*row) for row in self.rows(sql, (list(ids),))]
 
+    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
+        return engine.pattern_specs(self, ids)
+
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         if not ids:
             return []
@@ -380,7 +382,7 @@ class PgView:
 
 
 # ---------------------------------------------------------------------------- the store
-class PostgresStore:
+class PostgresStore(StoreEngine):
     """One knowledge base in a PostgreSQL database (or schema)."""
 
     def __init__(self, url: str) -> None:
@@ -574,7 +576,7 @@ class PostgresStore:
             return self._engine
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[PgWriteTx]:
+    def write(self) -> Iterator[UnitOfWork]:
         """One write transaction, serialised with every other writer: committed whole or not."""
         import psycopg
 
@@ -594,7 +596,7 @@ class PostgresStore:
                     conn.execute(_WRITE_LOCK, ("errkb-write.",))
                 except psycopg.Error as exc:
                     raise self._fail(exc, "taking the write lock") from exc
-                yield PgWriteTx(conn)
+                yield UnitOfWork(PgWriteSql(conn))
                 try:
                     conn.execute("COMMIT")
                 except psycopg.OperationalError as exc:
@@ -683,82 +685,23 @@ class PostgresStore:
         return revision is None
 
     def _upgrade(self, revision: str | None) -> None:
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
-        from alembic.util import CommandError
+        def lock(conn: Any) -> None:
+            # Two processes opening a new database at once: one migrates, the other waits
+            # and then finds the schema at head (Alembic reads the revision after the lock).
+            conn.exec_driver_sql(_WRITE_LOCK, ("errkb-migrate.",))
 
-        from errkb._resources import bundle_path
-
-        cfg = Config()
-        cfg.set_main_option("script_location", str(bundle_path("migrations")))
-        script = ScriptDirectory.from_config(cfg)
-        if revision is not None:
-            try:
-                known = script.get_revision(revision) is not None
-            except CommandError:
-                known = False
-            if not known:
-                raise SchemaVersionError(
-                    f"{self.name}: database schema revision {revision!r} is newer than this "
-                    f"errkb (which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
-                )
-        try:
-            with self.engine().begin() as conn:
-                # Two processes opening a new database at once: one migrates, the other waits
-                # and then finds the schema at head (Alembic reads the revision after the lock).
-                conn.exec_driver_sql(_WRITE_LOCK, ("errkb-migrate.",))
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        except StoreError:
-            raise
-        except Exception as exc:
-            if _is_db_error(exc):
-                raise self._fail(exc, "migrating its schema") from exc
-            raise
+        engine.upgrade_schema(
+            self.name,
+            revision,
+            self.engine(),
+            is_db_error=_is_db_error,
+            fail=self._fail,
+            prepare=lock,
+        )
 
     # ------------------------------------------------------------------ reads
-    def meta_value(self, key: str) -> str | None:
-        return self._read("reading", lambda v: v.meta_value(key))
 
-    def raw_record(self, record_id: str) -> RecordJSON | None:
-        return self._read("reading", lambda v: v.raw_record(record_id))
-
-    def is_empty(self) -> bool:
-        row = self._read("reading", lambda v: v.one("SELECT count(*) FROM dataset_versions"))
-        return not row or int(row[0]) == 0
-
-    def find_ids(self, key: str) -> list[str]:
-        sql = (
-            "SELECT id FROM records WHERE id = %s OR slug = %s "
-            'ORDER BY retired, repo COLLATE "C", id COLLATE "C"'
-        )
-        return self._read("reading", lambda v: [str(r[0]) for r in v.rows(sql, (key, key))])
-
-    def is_retired(self, record_id: str) -> bool:
-        sql = "SELECT retired FROM records WHERE id = %s"
-        row = self._read("reading", lambda v: v.one(sql, (record_id,)))
-        return bool(row and row[0])
-
-    def live_records(
-        self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
-    ) -> list[RecordJSON]:
-        sql = "SELECT raw_json FROM records r WHERE NOT retired"
-        params: list[str] = []
-        if repo:
-            sql += " AND repo = %s"
-            params.append(repo)
-        if error_class:
-            sql += " AND error_class = %s"
-            params.append(error_class)
-        if tag:
-            sql += (
-                " AND EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = %s)"
-            )
-            params.append(tag)
-        sql += ' ORDER BY repo COLLATE "C", id COLLATE "C"'
-        return self._read("reading", lambda v: [json.loads(raw) for (raw,) in v.rows(sql, params)])
-
+    # ------------------------------------------------------------------ reads
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:
@@ -777,128 +720,6 @@ class PostgresStore:
                     yield json.loads(raw), version
         except psycopg.Error as exc:
             raise self._fail(exc, "reading") from exc
-
-    def counts(self) -> StoreCounts:
-        def run(v: PgView) -> StoreCounts:
-            def one(sql: str) -> int:
-                row = v.one(sql)
-                return int(row[0]) if row else 0
-
-            by_class = tuple(
-                (str(c or "(none)"), int(n))
-                for c, n in v.rows(
-                    "SELECT error_class, count(*) FROM records WHERE NOT retired "
-                    'GROUP BY error_class ORDER BY count(*) DESC, error_class COLLATE "C" '
-                    "NULLS FIRST LIMIT 10"
-                )
-            )
-            return StoreCounts(
-                records=one("SELECT count(*) FROM records WHERE NOT retired"),
-                retired=one("SELECT count(*) FROM records WHERE retired"),
-                repos=one("SELECT count(DISTINCT repo) FROM records WHERE NOT retired"),
-                versions=one("SELECT count(*) FROM dataset_versions"),
-                dataset_version=v.meta_value("dataset_version"),
-                by_class=by_class,
-            )
-
-        return self._read("reading", run)
-
-    _VERSION_SQL = (
-        'SELECT id, dataset_version, kind, source, "full", partial, added, updated, unchanged, '
-        "retired, rejected, started_at, finished_at, restores, hashes_json FROM dataset_versions"
-    )
-
-    def versions(self) -> list[VersionInfo]:
-        sql = self._VERSION_SQL + " ORDER BY id"
-        return self._read("reading", lambda v: [_version(r) for r in v.rows(sql)])
-
-    def latest_version(self) -> VersionInfo | None:
-        sql = self._VERSION_SQL + " ORDER BY id DESC LIMIT 1"
-        row = self._read("reading", lambda v: v.one(sql))
-        return _version(row) if row else None
-
-    def resolve_version(self, key: str) -> int | None:
-        text = key.strip()
-        if text.isdigit():
-            if int(text) > 2**31 - 1:
-                return None  # beyond the integer column: no such row
-            sql, arg = "SELECT id FROM dataset_versions WHERE id = %s", int(text)
-            row = self._read("reading", lambda v: v.one(sql, (arg,)))
-        else:
-            sql2 = "SELECT max(id) FROM dataset_versions WHERE dataset_version = %s"
-            row = self._read("reading", lambda v: v.one(sql2, (text,)))
-        return None if not row or row[0] is None else int(row[0])
-
-    def record(self, record_id: str) -> StoredRecord | None:
-        sql = (
-            "SELECT id, raw_json, retired, content_hash, dataset_version FROM records WHERE id = %s"
-        )
-        row = self._read("reading", lambda v: v.one(sql, (record_id,)))
-        if row is None:
-            return None
-        return StoredRecord(str(row[0]), json.loads(row[1]), bool(row[2]), str(row[3]), row[4])
-
-    def record_changes(self, record_id: str) -> list[RecordChange]:
-        sql = (
-            "SELECT h.version_id, v.dataset_version, v.kind, v.finished_at, h.change, "
-            "h.previous_json, h.previous_retired "
-            "FROM record_history h JOIN dataset_versions v ON v.id = h.version_id "
-            "WHERE h.record_id = %s ORDER BY h.version_id, h.id"
-        )
-        rows = self._read("reading", lambda v: v.rows(sql, (record_id,)))
-        return record_changes_from(rows)
-
-    def inventory(self) -> Inventory:
-        def run(v: PgView) -> Inventory:
-            return inventory_from(v.rows("SELECT id, repo, retired, content_hash FROM records"))
-
-        return self._read("reading", run)
-
-    def state_at(self, version_id: int) -> list[Incoming]:
-        """Every record as it was right after ``version_id`` (see the SQLite backend)."""
-
-        def run(v: PgView) -> list[Incoming]:
-            first_after = list(
-                v.rows(
-                    "SELECT h.record_id, h.previous_json, h.previous_retired, "
-                    "h.previous_dataset_version FROM record_history h JOIN ("
-                    "  SELECT record_id, min(id) AS hid FROM record_history "
-                    "  WHERE version_id > %s GROUP BY record_id"
-                    ") f ON f.hid = h.id",
-                    (version_id,),
-                )
-            )  # read before the next statement
-            current = v.rows(
-                'SELECT id, raw_json, retired, dataset_version FROM records ORDER BY id COLLATE "C"'
-            )
-            return state_from(first_after, current)
-
-        return self._read("reading", run)
-
-    def classify(self, incoming: Iterable[Incoming], *, full: bool, keep: Keep = NO_KEEP) -> Diff:
-        """What applying ``incoming`` would do, by the same rules (``_classify_chunk``)."""
-
-        def run(v: PgView) -> Diff:
-            classified = (
-                (item.id, item.count)
-                for batch in _batches(incoming)
-                for item in _classify_chunk(v.conn, batch)
-            )
-            return diff_from(
-                classified,
-                lambda seen: _kept_ids(v.conn, keep, seen),
-                (lambda spared: _to_retire(v.conn, spared)) if full else None,
-            )
-
-        with self.snapshot() as view:
-            return run(view)
-
-    # ------------------------------------------------------------------ writes
-    def reindex(self) -> None:
-        """Rebuild the match index in its own write transaction."""
-        with self.write() as tx:
-            tx.rebuild_index()
-            tx.bump_state(None)
 
 
 def _disconnected(exc: BaseException) -> bool:
@@ -944,252 +765,30 @@ def _revision_of(name: str) -> Callable[[PgView], str | None]:
     return run
 
 
-def _classify_chunk(conn: psycopg.Connection[Any], batch: list[Incoming]) -> list[_Classified]:
-    """Classify one chunk against the stored records (the one rule: ``store.classify``)."""
-    by_id: dict[str, tuple[Incoming, RecordJSON]] = {}
-    for item in batch:
-        obj = item.obj
-        by_id[str(obj["id"])] = (item, obj)
-    ids = sorted(by_id)
-    existing: dict[str, tuple[str, bool]] = {}
-    for rid, chash, retired in conn.execute(
-        "SELECT id, content_hash, retired FROM records WHERE id = ANY(%s)", (ids,)
-    ):
-        existing[str(rid)] = (str(chash), bool(retired))
-    return [_Classified(*by_id[rid], existing.get(rid)) for rid in ids]
+class PgWriteSql(PgSql):
+    """The engine's ``WriteSql``: one connection inside ``BEGIN``; bulk rows by ``COPY``."""
 
+    def execute(self, sql: str, params: Sequence[object] = ()) -> None:
+        self.conn.execute(_pg_sql(sql), params)
 
-def _kept_ids(conn: psycopg.Connection[Any], keep: Keep, exclude: set[str]) -> list[str]:
-    """Ids of the stored live records kept as they are (unchanged repositories, rejects)."""
-    out: list[str] = []
-    seen = set(exclude)
-    for column, keys in (("repo", sorted(keep.repos)), ("id", sorted(keep.ids))):
-        if not keys:
-            continue
-        # Only a fixed column name is interpolated; the keys are one bound array.
-        sql = (
-            f"SELECT id FROM records WHERE NOT retired AND {column} = ANY(%s) "  # noqa: S608
-            'ORDER BY id COLLATE "C"'
-        )
-        for (rid,) in conn.execute(sql, (keys,)):
-            if rid not in seen:
-                seen.add(str(rid))
-                out.append(str(rid))
-    return out
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(_pg_sql(sql), rows)
 
-
-def _to_retire(conn: psycopg.Connection[Any], spare: set[str]) -> list[str]:
-    """Live records a full unit of work retires: those not in ``spare``."""
-    return [
-        str(rid)
-        for (rid,) in conn.execute(
-            'SELECT id FROM records WHERE NOT retired ORDER BY id COLLATE "C"'
-        )
-        if rid not in spare
-    ]
-
-
-_UPDATE_RECORD = (
-    "UPDATE records SET "  # noqa: S608 - fixed names
-    + ", ".join(f"{c} = %s" for c in _UPDATE_COLUMNS)
-    + " WHERE id = %s"
-)
-_COPY_RECORDS = f"COPY records ({', '.join(RECORD_COLUMNS)}) FROM STDIN"
-
-
-class PgWriteTx:
-    """The write transaction's operations, on one connection inside ``BEGIN``."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
-
-    def set_meta(self, key: str, value: str | None) -> None:
-        if value is None:
-            self.conn.execute("DELETE FROM meta WHERE key = %s", (key,))
-        else:
-            self.conn.execute(
-                "INSERT INTO meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                (key, value),
-            )
-
-    def version_count(self) -> int:
-        row = self.conn.execute("SELECT count(*) FROM dataset_versions").fetchone()
-        return int(row[0]) if row else 0
-
-    def bump_state(self, dataset_version: str | None) -> None:
-        """Record that the knowledge base changed: readers compare ``state`` to reload."""
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
-        self.set_meta("state", str(int(row[0]) + 1 if row else 1))
-        if dataset_version is not None:
-            self.set_meta("dataset_version", dataset_version)
-
-    def _copy(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]
+    ) -> None:
+        # Only fixed table and column names are interpolated.
+        sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
         with self.conn.cursor() as cur, cur.copy(sql) as copy:
             for row in rows:
                 copy.write_row(row)
 
-    def rebuild_index(self) -> int:
-        """Recompute the whole match index from the live records (in this transaction).
+    def bulk_search(self, incoming: Iterable[Incoming]) -> None:
+        return None  # the tsvector column is computed by the server, row by row
 
-        The live messages come through a server-side cursor and the rows go out by ``COPY``
-        as ``index_rows`` yields them, so neither the messages nor the two million rows of a
-        500,000-record index are ever a list here.
-        """
-        from errkb.match.index import index_rows
-
-        with self.conn.cursor(name="errkb_index_messages") as live:
-            live.itersize = 5000
-            live.execute("SELECT id, error_message FROM records WHERE NOT retired")
-            rows = index_rows(live)
-            # index_rows reads every message before its first row: take that row now, so
-            # the cursor is done before COPY starts on the same connection.
-            first = list(itertools.islice(rows, 1))
+    def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
         # DELETE, not TRUNCATE: TRUNCATE is not MVCC-safe, so a reader's older snapshot would
         # see an empty index, and its lock would block every explain until commit.
         self.conn.execute("DELETE FROM match_tokens")
-        written = 0
-
-        def counted() -> Iterator[tuple[str, str, int]]:
-            nonlocal written
-            for row in itertools.chain(first, rows):
-                written += 1
-                yield row
-
-        self._copy("COPY match_tokens (token, record_id, rank) FROM STDIN", counted())
-        self.conn.execute("DELETE FROM meta WHERE key = 'match_index'")
-        return written
-
-    def apply(
-        self,
-        incoming: Iterable[Incoming],
-        *,
-        kind: VersionKind,
-        source: str,
-        dataset_version: str | None,
-        full: bool = False,
-        partial: bool = False,
-        rejected: int = 0,
-        hashes: Mapping[str, str] | None = None,
-        keep: Keep = NO_KEEP,
-        restores: int | None = None,
-    ) -> tuple[int, ApplyCounts]:
-        """Upsert ``incoming`` and record the version row (see ``WriteTx.apply``)."""
-        conn = self.conn
-        started = now_iso()
-        row = conn.execute(
-            'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
-            "hashes_json, added, updated, unchanged, retired, rejected, started_at, finished_at, "
-            "restores) VALUES (%s, %s, %s, %s, %s, %s, 0, 0, 0, 0, 0, %s, %s, %s) RETURNING id",
-            (
-                dataset_version,
-                VersionKind(kind).value,
-                source,
-                partial,
-                full,
-                json.dumps(dict(hashes)) if hashes else None,
-                started,
-                started,
-                restores,
-            ),
-        ).fetchone()
-        assert row is not None  # noqa: S101 - RETURNING gives one row
-        vid = int(row[0])
-
-        tally = {"added": 0, "updated": 0, "unchanged": 0, "retired": 0}
-        seen: set[str] = set()
-        for batch in _batches(incoming):
-            self._apply_chunk(_classify_chunk(conn, batch), vid, tally, seen)
-
-        kept = _kept_ids(conn, keep, seen)
-        if full:
-            live = _to_retire(conn, seen.union(kept))
-            self._copy_to_history(live, vid, ChangeKind.RETIRED)
-            self._mark_retired(live, vid, retired=True)
-            tally["retired"] += len(live)
-
-        counts = ApplyCounts(
-            added=tally["added"],
-            updated=tally["updated"],
-            unchanged=tally["unchanged"] + len(kept),
-            retired=tally["retired"],
-            rejected=rejected,
-        )
-        conn.execute(
-            "UPDATE dataset_versions SET added = %s, updated = %s, unchanged = %s, retired = %s, "
-            "rejected = %s, finished_at = %s WHERE id = %s",
-            (
-                counts.added,
-                counts.updated,
-                counts.unchanged,
-                counts.retired,
-                rejected,
-                now_iso(),
-                vid,
-            ),
-        )
-        if counts.added or counts.updated or counts.retired:
-            self.rebuild_index()
-        self.bump_state(dataset_version)
-        return vid, counts
-
-    def _apply_chunk(
-        self, items: list[_Classified], vid: int, tally: dict[str, int], seen: set[str]
-    ) -> None:
-        """Write one classified chunk (rows are built for this chunk only)."""
-        conn = self.conn
-        seen.update(item.id for item in items)
-        for item in items:
-            if item.count:
-                tally[item.count] += 1
-        for kind in ChangeKind:
-            if kind is not ChangeKind.ADDED:
-                self._copy_to_history([i.id for i in items if i.history is kind], vid, kind)
-        new = [i for i in items if i.write is _Write.INSERT]
-        changed = [i for i in items if i.write is _Write.UPDATE]
-        if new:
-            self._copy(_COPY_RECORDS, (_record_values(i, vid) for i in new))
-            self._copy(
-                "COPY record_history (record_id, version_id, change) FROM STDIN",
-                ((i.id, vid, ChangeKind.ADDED.value) for i in new),
-            )
-        if changed:
-            rows = [_update_values(_record_values(i, vid)) for i in changed]
-            with conn.cursor() as cur:
-                cur.executemany(_UPDATE_RECORD, rows)
-            changed_ids = [i.id for i in changed]
-            for f in CHILD_FIELDS:
-                # Only fixed table names from the field table are interpolated.
-                conn.execute(
-                    f"DELETE FROM {f.column} WHERE record_id = ANY(%s)",  # noqa: S608
-                    (changed_ids,),
-                )
-        for flag in (False, True):
-            ids = [i.id for i in items if i.write is _Write.FLAG and i.retired is flag]
-            self._mark_retired(ids, vid, retired=flag)
-        children = [*new, *changed]
-        for f in CHILD_FIELDS:
-            self._copy(
-                f"COPY {f.column} (record_id, position, {f.value_column}) FROM STDIN",
-                ((i.id, n, text) for i in children for n, text in enumerate(i.obj[f.name])),
-            )
-
-    def _copy_to_history(self, rids: Sequence[str], vid: int, change: ChangeKind) -> None:
-        """Copy the current content of ``rids`` to history, SQL-side (no record text in Python)."""
-        if not rids:
-            return
-        self.conn.execute(
-            "INSERT INTO record_history (record_id, version_id, change, previous_json, "
-            "previous_retired, previous_dataset_version) SELECT id, %s, %s, raw_json, "
-            'retired, dataset_version FROM records WHERE id = ANY(%s) ORDER BY id COLLATE "C"',
-            (vid, change.value, list(rids)),
-        )
-
-    def _mark_retired(self, rids: Sequence[str], vid: int, *, retired: bool) -> None:
-        """Set or clear the retired flag of ``rids``, as changed by version ``vid``."""
-        if not rids:
-            return
-        self.conn.execute(
-            "UPDATE records SET retired = %s, changed_in = %s WHERE id = ANY(%s)",
-            (retired, vid, list(rids)),
-        )
+        self.insert_rows("match_tokens", ("token", "record_id", "rank"), rows)

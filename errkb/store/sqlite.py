@@ -1,6 +1,8 @@
 """The SQLite backend of the store: opening, migrating, reading, and applying in one transaction.
 
-Two access paths, on purpose:
+What differs from PostgreSQL only (the unit of work and the shared reads are
+``errkb.store.engine``'s): connections, pragmas, locking, the ``IN (?, ...)`` chunks, error
+translation, and the FTS5 index's bulk fill. Two access paths, on purpose:
 
 * Writes (ingest, sync, rollback) go through a SQLAlchemy engine, in ONE explicit
   ``BEGIN IMMEDIATE`` transaction per unit of work, so a reader never sees half a version and a
@@ -22,63 +24,39 @@ with one line naming the database (``translate``).
 from __future__ import annotations
 
 import contextlib
-import enum
 import json
 import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from errkb import _lazy
-from errkb import records as rec
 from errkb.errors import (
-    SchemaVersionError,
     StoreError,
     StoreLockedError,
     StoreReadOnlyError,
 )
-from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
-from errkb.store.interface import (
-    NO_KEEP,
-    SCHEMA_HEAD,
-    Change,
-    ChangeKind,
-    Keep,
-    PatternRow,
-    RecordJSON,
-    VersionKind,
-    classify,
-    gc_paused,
-    now_iso,
-)
+from errkb.store import engine
+from errkb.store.engine import StoreEngine, UnitOfWork
+from errkb.store.interface import SCHEMA_HEAD, PatternRow, RecordJSON, gc_paused
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
+    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
-
-    # The values of writes, history and inventory are imported where they are made: explain
-    # reads patterns only (errkb.store.values).
-    from errkb.store.values import (
-        ApplyCounts,
-        Diff,
-        Incoming,
-        Inventory,
-        RecordChange,
-        StoreCounts,
-        StoredRecord,
-        VersionInfo,
-    )
+    from errkb.store.values import Incoming
 
 #: How long a writer waits for another writer's lock before giving up (ms). Tests shorten it.
 BUSY_TIMEOUT_MS = 10_000
 BUSY_TIMEOUT_ENV = "ERRKB_BUSY_TIMEOUT_MS"
 _CHUNK = 500  # ids per IN (...) query: well under SQLite's parameter limit
-_APPLY_CHUNK = 2000  # records classified and written together: bounds apply's memory
 _T = TypeVar("_T")
 
 DBAPI = Any  # a DB-API connection (sqlite3's, or the one SQLAlchemy's engine hands out)
@@ -132,11 +110,34 @@ def _marks(n: int) -> str:
 
 
 # ---------------------------------------------------------------------------- the read view
-class SqliteView:
-    """Reads on one connection (inside ``snapshot``, one committed state)."""
+class SqliteSql:
+    """The engine's ``Sql`` on one SQLite connection: ``?`` placeholders, ids in chunks."""
+
+    collate = ""  #: SQLite sorts text by its bytes already (BINARY)
 
     def __init__(self, conn: DBAPI) -> None:
         self.conn = conn
+
+    def rows(self, sql: str, params: Sequence[object] = ()) -> Iterable[Sequence[Any]]:
+        cursor: Iterable[Sequence[Any]] = self.conn.execute(sql, params)
+        return cursor
+
+    def one(self, sql: str, params: Sequence[object] = ()) -> Sequence[Any] | None:
+        row: Sequence[Any] | None = self.conn.execute(sql, params).fetchone()
+        return row
+
+    def in_ids(
+        self, sql: str, ids: Sequence[str], params: Sequence[object] = ()
+    ) -> Iterator[Sequence[Any]]:
+        for chunk in _chunks(ids):
+            # Only "?" placeholders are interpolated; values are bound parameters.
+            yield from self.conn.execute(
+                sql.replace("$IDS", f"IN ({_marks(len(chunk))})"), (*params, *chunk)
+            )
+
+
+class SqliteView(SqliteSql):
+    """Reads on one connection (inside ``snapshot``, one committed state)."""
 
     def meta_value(self, key: str) -> str | None:
         found = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -197,6 +198,9 @@ class SqliteView:
             out += [PatternRow(*row) for row in self.conn.execute(sql, tuple(chunk))]
         return out
 
+    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
+        return engine.pattern_specs(self, ids)
+
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for chunk in _chunks(ids):
@@ -217,7 +221,7 @@ class SqliteView:
 
 
 # ---------------------------------------------------------------------------- the store
-class SqliteStore:
+class SqliteStore(StoreEngine):
     """One SQLite knowledge-base file."""
 
     #: Run on every write connection. Class-level so a test can add one (``max_page_count``).
@@ -235,6 +239,7 @@ class SqliteStore:
         self._local = threading.local()
         self._engine: Engine | None = None
         self._engine_lock = threading.Lock()
+        self._read_only: bool | None = None
 
     def _fail(self, exc: BaseException, action: str) -> StoreError:
         return translate(exc, self.path, action, self.busy_timeout_ms)
@@ -250,13 +255,19 @@ class SqliteStore:
         """Bring the schema to head; return True when the database was just created."""
         if self.path.exists() and not self.path.is_file():
             raise StoreError(f"database {self.path} is not a regular file; give a file path")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"{self.path}: cannot create its directory: {exc}") from exc
+        if not self.path.parent.is_dir():  # a read-only file system refuses even exist_ok
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{self.path}: cannot create its directory: {exc}") from exc
         revision = self._revision()
         if revision == SCHEMA_HEAD:
             return False
+        if self.read_only:
+            raise StoreReadOnlyError(
+                f"database {self.path} is read-only and at schema revision {revision!r}; this "
+                f"errkb needs {SCHEMA_HEAD!r}: open it once where it can be written, to migrate"
+            )
         self._upgrade(revision)
         return revision is None
 
@@ -289,44 +300,67 @@ class SqliteStore:
         return None
 
     def _upgrade(self, revision: str | None) -> None:
-        from alembic import command
-        from alembic.config import Config
-        from alembic.script import ScriptDirectory
-        from alembic.util import CommandError
-
-        from errkb._resources import bundle_path
-
-        cfg = Config()
-        cfg.set_main_option("script_location", str(bundle_path("migrations")))
-        script = ScriptDirectory.from_config(cfg)
-        if revision is not None:
-            try:
-                known = script.get_revision(revision) is not None
-            except CommandError:
-                known = False
-            if not known:
-                raise SchemaVersionError(
-                    f"{self.path}: database schema revision {revision!r} is newer than this "
-                    f"errkb (which knows up to {SCHEMA_HEAD!r}); upgrade errkb or use another --db"
-                )
-        try:
-            with self.engine().begin() as conn:
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
-        except StoreError:
-            raise
-        except Exception as exc:
-            if _is_db_error(exc):
-                raise self._fail(exc, "migrating its schema") from exc
-            raise
+        engine.upgrade_schema(
+            str(self.path), revision, self.engine(), is_db_error=_is_db_error, fail=self._fail
+        )
 
     # ------------------------------------------------------------------ connections
+    @property
+    def read_only(self) -> bool:
+        """True when this process cannot write the database file, its directory or its disk.
+
+        A container image, a read-only mount, a file handed out to many workers.
+
+        Decided once, before the first connection, by ``access(2)``, which also answers
+        for root (``EROFS``, or ``EPERM`` for an immutable file).
+        """
+        if self._read_only is None:
+            path = self.path
+            self._read_only = path.is_file() and not (
+                os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+            )
+        return self._read_only
+
+    def _read_only_uri(self) -> str:
+        """How a read-only database is opened: ``mode=ro``, and maybe ``immutable=1``.
+
+        Immutable when its directory refuses the ``-shm`` file a WAL reader needs.
+
+        Immutable is safe only with no writer and nothing in a ``-wal`` file (a cleanly
+        closed database has none): SQLite then reads the main file alone, without locks.
+        A ``-wal`` with content keeps ``mode=ro``, which reads it when it can.
+        """
+        uri = "file:" + urllib.parse.quote(os.fspath(self.path.resolve())) + "?mode=ro"
+        wal = self.path.with_name(self.path.name + "-wal")
+        wal_empty = not wal.exists() or wal.stat().st_size == 0
+        if wal_empty and not os.access(self.path.parent, os.W_OK):
+            uri += "&immutable=1"
+        return uri
+
+    def _assert_writable(self, action: str) -> None:
+        if self.read_only:
+            raise StoreReadOnlyError(
+                f"database {self.path} is read-only (its file, directory or file system "
+                f"cannot be written): cannot {action}"
+            )
+
     def reader(self) -> sqlite3.Connection:
-        """The calling thread's read connection (standard library; cheap to open, never shared)."""
+        """The calling thread's read connection (standard library; cheap to open, never shared).
+
+        Reopened when the file at ``path`` is another one than it was opened on (a fresh
+        build renamed over it, ``fresh_build``): until then it reads the file it has.
+        """
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None and not conn.in_transaction and _inode(self.path) != self._local.ino:
+            conn.close()
+            conn = self._local.conn = None
         if conn is None:
+            self._local.ino = _inode(self.path)
             try:
-                conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
+                if self.read_only:
+                    conn = sqlite3.connect(self._read_only_uri(), uri=True)
+                else:
+                    conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
                 conn.execute("PRAGMA foreign_keys = ON")
             except sqlite3.Error as exc:
@@ -381,13 +415,14 @@ class SqliteStore:
             return self._engine
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[SqliteWriteTx]:
+    def write(self) -> Iterator[UnitOfWork]:
         """One write transaction (``BEGIN IMMEDIATE``): committed whole or not at all."""
+        self._assert_writable("write to it")
         try:
             with gc_paused(), self.engine().begin() as conn:
                 raw = conn.connection.dbapi_connection
                 assert raw is not None  # noqa: S101 - an open connection has its driver's
-                yield SqliteWriteTx(raw)
+                yield UnitOfWork(SqliteWriteSql(raw))
         except StoreError:
             raise
         except Exception as exc:
@@ -406,63 +441,90 @@ class SqliteStore:
         if self._engine is not None:
             self._engine.dispose()
 
+    # ------------------------------------------------------------------ fresh builds
+    def fresh_build(self, records: int) -> AbstractContextManager[UnitOfWork] | None:
+        """A unit of work into a new file renamed over this one, when that pays; else None.
+
+        It pays for an empty database receiving at least ``FRESH_BUILD_MIN`` records.
+
+        The new file (``<db>.new``) is written with the journal and foreign-key checks off
+        (SQLite's main costs at 500,000 records: every page written twice, WAL then
+        checkpoint, and two million child rows checked), then made a WAL database, synced
+        and renamed into place (``_swap``). A kill before the rename leaves the old file as
+        it was; a stale ``<db>.new`` is removed by the next build. Readers of the old file
+        read it until their next read, which opens the new one (``reader``).
+        """
+        if records < FRESH_BUILD_MIN or self.read_only or not self.is_empty():
+            return None
+        return self._fresh_build()
+
+    @contextlib.contextmanager
+    def _fresh_build(self) -> Iterator[UnitOfWork]:
+        new = self.path.with_name(self.path.name + ".new")
+        _remove(new)
+        builder = _Builder(new)
+        try:
+            builder.ensure_schema()
+            old_state = self.meta_value("state")
+            with builder.write() as tx:
+                yield tx
+                # Readers compare ``state`` to reload: the new file's follows the old one's.
+                tx.set_meta("state", str(int(old_state or 0) + 1))
+            builder.close()
+            conn = sqlite3.connect(new)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")  # as every write connection sets it
+            finally:
+                conn.close()
+            _fsync(new)
+            self._swap(new)
+        finally:
+            builder.close()
+            _remove(new)
+
+    def _swap(self, new: Path) -> None:
+        """Rename ``new`` over the database, with no stale ``-wal`` left to replay into it.
+
+        SQLite opens a ``-wal`` it finds whatever the file's header says, so the old file's
+        log is checkpointed empty and removed before the rename (old readers keep their open
+        copies); a kill anywhere in between leaves the old file whole.
+        """
+        self.close()
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
+            try:
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise self._fail(exc, "replacing it with the new build") from exc
+        if busy and busy[0]:
+            raise StoreLockedError(
+                f"database {self.path}: a reader held its log while the fresh build was put "
+                "in place; nothing was changed, try again"
+            )
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                self.path.with_name(self.path.name + suffix).unlink()
+        os.replace(new, self.path)
+        _fsync(self.path.parent)
+        self._read_only = None
+
     @contextlib.contextmanager
     def sync_lock(self) -> Iterator[Path]:
         from errkb.store.lock import sync_lock
 
+        self._assert_writable("sync or roll back")
         with sync_lock(self.path) as path:
             yield path
 
     # ------------------------------------------------------------------ reads
-    def meta_value(self, key: str) -> str | None:
-        """One meta key: what the explain path reads, without the sync's bulky state."""
-        return self._read("reading", lambda v: v.meta_value(key))
-
-    def raw_record(self, record_id: str) -> RecordJSON | None:
-        return self._read("reading", lambda v: v.raw_record(record_id))
-
-    def is_empty(self) -> bool:
-        return self.counts_of("SELECT count(*) FROM dataset_versions") == 0
-
-    def counts_of(self, sql: str) -> int:
-        return self._read("reading", lambda v: int(v.conn.execute(sql).fetchone()[0]))
-
-    def find_ids(self, key: str) -> list[str]:
-        sql = "SELECT id FROM records WHERE id = ? OR slug = ? ORDER BY retired, repo, id"
-        return self._read("reading", lambda v: [str(r[0]) for r in v.conn.execute(sql, (key, key))])
-
-    def is_retired(self, record_id: str) -> bool:
-        sql = "SELECT retired FROM records WHERE id = ?"
-        row = self._read("reading", lambda v: v.conn.execute(sql, (record_id,)).fetchone())
-        return bool(row and row[0])
-
-    def live_records(
-        self, *, repo: str | None = None, tag: str | None = None, error_class: str | None = None
-    ) -> list[RecordJSON]:
-        sql = "SELECT raw_json FROM records r WHERE retired = 0"
-        params: list[str] = []
-        if repo:
-            sql += " AND repo = ?"
-            params.append(repo)
-        if error_class:
-            sql += " AND error_class = ?"
-            params.append(error_class)
-        if tag:
-            sql += (
-                " AND EXISTS (SELECT 1 FROM record_tags t WHERE t.record_id = r.id AND t.tag = ?)"
-            )
-            params.append(tag)
-        sql += " ORDER BY repo, id"
-        return self._read(
-            "reading", lambda v: [json.loads(raw) for (raw,) in v.conn.execute(sql, params)]
-        )
-
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:
         sql = "SELECT raw_json, dataset_version FROM records"
         if not include_retired:
-            sql += " WHERE retired = 0"
+            sql += " WHERE retired = FALSE"
         sql += " ORDER BY id"
         try:
             # A cursor of its own: export streams 150k records without holding them all.
@@ -471,333 +533,52 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise self._fail(exc, "reading") from exc
 
-    def counts(self) -> StoreCounts:
-        from errkb.store.values import StoreCounts
 
-        def run(v: SqliteView) -> StoreCounts:
-            def one(sql: str) -> int:
-                return int(v.conn.execute(sql).fetchone()[0])
+#: Records an empty database must receive for a sync to build a fresh file instead
+#: (``SqliteStore.fresh_build``); a small first sync keeps the one transaction.
+FRESH_BUILD_MIN = 5_000
 
-            by_class = tuple(
-                (str(c or "(none)"), int(n))
-                for c, n in v.conn.execute(
-                    "SELECT error_class, count(*) FROM records WHERE retired = 0 "
-                    "GROUP BY error_class ORDER BY count(*) DESC, error_class LIMIT 10"
-                )
-            )
-            return StoreCounts(
-                records=one("SELECT count(*) FROM records WHERE retired = 0"),
-                retired=one("SELECT count(*) FROM records WHERE retired = 1"),
-                repos=one("SELECT count(DISTINCT repo) FROM records WHERE retired = 0"),
-                versions=one("SELECT count(*) FROM dataset_versions"),
-                dataset_version=v.meta_value("dataset_version"),
-                by_class=by_class,
-            )
 
-        return self._read("reading", run)
+class _Builder(SqliteStore):
+    """The store of a fresh build's ``<db>.new``: no journal, no foreign-key checks.
 
-    _VERSION_SQL = (
-        "SELECT id, dataset_version, kind, source, full, partial, added, updated, unchanged, "
-        "retired, rejected, started_at, finished_at, restores, hashes_json FROM dataset_versions"
+    Nothing reads the file before it is complete, synced and renamed, and a failed build is
+    removed: what the journal and the checks protect is not at stake.
+    """
+
+    WRITE_PRAGMAS = (
+        "PRAGMA journal_mode = OFF",
+        "PRAGMA synchronous = OFF",
+        "PRAGMA foreign_keys = OFF",
+        "PRAGMA cache_size = -65536",
     )
 
-    def versions(self) -> list[VersionInfo]:
-        sql = self._VERSION_SQL + " ORDER BY id"
-        return self._read("reading", lambda v: [_version(r) for r in v.conn.execute(sql)])
 
-    def latest_version(self) -> VersionInfo | None:
-        sql = self._VERSION_SQL + " ORDER BY id DESC LIMIT 1"
-        row = self._read("reading", lambda v: v.conn.execute(sql).fetchone())
-        return _version(row) if row else None
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
-    def resolve_version(self, key: str) -> int | None:
-        """The version row id for a row id or a datasetVersion (its latest row), or None."""
-        text = key.strip()
-        arg: int | str
-        if text.isdigit():
-            sql, arg = "SELECT id FROM dataset_versions WHERE id = ?", int(text)
-        else:
-            sql, arg = "SELECT max(id) FROM dataset_versions WHERE dataset_version = ?", text
-        row = self._read("reading", lambda v: v.conn.execute(sql, (arg,)).fetchone())
-        return None if not row or row[0] is None else int(row[0])
 
-    def record(self, record_id: str) -> StoredRecord | None:
-        sql = (
-            "SELECT id, raw_json, retired, content_hash, dataset_version FROM records WHERE id = ?"
-        )
-        row = self._read("reading", lambda v: v.conn.execute(sql, (record_id,)).fetchone())
-        if row is None:
-            return None
-        from errkb.store.values import StoredRecord
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
-        return StoredRecord(str(row[0]), json.loads(row[1]), bool(row[2]), str(row[3]), row[4])
 
-    def record_changes(self, record_id: str) -> list[RecordChange]:
-        sql = (
-            "SELECT h.version_id, v.dataset_version, v.kind, v.finished_at, h.change, "
-            "h.previous_json, h.previous_retired "
-            "FROM record_history h JOIN dataset_versions v ON v.id = h.version_id "
-            "WHERE h.record_id = ? ORDER BY h.version_id, h.id"
-        )
-        rows = self._read("reading", lambda v: v.conn.execute(sql, (record_id,)).fetchall())
-        from errkb.store.values import record_changes_from
-
-        return record_changes_from(rows)
-
-    def inventory(self) -> Inventory:
-        from errkb.store.values import inventory_from
-
-        def run(v: SqliteView) -> Inventory:
-            rows = v.conn.execute("SELECT id, repo, retired, content_hash FROM records")
-            return inventory_from(rows)
-
-        return self._read("reading", run)
-
-    def state_at(self, version_id: int) -> list[Incoming]:
-        """Every record as it was right after ``version_id``: live ones, and retired ones.
-
-        A record's content right after V is the ``previous_json`` of its first history row
-        after V, or, with none, its current content. Records added after V are left out.
-        """
-        from errkb.store.values import state_from
-
-        def run(v: SqliteView) -> list[Incoming]:
-            first_after = list(
-                v.conn.execute(
-                    "SELECT h.record_id, h.previous_json, h.previous_retired, "
-                    "h.previous_dataset_version FROM record_history h JOIN ("
-                    "  SELECT record_id, min(id) AS hid FROM record_history "
-                    "  WHERE version_id > ? GROUP BY record_id"
-                    ") f ON f.hid = h.id",
-                    (version_id,),
-                )
-            )  # read before the next statement
-            current = v.conn.execute("SELECT id, raw_json, retired, dataset_version FROM records")
-            return state_from(first_after, current)
-
-        return self._read("reading", run)
-
-    def classify(self, incoming: Iterable[Incoming], *, full: bool, keep: Keep = NO_KEEP) -> Diff:
-        """What applying ``incoming`` would do, by the same rules (``_classify_chunk``)."""
-        from errkb.store.values import diff_from
-
-        def run(v: SqliteView) -> Diff:
-            classified = (
-                (item.id, item.count)
-                for batch in _batches(incoming)
-                for item in _classify_chunk(v.conn, batch)
-            )
-            return diff_from(
-                classified,
-                lambda seen: _kept_ids(v.conn, keep, seen),
-                (lambda spared: _to_retire(v.conn, spared)) if full else None,
-            )
-
-        with self.snapshot() as view:
-            return run(view)
-
-    # ------------------------------------------------------------------ writes
-    def reindex(self) -> None:
-        """Rebuild the match index in its own write transaction."""
-        with self.write() as tx:
-            tx.rebuild_index()
-            tx.bump_state(None)
+def _remove(new: Path) -> None:
+    """Remove a (stale) build file and its journal files."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            new.with_name(new.name + suffix).unlink()
 
 
 def _is_db_error(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.Error) or isinstance(getattr(exc, "orig", None), sqlite3.Error)
-
-
-def _version(row: Sequence[Any]) -> VersionInfo:
-    from errkb.store.values import ApplyCounts, VersionInfo
-
-    hashes = json.loads(row[14]) if row[14] else {}
-    return VersionInfo(
-        id=int(row[0]),
-        dataset_version=row[1],
-        kind=VersionKind(row[2]),
-        source=str(row[3]),
-        full=bool(row[4]),
-        partial=bool(row[5]),
-        counts=ApplyCounts(*(int(n) for n in row[6:11])),
-        started_at=str(row[11]),
-        finished_at=str(row[12]),
-        restores=row[13],
-        hashes=tuple(sorted((str(k), str(v)) for k, v in hashes.items())),
-    )
-
-
-def _batches(incoming: Iterable[Incoming]) -> Iterator[list[Incoming]]:
-    batch: list[Incoming] = []
-    for item in incoming:
-        batch.append(item)
-        if len(batch) >= _APPLY_CHUNK:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
-
-class _Write(enum.Enum):
-    """How one classified record is written."""
-
-    INSERT = "insert"
-    UPDATE = "update"  #: new content (and the retired flag it should have)
-    FLAG = "flag"  #: same content, only the retired flag changes
-
-
-def _plan(
-    existing: tuple[str, bool] | None, chash: str, retired: bool
-) -> tuple[_Write | None, ChangeKind | None, str]:
-    """(how to write, history row, which count) for one record: ``classify`` plus retirement.
-
-    ``retired`` asks for the record to end up retired with this content (a rollback to a
-    version it was retired at): it counts as retired when it was live, as updated when only
-    its content changes, and not at all when it is already retired as it was.
-    """
-    change = classify(existing, chash)
-    was_live = existing is not None and not existing[1]
-    if not retired:
-        return {
-            Change.ADDED: (_Write.INSERT, ChangeKind.ADDED, "added"),
-            Change.UPDATED: (_Write.UPDATE, ChangeKind.UPDATED, "updated"),
-            Change.RESTORED: (_Write.FLAG, ChangeKind.RESTORED, "updated"),
-            Change.UNCHANGED: (None, None, "unchanged"),
-        }[change]
-    if change is Change.ADDED:
-        return _Write.INSERT, ChangeKind.ADDED, "added"
-    if change is Change.UPDATED:
-        if was_live:
-            return _Write.UPDATE, ChangeKind.RETIRED, "retired"
-        return _Write.UPDATE, ChangeKind.UPDATED, "updated"
-    if was_live:
-        return _Write.FLAG, ChangeKind.RETIRED, "retired"
-    return None, None, ""
-
-
-class _Classified:
-    """One incoming record of a chunk, decoded once, with what applying it does."""
-
-    __slots__ = (
-        "chash",
-        "count",
-        "dataset_version",
-        "history",
-        "id",
-        "obj",
-        "retired",
-        "text",
-        "write",
-    )  # fmt: skip
-
-    def __init__(self, item: Incoming, obj: RecordJSON, existing: tuple[str, bool] | None) -> None:
-        # A spooled record's id is the spool's own string: the ids a sync keeps (``seen``)
-        # are then held once, not once more per decoded record.
-        self.id = item.packed_id if item.packed_id is not None else str(obj["id"])
-        self.obj = obj
-        self.text = item.data if isinstance(item.data, str) else None
-        self.dataset_version = item.dataset_version
-        self.chash = item.content_hash or rec.content_hash(obj)
-        self.retired = item.retired
-        self.write, self.history, self.count = _plan(existing, self.chash, item.retired)
-
-
-def _classify_chunk(conn: DBAPI, batch: list[Incoming]) -> list[_Classified]:
-    """Classify one chunk against the stored records (the one rule: ``store.classify``)."""
-    # Decode packed records once for the chunk (the text doubles as the stored raw_json).
-    by_id: dict[str, tuple[Incoming, RecordJSON]] = {}
-    for item in batch:
-        obj = item.obj
-        by_id[item.packed_id if item.packed_id is not None else str(obj["id"])] = (item, obj)
-    ids = sorted(by_id)
-    existing: dict[str, tuple[str, bool]] = {}
-    for chunk in _chunks(ids):
-        sql = (
-            "SELECT id, content_hash, retired FROM records WHERE id IN ("  # noqa: S608
-            + _marks(len(chunk))
-            + ")"
-        )
-        for rid, chash, retired in conn.execute(sql, tuple(chunk)):
-            existing[str(rid)] = (str(chash), bool(retired))
-    # Key order keeps B-tree inserts local.
-    return [_Classified(*by_id[rid], existing.get(rid)) for rid in ids]
-
-
-def _kept_ids(conn: DBAPI, keep: Keep, exclude: set[str]) -> list[str]:
-    """Ids of the stored live records kept as they are (unchanged repositories, rejects).
-
-    Only ids: the records stay in the database untouched, so nothing is loaded or re-hashed.
-    """
-    out: list[str] = []
-    seen = set(exclude)
-    for column, keys in (("repo", sorted(keep.repos)), ("id", sorted(keep.ids))):
-        for chunk in _chunks(keys):
-            # Only a fixed column name and "?" placeholders are interpolated.
-            sql = f"SELECT id FROM records WHERE retired = 0 AND {column} IN ({_marks(len(chunk))})"  # noqa: S608
-            for (rid,) in conn.execute(sql, tuple(chunk)):
-                if rid not in seen:
-                    seen.add(str(rid))
-                    out.append(str(rid))
-    return out
-
-
-def _to_retire(conn: DBAPI, spare: set[str]) -> list[str]:
-    """Live records a full unit of work retires: those not in ``spare``."""
-    return [
-        str(rid)
-        for (rid,) in conn.execute("SELECT id FROM records WHERE retired = 0")
-        if rid not in spare
-    ]
-
-
-_KEEP_ON_UPDATE = frozenset({"id", "added_in"})  #: a record's identity and when it first came
-_INSERT_RECORD = (
-    f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) "  # noqa: S608 - fixed names
-    f"VALUES ({_marks(len(RECORD_COLUMNS))})"
-)
-_UPDATE_COLUMNS = tuple(c for c in RECORD_COLUMNS if c not in _KEEP_ON_UPDATE)
-_UPDATE_RECORD = (
-    "UPDATE records SET "  # noqa: S608 - fixed names
-    + ", ".join(f"{c} = ?" for c in _UPDATE_COLUMNS)
-    + " WHERE id = ?"
-)
-_CHILD_SQL = {
-    f.name: (
-        f"INSERT INTO {f.column} (record_id, position, {f.value_column}) VALUES (?, ?, ?)",  # noqa: S608
-        f"DELETE FROM {f.column} WHERE record_id = ?",  # noqa: S608 - fixed names
-    )
-    for f in CHILD_FIELDS
-}
-
-
-_FIELD_NAMES = tuple(f.name for f in COLUMN_FIELDS)  #: JSON names, in column order
-_UPDATE_POSITIONS = tuple(RECORD_COLUMNS.index(c) for c in _UPDATE_COLUMNS)
-_ID_POSITION = RECORD_COLUMNS.index("id")
-
-
-def _record_values(item: _Classified, vid: int) -> tuple[object, ...]:
-    """The ``records`` row of one record, in ``RECORD_COLUMNS`` order (from the field table).
-
-    A tuple built in one pass: at 500,000 records a dict per row, then a tuple from it, was
-    a tenth of the apply time.
-    """
-    obj = item.obj
-    extra = {k: obj[k] for k in rec.unknown_fields(obj)}
-    book: dict[str, object] = {
-        "extra_json": json.dumps(extra, ensure_ascii=False) if extra else None,
-        "raw_json": item.text if item.text is not None else rec.verbatim_json(obj),
-        "content_hash": item.chash,
-        "dataset_version": item.dataset_version,
-        "retired": item.retired,
-        "added_in": vid,
-        "changed_in": vid,
-    }
-    return (*map(obj.get, _FIELD_NAMES), *(book[c] for c in BOOK_COLUMNS))
-
-
-def _update_values(values: tuple[object, ...]) -> tuple[object, ...]:
-    """The parameters of ``_UPDATE_RECORD`` from a ``_record_values`` row: new values, then id."""
-    return (*(values[i] for i in _UPDATE_POSITIONS), values[_ID_POSITION])
 
 
 #: Records one apply must bring for the search index to be filled in bulk: the per-row insert
@@ -868,39 +649,33 @@ class _BulkSearch:
         self.raw.execute(self.trigger_sql)
 
 
-class SqliteWriteTx:
-    """The write transaction's operations, on the driver connection SQLAlchemy opened."""
+class SqliteWriteSql(SqliteSql):
+    """The engine's ``WriteSql``: the write transaction's driver connection (SQLAlchemy's)."""
 
-    def __init__(self, raw: DBAPI) -> None:
-        self.raw = raw
+    def execute(self, sql: str, params: Sequence[object] = ()) -> None:
+        self.conn.execute(sql, params)
 
-    def set_meta(self, key: str, value: str | None) -> None:
-        if value is None:
-            self.raw.execute("DELETE FROM meta WHERE key = ?", (key,))
-        else:
-            self.raw.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+    def executemany(self, sql: str, rows: Iterable[Sequence[object]]) -> None:
+        self.conn.executemany(sql, rows)
 
-    def version_count(self) -> int:
-        return int(self.raw.execute("SELECT count(*) FROM dataset_versions").fetchone()[0])
+    def insert_rows(
+        self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]
+    ) -> None:
+        # Only fixed table and column names are interpolated.
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({_marks(len(columns))})"  # noqa: S608
+        self.conn.executemany(sql, rows)
 
-    def bump_state(self, dataset_version: str | None) -> None:
-        """Record that the knowledge base changed: readers compare ``state`` to reload."""
-        row = self.raw.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
-        self.set_meta("state", str(int(row[0]) + 1 if row else 1))
-        if dataset_version is not None:
-            self.set_meta("dataset_version", dataset_version)
+    def bulk_search(self, incoming: Iterable[Incoming]) -> _BulkSearch | None:
+        return _BulkSearch.start(self.conn, incoming)
 
-    def rebuild_index(self) -> int:
-        """Recompute the whole match index from the live records (in this transaction).
+    def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
+        """Rewrite the match index in this transaction.
 
-        At 500,000 records the index is two million rows: they are streamed to SQLite in key
-        order (``index_rows``), and the secondary index on ``match_tokens`` is dropped first
-        and created again after, one sort instead of two million random B-tree inserts. The
-        DDL is part of this transaction, so a failure or a kill leaves the old index whole.
+        The index's secondary B-tree is dropped first and made again after: one sort instead
+        of two million random inserts at 500,000 records. The DDL is part of the
+        transaction, so a failure or a kill leaves the old index whole.
         """
-        from errkb.match.index import index_rows
-
-        raw = self.raw
+        raw = self.conn
         secondary = raw.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
             "AND tbl_name = 'match_tokens' AND sql IS NOT NULL"
@@ -908,173 +683,6 @@ class SqliteWriteTx:
         for name, _sql in secondary:
             raw.execute(f'DROP INDEX "{name}"')
         raw.execute("DELETE FROM match_tokens")
-        live = raw.execute("SELECT id, error_message FROM records WHERE retired = 0")
-        written = 0
-
-        def counted() -> Iterator[tuple[str, str, int]]:
-            nonlocal written
-            for row in index_rows(live):
-                written += 1
-                yield row
-
-        raw.executemany(
-            "INSERT INTO match_tokens (token, record_id, rank) VALUES (?, ?, ?)", counted()
-        )
+        raw.executemany("INSERT INTO match_tokens (token, record_id, rank) VALUES (?, ?, ?)", rows)
         for _name, sql in secondary:
             raw.execute(sql)
-        raw.execute("DELETE FROM meta WHERE key = 'match_index'")
-        return written
-
-    def apply(
-        self,
-        incoming: Iterable[Incoming],
-        *,
-        kind: VersionKind,
-        source: str,
-        dataset_version: str | None,
-        full: bool = False,
-        partial: bool = False,
-        rejected: int = 0,
-        hashes: Mapping[str, str] | None = None,
-        keep: Keep = NO_KEEP,
-        restores: int | None = None,
-    ) -> tuple[int, ApplyCounts]:
-        """Upsert ``incoming`` and record the version row (see ``WriteTx.apply``).
-
-        Work proceeds in chunks of ``_APPLY_CHUNK`` records, so memory stays bounded by the
-        chunk, not by the size of the dataset. An id repeated in ``incoming`` is applied twice
-        (the last content wins; the first counts as added or updated).
-        """
-        raw = self.raw
-        started = now_iso()
-        cur = raw.execute(
-            "INSERT INTO dataset_versions (dataset_version, kind, source, partial, full, "
-            "hashes_json, added, updated, unchanged, retired, rejected, started_at, finished_at, "
-            "restores) VALUES (?, ?, ?, ?, ?, ?, 0, 0, 0, 0, 0, ?, ?, ?)",
-            (
-                dataset_version,
-                VersionKind(kind).value,
-                source,
-                partial,
-                full,
-                json.dumps(dict(hashes)) if hashes else None,
-                started,
-                started,
-                restores,
-            ),
-        )
-        vid = int(cur.lastrowid)
-
-        tally = {"added": 0, "updated": 0, "unchanged": 0, "retired": 0}
-        seen: set[str] = set()
-        bulk = _BulkSearch.start(raw, incoming)
-        for batch in _batches(incoming):
-            items = _classify_chunk(raw, batch)
-            if bulk is not None and any(i.id in seen for i in items):
-                # An id repeated across chunks is updated after being inserted here: the
-                # update trigger needs its index entry, so index everything so far now and
-                # go on row by row.
-                bulk.finish()
-                bulk = None
-            self._apply_chunk(items, vid, tally, seen, bulk)
-        if bulk is not None:
-            bulk.finish()
-
-        kept = _kept_ids(raw, keep, seen)
-        if full:
-            live = _to_retire(raw, seen.union(kept))
-            self._copy_to_history(live, vid, ChangeKind.RETIRED)
-            self._mark_retired(live, vid, retired=True)
-            tally["retired"] += len(live)
-
-        from errkb.store.values import ApplyCounts
-
-        counts = ApplyCounts(
-            added=tally["added"],
-            updated=tally["updated"],
-            unchanged=tally["unchanged"] + len(kept),
-            retired=tally["retired"],
-            rejected=rejected,
-        )
-        raw.execute(
-            "UPDATE dataset_versions SET added = ?, updated = ?, unchanged = ?, retired = ?, "
-            "rejected = ?, finished_at = ? WHERE id = ?",
-            (
-                counts.added,
-                counts.updated,
-                counts.unchanged,
-                counts.retired,
-                rejected,
-                now_iso(),
-                vid,
-            ),
-        )
-        if counts.added or counts.updated or counts.retired:
-            self.rebuild_index()
-        self.bump_state(dataset_version)
-        return vid, counts
-
-    def _apply_chunk(
-        self,
-        items: list[_Classified],
-        vid: int,
-        tally: dict[str, int],
-        seen: set[str],
-        bulk: _BulkSearch | None = None,
-    ) -> None:
-        """Write one classified chunk (rows are built for this chunk only)."""
-        raw = self.raw
-        seen.update(item.id for item in items)
-        for item in items:
-            if item.count:
-                tally[item.count] += 1
-        for kind in ChangeKind:
-            if kind is not ChangeKind.ADDED:
-                self._copy_to_history([i.id for i in items if i.history is kind], vid, kind)
-        new = [i for i in items if i.write is _Write.INSERT]
-        changed = [i for i in items if i.write is _Write.UPDATE]
-        changed_ids = [i.id for i in changed]
-        if new:
-            raw.executemany(_INSERT_RECORD, (_record_values(i, vid) for i in new))
-            if bulk is not None:
-                bulk.added([i.id for i in new])
-            raw.executemany(
-                "INSERT INTO record_history (record_id, version_id, change) VALUES (?, ?, ?)",
-                [(i.id, vid, ChangeKind.ADDED.value) for i in new],
-            )
-        if changed:
-            raw.executemany(
-                _UPDATE_RECORD, (_update_values(_record_values(i, vid)) for i in changed)
-            )
-            for _insert, delete in _CHILD_SQL.values():
-                raw.executemany(delete, [(rid,) for rid in changed_ids])
-        for flag in (False, True):
-            ids = [i.id for i in items if i.write is _Write.FLAG and i.retired is flag]
-            self._mark_retired(ids, vid, retired=flag)
-        children = [*new, *changed]
-        for name, (insert, _delete) in _CHILD_SQL.items():
-            raw.executemany(
-                insert,
-                [(i.id, n, text) for i in children for n, text in enumerate(i.obj[name])],
-            )
-
-    def _copy_to_history(self, rids: Sequence[str], vid: int, change: ChangeKind) -> None:
-        """Copy the current content of ``rids`` to history, SQL-side (no record text in Python)."""
-        for chunk in _chunks(list(rids)):
-            # Only "?" placeholders are interpolated; values are bound parameters.
-            sql = (
-                "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
-                "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
-                "retired, dataset_version FROM records WHERE id IN (" + _marks(len(chunk)) + ")"
-            )
-            self.raw.execute(sql, (vid, change.value, *chunk))
-
-    def _mark_retired(self, rids: Sequence[str], vid: int, *, retired: bool) -> None:
-        """Set or clear the retired flag of ``rids``, as changed by version ``vid``."""
-        for chunk in _chunks(rids):
-            self.raw.execute(
-                "UPDATE records SET retired = ?, changed_in = ? WHERE id IN ("  # noqa: S608
-                + _marks(len(chunk))
-                + ")",
-                (int(retired), vid, *chunk),
-            )

@@ -62,6 +62,20 @@ class Diff:
 
 
 @dataclass(frozen=True)
+class Derived:
+    """What the caller computed about one record for the store to keep beside it.
+
+    ``spec`` is the record's ``PatternSpec`` as the ``pattern_specs`` columns
+    (``errkb.store.engine.SPEC_COLUMNS``, tuples as JSON text): the values the table takes and
+    a sync's spool line carries, so nothing is rebuilt in the transaction. ``words`` are the
+    record's index words (``errkb.match.index.template_tokens``), in template order.
+    """
+
+    spec: tuple[object, ...]
+    words: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Incoming:
     """A validated record on its way into the store.
 
@@ -78,6 +92,8 @@ class Incoming:
     #: ``records.content_hash`` of the record when the sync computed it while planning (in a
     #: worker process, say): the transaction then need not encode the record again to hash it.
     content_hash: str | None = None
+    #: The record's compiled matcher and index words, when the caller computed them already.
+    derived: Derived | None = None
 
     @property
     def id(self) -> str:
@@ -254,6 +270,7 @@ def diff_from(
 
 __all__ = [
     "ApplyCounts",
+    "Derived",
     "Diff",
     "Incoming",
     "Inventory",

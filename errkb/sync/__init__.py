@@ -43,12 +43,13 @@ from typing import IO, Any
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
+from errkb.match.feed import FEED, derive
 from errkb.report.sync import Revalidation, SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 from errkb.sync import workers as checking
-from errkb.sync.repofile import RepoFile, check_repo, read_repo, spool_line
+from errkb.sync.repofile import RepoFile, check_repo, derived_from, read_repo, spool_line
 
 _STATE_KEY = "sync_state"
 
@@ -125,7 +126,8 @@ class Spool(Collection[Incoming]):
     def add(self, obj: Mapping[str, Any], version: str | None) -> None:
         """Append one record (a ``validate_sources`` sink)."""
         rid = str(obj["id"])
-        self.add_line(rid, spool_line(rid, rec.content_hash(obj), rec.verbatim_json(obj), version))
+        text = rec.verbatim_json(obj)
+        self.add_line(rid, spool_line(rid, rec.content_hash(obj), text, version, derive(obj)))
 
     def add_line(self, rid: str, line: str) -> None:
         """Append one record already encoded by ``spool_line`` (by a planning worker, say)."""
@@ -165,8 +167,15 @@ class Spool(Collection[Incoming]):
             for line in lines:
                 rid, _, rest = line.partition("\t")
                 version, _, rest = rest.partition("\t")
-                chash, _, text = rest.partition("\t")
-                yield Incoming(text, json.loads(version), rid, content_hash=chash)
+                chash, _, rest = rest.partition("\t")
+                derived, _, text = rest.partition("\t")
+                yield Incoming(
+                    text,
+                    json.loads(version),
+                    rid,
+                    content_hash=chash,
+                    derived=derived_from(derived),
+                )
 
 
 def _close_all(files: dict[str, IO[str]]) -> None:
@@ -996,13 +1005,16 @@ def _execute(
         report_path = os.fspath(target)
 
     notify(Progress(Stage.APPLY, 0, 1))
-    with store.write() as tx:
+    # A large first sync builds a fresh file put in place whole (SQLite); else one transaction.
+    fresh = None if keep.repos or keep.ids else store.fresh_build(len(plan.incoming))
+    with fresh if fresh is not None else store.write() as tx:
         version_id, counts = tx.apply(
             plan.incoming,
             keep=keep,
             kind=VersionKind.SYNC,
             source=plan.source,
             dataset_version=plan.dataset_version,
+            feed=FEED,
             full=plan.full,
             partial=plan.rejected > 0,
             rejected=plan.rejected,

@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable
 
 from errkb.errors import NotFoundError, UsageError
+from errkb.match.feed import FEED
 from errkb.report.sync import HistoryEntry, SyncReport, SyncStatus
 from errkb.store import Store, VersionInfo, VersionKind
 
@@ -115,6 +116,7 @@ def rollback(store: Store, version_id: int) -> SyncReport:
                 kind=VersionKind.ROLLBACK,
                 source=source,
                 dataset_version=effective,
+                feed=FEED,
                 full=True,
                 partial=target_version.partial,
                 restores=version_id,

@@ -12,20 +12,42 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem
+from errkb.match.feed import derive
 from errkb.records.reader import Item, read_file
+from errkb.store.engine import compact_json
 from errkb.sync import publish
 
+if TYPE_CHECKING:
+    from errkb.store.values import Derived
 
-def spool_line(rid: str, content_hash: str, text: str, version: str | None) -> str:
-    """One spool line: id, datasetVersion (JSON), content hash, the record's compact JSON.
 
-    Tabs separate them safely: an id is hex, and JSON text escapes every tab it holds.
+def spool_line(
+    rid: str, content_hash: str, text: str, version: str | None, derived: Derived | None = None
+) -> str:
+    """One spool line: id, datasetVersion (JSON), content hash, derived, the record's JSON.
+
+    ``derived`` is what the store keeps beside the record (its ``PatternSpec`` columns and
+    index words, ``errkb.match.feed.derive``), computed here, in a worker process when there
+    are workers, so the transaction parses no template; "" for a record whose content is
+    already stored (applying it writes no spec). Tabs separate the fields safely: an id is
+    hex, and JSON text escapes every tab it holds.
     """
-    return f"{rid}\t{json.dumps(version)}\t{content_hash}\t{text}\n"
+    extra = "" if derived is None else compact_json([derived.words, derived.spec])
+    return f"{rid}\t{json.dumps(version)}\t{content_hash}\t{extra}\t{text}\n"
+
+
+def derived_from(text: str) -> Derived | None:
+    """The ``Derived`` a spool line's fourth field holds (``spool_line``), or None for ""."""
+    if not text:
+        return None
+    from errkb.store.values import Derived
+
+    words, spec = json.loads(text)
+    return Derived(tuple(spec), tuple(words))
 
 
 @dataclass(frozen=True)
@@ -86,12 +108,14 @@ def check_repo(part: RepoFile, index_ids: Sequence[str], version: str | None) ->
     found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
     bad = {p.record_id for p in found if p.record_id} if not part.broken else set(index_ids)
     lines = []
-    for item in part.items:
+    new = set(part.to_check)
+    for n, item in enumerate(part.items):
         obj = item.obj
         rid = obj["id"]
         if rid not in bad:
             text = rec.verbatim_json(obj)
-            lines.append((rid, spool_line(rid, rec.content_hash(obj), text, version)))
+            derived = derive(obj) if n in new else None
+            lines.append((rid, spool_line(rid, rec.content_hash(obj), text, version, derived)))
     return Checked(tuple(lines), tuple(found), frozenset(bad), bool(part.broken))
 
 

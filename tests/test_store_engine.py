@@ -1,0 +1,184 @@
+"""The store's one write engine (``errkb.store.engine``) and what it is fed (issue 20).
+
+The unit of work runs on both backends from one body; the store computes nothing about
+matching: each record's compiled matcher and index words come with it (``Derived``) or from the
+caller's ``Feed``, and explain reads the stored specs instead of compiling records.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb.match.feed import FEED, derive
+from errkb.match.index import choose_tokens
+from errkb.match.matcher import load_specs
+from errkb.records.patterns import compile_record
+from errkb.store import Incoming, RecordJSON, VersionKind, open_store
+from errkb.store.engine import spec_columns, spec_from
+from errkb.store.values import Derived
+from tests.conftest import DATASET, QUANTO_ID, ROOT, is_pg, query
+
+STORE = ROOT / "errkb" / "store"
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module ``path`` imports, at top level or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_the_store_imports_no_matching_code() -> None:
+    for path in sorted(STORE.glob("*.py")):
+        bad = {m for m in _imports(path) if m == "errkb.match" or m.startswith("errkb.match.")}
+        assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def test_postgres_imports_no_private_name_of_sqlite() -> None:
+    tree = ast.parse((STORE / "postgres.py").read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "errkb.store.sqlite":
+            assert all(not a.name.startswith("_") for a in node.names), ast.dump(node)
+
+
+def _seeds() -> list[RecordJSON]:
+    return [json.loads(p.read_text())["record"] for p in sorted(DATASET.glob("*.txt"))]
+
+
+class CountingFeed:
+    """``FEED``, counting the records it is asked to derive."""
+
+    def __init__(self) -> None:
+        self.derived: list[str] = []
+
+    def derive(self, record: RecordJSON) -> Derived:
+        self.derived.append(str(record["id"]))
+        return derive(record)
+
+    def rank(self, words: Iterable[tuple[str, Sequence[str]]]) -> Iterator[tuple[str, str, int]]:
+        return FEED.rank(words)
+
+
+@pytest.fixture
+def store(db_target: str) -> Iterator[Any]:
+    st = open_store(db_target)
+    st.ensure_schema()
+    yield st
+    st.close()
+
+
+def test_apply_writes_what_it_is_fed_and_derives_only_the_rest(store: Any) -> None:
+    seeds = _seeds()
+    fed = [Incoming(r, None, derived=derive(r)) for r in seeds[1:]]
+    feed = CountingFeed()
+    with store.write() as tx:
+        tx.apply(
+            [Incoming(seeds[0], None), *fed],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=feed,
+        )
+    assert feed.derived == [seeds[0]["id"]]  # the one that came without
+    with store.snapshot() as view:
+        got = {s.record_id: s for s in view.pattern_specs([r["id"] for r in seeds])}
+        tokens = sorted(view.token_rows())
+    for r in seeds:
+        assert got[r["id"]] == compile_record(
+            r["id"],
+            r["errorMessage"],
+            r.get("messagePattern") or "",
+            error_class=r.get("errorClass"),
+            file_path=r.get("filePath") or "",
+            line_number=r.get("lineNumber"),
+            source_code=r.get("sourceCode"),
+        )
+    expected = choose_tokens((r["id"], r["errorMessage"]) for r in seeds)
+    assert tokens == sorted((rid, tok, rank) for tok, rid, rank in expected)
+
+
+def test_an_update_replaces_the_spec_and_retired_records_have_none_read(store: Any) -> None:
+    seeds = _seeds()
+    with store.write() as tx:
+        tx.apply(
+            [Incoming(r, None) for r in seeds],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=FEED,
+        )
+    changed = dict(seeds[0], errorMessage="Brand new message about {thing} here")
+    with store.write() as tx:
+        tx.apply(
+            [Incoming(changed, None), *(Incoming(r, None) for r in seeds[2:])],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=FEED,
+            full=True,
+        )
+    with store.snapshot() as view:
+        specs = {s.record_id: s for s in view.pattern_specs([r["id"] for r in seeds])}
+    assert specs[seeds[0]["id"]].template == changed["errorMessage"]
+    assert seeds[1]["id"] not in specs  # retired by the full apply
+    assert query(store, "SELECT count(*) FROM pattern_specs")[0][0] == len(seeds)
+
+
+def test_a_spec_survives_its_columns() -> None:
+    r = _seeds()[0]
+    spec = compile_record(r["id"], r["errorMessage"], r.get("messagePattern") or "")
+    assert spec_from((spec.record_id, *spec_columns(spec))) == spec
+
+
+def test_explain_reads_stored_specs_and_compiles_none(
+    kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errkb.match.matcher as matcher
+
+    calls: list[str] = []
+    real = matcher.compile_record
+
+    def counting(rid: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(rid)
+        return real(rid, *args, **kwargs)
+
+    monkeypatch.setattr(matcher, "compile_record", counting)
+    with kb.store.snapshot() as view:
+        specs = load_specs(view, [QUANTO_ID])
+    assert [s.record_id for s in specs] == [QUANTO_ID]
+    assert calls == []
+    # A database written before migration 0006 (no rows yet): compiled from the record.
+    store = kb.store
+    with store.write() as tx:
+        tx.sql.execute("DELETE FROM pattern_specs")  # type: ignore[attr-defined]
+    with kb.store.snapshot() as view:
+        again = load_specs(view, [QUANTO_ID])
+    assert again == specs
+    assert calls == [QUANTO_ID]
+
+
+def test_opening_a_database_without_specs_fills_them(db_target: str) -> None:
+    with errkb.open(db_target) as kb:
+        live = query(kb.store, "SELECT count(*) FROM records WHERE retired = 0")[0][0]
+        tokens = query(kb.store, "SELECT token, record_id, rank FROM match_tokens")
+        with kb.store.write() as tx:
+            tx.sql.execute("DELETE FROM pattern_specs")  # type: ignore[attr-defined]
+            tx.set_meta("match_index", "stale")  # what migration 0006 leaves
+    with errkb.open(db_target) as kb:
+        assert query(kb.store, "SELECT count(*) FROM pattern_specs")[0][0] == live
+        assert sorted(query(kb.store, "SELECT token, record_id, rank FROM match_tokens")) == sorted(
+            tokens
+        )
+        assert kb.store.meta_value("match_index") is None
+    assert is_pg(db_target) or Path(db_target).exists()

@@ -1,0 +1,163 @@
+"""A large first sync builds ``<db>.new`` and renames it into place (issue 20).
+
+``FRESH_BUILD_MIN`` is lowered so a few dozen records take that path. The built database must
+hold what the one-transaction path writes; a reader of the old file keeps its snapshot and
+then reads the new one; a stale ``<db>.new`` is no obstacle; a SIGKILL in the middle of the
+build leaves the old file intact and the next sync works.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from published import build_tree, hashes, make_records
+
+from errkb.report import SyncStatus
+from errkb.store import open_store
+from errkb.store import sqlite as sqlite_store
+from errkb.store.sqlite import SqliteStore
+from errkb.sync import sync
+
+V1 = "2026-09-01T00:00:00.000Z"
+TESTS_DIR = Path(__file__).resolve().parent
+TABLES = ("records", "record_tags", "record_solutions", "pattern_specs", "match_tokens")
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    return build_tree(tmp_path / "tree", make_records(60, repos=3), V1)
+
+
+def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    conn = sqlite3.connect(db)
+    try:
+        out = {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall()) for t in TABLES}
+        out["search"] = sorted(
+            conn.execute(
+                "SELECT d.record_id FROM search_fts f JOIN search_docs d ON d.key = f.rowid "
+                "WHERE search_fts MATCH 'error OR scale OR layer'"
+            ).fetchall()
+        )
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        return out
+    finally:
+        conn.close()
+
+
+def test_a_fresh_build_writes_what_the_transaction_writes(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = tmp_path / "plain.sqlite3"
+    store = open_store(plain)
+    store.ensure_schema()
+    assert sync(store, tree).status is SyncStatus.APPLIED
+    store.close()
+
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    built = tmp_path / "built.sqlite3"
+    store = open_store(built)
+    store.ensure_schema()
+    before = os.stat(built).st_ino
+    report = sync(store, tree)
+    assert report.status is SyncStatus.APPLIED and report.counts.added == 60
+    assert os.stat(built).st_ino != before  # a new file was put in place
+    assert not built.with_name(built.name + ".new").exists()
+    assert store.inventory().hashes == hashes(make_records(60, repos=3))
+    assert [v.counts.added for v in store.versions()] == [60]
+    store.close()
+    assert _dump(built) == _dump(plain)
+
+
+def test_a_reader_keeps_its_snapshot_then_reads_the_new_file(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    db = tmp_path / "kb.sqlite3"
+    writer = open_store(db)
+    writer.ensure_schema()
+    reader = SqliteStore(db)
+    with reader.snapshot() as view:
+        assert view.one("SELECT count(*) FROM records") == (0,)
+        assert sync(writer, tree).status is SyncStatus.APPLIED
+        assert view.one("SELECT count(*) FROM records") == (0,)  # its file, its snapshot
+    assert reader.counts().records == 60  # the next read opens the new file
+    reader.close()
+    writer.close()
+
+
+def test_a_stale_build_file_is_removed(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    db = tmp_path / "kb.sqlite3"
+    for suffix in (".new", ".new-journal"):
+        db.with_name(db.name + suffix).write_bytes(b"left by a killed sync")
+    store = open_store(db)
+    store.ensure_schema()
+    assert sync(store, tree).counts.added == 60
+    store.close()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("kb.")) == [
+        "kb.sqlite3",
+        "kb.sqlite3.sync.lock",
+    ]
+
+
+KILLED_IN_THE_BUILD = """
+import os, signal, sys
+from errkb.store import engine, open_store
+from errkb.store import sqlite as sqlite_store
+from errkb.sync import sync
+
+sqlite_store.FRESH_BUILD_MIN = 10
+engine._APPLY_CHUNK = 20
+real = engine.UnitOfWork._apply_chunk
+calls = []
+
+def apply_chunk(self, *args, **kwargs):
+    real(self, *args, **kwargs)
+    calls.append(1)
+    if len(calls) == int(sys.argv[3]):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+engine.UnitOfWork._apply_chunk = apply_chunk
+store = open_store(sys.argv[1])
+store.ensure_schema()
+sync(store, sys.argv[2], plan_workers=0)
+os.kill(os.getpid(), signal.SIGKILL)  # after the rename: the new file must be whole
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunks", [1, 99])
+def test_a_kill_during_the_build_leaves_the_old_file_and_the_next_sync_works(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: int
+) -> None:
+    db = tmp_path / "kb.sqlite3"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR.parent), str(TESTS_DIR)])}
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_IN_THE_BUILD, str(db), str(tree), str(chunks)],
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    store = open_store(db)
+    store.ensure_schema()
+    expected = 0 if chunks == 1 else 60  # killed mid-build, or right after the rename
+    assert store.counts().records == expected
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    report = sync(store, tree)
+    assert report.status is (SyncStatus.APPLIED if chunks == 1 else SyncStatus.UP_TO_DATE)
+    assert store.inventory().hashes == hashes(make_records(60, repos=3))
+    store.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()

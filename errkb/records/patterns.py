@@ -124,8 +124,8 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
     """An anchored RE2 regex for the template, groups named c0..cN in placeholder order.
 
     ``kinds`` (one per placeholder; none or fewer: the rest are generic) give each group its
-    slot grammar. When the template ends with a self-delimiting slot, what follows its value
-    is judged as the end of the message (``slots.TAIL``), not taken into the capture.
+    slot grammar. When the message's end is known (see ``_judges_tail``), what follows it is
+    judged as the end of the message (``slots.TAIL``), not taken into the capture.
     """
     parts: list[str] = []
     index = 0
@@ -136,14 +136,24 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
             kind = kinds[index] if index < len(kinds) else SlotKind.GENERIC
             parts.append(_group(index, seg, kind))
             index += 1
-    last = template.segments[-1] if template.segments else None
-    if (
-        isinstance(last, Placeholder)
-        and index <= len(kinds)
-        and kinds[index - 1] in SELF_DELIMITING
-    ):
+    if _judges_tail(template, kinds):
         parts.append(TAIL)
     return _anchor("".join(parts), _anchored_start(template))
+
+
+def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
+    """Tell whether text after the message can be told from it.
+
+    It can when the record is typed (some slot has a kind) and its template ends with a
+    self-delimiting value or with literal text. A trailing generic slot takes any text, so it
+    keeps upstream's end anchor, as does every untyped record (it matches as before).
+    """
+    count = len(template.placeholders)
+    if not template.segments or not any(k in SELF_DELIMITING for k in kinds[:count]):
+        return False
+    if isinstance(template.segments[-1], Literal):
+        return True
+    return len(kinds) >= count and kinds[count - 1] in SELF_DELIMITING
 
 
 def _anchored_start(template: Template) -> bool:

@@ -55,6 +55,7 @@ K = SlotKind
         ("dtype {t.dtype} / {s.get_dtype()}", None, [K.DTYPE, K.DTYPE]),
         ("class {type(o).__name__}", None, [K.IDENT]),
         ("got shape={s}", None, [K.SHAPE]),
+        ("line %r of %s, line={n!r}", None, [K.REPR, K.GENERIC, K.REPR]),
         ("scale {scale_shape} w {weight_dtype}", None, [K.SHAPE, K.DTYPE]),
         ("bad {v}", "    v = tuple(x.items())\n", [K.TUPLE]),
         ("bad {v}", "def f(v: int):\n    pass\n", [K.INT]),

@@ -365,7 +365,8 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
         and named.kind is SlotKind.SHAPE
     ):
         found = Inferred(SlotKind.SHAPE, f"{found.reason}, named as a shape")
-    found = found or named or _from_context(before, after)
+    # A unit or label around a repr says nothing: ``line %r`` prints a quoted name.
+    found = found or named or (None if p.is_repr else _from_context(before, after))
     if p.is_repr:
         if found is not None and found.kind in _REPR_SAME:
             return Inferred(found.kind, f"{found.reason} (its repr is the same)")

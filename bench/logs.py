@@ -161,7 +161,7 @@ def _kind(ph: Placeholder) -> str:
         if conv in "fFeEgG":
             return "float"
     spec = raw[raw.find(":") + 1 : -1] if ":" in raw and raw.startswith("{") else ""
-    if spec[-1:] in ("d", "x", "X", "b", "o"):
+    if spec[-1:] in ("d", "n", "x", "X", "b", "o"):  # "n": a locale-aware number
         return "int"
     if spec[-1:] in ("f", "e", "g", "%"):
         return "float"
@@ -216,7 +216,9 @@ def render(template: Template, rng: random.Random | None) -> Rendered | None:
                 break
         else:
             return None
-        quoted = ph.is_repr and kind in ("word", "path", "url", "error")
+        # repr(x) prints what {x!r} does: a str value is quoted either way.
+        is_repr = ph.is_repr or ph.name.startswith("repr(")
+        quoted = is_repr and kind in ("word", "path", "url", "error")
         texts[ph.name] = repr(value) if quoted else value
         captures[ph.name] = value
     message = "".join(

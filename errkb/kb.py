@@ -108,7 +108,7 @@ class KnowledgeBase:
         text: str | bytes | None = None,
     ) -> Report:
         """Decide ``events`` against the state ``view`` reads: one dataset version throughout."""
-        from errkb.validators import diagnose, records_with_validators
+        from errkb.validators import admits, diagnose, records_with_validators
 
         # Asked once per match (thousands in a dense log): a set test, not a walk of every
         # validator's rules.
@@ -119,6 +119,9 @@ class KnowledgeBase:
 
         def diagnose_known(rid: str, captures: Mapping[str, str]) -> object:
             return diagnose(rid, captures) if rid in validated else None
+
+        def admits_known(rid: str, captures: Mapping[str, str]) -> bool:
+            return rid not in validated or admits(rid, captures)
 
         state = view.meta_value("state") or "0"
         dataset_version = view.meta_value("dataset_version")
@@ -132,7 +135,7 @@ class KnowledgeBase:
             table = self._table
         if table is None and want:
             table = self._anchor_table(view, state, dataset_version, wait=anchors)
-        matcher = IndexedMatcher(view, cache, table)
+        matcher = IndexedMatcher(view, cache, table, admits_known)
         records: dict[str, RecordJSON | None] = {}
 
         def lookup(rid: str) -> RecordJSON | None:

@@ -103,3 +103,90 @@ def test_shapes_figures(shapes_kb: errkb.KnowledgeBase) -> None:
     figures = shapes_figures(shapes_kb)
     print(f"shapes corpus: {json.dumps(figures)}")
     assert figures == {"precision": 1.0, "recall": 1.0, "capture_accuracy": 1.0}
+
+
+Q, C, M = "5c84e15f4be2c1a6", "b9825390f5c3ae68", "129d60f3f6e5f4e0"
+
+
+def _message(rid: str, captures: dict[str, str]) -> str:
+    if rid == Q:
+        return (
+            f"Quanto layer {captures['prefix']!r} has incompatible scale "
+            f"{captures['scale_slice.get_dtype()']} {captures['scale_shape']}"
+        )
+    if rid == C:
+        return (
+            f"Comfy INT8 layer {captures['prefix']!r} has incompatible weight/scale shapes: "
+            f"{captures['weight_shape']} and {captures['scale_shape']}"
+        )
+    return (
+        "Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got "
+        f"shape {captures['tuple(loaded_weight.shape)']}"
+    )
+
+
+def _siblings(rid: str, message: str, captures: dict[str, str]) -> list[str]:
+    """The seed record's known siblings (CHECKS.md) and its message quoted with placeholders."""
+    if rid == Q:
+        return [
+            f"Quanto layer {captures['prefix']!r} has incompatible scale dtype F64",
+            "Quanto layer '<prefix>' has incompatible scale <scale dtype> <scale shape>",
+            message + " and more",
+        ]
+    if rid == C:
+        return [
+            message.replace("Comfy INT8 layer", "Comfy W4A4 layer"),
+            message.replace("Comfy INT8 layer", "Comfy NVFP4 layer"),
+            "Comfy INT8 layer '<prefix>' has incompatible weight/scale shapes: <weight shape> "
+            "and <scale shape>",
+        ]
+    return [
+        message.replace(
+            "merged-column checkpoint load,", "QKV checkpoint load when loaded_shard_id is None,"
+        ),
+        message.replace(captures["tuple(loaded_weight.shape)"], "{tuple(loaded_weight.shape)}"),
+    ]
+
+
+def _sibling_cases() -> list[tuple[str, str, str]]:
+    """(file, record, sibling text) for each positive file whose message appears verbatim."""
+    cases = []
+    for name, exp in sorted(EXPECTATIONS.items()):
+        text = (SHAPES / name).read_text(encoding="utf-8", errors="replace")
+        for m in exp["matches"]:
+            message = _message(m["id"], m["captures"])
+            if message in text:
+                cases.extend(
+                    (name, m["id"], sibling)
+                    for sibling in _siblings(m["id"], message, m["captures"])
+                )
+    return cases
+
+
+SIBLING_CASES = _sibling_cases()
+
+
+def _assert_refused(kb: errkb.KnowledgeBase, name: str, rid: str, sibling: str) -> None:
+    text = (SHAPES / name).read_text(encoding="utf-8", errors="replace")
+    message = next(
+        _message(m["id"], m["captures"]) for m in EXPECTATIONS[name]["matches"] if m["id"] == rid
+    )
+    report = kb.explain(text.replace(message, sibling))
+    assert rid not in {m.id for m in report.exact}, (name, sibling)
+
+
+def test_sibling_cases_cover_every_shape_family() -> None:
+    families = {name.split("_")[0] for name, _r, _s in SIBLING_CASES}
+    assert len(SIBLING_CASES) >= 60
+    assert {"journald", "jsonlogger", "jupyter", "sentry", "loguru", "docker"} <= families
+
+
+def test_a_seed_sibling_never_matches_in_one_shape(shapes_kb: errkb.KnowledgeBase) -> None:
+    name, rid, sibling = next(c for c in SIBLING_CASES if c[0].startswith("journald"))
+    _assert_refused(shapes_kb, name, rid, sibling)
+
+
+@pytest.mark.slow
+def test_seed_siblings_never_match_through_every_shape(shapes_kb: errkb.KnowledgeBase) -> None:
+    for name, rid, sibling in SIBLING_CASES:
+        _assert_refused(shapes_kb, name, rid, sibling)

@@ -11,7 +11,9 @@ record after its first problem, so one run tells a maintainer everything. Checks
 * the messagePattern: does it compile under RE2 (the only engine errkb runs dataset regexes
   with), does it match its own errorMessage rendered with sample values, does it capture the
   right extent when run as upstream runs it (unanchored: a trailing lazy ``(.+?)`` takes one
-  character), and does the template have enough literal text to be selective;
+  character), does the template have enough literal text to be selective, and which slots stay
+  generic (no slot kind could be inferred from the template or the sourceCode: each such
+  placeholder takes any text, so a sibling message's words can fill it), and why;
 * ambiguity: records whose rendered message another record's pattern also matches. This uses
   the matcher's Aho-Corasick prefilter, not all pairs, so it scales to upstream's ~150,000
   records, and verifies candidates under RE2 through a bounded cache of compiled regexes;
@@ -44,7 +46,8 @@ from errkb.records.patterns import (
     unquote,
 )
 from errkb.records.reader import Item, read_sources
-from errkb.records.template import Template, parse_template
+from errkb.records.slots import SlotKind, infer_kinds, sample
+from errkb.records.template import Literal, Template, parse_template
 from errkb.report.lint import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
 
 __all__ = [
@@ -203,12 +206,15 @@ def _patterns(run: _Run, index: int, item: Item, rid: str | None, add: Add) -> N
         add(LintRule.PATTERN_RE2, f"messagePattern does not compile under RE2: {raw_error}")
     line = obj.get("lineNumber")
     path = obj.get("filePath")
+    source = obj.get("sourceCode")
+    source_code = source if isinstance(source, str) else None
     spec = compile_record(
         rid or f"#{index}",
         message,
         pattern,
         file_path=path if isinstance(path, str) else "",
         line_number=line if isinstance(line, int) else None,
+        source_code=source_code,
     )
     # A pattern that does not compile also "falls back"; it is reported once, above.
     if spec.origin is PatternOrigin.FALLBACK and raw_error is None:
@@ -229,9 +235,42 @@ def _patterns(run: _Run, index: int, item: Item, rid: str | None, add: Add) -> N
             f"only {template.literal_length} literal character(s) (upstream needs "
             f"{upstream.MIN_LITERAL_CHARS}): the pattern is nearly all wildcards",
         )
+    _generic_slots(template, spec, source_code, add)
     label = rid or f"{obj.get('filePath', '?')}"
-    text = template.render(sample_values(template))
+    text = _typed_sample(template, spec)
     run.entries.append(_Entry(index, item.source, item.location, rid, spec, text, label))
+
+
+def _generic_slots(template: Template, spec: PatternSpec, source: str | None, add: Add) -> None:
+    """Report each placeholder whose slot kind could not be inferred, with the reason."""
+    if not template.placeholders:
+        return
+    if spec.origin is PatternOrigin.MESSAGE_PATTERN:
+        add(
+            LintRule.GENERIC_SLOT,
+            "messagePattern is hand-written, so its groups are used as written and no slot "
+            "kind applies to them",
+        )
+        return
+    inferred_kinds = infer_kinds(template, source)
+    for placeholder, inferred in zip(template.placeholders, inferred_kinds, strict=True):
+        if inferred.kind is SlotKind.GENERIC:
+            add(LintRule.GENERIC_SLOT, f"slot {placeholder.raw} stays generic: {inferred.reason}")
+
+
+def _typed_sample(template: Template, spec: PatternSpec) -> str:
+    """The errorMessage rendered with a sample value of each slot's kind (ambiguity's text)."""
+    if not spec.kinds:
+        return template.render(sample_values(template))
+    out: list[str] = []
+    index = 0
+    for seg in template.segments:
+        if isinstance(seg, Literal):
+            out.append(seg.text)
+        else:
+            out.append(sample(SlotKind(spec.kinds[index]), index))
+            index += 1
+    return "".join(out)
 
 
 def _compile_raw(pattern: str) -> tuple[Any, str | None]:

@@ -152,15 +152,17 @@ def decide(
             rid: (hit, *_score(hit.spec, event, embedded, frames))
             for rid, (hit, embedded, _claim) in per_record.items()
         }
-        # Hits on one event compete unless one is nested in the other (a wrapper's capture
-        # holding the cause's whole message): the more specific pattern wins, the others
-        # become its alternatives; nested hits, a wrapper and its cause, both stand.
+        # Hits on one event compete when they claim the same text, unless one is nested in the
+        # other (a wrapper's capture holding the cause's whole message): the more specific
+        # pattern wins, the others become its alternatives; nested hits, a wrapper and its
+        # cause, both stand, and so do hits on different texts (each exception of a wrapped
+        # list's repr, ``[ValueError('...'), ValueError("...")]``, is its own message).
         ranked = sorted(
             per_record, key=lambda r: (-scored[r][0].spec.literal_length, -scored[r][1], r)
         )
         winners: dict[str, list[str]] = {}
         for rid in ranked:
-            rival = next((w for w in winners if not _nested(per_record[rid], per_record[w])), None)
+            rival = next((w for w in winners if _competes(per_record[rid], per_record[w])), None)
             if rival is None:
                 winners[rid] = []
             else:
@@ -361,6 +363,12 @@ def _likeliest(options: Sequence[tuple[str, ...]]) -> Iterator[tuple[str, ...]]:
             for k in chosen:
                 choice[k] = options[k][1]
             yield tuple(choice)
+
+
+def _competes(a: tuple[Hit, bool, str], b: tuple[Hit, bool, str]) -> bool:
+    """Two hits are rival explanations: one claims text the other claims, and neither nests."""
+    claim_a, claim_b = a[2], b[2]
+    return (claim_a in claim_b or claim_b in claim_a) and not _nested(a, b)
 
 
 def _nested(a: tuple[Hit, bool, str], b: tuple[Hit, bool, str]) -> bool:

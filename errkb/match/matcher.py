@@ -23,11 +23,12 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.records.patterns import PatternSpec, compile_re2, compile_record, unquote
+from errkb.records.slots import is_placeholder_text
 
 if TYPE_CHECKING:
     from errkb.match.scan import AnchorTable
@@ -73,8 +74,17 @@ class MatcherLike(Protocol):
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]: ...
 
 
-def verify(spec: PatternSpec, regex: Any, text: str) -> Hit | None:
-    """Match one record's compiled regex against ``text``; captures named by placeholder."""
+#: A veto on a record's captures (``errkb.validators.admits``): False means not the record's.
+Admits = Callable[[str, Mapping[str, str]], bool]
+
+
+def verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None = None) -> Hit | None:
+    """Match one record's compiled regex against ``text``; captures named by placeholder.
+
+    No hit when a value is a placeholder shown as such (``<prefix>``, ``{scale_shape}``: a
+    quoted template names its values, it does not print them) or when ``admits`` vetoes the
+    captures (a validator that knows the record's values).
+    """
     match = regex.search(text)
     if match is None:
         return None
@@ -83,7 +93,12 @@ def verify(spec: PatternSpec, regex: Any, text: str) -> Hit | None:
         value = match.group(f"c{i}")
         if value is None or name in captures:
             continue
-        captures[name] = unquote(value) if spec.repr_groups[i] else value
+        value = unquote(value) if spec.repr_groups[i] else value
+        if is_placeholder_text(value):
+            return None
+        captures[name] = value
+    if admits is not None and not admits(spec.record_id, captures):
+        return None
     return Hit(spec, tuple(captures.items()), match.start())
 
 
@@ -320,13 +335,21 @@ class IndexedMatcher:
     Bound to one read view (the caller's snapshot) and one state's SpecCache; cheap to
     create per report. Given the state's anchor table (``errkb.match.scan``), candidates come
     from memory instead of one query per message: the same records either way. The cache grows
-    to hold every candidate of the report.
+    to hold every candidate of the report. ``admits`` (the validators' veto) drops a hit whose
+    captures cannot be its record's values.
     """
 
-    def __init__(self, view: ReadView, cache: SpecCache, table: AnchorTable | None = None) -> None:
+    def __init__(
+        self,
+        view: ReadView,
+        cache: SpecCache,
+        table: AnchorTable | None = None,
+        admits: Admits | None = None,
+    ) -> None:
         self._view = view
         self._cache = cache
         self._table = table
+        self._admits = admits
         self._seen: set[str] = set()
 
     def candidate_ids(self, text: str) -> list[str]:
@@ -345,7 +368,7 @@ class IndexedMatcher:
             self._cache.reserve(len(self._seen))
         hits = []
         for spec, regex in self._cache.get_many(self._view, ids):
-            hit = verify(spec, regex, text)
+            hit = verify(spec, regex, text, self._admits)
             if hit is not None:
                 hits.append(hit)
         return hits
@@ -372,7 +395,7 @@ class IndexedMatcher:
 
     def _verify_at(self, spec: PatternSpec, text: str, start: int) -> Hit | None:
         for found_spec, regex in self._cache.get_many(self._view, [spec.record_id]):
-            hit = verify(found_spec, regex, text[start:])
+            hit = verify(found_spec, regex, text[start:], self._admits)
             if hit is not None and hit.start == 0:
                 return Hit(found_spec, hit.captures, start)
         return None

@@ -77,6 +77,10 @@ _source_path_re = _lazy.pattern(
     # a frame of code without a file ("<lambda>" is a function name, not one of these)
     r"|<(?:string|stdin|console|frozen [\w.]{1,128}|ipython-input-[\w-]{1,64})>"
 )
+# A key that names an exception (or its message): never one of a stack frame's keys.
+_exception_key_re = _lazy.pattern(
+    r"exc|error|traceback|stacktrace|stack_trace|message", re.IGNORECASE
+)
 # What a source path as a frame names it ends with (a cheap test before the regex).
 _SOURCE_ENDS = (
     ".py", ".pyx", ".pyi", ".ipynb", ".js", ".mjs", ".ts", ".rs", ".go", ".java", ".kt",
@@ -455,9 +459,17 @@ def _is_class(text: str) -> bool:
 
 
 def _is_frame(obj: _Obj) -> bool:
-    """A stack frame: a source path next to a line number (Sentry, structlog, most tracers)."""
+    """A stack frame: a source path next to a line number (Sentry, structlog, most tracers).
+
+    Not an object that also names an exception: OpenTelemetry's log record puts the call
+    site (``code.file.path``, ``code.line.number``) in the same attribute bag as
+    ``exception.message`` and ``exception.stacktrace``, and a frame's keys never say
+    exception, traceback or message.
+    """
     has_int = has_path = False
-    for _k, v in obj:
+    for k, v in obj:
+        if _exception_key_re().search(k) is not None:
+            return False
         if isinstance(v, int):
             has_int = has_int or not isinstance(v, bool)
         elif not has_path and isinstance(v, (str, _Str)):

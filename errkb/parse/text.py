@@ -2,13 +2,13 @@ r"""Log text normalisation: from whatever a user pasted to clean lines with thei
 
 Users paste terminal captures, collector exports and notebook output. Before any traceback can
 be parsed, this module undoes what the transport did to each line: ANSI colour codes (also the
-bare ``[1;36m`` remnants a copy leaves behind), Windows line ends, tqdm bars glued to the next
-line by ``\r``, and the stack of per-line prefixes that loggers and collectors put in front of
-the text (timestamps, ``[2026-08-28 05:10:05 TP0]``, ``[pod/x/y]``, ``svc  |``,
-``(RayWorkerWrapper pid=1234)``, ``[rank0]:``, pytest's ``E   `` ...). Every cleaned line keeps
-its 1-based line number in the *original* input and the "stream identity" (rank, pod, pid,
-service) its prefixes carried, so the parser can reassemble interleaved output and report line
-numbers a user can jump to.
+bare ``[1;36m`` remnants a copy leaves behind), Windows and old Mac (CR-only) line ends, tqdm
+bars glued to the next line by ``\r``, and the stack of per-line prefixes that loggers and
+collectors put in front of the text (timestamps, ``[2026-08-28 05:10:05 TP0]``, ``[pod/x/y]``,
+``svc  |``, ``(RayWorkerWrapper pid=1234)``, ``[rank0]:``, pytest's ``E   `` ...). Every cleaned
+line keeps its 1-based line number in the *original* input and the "stream identity" (rank,
+pod, pid, service) its prefixes carried, so the parser can reassemble interleaved output and
+report line numbers a user can jump to.
 
 All patterns here are our own fixed regexes: each is anchored at a known position and every
 repetition is bounded, so none can backtrack catastrophically, and the prefix patterns never
@@ -49,7 +49,9 @@ _ANSI_RE = re.compile(
     r"[\x1b\u241b](?:"
     r"\[[0-?]{0,64}[ -/]{0,16}[@-~]"
     r"|\][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)?"
-    r"|[PX^_][^\x1b\n]{0,4096}(?:\x1b\\)?"
+    # DCS/SOS/PM/APC strings end at ST or, as xterm accepts and Buildkite's timestamps
+    # (``ESC _bk;t=1733050000000 BEL``) use, at BEL: a BEL-ended one would eat its line.
+    r"|[PX^_][^\x07\x1b\n]{0,4096}(?:\x07|\x1b\\)?"
     r"|[()*+][0-9A-Za-z]?"
     r"|[@-Z\\-_]"
     r")?"
@@ -244,6 +246,11 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
     text = _ANSI_REMNANT_RE.sub("", text)
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
+    if line_map is None and "\r" in text and "\n" not in text:
+        # Old Mac (CR-only) line ends: with no line feed anywhere, every CR ends a line. (A
+        # progress bar's CRs come between lines that end in LF; read as one line of
+        # overwritten segments, a message on line 24 was reported on line 1.)
+        text = text.replace("\r", "\n")
     if _has_controls(text):
         text = _ctrl_re().sub("", text)
     physical = text.split("\n")

@@ -8,8 +8,12 @@ Python's ``re``. So:
 * the regex is end-anchored, so upstream's trailing lazy ``(.+?)`` takes the whole value
   (``(1, 3072)``, not ``(``), and start-anchored when the template starts with a placeholder;
 * each capture is named after its template placeholder (``prefix``,
-  ``tuple(loaded_weight.shape)``); a ``!r`` capture prefers a whole Python string literal, so a
-  quoted prefix containing spaces or the template's own words is still taken whole;
+  ``tuple(loaded_weight.shape)``) and compiled to the grammar of its slot kind
+  (``errkb.records.slots``: inferred from the template and the record's sourceCode), so a
+  quoted prefix is taken whole, a shape ends at its ``)``, and a sibling message whose value is
+  of another kind (``scale dtype F64`` where a dtype and a shape go) does not match at all; a
+  slot whose kind cannot be inferred is upstream's ``(.+?)`` (a ``!r`` one prefers a whole
+  Python string literal), as before;
 * when the messagePattern is upstream's mechanical derivation of the template, errkb builds the
   regex from the template itself (same language, better captures); a hand-written pattern is
   used as is when it compiles and agrees with the template; otherwise errkb falls back to the
@@ -27,12 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from errkb.records import upstream
+from errkb.records.slots import SELF_DELIMITING, TAIL, SlotKind, grammar, infer_kinds
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4
 _RE2_META = re.compile(r"[\\.^$|?*+()\[\]{}]")
-_QUOTED = r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\""""
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.MULTILINE)
 
 
@@ -87,7 +91,8 @@ def compile_record(
 ) -> PatternSpec:
     """Build the PatternSpec of one record (never raises: a bad pattern falls back)."""
     template = parse_template(error_message)
-    origin, regex, reason = _choose_regex(template, message_pattern)
+    kinds = tuple(inferred.kind for inferred in infer_kinds(template, source_code))
+    origin, regex, reason = _choose_regex(template, message_pattern, kinds)
     functions = tuple(dict.fromkeys(_DEF.findall(source_code or "")))
     return PatternSpec(
         record_id=record_id,
@@ -104,6 +109,8 @@ def compile_record(
         functions=functions,
         template=error_message,
         literals=template.literals if origin is not PatternOrigin.MESSAGE_PATTERN else (),
+        # A hand-written messagePattern's groups are its own: their kinds are not known.
+        kinds=tuple(k.value for k in kinds) if origin is not PatternOrigin.MESSAGE_PATTERN else (),
     )
 
 
@@ -113,17 +120,40 @@ def choose_anchor(template: Template) -> str:
     return best if len(best) >= MIN_ANCHOR_CHARS else ""
 
 
-def template_regex(template: Template) -> str:
-    """An anchored RE2 regex for the template, groups named c0..cN in placeholder order."""
+def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
+    """An anchored RE2 regex for the template, groups named c0..cN in placeholder order.
+
+    ``kinds`` (one per placeholder; none or fewer: the rest are generic) give each group its
+    slot grammar. When the message's end is known (see ``_judges_tail``), what follows it is
+    judged as the end of the message (``slots.TAIL``), not taken into the capture.
+    """
     parts: list[str] = []
     index = 0
     for seg in template.segments:
         if isinstance(seg, Literal):
             parts.append(re2_escape(seg.text))
         else:
-            parts.append(_group(index, seg))
+            kind = kinds[index] if index < len(kinds) else SlotKind.GENERIC
+            parts.append(_group(index, seg, kind))
             index += 1
+    if _judges_tail(template, kinds):
+        parts.append(TAIL)
     return _anchor("".join(parts), _anchored_start(template))
+
+
+def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
+    """Tell whether text after the message can be told from it.
+
+    It can when the record is typed (some slot has a kind) and its template ends with a
+    self-delimiting value or with literal text. A trailing generic slot takes any text, so it
+    keeps upstream's end anchor, as does every untyped record (it matches as before).
+    """
+    count = len(template.placeholders)
+    if not template.segments or not any(k in SELF_DELIMITING for k in kinds[:count]):
+        return False
+    if isinstance(template.segments[-1], Literal):
+        return True
+    return len(kinds) >= count and kinds[count - 1] in SELF_DELIMITING
 
 
 def _anchored_start(template: Template) -> bool:
@@ -136,9 +166,8 @@ def _anchored_start(template: Template) -> bool:
     return template.starts_with_placeholder or not template.placeholders
 
 
-def _group(index: int, placeholder: Placeholder) -> str:
-    body = f"{_QUOTED}|.+?" if placeholder.is_repr else ".+?"
-    return f"(?P<c{index}>{body})"
+def _group(index: int, placeholder: Placeholder, kind: SlotKind = SlotKind.GENERIC) -> str:
+    return f"(?P<c{index}>{grammar(kind, placeholder)})"
 
 
 def _anchor(body: str, start: bool) -> str:
@@ -146,8 +175,10 @@ def _anchor(body: str, start: bool) -> str:
     return "(?s)" + ("^" if start else "") + "(?:" + body + ")$"
 
 
-def _choose_regex(template: Template, pattern: str) -> tuple[PatternOrigin, str, str | None]:
-    own = template_regex(template)
+def _choose_regex(
+    template: Template, pattern: str, kinds: tuple[SlotKind, ...] = ()
+) -> tuple[PatternOrigin, str, str | None]:
+    own = template_regex(template, kinds)
     if template.placeholders and pattern == upstream.template_pattern(template):
         return PatternOrigin.TEMPLATE, own, None
     converted, groups = _name_groups(pattern)

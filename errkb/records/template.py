@@ -35,6 +35,10 @@ class Placeholder:
     name: str  #: the expression (``prefix``, ``tuple(loaded_weight.shape)``, ``arg1``)
     raw: str  #: the field exactly as written (``{prefix!r}``)
     conversion: str | None = None  #: ``r``, ``s`` or ``a`` for Python fields; None otherwise
+    #: The format spec as written: ``.3f`` for ``{x:.3f}``, ``5.2f`` for ``%5.2f`` (a printf
+    #: field's flags, width, precision and conversion); "" when there is none. Slot kinds
+    #: (``errkb.records.slots``) read it: ``.3f`` prints a float, ``d`` an integer.
+    spec: str = ""
 
     @property
     def is_repr(self) -> bool:
@@ -134,7 +138,7 @@ def parse_template(message: str) -> Template:
             end = _matching_brace(message, i)
             if end is not None:
                 field = message[i + 1 : end]
-                name, conversion = _split_field(field)
+                name, conversion, spec = _split_field(field)
                 if name is None and field and field[0] not in "!:":
                     name = ""  # "{ }" is prose; only an empty field ({}, {!r}, {:>4}) is numbered
                 elif name is None:
@@ -144,7 +148,7 @@ def parse_template(message: str) -> Template:
                     name = f"arg{int(name) + 1}"
                 if _plausible_expression(name):
                     flush()
-                    segments.append(Placeholder(name, message[i : end + 1], conversion))
+                    segments.append(Placeholder(name, message[i : end + 1], conversion, spec))
                     i = end + 1
                     continue
         if ch == "%" and i + 1 < n:
@@ -158,7 +162,14 @@ def parse_template(message: str) -> Template:
                     if key is None:
                         positional += 1
                         key = f"arg{positional}"
-                    segments.append(Placeholder(key, message[i:end], "r" if conv == "r" else None))
+                    segments.append(
+                        Placeholder(
+                            key,
+                            message[i:end],
+                            "r" if conv == "r" else None,
+                            _printf_spec(message[i:end]),
+                        )
+                    )
                 i = end
                 continue
         buf.append(ch)
@@ -196,12 +207,13 @@ def _matching_brace(text: str, start: int) -> int | None:
     return None
 
 
-def _split_field(field: str) -> tuple[str | None, str | None]:
-    """``prefix!r:>8`` -> (``prefix``, ``r``). Only top-level ``!`` and ``:`` count."""
+def _split_field(field: str) -> tuple[str | None, str | None, str]:
+    """``prefix!r:>8`` -> (``prefix``, ``r``, ``>8``). Only top-level ``!`` and ``:`` count."""
     depth = 0
     quote: str | None = None
     conversion: str | None = None
     end = len(field)
+    spec = ""
     for i, ch in enumerate(field):
         if quote:
             if ch == quote:
@@ -217,15 +229,25 @@ def _split_field(field: str) -> tuple[str | None, str | None]:
             if i + 2 == len(field) or field[i + 2] == ":":
                 conversion = field[i + 1]
                 end = i
+                spec = field[i + 3 :]
                 break
         elif depth == 0 and ch == ":":
             end = i
+            spec = field[i + 1 :]
             break
     name = field[:end].strip()
     # f-string debug form {x=} prints "x=<value>"; the expression is still x.
     if name.endswith("=") and not name.endswith(("==", "!=", "<=", ">=")):
         name = name[:-1].strip()
-    return (name or None), conversion
+    return (name or None), conversion, spec
+
+
+def _printf_spec(field: str) -> str:
+    """``%(n)5.2f`` -> ``5.2f``: a printf field without its ``%`` and mapping key."""
+    body = field[1:]
+    if body.startswith("("):
+        body = body[body.index(")") + 1 :]
+    return body
 
 
 def _plausible_expression(name: str) -> bool:

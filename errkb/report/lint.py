@@ -28,6 +28,8 @@ class LintRule(enum.StrEnum):
     PATTERN_MISMATCH = "pattern-mismatch"  #: messagePattern disagrees with errorMessage
     LAZY_CAPTURE = "lazy-capture"  #: unanchored, the pattern captures the wrong extent
     LOW_SPECIFICITY = "low-specificity"  #: too little literal text to be selective
+    #: a placeholder whose slot kind cannot be inferred: it matches anything, as upstream's (.+?)
+    GENERIC_SLOT = "generic-slot"
     AMBIGUOUS = "ambiguous"  #: another record's pattern matches this record's message
     GITHUB_URL = "github-url"  #: githubUrl disagrees with repo/analyzedSha/filePath/lineNumber
 
@@ -46,6 +48,8 @@ RULE_SEVERITY: Mapping[LintRule, Severity] = {
     # errkb anchors every regex it runs, so it is not misled; upstream's own search is.
     LintRule.LAZY_CAPTURE: Severity.WARNING,
     LintRule.LOW_SPECIFICITY: Severity.WARNING,
+    # The record still matches (as upstream's pattern does); a sibling's words may fill the slot.
+    LintRule.GENERIC_SLOT: Severity.WARNING,
     LintRule.AMBIGUOUS: Severity.WARNING,
     LintRule.GITHUB_URL: Severity.ERROR,
 }

@@ -20,6 +20,7 @@ from errkb.validators.base import (
     Group,
     Rule,
     Validator,
+    Vetoes,
     parse_shape,
 )
 
@@ -59,6 +60,17 @@ def diagnose(record_id: str, captures: Mapping[str, str]) -> Diagnosis | None:
     return None if validator is None else validator.diagnose(record_id, captures)
 
 
+def admits(record_id: str, captures: Mapping[str, str]) -> bool:
+    """Whether ``captures`` can be ``record_id``'s values (True when it has no validator).
+
+    The matcher asks before it reports a hit: a validator that knows the form of a record's
+    values (safetensors dtype names, shapes) vetoes a capture that cannot be one, so a
+    sibling message's words never get the record's diagnosis.
+    """
+    validator = validator_for(record_id)
+    return not isinstance(validator, Vetoes) or validator.admits(record_id, captures)
+
+
 __all__ = [
     "VALIDATORS",
     "Condition",
@@ -67,6 +79,8 @@ __all__ = [
     "Group",
     "Rule",
     "Validator",
+    "Vetoes",
+    "admits",
     "diagnose",
     "parse_shape",
     "records_with_validators",

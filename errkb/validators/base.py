@@ -15,8 +15,10 @@ so it is never given to ``eval`` or ``ast.literal_eval``.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from errkb.report import Condition, Diagnosis, Finding
@@ -33,7 +35,10 @@ __all__ = [
     "Group",
     "Rule",
     "Validator",
+    "Vetoes",
     "format_shape",
+    "is_safetensors_dtype",
+    "is_shape",
     "numel",
     "parse_capture",
     "parse_shape",
@@ -100,6 +105,19 @@ class Validator(Protocol):
         """Explain ``record_id``'s message from its captured values (None: not one of ours)."""
 
 
+@runtime_checkable
+class Vetoes(Protocol):
+    """A validator that knows the form of its records' values and may veto a match (optional).
+
+    A record's message prints values the validator knows the form of (a safetensors dtype
+    name, a shape): a capture that cannot be one is a sibling message's word, and its
+    diagnosis ("the scale dtype dtype is not allowed") must never be printed.
+    """
+
+    def admits(self, record_id: str, captures: Mapping[str, str]) -> bool:
+        """Whether ``captures`` can be ``record_id``'s values at all (False vetoes the match)."""
+
+
 @dataclass(frozen=True)
 class FunctionValidator:
     """A :class:`Validator` made of a validator module's functions (the three built-ins)."""
@@ -111,6 +129,10 @@ class FunctionValidator:
     gate: Callable[[Group], bool]
     run: Callable[[Group], tuple[Finding, ...]]
     explain: Callable[[Mapping[str, str]], Diagnosis]
+    #: Per captured placeholder, what its value must be for the message to be the record's.
+    values: Mapping[str, Callable[[str], bool]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     @property
     def record_ids(self) -> tuple[str, ...]:
@@ -124,6 +146,30 @@ class FunctionValidator:
 
     def diagnose(self, record_id: str, captures: Mapping[str, str]) -> Diagnosis | None:
         return self.explain(captures) if record_id in self.record_ids else None
+
+    def admits(self, record_id: str, captures: Mapping[str, str]) -> bool:
+        if record_id not in self.record_ids:
+            return True
+        return all(ok(captures[name]) for name, ok in self.values.items() if name in captures)
+
+
+#: The form of every dtype name safetensors writes (``F32``, ``BF16``, ``F8_E4M3``,
+#: ``F8_E5M2FNUZ``, ``BOOL``): what ``safe_open(...).get_slice(k).get_dtype()`` returns.
+_SAFETENSORS_DTYPE = re.compile(r"BOOL|BF16|[UIFC](?:4|8|16|32|64)|F[468]_E\dM\d(?:FN|FNUZ)?")
+
+
+def is_safetensors_dtype(text: str) -> bool:
+    """Tell whether ``text`` is a safetensors dtype name (``get_dtype()``'s vocabulary)."""
+    return _SAFETENSORS_DTYPE.fullmatch(text) is not None
+
+
+def is_shape(text: str) -> bool:
+    """Tell whether ``text`` is a printed shape :func:`parse_shape` reads."""
+    try:
+        parse_shape(text)
+    except ValueError:
+        return False
+    return True
 
 
 #: Longest shape text we try to read; real shapes are a few dozen characters.

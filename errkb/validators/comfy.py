@@ -31,6 +31,7 @@ import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from errkb.validators.base import (
@@ -41,6 +42,7 @@ from errkb.validators.base import (
     Group,
     Rule,
     format_shape,
+    is_shape,
     numel,
     parse_capture,
 )
@@ -466,4 +468,5 @@ VALIDATOR = FunctionValidator(
     gate=_applies,
     run=_check,
     explain=diagnose,
+    values=MappingProxyType({CAPTURE_WEIGHT: is_shape, CAPTURE_SCALE: is_shape}),
 )

@@ -31,6 +31,7 @@ sorted as ``safe_open(...).keys()`` returns them). ``all_layers=True`` reports e
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from errkb.validators.base import (
@@ -41,6 +42,7 @@ from errkb.validators.base import (
     Group,
     Rule,
     format_shape,
+    is_shape,
     numel,
     parse_capture,
 )
@@ -203,4 +205,5 @@ VALIDATOR = FunctionValidator(
     gate=_applies,
     run=_check,
     explain=diagnose,
+    values=MappingProxyType({CAPTURE_SHAPE: is_shape}),
 )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import binascii
 import json
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from errkb.validators.base import (
@@ -31,6 +32,8 @@ from errkb.validators.base import (
     Group,
     Rule,
     format_shape,
+    is_safetensors_dtype,
+    is_shape,
     parse_capture,
 )
 
@@ -360,4 +363,5 @@ VALIDATOR = FunctionValidator(
     gate=_applies,
     run=_check,
     explain=diagnose,
+    values=MappingProxyType({CAPTURE_DTYPE: is_safetensors_dtype, CAPTURE_SHAPE: is_shape}),
 )

@@ -1,0 +1,454 @@
+"""Slot kinds: what kind of value each placeholder of a record's message prints.
+
+A placeholder compiled to upstream's ``(.+?)`` takes anything, so a near-miss sibling matches:
+``Quanto layer 'x' has incompatible scale dtype F64`` (another raise in the same file) fills the
+record's ``{scale_slice.get_dtype()} {scale_shape}`` with ``dtype`` and ``F64``, and a capture at
+the end of a message runs on into whatever follows it (a shell prompt glued on by a terminal
+wrap, ``</code> |`` in a Markdown row). But the record already says what each value is:
+
+* the template: a conversion (``{x!r}`` prints a repr), a format spec (``{x:.3f}`` a float,
+  ``{n:d}`` / ``%d`` an integer), the expression (``len(...)``, ``x.ndim`` integers,
+  ``tuple(...)`` a tuple, ``x.shape`` a shape, ``x.dtype`` / ``x.get_dtype()`` a dtype token,
+  ``sorted(...)`` a list, ``type(x).__name__`` a name), a literal unit after it (``{n} bytes``)
+  or a label before it (``shape={s}``);
+* the raise site's ``sourceCode``: what it assigns to the name (``scale_shape =
+  tuple(scale_slice.get_shape())`` is a tuple) or how its signature annotates it (``n: int``).
+
+:func:`infer_kinds` infers one :class:`SlotKind` per placeholder, once, when a record is
+compiled (``errkb.records.patterns.compile_record``, at sync and ingest time), and
+:func:`grammar` gives each kind's RE2 grammar: a value of another kind is no match at all (not a
+lower score), and a self-delimiting value (a balanced tuple ends at its ``)``, a quoted string at
+its quote) that ends the message is followed only by text that ends a message (:data:`TAIL`:
+whitespace, a sentence end, closing markup or quotes), never by more words. A placeholder whose
+kind cannot be inferred is :attr:`SlotKind.GENERIC` and matches as upstream's ``(.+?)`` does
+(``errkb lint`` reports it, with the reason). Every grammar is plain RE2: no backreferences,
+no lookaround, bracket nesting bounded (:data:`MAX_NESTING`), so matching stays linear-time.
+
+Kinds are plain strings (the enum's values) in ``PatternSpec.kinds``, the form the store
+writes at sync time.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from errkb.records.template import Literal, Placeholder, Template
+
+
+class SlotKind(enum.StrEnum):
+    """The kind of value a placeholder prints."""
+
+    GENERIC = "generic"  #: unknown: anything (upstream's ``(.+?)``)
+    REPR = "repr"  #: a Python repr: a quoted string, a number, a container, a call, ``<...>``
+    INT = "int"  #: an integer (``len(x)``, ``x.ndim``, ``{n:d}``, ``%d``, ``{n} bytes``)
+    FLOAT = "float"  #: a number printed as a float (``{x:.3f}``, ``%f``, ``float(x)``)
+    TUPLE = "tuple"  #: a balanced Python tuple (``tuple(...)``)
+    SHAPE = "shape"  #: a tensor shape: a tuple or list of integers, or ``torch.Size([...])``
+    LIST = "list"  #: a balanced Python list (``sorted(...)``, ``list(...)``)
+    DTYPE = "dtype"  #: a dtype token: ``F32``, ``torch.bfloat16``, ``float8_e4m3fn``
+    IDENT = "ident"  #: a dotted Python name (``type(x).__name__``)
+
+
+#: Kinds whose grammar ends where the value ends, so text after the message's last value can be
+#: told from the value (see :data:`TAIL`).
+SELF_DELIMITING = frozenset(SlotKind) - {SlotKind.GENERIC}
+
+#: How deep brackets may nest inside a tuple, list or repr value (RE2 has no recursion; a shape
+#: or a repr in a message nests two or three levels at most).
+MAX_NESTING = 4
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """One placeholder's kind and why it was inferred (or why it stayed generic)."""
+
+    kind: SlotKind
+    reason: str
+
+
+# -- grammars ----------------------------------------------------------------------------------
+
+_QUOTED = r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\""""
+_NUMBER = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:inf|nan)"
+_INT = r"[-+]?\d+"
+_GROUPED_INT = r"[-+]?\d{1,3}(?:[,_]\d{3})*"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
+_DIM = r"\s*(?:-?\d+|None)\s*"
+_INTS = rf"(?:{_DIM},)*(?:{_DIM})?"
+_SHAPE = rf"\({_INTS}\)|\[{_INTS}\]|torch\.Size\(\[{_INTS}\]\)"
+
+
+def _balanced(depth: int) -> str:
+    """A bracketed value nested at most ``depth`` levels: ``(1, [2, 'a)'])``.
+
+    Quoted strings inside are taken whole, so a bracket in a string does not count. Closers are
+    not paired with their openers by type (that would triple the regex at each level); only the
+    nesting depth is counted, which is what stops a tuple at its own ``)``.
+    """
+    inner = r"""[^()\[\]{}'"]|""" + _QUOTED
+    body = f"(?:{inner})*"
+    for _ in range(depth - 1):
+        body = rf"(?:{inner}|[(\[{{]{body}[)\]}}])*"
+    return body
+
+
+_BAL = _balanced(MAX_NESTING - 1)
+_TUPLE = rf"\({_BAL}\)"
+_LIST = rf"\[{_BAL}\]"
+# One bracketed alternative stands for a tuple, a list, a dict and a call (``Name(...)``), so
+# the nested-bracket body appears once: the regex (and its RE2 compile, paid per record on
+# first use) is a third of what one alternative per form cost.
+_REPR = "|".join(
+    (
+        f"b?(?:{_QUOTED})",
+        _NUMBER,
+        rf"(?:{_NAME})?[(\[{{]{_BAL}[)\]}}]",
+        _NAME,
+        r"<[^<>\n]*>",
+    )
+)
+_GRAMMARS: dict[SlotKind, str] = {
+    SlotKind.REPR: _REPR,
+    SlotKind.INT: _INT,
+    SlotKind.FLOAT: _NUMBER,
+    SlotKind.TUPLE: _TUPLE,
+    SlotKind.SHAPE: _SHAPE,
+    SlotKind.LIST: _LIST,
+    SlotKind.DTYPE: _NAME,
+    SlotKind.IDENT: _NAME,
+}
+
+#: What may follow a self-delimiting value that ends the message: spaces, then nothing, or a
+#: sentence end (``.``, ``!``, ``?``, ``;``) followed by nothing or a space, or closing markup,
+#: a table cell's edge, a closing quote or bracket — each then with anything up to the line's
+#: end. Never a word: ``... (3072,) extra`` is another message. Never a line break: the next line
+#: is not this message's (the wrap rejoiner offers the shorter text too).
+TAIL = r"""(?:[ \t]*(?:[.!?;](?:[ \t][^\n]*)?|</[^\n]*|[|`*"')\]][^\n]*))?[ \t\r]*"""
+
+
+def grammar(kind: SlotKind, placeholder: Placeholder) -> str:
+    """The RE2 body of a slot of ``kind`` (no group around it)."""
+    if kind is SlotKind.GENERIC:
+        return f"{_QUOTED}|.+?" if placeholder.is_repr else ".+?"
+    body = _GRAMMARS[kind]
+    layout = _layout(placeholder)
+    if layout.grouping and kind is SlotKind.INT:
+        body = _GROUPED_INT
+    elif layout.grouping and kind is SlotKind.FLOAT:
+        body = rf"{_GROUPED_INT}(?:\.\d+)?(?:[eE][-+]?\d+)?"
+    if kind is SlotKind.INT and layout.type in ("x", "X", "o", "b"):
+        body = r"(?:0[xXob])?[0-9a-fA-F]+"
+    if layout.type == "%":
+        body = f"(?:{_NUMBER})%"
+    if layout.padded:
+        body = rf" *(?:{body}) *"  # padded to a width: spaces on either side (alignment)
+    return body
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a placeholder's format spec does to the printed value."""
+
+    type: str = ""  #: the conversion type character ("" when none)
+    padded: bool = False  #: a width: the value may be padded with spaces
+    grouping: bool = False  #: thousands separators (``,`` or ``_``)
+
+
+_PRINTF_SPEC = re.compile(
+    r"(?P<flags>[#0\- +]*)(?P<width>\d+|\*)?(?:\.(?:\d+|\*))?[hlL]*(?P<type>.)"
+)
+
+
+def _layout(placeholder: Placeholder) -> _Layout:
+    if placeholder.raw.startswith("%"):
+        m = _PRINTF_SPEC.fullmatch(placeholder.spec)
+        if m is None:
+            return _Layout()
+        return _Layout(m.group("type"), bool(m.group("width")) or " " in m.group("flags"))
+    spec = _FormatSpec.parse(placeholder.spec) if placeholder.spec else None
+    if spec is None:
+        return _Layout()
+    return _Layout(spec.type, spec.width, spec.grouping)
+
+
+def sample(kind: SlotKind, index: int) -> str:
+    """A distinctive value of ``kind`` (``index`` makes each placeholder's different)."""
+    n = index + 2
+    return {
+        SlotKind.GENERIC: f"v{index}x",
+        SlotKind.REPR: repr(f"v{index}x"),
+        SlotKind.INT: str(n),
+        SlotKind.FLOAT: f"{n}.5",
+        SlotKind.TUPLE: f"({n}, 'v')",
+        SlotKind.SHAPE: f"({n}, 1)",
+        SlotKind.LIST: f"['v{index}x']",
+        SlotKind.DTYPE: f"F{8 * n}",
+        SlotKind.IDENT: f"V{index}x",
+    }[kind]
+
+
+# -- placeholders shown as values ---------------------------------------------------------------
+
+_SHOWN = re.compile(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]!:,'\"]*\}")
+
+
+def is_placeholder_text(value: str) -> bool:
+    """Tell whether a captured value is a placeholder shown as such (``<prefix>``, ``{name}``).
+
+    A quoted message in an issue form or docs (``'<prefix>' ... <weight shape>``) or a template
+    pasted as is (``{scale_shape}``) names its values instead of printing them: never a match.
+    Real reprs in angle brackets carry a digit (``<Foo object at 0x7f3a...>``, ``<E.A: 1>``); a
+    shown field is an expression (no spaces: ``{Ze b}`` is a value). A str value that reads
+    exactly like a shown placeholder is refused with them: the two cannot be told apart.
+    """
+    return value[:1] in ("<", "{") and _SHOWN.fullmatch(value) is not None
+
+
+# -- inference ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _FormatSpec:
+    """A Python format spec: ``[[fill]align][sign][z][#][0][width][grouping][.precision][type]``."""
+
+    fill: str
+    width: bool
+    grouping: bool
+    precision: bool
+    type: str
+
+    @classmethod
+    def parse(cls, spec: str) -> _FormatSpec | None:
+        m = _SPEC.fullmatch(spec)
+        if m is None:
+            return None
+        return cls(
+            m.group("fill") or (" " if m.group("align") else ""),
+            bool(m.group("width")),
+            bool(m.group("grouping")),
+            bool(m.group("precision")),
+            m.group("type") or "",
+        )
+
+
+_SPEC = re.compile(
+    r"(?:(?P<fill>.)?(?P<align>[<>=^]))?[-+ ]?z?#?(?P<zero>0)?(?P<width>\d+)?"
+    r"(?P<grouping>[,_])?(?P<precision>\.\d+)?(?P<type>[bcdeEfFgGnosxX%])?"
+)
+_SPEC_KINDS = {
+    **dict.fromkeys("dnbcoxX", SlotKind.INT),
+    **dict.fromkeys("eEfFgG%", SlotKind.FLOAT),
+}
+_SPEC_KINDS["c"] = SlotKind.GENERIC
+_PRINTF_KINDS = {
+    **dict.fromkeys("diuxXo", SlotKind.INT),
+    **dict.fromkeys("eEfFgG", SlotKind.FLOAT),
+}
+
+#: Expression shapes, tried in order against a placeholder's expression or an assignment's
+#: right-hand side. Each is (regex, kind, what it means).
+_EXPRESSIONS: tuple[tuple[re.Pattern[str], SlotKind, str], ...] = tuple(
+    (re.compile(rx), kind, why)
+    for rx, kind, why in (
+        (r"^repr\(", SlotKind.REPR, "repr(...) is a repr"),
+        (r"^(?:len|int|ord|hash|id)\(", SlotKind.INT, "{0}(...) is an integer"),
+        (
+            r"\.(?:ndim|ndimension\(\)|numel\(\)|dim\(\)|nbytes|itemsize|element_size\(\))$",
+            SlotKind.INT,
+            "{0} is an integer",
+        ),
+        (r"^(?:float|round)\(", SlotKind.FLOAT, "{0}(...) is a number"),
+        (
+            r"^tuple\(.*(?:shape|get_shape\(\)|size\(\))",
+            SlotKind.SHAPE,
+            "tuple(...) of a shape is a shape",
+        ),
+        (r"^tuple\(", SlotKind.TUPLE, "tuple(...) is a tuple"),
+        (
+            r"(?:\.shape|\.get_shape\(\)|\.size\(\))$",
+            SlotKind.SHAPE,
+            "{0} is a shape",
+        ),
+        (r"^(?:sorted|list)\(", SlotKind.LIST, "{0}(...) is a list"),
+        (r"^\[.*\bfor\b.*\]$", SlotKind.LIST, "a list comprehension is a list"),
+        (r"(?:\.dtype|\.get_dtype\(\))$", SlotKind.DTYPE, "{0} is a dtype"),
+        (
+            r"(?:\.__name__|\.__qualname__)$",
+            SlotKind.IDENT,
+            "{0} is a Python name",
+        ),
+    )
+)
+#: The last word of a bare name that says what it holds (``scale_shape``, ``weight_dtype``).
+_NAME_WORDS = {
+    "shape": SlotKind.SHAPE,
+    "dtype": SlotKind.DTYPE,
+    "ndim": SlotKind.INT,
+    "numel": SlotKind.INT,
+}
+#: A unit right after the value: the value is a count or an amount.
+_UNITS = re.compile(
+    r"^ (?:bytes?|items?|elements?|tokens?|times|rows?|columns?|dims?|dimensions?|"
+    r"arguments?|args?|characters?|chars|lines?|layers?|tensors?|shards?|ranks?)\b"
+)
+_FLOAT_UNITS = re.compile(r"^ ?(?:seconds?|secs?|ms|s|MiB|GiB|KiB|MB|GB|KB)\b")
+#: A label right before the value.
+_LABELS = re.compile(r"\b(?P<word>shape|dtype|ndim|line|port)(?:=| )$")
+_LABEL_KINDS = {
+    "shape": SlotKind.SHAPE,
+    "dtype": SlotKind.DTYPE,
+    "ndim": SlotKind.INT,
+    "line": SlotKind.INT,
+    "port": SlotKind.INT,
+}
+_ANNOTATIONS = {"int": SlotKind.INT, "float": SlotKind.FLOAT, "torch.dtype": SlotKind.DTYPE}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: Kinds a repr prints exactly as str() does: ``{x!r}`` of one of these is that kind.
+_REPR_SAME = frozenset(
+    {SlotKind.INT, SlotKind.FLOAT, SlotKind.TUPLE, SlotKind.SHAPE, SlotKind.LIST}
+)
+
+
+def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inferred, ...]:
+    """One :class:`Inferred` per placeholder of ``template``, in placeholder order.
+
+    A placeholder that appears twice is inferred each time (it gets the same answer). The
+    ``source_code`` is only read as text, never run.
+    """
+    assignments = _Assignments(source_code or "")
+    out: list[Inferred] = []
+    segments = template.segments
+    for i, seg in enumerate(segments):
+        if not isinstance(seg, Placeholder):
+            continue
+        before = segments[i - 1] if i > 0 else None
+        after = segments[i + 1] if i + 1 < len(segments) else None
+        out.append(
+            _infer(
+                seg,
+                before.text if isinstance(before, Literal) else "",
+                after.text if isinstance(after, Literal) else "",
+                assignments,
+            )
+        )
+    return tuple(out)
+
+
+def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -> Inferred:
+    printf = p.raw.startswith("%")
+    if printf:
+        kind = _PRINTF_KINDS.get(p.spec[-1:])
+        if kind is not None:
+            return Inferred(kind, f"printf conversion {p.raw}")
+        if "." in p.spec and p.spec[-1:] in ("s", "r", "a"):
+            return Inferred(SlotKind.GENERIC, f"{p.raw} truncates the value")
+    elif p.spec:
+        spec = _FormatSpec.parse(p.spec)
+        if spec is None:
+            return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} is not understood")
+        if spec.fill not in ("", " "):
+            return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} pads with {spec.fill!r}")
+        if spec.type:
+            kind = _SPEC_KINDS.get(spec.type, SlotKind.GENERIC)
+            if kind is not SlotKind.GENERIC:
+                return Inferred(kind, f"format spec {p.spec!r}")
+        if spec.precision and spec.type in ("", "s"):
+            # A str cut to a precision is any prefix of the value: not a whole value of a kind.
+            return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} truncates the value")
+    found = _from_expression(p.name) or _from_source(p.name, assignments)
+    named = _from_name(p.name)
+    if (
+        found is not None
+        and named is not None
+        and found.kind in (SlotKind.TUPLE, SlotKind.LIST)
+        and named.kind is SlotKind.SHAPE
+    ):
+        found = Inferred(SlotKind.SHAPE, f"{found.reason}, named as a shape")
+    # A unit or label around a repr says nothing: ``line %r`` prints a quoted name.
+    found = found or named or (None if p.is_repr else _from_context(before, after))
+    if p.is_repr:
+        if found is not None and found.kind in _REPR_SAME:
+            return Inferred(found.kind, f"{found.reason} (its repr is the same)")
+        return Inferred(SlotKind.REPR, f"{p.raw} is a repr")
+    if found is not None:
+        return found
+    if p.conversion == "a":
+        return Inferred(SlotKind.GENERIC, f"{p.raw} is an ascii() of an unknown value")
+    return Inferred(
+        SlotKind.GENERIC,
+        f"nothing says what {p.raw} prints (no conversion, format spec, known expression, "
+        "assignment in sourceCode or unit)",
+    )
+
+
+def _from_expression(expr: str) -> Inferred | None:
+    expr = expr.strip()
+    for rx, kind, why in _EXPRESSIONS:
+        m = rx.search(expr)
+        if m is not None:
+            return Inferred(kind, why.format(m.group(0).strip(".(").rstrip("(")))
+    return None
+
+
+def _from_name(expr: str) -> Inferred | None:
+    # The last component of a bare name or attribute chain: scale_shape, self.weight_dtype.
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", expr):
+        return None
+    last = expr.rsplit(".", 1)[-1].lower()
+    word = last.rsplit("_", 1)[-1]
+    kind = _NAME_WORDS.get(word)
+    return None if kind is None else Inferred(kind, f"the name {expr} says it is a {kind.value}")
+
+
+def _from_context(before: str, after: str) -> Inferred | None:
+    if _UNITS.match(after):
+        return Inferred(SlotKind.INT, f"followed by the unit {after.split()[0]!r}")
+    if _FLOAT_UNITS.match(after) and after.strip()[:1].isalpha():
+        return Inferred(SlotKind.FLOAT, f"followed by the unit {after.split()[0]!r}")
+    m = _LABELS.search(before)
+    if m is not None:
+        kind = _LABEL_KINDS[m.group("word")]
+        return Inferred(kind, f"labelled {m.group(0).strip()!r}")
+    return None
+
+
+class _Assignments:
+    """What a raise site's sourceCode assigns to a bare name, read as text (never run)."""
+
+    def __init__(self, source: str) -> None:
+        self._source = source
+
+    def kind_of(self, name: str) -> Inferred | None:
+        if not self._source or not _IDENTIFIER.fullmatch(name) or name not in self._source:
+            return None
+        esc = re.escape(name)
+        # The last plain assignment in the window is the one nearest the raise.
+        found: Inferred | None = None
+        for m in re.finditer(
+            rf"^[ \t]*{esc}[ \t]*(?::[ \t]*[\w.\[\], |]+)?=(?!=)[ \t]*(.+)$",
+            self._source,
+            re.MULTILINE,
+        ):
+            rhs = m.group(1).strip()
+            got = _from_expression(rhs)
+            if got is not None:
+                found = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
+            elif rhs.startswith("(") and rhs.endswith(")") and "," in rhs:
+                found = Inferred(SlotKind.TUPLE, f"sourceCode assigns {name} a tuple")
+        if found is not None:
+            return found
+        m2 = re.search(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]", self._source)
+        if m2 is not None and m2.group(1) in _ANNOTATIONS:
+            kind = _ANNOTATIONS[m2.group(1)]
+            return Inferred(kind, f"sourceCode annotates {name}: {m2.group(1)}")
+        return None
+
+
+def _from_source(name: str, assignments: _Assignments) -> Inferred | None:
+    return assignments.kind_of(name)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"

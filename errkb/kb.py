@@ -27,6 +27,7 @@ from errkb.report import Confidence, KnowledgeBaseInfo, RecordView, Report
 from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
+    from errkb.deadline import Deadline
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
     from errkb.report.ingest import IngestReport
@@ -62,14 +63,18 @@ class KnowledgeBase:
         return self.store.path
 
     # ------------------------------------------------------------------ explain
-    def explain(self, text: str | bytes) -> Report:
-        """Find every known error in ``text`` (a log, a traceback, any pasted output)."""
+    def explain(self, text: str | bytes, *, deadline: Deadline | None = None) -> Report:
+        """Find every known error in ``text`` (a log, a traceback, any pasted output).
+
+        ``deadline`` is checked between steps; past it (or once cancelled) the call raises
+        ``CancelledError`` within a few milliseconds of work.
+        """
         from errkb.match.scan import SCAN_ABOVE
         from errkb.parse.regions import parse_input
 
         data = bytes(text) if isinstance(text, bytearray) else text
         events = parse_input(data)
-        return self._report(events, anchors=len(data) >= SCAN_ABOVE, text=data)
+        return self._report(events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline)
 
     def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
         """Explain each named input, read by ``read`` one at a time as it is explained.
@@ -87,13 +92,21 @@ class KnowledgeBase:
         return self._report([event])
 
     def _report(
-        self, events: list[LogEvent], *, anchors: bool = False, text: str | bytes | None = None
+        self,
+        events: list[LogEvent],
+        *,
+        anchors: bool = False,
+        text: str | bytes | None = None,
+        deadline: Deadline | None = None,
     ) -> Report:
         from errkb.validators import diagnose, records_with_validators
 
         # Asked once per match (thousands in a dense log): a set test, not a walk of every
         # validator's rules.
         validated = frozenset(records_with_validators())
+        checkpoint = deadline.check if deadline is not None else None
+        if checkpoint is not None:
+            checkpoint()
 
         def has_validator(rid: str) -> bool:
             return rid in validated
@@ -123,7 +136,12 @@ class KnowledgeBase:
                 return records[rid]
 
             matches, unmatched = decide(
-                events, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
+                events,
+                matcher,
+                lookup,
+                diagnose=diagnose_known,
+                has_validator=has_validator,
+                checkpoint=checkpoint,
             )
             if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
                 from errkb.match.msgfirst import message_first
@@ -132,11 +150,18 @@ class KnowledgeBase:
                 # known messages on the lines no event covers (a large input through one buffer
                 # pass). Its events only ever give exact matches, never unmatched or similar
                 # entries, so they are decided on their own and put first.
+                if checkpoint is not None:
+                    checkpoint()
                 scan = self._buffer_scan(table, state) if anchors and table is not None else None
                 found = message_first(text, events, matcher, scan)
                 if found:
                     extra, _none = decide(
-                        found, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
+                        found,
+                        matcher,
+                        lookup,
+                        diagnose=diagnose_known,
+                        has_validator=has_validator,
+                        checkpoint=checkpoint,
                     )
                     matches = extra + matches
         return Report(__version__, dataset_version, matches, unmatched, sample)

@@ -8,8 +8,10 @@ child (``tests/hostile.py``) in the slow tier. On main ``36de0c8`` 300 consecuti
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -151,3 +153,19 @@ def test_attack_inputs_finish_bounded(tmp_path: object, name: str, data: str) ->
     out = run_errkb(["explain", "-"], stdin=data.encode(), timeout=120, memory=1 << 30)
     assert out.returncode in (0, 1), (name, out.returncode, out.stderr[-2000:])
     assert not out.crashed
+
+
+def test_a_lone_surrogate_escape_is_replaced_and_the_rest_explained(tmp_path: Path) -> None:
+    line = b'{"msg": "ValueError: x \\ud800"}\n'
+    log = tmp_path / "s.jsonl"
+    log.write_bytes(line + b"ValueError: another one\n")
+    out = run_errkb(["--db", str(tmp_path / "kb.sqlite3"), "explain", "--format", "json", str(log)])
+    assert out.returncode == 1, out  # explained, nothing known: not exit 2
+    unmatched = json.loads(out.stdout)["unmatched"]
+    assert [u["message"] for u in unmatched] == ["x \ufffd", "another one"]
+
+
+def test_a_lone_surrogate_in_a_str_is_replaced(kb: errkb.KnowledgeBase) -> None:
+    report = kb.explain("ValueError: x \ud800\n")
+    assert [u.message for u in report.unmatched] == ["x \ufffd"]
+    json.dumps(report.to_dict()).encode("utf-8")

@@ -144,7 +144,7 @@ def test_decide_checks_its_checkpoint_while_deciding(kb: errkb.KnowledgeBase) ->
     [
         ("74,898 consecutive lines (1,048,572 bytes)", _same(74_898)),
         ("30k distinct lines", _distinct(30_000)),
-        ("1 MiB of HTML exception lines", _html(1 << 20 // 56)),
+        ("1 MiB of HTML exception lines", _html((1 << 20) // 56)),
         ("110k distinct lines (2 MiB, regions)", _distinct(110_000)),
     ],
 )

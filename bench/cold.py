@@ -8,10 +8,11 @@ Everything is byte-compiled first (``PYTHONDONTWRITEBYTECODE`` is dropped), so t
 measures imports, not compiles.
 
 Two figures per command, each a median with its ratio to the baseline: wall time (hyperfine when
-installed, as ``bench.run`` measures it) and CPU time (user + system of the child, from
-``wait4``), which a busy shared machine disturbs far less than wall time. Runs are interleaved
-so that a change in the machine's load hits every command alike. Targets (issue 11): the
-working tree within 2.5x ``import click``, and no slower than any ``--rev`` given.
+installed, as ``bench.run`` measures it, else the same runs' own clock) and CPU time (user +
+system of the child, from ``wait4``), which a busy shared machine disturbs far less than wall
+time. Runs are interleaved so that a change in the machine's load hits every command alike.
+Targets (issue 11): the working tree within 2.5x ``import click``, and no slower than any
+``--rev`` given.
 
     python -m bench.cold                       # the working tree
     python -m bench.cold --rev 39cae5a --runs 20
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from pathlib import Path
 
 from bench.run import PYTHON, REPO_ROOT, Target, child_env, export_rev, hyperfine
@@ -65,19 +67,26 @@ def _shell_line(command: Command) -> str:
     )
 
 
-def cpu_times(commands: dict[str, Command], runs: int) -> dict[str, float]:
-    """Median CPU seconds (user + system) of each command, runs interleaved."""
+def cpu_times(commands: dict[str, Command], runs: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Median CPU seconds (user + system) and wall seconds of each command, runs interleaved.
+
+    The wall medians stand in for hyperfine's where it is not installed (they include the
+    shell's start-up, as hyperfine's do before its correction)."""
     times: dict[str, list[float]] = {name: [] for name in commands}
+    walls: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
         for name, (command, env, cwd) in commands.items():
+            started = time.perf_counter()
             proc = subprocess.Popen(  # noqa: S602 - our own fixed command line
                 command, shell=True, env=env, stdout=subprocess.DEVNULL, cwd=cwd
             )
             _, status, usage = os.wait4(proc.pid, 0)
+            walls[name].append(time.perf_counter() - started)
             if os.waitstatus_to_exitcode(status) != 0:
                 raise SystemExit(f"{name}: {command} failed")
             times[name].append(usage.ru_utime + usage.ru_stime)
-    return {name: statistics.median(v) for name, v in times.items()}
+    median = statistics.median
+    return {n: median(v) for n, v in times.items()}, {n: median(v) for n, v in walls.items()}
 
 
 def measure(revs: list[str], runs: int, work: Path) -> dict[str, dict[str, float]]:
@@ -113,8 +122,9 @@ def measure(revs: list[str], runs: int, work: Path) -> dict[str, dict[str, float
         # hyperfine runs every command with one environment and directory: name both per line.
         lines = {name: _shell_line(command) for name, command in commands.items()}
         wall = hyperfine(lines, runs=runs, warmup=2, out=work)
-    cpu = cpu_times(commands, runs)
-    return {name: {"wall": wall.get(name, float("nan")), "cpu": cpu[name]} for name in commands}
+    cpu, own_wall = cpu_times(commands, runs)
+    wall = wall or own_wall  # hyperfine absent: our own wall clock of the same runs
+    return {name: {"wall": wall[name], "cpu": cpu[name]} for name in commands}
 
 
 def table(results: dict[str, dict[str, float]]) -> str:

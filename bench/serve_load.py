@@ -13,7 +13,9 @@ Under the same load (the same clients, the same syncs) it measures two baselines
 process (the library, no HTTP), and the server process's CPU time per request for each route,
 a figure a shared machine disturbs much less than latency. It prints latency percentiles
 (target: p99 <= 50 ms for one traceback), errors, ratios to the baselines, and how many syncs
-completed while the clients ran.
+completed while the clients ran. Last, it sends the server SIGTERM half-way through another
+such load and counts the requests the server took that were not answered whole (target 0, and
+exit 0); it waits for the server's "listening on" line, never for a clock.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -103,7 +106,7 @@ def run(clients: int, requests: int, records: int) -> dict[str, Any]:
         )  # fmt: skip
         body = TRACEBACK.read_bytes()
         try:
-            _wait_ready(port, server)
+            _wait_ready(server)
             with _syncing(db, trees, env) as syncs:
                 # Same run, same load (clients and a sync), three floors: the transport alone,
                 # the target, and the library called in-process with no HTTP at all.
@@ -112,6 +115,7 @@ def run(clients: int, requests: int, records: int) -> dict[str, Any]:
                 )
                 explain = _clients(clients, requests, lambda c: _explain(c, body), port, server.pid)
                 library = _in_process(db, body, clients, requests)
+                stopped = _sigterm_during_load(clients, requests, body, port, server)
             return {
                 "clients": clients,
                 "records": records + 3,
@@ -123,26 +127,84 @@ def run(clients: int, requests: int, records: int) -> dict[str, Any]:
                 "syncs_completed": syncs["completed"],
                 "syncs_failed": syncs["failed"],
                 "target_p99_ms": 50,
+                "sigterm_during_load": stopped,
             }
         finally:
             server.terminate()
             server.communicate(timeout=30)
 
 
-def _wait_ready(port: int, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            err = server.stderr.read() if server.stderr else b""
-            raise RuntimeError(f"errkb serve exited: {err!r}")
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError("errkb serve did not start")
+def _wait_ready(server: subprocess.Popen[bytes]) -> None:
+    """Until errkb serve prints its readiness marker, the "listening on" line on stderr."""
+    assert server.stderr is not None
+    while True:
+        line = server.stderr.readline()
+        if not line:
+            raise RuntimeError(f"errkb serve exited: {server.wait()}")
+        if b"listening on " in line:
+            # The access log goes on on stderr: drain it so the server never blocks on a pipe.
+            threading.Thread(target=server.stderr.read, daemon=True).start()
+            return
+
+
+def _sigterm_during_load(
+    clients: int, requests: int, body: bytes, port: int, server: subprocess.Popen[bytes]
+) -> dict[str, Any]:
+    """SIGTERM half-way through a load: every request the server took must be answered whole.
+
+    A request is lost when its response started but did not arrive whole, or came back with
+    an error status. One refused at connect, or on a keep-alive connection the server closed
+    before reading it (no byte of a response), was never taken: counted apart, as refused.
+    """
+    answered, lost, refused = 0, [], 0
+    lock = threading.Lock()
+    half = threading.Event()
+    done = [0]
+
+    def client() -> None:
+        nonlocal answered, refused
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        for _ in range(requests):
+            try:
+                conn.request(
+                    "POST", "/v1/explain", body=body, headers={"Content-Type": "text/plain"}
+                )
+                resp = conn.getresponse()
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+                with lock:
+                    refused += 1
+                break  # the server is going away: this client stops
+            try:
+                data = resp.read()
+                ok = resp.status == 200 and EXPECTED in data.decode()
+            except (OSError, http.client.IncompleteRead) as exc:
+                ok, data = False, repr(exc).encode()
+            with lock:
+                if ok:
+                    answered += 1
+                else:
+                    lost.append(f"{resp.status}: {data[:120]!r}")
+                done[0] += 1
+                if done[0] >= clients * requests // 2:
+                    half.set()
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    half.wait()
+    server.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join()
+    code = server.wait(timeout=60)
+    return {
+        "answered_whole": answered,
+        "lost_in_flight": len(lost),
+        "first_lost": lost[:3],
+        "refused_not_taken": refused,
+        "server_exit_code": code,
+        "target": "0 lost, exit 0",
+    }
 
 
 @contextlib.contextmanager

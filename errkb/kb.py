@@ -11,6 +11,7 @@ starts a fresh cache; ``refresh()`` does it on demand.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -30,10 +31,12 @@ if TYPE_CHECKING:
     from errkb.deadline import Deadline
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
+    from errkb.report.check import CheckReport
     from errkb.report.ingest import IngestReport
     from errkb.report.records import Stats
-    from errkb.report.sync import SyncReport, UpdateCheck
+    from errkb.report.sync import RecordHistory, SyncReport, UpdateCheck, VersionList
     from errkb.search import SearchReport
+    from errkb.store import VersionInfo
 
 
 class KnowledgeBase:
@@ -69,12 +72,12 @@ class KnowledgeBase:
         ``deadline`` is checked between steps; past it (or once cancelled) the call raises
         ``CancelledError`` within a few milliseconds of work.
         """
-        from errkb.match.scan import SCAN_ABOVE
         from errkb.parse.regions import parse_input
 
         data = bytes(text) if isinstance(text, bytearray) else text
         events = parse_input(data)
-        return self._report(events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline)
+        with self.store.snapshot() as view:
+            return self._explain_in(view, data, events, deadline)
 
     def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
         """Explain each named input, read by ``read`` one at a time as it is explained.
@@ -88,17 +91,37 @@ class KnowledgeBase:
 
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""
-        event = LogEvent(EventKind.BARE, exc_class, message, (1,))
-        return self._report([event])
+        with self.store.snapshot() as view:
+            return self._message_in(view, message, exc_class)
+
+    def _explain_in(
+        self,
+        view: ReadView,
+        data: str | bytes,
+        events: list[LogEvent],
+        deadline: Deadline | None = None,
+    ) -> Report:
+        """``explain`` of ``data`` (parsed into ``events``) over an open read view."""
+        from errkb.match.scan import SCAN_ABOVE
+
+        return self._report(
+            view, events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline
+        )
+
+    def _message_in(self, view: ReadView, message: str, exc_class: str | None = None) -> Report:
+        """``match_message`` over an open read view."""
+        return self._report(view, [LogEvent(EventKind.BARE, exc_class, message, (1,))])
 
     def _report(
         self,
+        view: ReadView,
         events: list[LogEvent],
         *,
         anchors: bool = False,
         text: str | bytes | None = None,
         deadline: Deadline | None = None,
     ) -> Report:
+        """Decide ``events`` against the state ``view`` reads: one dataset version throughout."""
         from errkb.validators import diagnose, records_with_validators
 
         # Asked once per match (thousands in a dense log): a set test, not a walk of every
@@ -114,56 +137,55 @@ class KnowledgeBase:
         def diagnose_known(rid: str, captures: Mapping[str, str]) -> object:
             return diagnose(rid, captures) if rid in validated else None
 
-        with self.store.snapshot() as view:
-            state = view.meta_value("state") or "0"
-            dataset_version = view.meta_value("dataset_version")
-            sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
-            cache = self._cache_for(state)
-            with self._lock:
-                self._explains += 1
-                # A one-shot CLI run of a small paste never loads the anchor table; a large
-                # input or a long-running process (second report on) does, once per state.
-                want = anchors or (self._explains > 1 and not self.prepare_ahead)
-                table = self._table
-            if table is None and want:
-                table = self._anchor_table(view, state, dataset_version, wait=anchors)
-            matcher = IndexedMatcher(view, cache, table)
-            records: dict[str, RecordJSON | None] = {}
+        state = view.meta_value("state") or "0"
+        dataset_version = view.meta_value("dataset_version")
+        sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
+        cache = self._cache_for(state)
+        with self._lock:
+            self._explains += 1
+            # A one-shot CLI run of a small paste never loads the anchor table; a large
+            # input or a long-running process (second report on) does, once per state.
+            want = anchors or (self._explains > 1 and not self.prepare_ahead)
+            table = self._table
+        if table is None and want:
+            table = self._anchor_table(view, state, dataset_version, wait=anchors)
+        matcher = IndexedMatcher(view, cache, table)
+        records: dict[str, RecordJSON | None] = {}
 
-            def lookup(rid: str) -> RecordJSON | None:
-                if rid not in records:
-                    records[rid] = view.raw_record(rid)
-                return records[rid]
+        def lookup(rid: str) -> RecordJSON | None:
+            if rid not in records:
+                records[rid] = view.raw_record(rid)
+            return records[rid]
 
-            matches, unmatched = decide(
-                events,
-                matcher,
-                lookup,
-                diagnose=diagnose_known,
-                has_validator=has_validator,
-                checkpoint=checkpoint,
-            )
-            if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
-                from errkb.match.msgfirst import message_first
+        matches, unmatched = decide(
+            events,
+            matcher,
+            lookup,
+            diagnose=diagnose_known,
+            has_validator=has_validator,
+            checkpoint=checkpoint,
+        )
+        if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
+            from errkb.match.msgfirst import message_first
 
-                # Structure-first parsing explained nothing: the message-first pass looks for
-                # known messages on the lines no event covers (a large input through one buffer
-                # pass). Its events only ever give exact matches, never unmatched or similar
-                # entries, so they are decided on their own and put first.
-                if checkpoint is not None:
-                    checkpoint()
-                scan = self._buffer_scan(table, state) if anchors and table is not None else None
-                found = message_first(text, events, matcher, scan)
-                if found:
-                    extra, _none = decide(
-                        found,
-                        matcher,
-                        lookup,
-                        diagnose=diagnose_known,
-                        has_validator=has_validator,
-                        checkpoint=checkpoint,
-                    )
-                    matches = extra + matches
+            # Structure-first parsing explained nothing: the message-first pass looks for
+            # known messages on the lines no event covers (a large input through one buffer
+            # pass). Its events only ever give exact matches, never unmatched or similar
+            # entries, so they are decided on their own and put first.
+            if checkpoint is not None:
+                checkpoint()
+            scan = self._buffer_scan(table, state) if anchors and table is not None else None
+            found = message_first(text, events, matcher, scan)
+            if found:
+                extra, _none = decide(
+                    found,
+                    matcher,
+                    lookup,
+                    diagnose=diagnose_known,
+                    has_validator=has_validator,
+                    checkpoint=checkpoint,
+                )
+                matches = extra + matches
         return Report(__version__, dataset_version, matches, unmatched, sample)
 
     def _cache_for(self, state: str) -> SpecCache:
@@ -250,11 +272,37 @@ class KnowledgeBase:
         severity: str | None = None,
         limit: int = 10,
     ) -> SearchReport:
-        """Records that best answer ``query`` (words, a message, or a whole traceback or log)."""
+        """Records that best answer ``query`` (words, a message, or a whole traceback or log).
+
+        One read transaction for the whole answer: the matcher's exact hits and the full-text
+        candidates come from the same dataset version, even while a sync commits another.
+        """
         from errkb.search import search
         from errkb.store.search import Filters
 
-        return search(self, query, Filters(repo, tag, error_class, severity), limit)
+        filters = Filters(repo, tag, error_class, severity)
+        with self.store.snapshot() as view:
+
+            def explained(text: str, events: list[LogEvent]) -> Report:
+                if events:
+                    return self._explain_in(view, text, events)
+                return self._message_in(view, text)
+
+            return search(view, explained, query, filters, limit)
+
+    # ------------------------------------------------------------------ check
+    def check(self, paths: Sequence[str | Path], *, all_layers: bool = False) -> CheckReport:
+        """``errkb.check`` of ``paths``, with the records its findings name (for their fixes).
+
+        The validators read no database; the records come from one read transaction after.
+        """
+        from errkb.validators.preflight import check
+
+        report = check(paths, all_layers=all_layers)
+        with self.store.snapshot() as view:
+            found = {rid: view.raw_record(rid) for rid in report.record_ids}
+        records = {rid: record for rid, record in found.items() if record is not None}
+        return dataclasses.replace(report, records=records)
 
     # ------------------------------------------------------------------ records
     def get(self, key: str) -> Record:
@@ -331,7 +379,7 @@ class KnowledgeBase:
         """Apply the dataset version ``source`` holds (see ``errkb.sync.sync`` for options)."""
         from errkb.sync import sync
 
-        report = sync(self, source, **options)
+        report = sync(self.store, source, **options)
         self.refresh()
         return report
 
@@ -345,6 +393,42 @@ class KnowledgeBase:
         from errkb.sync.update import check_for_update
 
         return check_for_update(self.store, source, **options)
+
+    # ------------------------------------------------------------------ history
+    def versions(self) -> VersionList:
+        """Every applied version, oldest first (``errkb versions``)."""
+        from errkb.report.sync import VersionList
+        from errkb.sync.history import versions
+
+        return VersionList(tuple(versions(self.store)))
+
+    def latest_version(self) -> VersionInfo | None:
+        """The version applied last (a sync, ingest or rollback), or None before any."""
+        return self.store.latest_version()
+
+    def record_id(self, key: str) -> str:
+        """The id ``key`` names: an id, or a slug naming one record (UsageError for several)."""
+        from errkb.sync.history import resolve_record
+
+        return resolve_record(self.store, key)
+
+    def history(self, key: str) -> RecordHistory:
+        """How the record ``key`` names (an id, or a slug naming one) changed, oldest first."""
+        from errkb.report.sync import RecordHistory
+        from errkb.sync.history import record_history
+
+        return RecordHistory(key, tuple(record_history(self.store, key)))
+
+    def rollback(self, version: str | int) -> SyncReport:
+        """Roll back to ``version`` (a version id or a datasetVersion), as a new version.
+
+        The new version is of kind "rollback"; nothing is deleted, so it can be undone.
+        """
+        from errkb.sync.history import rollback_to
+
+        report = rollback_to(self.store, version)
+        self.refresh()
+        return report
 
     def close(self) -> None:
         self.store.close()

@@ -19,7 +19,7 @@ bytes, invalid UTF-8 and lone surrogates are replaced; the query is capped in si
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,14 @@ from errkb.errors import UsageError
 from errkb.store.search import WORD, Candidate, Filters
 
 if TYPE_CHECKING:
-    from errkb.kb import KnowledgeBase
+    from errkb.parse.events import LogEvent
+    from errkb.report import Report
+    from errkb.store import ReadView
+
+#: The matcher's report on a query's text, given the events parsed from it (none: the text is
+#: one message), read through the same view as the full-text step. ``KnowledgeBase.search``
+#: hands it in: the knowledge base holds the compiled records, and is above this module.
+Explained = Callable[[str, "list[LogEvent]"], "Report"]
 
 #: Queries longer than this are cut (a whole log belongs to ``explain``; search reads its start).
 MAX_QUERY_CHARS = 1 << 20
@@ -150,9 +157,17 @@ def rank(
 
 
 def search(
-    kb: KnowledgeBase, query: str | bytes, filters: Filters | None = None, limit: int = 10
+    view: ReadView,
+    explained: Explained,
+    query: str | bytes,
+    filters: Filters | None = None,
+    limit: int = 10,
 ) -> SearchReport:
-    """The records that best answer ``query`` (see the module docstring for the ranking)."""
+    """The records that best answer ``query`` (see the module docstring for the ranking).
+
+    Every read goes through ``view``, one read transaction, so the answer holds one dataset
+    version: ``explained`` must read through it too.
+    """
     from errkb.parse.regions import parse_input
     from errkb.report import Confidence
 
@@ -169,24 +184,23 @@ def search(
         messages = [text]
     messages = messages[:MAX_MESSAGES]
 
-    # The matcher's verdict first (its own read transaction: it caches compiled records). A
-    # few words are a person's query, not a message: the matcher would only verify, at some
-    # cost, templates that full-text ranking puts first anyway.
+    # The matcher's verdict first. A few words are a person's query, not a message: the
+    # matcher would only verify, at some cost, templates that full-text ranking puts first
+    # anyway.
     exact: dict[str, Candidate] = {}
     if events or len(words(text)) >= MESSAGE_WORDS:
-        report = kb.explain(text) if events else kb.match_message(text)
+        report = explained(text, events)
         for match in report.matches:
             if match.confidence is Confidence.EXACT and _passes(match.record, filters):
                 exact.setdefault(match.id, _candidate(match.record))
 
     scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
-    with kb.store.snapshot() as view:
-        dataset_version = view.meta_value("dataset_version")
-        for message in messages:
-            found = view.search(words(message)[:MAX_WORDS], filters, max(3 * limit, 30), MAX_TERMS)
-            for rid, (score, cand) in rank(message, found, {}).items():
-                if rid not in scored or scored[rid][0] < score:
-                    scored[rid] = (score, cand)
+    dataset_version = view.meta_value("dataset_version")
+    for message in messages:
+        found = view.search(words(message)[:MAX_WORDS], filters, max(3 * limit, 30), MAX_TERMS)
+        for rid, (score, cand) in rank(message, found, {}).items():
+            if rid not in scored or scored[rid][0] < score:
+                scored[rid] = (score, cand)
     order = {rid: i for i, rid in enumerate(scored)}
     best = sorted(scored.items(), key=lambda kv: (-kv[1][0], order[kv[0]]))[:limit]
     results = tuple(

@@ -9,6 +9,7 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +26,28 @@ from repo_guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 
 import errkb
 from errkb.records import upstream
+
+
+# --- the two tiers ------------------------------------------------------------------------------
+# `pytest` runs the default tier: every behaviour, with the fault, soak, hostile-input and benchmark
+# suites represented by small cases (<= 90 s on a 2-core machine). `pytest --full` adds the tests
+# marked `slow`: every SIGKILL point, every reader-during-sync round, the large hostile inputs and
+# the CPU-ratio checks. Slow tests are deselected, not skipped, in the default tier: a skip would
+# read as a gap, and `-m` still selects them explicitly (`pytest -m slow`).
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full", action="store_true", help="the full tier: include the tests marked slow"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--full") or config.getoption("-m"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = ROOT / "data" / "dataset"
@@ -81,6 +104,23 @@ def _isolated_env(
 def kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
     with errkb.open(tmp_path / "kb.sqlite3") as opened:
         yield opened
+
+
+@pytest.fixture(scope="session")
+def _seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("seeded") / "kb.sqlite3"
+    errkb.open(path).close()
+    return path
+
+
+@pytest.fixture
+def seeded_db(tmp_path: Path, _seeded_template: Path) -> Path:
+    """A knowledge-base file holding the bundled records, for tests that run errkb as a child
+    process: a copy of one made once per session (a child creating it pays ~1 s of imports,
+    migrations and ingest every time)."""
+    path = tmp_path / "kb.sqlite3"
+    shutil.copyfile(_seeded_template, path)
+    return path
 
 
 @pytest.fixture

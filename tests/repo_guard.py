@@ -32,7 +32,14 @@ def tree_changes(root: Path) -> frozenset[str] | None:
     )
     if proc.returncode != 0:  # not a checkout
         return None
-    return frozenset(line for line in proc.stdout.splitlines() if line)
+    return frozenset(line for line in proc.stdout.splitlines() if line and not _bytecode(line))
+
+
+def _bytecode(line: str) -> bool:
+    """Python's own bytecode cache, written wherever PYTHONDONTWRITEBYTECODE is unset: never a
+    test's doing, whatever the checkout's .gitignore says."""
+    path = line[3:]
+    return "__pycache__/" in path or path.endswith((".pyc", ".pyo"))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

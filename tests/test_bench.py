@@ -142,6 +142,7 @@ def test_naive_baseline_extrapolates() -> None:
     assert result["estimated_seconds"] > 0 and result["log_lines"] == 50
 
 
+@pytest.mark.slow
 def test_quick_run(tmp_path: Path) -> None:
     results_path = tmp_path / "results.json"
     proc = subprocess.run(

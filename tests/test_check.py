@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from checkpoints import T, comfy_layer, quanto_layer, quanto_metadata, write
 
+import errkb
 from errkb.errors import UsageError
 from errkb.validators import Finding
 from errkb.validators.preflight import CheckReport, FileError, check
@@ -295,3 +296,19 @@ def test_linear_message_matches_the_example_log(tmp_path: Path) -> None:
         f"ValueError: {finding.message}\n"
         in (EXAMPLES / "merged-column-scalar-scale.log").read_text()
     )
+
+
+def test_the_knowledge_base_check_carries_the_records_its_findings_name(
+    kb: errkb.KnowledgeBase, tmp_path: Path
+) -> None:
+    # errkb.check reads no database: no records. KnowledgeBase.check adds exactly the ones
+    # named, as stored, and nothing else changes (the JSON output included).
+    alone = check([EXAMPLES / "checkpoints"])
+    assert alone.records == {} and set(alone.record_ids) == {QUANTO_ID, COMFY_ID, LINEAR_ID}
+    report = kb.check([EXAMPLES / "checkpoints"])
+    assert report.findings == alone.findings and report.to_dict() == alone.to_dict()
+    assert set(report.records) == set(report.record_ids)
+    assert report.records[QUANTO_ID] == kb.store.raw_record(QUANTO_ID)
+    # Records the knowledge base lacks are simply not there (their findings show no fix).
+    with errkb.open(tmp_path / "empty.sqlite3", bundled=False) as empty:
+        assert empty.check([EXAMPLES / "checkpoints"]).records == {}

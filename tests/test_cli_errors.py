@@ -46,10 +46,9 @@ def errkb(db: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[by
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "kb.sqlite3"
-    assert errkb(path, "stats").returncode == 0  # created and seeded before the test proper
-    return path
+def db(seeded_db: Path) -> Path:
+    assert errkb(seeded_db, "stats").returncode == 0  # a usable knowledge base before the test
+    return seeded_db
 
 
 # --- unexpected errors ----------------------------------------------------------------------
@@ -102,8 +101,11 @@ def test_sigint_exits_130_quietly(db: Path) -> None:
         stderr=subprocess.PIPE,
         env=env_for(db),
     ) as proc:
-        deadline = time.monotonic() + 60
-        while not _blocked_reading_stdin(proc.pid) and time.monotonic() < deadline:
+        # Ready when it blocks reading standard input (after its imports), however loaded the
+        # machine: the marker is the process's own state, never a sleep.
+        deadline = time.monotonic() + 120
+        while not _blocked_reading_stdin(proc.pid):
+            assert time.monotonic() < deadline, "errkb explain never started reading stdin"
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)

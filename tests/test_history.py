@@ -214,6 +214,25 @@ def test_rollback_before_any_dataset_version_forgets_it(tmp_path: Path, db_targe
     assert live(st) == hashes([plain])
 
 
+# ---------------------------------------------------------------------------- front door
+def test_the_knowledge_base_is_the_front_door(store: Store) -> None:
+    kb = errkb.KnowledgeBase(store)
+    assert kb.versions().versions == tuple(versions(store))
+    assert kb.latest_version() == versions(store)[-1]
+    slug, rid = rec(1)["slug"], rec(1)["id"]
+    assert kb.record_id(slug) == kb.record_id(rid) == rid
+    history = kb.history(slug)
+    assert (history.key, history.entries) == (slug, tuple(record_history(store, rid)))
+    with pytest.raises(NotFoundError):
+        kb.record_id("nope")
+    kb.refresh()
+    report = kb.rollback(V1)
+    assert (report.status, report.version_id) == (SyncStatus.APPLIED, 4)
+    latest = kb.latest_version()
+    assert latest is not None and (latest.kind, latest.restores) == (VersionKind.ROLLBACK, 1)
+    assert kb.refresh() is False  # the rollback already dropped what was compiled before it
+
+
 # ---------------------------------------------------------------------------- CLI
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as caught:

@@ -49,6 +49,7 @@ def test_two_hundred_thousand_dimensions_are_refused_fast(tmp_path: Path) -> Non
     assert "200000 dimensions" in text
 
 
+@pytest.mark.slow
 def test_a_million_tensors_are_refused_within_memory(tmp_path: Path) -> None:
     entry = '"t%d":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}'
     header = ("{" + ",".join(entry % i for i in range(1_000_000)) + "}").encode()

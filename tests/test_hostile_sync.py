@@ -17,7 +17,7 @@ import pytest
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.kb import open_kb
-from errkb.sync import publish, sync
+from errkb.sync import publish
 from tests.hostile import DEFAULT_MEMORY, run_errkb, run_python
 from tests.published import build_tree, make_records, serve
 
@@ -52,7 +52,7 @@ def _db_with_a_version(tmp_path: Path) -> Path:
     """A database synced to OLD: what every refused sync must leave exactly as it was."""
     db = tmp_path / "kb.sqlite3"
     good = build_tree(tmp_path / "good", make_records(6, repos=2), OLD)
-    report = sync(open_kb(db, bundled=False), good)
+    report = open_kb(db, bundled=False).sync(good)
     assert report.dataset_version == OLD
     return db
 
@@ -96,6 +96,7 @@ def _sync_refused(db: Path, source: Path | str, *, memory: int = DEFAULT_MEMORY)
     return out.stderr
 
 
+@pytest.mark.slow
 def test_an_index_bomb_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     db = _db_with_a_version(tmp_path)
     root = _hostile_tree(tmp_path)
@@ -120,6 +121,7 @@ def test_an_index_past_its_raw_bytes_is_refused_at_once(tmp_path: Path) -> None:
         publish.verify_file(publish.Fetched("i", index), entry, max_bytes=1 << 30)
 
 
+@pytest.mark.slow
 def test_a_four_million_row_index_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     db = _db_with_a_version(tmp_path)
     root = _hostile_tree(tmp_path)

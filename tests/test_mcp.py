@@ -34,12 +34,13 @@ from mcp.client.session import ClientSession  # noqa: E402
 import errkb  # noqa: E402
 from errkb.records import schema_validator  # noqa: E402
 from errkb.serve import MAX_TEXT_CHARS, Service  # noqa: E402
-from errkb.serve.mcp_tools import build_server  # noqa: E402
+from errkb.serve.mcp_tools import INSTRUCTIONS, build_server  # noqa: E402
 
 TOOLS = {
     "explain_log",
     "match_message",
     "search_errors",
+    "search_error",  # ErrLookup's name, an alias
     "get_error",
     "check_checkpoint",
     "dataset_status",
@@ -77,12 +78,21 @@ def service(kb: errkb.KnowledgeBase, allowed: Path) -> Service:
     return Service.create(kb, [allowed])
 
 
+VIEW_TOOLS = {"explain_log", "match_message"}
+
+
 def ok(result: Any) -> dict[str, Any]:
     assert not result.is_error, result.content
     data = result.structured_content
     assert isinstance(data, dict)
-    # The text content carries the same JSON, for clients that read only text.
-    assert json.loads(result.content[0].text) == data
+    text = result.content[0].text
+    if "detail" in data:
+        # An explanation's text is a short summary for clients that read only text, not a
+        # second copy of the JSON (issue 25: the copy doubled what a client had to receive).
+        assert text.startswith("errkb found") and len(text) < 2_000
+        assert all(m["id"] in text for m in data["matches"][:10])
+    else:
+        assert json.loads(text) == data
     return data
 
 
@@ -102,8 +112,13 @@ def test_tools_have_typed_schemas_and_descriptions(service: Service) -> None:
         assert tool.description and len(tool.description) > 60
         assert tool.input_schema["type"] == "object"
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
-        assert tool.output_schema["properties"], f"{tool.name}: a generic object schema"
-        assert tool.annotations is not None and tool.annotations.read_only_hint is True
+        published = tool.output_schema.get("properties") or tool.output_schema.get("oneOf")
+        assert published, f"{tool.name}: a generic object schema"
+        hints = tool.annotations
+        assert hints is not None and hints.title, tool.name
+        # Every hint given: a client assumes a tool without them destructive and open-world.
+        assert (hints.read_only_hint, hints.destructive_hint) == (True, False), tool.name
+        assert (hints.idempotent_hint, hints.open_world_hint) == (True, False), tool.name
     explain = tools["explain_log"].input_schema
     assert explain["required"] == ["text"]
     assert explain["properties"]["text"]["maxLength"] == MAX_TEXT_CHARS
@@ -114,9 +129,10 @@ def test_tools_have_typed_schemas_and_descriptions(service: Service) -> None:
 
 
 OUTPUT_SCHEMAS = {
-    "explain_log": "explanation.schema.json",
-    "match_message": "explanation.schema.json",
+    "explain_log": "explanation-view.schema.json",
+    "match_message": "explanation-view.schema.json",
     "search_errors": "search.schema.json",
+    "search_error": "search.schema.json",
     "get_error": "record-detail.schema.json",
     "check_checkpoint": "check.schema.json",
     "dataset_status": "status.schema.json",
@@ -141,6 +157,7 @@ def test_each_tool_declares_its_own_output_schema_and_its_output_validates(
         "explain_log": {"text": (EXAMPLES / "quanto-incompatible-scale.log").read_text()},
         "match_message": {"message": LINEAR_MESSAGE},
         "search_errors": {"query": "quanto incompatible scale"},
+        "search_error": {"query": "quanto incompatible scale"},
         "get_error": {"id": QUANTO_ID},
         "check_checkpoint": {"path": str(allowed)},
         "dataset_status": {},
@@ -168,8 +185,11 @@ def test_each_tool_declares_its_own_output_schema_and_its_output_validates(
         Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER).validate(
             data
         )
-        schema_validator(filename).validate(data)  # and the shipped file, references resolved
-    explained = published["explain_log"]["properties"]["matches"]["items"]["properties"]
+        if name not in VIEW_TOOLS:  # the shipped file, references resolved
+            schema_validator(filename).validate(data)
+    compact, full = published["explain_log"]["oneOf"]
+    assert compact["title"] == "errkb explanation, compact view"
+    explained = full["allOf"][0]["properties"]["matches"]["items"]["properties"]
     assert record_fields <= set(explained["record"]["properties"])
     detail = published["get_error"]["properties"]["record"]
     assert detail["additionalProperties"] is not None and record_fields <= set(detail["properties"])
@@ -178,12 +198,31 @@ def test_each_tool_declares_its_own_output_schema_and_its_output_validates(
     assert not Draft202012Validator(published["dataset_status"]).is_valid(bad)
 
 
-def test_explain_log_is_the_explain_json(service: Service, kb: errkb.KnowledgeBase) -> None:
+def test_explain_log_full_is_the_explain_json(service: Service, kb: errkb.KnowledgeBase) -> None:
     text = (EXAMPLES / "comfy-int8-scale-shapes.log").read_text()
-    data = ok(call(service, "explain_log", {"text": text}))
-    assert data == json.loads(json.dumps(kb.explain(text).to_dict()))
+    data = ok(call(service, "explain_log", {"text": text, "detail": "full"}))
+    whole = json.loads(json.dumps(kb.explain(text).to_dict()))
+    assert data["matches"] == whole["matches"] and data["unmatched"] == whole["unmatched"]
+    assert (data["truncated"], data["nextOffset"], data["detail"]) == (False, None, "full")
     schema_validator("explanation.schema.json").validate(data)
     assert [m["id"] for m in data["matches"] if m["confidence"] == "exact"] == [COMFY_ID]
+
+
+def test_explain_log_compact_groups_one_records_occurrences(service: Service) -> None:
+    """Five tracebacks of one record are one match with its occurrences, each with captures."""
+    base = (EXAMPLES / "quanto-incompatible-scale.log").read_text()
+    layers = [base.replace("encoder.block.0", f"encoder.block.{n}") for n in range(5)]
+    assert len(set(layers)) == 5
+    once = ok(call(service, "explain_log", {"text": base}))["matches"][0]["occurrenceCount"]
+    data = ok(call(service, "explain_log", {"text": "\n".join(layers)}))
+    exact = [m for m in data["matches"] if m["confidence"] == "exact"]
+    assert [m["id"] for m in exact] == [QUANTO_ID]
+    (match,) = exact
+    assert match["occurrenceCount"] == 5 * once and len(match["occurrences"]) == 5
+    assert len({json.dumps(o["captures"]) for o in match["occurrences"]}) == 5
+    assert all(o["lines"] and o["diagnosis"] for o in match["occurrences"])
+    assert match["solutions"] and match["link"] == f"errkb://records/{QUANTO_ID}"
+    assert "record" not in match and data["truncated"] is False
 
 
 def test_match_message(service: Service) -> None:
@@ -359,3 +398,134 @@ def test_streamable_http_session_end_to_end(kb_path: Path, allowed: Path) -> Non
 
         assert_session(anyio.run(go))
         assert proc.poll() is None  # still serving after the session ended
+
+
+def test_instructions_fit_codex_and_put_the_critical_rule_first(service: Service) -> None:
+    async def go() -> Any:
+        async with Client(build_server(service), mode="legacy") as client:
+            return client.instructions
+
+    instructions = anyio.run(go)
+    assert instructions == INSTRUCTIONS and len(instructions) <= 512
+    assert instructions.startswith("Quote the record's solutions; never invent fixes")
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_both_protocol_revisions_list_call_read_and_prompt(service: Service, mode: str) -> None:
+    """The 2025 handshake and the stateless 2026-07-28 revision, through the SDK's client."""
+
+    async def go() -> tuple[Any, ...]:
+        async with Client(build_server(service), mode=mode) as client:
+            tools = (await client.list_tools()).tools
+            status = await client.call_tool("dataset_status", {})
+            templates = (await client.list_resource_templates()).resource_templates
+            record = await client.read_resource(f"errkb://records/{QUANTO_ID}")
+            state = await client.read_resource("errkb://status")
+            prompts = (await client.list_prompts()).prompts
+            prompt = await client.get_prompt("explain_ci_log", {"log": "ValueError: boom"})
+            return tools, status, templates, record, state, prompts, prompt, client.protocol_version
+
+    tools, status, templates, record, state, prompts, prompt, version = anyio.run(go)
+    assert {t.name for t in tools} == TOOLS
+    assert ok(status)["records"] == 3
+    assert [t.uri_template for t in templates] == ["errkb://records/{id}"]
+    assert json.loads(record.contents[0].text)["record"]["id"] == QUANTO_ID
+    assert json.loads(state.contents[0].text)["records"] == 3
+    assert {p.name for p in prompts} == {"explain_ci_log", "triage_error"}
+    text = prompt.messages[0].content.text
+    assert "explain_log" in text and "ValueError: boom" in text
+    assert (version == "2026-07-28") == (mode == "2026-07-28")
+
+
+def big_log(tracebacks: int = 2000, layers: int = 300) -> str:
+    """About 1 MiB: ``tracebacks`` tracebacks of one record over ``layers`` distinct layers."""
+    parts = []
+    for i in range(tracebacks):
+        n = i % layers
+        parts.append(
+            f"2026-12-01 10:{i % 60:02d}:00 INFO step {i}: loading text encoder shard {n} of "
+            f"{layers} from /srv/models/t5-xxl-int8 with the quanto int8 configuration\n"
+            "Traceback (most recent call last):\n"
+            '  File "/srv/app/loader/components.py", line 211, in load_component\n'
+            "    config = inspect_quanto_int8_checkpoint(checkpoint, mapper)\n"
+            '  File "/srv/app/loader/quanto.py", line 168, in inspect_quanto_int8_checkpoint\n'
+            "    raise ValueError(message)\n"
+            f"ValueError: Quanto layer 'encoder.block.{n}.layer.0.SelfAttention.q' has "
+            "incompatible scale F32 (4096,)\n"
+        )
+    return "".join(parts)
+
+
+async def receive_big_explanation(client: Client, text: str) -> tuple[int, int, int]:
+    """Compact in one answer, then full page by page: (compact bytes, pages, matches)."""
+    compact = await client.call_tool("explain_log", {"text": text})
+    data = ok(compact)
+    size = len(json.dumps(data))
+    (match,) = data["matches"]
+    assert match["id"] == QUANTO_ID and match["occurrenceCount"] == 2000
+    assert data["truncated"] is False
+    offset: int | None = 0
+    pages, matches, occurrences = 0, 0, 0
+    while offset is not None:
+        page = ok(
+            await client.call_tool(
+                "explain_log", {"text": text, "detail": "full", "offset": offset}
+            )
+        )
+        pages, matches = pages + 1, matches + len(page["matches"])
+        occurrences += sum(m["occurrences"] for m in page["matches"])
+        offset = page["nextOffset"]
+    assert occurrences == 2000
+    return size, pages, matches
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sdk_client_receives_a_1_mib_log_of_2000_tracebacks(
+    kb_path: Path, mode: str, transport: str
+) -> None:
+    """Issue 25's done-when: compact <= 64 KB; full in pages under the client's 1 MiB limit."""
+    text = big_log()
+    assert 1_000_000 < len(text) <= MAX_TEXT_CHARS
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(kb_path)}
+
+    async def go(server: Any) -> tuple[int, int, int]:
+        with anyio.fail_after(300):
+            async with Client(server, mode=mode) as client:
+                return await receive_big_explanation(client, text)
+
+    if transport == "stdio":
+        params = StdioServerParameters(command=sys.executable, args=["-m", "errkb", "mcp"], env=env)
+        size, pages, matches = anyio.run(go, params)
+    else:
+        port = free_port()
+        args = ("mcp", "--http", f"127.0.0.1:{port}", "--request-timeout", "120")
+        with errkb_listening(port, *args, env=env):
+            size, pages, matches = anyio.run(go, f"http://127.0.0.1:{port}/mcp")
+    assert size <= 64_000
+    assert matches == 300 and pages >= 2  # 300 whole records do not fit one 1 MiB event
+
+
+def test_every_readme_client_snippet_launches_a_valid_errkb_mcp(allowed: Path) -> None:
+    """Claude Desktop/Cursor, VS Code and Codex: each runs `errkb mcp` with options errkb takes."""
+    import tomllib
+
+    from errkb.cli import cli
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", text, re.S)]
+    entries = [b["mcpServers"]["errkb"] for b in blocks if "mcpServers" in b]
+    entries += [b["servers"]["errkb"] for b in blocks if "servers" in b]
+    (toml,) = re.findall(r"```toml\n(.*?)```", text, re.S)
+    entries.append(tomllib.loads(toml)["mcp_servers"]["errkb"])
+    assert len(entries) == 3
+    for entry in entries:
+        assert entry["command"] == "errkb" and entry["args"][0] == "mcp", entry
+        assert set(entry["env"]) == {"ERRKB_DB"}
+        # The README's example directory becomes this test's (--allow-path must exist).
+        args = [str(allowed) if a == "/data/checkpoints" else a for a in entry["args"]]
+        with cli.make_context("errkb", args) as ctx:
+            sub = cli.get_command(ctx, args[0])
+            assert sub is not None
+            sub.make_context("mcp", args[1:], parent=ctx)  # parses, or raises

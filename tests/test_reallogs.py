@@ -10,7 +10,6 @@ finding is compared by the first line of its message.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,6 @@ EXPECTED: list[dict[str, Any]] = (
     else []
 )
 #: Seconds one fragment may take at most (the largest is ~4,000 lines with 450 KB lines).
-TIME_BOUND = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +47,12 @@ def drci_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.Knowledg
 
 
 @pytest.fixture(scope="module")
-def reports(drci_kb: errkb.KnowledgeBase) -> dict[str, tuple[errkb.Report, float]]:
+def reports(drci_kb: errkb.KnowledgeBase) -> dict[str, errkb.Report]:
     assert DRCI is not None
     out = {}
     for row in EXPECTED:
         data = (DRCI / "clean" / row["file"]).read_bytes()
-        started = time.perf_counter()
-        report = drci_kb.explain(data)
-        out[row["file"]] = (report, time.perf_counter() - started)
+        out[row["file"]] = drci_kb.explain(data)
     return out
 
 
@@ -73,9 +69,8 @@ def _findings(report: errkb.Report) -> list[tuple[str | None, str, int]]:
 
 
 @pytest.mark.parametrize("row", EXPECTED, ids=lambda r: r["file"])
-def test_fragment(reports: dict[str, tuple[errkb.Report, float]], row: dict[str, Any]) -> None:
-    report, seconds = reports[row["file"]]
-    assert seconds < TIME_BOUND, f"{row['file']} took {seconds:.1f} s"
+def test_fragment(reports: dict[str, errkb.Report], row: dict[str, Any]) -> None:
+    report = reports[row["file"]]
     assert report.exact == (), [m.id for m in report.exact]
     findings = _findings(report)
     for exc in row["python_exceptions"]:
@@ -90,9 +85,9 @@ def test_fragment(reports: dict[str, tuple[errkb.Report, float]], row: dict[str,
 
 
 def test_messages_are_not_glued_to_what_follows(
-    reports: dict[str, tuple[errkb.Report, float]],
+    reports: dict[str, errkb.Report],
 ) -> None:
-    report, _ = reports["pytest_failure.txt"]
+    report = reports["pytest_failure.txt"]
     by_class = {u.cls: u for u in report.unmatched}
     # A RuntimeError followed by pytest's "---- Captured stdout call ----" sections ...
     runtime = by_class["RuntimeError"]
@@ -105,9 +100,9 @@ def test_messages_are_not_glued_to_what_follows(
 
 
 def test_message_that_starts_with_another_class_is_kept(
-    reports: dict[str, tuple[errkb.Report, float]],
+    reports: dict[str, errkb.Report],
 ) -> None:
-    report, _ = reports["unittest_failed_consistently.txt"]
+    report = reports["unittest_failed_consistently.txt"]
     (found,) = [
         u for u in report.unmatched if u.cls == "torch._dynamo.exc.InternalTorchDynamoError"
     ]
@@ -116,9 +111,9 @@ def test_message_that_starts_with_another_class_is_kept(
 
 
 def test_repeated_unmatched_exception_lists_every_line(
-    reports: dict[str, tuple[errkb.Report, float]],
+    reports: dict[str, errkb.Report],
 ) -> None:
-    report, _ = reports["error_log_multiple_matches.txt"]
+    report = reports["error_log_multiple_matches.txt"]
     (symint,) = [u for u in report.unmatched if u.message == "unhashable type: non-nested SymInt"]
     want = [
         e["line"]

@@ -10,6 +10,7 @@ import pytest
 
 from errkb.parse import regions
 from errkb.parse.traceback import parse_log
+from tests.workcount import assert_linear
 
 QUANTO = "ValueError: Quanto layer 'enc.{i}' has incompatible scale F32 ({i},)"
 
@@ -135,6 +136,22 @@ _HOSTILE = {
 }
 
 
+#: The same shapes built in this process (the work-counting test).
+_BUILD = {
+    "error-words": lambda n: b"Error " * (n // 6),
+    "headers": lambda n: b"Traceback (most recent call last):\n" * (n // 35),
+    "chains": lambda n: (
+        (
+            b'Traceback (most recent call last):\n  File "a.py", line 1, in f\n    g()\n'
+            b"KeyError: 'k'\n\nDuring handling of the above exception, another exception"
+            b" occurred:\n\n"
+        )
+        * (n // 130)
+    ),
+    "value-lines": lambda n: b"ValueError: x\n" * (n // 14),
+}
+
+
 def _time_regions(shape: str, size: int, memory_cap: int) -> tuple[float, int]:
     """CPU seconds ``error_regions`` takes over ``size`` bytes of ``shape``, and the bytes its
     peak RSS grew by, in a process whose address space is capped."""
@@ -160,6 +177,13 @@ print(seconds, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1
     return float(seconds), int(grown)
 
 
+@pytest.mark.parametrize("shape", sorted(_HOSTILE))
+def test_error_regions_take_linear_work(shape: str) -> None:
+    regions._keywords()  # the vocabulary's one-time build is not the scan's work
+    assert_linear(_BUILD[shape], lambda data: list(regions.error_regions(data)), 1 << 16)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(_HOSTILE))
 def test_error_regions_takes_linear_time_and_bounded_memory(shape: str) -> None:
     small, _ = _time_regions(shape, 1 << 20, 1 << 30)

@@ -2,13 +2,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from errkb.checkpoint.inputs import FileError
 from errkb.errors import UsageError
-from errkb.render import OutputFormat, RenderOptions, formats, render
+from errkb.render import OutputFormat, formats, render
 from errkb.render.check import (
     escape_data,
     escape_property,
@@ -44,29 +45,26 @@ ERROR = FileError("ckpt/broken.safetensors", "file is empty")
 REPORT = CheckReport((RECORD, SIBLING), ("ckpt/model.safetensors",), (ERROR,))
 
 
+def _with(report: CheckReport, records: Mapping[str, Mapping[str, Any]]) -> CheckReport:
+    """``report`` carrying ``records`` (what ``KnowledgeBase.check`` attaches)."""
+    return replace(report, records=records)
+
+
 @pytest.fixture
-def lookup(seed_records: dict[str, dict[str, Any]]) -> Any:
-    return seed_records.get
-
-
-def _with_severity(seed_records: dict[str, dict[str, Any]], severity: str) -> Any:
-    def lookup(record_id: str) -> Mapping[str, Any] | None:
-        record = seed_records.get(record_id)
-        return None if record is None else {**record, "severity": severity}
-
-    return lookup
+def with_records(seed_records: dict[str, dict[str, Any]]) -> CheckReport:
+    return _with(REPORT, seed_records)
 
 
 @pytest.mark.parametrize("fmt", formats(CheckReport))
-def test_every_format_renders(fmt: OutputFormat, lookup: Any) -> None:
-    out = render(REPORT, fmt, RenderOptions(records=lookup))
+def test_every_format_renders(fmt: OutputFormat, with_records: CheckReport) -> None:
+    out = render(with_records, fmt)
     assert out.endswith("\n")
     assert "Quanto layer 'enc.0' has incompatible scale F32 (4,)" in out
     assert "file is empty" in out
     if fmt in (OutputFormat.JSON, OutputFormat.SARIF):
         json.loads(out)
     # the CLI may pass the plain string
-    assert render(REPORT, fmt.value, RenderOptions(records=lookup)) == out
+    assert render(with_records, fmt.value) == out
 
 
 def test_format_values_are_the_cli_choices() -> None:
@@ -77,8 +75,8 @@ def test_format_values_are_the_cli_choices() -> None:
         render(REPORT, OutputFormat.MARKDOWN)
 
 
-def test_text_reads_like_a_linter(lookup: Any) -> None:
-    assert render_text(REPORT, lookup) == (
+def test_text_reads_like_a_linter(with_records: CheckReport) -> None:
+    assert render_text(with_records) == (
         "ckpt/model.safetensors: enc.0: Quanto layer 'enc.0' has incompatible scale F32 (4,) "
         f"[{QUANTO_ID}]\n"
         "    fix: Reshape/save _scale as float32/bfloat16/float16 with shape (out_features, 1)\n"
@@ -90,16 +88,20 @@ def test_text_reads_like_a_linter(lookup: Any) -> None:
 
 
 def test_text_without_a_record_has_no_fix_and_a_clean_summary() -> None:
-    assert render_text(REPORT, lambda _: None).count("fix:") == 0
-    assert render_text(CheckReport((), ("a", "b"), ()), lambda _: None) == (
-        "checked 2 file(s): no findings\n"
-    )
+    assert render_text(REPORT).count("fix:") == 0
+    assert render_text(CheckReport((), ("a", "b"), ())) == ("checked 2 file(s): no findings\n")
 
 
-def test_text_accepts_the_envelope_shape(seed_records: dict[str, dict[str, Any]]) -> None:
-    envelope = {"record": seed_records[QUANTO_ID], "datasetVersion": "2026-08-28T06:17:29.519Z"}
-    out = render_text(CheckReport((RECORD,), (), ()), lambda _: envelope)
-    assert "    fix: Reshape/save _scale" in out
+def test_human_formats_escape_the_records_a_report_carries(
+    seed_records: dict[str, dict[str, Any]],
+) -> None:
+    record = seed_records[QUANTO_ID]
+    hostile = {**record, "solutions": ["\x1b]52;c;AAAA\x07 reshape it", *record["solutions"]]}
+    report = _with(REPORT, {QUANTO_ID: hostile})
+    for fmt in (OutputFormat.TEXT, OutputFormat.GITHUB):
+        out = render(report, fmt)
+        assert "\x1b" not in out and "\\x1b]52;c;AAAA\\x07 reshape it" in out, fmt
+    assert hostile["solutions"][0].startswith("\x1b")  # the report's own values are untouched
 
 
 def test_json_is_the_report_dict() -> None:
@@ -115,8 +117,8 @@ def test_json_is_the_report_dict() -> None:
     }
 
 
-def test_sarif_document(lookup: Any, seed_records: dict[str, dict[str, Any]]) -> None:
-    log = json.loads(render_sarif(REPORT, lookup))
+def test_sarif_document(with_records: CheckReport, seed_records: dict[str, dict[str, Any]]) -> None:
+    log = json.loads(render_sarif(with_records))
     assert log["version"] == "2.1.0"
     assert log["$schema"].endswith("sarif-2.1.0.json")
     (run,) = log["runs"]
@@ -159,25 +161,25 @@ def test_levels_follow_the_record_severity(
     seed_records: dict[str, dict[str, Any]], severity: str, level: str, command: str
 ) -> None:
     report = CheckReport((RECORD, SIBLING), (), ())
-    lookup = _with_severity(seed_records, severity)
-    log = json.loads(render_sarif(report, lookup))
+    report = _with(report, {QUANTO_ID: {**seed_records[QUANTO_ID], "severity": severity}})
+    log = json.loads(render_sarif(report))
     levels = [r["level"] for r in log["runs"][0]["results"]]
     assert levels == [level, "error"]  # a sibling raises upstream: always an error
     assert log["runs"][0]["tool"]["driver"]["rules"][0]["defaultConfiguration"]["level"] == level
-    lines = render_github(report, lookup).splitlines()
+    lines = render_github(report).splitlines()
     assert lines[0].startswith(f"::{command} ")
     assert lines[1].startswith("::error ")
 
 
 def test_sarif_uri_of_an_absolute_path_with_spaces() -> None:
     finding = Finding("/data/my model/m.safetensors", None, None, "x", None, "linear", "r")
-    log = json.loads(render_sarif(CheckReport((finding,), (), ()), lambda _: None))
+    log = json.loads(render_sarif(CheckReport((finding,), (), ())))
     uri = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert uri == {"uri": "file:///data/my%20model/m.safetensors"}
 
 
-def test_github_commands(lookup: Any) -> None:
-    assert render_github(REPORT, lookup).splitlines() == [
+def test_github_commands(with_records: CheckReport) -> None:
+    assert render_github(with_records).splitlines() == [
         f"::error file=ckpt/model.safetensors,title=errkb quanto [{QUANTO_ID}]::"
         "enc.0: Quanto layer 'enc.0' has incompatible scale F32 (4,)%0A"
         "fix: Reshape/save _scale as float32/bfloat16/float16 with shape (out_features, 1)",
@@ -197,7 +199,7 @@ def test_github_escapes_data_and_properties() -> None:
         "comfy",
         "comfy.invalid-marker",
     )
-    (line,) = render_github(CheckReport((finding,), (), ()), lambda _: None).splitlines()
+    (line,) = render_github(CheckReport((finding,), (), ())).splitlines()
     assert line == (
         "::error file=C%3A\\ck%2C1\\m.safetensors,title=errkb comfy [comfy.invalid-marker]::"
         "a: 100%25 bad%0D%0Aline two: yes, really"
@@ -211,9 +213,9 @@ def test_escape_helpers() -> None:
     assert escape_data("%0A") == "%250A"
 
 
-def test_a_comfy_record_links_its_own_source(lookup: Any, seed_records: dict[str, Any]) -> None:
+def test_a_comfy_record_links_its_own_source(seed_records: dict[str, Any]) -> None:
     finding = Finding("m.safetensors", "l", "l.weight_scale", "msg", COMFY_ID, "comfy", COMFY_ID)
-    log = json.loads(render_sarif(CheckReport((finding,), (), ()), lookup))
+    log = json.loads(render_sarif(CheckReport((finding,), (), (), seed_records)))
     assert (
         log["runs"][0]["tool"]["driver"]["rules"][0]["helpUri"]
         == seed_records[COMFY_ID]["githubUrl"]

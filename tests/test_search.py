@@ -4,9 +4,10 @@ text, the CLI; on both backends (SQLite FTS5, PostgreSQL tsvector + GIN) through
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,94 @@ def test_a_near_exact_message_ranks_first(kb: errkb.KnowledgeBase) -> None:
     near = kb.search("Comfy INT8 layer 'blk.0' has an incompatible weight/scale: (8, 4) and (1, 8)")
     assert ids(near)[0] == COMFY_ID and near.results[0].score < 1.0
     assert near.results[0].score > near.results[1].score
+
+
+class _Watched:
+    """A store that records every call made on it (a read transaction is one ``snapshot``).
+
+    Its views call ``hook`` once, at the first record the matcher reads: in the middle of an
+    answer, after the matcher has begun and before the full-text step.
+    """
+
+    def __init__(self, store: Any, hook: Callable[[], None] = lambda: None) -> None:
+        self.store = store
+        self.calls: list[str] = []
+        self.hook = hook
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.store, name)
+        if not callable(value):
+            return value
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return value(*args, **kwargs)
+
+        return call
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[Any]:
+        self.calls.append("snapshot")
+        with self.store.snapshot() as view:
+            yield _HookedView(view, self)
+
+
+class _HookedView:
+    def __init__(self, view: Any, watched: _Watched) -> None:
+        self.view = view
+        self.watched = watched
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.view, name)
+
+    def raw_record(self, record_id: str) -> Any:
+        hook, self.watched.hook = self.watched.hook, lambda: None
+        hook()
+        return self.view.raw_record(record_id)
+
+
+#: Exact for the matcher (score 1.0) and found by the full-text index: both steps read.
+COMFY_MESSAGE = "Comfy INT8 layer 'blk.0' has incompatible weight/scale shapes: (8, 4) and (1, 8)"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [COMFY_MESSAGE, (EXAMPLES / "quanto-incompatible-scale.log").read_text(), "quanto scale"],
+    ids=["message", "traceback", "words"],
+)
+def test_an_answer_is_read_in_one_read_transaction(kb: errkb.KnowledgeBase, query: str) -> None:
+    watched = _Watched(kb.store)
+    report = errkb.KnowledgeBase(watched).search(query)  # type: ignore[arg-type]
+    assert report.results and report == kb.search(query)
+    # Nothing read outside it either: every query went through the one view.
+    assert watched.calls == ["snapshot"]
+
+
+def test_a_sync_committed_during_an_answer_is_not_in_it(
+    kb: errkb.KnowledgeBase, db_target: str, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    before = kb.search(COMFY_MESSAGE)
+    assert ids(before)[0] == COMFY_ID and before.results[0].score == 1.0
+    # A newer full snapshot without the record: it retires it, and names another version.
+    newer = write_records(
+        tmp_path / "newer.jsonl", [r for rid, r in seed_records.items() if rid != COMFY_ID]
+    )
+
+    def sync_elsewhere() -> None:
+        # Another process's sync, in effect: its own connections, committed before we go on.
+        with errkb.open(db_target) as other:
+            other.sync(newer, full=True)
+
+    watched = _Watched(kb.store, sync_elsewhere)
+    during = errkb.KnowledgeBase(watched).search(COMFY_MESSAGE)  # type: ignore[arg-type]
+    assert watched.hook is not sync_elsewhere, "the hook never ran"
+    # The answer is the state it began with, throughout: the matcher's hit, the full-text
+    # candidates and the dataset version alike.
+    assert during == before
+    with errkb.open(db_target) as after:  # and the sync did commit
+        found = after.search(COMFY_MESSAGE)
+    assert found.dataset_version == "2026-12-01T00:00:00.000Z"
+    assert COMFY_ID not in ids(found)
 
 
 @pytest.mark.parametrize(

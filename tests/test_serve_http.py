@@ -39,8 +39,10 @@ from mcp import Client  # noqa: E402
 
 import errkb  # noqa: E402
 from errkb.records import schema_validator  # noqa: E402
-from errkb.serve import Service  # noqa: E402
+from errkb.serve import MAX_TEXT_CHARS, Service  # noqa: E402
+from errkb.serve.guard import Policy  # noqa: E402
 from errkb.serve.http import MAX_BODY_BYTES, build_app  # noqa: E402
+from errkb.serve.workers import WorkerPool  # noqa: E402
 
 
 class Running:
@@ -218,14 +220,156 @@ def test_openapi_document_lists_every_route(server: Running) -> None:
         ref = operation["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
         schema = doc["components"]["schemas"][ref.rsplit("/", 1)[1]]
         Draft202012Validator(schema).validate(body)
+    # Client generators need an operationId on every operation, and a valid document.
+    ids = [op["operationId"] for item in doc["paths"].values() for op in item.values()]
+    assert len(ids) == len(set(ids)) == 6
+    from openapi_spec_validator import validate
+
+    validate(doc)
 
 
-def test_per_request_time_limit(db: Path) -> None:
-    with errkb.open(db) as kb, Running(build_app(Service.create(kb), request_seconds=1e-6)) as srv:
-        log = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes() * 50
-        status, body = request(srv.base, "/v1/explain", data=log, content_type="text/plain")
-        assert status == 504 and "longer than" in body["error"]
-        assert request(srv.base, "/healthz")[0] == 200
+def test_a_deadline_stops_the_work_and_the_pool_keeps_serving(db: Path) -> None:
+    """Past its deadline a request's worker is killed (its CPU stops), and a fresh one serves."""
+    # 1 MiB of log takes far longer than 50 ms to explain, even in linear time.
+    big = ((EXAMPLES / "quanto-incompatible-scale.log").read_text() * 700)[: MAX_TEXT_CHARS - 1]
+    with WorkerPool(str(db), size=1, seconds=0.05) as pool, errkb.open(db) as kb:
+        before = pool.pids()
+        service = Service.create(kb, pool=pool)
+        with Running(build_app(service, request_seconds=0.05)) as srv:
+            status, body = request(
+                srv.base, "/v1/explain", data=big.encode(), content_type="text/plain"
+            )
+            assert status == 504 and "longer than" in body["error"]
+            assert pool.killed == 1
+            (killed,) = before
+            assert not Path(f"/proc/{killed}").exists() or _zombie(killed)
+        pool.seconds = 30.0
+        small = (EXAMPLES / "quanto-incompatible-scale.log").read_text()
+        assert service.explain(small)["matches"][0]["id"] == QUANTO_ID  # a fresh worker
+        assert pool.pids() != before
+
+
+def _zombie(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+
+
+def test_past_the_bound_on_concurrent_explains_is_503_with_retry_after(db: Path) -> None:
+    big = ((EXAMPLES / "quanto-incompatible-scale.log").read_text() * 700)[: MAX_TEXT_CHARS - 1]
+    with WorkerPool(str(db), size=1, queue_limit=0, seconds=30) as pool, errkb.open(db) as kb:
+        service = Service.create(kb, pool=pool)
+        with Running(build_app(service)) as srv:
+            results: list[Any] = []
+            first = threading.Thread(
+                target=lambda: results.append(
+                    request(srv.base, "/v1/explain", data=big.encode(), content_type="text/plain")
+                )
+            )
+            first.start()
+            # The first request holds the only slot until its answer; the pool says so.
+            while pool._slots._value != 0:
+                assert first.is_alive(), results
+                time.sleep(0.01)
+            req = urllib.request.Request(srv.base + "/v1/match?message=x")
+            try:
+                urllib.request.urlopen(req, timeout=30)
+                raise AssertionError("a call past the bound was admitted")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 503 and exc.headers["Retry-After"] == "1"
+                assert "busy" in json.loads(exc.read())["error"]
+                exc.close()
+            first.join()
+            assert results[0][0] == 200
+
+
+def test_host_origin_and_token_on_every_route(db: Path) -> None:
+    every = "0.0.0.0"  # noqa: S104 - a policy for that bind, served on loopback here
+    policy = Policy.for_bind(every, allow_hosts=["kb.example"], token="s3cret")  # noqa: S106
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb), policy=policy)) as srv:
+
+        def status(path: str, method: str = "GET", **headers: str) -> tuple[int, Any]:
+            req = urllib.request.Request(srv.base + path, headers=headers, method=method)
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    return resp.status, json.loads(resp.read())
+            except urllib.error.HTTPError as exc:
+                return exc.code, json.loads(exc.read())
+
+        auth = {"Authorization": "Bearer s3cret"}
+        assert status("/v1/status", **auth)[0] == 200
+        assert status("/v1/status", Host="kb.example", **auth)[0] == 200
+        for path in ("/v1/status", "/mcp", "/nowhere", "/openapi.json"):
+            code, body = status(path, Host="evil.example", **auth)  # DNS rebinding
+            assert code == 403 and "Host 'evil.example'" in body["error"], path
+            code, body = status(path, Origin="https://evil.example", **auth)
+            assert code == 403 and "Origin" in body["error"], path
+            code, body = status(path)  # no token
+            assert code == 401 and "Bearer" in body["error"], path
+            assert status(path, Authorization="Bearer wrong")[0] == 401
+        # A browser's simple cross-origin POST never reaches the explain.
+        code, _ = status("/v1/explain", "POST", Origin="http://attacker.test", **auth)
+        assert code == 403
+        assert status("/v1/status", **{"Sec-Fetch-Site": "cross-site"}, **auth)[0] == 403
+        assert status("/v1/status", Origin="http://kb.example", **auth)[0] == 200
+        assert status("/healthz")[0] == 200  # probes need no token
+
+
+def test_loopback_default_refuses_foreign_host_and_origin(server: Running) -> None:
+    req = urllib.request.Request(server.base + "/v1/status", headers={"Host": "rebind.test"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    assert refused.value.code == 403
+    refused.value.close()
+    ok = urllib.request.Request(server.base + "/v1/status", headers={"Origin": server.base})
+    with urllib.request.urlopen(ok, timeout=30) as resp:
+        assert resp.status == 200
+
+
+def test_a_body_over_the_cap_is_a_json_413_on_mcp_too(db: Path) -> None:
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb), max_body_bytes=1000)) as srv:
+        for path in ("/mcp", "/v1/explain"):
+            code, body = request(srv.base, path, data=b"x" * 2000, content_type="application/json")
+            assert code == 413 and body == {"error": "request body over 1,000 bytes"}, path
+
+
+def test_every_error_is_json(server: Running) -> None:
+    assert request(server.base, "/no/such/route") == (404, {"error": "404 no such route"})
+    code, body = request(server.base, "/v1/status", method="DELETE")
+    assert code == 405 and "method not allowed" in body["error"]
+    deep = b"[" * 100_000
+    code, body = request(server.base, "/v1/explain", data=deep, content_type="application/json")
+    assert code == 400 and "nested too deeply" in body["error"]
+    code, body = request(
+        server.base, "/v1/explain?detail=verbose", data=b"x", content_type="text/plain"
+    )
+    assert code == 400 and "detail must be one of" in body["error"]
+
+
+def test_explain_detail_compact_and_full_pages(server: Running) -> None:
+    text = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
+    code, compact = request(
+        server.base, "/v1/explain?detail=compact", data=text, content_type="text/plain"
+    )
+    assert code == 200 and compact["detail"] == "compact"
+    schema_validator("explanation-compact.schema.json").validate(compact)
+    code, full = request(
+        server.base, "/v1/explain?detail=full&offset=0", data=text, content_type="text/plain"
+    )
+    assert code == 200 and full["matches"][0]["record"]["id"] == QUANTO_ID
+    assert full["nextOffset"] is None
+
+
+def test_status_redacts_a_sync_sources_credentials(db: Path) -> None:
+    from errkb.serve import redact_url
+
+    assert (
+        redact_url("https://bob:pw@cdn.test/data/?token=X") == "https://cdn.test/data/?<redacted>"
+    )
+    assert redact_url("/srv/dataset") == "/srv/dataset"
+    with errkb.open(db) as kb:
+        raw = kb.store.latest_version()
+        assert raw is not None
+        shown = Service.create(kb).status()["lastSync"]["source"]
+        assert shown == redact_url(raw.source or "")
 
 
 def test_mcp_is_mounted_at_mcp(server: Running) -> None:
@@ -297,3 +441,50 @@ def test_errkb_serve_as_a_process_binds_loopback_and_answers(db: Path) -> None:
         listening = Path("/proc/net/tcp").read_text()
         assert f"0100007F:{port:04X}" in listening
         assert f"00000000:{port:04X}" not in listening
+
+
+@pytest.mark.slow
+def test_a_second_client_is_served_while_the_first_sends_the_worst_input(db: Path) -> None:
+    """Issue 27 item 1, over HTTP: the worst body occupies one worker; the other keeps serving."""
+    worst = ("ValueError: x\n" * 74_898)[: MAX_TEXT_CHARS - 1].encode()
+    small = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
+    with WorkerPool(str(db), size=2, seconds=5) as pool, errkb.open(db) as kb:
+        service = Service.create(kb, pool=pool)
+        with Running(build_app(service, request_seconds=5)) as srv:
+            first: list[Any] = []
+            thread = threading.Thread(
+                target=lambda: first.append(
+                    request(srv.base, "/v1/explain", data=worst, content_type="text/plain")
+                )
+            )
+            thread.start()
+            while pool.admitted == 0:  # until the worst input is in a worker's hands
+                assert thread.is_alive()
+                time.sleep(0.005)
+            answers = [
+                request(srv.base, "/v1/explain", data=small, content_type="text/plain")
+                for _ in range(20)
+            ]
+            # All twenty answered while the worst input is still being worked on (or stopped).
+            still_working = thread.is_alive()
+            thread.join()
+    assert all(code == 200 and body["matches"][0]["id"] == QUANTO_ID for code, body in answers)
+    assert first[0][0] in (200, 504)
+    if first[0][0] == 504:  # on a matcher still superlinear there: its worker was stopped
+        assert still_working and pool.killed == 1
+
+
+def test_a_postgresql_fault_is_a_500_that_names_nothing(pg_url: str) -> None:
+    """``GET /v1/errors/%00`` on PostgreSQL: a server fault, without the database's URL or user."""
+    from urllib.parse import urlsplit
+
+    from tests.conftest import pg_server_url
+
+    with errkb.open(pg_url) as kb, Running(build_app(Service.create(kb))) as srv:
+        code, body = request(srv.base, "/v1/errors/%00")
+        assert code == 500, body
+        assert body == {"error": "the knowledge base could not answer; see the server's log"}
+        assert request(srv.base, "/v1/status")[0] == 200  # and it keeps serving
+    parts = urlsplit(pg_server_url())
+    leaks = [p for p in (parts.username, parts.hostname, parts.path.strip("/")) if p]
+    assert not any(leak in json.dumps(body) for leak in leaks)

@@ -238,10 +238,10 @@ def test_a_second_writer_waits_then_gives_up_as_locked(
     first.ensure_schema()
     with first.write() as tx:
         tx.set_meta("held", "yes")
-        started = time.monotonic()
+        # The first writer holds its transaction open throughout: the second gives up by its
+        # busy timeout (300 ms) instead of waiting for the commit, or this would never return.
         with pytest.raises(StoreLockedError, match="locked by another writer"), second.write():
             pass
-        assert time.monotonic() - started < 5
     assert second.meta_value("held") == "yes"
     first.close()
     second.close()
@@ -265,10 +265,10 @@ def test_the_sync_lock_fails_at_once_and_a_sigkilled_holder_frees_it(pg_url: str
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "HELD"
-        started = time.monotonic()
+        # The holder sleeps for ten minutes: a lock that waited for it would hang, not fail.
         with pytest.raises(SyncLockedError, match="another sync is running"), store.sync_lock():
             pass
-        assert time.monotonic() - started < 2
+        assert proc.poll() is None  # refused while it is still held
     finally:
         proc.send_signal(signal.SIGKILL)  # our own child
         proc.wait(30)

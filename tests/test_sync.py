@@ -463,7 +463,7 @@ def test_progress_reports_every_stage(store: Store, site: Path) -> None:
 
 def test_sync_a_knowledge_base(tmp_path: Path, site: Path) -> None:
     with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
-        report = sync(kb, site / "v1")
+        report = kb.sync(site / "v1")  # the front door: KnowledgeBase.sync
         assert report.to_dict()["added"] == 40
         stats = kb.stats()
         assert (stats.records, stats.dataset_version) == (40, V1)

@@ -27,7 +27,7 @@ import click
 
 from errkb import __version__, inputs
 from errkb.errors import ErrkbError, InputError
-from errkb.render import OutputFormat, RecordLookup, RenderOptions, formats, render, sanitize_text
+from errkb.render import OutputFormat, RenderOptions, formats, render, sanitize_text
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
@@ -219,7 +219,6 @@ def finish(
     report: Result,
     fmt: str,
     *,
-    records: RecordLookup | None = None,
     show: bool = True,
     diagnostics: Diagnostics | None = None,
 ) -> NoReturn:
@@ -230,7 +229,7 @@ def finish(
     if diagnostics is not None:
         out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:
-        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), records=records)))
+        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout))))
     ctx.exit(report.exit_code)
 
 

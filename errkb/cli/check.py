@@ -30,7 +30,4 @@ def check(ctx: click.Context, paths: Sequence[str], fmt: str, all_layers: bool) 
     Runs the reference validators of the records errkb ships. Exit 0 clean, 1 findings,
     2 a file could not be read or checked.
     """
-    from errkb.validators.preflight import check as run_check
-
-    report = run_check(paths, all_layers=all_layers)
-    finish(ctx, report, fmt, records=open_kb(ctx).store.raw_record)
+    finish(ctx, open_kb(ctx).check(paths, all_layers=all_layers), fmt)

@@ -2,9 +2,9 @@
 
 They register themselves on ``errkb.cli.cli`` when this module is imported (``errkb.cli``
 imports it when one of them is asked for). Like every command, each body parses options, calls
-one library function (``errkb.sync``, ``errkb.sync.history``), renders the report and exits with
-its exit code (:func:`errkb.cli.finish`); library errors propagate as ``ErrkbError`` and the
-group turns them into a message and exit code 2.
+one ``KnowledgeBase`` method (``sync``, ``versions``, ``history``, ``rollback``), renders the
+report and exits with its exit code (:func:`errkb.cli.finish`); library errors propagate as
+``ErrkbError`` and the group turns them into a message and exit code 2.
 """
 
 from __future__ import annotations
@@ -18,15 +18,7 @@ import click
 
 from errkb.cli import cli, finish, format_option, open_kb
 from errkb.report.sync import RecordHistory, SyncReport, VersionList
-from errkb.sync import (
-    Progress,
-    ProgressCallback,
-    Stage,
-    history,
-    publish,
-    sync,
-    transport,
-)
+from errkb.sync import Progress, ProgressCallback, Stage, publish, transport
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -181,8 +173,7 @@ def sync_command(
         found = kb.check_for_update(source, deadline=timeout_s)
         finish(ctx, found, fmt, show=fmt != "text" or not quiet)
     with _progress(enabled=not quiet and sys.stderr.isatty()) as progress:
-        report = sync(
-            kb,
+        report = kb.sync(
             source,
             dry_run=dry_run,
             full=full,
@@ -212,7 +203,7 @@ def sync_command(
 @click.pass_context
 def versions_command(ctx: click.Context, fmt: str) -> None:
     """List the applied versions, oldest first (ids are what rollback takes)."""
-    finish(ctx, VersionList(tuple(history.versions(open_kb(ctx)))), fmt)
+    finish(ctx, open_kb(ctx).versions(), fmt)
 
 
 @cli.command("history")
@@ -221,8 +212,7 @@ def versions_command(ctx: click.Context, fmt: str) -> None:
 @click.pass_context
 def history_command(ctx: click.Context, key: str, fmt: str) -> None:
     """Show how one record changed across versions, oldest first (JSON has the content)."""
-    entries = history.record_history(open_kb(ctx), key)
-    finish(ctx, RecordHistory(key, tuple(entries)), fmt)
+    finish(ctx, open_kb(ctx).history(key), fmt)
 
 
 @cli.command("rollback")
@@ -234,7 +224,7 @@ def rollback_command(ctx: click.Context, version: str, fmt: str) -> None:
 
     Recorded as a new version of kind "rollback"; nothing is deleted, so it can be undone.
     """
-    finish(ctx, history.rollback_to(open_kb(ctx), version), fmt)
+    finish(ctx, open_kb(ctx).rollback(version), fmt)
 
 
 @contextlib.contextmanager

@@ -30,9 +30,6 @@ from errkb.errors import UsageError
 
 R = TypeVar("R")
 
-#: A record by id (its JSON object, bare or in an envelope), or None; used by check's formats.
-RecordLookup = Callable[[str], Mapping[str, Any] | None]
-
 
 class OutputFormat(enum.StrEnum):
     """Every output format of every command (each command offers those its report has)."""
@@ -53,7 +50,6 @@ class RenderOptions:
     """What a renderer may need beyond the report."""
 
     color: bool = False  #: ANSI styling allowed (a terminal, colour not disabled)
-    records: RecordLookup | None = None  #: record lookup for check's fixes and SARIF rules
 
 
 Renderer = Callable[[R, RenderOptions], str]
@@ -124,9 +120,7 @@ def render(report: object, fmt: OutputFormat | str, options: RenderOptions | Non
         raise UsageError(f"{type(report).__name__} has no {key[1].value} output")
     options = options or RenderOptions()
     if key[1] in HUMAN_FORMATS:
-        report = sanitize(report)
-        if options.records is not None:
-            options = dataclasses.replace(options, records=_sanitized(options.records))
+        report = sanitize(report)  # the records a report carries too
     return renderer(report, options)
 
 
@@ -179,18 +173,9 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _sanitized(lookup: RecordLookup) -> RecordLookup:
-    def clean_lookup(record_id: str) -> Mapping[str, Any] | None:
-        found = lookup(record_id)
-        return None if found is None else sanitize(found)
-
-    return clean_lookup
-
-
 __all__ = [
     "HUMAN_FORMATS",
     "OutputFormat",
-    "RecordLookup",
     "RenderOptions",
     "formats",
     "registered",

@@ -1,10 +1,9 @@
 """Render a :class:`~errkb.report.CheckReport` as text, JSON, SARIF 2.1.0 or GitHub annotations.
 
-Renderers are pure: report in, string out, registered in :mod:`errkb.render`'s registry.
-Records are looked up through ``RenderOptions.records`` (a callable returning the record's JSON
-object, or None), so this module needs no database; it
-accepts either the bare record or the envelope ``{"record": {...}, "datasetVersion": ...}``.
-A finding of a sibling condition (no record) is rendered under its stable rule id, such as
+Renderers are pure: report in, string out, registered in :mod:`errkb.render`'s registry. The
+records a finding names come with the report (``CheckReport.records``, read by
+``KnowledgeBase.check``); a finding whose record is not there is shown without a fix. A
+finding of a sibling condition (no record) is rendered under its stable rule id, such as
 ``quanto.missing-tensors``, with upstream's own severity: they all raise, so they are errors.
 """
 
@@ -16,7 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 from errkb import __version__
-from errkb.render import OutputFormat, RecordLookup, RenderOptions, json_text, renders
+from errkb.render import OutputFormat, RenderOptions, json_text, renders
 from errkb.report import Finding
 from errkb.report.check import CheckReport
 
@@ -24,14 +23,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://github.com/standardbeagle/err-lookup"
 
 
-def _record(lookup: RecordLookup, record_id: str | None) -> Mapping[str, Any] | None:
-    if record_id is None:
-        return None
-    found = lookup(record_id)
-    if found is None:
-        return None
-    inner = found.get("record")
-    return inner if isinstance(inner, Mapping) else found
+def _record(report: CheckReport, record_id: str | None) -> Mapping[str, Any] | None:
+    return None if record_id is None else report.records.get(record_id)
 
 
 def _first_solution(record: Mapping[str, Any] | None) -> str | None:
@@ -52,13 +45,13 @@ _SARIF_LEVEL = {"critical": "error", "error": "error", "warning": "warning", "in
 _GITHUB_COMMAND = {"critical": "error", "error": "error", "warning": "warning", "info": "notice"}
 
 
-def render_text(report: CheckReport, record_lookup: RecordLookup) -> str:
+def render_text(report: CheckReport) -> str:
     """Render like a linter: ``path: prefix: message [rule]`` and an indented one-line fix."""
     lines: list[str] = []
     for finding in report.findings:
         where = f"{finding.path}: {finding.prefix}" if finding.prefix else finding.path
         lines.append(f"{where}: {finding.message} [{finding.rule}]")
-        fix = _first_solution(_record(record_lookup, finding.record_id))
+        fix = _first_solution(_record(report, finding.record_id))
         if fix:
             lines.append(f"    fix: {fix}")
     for error in report.errors:
@@ -105,13 +98,13 @@ def _sarif_rule(rule_id: str, finding: Finding, record: Mapping[str, Any] | None
     return entry
 
 
-def sarif_document(report: CheckReport, record_lookup: RecordLookup) -> dict[str, Any]:
+def sarif_document(report: CheckReport) -> dict[str, Any]:
     """Build the SARIF 2.1.0 log as a dict (``render_sarif`` serialises it)."""
     rules: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     results: list[dict[str, Any]] = []
     for finding in report.findings:
-        record = _record(record_lookup, finding.record_id)
+        record = _record(report, finding.record_id)
         if finding.rule not in index:
             index[finding.rule] = len(rules)
             rules.append(_sarif_rule(finding.rule, finding, record))
@@ -167,9 +160,9 @@ def sarif_document(report: CheckReport, record_lookup: RecordLookup) -> dict[str
     }
 
 
-def render_sarif(report: CheckReport, record_lookup: RecordLookup) -> str:
+def render_sarif(report: CheckReport) -> str:
     """Render the report as a SARIF 2.1.0 log (ruleId = record id, or the sibling rule id)."""
-    return json_text(sarif_document(report, record_lookup))
+    return json_text(sarif_document(report))
 
 
 def escape_data(text: str) -> str:
@@ -182,11 +175,11 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(report: CheckReport, record_lookup: RecordLookup) -> str:
+def render_github(report: CheckReport) -> str:
     """Render GitHub Actions workflow commands: one ``::error file=...,title=...::`` per item."""
     lines: list[str] = []
     for finding in report.findings:
-        record = _record(record_lookup, finding.record_id)
+        record = _record(report, finding.record_id)
         command = _GITHUB_COMMAND.get(_severity(record), "error")
         title = f"errkb {finding.check} [{finding.rule}]"
         message = f"{finding.prefix}: {finding.message}" if finding.prefix else finding.message
@@ -205,14 +198,10 @@ def render_github(report: CheckReport, record_lookup: RecordLookup) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-def _lookup(options: RenderOptions) -> RecordLookup:
-    return options.records or (lambda _record_id: None)
-
-
 @renders(CheckReport, OutputFormat.TEXT)
 def check_text(report: CheckReport, options: RenderOptions) -> str:
     """Linter-style lines (see :func:`render_text`)."""
-    return render_text(report, _lookup(options))
+    return render_text(report)
 
 
 @renders(CheckReport, OutputFormat.JSON)
@@ -224,10 +213,10 @@ def check_json(report: CheckReport, options: RenderOptions) -> str:
 @renders(CheckReport, OutputFormat.SARIF)
 def check_sarif(report: CheckReport, options: RenderOptions) -> str:
     """A SARIF 2.1.0 log."""
-    return render_sarif(report, _lookup(options))
+    return render_sarif(report)
 
 
 @renders(CheckReport, OutputFormat.GITHUB)
 def check_github(report: CheckReport, options: RenderOptions) -> str:
     """GitHub Actions workflow commands."""
-    return render_github(report, _lookup(options))
+    return render_github(report)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -12,11 +13,23 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class CheckReport:
-    """What ``check`` found: findings, the files it read, and the inputs it could not check."""
+    """What ``check`` found: findings, the files it read, and the inputs it could not check.
+
+    ``records`` holds the JSON object of each record a finding names, by id, for the fixes and
+    SARIF rules the human and SARIF formats show (``KnowledgeBase.check`` reads them; the
+    validators alone, ``errkb.check``, know no database and leave it empty). It is not part of
+    ``to_dict()``: the JSON output names records by id.
+    """
 
     findings: tuple[Finding, ...]
     checked: tuple[str, ...]  #: safetensors files whose headers were read and checked
     errors: tuple[FileError, ...]
+    records: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def record_ids(self) -> tuple[str, ...]:
+        """The ids of the records the findings name, in order, each once."""
+        return tuple(dict.fromkeys(f.record_id for f in self.findings if f.record_id is not None))
 
     @property
     def exit_code(self) -> int:

@@ -25,6 +25,8 @@ from errkb.errors import ErrkbError, NotFoundError, UsageError
 
 if TYPE_CHECKING:
     from errkb.kb import KnowledgeBase
+    from errkb.report import Report
+    from errkb.serve.workers import WorkerPool
 
 #: Largest text an explain (or a search query) accepts through a service: a long traceback or a
 #: log excerpt fits many times over; a whole log belongs to ``errkb explain FILE``.
@@ -63,10 +65,16 @@ class Service:
 
     kb: KnowledgeBase
     allowed_paths: tuple[Path, ...] = ()  #: resolved roots ``check_checkpoint`` may read under
+    #: Where explain, match and search run when set: worker processes a deadline can stop
+    #: (``errkb.serve.workers``); in this process otherwise (the library, tests).
+    pool: WorkerPool | None = None
 
     @classmethod
     def create(
-        cls, kb: KnowledgeBase, allow_paths: Sequence[str | os.PathLike[str]] = ()
+        cls,
+        kb: KnowledgeBase,
+        allow_paths: Sequence[str | os.PathLike[str]] = (),
+        pool: WorkerPool | None = None,
     ) -> Service:
         roots = []
         for root in allow_paths:
@@ -74,7 +82,7 @@ class Service:
             if not resolved.is_dir():
                 raise UsageError(f"--allow-path {os.fspath(root)!r}: not a directory")
             roots.append(resolved)
-        return cls(kb, tuple(roots))
+        return cls(kb, tuple(roots), pool)
 
     @contextlib.contextmanager
     def preparing(self, interval: float = PREPARE_INTERVAL) -> Iterator[None]:
@@ -107,19 +115,54 @@ class Service:
             self.kb.prepare_ahead = False
 
     # ------------------------------------------------------------------ operations
-    def explain(self, text: str) -> dict[str, Any]:
-        """Every known error in ``text``: the ``explain --format json`` object."""
-        _cap("text", text, MAX_TEXT_CHARS)
-        return self.kb.explain(text).to_dict()
+    def explain(self, text: str, detail: str | None = None, offset: int = 0) -> dict[str, Any]:
+        """Every known error in ``text``.
 
-    def match(self, message: str, error_class: str | None = None) -> dict[str, Any]:
-        """One exception message: the ``match --format json`` object."""
+        ``detail`` None: the ``explain --format json`` object, whole; ``compact`` or ``full``:
+        one page of that view from match ``offset`` (``errkb.serve.views``).
+        """
+        _cap("text", text, MAX_TEXT_CHARS)
+        _check_view(detail, offset)
+        if self.pool is not None:
+            return self.pool.call("explain", {"text": text, "detail": detail, "offset": offset})
+        return self.explain_local(text, detail, offset)
+
+    def explain_local(
+        self, text: str, detail: str | None = None, offset: int = 0
+    ) -> dict[str, Any]:
+        """``explain`` in this process (what a worker runs)."""
+        _cap("text", text, MAX_TEXT_CHARS)
+        return _view(self.kb.explain(text), detail, offset)
+
+    def match(
+        self,
+        message: str,
+        error_class: str | None = None,
+        detail: str | None = None,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """One exception message: the ``match --format json`` object (or a view of it)."""
         _cap("message", message, MAX_MESSAGE_CHARS)
         if not message.strip():
             raise UsageError("message is empty: give the exception's message text")
         if error_class is not None:
             _cap("errorClass", error_class, MAX_KEY_CHARS)
-        return self.kb.match_message(message, error_class or None).to_dict()
+        _check_view(detail, offset)
+        if self.pool is not None:
+            args = {"message": message, "error_class": error_class, "detail": detail}
+            return self.pool.call("match", {**args, "offset": offset})
+        return self.match_local(message, error_class, detail, offset)
+
+    def match_local(
+        self,
+        message: str,
+        error_class: str | None = None,
+        detail: str | None = None,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """``match`` in this process (what a worker runs)."""
+        _cap("message", message, MAX_MESSAGE_CHARS)
+        return _view(self.kb.match_message(message, error_class or None), detail, offset)
 
     def search(
         self,
@@ -136,6 +179,23 @@ class Service:
         for name, value in (("repo", repo), ("tag", tag), ("errorClass", error_class)):
             if value is not None:
                 _cap(name, value, MAX_KEY_CHARS)
+        args = {"repo": repo, "tag": tag, "error_class": error_class, "severity": severity}
+        if self.pool is not None:
+            return self.pool.call("search", {"query": query, **args, "limit": limit})
+        return self.search_local(query, **args, limit=limit)
+
+    def search_local(
+        self,
+        query: str,
+        *,
+        repo: str | None = None,
+        tag: str | None = None,
+        error_class: str | None = None,
+        severity: str | None = None,
+        limit: int = 10,
+    ) -> dict[str, Any]:
+        """``search`` in this process (what a worker runs)."""
+        _cap("query", query, MAX_TEXT_CHARS)
         report = self.kb.search(
             query, repo=repo, tag=tag, error_class=error_class, severity=severity, limit=limit
         )
@@ -143,26 +203,23 @@ class Service:
 
     def get_error(self, key: str) -> dict[str, Any]:
         """One record by id or slug: every field, validator backing, history summary."""
-        from errkb.sync import history
-        from errkb.validators import validator_for
-
         _cap("id", key, MAX_KEY_CHARS)
         key = key.strip()
         if not key:
             raise UsageError("give a record id (16 hex digits) or slug")
-        ids = self.kb.store.find_ids(key)
-        if not ids:
-            raise NotFoundError(f"no record with id or slug {key!r} (search_errors finds records)")
-        if key not in ids and len(ids) > 1:
-            raise UsageError(f"slug {key!r} names {len(ids)} records; give an id: {', '.join(ids)}")
-        record_id = key if key in ids else ids[0]
-        entries = history.record_history(self.kb, record_id)
-        record = self.kb.store.raw_record(record_id)
+        try:
+            record_id = self.kb.record_id(key)
+        except NotFoundError:
+            raise NotFoundError(
+                f"no record with id or slug {key!r} (search_errors finds records)"
+            ) from None
+        entries = self.kb.history(record_id).entries
+        view = self.kb.view(record_id)
         return {
             "id": record_id,
-            "retired": self.kb.is_retired(record_id),
-            "validator": validator_for(record_id) is not None,
-            "record": record,
+            "retired": view.retired,
+            "validator": view.validated,
+            "record": view.record,
             "history": {
                 "changes": len(entries),
                 "firstVersion": entries[0].dataset_version if entries else None,
@@ -208,7 +265,7 @@ class Service:
         """Dataset version, record and repository counts, and the last sync."""
         self.kb.refresh()
         stats = self.kb.stats()
-        last = self.kb.store.latest_version()
+        last = self.kb.latest_version()
         return {
             "errkb": _version(),
             "datasetVersion": stats.dataset_version,
@@ -220,7 +277,7 @@ class Service:
             else {
                 "versionId": last.id,
                 "kind": last.kind.value,
-                "source": last.source,
+                "source": None if last.source is None else redact_url(last.source),
                 "at": last.finished_at,
                 "datasetVersion": last.dataset_version,
             },
@@ -231,6 +288,44 @@ def _version() -> str:
     from errkb import __version__
 
     return __version__
+
+
+def redact_url(url: str) -> str:
+    """``url`` without userinfo, query or fragment: what a status may show of a sync source.
+
+    A source URL may carry a password (``https://user:pw@host/``) or a token in its query
+    (``?token=...``); a status is read by anyone the server answers (issue 27, item 5).
+    """
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    if not parts.scheme or not parts.netloc:
+        return url  # a local path
+    netloc = parts.netloc.rpartition("@")[2]
+    query = "<redacted>" if parts.query else ""
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _check_view(detail: str | None, offset: int) -> None:
+    from errkb.serve.views import Detail
+
+    if detail is not None and detail not in tuple(Detail):
+        choices = ", ".join(d.value for d in Detail)
+        raise UsageError(f"detail must be one of {choices}, not {detail!r}")
+    if offset < 0 or (offset and detail is None):
+        raise UsageError(f"offset {offset} needs detail=compact or full and must be >= 0")
+
+
+def _view(report: Report, detail: str | None, offset: int) -> dict[str, Any]:
+    from errkb.serve.views import Detail, explanation_view
+
+    _check_view(detail, offset)
+    if detail is None:
+        return report.to_dict()
+    return explanation_view(report, Detail(detail), offset=offset).to_dict()
 
 
 def _cap(name: str, value: str, limit: int) -> None:

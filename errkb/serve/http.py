@@ -20,18 +20,23 @@ to the MCP server's own Starlette app, so its session manager's lifespan runs wi
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import anyio.to_thread
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from errkb.errors import ErrkbError, NotFoundError
+from errkb.errors import ErrkbError, NotFoundError, StoreError
 from errkb.search import MAX_LIMIT
 from errkb.serve import MAX_TEXT_CHARS, AccessError, Service, schemas
+from errkb.serve.guard import Guard, Policy
+from errkb.serve.runner import ServeOptions
+from errkb.serve.workers import BusyError, DeadlineError, WorkerError
+
+log = logging.getLogger("errkb.serve")
 
 #: A request body larger than this is refused (413) without being read further.
 MAX_BODY_BYTES = 4 * MAX_TEXT_CHARS
@@ -55,22 +60,39 @@ def build_app(
     host: str = "127.0.0.1",
     request_seconds: float = REQUEST_SECONDS,
     max_body_bytes: int = MAX_BODY_BYTES,
-) -> Starlette:
-    """The ASGI app: the REST routes and the MCP endpoint, over one shared service."""
+    policy: Policy | None = None,
+) -> Guard:
+    """The ASGI app: the REST routes and the MCP endpoint, over one shared service.
+
+    Every route, ``/mcp`` and unknown paths included, is behind the ``Host``/``Origin``/token
+    guard (``errkb.serve.guard``); the SDK's own narrower check is replaced by it.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.exceptions import HTTPException
+
     from errkb.serve.mcp_tools import build_server
 
     server = build_server(service)
 
     async def run(operation: Callable[[], dict[str, Any]]) -> Response:
         try:
-            with anyio.fail_after(request_seconds):
+            # The worker pool stops an explain at its own deadline; this one (a little later)
+            # bounds the calls that run in this process.
+            with anyio.fail_after(request_seconds + 1):
                 result = await anyio.to_thread.run_sync(operation, abandon_on_cancel=True)
-        except TimeoutError:
+        except (TimeoutError, DeadlineError):
             return _error(504, f"the request took longer than {request_seconds:g} s")
+        except BusyError as exc:
+            return _error(503, str(exc), {"Retry-After": str(exc.retry_after)})
         except NotFoundError as exc:
             return _error(404, str(exc))
         except AccessError as exc:
             return _error(403, str(exc))
+        except (StoreError, WorkerError) as exc:
+            # The server's fault, not the request's; its text may name the database (user,
+            # socket path), so the client gets none of it and the log gets all of it.
+            log.error("request failed: %s", exc)
+            return _error(500, "the knowledge base could not answer; see the server's log")
         except ErrkbError as exc:
             return _error(400, str(exc))
         return JSONResponse(result)
@@ -91,13 +113,15 @@ def build_app(
     @route("/v1/explain", "POST")
     async def explain(request: Request) -> Response:
         text = await _explain_text(request, max_body_bytes)
-        return await run(lambda: service.explain(text))
+        detail, offset = _param(request, "detail"), _int_param(request, "offset", 0)
+        return await run(lambda: service.explain(text, detail, offset))
 
     @route("/v1/match", "GET")
     async def match(request: Request) -> Response:
         message = _param(request, "message", required=True) or ""
         error_class = _param(request, "class")
-        return await run(lambda: service.match(message, error_class))
+        detail, offset = _param(request, "detail"), _int_param(request, "offset", 0)
+        return await run(lambda: service.match(message, error_class, detail, offset))
 
     @route("/v1/search", "GET")
     async def search(request: Request) -> Response:
@@ -128,7 +152,24 @@ def build_app(
     async def openapi(_request: Request) -> Response:
         return JSONResponse(openapi_document())
 
-    return server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        host=host,
+        max_request_body_size=max_body_bytes,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        # Unknown routes and wrong methods answer JSON like every other error.
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else None
+        return _error(status, f"{status} {_REASONS.get(status, 'error')}", headers)
+
+    app.add_exception_handler(HTTPException, http_error)
+    return Guard(app, policy or Policy.for_bind(host), max_body_bytes=max_body_bytes)
+
+
+_REASONS = {404: "no such route", 405: "method not allowed for this route"}
 
 
 async def _explain_text(request: Request, cap: int) -> str:
@@ -147,6 +188,9 @@ async def _explain_text(request: Request, cap: int) -> str:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError) as exc:
             raise HTTPError(400, f"body is not valid JSON: {exc}") from exc
+        except RecursionError:
+            # 100,000 "[" made the parser recurse past Python's limit (issue 27, item 5).
+            raise HTTPError(400, "body is not valid JSON: nested too deeply") from None
         if not isinstance(data, dict) or not isinstance(data.get("text"), str):
             raise HTTPError(400, 'a JSON body must be an object with a string "text"')
         return str(data["text"])
@@ -174,16 +218,16 @@ def _int_param(request: Request, name: str, default: int) -> int:
         ) from None
 
 
-def _error(status: int, message: str) -> Response:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def run_server(service: Service, host: str, port: int) -> None:
-    """Serve until interrupted (the ``errkb serve`` command)."""
-    import uvicorn
+def run_server(service: Service, options: ServeOptions, policy: Policy) -> None:
+    """Serve until SIGTERM/SIGINT/SIGHUP, then stop gracefully (the ``errkb serve`` command)."""
+    from errkb.serve.runner import serve
 
     with service.preparing():
-        uvicorn.run(build_app(service, host=host), host=host, port=port, log_level="warning")
+        serve(build_app(service, host=options.host, policy=policy), options, policy)
 
 
 def openapi_document() -> dict[str, Any]:
@@ -195,8 +239,10 @@ def openapi_document() -> dict[str, Any]:
         return {"description": description, "content": {"application/json": {"schema": schema}}}
 
     error = {
-        "description": "bad request (400), refused (403), unknown record (404), body too large "
-        "(413), unsupported media type (415), or over the time limit (504)",
+        "description": "bad request (400), no or wrong token (401), refused Host/Origin or "
+        "path (403), unknown record or route (404), wrong method (405), body too large (413), "
+        "unsupported media type (415), the server's fault (500), busy: retry after "
+        "Retry-After seconds (503), or over the time limit (504)",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
     }
 
@@ -212,6 +258,17 @@ def openapi_document() -> dict[str, Any]:
             "schema": schema,
         }
 
+    view_params = [
+        {
+            "name": "detail",
+            "in": "query",
+            "required": False,
+            "description": "compact: one entry per record (explanation-compact.schema.json); "
+            "full: pages of the full object; absent: the whole explain --format json object",
+            "schema": {"enum": ["compact", "full"]},
+        },
+        query("offset", "with detail: start at this match (a page's nextOffset)", kind="integer"),
+    ]
     return {
         "openapi": "3.1.0",
         "info": {
@@ -223,7 +280,11 @@ def openapi_document() -> dict[str, Any]:
         "paths": {
             "/v1/explain": {
                 "post": {
+                    "operationId": "explainLog",
                     "summary": "Explain every known error in a log or traceback",
+                    "description": 'The body (text/plain, or JSON {"text": ...}) is at most '
+                    f"{MAX_TEXT_CHARS:,} characters and {MAX_BODY_BYTES:,} bytes.",
+                    "parameters": view_params,
                     "requestBody": {
                         "required": True,
                         "content": {
@@ -248,10 +309,12 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/match": {
                 "get": {
+                    "operationId": "matchMessage",
                     "summary": "Explain one exception message",
                     "parameters": [
                         query("message", "the exception message", required=True),
                         query("class", "the exception class, if known"),
+                        *view_params,
                     ],
                     "responses": {
                         "200": ok(
@@ -263,6 +326,7 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/search": {
                 "get": {
+                    "operationId": "searchErrors",
                     "summary": "Find records by words, a message or a whole traceback",
                     "parameters": [
                         query("q", "the query", required=True),
@@ -280,6 +344,7 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/errors/{id}": {
                 "get": {
+                    "operationId": "getError",
                     "summary": "One record in full, its validator backing and history",
                     "parameters": [
                         {
@@ -298,6 +363,7 @@ def openapi_document() -> dict[str, Any]:
             },
             "/v1/status": {
                 "get": {
+                    "operationId": "datasetStatus",
                     "summary": "Dataset version, counts and the last sync",
                     "responses": {
                         "200": ok("the status", "#/components/schemas/Status"),
@@ -305,7 +371,13 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
-            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": ok('{"ok": true}')}}},
+            "/healthz": {
+                "get": {
+                    "operationId": "health",
+                    "summary": "Liveness",
+                    "responses": {"200": ok('{"ok": true}')},
+                }
+            },
         },
         "components": {
             "schemas": {

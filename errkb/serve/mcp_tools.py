@@ -10,12 +10,13 @@ wrong; the server itself never stops for it. Tools run the synchronous library o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
@@ -29,16 +30,22 @@ from errkb.serve import (
     MAX_TEXT_CHARS,
     Service,
     schemas,
+    views,
 )
+from errkb.serve.guard import Guard, Policy
 
+if TYPE_CHECKING:
+    from errkb.serve.runner import ServeOptions
+
+#: What an assistant reads first. At most 512 characters (Codex reads no more) and the rule that
+#: matters most first: the old text was 585, and its last rule was the one cut.
 INSTRUCTIONS = (
-    "errkb explains Python errors from the ErrLookup error-knowledge dataset. When a user pastes "
-    "a traceback or a log, call explain_log with the whole text: it finds every known error, with "
-    "the values captured from the message, the failed condition, the record's documentation and "
-    "fixes, and an honest confidence ('exact' = the record's pattern matched; 'similar' = only a "
-    "suggestion). For one message call match_message; to look records up by words call "
-    "search_errors; get_error gives a record in full. Quote the record's solutions; do not invent "
-    "fixes for errors errkb lists as unmatched."
+    "Quote the record's solutions; never invent fixes for errors errkb lists as unmatched. "
+    "errkb explains Python errors from the ErrLookup dataset. For a pasted traceback or log, "
+    "call explain_log with the whole text: each known error once, with its occurrences, "
+    "captured values, diagnosis and solutions; 'exact' = the record's pattern matched, "
+    "'similar' = only a suggestion. One message: match_message. Words: search_errors. "
+    "A record in full: get_error. Results too long say truncated: pass nextOffset as offset."
 )
 
 
@@ -62,7 +69,7 @@ class _Output(BaseModel):
 
 
 class Explanation(_Output):
-    SCHEMA = schemas.EXPLANATION
+    SCHEMA = schemas.EXPLANATION_VIEW
 
 
 class SearchResults(_Output):
@@ -82,8 +89,32 @@ class DatasetStatus(_Output):
 
 
 _O = TypeVar("_O", bound=_Output)
+#: A tool result built here (the summary as its text) whose structured content is validated
+#: against, and published as, the explanation view's schema.
+ExplanationResult = Annotated[CallToolResult, Explanation]
 
-_READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, open_world_hint=False)
+
+def _annotations(title: str) -> ToolAnnotations:
+    """Every hint given: a tool without them is assumed destructive and open-world."""
+    return ToolAnnotations(
+        title=title,
+        read_only_hint=True,
+        destructive_hint=False,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
+
+
+Detail = Annotated[
+    Literal["compact", "full"],
+    Field(
+        description="compact (default): each record once, its occurrences, diagnosis and "
+        "solutions in short; full: every match with the whole record, in pages."
+    ),
+]
+Offset = Annotated[
+    int, Field(description="Start at this match: the nextOffset of a truncated result.", ge=0)
+]
 
 
 def build_server(service: Service) -> MCPServer[Any]:
@@ -94,7 +125,7 @@ def build_server(service: Service) -> MCPServer[Any]:
         "errkb", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_annotations("Explain a log or traceback"))
     def explain_log(
         text: Annotated[
             str,
@@ -104,17 +135,20 @@ def build_server(service: Service) -> MCPServer[Any]:
                 max_length=MAX_TEXT_CHARS,
             ),
         ],
-    ) -> Explanation:
+        detail: Detail = "compact",
+        offset: Offset = 0,
+    ) -> ExplanationResult:
         """Find and explain every known Python error in a log or traceback.
 
-        Returns the `errkb explain --format json` object: `matches` (each with `confidence`
-        exact or similar, `captures` = values taken from the message, `lines` in the input,
-        `rootCause`, `diagnosis` from a reference validator when one exists, and the full
-        `record` with documentation and solutions) and `unmatched` exceptions errkb does not know.
+        compact (default): `matches` has each record once, with `occurrences` (captured values,
+        line numbers, the validator's `diagnosis`), `solutions` in short and `link` (get_error
+        gives the full record); `unmatched` lists exceptions errkb does not know. full: the
+        `errkb explain --format json` matches with whole records. A result is at most 64 KB
+        (compact) or 512 KB (full): `truncated` and `nextOffset` say what to ask for next.
         """
-        return _call(Explanation, lambda: service.explain(text))
+        return _view_call(lambda: service.explain(text, detail, offset))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_annotations("Explain one exception message"))
     def match_message(
         message: Annotated[
             str,
@@ -125,16 +159,18 @@ def build_server(service: Service) -> MCPServer[Any]:
         ],
         errorClass: Annotated[
             str | None,
-            Field(description="The exception class, e.g. ValueError, if known."),
+            Field(description="The exception class, e.g. ValueError, if known.", max_length=256),
         ] = None,
-    ) -> Explanation:
+        detail: Detail = "compact",
+        offset: Offset = 0,
+    ) -> ExplanationResult:
         """Explain one exception message (what a bot has when it caught the error itself).
 
         Returns the same object as explain_log, for that one message.
         """
-        return _call(Explanation, lambda: service.match(message, errorClass))
+        return _view_call(lambda: service.match(message, errorClass, detail, offset))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_annotations("Search error records"))
     def search_errors(
         query: Annotated[
             str,
@@ -159,7 +195,16 @@ def build_server(service: Service) -> MCPServer[Any]:
         """
         return _call(SearchResults, lambda: service.search(query, repo=repo, limit=limit))
 
-    @server.tool(annotations=_READ_ONLY)
+    # ErrLookup's own MCP server calls its search tool search_error: the same tool under that
+    # name costs one registration, and a prompt written for ErrLookup works unchanged.
+    server.tool(
+        name="search_error",
+        description="Look error records up by words, a message or a traceback: the same "
+        "tool as search_errors, under the name ErrLookup's own MCP server gives it.",
+        annotations=_annotations("Search error records"),
+    )(search_errors)
+
+    @server.tool(annotations=_annotations("Get one error record"))
     def get_error(
         id: Annotated[
             str,
@@ -178,7 +223,7 @@ def build_server(service: Service) -> MCPServer[Any]:
         """
         return _call(RecordDetail, lambda: service.get_error(id))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_annotations("Pre-flight a checkpoint"))
     def check_checkpoint(
         path: Annotated[
             str,
@@ -197,7 +242,7 @@ def build_server(service: Service) -> MCPServer[Any]:
         """
         return _call(CheckResult, lambda: service.check_checkpoint(path))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_annotations("Dataset status"))
     def dataset_status() -> DatasetStatus:
         """Which dataset version errkb answers from, and how current it is.
 
@@ -206,21 +251,99 @@ def build_server(service: Service) -> MCPServer[Any]:
         """
         return _call(DatasetStatus, service.status)
 
+    @server.resource(
+        "errkb://records/{id}",
+        name="record",
+        title="An error record",
+        description="One record in full (as get_error returns it), by id or slug.",
+        mime_type="application/json",
+    )
+    def record_resource(id: str) -> str:
+        return json.dumps(_resource(lambda: service.get_error(id)), ensure_ascii=False)
+
+    @server.resource(
+        "errkb://status",
+        name="status",
+        title="Dataset status",
+        description="Which dataset version errkb answers from (as dataset_status returns it).",
+        mime_type="application/json",
+    )
+    def status_resource() -> str:
+        return json.dumps(_resource(service.status), ensure_ascii=False)
+
+    @server.prompt(
+        name="explain_ci_log",
+        title="Explain this CI log",
+        description="Explain every known Python error in a pasted CI log, with the fixes "
+        "the records give.",
+    )
+    def explain_ci_log(log: str) -> str:
+        return (
+            "Call the explain_log tool with the whole log below. For each match, say which "
+            "error it is, where it occurs (line numbers, captured values), what the diagnosis "
+            "says, and quote the record's solutions; call get_error for a record's full "
+            "documentation. Say plainly which exceptions errkb lists as unmatched and do not "
+            "invent fixes for them. If the result is truncated, call again with nextOffset.\n\n"
+            f"<log>\n{log}\n</log>"
+        )
+
+    @server.prompt(
+        name="triage_error",
+        title="Triage one exception",
+        description="Explain one exception message and what to do about it.",
+    )
+    def triage_error(message: str, error_class: str = "") -> str:
+        cls = f" (class {error_class})" if error_class else ""
+        return (
+            f"Call match_message with this message{cls} and explain the result: the record, "
+            "the captured values, the diagnosis, and the record's solutions quoted. If nothing "
+            "matches, call search_errors with the message and say the results are only "
+            f"suggestions.\n\n<message>\n{message}\n</message>"
+        )
+
     return server
 
 
-def run_server(service: Service, address: tuple[str, int] | None) -> None:
-    """Serve the tools until interrupted: over stdio, or streamable HTTP at ``address``."""
+def run_server(
+    service: Service, options: ServeOptions | None, policy: Policy | None = None
+) -> None:
+    """Serve the tools: over stdio (``options`` None), or streamable HTTP at ``/mcp``."""
     server = build_server(service)
     with service.preparing():
-        if address is None:
+        if options is None:
             server.run("stdio")
             return
-        import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
 
-        host, port = address
-        app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        from errkb.serve.runner import serve
+
+        policy = policy or Policy.for_bind(options.host)
+        app = server.streamable_http_app(
+            streamable_http_path="/mcp",
+            host=options.host,
+            # errkb's guard checks Host, Origin and the token on every route, whatever the bind.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        serve(Guard(app, policy, max_body_bytes=4 * MAX_TEXT_CHARS), options, policy)
+
+
+def _view_call(operation: Callable[[], dict[str, Any]]) -> CallToolResult:
+    """An explanation view: the JSON as structured content, a short summary as the text."""
+    try:
+        result = operation()
+    except ErrkbError as exc:
+        raise ToolError(str(exc)) from exc
+    return CallToolResult(
+        content=[TextContent(type="text", text=views.summary(result))],
+        structured_content=result,
+    )
+
+
+def _resource(operation: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    try:
+        return operation()
+    except ErrkbError as exc:
+        raise ResourceError(str(exc)) from exc
 
 
 def _call(output: type[_O], operation: Callable[[], dict[str, Any]]) -> _O:

@@ -17,6 +17,8 @@ from typing import Any
 
 #: What each bot-facing operation returns, by its shipped schema.
 EXPLANATION = "explanation.schema.json"
+EXPLANATION_VIEW = "explanation-view.schema.json"  #: compact, or a page of the full one
+EXPLANATION_COMPACT = "explanation-compact.schema.json"
 SEARCH = "search.schema.json"
 RECORD_DETAIL = "record-detail.schema.json"
 CHECK = "check.schema.json"

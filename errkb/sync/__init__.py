@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import IO, Any
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem, RecordError, SyncError
@@ -46,9 +46,6 @@ from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 from errkb.sync import workers as checking
 from errkb.sync.repofile import RepoFile, check_repo, read_repo, spool_line
-
-if TYPE_CHECKING:
-    from errkb.kb import KnowledgeBase
 
 _STATE_KEY = "sync_state"
 
@@ -212,7 +209,7 @@ class _Plan:
 
 # ---------------------------------------------------------------------------- entry point
 def sync(
-    target: Store | KnowledgeBase,
+    store: Store,
     source: str | os.PathLike[str] | None = None,
     *,
     dry_run: bool = False,
@@ -251,7 +248,6 @@ def sync(
     published tree may hold (index rows, repositories, bytes per repository file), so a sync's
     memory stays bounded whatever the source serves.
     """
-    store = store_of(target)
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
@@ -317,19 +313,6 @@ class _FetchOptions:
     deadline: transport.Deadline = field(default_factory=lambda: transport.Deadline(None))
     #: processes checking repository files (``errkb.sync.workers``); None: by machine and size
     plan_workers: int | None = None
-
-
-@runtime_checkable
-class _HoldsStore(Protocol):
-    """A knowledge base, by its shape: ``errkb.kb`` imports this package, so not by its class."""
-
-    @property
-    def store(self) -> Store: ...
-
-
-def store_of(target: Store | KnowledgeBase) -> Store:
-    """The store of a knowledge base (or the store itself)."""
-    return target.store if isinstance(target, _HoldsStore) else target
 
 
 @contextlib.contextmanager

@@ -9,44 +9,41 @@ applies it like a full snapshot, in one transaction: records that differ are res
 history rows (a record retired at ``V`` gets back the content it had then, and stays retired),
 records added after ``V`` are retired, and a new version row of kind "rollback" records it.
 Nothing is rewritten, so a rollback can itself be rolled back.
+
+These take the ``Store`` they read and write: ``KnowledgeBase`` (above this room) is the front
+door, whose ``versions``, ``history`` and ``rollback`` call them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from errkb.errors import NotFoundError, UsageError
 from errkb.report.sync import HistoryEntry, SyncReport, SyncStatus
 from errkb.store import Store, VersionInfo, VersionKind
-from errkb.sync import store_of
-
-if TYPE_CHECKING:
-    from errkb.kb import KnowledgeBase
 
 
-def versions(target: Store | KnowledgeBase) -> list[VersionInfo]:
+def versions(store: Store) -> list[VersionInfo]:
     """Every applied version, oldest first."""
-    return store_of(target).versions()
+    return store.versions()
 
 
-def resolve_version(target: Store | KnowledgeBase, key: str | int) -> int:
+def resolve_version(store: Store, key: str | int) -> int:
     """Map a version row id, or a datasetVersion string, to a version row id.
 
     A datasetVersion applied more than once (synced, then rolled back to) names its latest row.
     """
     text = str(key).strip()
-    found = store_of(target).resolve_version(text)
+    found = store.resolve_version(text)
     if found is None:
         raise NotFoundError(f"no applied version {text!r} (see `errkb versions`)")
     return found
 
 
-def record_history(target: Store | KnowledgeBase, key: str) -> list[HistoryEntry]:
+def record_history(store: Store, key: str) -> list[HistoryEntry]:
     """How one record (by id, or by a slug naming one record) changed, oldest first."""
-    store = store_of(target)
-    record_id = _record_id(store, key)
+    record_id = resolve_record(store, key)
     with store.snapshot():  # one committed state for both reads
         changes = store.record_changes(record_id)
         current = store.record(record_id)
@@ -75,7 +72,8 @@ def record_history(target: Store | KnowledgeBase, key: str) -> list[HistoryEntry
     return entries
 
 
-def _record_id(store: Store, key: str) -> str:
+def resolve_record(store: Store, key: str) -> str:
+    """The id ``key`` names: an id, or a slug naming one record (UsageError when it names more)."""
     ids = store.find_ids(key)
     if not ids:
         raise NotFoundError(f"no record with id or slug {key!r}")
@@ -86,19 +84,18 @@ def _record_id(store: Store, key: str) -> str:
     return ids[0]
 
 
-def rollback_to(target: Store | KnowledgeBase, key: str | int) -> SyncReport:
+def rollback_to(store: Store, key: str | int) -> SyncReport:
     """Roll back to the version ``key`` names: a version row id or a datasetVersion."""
-    return rollback(target, resolve_version(target, key))
+    return rollback(store, resolve_version(store, key))
 
 
-def rollback(target: Store | KnowledgeBase, version_id: int) -> SyncReport:
+def rollback(store: Store, version_id: int) -> SyncReport:
     """Make the knowledge base what it was right after version ``version_id`` was applied.
 
     Recorded as a new version row of kind "rollback" (``restores`` = ``version_id``), in one
     transaction, with history rows for every record it changes. Rolling back to the latest
     version changes nothing and writes nothing.
     """
-    store = store_of(target)
     started = time.monotonic()
     with store.sync_lock():
         info = {v.id: v for v in versions(store)}

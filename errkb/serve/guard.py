@@ -1,0 +1,156 @@
+"""Who may ask: the Host, Origin and bearer-token checks in front of every HTTP route.
+
+Issue 27 item 2: the REST routes checked neither ``Host`` nor ``Origin``, even on loopback, so
+a DNS-rebinding page could read them and any web page could send a simple ``text/plain`` POST
+to ``/v1/explain``; ``/mcp`` checked them only when bound to exactly 127.0.0.1, localhost or
+::1. Here one ASGI layer wraps the whole app (REST, ``/mcp``, unknown paths alike), whatever
+the bind:
+
+* ``Host`` must name an allowed host: the loopback names, the bind address, and whatever the
+  operator adds (``--allow-host``; ``*`` accepts any, for a reverse proxy that checks it);
+* an ``Origin`` header, when a browser sends one, must be an allowed origin: ``http(s)://`` one
+  of the allowed hosts, or one the operator adds (``--allow-origin``). A request a browser
+  marks ``Sec-Fetch-Site: cross-site`` is refused too. Programs send neither and pass;
+* with a token (``--token`` / ``$ERRKB_SERVE_TOKEN``) every route but ``/healthz`` needs
+  ``Authorization: Bearer <token>``, compared in constant time.
+
+Refusals are JSON ``{"error": ...}`` with 403 (or 401 and ``WWW-Authenticate``), and name the
+header at fault.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+#: Routes a load balancer or an orchestrator probes without credentials.
+OPEN_PATHS = frozenset({"/healthz"})
+
+
+def is_loopback(host: str) -> bool:
+    """The bind address is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _split_host(value: str) -> str:
+    """The host part of a ``Host`` header (``[::1]:8000`` -> ``::1``), lower-cased."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:].partition("]")[0]
+    if value.count(":") == 1:
+        return value.partition(":")[0]
+    return value
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What the guard allows: hosts, origins and the token, fixed when the server starts."""
+
+    hosts: frozenset[str]  #: host names without port, lower-case; "*" = any
+    origins: frozenset[str]  #: full origins (scheme://host[:port]), lower-case
+    token: str | None = None
+
+    @classmethod
+    def for_bind(
+        cls,
+        bind: str,
+        *,
+        allow_hosts: Iterable[str] = (),
+        allow_origins: Iterable[str] = (),
+        token: str | None = None,
+    ) -> Policy:
+        hosts = {*LOOPBACK_NAMES, _split_host(bind), *(_split_host(h) for h in allow_hosts)}
+        hosts.discard("0.0.0.0")  # noqa: S104 - a bind address is no name a client may send
+        hosts.discard("::")
+        origins = {o.strip().rstrip("/").lower() for o in allow_origins}
+        return cls(frozenset(hosts), frozenset(origins), token or None)
+
+    def host_allowed(self, host: str | None) -> bool:
+        if "*" in self.hosts:
+            return True
+        return host is not None and _split_host(host) in self.hosts
+
+    def origin_allowed(self, origin: str) -> bool:
+        origin = origin.strip().rstrip("/").lower()
+        if origin in self.origins or "*" in self.origins:
+            return True
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and self.host_allowed(rest)
+
+    def refusal(self, scope: Scope) -> tuple[int, str] | None:
+        """Why the request is refused (status, message), or None when it may pass."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host")
+        if not self.host_allowed(host):
+            return 403, (
+                f"Host {host!r} is not allowed (start errkb with --allow-host NAME to allow it)"
+            )
+        origin = headers.get("origin")
+        if origin is not None and origin != "null" and not self.origin_allowed(origin):
+            return 403, (
+                f"Origin {origin!r} is not allowed: errkb refuses cross-origin requests "
+                "(--allow-origin ORIGIN allows one)"
+            )
+        if origin == "null" or headers.get("sec-fetch-site") == "cross-site":
+            return 403, "cross-site requests are refused"
+        if self.token is not None and scope.get("path") not in OPEN_PATHS:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            expected = self.token.encode("utf-8")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                given.strip().encode("utf-8"), expected
+            ):
+                return 401, "this server needs Authorization: Bearer <token>"
+        return None
+
+
+class Guard:
+    """An ASGI app that refuses what ``policy`` does not allow before ``app`` sees it."""
+
+    def __init__(self, app: ASGIApp, policy: Policy, *, max_body_bytes: int | None = None) -> None:
+        self.app = app
+        self.policy = policy
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refused = self.policy.refusal(scope) or self._too_large(scope)
+            if refused is not None:
+                await _json(send, *refused)
+                return
+        await self.app(scope, receive, send)
+
+    def _too_large(self, scope: Scope) -> tuple[int, str] | None:
+        # A declared length over the cap is refused here, as JSON, before any route (the SDK's
+        # own check on /mcp answers plain text; it still counts a chunked body itself).
+        if self.max_body_bytes is None:
+            return None
+        for key, value in scope["headers"]:
+            too_large = value.isdigit() and int(value) > self.max_body_bytes
+            if key.lower() == b"content-length" and too_large:
+                return 413, f"request body over {self.max_body_bytes:,} bytes"
+        return None
+
+
+async def _json(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode("utf-8")
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="errkb"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,58 @@
+"""One worker process of ``errkb.serve.workers.WorkerPool``: ``python -m errkb.serve.worker [DB]``.
+
+It opens the knowledge base (``DB``, else ``$ERRKB_DB`` or the default), keeps it prepared for
+each state as the server does, says it is ready, then answers one JSON request per line on
+stdin with one JSON line on stdout until stdin closes. A request's errors are answers (their
+kind and message); only a broken pipe ends the loop early.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from errkb.serve import Service
+from errkb.serve.workers import READY, error_kind
+
+
+def operations(service: Service) -> dict[str, Callable[..., dict[str, Any]]]:
+    return {
+        "explain": service.explain_local,
+        "match": service.match_local,
+        "search": service.search_local,
+    }
+
+
+def main(argv: list[str]) -> int:
+    from errkb.kb import open_kb
+
+    kb = open_kb(argv[0] if argv else None, bundled=False)
+    service = Service(kb)
+    ops = operations(service)
+    out = sys.stdout
+    with service.preparing():
+        kb.prepare()
+        out.write(READY + "\n")
+        out.flush()
+        for line in sys.stdin:
+            request = json.loads(line)
+            try:
+                answer: dict[str, Any] = {"ok": ops[request["op"]](**request["args"])}
+            except Exception as exc:  # every error is the request's answer, the loop goes on
+                if error_kind(exc) == "internal":
+                    logging.getLogger("errkb.serve").error(
+                        "worker: %s", "".join(traceback.format_exception(exc))
+                    )
+                answer = {"error": {"kind": error_kind(exc), "message": str(exc)}}
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+    kb.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,5 +1,5 @@
 """``python -m errkb``: the same as the ``errkb`` command."""
 
-from errkb.cli import main
+from errkb._entry import main
 
 main()

@@ -96,3 +96,7 @@ class IntegrityError(SyncError):
 
 class NetworkError(SyncError):
     """A download failed (connection, HTTP status, size cap)."""
+
+
+class CancelledError(ErrkbError):
+    """The work was cancelled, or ran past its deadline (``errkb.deadline.Deadline``)."""

@@ -28,6 +28,7 @@ from errkb.report import Confidence, KnowledgeBaseInfo, RecordView, Report
 from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
+    from errkb.deadline import Deadline
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
     from errkb.report.check import CheckReport
@@ -65,14 +66,18 @@ class KnowledgeBase:
         return self.store.path
 
     # ------------------------------------------------------------------ explain
-    def explain(self, text: str | bytes) -> Report:
-        """Find every known error in ``text`` (a log, a traceback, any pasted output)."""
+    def explain(self, text: str | bytes, *, deadline: Deadline | None = None) -> Report:
+        """Find every known error in ``text`` (a log, a traceback, any pasted output).
+
+        ``deadline`` is checked between steps; past it (or once cancelled) the call raises
+        ``CancelledError`` within a few milliseconds of work.
+        """
         from errkb.parse.regions import parse_input
 
         data = bytes(text) if isinstance(text, bytearray) else text
         events = parse_input(data)
         with self.store.snapshot() as view:
-            return self._explain_in(view, data, events)
+            return self._explain_in(view, data, events, deadline)
 
     def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
         """Explain each named input, read by ``read`` one at a time as it is explained.
@@ -89,11 +94,19 @@ class KnowledgeBase:
         with self.store.snapshot() as view:
             return self._message_in(view, message, exc_class)
 
-    def _explain_in(self, view: ReadView, data: str | bytes, events: list[LogEvent]) -> Report:
+    def _explain_in(
+        self,
+        view: ReadView,
+        data: str | bytes,
+        events: list[LogEvent],
+        deadline: Deadline | None = None,
+    ) -> Report:
         """``explain`` of ``data`` (parsed into ``events``) over an open read view."""
         from errkb.match.scan import SCAN_ABOVE
 
-        return self._report(view, events, anchors=len(data) >= SCAN_ABOVE, text=data)
+        return self._report(
+            view, events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline
+        )
 
     def _message_in(self, view: ReadView, message: str, exc_class: str | None = None) -> Report:
         """``match_message`` over an open read view."""
@@ -106,6 +119,7 @@ class KnowledgeBase:
         *,
         anchors: bool = False,
         text: str | bytes | None = None,
+        deadline: Deadline | None = None,
     ) -> Report:
         """Decide ``events`` against the state ``view`` reads: one dataset version throughout."""
         from errkb.validators import admits, diagnose, records_with_validators
@@ -113,6 +127,9 @@ class KnowledgeBase:
         # Asked once per match (thousands in a dense log): a set test, not a walk of every
         # validator's rules.
         validated = frozenset(records_with_validators())
+        checkpoint = deadline.check if deadline is not None else None
+        if checkpoint is not None:
+            checkpoint()
 
         def has_validator(rid: str) -> bool:
             return rid in validated
@@ -144,7 +161,12 @@ class KnowledgeBase:
             return records[rid]
 
         matches, unmatched = decide(
-            events, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
+            events,
+            matcher,
+            lookup,
+            diagnose=diagnose_known,
+            has_validator=has_validator,
+            checkpoint=checkpoint,
         )
         if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
             from errkb.match.msgfirst import message_first
@@ -153,11 +175,18 @@ class KnowledgeBase:
             # known messages on the lines no event covers (a large input through one buffer
             # pass). Its events only ever give exact matches, never unmatched or similar
             # entries, so they are decided on their own and put first.
+            if checkpoint is not None:
+                checkpoint()
             scan = self._buffer_scan(table, state) if anchors and table is not None else None
             found = message_first(text, events, matcher, scan)
             if found:
                 extra, _none = decide(
-                    found, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
+                    found,
+                    matcher,
+                    lookup,
+                    diagnose=diagnose_known,
+                    has_validator=has_validator,
+                    checkpoint=checkpoint,
                 )
                 matches = extra + matches
         return Report(__version__, dataset_version, matches, unmatched, sample)

@@ -278,3 +278,41 @@ def test_export_writes_strict_json_lines(hostile: tuple[Path, dict[str, Any]]) -
     lines = [_strict(line) for line in result.stdout.splitlines()]
     (exported,) = [env["record"] for env in lines if env["record"]["id"] == rec["id"]]
     assert exported["extraScore"] is None and exported["documentation"] == rec["documentation"]
+
+
+def test_ctrl_c_while_the_command_line_imports_exits_130_quietly() -> None:
+    # The child stops inside the import of click (a readiness marker on stdout, then a blocking
+    # read), the parent sends SIGINT then: the interrupt lands mid-import, every time.
+    import signal
+    import subprocess
+    import sys
+
+    child = r"""
+import os, sys
+class Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name == "click":
+            sys.meta_path.remove(self)
+            os.write(1, b"ready\n")
+            os.read(0, 1)
+        return None
+sys.meta_path.insert(0, Hook())
+sys.argv = ["errkb", "--version"]
+from errkb._entry import main
+main()
+"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err

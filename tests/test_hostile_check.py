@@ -104,3 +104,29 @@ def test_a_valid_file_still_checks_clean(tmp_path: Path) -> None:
     path = write(tmp_path / "ok.safetensors", {"w": T("F16", (2, 3))})
     header = read_header(path)
     assert header.tensors["w"].shape == (2, 3)
+
+
+def test_a_walk_inside_an_allowed_directory_never_reads_outside_it(
+    tmp_path: Path, kb: object
+) -> None:
+    from errkb.checkpoint.inputs import OUTSIDE
+    from errkb.kb import KnowledgeBase
+    from errkb.serve import Service
+
+    assert isinstance(kb, KnowledgeBase)
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "config.json").write_text('{"quantization_config": {"quant_method": "fp8"}}')
+    _tensor_file(secret / "model.safetensors", [2, 2])
+    allowed = tmp_path / "allowed"
+    model = allowed / "model"
+    model.mkdir(parents=True)
+    (model / "link.safetensors").symlink_to("/etc/passwd")
+    (model / "config.json").symlink_to(secret / "config.json")
+    (model / "component").symlink_to(secret)
+    _tensor_file(model / "real.safetensors", [1])
+    report = Service.create(kb, [allowed]).check_checkpoint(str(model))
+    refused = {Path(e["path"]).name: e["message"] for e in report["errors"]}
+    assert refused == {"link.safetensors": OUTSIDE, "config.json": OUTSIDE, "component": OUTSIDE}
+    assert [Path(p).name for p in report["checked"]] == ["real.safetensors"]
+    assert "header length" not in json.dumps(report)

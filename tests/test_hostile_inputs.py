@@ -299,3 +299,38 @@ def test_a_line_of_error_words_within_twice_the_input(tmp_path: Path) -> None:
     log.write_bytes(b"Error " * (30_000_000 // 6) + b"\n")
     report = _explain_bounded(tmp_path, log, timeout=600)
     assert report["matches"] == []
+
+
+def test_a_device_named_as_explain_input_is_refused_before_reading() -> None:
+    # On main /dev/zero was read up to the cap, then refused as too large.
+    with pytest.raises(InputError, match=r"/dev/zero: a character device, not a regular file"):
+        read_input("/dev/zero", limit=4 * MiB)
+
+
+def test_a_piped_input_is_held_once_not_twice() -> None:
+    import tracemalloc
+
+    size = 24 * MiB
+    stream = io.BytesIO(b"a" * size)
+    tracemalloc.start()
+    try:
+        data = read_stream(stream, "-")
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(data) == size
+    # main: the bytearray and its bytes copy, 2x; now the one buffer and its growth slack.
+    assert peak < 1.4 * size, peak / size
+
+
+def test_file_too_large_and_symlink_loops_are_named(tmp_path: Path) -> None:
+    import errno
+
+    from errkb.inputs import describe_oserror
+
+    big = OSError(errno.EFBIG, "File too large")
+    assert describe_oserror("x.log", big) == "x.log: file too large for this system (EFBIG)"
+    loop = tmp_path / "loop.log"
+    loop.symlink_to(loop)
+    with pytest.raises(InputError, match=r"loop\.log: symlink loop"):
+        read_input(str(loop))

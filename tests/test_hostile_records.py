@@ -125,7 +125,7 @@ def test_explain_skips_a_stored_record_that_does_not_compile(tmp_path: Path, bas
         stdin=b"ValueError: Connection refused by peer db.local" + b"a" * 1000 + b"\n",
         timeout=120,
     )
-    assert out.returncode in (0, 1), out
+    assert out.returncode in (1, 2), out  # refused as an invalid record, named
     assert not out.crashed
     assert f"record {rec['id']} skipped: its matcher does not compile under RE2" in out.stderr
     assert out.stderr.count("\n") < 20  # RE2's own diagnostics stay quiet
@@ -275,3 +275,41 @@ def test_duplicate_keys_warn_in_ingest_and_fail_lint(tmp_path: Path, base: dict)
     out = run_errkb(["lint", str(src)])
     assert out.returncode == 1, out
     assert "duplicate JSON key 'severity'" in out.stdout
+
+
+# --------------------------------------------------------------- numbers and sizes
+_TOO_BIG = [
+    ("lineNumber", 10**30),
+    ("sourceCodeStart", 2**31),
+    ("sourceCodeEnd", 2**63),
+    ("documentation", "d" * (20 << 20)),
+    ("exampleFix", "x" * 65_537),
+    ("solutions", ["try again"] * 10_000),
+    ("preventionTips", ["t" * 4_097]),
+    ("tags", ["tag"] * 10_000),
+    ("tags", ["t" * 101]),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), _TOO_BIG, ids=[f for f, _ in _TOO_BIG])
+def test_out_of_range_numbers_and_oversize_fields_are_one_invalid_record(
+    base: dict, field: str, value: Any
+) -> None:
+    rec = copy.deepcopy(base)
+    rec[field] = value
+    assert not fast_valid(rec)
+    assert any(p.startswith(f"$.{field}") for p in _paths(rec)), _paths(rec)
+
+
+def test_a_huge_line_number_is_skipped_not_fatal(tmp_path: Path, base: dict) -> None:
+    # On main the store raised OverflowError: the whole run failed, the record unnamed.
+    bad = copy.deepcopy(base)
+    bad["lineNumber"] = 10**30
+    bad["sourceCodeStart"] = None
+    bad["id"] = "0123456789abcdef"
+    src = _write_jsonl(tmp_path / "r.jsonl", [bad, base])
+    out = run_errkb(["--db", str(tmp_path / "kb.sqlite3"), "ingest", str(src)], timeout=90)
+    assert not out.crashed, out.stderr
+    assert "unexpected" not in out.stderr, out.stderr
+    assert "lineNumber" in out.stderr and "0123456789abcdef" in out.stderr, out.stderr
+    assert out.returncode in (1, 2), out  # refused as an invalid record, named

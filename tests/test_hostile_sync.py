@@ -408,3 +408,21 @@ def test_a_full_disk_while_spooling_is_one_clear_error(tmp_path: Path) -> None:
     assert "cannot write validated records to the sync's spool (File too large)" in done.stdout
     assert str(tmp_path / "incoming") in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_a_sync_source_url_is_stored_and_shown_without_its_credentials(tmp_path: Path) -> None:
+    from errkb.sync import shown_url
+
+    assert shown_url("https://user:s3cret@mirror.example/d?token=X") == (
+        "https://***@mirror.example/d?***"
+    )
+    assert shown_url("/srv/tree") == "/srv/tree"
+    root = build_tree(tmp_path / "tree", make_records(3, repos=1), OLD)
+    with serve(root) as server, open_kb(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        url = server.base.replace("http://", "http://reader:s3cret@")
+        report = kb.sync(url)
+        again = kb.sync(url)
+        status = json.dumps(kb.stats().to_dict())
+    for shown in (json.dumps(report.to_dict()), json.dumps(again.to_dict()), status):
+        assert "s3cret" not in shown and "reader" not in shown, shown
+    assert "***@127.0.0.1" in json.dumps(report.to_dict())

@@ -201,12 +201,32 @@ def detect_scheme(
     return None
 
 
-def _scheme_for_dir(directory: Path, errors: list[FileError]) -> QuantScheme | None:
+#: Why a file the walk found is not read when the caller confined it (``within``).
+OUTSIDE = "resolves outside the allowed directories (a symlink leading out): not read"
+
+
+def _outside(path: Path, within: Sequence[Path] | None) -> bool:
+    """True when ``within`` confines the walk and ``path``, symlinks resolved, leaves it."""
+    if within is None:
+        return False
+    try:
+        real = path.resolve(strict=False)
+    except (OSError, RuntimeError, ValueError):
+        return True  # a loop or a bad name: nothing under the roots to read
+    return not any(real == root or real.is_relative_to(root) for root in within)
+
+
+def _scheme_for_dir(
+    directory: Path, errors: list[FileError], within: Sequence[Path] | None = None
+) -> QuantScheme | None:
     configs: dict[str, dict[str, Any] | None] = {}
     for name in ("config.json", "hf_quant_config.json"):
         path = directory / name
         configs[name] = None
         if not path.is_file():
+            continue
+        if _outside(path, within):
+            errors.append(FileError(str(path), OUTSIDE))
             continue
         try:
             data = _load_json(path)
@@ -233,16 +253,19 @@ def _safetensors_in(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.safetensors") if p.is_file())
 
 
-def _dir_groups(directory: Path, errors: list[FileError]) -> list[CheckpointGroup]:
+def _dir_groups(
+    directory: Path, errors: list[FileError], within: Sequence[Path] | None
+) -> list[CheckpointGroup]:
     # The directory's own files are one checkpoint; each subdirectory holding safetensors
     # (a diffusers component, or a folder of several checkpoints) is another.
     files = _safetensors_in(directory)
-    groups = [CheckpointGroup(tuple(files), _scheme_for_dir(directory, errors))] if files else []
-    groups += [
-        CheckpointGroup(tuple(sub_files), _scheme_for_dir(sub, errors))
-        for sub in sorted(p for p in directory.iterdir() if p.is_dir())
-        if (sub_files := _safetensors_in(sub))
-    ]
+    scheme = _scheme_for_dir(directory, errors, within)
+    groups = [CheckpointGroup(tuple(files), scheme)] if files else []
+    for sub in sorted(p for p in directory.iterdir() if p.is_dir()):
+        if _outside(sub, within):
+            errors.append(FileError(str(sub), OUTSIDE))
+        elif sub_files := _safetensors_in(sub):
+            groups.append(CheckpointGroup(tuple(sub_files), _scheme_for_dir(sub, errors, within)))
     if not groups:
         errors.append(FileError(str(directory), "no .safetensors files in this directory"))
     return groups
@@ -262,18 +285,22 @@ def _missing(path: Path) -> str | None:
 
 
 def resolve_inputs(
-    paths: Sequence[str | Path],
+    paths: Sequence[str | Path], *, within: Sequence[Path] | None = None
 ) -> tuple[list[CheckpointGroup], list[FileError]]:
     """Turn ``check``'s inputs into groups of files; bad inputs become errors, not exceptions.
 
     A file reached twice (a directory and a file in it) is checked once, in its first group.
+    With ``within`` (resolved roots), every path the walk yields (a directory's files and
+    subdirectories, an index's shards, the configs beside them) is resolved and, if it leaves
+    the roots, reported as an error instead of read: a server's allow-list checks its one
+    argument, and a link inside an allowed directory may point anywhere.
     """
     groups: list[CheckpointGroup] = []
     errors: list[FileError] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            groups.extend(_dir_groups(path, errors))
+            groups.extend(_dir_groups(path, errors, within))
         elif (missing := _missing(path)) is not None:
             errors.append(FileError(str(path), missing))
         elif path.name.endswith(INDEX_SUFFIX) or path.suffix == ".json":
@@ -286,19 +313,22 @@ def resolve_inputs(
             groups.append(
                 CheckpointGroup(
                     tuple(shards),
-                    _scheme_for_dir(path.parent, errors),
+                    _scheme_for_dir(path.parent, errors, within),
                     index=path,
                     weight_map=MappingProxyType(weight_map),
                 )
             )
         else:
-            groups.append(CheckpointGroup((path,), _scheme_for_dir(path.parent, errors)))
+            groups.append(CheckpointGroup((path,), _scheme_for_dir(path.parent, errors, within)))
 
     seen: set[Path] = set()
     unique: list[CheckpointGroup] = []
     for group in groups:
         files = []
         for file in group.files:
+            if _outside(file, within):
+                errors.append(FileError(str(file), OUTSIDE))
+                continue
             try:
                 key = resolve_path(file, CheckpointError)
             except CheckpointError:

@@ -33,10 +33,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Container, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from errkb import _lazy
 from errkb.parse.sniff import JSON_START, looks_like_container, unescape_markup
+from errkb.parse.text import replace_surrogates
 from errkb.parse.traceback import is_exception_class
 
 __all__ = [
@@ -177,6 +178,8 @@ class _Str:
 
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_Obj)
+#: A JSON escape of a surrogate, or a surrogate itself (a str handed to the library).
+_surrogate_escape_re = _lazy.pattern("\\\\u[dD][89a-fA-F]|[\ud800-\udfff]")
 
 
 @dataclass
@@ -247,7 +250,18 @@ def _decode_json(text: str, worth: Container[int] | None) -> Decoded | None:
         pos = end
     plain_parts.append(text[pos:])
     plain = "".join(plain_parts)
-    return Decoded(plain if plain.strip() else None, tuple(out.views), tuple(out.structured))
+    views, structured = tuple(out.views), tuple(out.structured)
+    if _surrogate_escape_re().search(text) is not None:
+        # ``{"msg": "x \ud800"}`` (Python's json.dumps writes such escapes) decodes to a lone
+        # surrogate, which no report can encode: each becomes U+FFFD, the rest is explained.
+        views = tuple(replace(v, text=replace_surrogates(v.text)) for v in views)
+        structured = tuple(
+            replace(
+                s, exc_class=replace_surrogates(s.exc_class), message=replace_surrogates(s.message)
+            )
+            for s in structured
+        )
+    return Decoded(plain if plain.strip() else None, views, structured)
 
 
 def _annotate(text: str, start: int, end: int, line: int, value: object) -> object:

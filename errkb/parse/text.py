@@ -33,6 +33,7 @@ __all__ = [
     "NormalizedLog",
     "decode_input",
     "normalize",
+    "replace_surrogates",
 ]
 
 #: Prefix patterns only ever look at this many characters of a line.
@@ -231,6 +232,25 @@ def _looks_utf16le(data: bytes) -> bool:
     return odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even)
 
 
+_surrogate_re = _lazy.pattern("[\ud800-\udfff]")
+
+
+def replace_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (a JSON escape, a str from an API) as U+FFFD.
+
+    Such a character cannot be encoded as UTF-8, so one of them made the whole explain fail
+    when its report was printed or sent. An ASCII text is answered at once (a flag CPython keeps
+    on every str); any other is encoded in C to find out.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _surrogate_re().sub("\ufffd", text)
+    return text
+
+
 def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog:
     """Clean a whole log; see the module docstring for what is removed.
 
@@ -241,6 +261,7 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
     """
     if text.startswith("\ufeff"):
         text = text[1:]
+    text = replace_surrogates(text)
     if "\x1b" in text or "\u241b" in text:
         text = _strip_ansi(text)
     text = _ANSI_REMNANT_RE.sub("", text)

@@ -896,6 +896,12 @@ class _StreamParser:
         line = self.lines[i]
         parts = [message]
         numbers = [line.number]
+        # A next line that is itself an exception line begins its own event, never this
+        # message's wrap: stopping there keeps a log of consecutive exception lines at one
+        # look per line (it was seven, and the matcher's rejoin then tried every one of them).
+        after = self.lines[i + 1].text
+        if after[:1] not in " \t" and self._exception_body(after):
+            return ()
         self._continuation(
             i + 1, parts, numbers, every=False, base=0, pytest=False, limit=MAX_WRAP_LINES - 1
         )

@@ -32,6 +32,19 @@ _KNOWN = frozenset(KNOWN_FIELDS)
 MAX_SOURCE_LINES = 40
 #: errorMessage and messagePattern are at most this long (the longest real one is under 700).
 MAX_MESSAGE_CHARS = 16_384
+#: Integers (lineNumber, sourceCodeStart, sourceCodeEnd) fit a signed 32-bit column: 10**30
+#: made every sync of the dataset fail in the store, --skip-invalid or not.
+MAX_INT = 2_147_483_647
+#: Prose fields (documentation, sourceCode, exampleFix ...) at most this many characters, lists
+#: (solutions, preventionTips, tags) at most ``MAX_ITEMS`` items of ``MAX_ITEM_CHARS`` (a tag
+#: ``MAX_TAG_CHARS``): every match returns its record whole, so one record of 20 MB or a
+#: million solutions cost every explain that found it. Upstream's longest are 1,655 characters
+#: (sourceCode), 130 per solution, 5 items: the caps are far above real records. Past them the
+#: record is invalid (refused, or skipped with ``--skip-invalid``), never silently cut.
+MAX_PROSE_CHARS = 65_536
+MAX_ITEMS = 256
+MAX_ITEM_CHARS = 4_096
+MAX_TAG_CHARS = 100
 #: Placeholders per errorMessage and capture groups per messagePattern (real records: 6 at most).
 #: RE2's capture extraction is superlinear in the number of groups.
 MAX_PLACEHOLDERS = 64
@@ -177,18 +190,31 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
         value = obj[key]
         if value is None:
             return nullable
-        return isinstance(value, str) and (not nonblank or bool(_NONSPACE.search(value)))
+        return (
+            isinstance(value, str)
+            and len(value) <= MAX_PROSE_CHARS
+            and (not nonblank or bool(_NONSPACE.search(value)))
+        )
 
-    def integer(key: str, low: int, high: int | None = None) -> bool:
+    def integer(key: str, low: int, high: int = MAX_INT) -> bool:
         value = obj[key]
         if value is None:
             return True
-        return type(value) is int and value >= low and (high is None or value <= high)
+        return type(value) is int and low <= value <= high
 
-    def strings(key: str, pattern: re.Pattern[str] | None = None) -> bool:
+    def strings(
+        key: str, pattern: re.Pattern[str] | None = None, longest: int = MAX_ITEM_CHARS
+    ) -> bool:
         value = obj[key]
-        return isinstance(value, list) and all(
-            isinstance(v, str) and (pattern is None or pattern.fullmatch(v)) for v in value
+        return (
+            isinstance(value, list)
+            and len(value) <= MAX_ITEMS
+            and all(
+                isinstance(v, str)
+                and len(v) <= longest
+                and (pattern is None or pattern.fullmatch(v))
+                for v in value
+            )
         )
 
     def shaped(key: str, pattern: re.Pattern[str], nullable: bool = False) -> bool:
@@ -222,7 +248,9 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
         and text("exampleFix", nullable=True) and choice("handlingStrategy", _STRATEGIES)
         and text("validationCode", nullable=True) and text("typeGuard", nullable=True)
         and text("tryCatchPattern", nullable=True) and strings("preventionTips")
-        and strings("tags", _KEBAB) and shaped("backgroundTag", _KEBAB, nullable=True)
+        and strings("tags", _KEBAB, MAX_TAG_CHARS)
+        and shaped("backgroundTag", _KEBAB, nullable=True)
+        and len(obj.get("backgroundTag") or "") <= MAX_TAG_CHARS
         and (obj.get("contentChangedAt") is None or _date_time(obj["contentChangedAt"]))
         and shaped("analyzedSha", _SHA) and _date_time(obj["analyzedAt"])
         and type(obj["schemaVersion"]) is int and obj["schemaVersion"] == 2

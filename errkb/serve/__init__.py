@@ -259,7 +259,7 @@ class Service:
             raise AccessError(f"{path!r} is outside the allowed directories ({allowed})")
         if not resolved.exists():
             raise NotFoundError(f"{path!r}: no such file or directory")
-        return check([resolved]).to_dict()
+        return check([resolved], within=self.allowed_paths).to_dict()
 
     def status(self) -> dict[str, Any]:
         """Dataset version, record and repository counts, and the last sync."""

@@ -77,16 +77,22 @@ def _check_group(
     return [str(header.path) for header in headers]
 
 
-def check(paths: Sequence[str | Path], *, all_layers: bool = False) -> CheckReport:
+def check(
+    paths: Sequence[str | Path],
+    *,
+    all_layers: bool = False,
+    within: Sequence[Path] | None = None,
+) -> CheckReport:
     """Check safetensors files, sharded indexes and model directories against the validators.
 
     ``all_layers=False`` reproduces upstream exactly: each check stops at its first failure.
     ``all_layers=True`` keeps going and reports the first failure of every layer.
+    ``within`` (resolved directories) confines every file read to them, symlinks resolved.
     Raises UsageError only when ``paths`` is empty.
     """
     if not paths:
         raise UsageError("check needs at least one file or directory")
-    groups, resolve_errors = resolve_inputs(paths)
+    groups, resolve_errors = resolve_inputs(paths, within=within)
     findings: list[Finding] = []
     errors: list[FileError] = list(resolve_errors)
     checked: list[str] = []

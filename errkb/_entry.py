@@ -1,0 +1,33 @@
+"""The ``errkb`` script's entry point: Ctrl-C while the command line is still importing.
+
+Importing the command line (click, the renderers, the library) takes about 0.1 s; a Ctrl-C in
+that window used to print a ``KeyboardInterrupt`` traceback and kill the process by the signal
+(about 1 try in 8). Until ``errkb.cli`` is imported, SIGINT ends the process with exit 130 and
+nothing printed, as it does once a command runs. This module imports nothing but ``signal``.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from types import FrameType
+from typing import NoReturn
+
+
+def _quiet(_signum: int, _frame: FrameType | None) -> NoReturn:
+    raise SystemExit(130)
+
+
+def main() -> NoReturn:
+    """Import the command line with a quiet SIGINT, then run it (its own Ctrl-C handling)."""
+    try:
+        previous = signal.signal(signal.SIGINT, _quiet)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
+        from errkb.cli import main as cli_main
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    cli_main()
+    sys.exit(0)  # pragma: no cover - cli_main always exits

@@ -8,10 +8,10 @@ Everything is byte-compiled first (``PYTHONDONTWRITEBYTECODE`` is dropped), so t
 measures imports, not compiles.
 
 Two figures per command, each a median with its ratio to the baseline: wall time (hyperfine when
-installed, as ``bench.run`` measures it, else the same runs' own clock) and CPU time (user + system of the child, from
-``wait4``), which a busy shared machine disturbs far less than wall time. Runs are interleaved
-so that a change in the machine's load hits every command alike. Targets (issue 11): the
-working tree within 2.5x ``import click``, and no slower than any ``--rev`` given.
+installed, as ``bench.run`` measures it, else the same runs' own clock) and CPU time (user + system
+of the child, from ``wait4``), which a busy shared machine disturbs far less than wall time. Runs
+are interleaved so that a change in the machine's load hits every command alike. Targets (issue
+11): the working tree within 2.5x ``import click``, and no slower than any ``--rev`` given.
 
     python -m bench.cold                       # the working tree
     python -m bench.cold --rev 39cae5a --runs 20

@@ -122,18 +122,32 @@ class KnowledgeBase:
                     records[rid] = view.raw_record(rid)
                 return records[rid]
 
+            scan = None
+            if anchors and table is not None and text is not None:
+                scan = self._buffer_scan(table, state, dataset_version)
+            if scan is not None and text is not None:
+                from errkb.match.msgfirst import message_first
+
+                # A large input: the record-driven buffer pass (one native pass over every
+                # record's anchor) names the lines that can hold a known message; those no
+                # event covers become FOUND events, decided with the parsed ones, so one
+                # (record, captures) is one match whichever pass saw each occurrence.
+                events = [*events, *message_first(text, events, matcher, scan)]
             matches, unmatched = decide(
                 events, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
             )
-            if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
+            if (
+                scan is None
+                and text is not None
+                and not any(m.confidence is Confidence.EXACT for m in matches)
+            ):
                 from errkb.match.msgfirst import message_first
 
-                # Structure-first parsing explained nothing: the message-first pass looks for
-                # known messages on the lines no event covers (a large input through one buffer
-                # pass). Its events only ever give exact matches, never unmatched or similar
+                # A small input that structure-first parsing explained nothing in: the
+                # message-first pass looks for known messages on the lines no event covers.
+                # Its events only ever give exact matches, never unmatched or similar
                 # entries, so they are decided on their own and put first.
-                scan = self._buffer_scan(table, state) if anchors and table is not None else None
-                found = message_first(text, events, matcher, scan)
+                found = message_first(text, events, matcher, None)
                 if found:
                     extra, _none = decide(
                         found, matcher, lookup, diagnose=diagnose_known, has_validator=has_validator
@@ -172,8 +186,15 @@ class KnowledgeBase:
         finally:
             self._build_lock.release()
 
-    def _buffer_scan(self, table: AnchorTable, state: str) -> BufferScan:
-        """The state's buffer pass over ``table``, built once (under the build lock)."""
+    def _buffer_scan(
+        self, table: AnchorTable, state: str, dataset_version: str | None
+    ) -> BufferScan:
+        """The state's buffer pass over ``table``, built once (under the build lock).
+
+        Its automaton comes from the anchor database beside the knowledge base (compiled and
+        stored there on the first large input after a change, ``errkb.match.anchordb``).
+        """
+        from errkb.match.anchordb import anchordb_path
         from errkb.match.scan import BufferScan
 
         with self._build_lock:
@@ -184,7 +205,13 @@ class KnowledgeBase:
                 or scan.table is not table
                 or scan.engine != (self.scan_engine or scan.engine)
             ):
-                scan = BufferScan(table, self.scan_engine)
+                scan = BufferScan(
+                    table,
+                    self.scan_engine,
+                    store_at=anchordb_path(self.store.path),
+                    state=state,
+                    dataset_version=dataset_version,
+                )
                 with self._lock:
                     if self._state == state:
                         self._scan = scan

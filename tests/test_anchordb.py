@@ -195,3 +195,12 @@ def test_the_mapping_without_numpy_gives_the_same_hits(engine: str) -> None:
         ids, ends = db._raw(data)
         counted = anchordb._hits_counted(data, ids, ends, db.words)
         assert counted == db._hits_numpy(data, ids, ends) == db.hits(data)
+
+
+def test_the_stored_file_has_the_databases_permissions(tmp_path: Path) -> None:
+    db_file = tmp_path / "kb.sqlite3"
+    db_file.write_bytes(b"")
+    db_file.chmod(0o640)
+    path = anchordb.anchordb_path(db_file)
+    assert anchordb.write_anchor_db(path, AnchorDB(WORDS, "ahocorasick"), "7", "v1")
+    assert path.stat().st_mode & 0o777 == 0o640

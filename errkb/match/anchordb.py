@@ -371,6 +371,13 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
         return False
     try:
         with os.fdopen(fd, "wb") as fh:
+            # Whoever may read the database may read its anchors: its permission bits (a
+            # temporary file is created 0600).
+            try:
+                mode = path.with_suffix("").stat().st_mode & 0o666
+            except OSError:
+                mode = 0o644
+            os.fchmod(fh.fileno(), mode)
             fh.write(image)
             fh.flush()
             os.fsync(fh.fileno())

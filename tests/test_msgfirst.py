@@ -239,3 +239,20 @@ def test_the_pass_runs_when_structure_first_explains_nothing(mf_kb: errkb.Knowle
     quanto = "ValueError: Quanto layer 'q' has incompatible scale F32 (16,)"
     both = mf_kb.explain(f"{quanto}\n[worker 3] {MESSAGE}\n")
     assert [(m.id, m.lines) for m in both.exact] == [("5c84e15f4be2c1a6", (1,))]
+
+
+def test_the_record_pass_finds_a_bare_message_beside_a_parsed_one(
+    mf_kb: errkb.KnowledgeBase,
+) -> None:
+    # A parsed, explained exception elsewhere in the log hides the bare message from the
+    # default fallback (it runs only when nothing was explained); the record pass, run on
+    # every large input, finds it too, and one report gives both.
+    data = _big_log(12345, MESSAGE) + b"\nValueError: " + MESSAGE.encode() + b"\n"
+    default = mf_kb.explain(data)
+    try:
+        mf_kb.record_pass = True
+        both = mf_kb.explain(data)
+    finally:
+        mf_kb.record_pass = False
+    assert [m.lines[0] for m in default.exact] == [data.count(b"\n")]
+    assert [(m.id, m.lines) for m in both.exact] == [(COMFY, (12345, data.count(b"\n")))]

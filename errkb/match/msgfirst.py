@@ -5,9 +5,10 @@ Structure-first parsing (``errkb.parse``) finds exceptions by their shape: a tra
 message printed without any of that (``[worker 3] Comfy INT8 layer ...``, an INFO record that
 quotes one after ``; ``, a paragraph of an HTML page) leaves no event. This pass reads the lines
 no event covers and keeps what a record's own pattern confirms *at a message boundary*. It is
-the fallback issue 10 names: ``KnowledgeBase`` runs it when deciding the parsed events explained
-nothing (so a log structure-first parsing reads costs nothing more); issue 11's whole-buffer pass
-is the same code with that condition lifted.
+the fallback issue 10 names: ``KnowledgeBase`` runs it on a small input when deciding the parsed
+events explained nothing (so a paste structure-first parsing reads costs nothing more), and,
+with ``KnowledgeBase.record_pass``, on every large input through the record-driven buffer pass
+(issue 21), its events decided with the parsed ones.
 
 * a line's candidate records come from the same rule as everywhere (``candidate_ids``: every
   indexed word of the record is on the line), from the anchor table in memory when the caller

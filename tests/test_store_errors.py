@@ -100,6 +100,7 @@ UNDER_LOCK: dict[str, tuple[tuple[str, ...], bool]] = {
     "check": (("check", str(EXAMPLES / "checkpoints")), False),
     "lint": (("lint", str(DATASET)), False),
     "extract": (("extract", "--repo", "me/errkb", str(ROOT / "errkb" / "errors.py")), False),
+    "triage": (("triage", "-j", "1", str(EXAMPLES / "quanto-incompatible-scale.log")), False),
 }
 #: Long-running servers, read-only by design (tests/test_cli_serve.py, tests/test_serve_http.py).
 SERVERS = {"mcp", "serve"}

@@ -102,6 +102,21 @@ OnSkip = Callable[[str, str], None]
 # Messages -> parts
 
 
+def unreviewed_fields() -> dict[str, Any]:
+    """The fields every draft record leaves for a maintainer (extracted or triaged alike)."""
+    return {
+        "triggerScenarios": "Draft: trigger scenarios not yet reviewed.",
+        "commonSituations": "Draft: common situations not yet reviewed.",
+        "solutions": [],
+        "exampleFix": None,
+        "handlingStrategy": None,
+        "validationCode": None,
+        "typeGuard": None,
+        "tryCatchPattern": None,
+        "preventionTips": [],
+    }
+
+
 def message_parts(node: ast.expr, lines: Sequence[str]) -> list[Part]:
     """Split a message expression into parts; anything that is not a string is one field."""
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -425,15 +440,7 @@ def _record(
             f"Draft: {cls or 'an exception'} raised at {where}; extracted automatically from "
             "the source, not yet reviewed."
         ),
-        "triggerScenarios": "Draft: trigger scenarios not yet reviewed.",
-        "commonSituations": "Draft: common situations not yet reviewed.",
-        "solutions": [],
-        "exampleFix": None,
-        "handlingStrategy": None,
-        "validationCode": None,
-        "typeGuard": None,
-        "tryCatchPattern": None,
-        "preventionTips": [],
+        **unreviewed_fields(),
         "tags": tags,
         "backgroundTag": None,
         "analyzedSha": sha,

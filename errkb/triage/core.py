@@ -354,6 +354,7 @@ def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[
     a log shows no raise site, so the source fields the contract requires hold placeholders
     (:data:`DRAFT_FILE`, the repository's URL, a zero SHA) to be replaced.
     """
+    from errkb.maint.extract import unreviewed_fields
     from errkb.records import upstream
 
     parts = group.template.replace("{", "{{").replace("}", "}}").split(WILDCARD)
@@ -383,15 +384,7 @@ def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[
             f"log(s) (first at {where}), grouped by errkb triage (cluster {group.cluster}); "
             "not yet reviewed."
         ),
-        "triggerScenarios": "Draft: trigger scenarios not yet reviewed.",
-        "commonSituations": "Draft: common situations not yet reviewed.",
-        "solutions": [],
-        "exampleFix": None,
-        "handlingStrategy": None,
-        "validationCode": None,
-        "typeGuard": None,
-        "tryCatchPattern": None,
-        "preventionTips": [],
+        **unreviewed_fields(),
         "tags": tags,
         "backgroundTag": None,
         "analyzedSha": "0" * 40,

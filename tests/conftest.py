@@ -26,6 +26,7 @@ from repo_guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 
 import errkb
 from errkb.records import upstream
+from tests import tiers
 
 
 # --- the two tiers ------------------------------------------------------------------------------
@@ -40,7 +41,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The tier decides how many examples each property test draws (tests/tiers.py), and is
+    # known before any test module is imported. An explicit `-m` selection is a full-tier run.
+    full = bool(config.getoption("--full") or config.getoption("-m"))
+    os.environ[tiers.TIER_ENV] = "full" if full else "default"
+    from hypothesis import settings
+
+    # Properties without their own count draw Hypothesis's 100 in the full tier.
+    settings.register_profile("errkb", max_examples=tiers.examples(100))
+    settings.load_profile("errkb")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Every Hypothesis test is a `property`: the full tier's CI run selects them again
+    # (`-m "slow or property"`), with their whole example counts.
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
     if config.getoption("--full") or config.getoption("-m"):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]

@@ -25,6 +25,7 @@ from errkb.parse.containers import (
     unescape_markup,
 )
 from errkb.parse.regions import parse_input
+from tests.tiers import examples
 
 QUANTO = "Quanto layer 'enc.0.q' has incompatible scale F32 (4096,)"
 QUANTO_ID = "5c84e15f4be2c1a6"
@@ -320,7 +321,9 @@ def _wrap(message: str, shape: str, key: str, twice: bool, classed: bool) -> str
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     case=st.sampled_from(POSITIVES),
@@ -343,7 +346,9 @@ def test_escaped_positives_match_with_exact_captures(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     message=st.sampled_from(SIBLINGS),

@@ -34,6 +34,7 @@ from errkb.records.slots import (
 )
 from errkb.records.template import Placeholder, parse_template
 from errkb.records.upstream import message_pattern
+from tests.tiers import examples
 
 K = SlotKind
 
@@ -360,7 +361,7 @@ def test_the_corpus_has_every_kind_in_every_position() -> None:
     assert {g.kinds[-1] for g in BIG_CORPUS if g.ends_typed} == set(SlotKind) - {K.GENERIC}
 
 
-@settings(max_examples=50, deadline=None, derandomize=True)
+@settings(max_examples=examples(50), deadline=None, derandomize=True)
 @given(st.sampled_from(SMALL_CORPUS), st.randoms(use_true_random=False))
 def test_generated_records_match_their_positives_and_refuse_their_siblings(
     gen: Gen, rng: random.Random

@@ -244,13 +244,15 @@ def test_the_embedding_property_is_exercised_on_most_inputs() -> None:
     # The health check only fails below about one valid input in ten: this pins "most".
     drawn: list[bool] = []
 
-    @settings(max_examples=examples(200), deadline=None, database=None, derandomize=True)
+    wanted = examples(200)
+
+    @settings(max_examples=wanted, deadline=None, database=None, derandomize=True)
     @given(EMBEDDABLE)
     def draw(inner: str) -> None:
         drawn.append(_embeddable(inner))
 
     draw()
-    assert len(drawn) >= 100 and sum(drawn) >= 0.5 * len(drawn)
+    assert len(drawn) >= wanted // 2 and sum(drawn) >= 0.5 * len(drawn)
 
 
 def test_character_references_are_undone_in_one_more_candidate() -> None:

@@ -202,14 +202,83 @@ def test_a_malformed_split_index_is_one_error_and_changes_nothing(
     assert (export_text(store), history.versions(store)) == before
 
 
-def test_a_manifest_listing_no_index_at_all_says_so(store: Store, tmp_path: Path) -> None:
-    root = split_tree(tmp_path / "t")
-    manifest = _manifest(root)
-    del manifest["files"]["index"]
-    (root / "data" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SyncError, match="lists no 'index' file, neither one file nor parts"):
-        sync(store, root)
-    assert store.is_empty()
+def unindexed_tree(root: Path, records: list[dict[str, Any]] | None = None, v: str = V1) -> Path:
+    """A tree whose manifest lists no index in any form: repos.json and the repository files."""
+    records = dataset() if records is None else records
+    return build_tree(root, records, v, repo_meta=pinned(records), parts_listing="none")
+
+
+def test_a_manifest_listing_no_index_falls_back_to_repos_json(store: Store, tmp_path: Path) -> None:
+    root = unindexed_tree(tmp_path / "t")
+    assert not list((root / "data").glob("index*")) and "index" not in _manifest(root)["files"]
+    report = sync(store, root)
+    assert report.counts.added == 12
+    assert any("lists no index" in w and "repos.json only" in w for w in report.warnings)
+    other = open_store(tmp_path / "other.sqlite3")
+    try:
+        sync(other, build_tree(tmp_path / "single", dataset(), V1, repo_meta=pinned(dataset())))
+        assert export_text(store) == export_text(other)
+    finally:
+        other.close()
+
+
+def test_without_an_index_an_unchanged_resync_is_all_304_over_the_cdn(
+    store: Store, tmp_path: Path
+) -> None:
+    with serve_cdn() as cdn:
+        cdn.publish(V1, unindexed_tree(tmp_path / "v1"))
+        sync(store, cdn.base)
+        cdn.publish(V2, unindexed_tree(tmp_path / "v2", dataset("gpu-oom"), V2))
+        cdn.reset()
+        report = sync(store, cdn.base)
+        repo_requests = cdn.repo_requests()
+    assert report.revalidation.to_dict()["rewritten"] == 1
+    assert report.revalidation.to_dict()["notModified"] == REPOS - 1
+    assert all("if-none-match" in r.headers for r in repo_requests)
+    assert store.raw_record(dataset("gpu-oom")[5]["id"])["backgroundTag"] == "gpu-oom"
+
+
+def _extra_record(root: Path) -> None:
+    path = root / "data" / "repos" / "org" / "repo-1.json"
+    items = json.loads(path.read_text())
+    items.append({**items[0], "id": "f" * 32})
+    path.write_text(json.dumps(items))
+
+
+def _moved_record(root: Path) -> None:
+    src, dst = (root / "data" / "repos" / "org" / f"repo-{k}.json" for k in (1, 2))
+    moved = json.loads(src.read_text())[0]
+    dst_items = json.loads(dst.read_text())
+    dst_items[0] = {**moved, "repo": "org/repo-2"}
+    dst.write_text(json.dumps(dst_items))
+
+
+def _foreign_claim(root: Path) -> None:
+    path = root / "data" / "repos" / "org" / "repo-1.json"
+    items = json.loads(path.read_text())
+    items[0]["repo"] = "org/repo-3"
+    path.write_text(json.dumps(items))
+
+
+UNINDEXED_FAULTS = {
+    "a record repos.json does not count": (_extra_record, "4 records, but repos.json counts 3"),
+    "one id in two files": (_moved_record, "ids in more than one repository file"),
+    "a record claiming another repository": (_foreign_claim, "claims repo 'org/repo-3'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNINDEXED_FAULTS))
+def test_without_an_index_a_file_disagreeing_with_repos_json_changes_nothing(
+    store: Store, tmp_path: Path, case: str
+) -> None:
+    sync(store, build_tree(tmp_path / "old", dataset()[:6], "2026-09-01T00:00:00.000Z"))
+    before = export_text(store), history.versions(store)
+    bad = unindexed_tree(tmp_path / "bad")
+    damage, message = UNINDEXED_FAULTS[case]
+    damage(bad)
+    with pytest.raises(IntegrityError, match=message):
+        sync(store, bad, plan_workers=0)
+    assert (export_text(store), history.versions(store)) == before
 
 
 # ---------------------------------------------------------------------------- rewritten in place

@@ -140,6 +140,7 @@ class RepoInfo:
     repo: str
     analyzed_sha: str | None
     content_changed_at: str | None
+    error_count: int | None = None  #: ``errorCount``: how many records its file holds
 
     @property
     def fingerprint(self) -> tuple[str | None, str | None]:
@@ -1024,6 +1025,7 @@ def parse_repos(
             entry["repo"],
             sha if isinstance(sha, str) else None,
             changed if isinstance(changed, str) else None,
+            _int_or_none(entry.get("errorCount")),
         )
     return out
 
@@ -1137,7 +1139,8 @@ def write_tree(
     ``index_parts`` > 0 splits the index as upstream has since 2026-09-17: ``index-N.json.gz``
     files of equal-count slices, each ``{schemaVersion, datasetVersion, part, parts, errors}``,
     listed in the manifest as ``parts_listing`` says: "object" (``files.index.parts``), "list"
-    (``files.index`` a list) or "numbered" (``files["index-N"]``). The tree also carries
+    (``files.index`` a list) or "numbered" (``files["index-N"]``); "none" writes and lists no
+    index at all (a layout a sync reads by ``repos.json`` alone). The tree also carries
     ``data/published.json`` and ``schema.json`` (listed, not read), as the site does.
     """
     data = root / "data"
@@ -1191,7 +1194,9 @@ def write_tree(
     ).encode("utf-8")
     index_gz = gzip.compress(index_raw, mtime=0)
     listing: dict[str, Any] = {"index": _file_spec("/data/index.json.gz", index_gz, index_raw)}
-    if index_parts > 0:
+    if parts_listing == "none":
+        listing = {}
+    elif index_parts > 0:
         listing = _write_parts(data, index_rows, dataset_version, index_parts, parts_listing)
     else:
         (data / "index.json.gz").write_bytes(index_gz)

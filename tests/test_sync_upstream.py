@@ -383,6 +383,24 @@ def test_check_says_when_only_in_place_rewrites_are_pending(
     assert other.to_dict()["pending"] == "repositories"
 
 
+def test_check_asks_conditionally_and_says_rewrites_only_over_http(
+    store: Store, rewritten: dict[str, Path]
+) -> None:
+    with serve_cdn() as cdn:
+        cdn.publish(V1, rewritten[V1])
+        sync(store, cdn.base)
+        cdn.reset()
+        same = check_for_update(store, cdn.base)
+        asked = list(cdn.requests)
+        cdn.publish(V2, rewritten[V2])
+        newer = check_for_update(store, cdn.base)
+    # The manifest the sync applied, asked with its ETag: a 304, nothing else requested.
+    assert [r.path for r in asked] == ["/data/manifest.json"]
+    assert "if-none-match" in asked[0].headers
+    assert (same.status.value, same.current, same.available) == ("current", V1, V1)
+    assert newer.update_available and newer.rewrites_only
+
+
 # ---------------------------------------------------------------------------- 27.6
 def test_a_redirect_to_another_host_is_refused_unless_named(
     store: Store, rewritten: dict[str, Path], tmp_path: Path

@@ -42,7 +42,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from errkb import records as rec
-from errkb.errors import IntegrityError, Problem, RecordError, SyncError
+from errkb.errors import (
+    IntegrityError,
+    Problem,
+    RecordError,
+    SyncError,
+    SyncInterruptedError,
+)
 from errkb.match.feed import FEED, derive
 from errkb.report.sync import Revalidation, SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
@@ -272,6 +278,66 @@ def sync(
     published tree may hold (index rows, repositories, bytes per repository file), so a sync's
     memory stays bounded whatever the source serves.
     """
+    applied: list[SyncReport] = []  # set the moment the transaction commits
+    try:
+        return _sync(
+            store,
+            source,
+            applied,
+            dry_run=dry_run,
+            full=full,
+            allow_downgrade=allow_downgrade,
+            skip_invalid=skip_invalid,
+            reject_report=reject_report,
+            progress=progress,
+            max_bytes=max_bytes,
+            limits=limits,
+            timeout=timeout,
+            deadline=deadline,
+            workers=workers,
+            cache_dir=cache_dir,
+            cache_max_bytes=cache_max_bytes,
+            plan_workers=plan_workers,
+            allow_redirect_hosts=allow_redirect_hosts,
+        )
+    except KeyboardInterrupt:
+        if not applied:
+            raise  # before the commit: nothing changed
+        # After it (the cache, the work directory, the lock still to let go of): the new
+        # version is in place, and the caller must hear which one.
+        raise SyncInterruptedError(interrupted_message(applied[0])) from None
+
+
+def interrupted_message(report: SyncReport) -> str:
+    """What to say when Ctrl-C comes after ``report``'s transaction committed."""
+    return (
+        f"interrupted after the sync was applied: datasetVersion "
+        f"{report.dataset_version or '(none)'} is in place as version {report.version_id} "
+        f"({report.summary()}); nothing was undone"
+    )
+
+
+def _sync(
+    store: Store,
+    source: str | os.PathLike[str] | None,
+    applied: list[SyncReport],
+    *,
+    dry_run: bool,
+    full: bool | None,
+    allow_downgrade: bool,
+    skip_invalid: bool,
+    reject_report: str | os.PathLike[str] | None,
+    progress: ProgressCallback | None,
+    max_bytes: int,
+    limits: publish.Limits,
+    timeout: float,
+    deadline: float | None,
+    workers: int,
+    cache_dir: str | os.PathLike[str] | None,
+    cache_max_bytes: int,
+    plan_workers: int | None,
+    allow_redirect_hosts: Collection[str],
+) -> SyncReport:
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
@@ -324,6 +390,7 @@ def sync(
             reject_report=reject_report,
             notify=notify,
             started=started,
+            applied=applied,
         )
         if cache is not None and not dry_run:
             cache.clear()  # applied: nothing in it is needed again
@@ -1063,6 +1130,7 @@ def _execute(
     reject_report: str | os.PathLike[str] | None,
     notify: ProgressCallback,
     started: float,
+    applied: list[SyncReport] | None = None,
 ) -> SyncReport:
     if plan.problems and not skip_invalid:
         raise RecordError(
@@ -1127,14 +1195,17 @@ def _execute(
         if plan.state is not None:
             value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
             tx.set_meta(_STATE_KEY, value)
-    notify(Progress(Stage.APPLY, 1, 1))
-    return replace(
+    done = replace(
         report,
         counts=counts,
         version_id=version_id,
         reject_report=report_path,
         elapsed=time.monotonic() - started,
     )
+    if applied is not None:
+        applied.append(done)  # committed: an interrupt from here on must say so
+    notify(Progress(Stage.APPLY, 1, 1))
+    return done
 
 
 def write_rejects(

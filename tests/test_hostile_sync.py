@@ -426,3 +426,27 @@ def test_a_sync_source_url_is_stored_and_shown_without_its_credentials(tmp_path:
     for shown in (json.dumps(report.to_dict()), json.dumps(again.to_dict()), status):
         assert "s3cret" not in shown and "reader" not in shown, shown
     assert "***@127.0.0.1" in json.dumps(report.to_dict())
+
+
+def test_transport_errors_and_stored_state_never_show_a_sources_secrets(tmp_path: Path) -> None:
+    # Item 5's leftover: every NetworkError named the URL as requested, userinfo and token in.
+    from errkb.errors import NetworkError
+    from errkb.sync.update import check_for_update
+
+    root = build_tree(tmp_path / "tree", make_records(3, repos=1), OLD)
+    with serve(root) as server, open_kb(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        url = server.base.replace("http://", "http://reader:s3cret@") + "/?token=t0ken"
+        repo = "/data/repos/org/repo-0.json"
+        messages = []
+        for fault in ("404", "500", "drop", "redirect:http://elsewhere.test/x?token=t0ken"):
+            server.faults[repo] = fault
+            with pytest.raises(NetworkError) as caught:
+                kb.sync(url)
+            messages.append(str(caught.value))
+        server.faults.clear()
+        kb.sync(url)
+        state = kb.store.meta_value("sync_state") or ""
+        checked = check_for_update(kb.store, url)
+    assert all("GET http://***@127.0.0.1:" in m and "?***" in m for m in messages), messages
+    for shown in (*messages, state, json.dumps(checked.to_dict()), checked.summary()):
+        assert "s3cret" not in shown and "t0ken" not in shown and "reader" not in shown, shown

@@ -63,6 +63,7 @@ from errkb.sync.repofile import (
     read_repo,
     spool_line,
 )
+from errkb.sync.transport import shown_url
 
 _STATE_KEY = "sync_state"
 
@@ -1061,25 +1062,6 @@ def _up_to_date(source: str, version: str | None, previous: str | None = None) -
     return SyncReport(
         SyncStatus.UP_TO_DATE, VersionKind.SYNC, shown_url(source), version, previous or version
     )
-
-
-def shown_url(url: str) -> str:
-    """``url`` as it may be stored or shown: userinfo and query string redacted.
-
-    A sync source may carry credentials (``https://user:token@mirror/...``, ``?token=X``); the
-    store keeps the source in its history and status, reports and errors print it, and
-    ``/v1/status`` serves it, so none of them ever gets the secret. A path is returned as it is.
-    """
-    import urllib.parse
-
-    if "://" not in url:
-        return url
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = "***" if parts.query else ""
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _refuse_downgrade(where: str, version: str, current: str | None, allow: bool) -> None:

@@ -32,7 +32,7 @@ from typing import IO, Any, Protocol, cast
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
-from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
+from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient, shown_url
 
 #: Default cap on any one downloaded (or decompressed) file.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -256,21 +256,23 @@ class HttpTree:
 
     def __post_init__(self) -> None:
         if urllib.parse.urlsplit(self.base).scheme not in ("http", "https"):
-            raise SyncError(f"{self.base}: only http and https URLs are supported")
+            raise SyncError(f"{shown_url(self.base)}: only http and https URLs are supported")
 
     @property
     def location(self) -> str:
-        return self.base
+        """The base URL as shown and stored: userinfo redacted (``shown_url``)."""
+        return shown_url(self.base)
 
     def where(self, rel: str) -> str:
-        return f"{self.base}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
+        """``rel``'s URL for messages and the sync state's keys: no userinfo, no query."""
+        return f"{self.location}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
 
     def for_version(self, version: str) -> HttpTree:
         return replace(self, version=version)
 
     def url(self, rel: str, *, fresh: bool = False) -> str:
         """The URL requested for ``rel``: with ``?v=`` for data files, and ``&r=`` if ``fresh``."""
-        url = self.where(rel)
+        url = f"{self.base}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
         own = [self.query] if self.query else []
         if clean_rel(rel) == clean_rel(self.manifest_path):
             return url + "".join(f"?{q}" for q in own)
@@ -350,7 +352,7 @@ def locate(source: str) -> Tree | None:
     try:
         scheme = urllib.parse.urlsplit(source).scheme.lower()
     except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [ in the host
-        raise SyncError(f"{source}: not a valid URL: {exc}") from None
+        raise SyncError(f"{shown_url(source)}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
         # The query string (a mirror's ``?token=X``) is the source's, not part of its path:
         # kept apart and sent with every request (``HttpTree.url``), never glued to a path.
@@ -363,7 +365,9 @@ def locate(source: str) -> Tree | None:
             return HttpTree(head, name, query=query)
         return HttpTree(url.rstrip("/"), query=query)
     if "://" in source:
-        raise SyncError(f"{source}: unsupported URL scheme {scheme!r}; use http(s) or a path")
+        raise SyncError(
+            f"{shown_url(source)}: unsupported URL scheme {scheme!r}; use http(s) or a path"
+        )
     p = Path(source)
     if p.is_file() and p.name == "manifest.json":
         if p.parent.name == "data":

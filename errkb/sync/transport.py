@@ -9,7 +9,8 @@ still open when the deadline passes, and the blocked read fails at once. Redirec
 by hand, only to http(s), only within the same host (or to a mirror named in ``allow_hosts``)
 and never from https down to http: a redirect is how a hijacked or misconfigured edge would
 hand the sync another origin's files. ``$http_proxy`` / ``$https_proxy`` / ``$no_proxy`` are
-honoured as urllib honours them. Every failure is one ``NetworkError`` naming the URL.
+honoured as urllib honours them. Every failure is one ``NetworkError`` naming the URL as
+``shown_url`` shows it: userinfo and query string redacted (a mirror's token stays secret).
 """
 
 from __future__ import annotations
@@ -34,6 +35,26 @@ DEFAULT_READ_TIMEOUT = 60.0
 DEFAULT_DEADLINE = 60 * 60.0
 _CHUNK = 1 << 16
 _MAX_REDIRECTS = 5
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be stored or shown: userinfo and query string redacted.
+
+    A sync source may carry credentials (``https://user:token@mirror/...``, ``?token=X``); the
+    store keeps the source in its history and status, reports and errors print it, and
+    ``/v1/status`` serves it, so none of them ever gets the secret. A path is returned as it is.
+    """
+    if "://" not in url:
+        return url
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # "Invalid IPv6 URL": shown without what may be its userinfo
+        return url.rpartition("@")[2].partition("?")[0]
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "***" if parts.query else ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class Deadline:
@@ -164,12 +185,12 @@ class HttpClient:
         ``etag`` / ``last_modified`` make it conditional (``If-None-Match`` /
         ``If-Modified-Since``): the validators of the copy applied last time.
         """
-        first = url
+        first = shown = shown_url(url)  # messages never show userinfo or a query
         for _ in range(_MAX_REDIRECTS + 1):
             self.deadline.check(f"GET {first}")
             parts = urllib.parse.urlsplit(url)
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise NetworkError(f"GET {url}: only http and https URLs are supported")
+                raise NetworkError(f"GET {shown}: only http and https URLs are supported")
             target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
             sent = {
                 "User-Agent": f"errkb/{__version__}",
@@ -180,18 +201,22 @@ class HttpClient:
                 sent["If-None-Match"] = etag
             if last_modified:
                 sent["If-Modified-Since"] = last_modified
-            conn, response = self._request(parts, target, sent, url)
+            conn, response = self._request(parts, target, sent, shown)
             try:
                 location = response.getheader("Location")
                 if response.status in (301, 302, 303, 307, 308) and location:
                     response.read(_CHUNK)  # a redirect's body is small; drain it to reuse
                     newurl = urllib.parse.urljoin(url, location)
                     if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
-                        raise NetworkError(f"GET {first}: refused redirect to {newurl!r}")
+                        raise NetworkError(
+                            f"GET {first}: refused redirect to {shown_url(newurl)!r}"
+                        )
                     why = redirect_problem(url, newurl, self.allow_hosts)
                     if why is not None:
-                        raise NetworkError(f"GET {first}: refused redirect to {newurl!r}: {why}")
-                    url = newurl
+                        raise NetworkError(
+                            f"GET {first}: refused redirect to {shown_url(newurl)!r}: {why}"
+                        )
+                    url, shown = newurl, shown_url(newurl)
                     continue
                 if response.status == 304 and (etag or last_modified):
                     response.read(_CHUNK)
@@ -202,8 +227,8 @@ class HttpClient:
                         last_modified=response.getheader("Last-Modified") or last_modified,
                     )
                 if response.status != 200:
-                    raise NetworkError(f"GET {url}: HTTP {response.status} {response.reason}")
-                total = self._body(conn, response, url, dest, max_bytes, on_bytes)
+                    raise NetworkError(f"GET {shown}: HTTP {response.status} {response.reason}")
+                total = self._body(conn, response, shown, dest, max_bytes, on_bytes)
                 return Response(
                     url,
                     dest,

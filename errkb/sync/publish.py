@@ -350,8 +350,11 @@ def locate(source: str) -> Tree | None:
     (manifest at ``<base>/data/manifest.json``) or, when it ends in ``.json``, the manifest's own.
     """
     try:
-        scheme = urllib.parse.urlsplit(source).scheme.lower()
-    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [ in the host
+        parts = urllib.parse.urlsplit(source)
+        scheme = parts.scheme.lower()
+        if scheme in ("http", "https"):
+            parts.port  # noqa: B018 - raises for a port out of range, as a request would later
+    except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed [), "Port out of range 0-65535"
         raise SyncError(f"{shown_url(source)}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
         # The query string (a mirror's ``?token=X``) is the source's, not part of its path:

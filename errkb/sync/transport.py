@@ -188,7 +188,11 @@ class HttpClient:
         first = shown = shown_url(url)  # messages never show userinfo or a query
         for _ in range(_MAX_REDIRECTS + 1):
             self.deadline.check(f"GET {first}")
-            parts = urllib.parse.urlsplit(url)
+            try:
+                parts = urllib.parse.urlsplit(url)
+                parts.port  # noqa: B018 - a redirect may name a port out of range
+            except ValueError as exc:
+                raise NetworkError(f"GET {shown}: not a valid URL: {exc}") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise NetworkError(f"GET {shown}: only http and https URLs are supported")
             target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
@@ -206,8 +210,12 @@ class HttpClient:
                 location = response.getheader("Location")
                 if response.status in (301, 302, 303, 307, 308) and location:
                     response.read(_CHUNK)  # a redirect's body is small; drain it to reuse
-                    newurl = urllib.parse.urljoin(url, location)
-                    if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
+                    try:
+                        newurl = urllib.parse.urljoin(url, location)
+                        scheme = urllib.parse.urlsplit(newurl).scheme
+                    except ValueError as exc:  # "Invalid IPv6 URL" in a Location header
+                        raise NetworkError(f"GET {first}: refused redirect: {exc}") from None
+                    if scheme not in ("http", "https"):
                         raise NetworkError(
                             f"GET {first}: refused redirect to {shown_url(newurl)!r}"
                         )

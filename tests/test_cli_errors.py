@@ -283,10 +283,6 @@ def test_export_writes_strict_json_lines(hostile: tuple[Path, dict[str, Any]]) -
 def test_ctrl_c_while_the_command_line_imports_exits_130_quietly() -> None:
     # The child stops inside the import of click (a readiness marker on stdout, then a blocking
     # read), the parent sends SIGINT then: the interrupt lands mid-import, every time.
-    import signal
-    import subprocess
-    import sys
-
     child = r"""
 import os, sys
 class Hook:
@@ -301,11 +297,15 @@ sys.argv = ["errkb", "--version"]
 from errkb._entry import main
 main()
 """
+    code, err = _interrupt_when_ready([sys.executable, "-c", child])
+    assert code == 130, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+
+
+def _interrupt_when_ready(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """Run ``argv``; once it writes its readiness marker ("ready") send SIGINT; (exit, stderr)."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", child],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
     try:
         assert proc.stdout is not None
@@ -314,8 +314,7 @@ main()
         _out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, err
-    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+    return proc.returncode, err
 
 
 @pytest.mark.slow
@@ -345,21 +344,10 @@ cli_sync._progress = lambda enabled: contextlib.nullcontext(stop)
 from errkb.cli import main
 main(["sync", "--quiet", sys.argv[1]])
 """
-    proc = subprocess.Popen(
-        [sys.executable, "-c", child, str(tree)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env_for(tmp_path / "kb.sqlite3"),
+    code, err = _interrupt_when_ready(
+        [sys.executable, "-c", child, str(tree)], env_for(tmp_path / "kb.sqlite3")
     )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"ready\n"
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    assert code == 130, err
     text = err.decode()
     assert f"interrupted after the sync was applied: datasetVersion {version} is in place" in text
     assert "added 3," in text and "Traceback" not in text

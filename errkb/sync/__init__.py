@@ -277,73 +277,20 @@ def sync(
     and redirects from https to http always.
     ``max_bytes`` caps any one file (downloaded or decompressed); ``limits`` caps what a
     published tree may hold (index rows, repositories, bytes per repository file), so a sync's
-    memory stays bounded whatever the source serves.
+    memory stays bounded whatever the source serves. Ctrl-C after the commit raises
+    ``SyncInterruptedError`` naming the version applied (before it: ``KeyboardInterrupt``).
     """
-    applied: list[SyncReport] = []  # set the moment the transaction commits
-    try:
-        return _sync(
-            store,
-            source,
-            applied,
-            dry_run=dry_run,
-            full=full,
-            allow_downgrade=allow_downgrade,
-            skip_invalid=skip_invalid,
-            reject_report=reject_report,
-            progress=progress,
-            max_bytes=max_bytes,
-            limits=limits,
-            timeout=timeout,
-            deadline=deadline,
-            workers=workers,
-            cache_dir=cache_dir,
-            cache_max_bytes=cache_max_bytes,
-            plan_workers=plan_workers,
-            allow_redirect_hosts=allow_redirect_hosts,
-        )
-    except KeyboardInterrupt:
-        if not applied:
-            raise  # before the commit: nothing changed
-        # After it (the cache, the work directory, the lock still to let go of): the new
-        # version is in place, and the caller must hear which one.
-        raise SyncInterruptedError(interrupted_message(applied[0])) from None
-
-
-def interrupted_message(report: SyncReport) -> str:
-    """What to say when Ctrl-C comes after ``report``'s transaction committed."""
-    return (
-        f"interrupted after the sync was applied: datasetVersion "
-        f"{report.dataset_version or '(none)'} is in place as version {report.version_id} "
-        f"({report.summary()}); nothing was undone"
-    )
-
-
-def _sync(
-    store: Store,
-    source: str | os.PathLike[str] | None,
-    applied: list[SyncReport],
-    *,
-    dry_run: bool,
-    full: bool | None,
-    allow_downgrade: bool,
-    skip_invalid: bool,
-    reject_report: str | os.PathLike[str] | None,
-    progress: ProgressCallback | None,
-    max_bytes: int,
-    limits: publish.Limits,
-    timeout: float,
-    deadline: float | None,
-    workers: int,
-    cache_dir: str | os.PathLike[str] | None,
-    cache_max_bytes: int,
-    plan_workers: int | None,
-    allow_redirect_hosts: Collection[str],
-) -> SyncReport:
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
     limit = transport.Deadline(deadline)
-    with store.sync_lock(), _workdir(store.path) as tmp, limit.watch():
+    applied: list[SyncReport] = []  # set the moment the transaction commits
+    with (
+        _interrupt_says(applied),
+        store.sync_lock(),
+        _workdir(store.path) as tmp,
+        limit.watch(),
+    ):
         resolved = publish.resolve_source(source)
         tree = publish.locate(resolved)
         planned: _Plan | SyncReport
@@ -396,6 +343,31 @@ def _sync(
         if cache is not None and not dry_run:
             cache.clear()  # applied: nothing in it is needed again
         return report
+
+
+@contextlib.contextmanager
+def _interrupt_says(applied: list[SyncReport]) -> Iterator[None]:
+    """Ctrl-C once ``applied`` holds the committed report: say which version is in place.
+
+    After the commit (the cache, the work directory, the lock still to let go of) the new
+    version stands, and the caller must hear which one; before it, nothing changed and the
+    interrupt goes on as it is.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not applied:
+            raise
+        raise SyncInterruptedError(interrupted_message(applied[0])) from None
+
+
+def interrupted_message(report: SyncReport) -> str:
+    """What to say when Ctrl-C comes after ``report``'s transaction committed."""
+    return (
+        f"interrupted after the sync was applied: datasetVersion "
+        f"{report.dataset_version or '(none)'} is in place as version {report.version_id} "
+        f"({report.summary()}); nothing was undone"
+    )
 
 
 @dataclass(frozen=True)

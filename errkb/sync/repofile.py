@@ -153,25 +153,34 @@ def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> li
     return problems
 
 
-def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
-    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
-    expected = set(index_ids)
+def _ids_of(items: Sequence[Item], repo: str) -> tuple[list[str], list[str], list[str]]:
+    """The records' ids in order, the faults found and the ids repeated.
+
+    A fault is a record without a string id, or one claiming another repository.
+    """
     found: list[str] = []
     faults: list[str] = []
+    duplicates: list[str] = []
+    seen: set[str] = set()
     for item in items:
         rid = item.obj.get("id")
         if not isinstance(rid, str):
             faults.append(f"a record without a string id at {item.location or 'top level'}")
             continue
         found.append(rid)
-        if item.obj.get("repo") != repo:
-            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
-    seen: set[str] = set()
-    duplicates: list[str] = []
-    for rid in found:
         if rid in seen:
             duplicates.append(rid)
         seen.add(rid)
+        if item.obj.get("repo") != repo:
+            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
+    return found, faults, duplicates
+
+
+def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
+    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
+    expected = set(index_ids)
+    found, faults, duplicates = _ids_of(items, repo)
+    seen = set(found)
     missing = sorted(expected - seen)
     extra = sorted(seen - expected)
     if missing:
@@ -190,19 +199,7 @@ def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], whe
 
 def _cross_check_listed(items: Sequence[Item], repo: str, listed: Listed, where: str) -> None:
     """With no index: the records claim ``repo``, no id twice, ``errorCount`` of them."""
-    faults: list[str] = []
-    seen: set[str] = set()
-    duplicates: list[str] = []
-    for item in items:
-        rid = item.obj.get("id")
-        if not isinstance(rid, str):
-            faults.append(f"a record without a string id at {item.location or 'top level'}")
-            continue
-        if rid in seen:
-            duplicates.append(rid)
-        seen.add(rid)
-        if item.obj.get("repo") != repo:
-            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
+    _found, faults, duplicates = _ids_of(items, repo)
     if duplicates:
         faults.append(f"ids repeated: {publish.some_ids(duplicates)}")
     if listed.error_count is not None and listed.error_count != len(items):

@@ -238,6 +238,18 @@ def test_without_an_index_an_unchanged_resync_is_all_304_over_the_cdn(
     assert store.raw_record(dataset("gpu-oom")[5]["id"])["backgroundTag"] == "gpu-oom"
 
 
+def test_without_an_index_skip_invalid_applies_the_readable_files(
+    store: Store, tmp_path: Path
+) -> None:
+    bad = unindexed_tree(tmp_path / "t")
+    (bad / "data" / "repos" / "org" / "repo-2.json").write_text("[{not json")
+    with pytest.raises(errkb.errors.RecordError):
+        sync(store, bad)
+    report = sync(store, bad, skip_invalid=True, reject_report=tmp_path / "rejects.jsonl")
+    assert report.partial and report.counts.added == 9  # the other three repositories
+    assert report.counts.rejected == 3  # as many as repos.json counts for the unreadable one
+
+
 def _extra_record(root: Path) -> None:
     path = root / "data" / "repos" / "org" / "repo-1.json"
     items = json.loads(path.read_text())

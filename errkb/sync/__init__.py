@@ -632,6 +632,10 @@ def _plan_published(
         elif path.is_relative_to(tmp):
             path.unlink()  # keep disk use to a few repository files at a time
         if unindexed is not None:
+            if done.broken:  # unreadable: its records are rejected, as many as repos.json says
+                unindexed.unreadable = True
+                held = listed.error_count if listed and listed.error_count is not None else 1
+                rejected += max(held - len(done.bad), 0)
             unindexed.count(repo, ids if done.broken else [r for r, _ in done.lines] + [*done.bad])
         if got.job.revalidate and not done.bad and _same_content(done.lines, stored):
             # Another body, the same records (a re-serialised file): kept as stored, no write.
@@ -736,7 +740,8 @@ class _Unindexed:
 
     Each file must hold ``errorCount`` records all claiming its repository (``read_repo``'s
     ``listed``); across files no id may appear twice, and the total must be the manifest's
-    ``counts.errors`` when it gives one. Weaker than the hashed index (no row digests), so the
+    ``counts.errors`` when it gives one and every file could be read (``skip_invalid`` applies
+    the others when one cannot). Weaker than the hashed index (no row digests), so the
     sync says so in a warning.
     """
 
@@ -745,6 +750,7 @@ class _Unindexed:
         self.errors = errors if isinstance(errors, int) and not isinstance(errors, bool) else None
         self.owner: dict[str, str] = {}
         self.twice: list[str] = []
+        self.unreadable = False  #: a file could not be read as records (``skip_invalid``)
 
     @staticmethod
     def listed(info: publish.RepoInfo) -> Listed:
@@ -769,7 +775,7 @@ class _Unindexed:
                 f"{self.where}: ids in more than one repository file: "
                 f"{publish.some_ids(self.twice)}; nothing changed"
             )
-        if self.errors is not None and self.errors != len(self.owner):
+        if self.errors is not None and not self.unreadable and self.errors != len(self.owner):
             raise IntegrityError(
                 f"{self.where}: the repository files hold {len(self.owner)} records, but the "
                 f"manifest counts {self.errors} errors; nothing changed"

@@ -254,14 +254,18 @@ class HttpTree:
     #: the source URL's own query string (``?token=X``): sent with every request, never shown
     query: str = field(default="", repr=False)
 
+    #: ``base`` as shown and stored (``shown_url``), made once: ``where`` is asked per file
+    _shown: str = field(default="", init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if urllib.parse.urlsplit(self.base).scheme not in ("http", "https"):
             raise SyncError(f"{shown_url(self.base)}: only http and https URLs are supported")
+        object.__setattr__(self, "_shown", shown_url(self.base))
 
     @property
     def location(self) -> str:
         """The base URL as shown and stored: userinfo redacted (``shown_url``)."""
-        return shown_url(self.base)
+        return self._shown
 
     def where(self, rel: str) -> str:
         """``rel``'s URL for messages and the sync state's keys: no userinfo, no query."""

@@ -89,6 +89,11 @@ class Deadline:
         if self.expired:
             raise NetworkError(self.message(what))
 
+    def check_url(self, url: str) -> None:
+        """``check`` for a GET of ``url``, its message built (and the URL redacted) only then."""
+        if self.expired:
+            raise NetworkError(self.message(f"GET {shown_url(url)}"))
+
     def read_timeout(self, per_read: float) -> float:
         left = self.remaining()
         return per_read if left is None else max(min(per_read, left), 0.001)
@@ -185,16 +190,17 @@ class HttpClient:
         ``etag`` / ``last_modified`` make it conditional (``If-None-Match`` /
         ``If-Modified-Since``): the validators of the copy applied last time.
         """
-        first = shown = shown_url(url)  # messages never show userinfo or a query
+        first = url  # messages show it as shown_url does: no userinfo, no query
         for _ in range(_MAX_REDIRECTS + 1):
-            self.deadline.check(f"GET {first}")
+            if self.deadline.expired:
+                raise NetworkError(self.deadline.message(f"GET {shown_url(first)}"))
             try:
                 parts = urllib.parse.urlsplit(url)
                 parts.port  # noqa: B018 - a redirect may name a port out of range
             except ValueError as exc:
-                raise NetworkError(f"GET {shown}: not a valid URL: {exc}") from None
+                raise NetworkError(f"GET {shown_url(url)}: not a valid URL: {exc}") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise NetworkError(f"GET {shown}: only http and https URLs are supported")
+                raise NetworkError(f"GET {shown_url(url)}: only http and https URLs are supported")
             target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
             sent = {
                 "User-Agent": f"errkb/{__version__}",
@@ -205,7 +211,7 @@ class HttpClient:
                 sent["If-None-Match"] = etag
             if last_modified:
                 sent["If-Modified-Since"] = last_modified
-            conn, response = self._request(parts, target, sent, shown)
+            conn, response = self._request(parts, target, sent, url)
             try:
                 location = response.getheader("Location")
                 if response.status in (301, 302, 303, 307, 308) and location:
@@ -214,17 +220,18 @@ class HttpClient:
                         newurl = urllib.parse.urljoin(url, location)
                         scheme = urllib.parse.urlsplit(newurl).scheme
                     except ValueError as exc:  # "Invalid IPv6 URL" in a Location header
-                        raise NetworkError(f"GET {first}: refused redirect: {exc}") from None
-                    if scheme not in ("http", "https"):
                         raise NetworkError(
-                            f"GET {first}: refused redirect to {shown_url(newurl)!r}"
-                        )
-                    why = redirect_problem(url, newurl, self.allow_hosts)
+                            f"GET {shown_url(first)}: refused redirect: {exc}"
+                        ) from None
+                    why = (
+                        redirect_problem(url, newurl, self.allow_hosts)
+                        if scheme in ("http", "https")
+                        else "not http(s)"
+                    )
                     if why is not None:
-                        raise NetworkError(
-                            f"GET {first}: refused redirect to {shown_url(newurl)!r}: {why}"
-                        )
-                    url, shown = newurl, shown_url(newurl)
+                        shown = f"GET {shown_url(first)}: refused redirect to {shown_url(newurl)!r}"
+                        raise NetworkError(f"{shown}: {why}")
+                    url = newurl
                     continue
                 if response.status == 304 and (etag or last_modified):
                     response.read(_CHUNK)
@@ -235,8 +242,10 @@ class HttpClient:
                         last_modified=response.getheader("Last-Modified") or last_modified,
                     )
                 if response.status != 200:
-                    raise NetworkError(f"GET {shown}: HTTP {response.status} {response.reason}")
-                total = self._body(conn, response, shown, dest, max_bytes, on_bytes)
+                    raise NetworkError(
+                        f"GET {shown_url(url)}: HTTP {response.status} {response.reason}"
+                    )
+                total = self._body(conn, response, url, dest, max_bytes, on_bytes)
                 return Response(
                     url,
                     dest,
@@ -252,7 +261,7 @@ class HttpClient:
                 response.close()  # releases the socket a closing response still holds
                 if will_close:
                     self._drop(conn)
-        raise NetworkError(f"GET {first}: more than {_MAX_REDIRECTS} redirects")
+        raise NetworkError(f"GET {shown_url(first)}: more than {_MAX_REDIRECTS} redirects")
 
     def _request(
         self,
@@ -279,10 +288,10 @@ class HttpClient:
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(conn)
                 if self.deadline.expired:
-                    raise NetworkError(self.deadline.message(f"GET {url}")) from None
+                    raise NetworkError(self.deadline.message(f"GET {shown_url(url)}")) from None
                 if reused and attempt == 0:
                     continue
-                raise NetworkError(f"GET {url}: {reason(exc)}") from exc
+                raise NetworkError(f"GET {shown_url(url)}: {reason(exc)}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _body(
@@ -297,12 +306,14 @@ class HttpClient:
         length = response.getheader("Content-Length")
         expected = int(length) if length and length.isdigit() else None
         if expected is not None and expected > max_bytes:
-            raise NetworkError(f"GET {url}: {expected} bytes is over the {max_bytes}-byte cap")
+            raise NetworkError(
+                f"GET {shown_url(url)}: {expected} bytes is over the {max_bytes}-byte cap"
+            )
         total = 0
         try:
             with dest.open("wb") as out, self.deadline.guard(conn.sock):
                 while True:
-                    self.deadline.check(f"GET {url}")
+                    self.deadline.check_url(url)
                     if conn.sock is not None:
                         conn.sock.settimeout(self.deadline.read_timeout(self.read_timeout))
                     # read1: return what one read brings, so the deadline is checked often.
@@ -311,24 +322,30 @@ class HttpClient:
                         break
                     total += len(chunk)
                     if total > max_bytes:
-                        raise NetworkError(f"GET {url}: body is over the {max_bytes}-byte cap")
+                        raise NetworkError(
+                            f"GET {shown_url(url)}: body is over the {max_bytes}-byte cap"
+                        )
                     out.write(chunk)
                     if on_bytes is not None:
                         on_bytes(len(chunk))
         except (OSError, http.client.HTTPException) as exc:
             if self.deadline.expired:
-                raise NetworkError(self.deadline.message(f"GET {url}")) from None
+                raise NetworkError(self.deadline.message(f"GET {shown_url(url)}")) from None
             if isinstance(exc, http.client.IncompleteRead) and expected is not None:
                 raise NetworkError(
-                    f"GET {url}: truncated body ({total} of {expected} bytes)"
+                    f"GET {shown_url(url)}: truncated body ({total} of {expected} bytes)"
                 ) from None
-            raise NetworkError(f"GET {url}: connection lost after {total} bytes: {exc!r}") from exc
+            raise NetworkError(
+                f"GET {shown_url(url)}: connection lost after {total} bytes: {exc!r}"
+            ) from exc
         if expected is not None and total != expected:
             # The watchdog's shutdown of the socket reads as an early end of the body, not as an
             # error: past the deadline, that is the deadline, not a truncating server.
             if self.deadline.expired:
-                raise NetworkError(self.deadline.message(f"GET {url}"))
-            raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
+                raise NetworkError(self.deadline.message(f"GET {shown_url(url)}"))
+            raise NetworkError(
+                f"GET {shown_url(url)}: truncated body ({total} of {expected} bytes)"
+            )
         return total
 
     def _connect(self, conn: http.client.HTTPConnection, url: str) -> None:
@@ -348,7 +365,9 @@ class HttpClient:
                     self._all.append(conn)  # a pooled connection reopened after a drop
         if closed:
             conn.close()
-            raise NetworkError(f"GET {url}: the download was stopped (the client is closed)")
+            raise NetworkError(
+                f"GET {shown_url(url)}: the download was stopped (the client is closed)"
+            )
 
     def _connection(
         self, parts: urllib.parse.SplitResult

@@ -342,3 +342,52 @@ def test_an_ignored_sigint_stays_ignored_while_importing() -> None:
         proc.kill()
     assert proc.returncode == 0, err
     assert b"errkb" in out
+
+
+@pytest.mark.slow
+def test_ctrl_c_just_after_a_sync_commits_exits_130_saying_what_was_applied(
+    tmp_path: Path,
+) -> None:
+    # The child stops right after the commit (its progress callback at APPLY done writes a
+    # readiness marker, then blocks reading stdin); the parent sends SIGINT then, every time.
+    from tests.published import build_tree
+    from tests.published import make_record as published_record
+
+    version = "2026-09-01T00:00:00.000Z"
+    tree = build_tree(
+        tmp_path / "tree", [published_record(n, "org/repo") for n in range(3)], version
+    )
+    child = r"""
+import os, sys, contextlib
+import errkb.cli.sync as cli_sync
+from errkb.sync import Stage
+
+def stop(progress):
+    if progress.stage is Stage.APPLY and progress.done == progress.total:
+        os.write(1, b"ready\n")
+        os.read(0, 1)
+
+cli_sync._progress = lambda enabled: contextlib.nullcontext(stop)
+from errkb.cli import main
+main(["sync", "--quiet", sys.argv[1]])
+"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, str(tree)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env_for(tmp_path / "kb.sqlite3"),
+        preexec_fn=_as_in_a_terminal,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    text = err.decode()
+    assert f"interrupted after the sync was applied: datasetVersion {version} is in place" in text
+    assert "added 3," in text and "Traceback" not in text
+    assert errkb(tmp_path / "kb.sqlite3", "versions").stdout.count(version.encode()) == 1

@@ -64,8 +64,17 @@ K = SlotKind
         ("a %.40s", None, [K.GENERIC]),
         ("thing {thing}", "    thing = compute()\n", [K.GENERIC]),
         ("pad {x:*>8}", None, [K.GENERIC]),
+        ("got {repr(x)}", None, [K.REPR]),
+        ("cut {repr(x)[:9]}", None, [K.GENERIC]),
+        # typing.assert_never: a repr, then cut to a length: not a whole repr.
+        ("got: {value}", "    value = repr(a)\n    if len(value) > m:\n"
+         "        value = value[:m] + '...'\n", [K.GENERIC]),
+        ("n {count}", "    count = len(x)\n    count += 1\n", [K.INT]),
+        ("n {v}", "    a, v = f()\n    v = len(x)\n", [K.GENERIC]),
+        ("n {v}", "    v = len(x)\n    v = tuple(y)\n", [K.GENERIC]),
+        ("w {w_shape}", "    w_dtype, w_shape = meta[k]\n", [K.SHAPE]),
     ],
-)
+)  # fmt: skip
 def test_kinds_are_inferred_from_the_template_and_the_source(
     template: str, source: str | None, kinds: list[SlotKind]
 ) -> None:
@@ -89,6 +98,15 @@ def test_the_seed_records_are_typed_from_their_template_and_source_code() -> Non
         "b9825390f5c3ae68": ("repr", "shape", "shape"),
         "129d60f3f6e5f4e0": ("shape",),
     }
+
+
+def test_a_repr_call_is_captured_as_a_repr_conversion_is() -> None:
+    # {repr(name)} prints what {name!r} does: the capture is the value, without its quotes.
+    for template in ("no package for {repr(name)} here", "no package for {name!r} here"):
+        spec = compile_record("r", template, message_pattern(template))
+        hit = verify(spec, compile_re2(spec.regex), "no package for 'enc.0' here")
+        assert hit is not None, template
+        assert dict(hit.captures) == {spec.names[0]: "enc.0"}, template
 
 
 def test_a_hand_written_pattern_keeps_its_groups_untyped() -> None:

@@ -252,7 +252,8 @@ _PRINTF_KINDS = {
 _EXPRESSIONS: tuple[tuple[re.Pattern[str], SlotKind, str], ...] = tuple(
     (re.compile(rx), kind, why)
     for rx, kind, why in (
-        (r"^repr\(", SlotKind.REPR, "repr(...) is a repr"),
+        # A whole call: ``repr(x)[:40]`` is a cut repr, any prefix of one.
+        (r"^repr\((?:[^()]|\([^()]*\))*\)$", SlotKind.REPR, "repr(...) is a repr"),
         (r"^(?:len|int|ord|hash|id)\(", SlotKind.INT, "{0}(...) is an integer"),
         (
             r"\.(?:ndim|ndimension\(\)|numel\(\)|dim\(\)|nbytes|itemsize|element_size\(\))$",
@@ -358,6 +359,10 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
             # A str cut to a precision is any prefix of the value: not a whole value of a kind.
             return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} truncates the value")
     found = _from_expression(p.name) or _from_source(p.name, assignments)
+    if found is not None and found.kind is SlotKind.GENERIC:
+        # The source binds the name to values of no one kind: neither its name nor the text
+        # around it can say what it prints.
+        return Inferred(SlotKind.REPR, f"{p.raw} is a repr") if p.is_repr else found
     named = _from_name(p.name)
     if (
         found is not None
@@ -415,7 +420,15 @@ def _from_context(before: str, after: str) -> Inferred | None:
 
 
 class _Assignments:
-    """What a raise site's sourceCode assigns to a bare name, read as text (never run)."""
+    """What a raise site's sourceCode binds to a bare name, read as text (never run).
+
+    The source types a name only when every binding of it in the window says one kind:
+    ``value = repr(arg)`` followed by ``value = value[:n] + '...'`` (``typing.assert_never``)
+    prints a cut repr, so a known kind beside a binding of no known kind, or of another kind,
+    leaves the slot generic whatever its name says. An augmented number (``count += 1``) keeps
+    a numeric kind. Bindings that say nothing (all of no known kind: a call, an unpacking, a
+    ``for`` or ``as`` target) leave the name and the text around it to decide, as before.
+    """
 
     def __init__(self, source: str) -> None:
         self._source = source
@@ -424,26 +437,49 @@ class _Assignments:
         if not self._source or not _IDENTIFIER.fullmatch(name) or name not in self._source:
             return None
         esc = re.escape(name)
-        # The last plain assignment in the window is the one nearest the raise.
-        found: Inferred | None = None
-        for m in re.finditer(
-            rf"^[ \t]*{esc}[ \t]*(?::[ \t]*[\w.\[\], |]+)?=(?!=)[ \t]*(.+)$",
-            self._source,
-            re.MULTILINE,
-        ):
-            rhs = m.group(1).strip()
+        known: Inferred | None = None
+        other: str | None = None  # a binding that does not say the same kind
+        for m in re.finditer(_ASSIGNMENT.format(name=esc), self._source, re.MULTILINE):
+            rhs = m.group("rhs").strip()
+            if m.group("op"):
+                if not _NUMBER_LITERAL.fullmatch(rhs):
+                    other = other or m.group(0)
+                continue
             got = _from_expression(rhs)
-            if got is not None:
-                found = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
-            elif rhs.startswith("(") and rhs.endswith(")") and "," in rhs:
-                found = Inferred(SlotKind.TUPLE, f"sourceCode assigns {name} a tuple")
-        if found is not None:
-            return found
+            if got is None and rhs.startswith("(") and rhs.endswith(")") and "," in rhs:
+                got = Inferred(SlotKind.TUPLE, "a tuple")
+            if got is None or (known is not None and got.kind is not known.kind):
+                other = other or m.group(0)
+            elif known is None:
+                known = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
+        if known is not None:
+            binding = re.search(_OTHER_BINDINGS.format(name=esc), self._source, re.MULTILINE)
+            other = other or (binding.group(0) if binding is not None else None)
+            if other is not None:
+                return Inferred(
+                    SlotKind.GENERIC,
+                    f"{known.reason}, but also binds it as {_short(other.strip())!r}",
+                )
+            return known
         m2 = re.search(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]", self._source)
         if m2 is not None and m2.group(1) in _ANNOTATIONS:
             kind = _ANNOTATIONS[m2.group(1)]
             return Inferred(kind, f"sourceCode annotates {name}: {m2.group(1)}")
         return None
+
+
+#: ``name = rhs``, ``name: T = rhs`` or an augmented ``name += rhs`` at a line's start.
+_ASSIGNMENT = (
+    r"^[ \t]*{name}[ \t]*(?::[ \t]*[\w.\[\], |]+)?"
+    r"(?P<op>//|\*\*|>>|<<|[-+*/%|&^@])?=(?!=)[ \t]*(?P<rhs>.+)$"
+)
+#: Other ways a name is bound: a ``for`` or ``as`` target, a walrus, one of an unpacking.
+_OTHER_BINDINGS = (
+    r"\bfor[ \t]+[\w, ()]*\b{name}\b[\w, ()]*[ \t]in\b|\bas[ \t]+{name}\b|\b{name}[ \t]*:="
+    r"|^[ \t]*\(?[\w.]+[ \t]*,[\w., \t()]*\b{name}\b[\w., \t()]*=(?!=)"
+    r"|^[ \t]*\(?{name}[ \t]*,[\w., \t()]*=(?!=)"
+)
+_NUMBER_LITERAL = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 def _from_source(name: str, assignments: _Assignments) -> Inferred | None:

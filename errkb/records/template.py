@@ -42,8 +42,14 @@ class Placeholder:
 
     @property
     def is_repr(self) -> bool:
-        """True when the value is printed with ``repr`` (``!r`` or ``%r``): quoted if a str."""
-        return self.conversion == "r"
+        """True when the value is printed with ``repr``: quoted if a str.
+
+        ``{x!r}`` and ``%r`` say so with their conversion; ``{repr(x)}`` prints the same text
+        (a str already, so ``!s`` keeps it), and its capture is unquoted the same way.
+        """
+        if self.conversion == "r":
+            return True
+        return self.conversion in (None, "s") and _is_call_of("repr", self.name)
 
 
 Segment = Literal | Placeholder
@@ -92,6 +98,25 @@ class Template:
     def masked(self, mask: str = "\u2026") -> str:
         """The template with every placeholder replaced by ``mask`` (for fuzzy comparison)."""
         return "".join(s.text if isinstance(s, Literal) else mask for s in self.segments)
+
+
+def _is_call_of(function: str, expr: str) -> bool:
+    """Tell whether ``expr`` is one whole call of ``function``: ``repr(x)``, not ``repr(x)[:9]``."""
+    if not (expr.startswith(function + "(") and expr.endswith(")")):
+        return False
+    depth, quote = 0, ""
+    for i, ch in enumerate(expr[len(function) :]):
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i == len(expr) - len(function) - 1
+    return False
 
 
 def parse_template(message: str) -> Template:

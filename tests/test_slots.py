@@ -73,6 +73,12 @@ K = SlotKind
         ("n {v}", "    a, v = f()\n    v = len(x)\n", [K.GENERIC]),
         ("n {v}", "    v = len(x)\n    v = tuple(y)\n", [K.GENERIC]),
         ("w {w_shape}", "    w_dtype, w_shape = meta[k]\n", [K.SHAPE]),
+        # A noun after a name is no unit (subprocess, pickle, typing in the standard library).
+        ("{kw} argument not allowed", None, [K.GENERIC]),
+        ("args[0] from {} args has no __new__", None, [K.GENERIC]),
+        ("Too {('many' if a > b else 'few')} items for {cls}", None, [K.GENERIC, K.GENERIC]),
+        ("Unknown {kind}s", None, [K.GENERIC]),
+        ("took {t} s, {m}MB", None, [K.FLOAT, K.FLOAT]),
     ],
 )  # fmt: skip
 def test_kinds_are_inferred_from_the_template_and_the_source(

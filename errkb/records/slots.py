@@ -289,12 +289,12 @@ _NAME_WORDS = {
     "ndim": SlotKind.INT,
     "numel": SlotKind.INT,
 }
-#: A unit right after the value: the value is a count or an amount.
-_UNITS = re.compile(
-    r"^ (?:bytes?|items?|elements?|tokens?|times|rows?|columns?|dims?|dimensions?|"
-    r"arguments?|args?|characters?|chars|lines?|layers?|tensors?|shards?|ranks?)\b"
-)
-_FLOAT_UNITS = re.compile(r"^ ?(?:seconds?|secs?|ms|s|MiB|GiB|KiB|MB|GB|KB)\b")
+#: A unit right after the value: the value is a count or an amount. Only units, plural, that
+#: a name does not modify: ``{kw} argument``, ``from {} args``, ``Index %s columns`` and
+#: ``Too {'many'} arguments`` (all in the standard library) print names before those nouns,
+#: and ``{kind}s`` is a plural, not seconds. A unit is read only after a plain name or field.
+_UNITS = re.compile(r"^ (?:bytes|elements|items|tokens|times|characters|chars|dimensions)\b")
+_FLOAT_UNITS = re.compile(r"^(?: (?:seconds|secs|ms|s)|(?: ?)(?:MiB|GiB|KiB|MB|GB|KB))\b")
 #: A label right before the value.
 _LABELS = re.compile(r"\b(?P<word>shape|dtype|ndim|line|port)(?:=| )$")
 _LABEL_KINDS = {
@@ -306,6 +306,8 @@ _LABEL_KINDS = {
 }
 _ANNOTATIONS = {"int": SlotKind.INT, "float": SlotKind.FLOAT, "torch.dtype": SlotKind.DTYPE}
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A bare name, an attribute chain, a positional field (``{}``, ``{0}``) or a printf field.
+_PLAIN_FIELD = re.compile(r"[A-Za-z_][\w.]*|\d*")
 #: Kinds a repr prints exactly as str() does: ``{x!r}`` of one of these is that kind.
 _REPR_SAME = frozenset(
     {SlotKind.INT, SlotKind.FLOAT, SlotKind.TUPLE, SlotKind.SHAPE, SlotKind.LIST}
@@ -372,7 +374,7 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
     ):
         found = Inferred(SlotKind.SHAPE, f"{found.reason}, named as a shape")
     # A unit or label around a repr says nothing: ``line %r`` prints a quoted name.
-    found = found or named or (None if p.is_repr else _from_context(before, after))
+    found = found or named or (None if p.is_repr else _from_context(p, before, after))
     if p.is_repr:
         if found is not None and found.kind in _REPR_SAME:
             return Inferred(found.kind, f"{found.reason} (its repr is the same)")
@@ -407,11 +409,12 @@ def _from_name(expr: str) -> Inferred | None:
     return None if kind is None else Inferred(kind, f"the name {expr} says it is a {kind.value}")
 
 
-def _from_context(before: str, after: str) -> Inferred | None:
-    if _UNITS.match(after):
-        return Inferred(SlotKind.INT, f"followed by the unit {after.split()[0]!r}")
-    if _FLOAT_UNITS.match(after) and after.strip()[:1].isalpha():
-        return Inferred(SlotKind.FLOAT, f"followed by the unit {after.split()[0]!r}")
+def _from_context(p: Placeholder, before: str, after: str) -> Inferred | None:
+    if _PLAIN_FIELD.fullmatch(p.name) is not None:
+        if _UNITS.match(after):
+            return Inferred(SlotKind.INT, f"followed by the unit {after.split()[0]!r}")
+        if _FLOAT_UNITS.match(after):
+            return Inferred(SlotKind.FLOAT, f"followed by the unit {after.split()[0]!r}")
     m = _LABELS.search(before)
     if m is not None:
         kind = _LABEL_KINDS[m.group("word")]

@@ -125,7 +125,9 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
 
     ``kinds`` (one per placeholder; none or fewer: the rest are generic) give each group its
     slot grammar. When the message's end is known (see ``_judges_tail``), what follows it is
-    judged as the end of the message (``slots.TAIL``), not taken into the capture.
+    judged as the end of the message (``slots.TAIL``), not taken into the capture. (A
+    container's trailer, ``</code> |`` or a table cell's `` |``, is cut by the matcher before any
+    record's regex runs: ``slots.trailer_start``.)
     """
     parts: list[str] = []
     index = 0

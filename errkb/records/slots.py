@@ -31,9 +31,11 @@ writes at sync time.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
+from errkb import _lazy
 from errkb.records.template import Literal, Placeholder, Template
 
 
@@ -136,7 +138,7 @@ TAIL = r"""(?:[ \t]*(?:[.!?;](?:[ \t][^\n]*)?|</[^\n]*|[|`*"')\]][^\n]*))?[ \t\r
 #: any last word look like a prompt's user. Our own fixed regex, searched only in the last
 #: ``TRAILER_WINDOW`` characters (bounded work), never part of a record's RE2 pattern: in
 #: every pattern it doubled the RE2 compile of a generic record (0.067 -> 0.125 ms).
-_TRAILER = re.compile(r"(?:[ \t]*</[A-Za-z][^\n]*|[ \t]+\|(?:[^\n<]*\|)?)[ \t\r]*\Z")
+_TRAILER = _lazy.pattern(r"(?:[ \t]*</[A-Za-z][^\n]*|[ \t]+\|(?:[^\n<]*\|)?)[ \t\r]*\Z")
 TRAILER_WINDOW = 512
 
 
@@ -151,7 +153,7 @@ def trailer_start(text: str) -> int | None:
     start = max(text.rfind("\n") + 1, len(text) - TRAILER_WINDOW)
     if "</" not in text[start:] and "|" not in text[start:]:
         return None
-    m = _TRAILER.search(text, start)
+    m = _TRAILER().search(text, start)
     return m.start() if m is not None and m.start() > 0 else None
 
 
@@ -183,14 +185,14 @@ class _Layout:
     grouping: bool = False  #: thousands separators (``,`` or ``_``)
 
 
-_PRINTF_SPEC = re.compile(
+_PRINTF_SPEC = _lazy.pattern(
     r"(?P<flags>[#0\- +]*)(?P<width>\d+|\*)?(?:\.(?:\d+|\*))?[hlL]*(?P<type>.)"
 )
 
 
 def _layout(placeholder: Placeholder) -> _Layout:
     if placeholder.raw.startswith("%"):
-        m = _PRINTF_SPEC.fullmatch(placeholder.spec)
+        m = _PRINTF_SPEC().fullmatch(placeholder.spec)
         if m is None:
             return _Layout()
         return _Layout(m.group("type"), bool(m.group("width")) or " " in m.group("flags"))
@@ -218,7 +220,7 @@ def sample(kind: SlotKind, index: int) -> str:
 
 # -- placeholders shown as values ---------------------------------------------------------------
 
-_SHOWN = re.compile(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]!:,'\"]*\}")
+_SHOWN = _lazy.pattern(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]!:,'\"]*\}")
 
 
 def is_placeholder_text(value: str) -> bool:
@@ -230,7 +232,7 @@ def is_placeholder_text(value: str) -> bool:
     shown field is an expression (no spaces: ``{Ze b}`` is a value). A str value that reads
     exactly like a shown placeholder is refused with them: the two cannot be told apart.
     """
-    return value[:1] in ("<", "{") and _SHOWN.fullmatch(value) is not None
+    return value[:1] in ("<", "{") and _SHOWN().fullmatch(value) is not None
 
 
 # -- inference ---------------------------------------------------------------------------------
@@ -248,7 +250,7 @@ class _FormatSpec:
 
     @classmethod
     def parse(cls, spec: str) -> _FormatSpec | None:
-        m = _SPEC.fullmatch(spec)
+        m = _SPEC().fullmatch(spec)
         if m is None:
             return None
         return cls(
@@ -260,7 +262,7 @@ class _FormatSpec:
         )
 
 
-_SPEC = re.compile(
+_SPEC = _lazy.pattern(
     r"(?:(?P<fill>.)?(?P<align>[<>=^]))?[-+ ]?z?#?(?P<zero>0)?(?P<width>\d+)?"
     r"(?P<grouping>[,_])?(?P<precision>\.\d+)?(?P<type>[bcdeEfFgGnosxX%])?"
 )
@@ -276,38 +278,35 @@ _PRINTF_KINDS = {
 
 #: Expression shapes, tried in order against a placeholder's expression or an assignment's
 #: right-hand side. Each is (regex, kind, what it means).
-_EXPRESSIONS: tuple[tuple[re.Pattern[str], SlotKind, str], ...] = tuple(
-    (re.compile(rx), kind, why)
-    for rx, kind, why in (
-        # A whole call: ``repr(x)[:40]`` is a cut repr, any prefix of one.
-        (r"^repr\((?:[^()]|\([^()]*\))*\)$", SlotKind.REPR, "repr(...) is a repr"),
-        (r"^(?:len|int|ord|hash|id)\(", SlotKind.INT, "{0}(...) is an integer"),
-        (
-            r"\.(?:ndim|ndimension\(\)|numel\(\)|dim\(\)|nbytes|itemsize|element_size\(\))$",
-            SlotKind.INT,
-            "{0} is an integer",
-        ),
-        (r"^(?:float|round)\(", SlotKind.FLOAT, "{0}(...) is a number"),
-        (
-            r"^tuple\(.*(?:shape|get_shape\(\)|size\(\))",
-            SlotKind.SHAPE,
-            "tuple(...) of a shape is a shape",
-        ),
-        (r"^tuple\(", SlotKind.TUPLE, "tuple(...) is a tuple"),
-        (
-            r"(?:\.shape|\.get_shape\(\)|\.size\(\))$",
-            SlotKind.SHAPE,
-            "{0} is a shape",
-        ),
-        (r"^(?:sorted|list)\(", SlotKind.LIST, "{0}(...) is a list"),
-        (r"^\[.*\bfor\b.*\]$", SlotKind.LIST, "a list comprehension is a list"),
-        (r"(?:\.dtype|\.get_dtype\(\))$", SlotKind.DTYPE, "{0} is a dtype"),
-        (
-            r"(?:\.__name__|\.__qualname__)$",
-            SlotKind.IDENT,
-            "{0} is a Python name",
-        ),
-    )
+_EXPRESSION_SHAPES: tuple[tuple[str, SlotKind, str], ...] = (
+    # A whole call: ``repr(x)[:40]`` is a cut repr, any prefix of one.
+    (r"^repr\((?:[^()]|\([^()]*\))*\)$", SlotKind.REPR, "repr(...) is a repr"),
+    (r"^(?:len|int|ord|hash|id)\(", SlotKind.INT, "{0}(...) is an integer"),
+    (
+        r"\.(?:ndim|ndimension\(\)|numel\(\)|dim\(\)|nbytes|itemsize|element_size\(\))$",
+        SlotKind.INT,
+        "{0} is an integer",
+    ),
+    (r"^(?:float|round)\(", SlotKind.FLOAT, "{0}(...) is a number"),
+    (
+        r"^tuple\(.*(?:shape|get_shape\(\)|size\(\))",
+        SlotKind.SHAPE,
+        "tuple(...) of a shape is a shape",
+    ),
+    (r"^tuple\(", SlotKind.TUPLE, "tuple(...) is a tuple"),
+    (
+        r"(?:\.shape|\.get_shape\(\)|\.size\(\))$",
+        SlotKind.SHAPE,
+        "{0} is a shape",
+    ),
+    (r"^(?:sorted|list)\(", SlotKind.LIST, "{0}(...) is a list"),
+    (r"^\[.*\bfor\b.*\]$", SlotKind.LIST, "a list comprehension is a list"),
+    (r"(?:\.dtype|\.get_dtype\(\))$", SlotKind.DTYPE, "{0} is a dtype"),
+    (
+        r"(?:\.__name__|\.__qualname__)$",
+        SlotKind.IDENT,
+        "{0} is a Python name",
+    ),
 )
 #: The last word of a bare name that says what it holds (``scale_shape``, ``weight_dtype``).
 _NAME_WORDS = {
@@ -316,14 +315,22 @@ _NAME_WORDS = {
     "ndim": SlotKind.INT,
     "numel": SlotKind.INT,
 }
+
+
+@functools.cache
+def _expressions() -> tuple[tuple[re.Pattern[str], SlotKind, str], ...]:
+    """``_EXPRESSION_SHAPES`` compiled, on first use: only compiling a record infers kinds."""
+    return tuple((re.compile(rx), kind, why) for rx, kind, why in _EXPRESSION_SHAPES)
+
+
 #: A unit right after the value: the value is a count or an amount. Only units, plural, that
 #: a name does not modify: ``{kw} argument``, ``from {} args``, ``Index %s columns`` and
 #: ``Too {'many'} arguments`` (all in the standard library) print names before those nouns,
 #: and ``{kind}s`` is a plural, not seconds. A unit is read only after a plain name or field.
-_UNITS = re.compile(r"^ (?:bytes|elements|items|tokens|times|characters|chars|dimensions)\b")
-_FLOAT_UNITS = re.compile(r"^(?: (?:seconds|secs|ms|s)|(?: ?)(?:MiB|GiB|KiB|MB|GB|KB))\b")
+_UNITS = _lazy.pattern(r"^ (?:bytes|elements|items|tokens|times|characters|chars|dimensions)\b")
+_FLOAT_UNITS = _lazy.pattern(r"^(?: (?:seconds|secs|ms|s)|(?: ?)(?:MiB|GiB|KiB|MB|GB|KB))\b")
 #: A label right before the value.
-_LABELS = re.compile(r"\b(?P<word>shape|dtype|ndim|line|port)(?:=| )$")
+_LABELS = _lazy.pattern(r"\b(?P<word>shape|dtype|ndim|line|port)(?:=| )$")
 _LABEL_KINDS = {
     "shape": SlotKind.SHAPE,
     "dtype": SlotKind.DTYPE,
@@ -332,9 +339,9 @@ _LABEL_KINDS = {
     "port": SlotKind.INT,
 }
 _ANNOTATIONS = {"int": SlotKind.INT, "float": SlotKind.FLOAT, "torch.dtype": SlotKind.DTYPE}
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = _lazy.pattern(r"[A-Za-z_][A-Za-z0-9_]*")
 #: A bare name, an attribute chain, a positional field (``{}``, ``{0}``) or a printf field.
-_PLAIN_FIELD = re.compile(r"[A-Za-z_][\w.]*|\d*")
+_PLAIN_FIELD = _lazy.pattern(r"[A-Za-z_][\w.]*|\d*")
 #: Kinds a repr prints exactly as str() does: ``{x!r}`` of one of these is that kind.
 _REPR_SAME = frozenset(
     {SlotKind.INT, SlotKind.FLOAT, SlotKind.TUPLE, SlotKind.SHAPE, SlotKind.LIST}
@@ -419,7 +426,7 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
 
 def _from_expression(expr: str) -> Inferred | None:
     expr = expr.strip()
-    for rx, kind, why in _EXPRESSIONS:
+    for rx, kind, why in _expressions():
         m = rx.search(expr)
         if m is not None:
             return Inferred(kind, why.format(m.group(0).strip(".(").rstrip("(")))
@@ -437,12 +444,12 @@ def _from_name(expr: str) -> Inferred | None:
 
 
 def _from_context(p: Placeholder, before: str, after: str) -> Inferred | None:
-    if _PLAIN_FIELD.fullmatch(p.name) is not None:
-        if _UNITS.match(after):
+    if _PLAIN_FIELD().fullmatch(p.name) is not None:
+        if _UNITS().match(after):
             return Inferred(SlotKind.INT, f"followed by the unit {after.split()[0]!r}")
-        if _FLOAT_UNITS.match(after):
+        if _FLOAT_UNITS().match(after):
             return Inferred(SlotKind.FLOAT, f"followed by the unit {after.split()[0]!r}")
-    m = _LABELS.search(before)
+    m = _LABELS().search(before)
     if m is not None:
         kind = _LABEL_KINDS[m.group("word")]
         return Inferred(kind, f"labelled {m.group(0).strip()!r}")
@@ -464,7 +471,7 @@ class _Assignments:
         self._source = source
 
     def kind_of(self, name: str) -> Inferred | None:
-        if not self._source or not _IDENTIFIER.fullmatch(name) or name not in self._source:
+        if not self._source or not _IDENTIFIER().fullmatch(name) or name not in self._source:
             return None
         esc = re.escape(name)
         known: Inferred | None = None
@@ -472,7 +479,7 @@ class _Assignments:
         for m in re.finditer(_ASSIGNMENT.format(name=esc), self._source, re.MULTILINE):
             rhs = m.group("rhs").strip()
             if m.group("op"):
-                if not _NUMBER_LITERAL.fullmatch(rhs):
+                if not _NUMBER_LITERAL().fullmatch(rhs):
                     other = other or m.group(0)
                 continue
             got = _from_expression(rhs)
@@ -509,7 +516,7 @@ _OTHER_BINDINGS = (
     r"|^[ \t]*\(?[\w.]+[ \t]*,[\w., \t()]*\b{name}\b[\w., \t()]*=(?!=)"
     r"|^[ \t]*\(?{name}[ \t]*,[\w., \t()]*=(?!=)"
 )
-_NUMBER_LITERAL = re.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER_LITERAL = _lazy.pattern(r"-?\d+(?:\.\d+)?")
 
 
 def _from_source(name: str, assignments: _Assignments) -> Inferred | None:

@@ -104,19 +104,7 @@ def _is_call_of(function: str, expr: str) -> bool:
     """Tell whether ``expr`` is one whole call of ``function``: ``repr(x)``, not ``repr(x)[:9]``."""
     if not (expr.startswith(function + "(") and expr.endswith(")")):
         return False
-    depth, quote = 0, ""
-    for i, ch in enumerate(expr[len(function) :]):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return i == len(expr) - len(function) - 1
-    return False
+    return _closing(expr, len(function), len(expr)) == len(expr) - 1
 
 
 def parse_template(message: str) -> Template:
@@ -205,11 +193,16 @@ def parse_template(message: str) -> Template:
 
 def _matching_brace(text: str, start: int) -> int | None:
     """Index of the ``}`` closing the ``{`` at ``start``, skipping nested brackets and strings."""
+    # A field longer than this is not a placeholder but prose that happens to contain a brace.
+    end = _closing(text, start, min(len(text), start + 200))
+    return end if end is not None and text[end] == "}" else None
+
+
+def _closing(text: str, start: int, limit: int) -> int | None:
+    """Index of the bracket closing the one at ``start`` (before ``limit``), strings skipped."""
     depth = 0
     quote: str | None = None
     i = start
-    # A field longer than this is not a placeholder but prose that happens to contain a brace.
-    limit = min(len(text), start + 200)
     while i < limit:
         ch = text[i]
         if quote:
@@ -224,10 +217,8 @@ def _matching_brace(text: str, start: int) -> int | None:
             depth += 1
         elif ch in "}])":
             depth -= 1
-            if depth == 0:
-                return i if ch == "}" else None
-            if depth < 0:
-                return None
+            if depth <= 0:
+                return i if depth == 0 else None
         i += 1
     return None
 

@@ -303,7 +303,7 @@ def _unknown(
     hits = [
         (r, hit, Signature.of(hit.error_class, hit.message)) for r in results for hit in r.unknown
     ]
-    clusters = mine(sig for _, _, sig in hits)
+    clusters = mine((sig, hit.message) for _, hit, sig in hits)
     by_cluster: dict[str, list[tuple[LogResult, UnknownHit]]] = {}
     for r, hit, sig in hits:
         cluster = clusters[sig]

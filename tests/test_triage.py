@@ -247,3 +247,22 @@ def test_a_killed_worker_is_reported_and_its_logs_retried(db: Path, logs, report
     assert killed and survived.workers_lost >= 1
     same = survived.to_dict() | {"workersLost": 0}
     assert same == report.to_dict()
+
+
+class _CrashingKb:
+    """A knowledge base whose explain fails as a bug would (not an ErrkbError)."""
+
+    def explain(self, data: bytes) -> object:
+        raise RuntimeError(f"boom after {len(data)} bytes")
+
+
+def test_a_crash_inside_explain_is_that_logs_error_line(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    text = "2026-08-10T05:10:00Z ValueError: x\n"
+    log.write_text(text)
+    result = triage_log(_CrashingKb(), str(log))  # type: ignore[arg-type]
+    assert result.error == f"explain failed: RuntimeError: boom after {len(text)} bytes"
+    assert result.first == "2026-08-10T05:10:00.000000Z"
+    folded = reduce([result])
+    assert [(e.file, e.reason) for e in folded.errors] == [(str(log), result.error)]
+    assert folded.exit_code == 3

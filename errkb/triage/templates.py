@@ -1,10 +1,10 @@
 """Grouping unknown exception messages into templates with stable cluster ids.
 
-Two steps, both ours (no template-mining library). Measured by ``bench/triage.py`` on 1,345
+Two steps, both ours (no template-mining library). Measured by ``bench/triage.py`` on 1,341
 held-out templates of real code (the standard library and 24 installed packages) rendered five
 times each with values of every kind (numbers, reprs, tuples, dicts, paths, hex ids, addresses,
 dtypes, made-up names and phrases of made-up words), plus the real messages of
-``reallogs/drci``: grouping accuracy (Loghub's GA) 0.91 where drain3 gets 0.42 (0.50 fed our
+``reallogs/drci``: grouping accuracy (Loghub's GA) 0.91 where drain3 gets 0.40 (0.67 fed our
 masking); see BENCHMARKS.md for pairwise F1 and what is still lost.
 
 1. **Masking** (:func:`tokens`): the values a message quotes are cut out first, whole, so a
@@ -282,9 +282,10 @@ def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
 def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
     """The template of ``x`` and ``y`` together and its score, or None when they must not merge.
 
-    The score is constants / (constants + new gaps); a gap is new unless one side already had
-    only wildcards there. A group of two or more distinct messages keeps its constants: it may
-    only merge where its side of every gap is one or more wildcards.
+    The score is constants / (constants + new gaps + :data:`RUN_COST` per word of a gap's run
+    past :data:`RUN_FREE`); a gap is new unless one side already had only wildcards there. A
+    group of two or more distinct messages keeps its constants: it may only merge where its
+    side of every gap is one or more wildcards.
     """
     tokens: list[str] = []
     spacing: list[bool] = []

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
 import random
 import re
@@ -41,6 +42,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import errkb
@@ -542,6 +544,15 @@ def make_logs(root: Path, logs: int, mb: float, seed: int) -> int:
     return total
 
 
+def _worker_peak_mb(paths: Sequence[str], db: str) -> float:
+    """Triage ``paths`` as a pool worker does; this process's peak RSS in MB."""
+    from errkb.triage.pool import triage_batch
+
+    for k in range(0, len(paths), 8):
+        triage_batch(paths[k : k + 8], db, 128 << 20)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def _median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -606,7 +617,12 @@ def throughput(
         w0 = time.perf_counter()
         two = triage([str(root)], db=db, jobs=2)
         j2_wall = time.perf_counter() - w0
-        worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        # A worker's peak: two spawned workers each triage half the logs as -j 2's do, then
+        # report their own ru_maxrss (the pool's children are not reaped, so RUSAGE_CHILDREN
+        # of the parent does not see them).
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            halves = [files[0::2], files[1::2]]
+            worker_rss = max(pool.map(_worker_peak_mb, halves, [str(db)] * 2))
         ratios = [t / e for t, e in zip(j1_cpu, explain_cpu, strict=True)]
         out.update(
             logs=logs,

@@ -44,10 +44,25 @@ def _summary(events: list) -> list[tuple[str | None, str, tuple[int, ...], int]]
     return sorted((e.exc_class, e.message, e.lines, len(e.frames)) for e in events)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_narrowed_parse_finds_what_a_whole_parse_finds(seed: int) -> None:
-    text, wanted = _big_log(seed)
+@pytest.fixture
+def narrow_above(monkeypatch: pytest.MonkeyPatch) -> int:
+    """Narrowing from 64 KiB: the same code path as past 1 MiB, on a log a sixteenth the size
+    (the whole parse it is compared with cost ~2 s of CPU a case at full size)."""
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 1 << 16)
+    return regions.NARROW_ABOVE
+
+
+@pytest.mark.slow
+def test_narrowed_parse_finds_what_a_whole_parse_finds_past_the_real_threshold() -> None:
+    text, _wanted = _big_log(5)
     assert len(text) > regions.NARROW_ABOVE
+    assert _summary(regions.parse_input(text)) == _summary(parse_log(text))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_narrowed_parse_finds_what_a_whole_parse_finds(seed: int, narrow_above: int) -> None:
+    text, wanted = _big_log(seed, lines=4_000)
+    assert len(text) > narrow_above
     whole = parse_log(text)
     narrowed = regions.parse_input(text)
     assert _summary(narrowed) == _summary(whole)
@@ -209,16 +224,16 @@ def _numbers(events: list) -> list[tuple[str, tuple[int, ...], tuple[int, ...], 
     )
 
 
-def test_a_narrowed_parse_numbers_every_line_as_the_input_does() -> None:
+def test_a_narrowed_parse_numbers_every_line_as_the_input_does(narrow_above: int) -> None:
     # A wrapped message's printed lines are what explain rejoins and reports: inside a region
     # they must carry the input's numbers too, not the region's (they did not, before regions
     # were parsed with a line map).
-    text, _wanted = _big_log(4)
+    text, _wanted = _big_log(4, lines=4_000)
     lines = text.split("\n")
     at = len(lines) // 2
     lines[at:at] = ["ValueError: Quanto layer 'enc.7' has incompatible", "scale F32 (7,)"]
     text = "\n".join(lines)
-    assert len(text) > regions.NARROW_ABOVE
+    assert len(text) > narrow_above
     whole = _numbers(parse_log(text))
     narrowed = _numbers(regions.parse_input(text.encode()))
     assert narrowed == whole

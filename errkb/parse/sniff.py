@@ -15,7 +15,13 @@ from typing import TypeVar
 
 from errkb import _lazy
 
-__all__ = ["JSON_START", "MAX_UNESCAPES", "looks_like_container", "unescape_markup"]
+__all__ = [
+    "JSON_START",
+    "MAX_UNESCAPES",
+    "looks_like_container",
+    "starts_like_container",
+    "unescape_markup",
+]
 
 _T = TypeVar("_T", str, bytes)
 
@@ -45,6 +51,12 @@ def looks_like_container(head: str | bytes) -> bool:
         return _start_bytes_re().match(start) is not None or _has_object_line(head, b"{", b'"\n')
     first = head[:4096].lstrip(" \t\r\n\ufeff")[:64]
     return _START_RE.match(first) is not None or _has_object_line(head, "{", '"\n')
+
+
+def starts_like_container(head: bytes) -> bool:
+    """Whether ``head`` begins like a JSON document or markup (not just holds JSON lines)."""
+    start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
+    return _start_bytes_re().match(start) is not None
 
 
 def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:

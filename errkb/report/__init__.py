@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from errkb.report.check import CheckReport
     from errkb.report.diagnostics import MAX_SHOWN_PROBLEMS, Diagnostics
     from errkb.report.ingest import IngestReport
+    from errkb.report.limits import Truncation
     from errkb.report.lint import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
     from errkb.report.records import RecordList, RecordSummary, Stats
     from errkb.report.sync import (
@@ -238,6 +239,8 @@ class Report:
     matches: tuple[Match, ...]
     unmatched: tuple[Unmatched, ...]
     knowledge_base: KnowledgeBaseInfo | None = None
+    #: What a large input's report left out (``errkb.report.limits``); None: nothing was cut.
+    truncated: Truncation | None = None
 
     @property
     def exact(self) -> tuple[Match, ...]:
@@ -272,6 +275,7 @@ class Report:
             "matches": [m.to_dict() for m in self.matches],
             "unmatched": [u.to_dict() for u in self.unmatched],
             **({"knowledgeBase": self.knowledge_base.to_dict()} if self.knowledge_base else {}),
+            **({"truncated": self.truncated.to_dict()} if self.truncated else {}),
         }
 
 
@@ -295,6 +299,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "MAX_SHOWN_PROBLEMS": ("errkb.report.diagnostics", "MAX_SHOWN_PROBLEMS"),
     "Diagnostics": ("errkb.report.diagnostics", "Diagnostics"),
     "IngestReport": ("errkb.report.ingest", "IngestReport"),
+    "Truncation": ("errkb.report.limits", "Truncation"),
     "RULE_SEVERITY": ("errkb.report.lint", "RULE_SEVERITY"),
     "LintFinding": ("errkb.report.lint", "LintFinding"),
     "LintReport": ("errkb.report.lint", "LintReport"),
@@ -345,6 +350,7 @@ __all__ = [
     "Stats",
     "SyncReport",
     "SyncStatus",
+    "Truncation",
     "Unmatched",
     "UpdateCheck",
     "UpdateStatus",

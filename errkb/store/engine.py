@@ -166,6 +166,29 @@ def pattern_specs(sql: Sql, ids: Sequence[str]) -> list[PatternSpec]:
     return [spec_from(row) for row in sql.in_ids(_SPEC_SQL, sorted(set(ids)))]
 
 
+#: Every live record's anchor and literals (NULL for a record with no ``pattern_specs`` row).
+_ANCHOR_SQL = (
+    "SELECT r.id, s.anchor, s.literals FROM records r "
+    "LEFT JOIN pattern_specs s ON s.record_id = r.id WHERE r.retired = FALSE ORDER BY r.id"
+)
+
+
+def anchor_rows(sql: Sql) -> list[tuple[str, str | None, tuple[str, ...]]]:
+    """(record id, anchor, literals) of every live record, by id.
+
+    The anchor is None when the record has no stored spec: what the record-driven scan's
+    anchor database is built from.
+    """
+    out: list[tuple[str, str | None, tuple[str, ...]]] = []
+    for rid, anchor, literals in sql.rows(_ANCHOR_SQL):
+        out.append((str(rid), None if anchor is None else str(anchor), _tuple(literals)))
+    return out
+
+
+def _tuple(text: object) -> tuple[str, ...]:
+    return tuple(json.loads(text)) if isinstance(text, str) and text != "[]" else ()
+
+
 # ---------------------------------------------------------------------------- classifying
 class _Write(enum.Enum):
     """How one classified record is written."""

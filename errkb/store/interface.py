@@ -156,6 +156,10 @@ class ReadView(Protocol):
         """
         ...
 
+    def anchor_rows(self) -> list[tuple[str, str | None, tuple[str, ...]]]:
+        """(record id, anchor, literals) of every live record by id; anchor None: no spec row."""
+        ...
+
     def token_rows(self) -> Iterable[tuple[str, str, int]]:
         """(record id, token, rank) of the whole match index, by record id then rank.
 

@@ -201,6 +201,9 @@ class SqliteView(SqliteSql):
     def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
         return engine.pattern_specs(self, ids)
 
+    def anchor_rows(self) -> list[tuple[str, str | None, tuple[str, ...]]]:
+        return engine.anchor_rows(self)
+
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for chunk in _chunks(ids):

@@ -47,12 +47,15 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
+
+if TYPE_CHECKING:
+    from errkb.store.interface import AnchorRow
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
 BEFORE, AFTER = 1, 5
@@ -102,25 +105,33 @@ def anchor_line(anchor: str) -> str:
     return max((part.strip() for part in anchor.split("\n")), key=len, default="")
 
 
+#: What may follow a fixed message's text on its line: nothing, or what closes a quote, a
+#: call or a markup element around it (a repr, a JSON string, an HTML page).
+_CLOSERS = frozenset("'\"\\)]}<&")
+
+
 class RecordAnchors:
     """Every record's anchor and escaped forms, compiled once; which records each stands for."""
 
     def __init__(
         self,
-        rows: Sequence[tuple[str, str | None, tuple[str, ...]]],
+        rows: Sequence[AnchorRow],
         engine: str | None = None,
         *,
         store_at: Path | None = None,
         state: str = "0",
         dataset_version: str | None = None,
     ) -> None:
+        from errkb.records.patterns import re2_escape
+
         #: False when some live record has no stored spec (a database from before migration
         #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
-        self.complete = all(anchor is not None for _rid, anchor, _lits in rows)
+        self.complete = all(row[1] is not None for row in rows)
         by_word: dict[str, list[str]] = {}
         plain: set[str] = set()
         literals: dict[str, tuple[str, ...]] = {}
-        for rid, anchor, lits in rows:
+        fixed: set[str] = set()
+        for rid, anchor, lits, regex, template in rows:
             if not anchor:
                 continue  # no usable literal: never a candidate (the matcher's rule)
             line = anchor_line(anchor)
@@ -133,6 +144,11 @@ class RecordAnchors:
                 part for lit in lits for part in (lit.strip(),) if part and "\n" not in part
             )
             literals[rid] = kept
+            if "\n" not in template and regex == f"(?s)^(?:{re2_escape(template)})$":
+                # A fixed message (no placeholder): the whole message, so its text ends its
+                # line, or a quote closes it. Half the records of a large dataset are such
+                # single words or phrases ("call", "True"), and their lines are everywhere.
+                fixed.add(rid)
             for form in escaped_forms(line):
                 by_word.setdefault(form, []).append(rid)
         words = tuple(sorted(by_word))
@@ -140,6 +156,7 @@ class RecordAnchors:
         self.records: tuple[tuple[str, ...], ...] = tuple(tuple(by_word[w]) for w in words)
         self.plain: tuple[bool, ...] = tuple(w in plain for w in words)
         self.literals = literals
+        self.fixed = frozenset(fixed)
         db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
         if db.words != words:
             # Stored for this state from other rows: never scan with it.
@@ -159,8 +176,15 @@ class RecordAnchors:
         previous = -1
         keep = False
         line = b""
+        text = ""
         start = 0
-        records, plain, literals = self.records, self.plain, self.literals
+        records, plain, literals, fixed, words = (
+            self.records,
+            self.plain,
+            self.literals,
+            self.fixed,
+            self.words,
+        )
         for at, line_start, word in zip(hits.lines, hits.line_starts, hits.words, strict=True):
             if at != previous:
                 if keep:
@@ -168,13 +192,20 @@ class RecordAnchors:
                 previous, start, keep = at, line_start, False
                 end = data.find(b"\n", line_start)
                 line = data[line_start : len(data) if end < 0 else end]
+                text = ""
             if keep:
                 continue
             if not plain[word]:
                 keep = True  # an escaped form: its literals are escaped too
                 continue
-            text = line.decode("utf-8", "replace") if not line.isascii() else line.decode()
+            if not text:
+                text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
             for rid in records[word]:
+                if rid in fixed:
+                    if _ends_message(text, words[word]):
+                        keep = True
+                        break
+                    continue
                 if all(lit in text for lit in literals.get(rid, ())):
                     keep = True
                     break
@@ -183,12 +214,20 @@ class RecordAnchors:
         return out
 
 
+def _ends_message(text: str, anchor: str) -> bool:
+    """Whether some occurrence of ``anchor`` in ``text`` ends the line or a quoted value."""
+    at = text.find(anchor)
+    while at >= 0:
+        rest = text[at + len(anchor) :].rstrip()
+        if not rest or rest[0] in _CLOSERS:
+            return True
+        at = text.find(anchor, at + 1)
+    return False
+
+
 # ---------------------------------------------------------------------------- the shape pass
-#: What marks a line as part of an exception's shape (bytes; ``Traceback`` first).
-SHAPE_WORDS = (
-    b"Traceback",
-    b"The above exception was the direct cause",
-    b"During handling of the above exception",
+#: Lines shaped like an exception's last line (for the unmatched entries outside windows).
+EXCEPTION_WORDS = (
     b"Error:",
     b"Exception:",
     b"Warning:",
@@ -201,9 +240,20 @@ SHAPE_WORDS = (
     b"Exit\n",
     b"Iteration\n",
 )
-_HEADER, _CHAIN_A, _CHAIN_B = 0, 1, 2
+CHAIN_WORDS = (
+    b"The above exception was the direct cause",
+    b"During handling of the above exception",
+)
 _shape_lock = threading.Lock()
 _shape_automaton: Any = None
+
+
+def _shape_words() -> tuple[bytes, ...]:
+    from errkb.parse.vocabulary import REGION_KEYWORDS
+
+    # The region parser's own words first (index 0 is ``Traceback``): a hit line is parsed
+    # exactly when the region parse would have parsed it (near one of them).
+    return (*REGION_KEYWORDS, *CHAIN_WORDS, *EXCEPTION_WORDS)
 
 
 def _shapes() -> Any:
@@ -212,42 +262,57 @@ def _shapes() -> Any:
         if _shape_automaton is None:
             import ahocorasick_rs
 
-            _shape_automaton = ahocorasick_rs.BytesAhoCorasick(list(SHAPE_WORDS))
+            _shape_automaton = ahocorasick_rs.BytesAhoCorasick(list(_shape_words()))
         return _shape_automaton
 
 
 @dataclass(frozen=True)
 class Shapes:
-    """The shape pass's lines (1-based numbers, ascending) and each line's start offset."""
+    """The shape pass's lines (1-based numbers, ascending) and each line's start offset.
+
+    ``keywords``: lines holding one of the region parser's words (``REGION_KEYWORDS``: error
+    words, levels, ``Traceback``, pytest's ``E   ``); ``exceptions``: lines that may end an
+    exception (``Class: message``).
+    """
 
     headers: list[int]
     chains: list[int]
+    keywords: list[int]
     exceptions: list[int]
     starts: dict[int, int]
 
 
 def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> Shapes:
     """One pass over ``data`` for the shape words; ``newlines`` maps offsets to 0-based lines."""
-    found = _shapes().find_matches_as_indexes(data)
+    from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E
+
+    found = _shapes().find_matches_as_indexes(data, overlapping=True)
     if not found:
-        return Shapes([], [], [], {})
-    offsets = [start for _k, start, _e in found]
+        return Shapes([], [], [], [], {})
+    pytest_e = REGION_PYTEST_E
+    chain_from = len(REGION_KEYWORDS)
+    exceptions_from = chain_from + len(CHAIN_WORDS)
+    # pytest's word starts at the newline before its line.
+    offsets = [start + 1 if kind == pytest_e else start for kind, start, _e in found]
     lines = newlines(offsets)
     headers: dict[int, None] = {}
     chains: dict[int, None] = {}
+    keywords: dict[int, None] = {}
     exceptions: dict[int, None] = {}
     starts: dict[int, int] = {}
-    for (kind, start, _end), line in zip(found, lines, strict=True):
+    for (kind, _s, _e), offset, line in zip(found, offsets, lines, strict=True):
         number = line + 1
         if number not in starts:
-            starts[number] = data.rfind(b"\n", 0, start) + 1
-        if kind == _HEADER:
-            headers[number] = None
-        elif kind in (_CHAIN_A, _CHAIN_B):
+            starts[number] = data.rfind(b"\n", 0, offset) + 1
+        if kind >= exceptions_from:
+            exceptions[number] = None
+        elif kind >= chain_from:
             chains[number] = None
         else:
-            exceptions[number] = None
-    return Shapes(list(headers), list(chains), list(exceptions), starts)
+            keywords[number] = None
+            if kind == 0:
+                headers[number] = None
+    return Shapes(sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts)
 
 
 def line_index(data: bytes) -> Callable[[Sequence[int]], list[int]]:
@@ -372,12 +437,16 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
 
 
 # ---------------------------------------------------------------------------- unmatched lines
-_EXC_TAIL = re.compile(
-    r"(?:^|(?<=[\s|>\]]))(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}"
-    r"(?:Error|Exception|Warning|Exit|Interrupt|Iteration))(?:: (?P<msg>\S.*)|:?)$"
+#: A traceback's last line: ``pkg.mod.SomeError: message`` or a bare ``SomeError`` (the
+#: parser's own shape, ``<locals>`` and ray's ``RayTaskError(ValueError)`` included).
+_TB_END = re.compile(
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.(?:<locals>|[A-Za-z_]\w{0,127})){0,24}"
+    r"(?:\([A-Za-z_][\w.]{0,255}\))?)(?:: ?(?P<msg>.*))?"
 )
-_CLASS_LINE = re.compile(
-    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})(?:: (?P<msg>\S.*)|:?)$"
+#: ``Class: message`` anywhere on a line outside a traceback, after a word boundary.
+_BARE = re.compile(
+    r"(?:^|(?<=[\s|>\]\-]))(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
+    r"(?:: (?P<msg>\S.*)|:)$"
 )
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -391,15 +460,24 @@ def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
-def exception_of(text: str, prefix: str = "") -> tuple[str, str] | None:
-    """(class, message) of an exception line, or None when ``text`` is not one."""
+def exception_of(text: str, prefix: str = "", *, traceback: bool = False) -> tuple[str, str] | None:
+    """(class, message) of an exception line, or None when ``text`` is not one.
+
+    ``traceback``: the line ends a traceback (any class name, behind the header's ``prefix``);
+    otherwise the class must look like one on its own (``is_exception_class``).
+    """
+    from errkb.parse.vocabulary import is_exception_class
+
     body = text[len(prefix) :] if prefix and text.startswith(prefix) else text
     body = body.strip()
     if not body:
         return None
-    found = _CLASS_LINE.fullmatch(body) if prefix or body[0].isalpha() else None
-    if found is None or found.group("cls") in ("Traceback",):
-        found = _EXC_TAIL.search(body)
+    if traceback:
+        found = _TB_END.fullmatch(body)
+    else:
+        found = _BARE.search(body)
+        if found is not None and not is_exception_class(found.group("cls")):
+            found = None
     if found is None:
         return None
     return found.group("cls"), (found.group("msg") or "").strip()
@@ -586,12 +664,19 @@ def record_scan(
     hits = anchors.hit_lines(data)
     shapes = shape_lines(data, to_line)
     objects: list[tuple[int, int]] = []
-    if json_lines:
-        objects = [(n, o) for n, o in hits if data.startswith(b'{"', o)]
-        plain_hits = [n for n, o in hits if not data.startswith(b'{"', o)]
-    else:
-        plain_hits = [n for n, _o in hits]
+    # A frame line or the source line under one is never an occurrence (the parser skips
+    # both); the exception line that ends their traceback brings the whole traceback.
+    hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
     tracebacks = _Tracebacks(data, shapes)
+    near = _Near(shapes.keywords)
+    # A hit line is parsed where the region parse would have parsed it: near a line with an
+    # error word, or inside a traceback. The others can hold only a message-first find.
+    parsed_hits = [(n, o) for n, o in hits if near.has(n) or tracebacks.around(n) is not None]
+    if json_lines:
+        objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
+        plain_hits = [n for n, o in parsed_hits if not data.startswith(b'{"', o)]
+    else:
+        plain_hits = [n for n, _o in parsed_hits]
     spans = windows(plain_hits, tracebacks, total)
     if checkpoint is not None:
         checkpoint()
@@ -658,7 +743,9 @@ def record_scan(
         prefix = ends.get(number)
         if prefix is None and body.has(number):
             continue  # a frame's source line, not an exception being printed
-        parsed = exception_of(_line_text(data, line_starts[number]), prefix or "")
+        parsed = exception_of(
+            _line_text(data, line_starts[number]), prefix or "", traceback=prefix is not None
+        )
         if parsed is None:
             continue
         shape_unmatched.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
@@ -678,6 +765,34 @@ def _blank_objects(region: bytes) -> bytes:
         return region
     lines = region.split(b"\n")
     return b"\n".join(b"" if line.startswith(b'{"') else line for line in lines)
+
+
+_FRAME = re.compile(rb'\s*(?:> )?File "[^"\n]*", line \d')
+
+
+def _in_frames(data: bytes, start: int) -> bool:
+    """Whether the line at ``start`` is a traceback frame line or the source line under one."""
+    end = data.find(b"\n", start)
+    line = data[start : len(data) if end < 0 else end]
+    if b'File "' in line and _FRAME.search(line) is not None:
+        return True
+    if start == 0 or (not line[:1].isspace() and b"|" not in line[:256] and b"]" not in line[:256]):
+        return False  # a source line is indented (behind a prefix, maybe)
+    before = data.rfind(b"\n", 0, start - 1) + 1
+    above = data[before : start - 1]
+    return b'File "' in above and _FRAME.search(above) is not None
+
+
+class _Near:
+    """Whether a line is within a window the region parse opens around a keyword line."""
+
+    def __init__(self, keywords: Sequence[int]) -> None:
+        self._lines = keywords
+
+    def has(self, line: int) -> bool:
+        # A keyword line K opens [K - BEFORE, K + AFTER]: some K in [line - AFTER, line + BEFORE].
+        k = bisect.bisect_left(self._lines, line - AFTER)
+        return k < len(self._lines) and self._lines[k] <= line + BEFORE
 
 
 class _Spans:

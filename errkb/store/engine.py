@@ -35,6 +35,7 @@ from errkb.errors import SchemaVersionError, StoreError
 from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.store.interface import (
     NO_KEEP,
+    AnchorRow,
     SCHEMA_HEAD,
     Change,
     ChangeKind,
@@ -166,22 +167,30 @@ def pattern_specs(sql: Sql, ids: Sequence[str]) -> list[PatternSpec]:
     return [spec_from(row) for row in sql.in_ids(_SPEC_SQL, sorted(set(ids)))]
 
 
-#: Every live record's anchor and literals (NULL for a record with no ``pattern_specs`` row).
+#: Every live record's anchor, literals, regex and template (NULL without a ``pattern_specs`` row).
 _ANCHOR_SQL = (
-    "SELECT r.id, s.anchor, s.literals FROM records r "
+    "SELECT r.id, s.anchor, s.literals, s.regex, s.template FROM records r "
     "LEFT JOIN pattern_specs s ON s.record_id = r.id WHERE r.retired = FALSE ORDER BY r.id"
 )
 
 
-def anchor_rows(sql: Sql) -> list[tuple[str, str | None, tuple[str, ...]]]:
-    """(record id, anchor, literals) of every live record, by id.
+def anchor_rows(sql: Sql) -> list[AnchorRow]:
+    """(record id, anchor, literals, regex, template) of every live record, by id.
 
-    The anchor is None when the record has no stored spec: what the record-driven scan's
-    anchor database is built from.
+    The anchor is None when the record has no stored spec. What the record-driven scan's
+    anchor database and its literal rejects are built from.
     """
-    out: list[tuple[str, str | None, tuple[str, ...]]] = []
-    for rid, anchor, literals in sql.rows(_ANCHOR_SQL):
-        out.append((str(rid), None if anchor is None else str(anchor), _tuple(literals)))
+    out: list[AnchorRow] = []
+    for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
+        out.append(
+            (
+                str(rid),
+                None if anchor is None else str(anchor),
+                _tuple(literals),
+                str(regex or ""),
+                str(template or ""),
+            )
+        )
     return out
 
 

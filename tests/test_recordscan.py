@@ -140,9 +140,7 @@ def test_a_str_input_reads_as_its_bytes(rs_kb: errkb.KnowledgeBase, small_gate: 
     assert rs_kb.explain(text).to_dict() == rs_kb.explain(text.encode()).to_dict()
 
 
-def test_a_damaged_anchor_database_is_rebuilt(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
-) -> None:
+def test_a_damaged_anchor_database_is_rebuilt(rs_kb: errkb.KnowledgeBase, small_gate: None) -> None:
     data = _mixed_log().encode()
     rs_kb._anchors = None  # built with the default engine and stored
     before = rs_kb.explain(data).to_dict()
@@ -179,9 +177,9 @@ def test_the_scan_parses_only_windows_around_hit_lines(
 
 def test_anchors_and_their_escaped_forms() -> None:
     assert anchor_line("first line\n  the longest line here \nend") == "the longest line here"
-    forms = escaped_forms("can't open \"x\" <file>")
-    assert "can\\'t open \"x\" <file>" in forms  # a repr
-    assert "can't open \\\"x\\\" <file>" in forms  # a JSON string
+    forms = escaped_forms('can\'t open "x" <file>')
+    assert 'can\\\'t open "x" <file>' in forms  # a repr
+    assert 'can\'t open \\"x\\" <file>' in forms  # a JSON string
     assert "can&#x27;t open &quot;x&quot; &lt;file&gt;" in forms  # HTML
     assert escaped_forms("plain words") == []
 

@@ -59,6 +59,9 @@ if TYPE_CHECKING:
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
 BEFORE, AFTER = 1, 5
+#: Lines a merged window grows to before the next hit starts another (the region parser's
+#: ``MAX_REGION_LINES``): a log that is all hits is parsed a bounded piece at a time.
+MAX_SPAN_LINES = 10_000
 #: Windows parsed and decided together: bounds the events held at once.
 BATCH_WINDOWS = 2048
 #: Tracebacks a chain reaches over at most, either way, from the one a hit is in.
@@ -423,14 +426,22 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
             first, last = first - BEFORE, max(last, line) + AFTER
         else:
             first, last = line - BEFORE, line + AFTER
-        # A header inside the window brings its whole traceback.
+        # A header inside the window brings its whole traceback (those headers only: the
+        # tracebacks that one reaches over bring nothing more, so a log of back-to-back
+        # tracebacks stays linear).
         k = bisect.bisect_left(headers, first)
-        while k < len(headers) and headers[k] <= last:
+        reach = last
+        while k < len(headers) and headers[k] <= reach:
             last = max(last, tracebacks.end(headers[k]) + AFTER)
             k += 1
         first, last = max(1, first), min(total_lines, last)
         if spans and first <= spans[-1][1] + 1:
-            spans[-1][1] = max(spans[-1][1], last)
+            if spans[-1][1] - spans[-1][0] < MAX_SPAN_LINES:
+                spans[-1][1] = max(spans[-1][1], last)
+            elif last > spans[-1][1]:
+                # A log that is all hits is parsed a bounded piece at a time: the next piece
+                # starts where this one ends (this window's own context is in both).
+                spans.append([spans[-1][1] + 1, last])
         else:
             spans.append([first, last])
     return spans

@@ -35,8 +35,8 @@ from errkb.errors import SchemaVersionError, StoreError
 from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.store.interface import (
     NO_KEEP,
-    AnchorRow,
     SCHEMA_HEAD,
+    AnchorRow,
     Change,
     ChangeKind,
     Feed,

@@ -149,18 +149,20 @@ class KnowledgeBase:
         does not apply (small input, UTF-16 or NUL-ridden bytes, an input that begins as a
         JSON document or markup).
         """
-        from errkb.parse.containers import MAX_DOCUMENT_CHARS
         from errkb.parse.regions import NARROW_ABOVE
+
+        if len(data) <= NARROW_ABOVE:
+            return None  # imports nothing more: a paste's cold start stays lean
         from errkb.parse.sniff import looks_like_container, starts_like_container
         from errkb.parse.text import needs_decoding
 
-        if len(data) <= NARROW_ABOVE:
-            return None
         raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
         if needs_decoding(raw) or starts_like_container(raw):
             return None
         if not looks_like_container(raw):
             return raw, False
+        from errkb.parse.containers import MAX_DOCUMENT_CHARS
+
         # JSON lines in a plain log: the container path decodes them unless the input is
         # too large to decode as a document (then it is all plain text).
         chars = len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))

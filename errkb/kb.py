@@ -112,15 +112,18 @@ class KnowledgeBase:
         with self.store.snapshot() as view:
             return self._explain_in(view, data, events, deadline)
 
-    def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
+    def explain_files(
+        self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
+    ) -> Report:
         """Explain each named input, read by ``read`` one at a time as it is explained.
 
         One input gives its report as it is; several give one merged report in which each match
-        names its file and keeps that file's own line numbers.
+        names its file and keeps that file's own line numbers. ``everything``: no ``Limits``.
         """
+        limits: Limits | _Default | None = None if everything else DEFAULT
         if len(names) == 1:
-            return self.explain(read(names[0]))
-        return Report.merge([(name, self.explain(read(name))) for name in names])
+            return self.explain(read(names[0]), limits=limits)
+        return Report.merge([(name, self.explain(read(name), limits=limits)) for name in names])
 
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""

@@ -271,3 +271,22 @@ def test_a_store_without_every_spec_row_keeps_the_region_parse(
         report = kb.explain(data).to_dict()
         assert kb._anchors is not None and not kb._anchors.complete
     assert report == expected
+
+
+@pytest.mark.slow
+def test_the_cli_says_what_it_cut_and_all_lists_everything(
+    tmp_path: Path, small_gate: None
+) -> None:
+    from tests.cli import run
+
+    db = tmp_path / "kb.sqlite3"
+    log = tmp_path / "big.log"
+    log.write_bytes(_one_record_log(Limits().matches_per_record + 10))
+    cut = run(db, "explain", "--format", "json", str(log))
+    assert cut.exit_code == 0, cut.output
+    out = json.loads(cut.stdout)
+    assert len(out["matches"]) == Limits().matches_per_record
+    assert out["truncated"]["matches"] == 10 and "--all" in out["truncated"]["how"]
+    everything = json.loads(run(db, "explain", "--all", "--format", "json", str(log)).stdout)
+    assert len(everything["matches"]) == Limits().matches_per_record + 10
+    assert "truncated" not in everything

@@ -260,12 +260,19 @@ class Report:
     def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
         """One report for several inputs; each match and exception says which file it is from."""
         first = named[0][1]
+        cuts = [r.truncated for _name, r in named if r.truncated is not None]
+        truncated = None
+        if cuts:
+            from errkb.report.limits import Truncation
+
+            truncated = Truncation.combine(cuts)
         return cls(
             first.errkb_version,
             first.dataset_version,
             tuple(replace(m, source=name) for name, r in named for m in r.matches),
             tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
             first.knowledge_base,
+            truncated,
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ cold ``errkb explain`` of a paste never creates the class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,22 @@ class Truncation:
     unmatched: int  #: distinct unmatched (class, message) entries not listed
     unmatched_occurrences: int  #: their occurrences
     lines: int  #: line numbers left out of listed entries' ``lines`` (occurrences stay exact)
+
+    @classmethod
+    def combine(cls, cuts: Sequence[Truncation]) -> Truncation:
+        """What several reports (one per input file) cut, together."""
+        records: dict[str, int] = {}
+        for cut in cuts:
+            for rid, n in cut.records:
+                records[rid] = records.get(rid, 0) + n
+        return cls(
+            matches=sum(c.matches for c in cuts),
+            match_occurrences=sum(c.match_occurrences for c in cuts),
+            records=tuple(sorted(records.items(), key=lambda kv: (-kv[1], kv[0]))),
+            unmatched=sum(c.unmatched for c in cuts),
+            unmatched_occurrences=sum(c.unmatched_occurrences for c in cuts),
+            lines=sum(c.lines for c in cuts),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -62,8 +62,10 @@ BEFORE, AFTER = 1, 5
 #: Lines a merged window grows to before the next hit starts another (the region parser's
 #: ``MAX_REGION_LINES``): a log that is all hits is parsed a bounded piece at a time.
 MAX_SPAN_LINES = 10_000
-#: Windows parsed and decided together: bounds the events held at once.
+#: Windows (and lines of them) parsed and decided together: bounds the events held at once
+#: (a log that is all tracebacks of one record held 400k events at once, 1.4 GB).
 BATCH_WINDOWS = 2048
+BATCH_LINES = 20_000
 #: Tracebacks a chain reaches over at most, either way, from the one a hit is in.
 MAX_CHAIN = 32
 #: How far after a prefixed traceback header (``[pod/x] <timestamp> Traceback ...``) a hit line
@@ -707,8 +709,7 @@ def record_scan(
         if checkpoint is not None:
             checkpoint()
 
-    for batch_from in range(0, len(spans), BATCH_WINDOWS):
-        batch = spans[batch_from : batch_from + BATCH_WINDOWS]
+    for batch in _batches(spans):
         regions = list(_cut(data, batch, starts, ordered))
         if json_lines:
             regions = [(first, _blank_objects(region)) for first, region in regions]
@@ -768,6 +769,18 @@ def record_scan(
             matches, _none = decide(extra)
             folded.add_matches(matches)
     return ScanCounts(len(hits), len(spans), window_lines, len(shape_unmatched))
+
+
+def _batches(spans: Sequence[list[int]]) -> Iterator[Sequence[list[int]]]:
+    """``spans`` in batches of at most ``BATCH_WINDOWS`` windows or about ``BATCH_LINES`` lines."""
+    begin, lines = 0, 0
+    for k, (first, last) in enumerate(spans):
+        lines += last - first + 1
+        if k + 1 - begin >= BATCH_WINDOWS or lines >= BATCH_LINES:
+            yield spans[begin : k + 1]
+            begin, lines = k + 1, 0
+    if begin < len(spans):
+        yield spans[begin:]
 
 
 def _blank_objects(region: bytes) -> bytes:

@@ -290,3 +290,18 @@ def test_the_cli_says_what_it_cut_and_all_lists_everything(
     everything = json.loads(run(db, "explain", "--all", "--format", "json", str(log)).stdout)
     assert len(everything["matches"]) == Limits().matches_per_record + 10
     assert "truncated" not in everything
+
+
+def test_every_backend_gives_each_live_record_s_anchor_row(db_target: str) -> None:
+    with errkb.open(db_target) as kb, kb.store.snapshot() as view:
+        rows = view.anchor_rows()
+        stats = kb.stats()
+    assert len(rows) == stats.records - stats.retired
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    by_id = {
+        rid: (anchor, literals, regex, template) for rid, anchor, literals, regex, template in rows
+    }
+    anchor, literals, regex, template = by_id[COMFY]
+    assert anchor is not None and anchor in template
+    assert anchor in [lit.strip() for lit in literals]  # the longest literal, stripped
+    assert regex.endswith("$") and template.startswith("Comfy INT8 layer")

@@ -49,7 +49,7 @@ from errkb.records.patterns import compile_re2, compile_record
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
-LOGS_VERSION = 4
+LOGS_VERSION = 5
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
 #: Planted error instances per 10^6 bytes of log.

@@ -20,10 +20,13 @@ def _quiet(_signum: int, _frame: FrameType | None) -> NoReturn:
 
 def main() -> NoReturn:
     """Import the command line with a quiet SIGINT, then run it (its own Ctrl-C handling)."""
-    try:
-        previous = signal.signal(signal.SIGINT, _quiet)
-    except ValueError:  # not the main thread: leave signals alone
-        previous = None
+    previous = None
+    # A SIGINT the parent ignores (a background job of a shell) stays ignored.
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        try:
+            previous = signal.signal(signal.SIGINT, _quiet)
+        except ValueError:  # not the main thread: leave signals alone
+            previous = None
     try:
         from errkb.cli import main as cli_main
     finally:

@@ -150,13 +150,13 @@ class KnowledgeBase:
 
         Its JSON object lines are decoded as the container path would. None when the scan
         does not apply (small input, UTF-16 or NUL-ridden bytes, an input that begins as a
-        JSON document or markup).
+        JSON document or markup, or holds YAML's folded scalars).
         """
         from errkb.parse.regions import NARROW_ABOVE
 
         if len(data) <= NARROW_ABOVE:
             return None  # imports nothing more: a paste's cold start stays lean
-        from errkb.parse.sniff import looks_like_container, starts_like_container
+        from errkb.parse.sniff import has_yaml_fold, looks_like_container, starts_like_container
         from errkb.parse.text import needs_decoding
 
         raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
@@ -164,6 +164,8 @@ class KnowledgeBase:
             return None
         if not looks_like_container(raw):
             return raw, False
+        if has_yaml_fold(raw):
+            return None  # YAML's folded scalars: the container path rejoins them
         from errkb.parse.containers import MAX_DOCUMENT_CHARS
 
         # JSON lines in a plain log: the container path decodes them unless the input is

@@ -26,6 +26,7 @@ from repo_guard import pytest_sessionfinish, pytest_sessionstart  # noqa: F401
 
 import errkb
 from errkb.records import upstream
+from tests import tiers
 
 
 # --- the two tiers ------------------------------------------------------------------------------
@@ -40,7 +41,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The tier decides how many examples each property test draws (tests/tiers.py), and is
+    # known before any test module is imported. An explicit `-m` selection is a full-tier run.
+    full = bool(config.getoption("--full") or config.getoption("-m"))
+    os.environ[tiers.TIER_ENV] = "full" if full else "default"
+    from hypothesis import settings
+
+    # Properties without their own count draw Hypothesis's 100 in the full tier.
+    settings.register_profile("errkb", max_examples=tiers.examples(100))
+    settings.load_profile("errkb")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Every Hypothesis test is a `property`: the full tier's CI run selects them again
+    # (`-m "slow or property"`), with their whole example counts.
+    for item in items:
+        if getattr(getattr(item, "obj", None), "is_hypothesis_test", False):
+            item.add_marker(pytest.mark.property)
     if config.getoption("--full") or config.getoption("-m"):
         return
     slow = [item for item in items if item.get_closest_marker("slow") is not None]
@@ -100,17 +118,29 @@ def _isolated_env(
     monkeypatch.setenv("NO_COLOR", "1")
 
 
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
-    with errkb.open(tmp_path / "kb.sqlite3") as opened:
-        yield opened
-
-
 @pytest.fixture(scope="session")
 def _seeded_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("seeded") / "kb.sqlite3"
     errkb.open(path).close()
     return path
+
+
+@pytest.fixture(scope="session")
+def _empty_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("empty") / "empty.sqlite3"
+    with errkb.open(path, bundled=False) as made:
+        made.stats()  # migrated to head, no records
+    return path
+
+
+@pytest.fixture
+def kb(tmp_path: Path, _seeded_template: Path) -> Iterator[errkb.KnowledgeBase]:
+    """A knowledge base of the bundled records in a file of its own (a copy of one made once per
+    session: migrating and ingesting cost ~0.1 s a test)."""
+    path = tmp_path / "kb.sqlite3"
+    shutil.copyfile(_seeded_template, path)
+    with errkb.open(path) as opened:
+        yield opened
 
 
 @pytest.fixture
@@ -124,8 +154,11 @@ def seeded_db(tmp_path: Path, _seeded_template: Path) -> Path:
 
 
 @pytest.fixture
-def empty_kb(tmp_path: Path) -> Iterator[errkb.KnowledgeBase]:
-    with errkb.open(tmp_path / "empty.sqlite3", bundled=False) as opened:
+def empty_kb(tmp_path: Path, _empty_template: Path) -> Iterator[errkb.KnowledgeBase]:
+    """An empty knowledge base at the schema's head, in a file of its own (a copy)."""
+    path = tmp_path / "empty.sqlite3"
+    shutil.copyfile(_empty_template, path)
+    with errkb.open(path, bundled=False) as opened:
         yield opened
 
 
@@ -197,9 +230,15 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture(params=BACKENDS)
 def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh database of each backend: an SQLite file path, or a PostgreSQL URL."""
+    """A fresh database of each backend: an SQLite file path, or a PostgreSQL URL.
+
+    The SQLite file is a copy of an empty one at the schema's head, made once per session
+    (Alembic's upgrade costs ~70 ms a file); the migrations' own tests start from no file.
+    """
     if request.param == "sqlite":
-        return str(tmp_path / "kb.sqlite3")
+        path = tmp_path / "kb.sqlite3"
+        shutil.copyfile(request.getfixturevalue("_empty_template"), path)
+        return str(path)
     url: str = request.getfixturevalue("pg_url")
     return url
 

@@ -82,7 +82,8 @@ def build_tree(
     Each repository's ``analyzedSha`` in repos.json is the sha1 of its file, so it changes
     exactly when the file does (``repo_meta`` overrides entries, e.g. to lie about a change,
     or to keep a commit while records are rewritten in place). ``index_parts`` splits the index
-    into that many ``index-N.json.gz`` parts, listed as ``parts_listing`` says (``write_tree``).
+    into that many ``index-N.json.gz`` parts, listed as ``parts_listing`` says (``write_tree``;
+    "none": no index at all).
     """
 
     def fields(repo: str, body: bytes, items: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

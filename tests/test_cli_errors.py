@@ -15,12 +15,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner
 
 from errkb.cli import cli
+from tests import zygote
 from tests.cli import run as invoke
 from tests.conftest import DATASET, EXAMPLES, QUANTO_ID, load_seed_envelopes, make_record
 
@@ -33,16 +34,9 @@ def env_for(db: Path, **extra: str) -> dict[str, str]:
     return {**env, "ERRKB_DB": str(db), **extra}
 
 
-def errkb(db: Path, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
-    kwargs.setdefault("stdout", subprocess.PIPE)
-    return subprocess.run(
-        [sys.executable, "-m", "errkb", *args],
-        stderr=subprocess.PIPE,
-        env=kwargs.pop("env", None) or env_for(db),
-        timeout=120,
-        check=False,
-        **kwargs,
-    )
+def errkb(db: Path, *args: str, stdout: IO[bytes] | None = None) -> zygote.Done:
+    """``python -m errkb ARGS`` as a child process (forked warm: see tests/zygote.py)."""
+    return zygote.run(args, env=env_for(db), stdout=None if stdout is None else stdout.fileno())
 
 
 @pytest.fixture
@@ -93,6 +87,12 @@ def _blocked_reading_stdin(pid: int) -> bool:
     return len(fields) > 1 and fields[0] in ("0", "63") and fields[1] == "0x0"
 
 
+def _as_in_a_terminal() -> None:
+    """A child's SIGINT as a foreground command's: a suite started in the background (``pytest
+    &``) hands its children an ignored SIGINT, which they rightly keep ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_sigint_exits_130_quietly(db: Path) -> None:
     with subprocess.Popen(
         [sys.executable, "-m", "errkb", "explain"],
@@ -100,6 +100,7 @@ def test_sigint_exits_130_quietly(db: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env_for(db),
+        preexec_fn=_as_in_a_terminal,
     ) as proc:
         # Ready when it blocks reading standard input (after its imports), however loaded the
         # machine: the marker is the process's own state, never a sleep.
@@ -109,7 +110,7 @@ def test_sigint_exits_130_quietly(db: Path) -> None:
             time.sleep(0.05)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130
+    assert proc.returncode == 130, (stdout, stderr)
     assert stderr == b"" and stdout == b""
 
 
@@ -280,14 +281,8 @@ def test_export_writes_strict_json_lines(hostile: tuple[Path, dict[str, Any]]) -
     assert exported["extraScore"] is None and exported["documentation"] == rec["documentation"]
 
 
-def test_ctrl_c_while_the_command_line_imports_exits_130_quietly() -> None:
-    # The child stops inside the import of click (a readiness marker on stdout, then a blocking
-    # read), the parent sends SIGINT then: the interrupt lands mid-import, every time.
-    import signal
-    import subprocess
-    import sys
-
-    child = r"""
+#: Stops inside the import of click (a readiness marker on stdout, then a blocking read).
+_STOPS_IN_IMPORT = r"""
 import os, sys
 class Hook:
     def find_spec(self, name, path=None, target=None):
@@ -301,11 +296,21 @@ sys.argv = ["errkb", "--version"]
 from errkb._entry import main
 main()
 """
+
+
+def test_ctrl_c_while_the_command_line_imports_exits_130_quietly() -> None:
+    # The child stops inside the import of click (a readiness marker on stdout, then a blocking
+    # read), the parent sends SIGINT then: the interrupt lands mid-import, every time.
+    import signal
+    import subprocess
+    import sys
+
     proc = subprocess.Popen(
-        [sys.executable, "-c", child],
+        [sys.executable, "-c", _STOPS_IN_IMPORT],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_as_in_a_terminal,
     )
     try:
         assert proc.stdout is not None
@@ -316,3 +321,73 @@ main()
         proc.kill()
     assert proc.returncode == 130, err
     assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+
+
+def test_an_ignored_sigint_stays_ignored_while_importing() -> None:
+    # Started as a shell's background job (SIGINT ignored): Ctrl-C in the terminal is not for
+    # it, during its imports as after them; it goes on and prints its version.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STOPS_IN_IMPORT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(b"go", timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert b"errkb" in out
+
+
+@pytest.mark.slow
+def test_ctrl_c_just_after_a_sync_commits_exits_130_saying_what_was_applied(
+    tmp_path: Path,
+) -> None:
+    # The child stops right after the commit (its progress callback at APPLY done writes a
+    # readiness marker, then blocks reading stdin); the parent sends SIGINT then, every time.
+    from tests.published import build_tree
+    from tests.published import make_record as published_record
+
+    version = "2026-09-01T00:00:00.000Z"
+    tree = build_tree(
+        tmp_path / "tree", [published_record(n, "org/repo") for n in range(3)], version
+    )
+    child = r"""
+import os, sys, contextlib
+import errkb.cli.sync as cli_sync
+from errkb.sync import Stage
+
+def stop(progress):
+    if progress.stage is Stage.APPLY and progress.done == progress.total:
+        os.write(1, b"ready\n")
+        os.read(0, 1)
+
+cli_sync._progress = lambda enabled: contextlib.nullcontext(stop)
+from errkb.cli import main
+main(["sync", "--quiet", sys.argv[1]])
+"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child, str(tree)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env_for(tmp_path / "kb.sqlite3"),
+        preexec_fn=_as_in_a_terminal,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    text = err.decode()
+    assert f"interrupted after the sync was applied: datasetVersion {version} is in place" in text
+    assert "added 3," in text and "Traceback" not in text
+    assert errkb(tmp_path / "kb.sqlite3", "versions").stdout.count(version.encode()) == 1

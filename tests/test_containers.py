@@ -25,6 +25,7 @@ from errkb.parse.containers import (
     unescape_markup,
 )
 from errkb.parse.regions import parse_input
+from tests.tiers import examples
 
 QUANTO = "Quanto layer 'enc.0.q' has incompatible scale F32 (4096,)"
 QUANTO_ID = "5c84e15f4be2c1a6"
@@ -320,7 +321,9 @@ def _wrap(message: str, shape: str, key: str, twice: bool, classed: bool) -> str
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     case=st.sampled_from(POSITIVES),
@@ -343,7 +346,9 @@ def test_escaped_positives_match_with_exact_captures(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     message=st.sampled_from(SIBLINGS),
@@ -441,3 +446,52 @@ def test_large_json_lines_take_linear_time() -> None:
     as_text = min(_parse_seconds(plain) for _ in range(2))
     as_json = _parse_seconds(large)
     assert as_json < max(as_text, 0.01) * 10, (as_text, as_json)
+
+
+# -- YAML double-quoted scalars folded over lines (PyYAML) ---------------------------------------
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    st.text(alphabet="abc XYZ01'\"\\()[]<>{}:,.-_/ \u00e9\u4e2d\t\n\x1b\x85", min_size=30),
+    st.sampled_from([20, 40, 80]),
+    st.sampled_from(['"', None]),
+    st.booleans(),
+)
+def test_a_folded_double_quoted_scalar_decodes_as_pyyaml_loads_it(
+    value: str, width: int, style: str | None, unicode: bool
+) -> None:
+    import yaml
+
+    doc = yaml.safe_dump(
+        [{"job": "load", "error": value}], width=width, default_style=style, allow_unicode=unicode
+    )
+    decoded = decode_containers(doc)
+    if "\\\n" not in doc:  # not folded with a backslash: left as text
+        return
+    assert decoded is not None, doc
+    assert value in [v.text for v in decoded.views if v.origin.startswith("yaml:")], doc
+
+
+def test_a_folded_scalar_maps_each_line_to_where_its_text_is(kb: errkb.KnowledgeBase) -> None:
+    doc = (
+        'error: "Traceback (most recent call last):\\n  File \\"/a.py\\", line 3, in f\\n\\\n'
+        "  \\    f()\\nValueError:\\\n"
+        "  \\ Quanto layer 'enc.0.q' has incompatible scale F32 (4096,)\\n\"\n"
+        "status: failed\n"
+    )
+    assert looks_like_container(doc)
+    decoded = decode_containers(doc)
+    assert decoded is not None
+    (view,) = decoded.views
+    assert view.text.splitlines()[-1] == f"ValueError: {QUANTO}"
+    assert view.line(4) == 2  # "ValueError:" is on input line 2, its message on line 3
+    assert decoded.plain is not None and decoded.plain.splitlines()[3] == "status: failed"
+    (match,) = kb.explain(doc).exact
+    assert (match.id, match.lines) == (QUANTO_ID, (2,))
+
+
+def test_a_shell_continuation_is_no_yaml_fold() -> None:
+    text = 'curl -X POST \\\n  -H "Content-Type: application/json" \\\n  "http://x"\n'
+    assert not looks_like_container(text)
+    assert not looks_like_container(text.encode())

@@ -103,13 +103,48 @@ def test_records_up_to_the_limits_compile(base: dict) -> None:
     assert check_record(rec, source="t").ok, check_record(rec, source="t").problems
 
 
+def test_a_stored_matcher_re2_refuses_is_one_log_line_not_the_pattern(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # In process, the engine's own logging (fd 2) included: RE2 would echo the whole pattern,
+    # a line per newline in it, on every compile of it.
+    from errkb.match.matcher import _compile_or_skip
+    from errkb.records.patterns import PatternOrigin, PatternSpec
+
+    regex = "(?s)^(?:" + "(?P<c0>.+?)" + "a\n" * 3000 + "a{1000}{1000})$"
+    spec = PatternSpec(
+        "f" * 16,
+        regex,
+        ("x",),
+        (False,),
+        "",
+        0,
+        PatternOrigin.TEMPLATE,
+        None,
+        None,
+        "x.py",
+        None,
+        (),
+        "x",
+    )
+    assert _compile_or_skip(spec) is None
+    assert _compile_or_skip(spec) is None
+    err = capfd.readouterr().err
+    assert err.count("\n") < 2 and len(err) < 500, err[:300]
+    assert [r.getMessage()[:46] for r in caplog.records] == [
+        f"record {'f' * 16} skipped: its matcher d"
+    ] * 2
+
+
+@pytest.mark.slow
 def test_explain_skips_a_stored_record_that_does_not_compile(tmp_path: Path, base: dict) -> None:
     db = tmp_path / "kb.sqlite3"
     rec = make_record(base, "Connection refused by peer {host}")
     out = run_errkb(["--db", str(db), "ingest", str(_write_jsonl(tmp_path / "r.jsonl", [rec]))])
     assert out.returncode == 0, out
     # A database written before validation had limits: the record's matcher is too big for RE2.
-    huge = "Connection refused by peer {host}" + "a" * 1_000_000
+    # RE2 logs the whole pattern with each error (a line per newline in it) unless told not to.
+    huge = "Connection refused by peer {host}" + "a\n" * 25_000 + "a" * 950_000
     with sqlite3.connect(db) as conn:
         conn.execute(
             "UPDATE records SET error_message = ?, message_pattern = ? WHERE id = ?",
@@ -128,7 +163,8 @@ def test_explain_skips_a_stored_record_that_does_not_compile(tmp_path: Path, bas
     assert out.returncode in (1, 2), out  # refused as an invalid record, named
     assert not out.crashed
     assert f"record {rec['id']} skipped: its matcher does not compile under RE2" in out.stderr
-    assert out.stderr.count("\n") < 20  # RE2's own diagnostics stay quiet
+    # RE2's own diagnostics stay quiet: no pattern echoed (25,000 lines, a megabyte).
+    assert out.stderr.count("\n") < 20 and len(out.stderr) < 4000, len(out.stderr)
 
 
 def test_lint_on_ten_megabyte_fields_is_bounded(tmp_path: Path, base: dict) -> None:

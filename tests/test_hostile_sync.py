@@ -426,3 +426,53 @@ def test_a_sync_source_url_is_stored_and_shown_without_its_credentials(tmp_path:
     for shown in (json.dumps(report.to_dict()), json.dumps(again.to_dict()), status):
         assert "s3cret" not in shown and "reader" not in shown, shown
     assert "***@127.0.0.1" in json.dumps(report.to_dict())
+
+
+def test_transport_errors_and_stored_state_never_show_a_sources_secrets(tmp_path: Path) -> None:
+    # Item 5's leftover: every NetworkError named the URL as requested, userinfo and token in.
+    from errkb.errors import NetworkError
+    from errkb.sync.update import check_for_update
+
+    root = build_tree(tmp_path / "tree", make_records(3, repos=1), OLD)
+    with serve(root) as server, open_kb(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        url = server.base.replace("http://", "http://reader:s3cret@") + "/?token=t0ken"
+        repo = "/data/repos/org/repo-0.json"
+        messages = []
+        for fault in ("404", "500", "drop", "redirect:http://elsewhere.test/x?token=t0ken"):
+            server.faults[repo] = fault
+            with pytest.raises(NetworkError) as caught:
+                kb.sync(url)
+            messages.append(str(caught.value))
+        server.faults.clear()
+        kb.sync(url)
+        state = kb.store.meta_value("sync_state") or ""
+        checked = check_for_update(kb.store, url)
+    assert all("GET http://***@127.0.0.1:" in m and "?***" in m for m in messages), messages
+    for shown in (*messages, state, json.dumps(checked.to_dict()), checked.summary()):
+        assert "s3cret" not in shown and "t0ken" not in shown and "reader" not in shown, shown
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999/", "https://u:pw@[::1/?token=t0ken"])
+def test_a_source_url_that_is_no_url_is_a_named_error(tmp_path: Path, url: str) -> None:
+    # Item 5: "unexpected ValueError: Port out of range 0-65535", exit 2 with nothing named.
+    from errkb.sync.update import check_for_update
+
+    with open_kb(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        for attempt in (lambda: kb.sync(url), lambda: check_for_update(kb.store, url)):
+            with pytest.raises(SyncError, match="not a valid URL") as caught:
+                attempt()
+            assert "pw" not in str(caught.value) and "t0ken" not in str(caught.value)
+
+
+def test_a_redirect_to_a_port_out_of_range_is_a_named_error(tmp_path: Path) -> None:
+    from errkb.errors import NetworkError
+
+    root = build_tree(tmp_path / "tree", make_records(3, repos=1), OLD)
+    with serve(root) as server, open_kb(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        for target, message in (
+            ("http://127.0.0.1:99999/x", "not a valid URL: Port out of range"),
+            ("http://[::1/x", "refused redirect: Invalid IPv6 URL"),
+        ):
+            server.faults["/data/manifest.json"] = f"redirect:{target}"
+            with pytest.raises(NetworkError, match=message):
+                kb.sync(server.base)

@@ -496,7 +496,8 @@ def test_sdk_client_receives_a_1_mib_log_of_2000_tracebacks(
                 return await receive_big_explanation(client, text)
 
     if transport == "stdio":
-        params = StdioServerParameters(command=sys.executable, args=["-m", "errkb", "mcp"], env=env)
+        args = ["-m", "errkb", "mcp", "--request-timeout", "120"]
+        params = StdioServerParameters(command=sys.executable, args=args, env=env)
         size, pages, matches = anyio.run(go, params)
     else:
         port = free_port()
@@ -505,6 +506,65 @@ def test_sdk_client_receives_a_1_mib_log_of_2000_tracebacks(
             size, pages, matches = anyio.run(go, f"http://127.0.0.1:{port}/mcp")
     assert size <= 64_000
     assert matches == 300 and pages >= 2  # 300 whole records do not fit one 1 MiB event
+
+
+@pytest.mark.slow
+def test_stdio_calls_have_the_http_deadline(kb_path: Path) -> None:
+    """Issue 25: over stdio a call past --request-timeout is stopped (a tool error), as over HTTP.
+
+    Before, stdio explained in the server's own threads with no deadline at all: a 1 MiB log
+    held the session for as long as it took, and nothing could stop it.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ERRKB_DB": str(kb_path)}
+    args = ["-m", "errkb", "mcp", "--request-timeout", "0.1", "--workers", "1"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=env)
+    text = big_log()
+
+    async def go() -> tuple[Any, Any]:
+        with anyio.fail_after(120):
+            async with Client(params, mode="legacy") as client:
+                slow = await client.call_tool("explain_log", {"text": text})
+                quick = await client.call_tool("get_error", {"id": QUANTO_ID})
+                return slow, quick
+
+    slow, quick = anyio.run(go)
+    assert slow.is_error and "longer than 0.1 s" in slow.content[0].text, slow
+    assert ok(quick)["id"] == QUANTO_ID  # the session goes on
+
+
+def test_stdio_mcp_runs_its_calls_in_a_worker_pool_with_the_deadline(
+    monkeypatch: pytest.MonkeyPatch, seeded_db: Path
+) -> None:
+    """The default tier's case of the test above: ``errkb mcp`` (stdio) wires the pool."""
+    from click.testing import CliRunner
+
+    import errkb.cli.serve  # noqa: F401 - registers the command
+    import errkb.serve.mcp_tools as mcp_tools
+    import errkb.serve.workers as workers
+    from errkb.cli import cli
+
+    seen: dict[str, Any] = {}
+
+    class Pool:
+        def __init__(self, target: str, *, size: int, seconds: float) -> None:
+            seen.update(target=target, size=size, seconds=seconds)
+
+        def __enter__(self) -> Pool:
+            return self
+
+        def __exit__(self, *_exc: object) -> None:
+            seen["closed"] = True
+
+    def run_server(service: Service, options: Any) -> None:
+        seen.update(pool=service.pool, options=options)
+
+    monkeypatch.setattr(workers, "WorkerPool", Pool)
+    monkeypatch.setattr(mcp_tools, "run_server", run_server)
+    args = ["--db", str(seeded_db), "mcp", "--request-timeout", "3", "--workers", "2"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert isinstance(seen["pool"], Pool) and seen["options"] is None
+    assert (seen["size"], seen["seconds"], seen["closed"]) == (2, 3.0, True)
 
 
 def test_every_readme_client_snippet_launches_a_valid_errkb_mcp(allowed: Path) -> None:

@@ -25,6 +25,7 @@ from errkb.parse.events import EventKind, Frame, LogEvent
 from errkb.parse.prefixes import RULES
 from tests.cli import run
 from tests.test_wrapping import COMFY, near_misses, positives
+from tests.tiers import examples
 
 MESSAGE = "Comfy INT8 layer 'x' has incompatible weight/scale shapes: (4096, 4096) and (4096, 2)"
 CAPTURES = {"prefix": "x", "weight_shape": "(4096, 4096)", "scale_shape": "(4096, 2)"}
@@ -205,7 +206,9 @@ KNOWN_PREFIXES = sorted(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(case=positives(), prefix=st.sampled_from(KNOWN_PREFIXES))
 def test_any_positive_after_a_known_prefix_matches(
@@ -219,7 +222,9 @@ def test_any_positive_after_a_known_prefix_matches(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(sibling=near_misses(), prefix=st.sampled_from(KNOWN_PREFIXES))
 def test_any_sibling_after_a_known_prefix_never_matches(

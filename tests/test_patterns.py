@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from errkb.match.matcher import Matcher
 from errkb.records.patterns import PatternOrigin, compile_re2, compile_record, unquote
 from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
+from tests.tiers import examples
 from tests.workcount import assert_linear
 
 
@@ -101,7 +102,7 @@ _shape = st.lists(st.integers(0, 70000), max_size=4).map(
 _dtype = st.sampled_from(["F32", "BF16", "F16", "I32", "F8_E4M3", "I8"])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(prefix=_value, dtype=_dtype, shape=_shape, weight=_shape)
 def test_rendering_seed_templates_and_matching_recovers_the_values(
     prefix: str, dtype: str, shape: str, weight: str

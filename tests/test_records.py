@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from errkb.records import KNOWN_FIELDS, Record, check_envelope, check_record, content_hash
 from tests.conftest import QUANTO_ID
+from tests.tiers import examples
 
 
 def test_schema_accepts_every_seed(envelopes: list[dict[str, Any]]) -> None:
@@ -143,7 +144,7 @@ _json = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(field=st.sampled_from(sorted(KNOWN_FIELDS)), value=_json, drop=st.booleans())
 def test_fast_path_never_accepts_what_the_schema_rejects(
     field: str, value: Any, drop: bool

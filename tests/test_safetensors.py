@@ -19,6 +19,7 @@ from errkb.checkpoint.safetensors import (
     read_tensor_bytes,
 )
 from errkb.errors import CheckpointError
+from tests.tiers import examples
 
 
 def _entry(dtype: Any, shape: Any, begin: int, end: int) -> dict[str, Any]:
@@ -342,7 +343,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("props")
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
 @given(
     tensors=_TENSORS, metadata=st.none() | st.dictionaries(st.text(max_size=5), st.text(max_size=5))
 )
@@ -356,7 +357,7 @@ def test_round_trip(
     assert header.metadata == metadata
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(position=st.integers(0, 10_000), value=st.integers(0, 255), cut=st.integers(0, 10_000))
 def test_corrupted_files_only_raise_checkpoint_error(
     scratch: Path, position: int, value: int, cut: int
@@ -373,7 +374,7 @@ def test_corrupted_files_only_raise_checkpoint_error(
         assert str(error).startswith(f"{path}: ")
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(content=st.binary(max_size=64))
 def test_random_bytes_only_raise_checkpoint_error(scratch: Path, content: bytes) -> None:
     path = scratch / "random.safetensors"

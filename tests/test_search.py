@@ -35,6 +35,7 @@ from tests.conftest import (
 from tests.conftest import (
     query as sql_rows,
 )
+from tests.tiers import examples
 
 MIGRATION = ROOT / "migrations" / "versions" / "0004_search.py"
 
@@ -432,7 +433,9 @@ def test_fts_syntax_is_never_interpreted(kb: errkb.KnowledgeBase, query: str) ->
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     st.one_of(

@@ -331,6 +331,76 @@ def test_a_body_over_the_cap_is_a_json_413_on_mcp_too(db: Path) -> None:
             assert code == 413 and body == {"error": "request body over 1,000 bytes"}, path
 
 
+def test_a_chunked_body_over_the_cap_is_a_json_413_on_mcp_too(db: Path) -> None:
+    import http.client
+
+    with errkb.open(db) as kb, Running(build_app(Service.create(kb), max_body_bytes=1000)) as srv:
+        for path in ("/mcp", "/v1/explain"):
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            conn.request("POST", path, body=iter([b"x" * 600, b"y" * 600]), encode_chunked=True,
+                         headers={"Content-Type": "application/json"})  # fmt: skip
+            resp = conn.getresponse()
+            got = resp.status, resp.getheader("Content-Type"), json.loads(resp.read())
+            conn.close()
+            assert got == (413, "application/json", {"error": "request body over 1,000 bytes"})
+        # Under the cap, a chunked body reaches the route whole.
+        conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+        conn.request("POST", "/v1/explain", body=iter([b"Value", b"Error: x"]),
+                     encode_chunked=True, headers={"Content-Type": "text/plain"})  # fmt: skip
+        resp = conn.getresponse()
+        assert resp.status == 200 and "unmatched" in json.loads(resp.read())
+        conn.close()
+
+
+def test_plain_text_errors_from_inside_and_uvicorns_503_leave_as_json() -> None:
+    """What the SDK or Starlette answer as text, and uvicorn past limit_concurrency, is JSON."""
+    from uvicorn.protocols.http import h11_impl
+
+    import errkb.serve.runner  # noqa: F401 - installs errkb's 503 in uvicorn
+    from errkb.serve.guard import Guard, Policy, service_unavailable
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        status = int(scope["path"].strip("/"))
+        kind = b"text/event-stream" if status == 200 else b"text/plain; charset=utf-8"
+        headers = [(b"content-type", kind), (b"retry-after", b"7")]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"Request body", "more_body": True})
+        await send({"type": "http.response.body", "body": b" too large"})
+
+    def call(app: Any, path: str) -> tuple[int, dict[bytes, bytes], bytes]:
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b""}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "path": path, "headers": [(b"host", b"127.0.0.1")]}
+        anyio.run(app, scope, receive, send)
+        return (
+            sent[0]["status"],
+            dict(sent[0]["headers"]),
+            b"".join(m.get("body", b"") for m in sent[1:]),
+        )
+
+    guarded = Guard(inner, Policy.for_bind("127.0.0.1"))
+    status, headers, body = call(guarded, "/413")
+    assert (status, headers[b"content-type"]) == (413, b"application/json")
+    assert (
+        json.loads(body) == {"error": "Request body too large"} and headers[b"retry-after"] == b"7"
+    )
+    assert call(guarded, "/200")[2] == b"Request body too large"  # a stream passes untouched
+    assert h11_impl.service_unavailable is service_unavailable  # type: ignore[attr-defined]
+    status, headers, body = call(service_unavailable, "/")
+    assert (status, headers[b"content-type"], headers[b"retry-after"]) == (
+        503,
+        b"application/json",
+        b"1",
+    )
+    assert "busy" in json.loads(body)["error"]
+
+
 def test_every_error_is_json(server: Running) -> None:
     assert request(server.base, "/no/such/route") == (404, {"error": "404 no such route"})
     code, body = request(server.base, "/v1/status", method="DELETE")

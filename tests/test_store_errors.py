@@ -17,6 +17,7 @@ from errkb.errors import StoreError, StoreLockedError, StoreReadOnlyError, Usage
 from errkb.match.feed import FEED
 from errkb.store import open_store, resolve_db_path
 from errkb.store.sqlite import SqliteStore, busy_timeout_ms
+from tests import zygote
 from tests.conftest import DATASET, EXAMPLES, QUANTO_ID, make_record
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,13 +36,10 @@ conn.execute("ROLLBACK")
 def _errkb(
     db: Path | str, *args: str, cwd: Path = ROOT, **env: str
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "errkb", "--db", str(db), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-        cwd=cwd,
+    """``errkb --db DB ARGS`` as a child process (forked warm: see tests/zygote.py)."""
+    done = zygote.run(["--db", str(db), *args], env={**os.environ, **env}, cwd=str(cwd))
+    return subprocess.CompletedProcess(
+        args, done.returncode, done.stdout.decode(), done.stderr.decode()
     )
 
 

@@ -25,6 +25,7 @@ from errkb.errors import SchemaVersionError, StoreError, StoreLockedError, SyncL
 from errkb.store import SCHEMA_HEAD, is_server_url, open_store, resolve_target
 from errkb.store.postgres import PostgresStore, redacted
 from errkb.sync import sync
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 V1 = "2026-09-01T00:00:00.000Z"
@@ -35,13 +36,12 @@ def _schema(url: str) -> str:
 
 
 def _errkb(db: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "errkb", "--db", db, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
+    """``errkb --db DB ARGS`` as a child process (forked warm: see tests/zygote.py)."""
+    done = zygote.run(
+        ["--db", db, *args], stdin=None if stdin is None else stdin.encode(), cwd=str(ROOT)
+    )
+    return subprocess.CompletedProcess(
+        args, done.returncode, done.stdout.decode(), done.stderr.decode()
     )
 
 

@@ -565,3 +565,28 @@ def test_an_empty_source_is_refused_and_records_no_version(tmp_path: Path) -> No
         with pytest.raises(errkb.SyncError, match="holds no records; nothing to apply"):
             kb.sync(empty)
         assert kb.store.counts() == before
+
+
+def test_ctrl_c_after_the_commit_says_what_was_applied(store: Store, site: Path) -> None:
+    # The interrupt lands the moment the transaction has committed (APPLY done): the version is
+    # in place, and the error says which one instead of a silent 130.
+    def interrupt(progress: Progress) -> None:
+        if progress.stage is Stage.APPLY and progress.done == progress.total:
+            raise KeyboardInterrupt
+
+    with pytest.raises(errkb.errors.SyncInterruptedError) as caught:
+        sync(store, site / "v1", progress=interrupt)
+    assert caught.value.exit_code == 130
+    message = str(caught.value)
+    assert f"datasetVersion {V1} is in place as version 1" in message
+    assert f"added {len(records_v1())}," in message and "nothing was undone" in message
+    assert store.meta_value("dataset_version") == V1
+
+    # Before the commit, an interrupt is a plain KeyboardInterrupt: nothing applied.
+    def early(progress: Progress) -> None:
+        if progress.stage is Stage.APPLY and progress.done == 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sync(store, site / "v2", progress=early)
+    assert store.meta_value("dataset_version") == V1

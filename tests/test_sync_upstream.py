@@ -202,14 +202,95 @@ def test_a_malformed_split_index_is_one_error_and_changes_nothing(
     assert (export_text(store), history.versions(store)) == before
 
 
-def test_a_manifest_listing_no_index_at_all_says_so(store: Store, tmp_path: Path) -> None:
-    root = split_tree(tmp_path / "t")
-    manifest = _manifest(root)
-    del manifest["files"]["index"]
-    (root / "data" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(SyncError, match="lists no 'index' file, neither one file nor parts"):
-        sync(store, root)
-    assert store.is_empty()
+def unindexed_tree(root: Path, records: list[dict[str, Any]] | None = None, v: str = V1) -> Path:
+    """A tree whose manifest lists no index in any form: repos.json and the repository files."""
+    records = dataset() if records is None else records
+    return build_tree(root, records, v, repo_meta=pinned(records), parts_listing="none")
+
+
+def test_a_manifest_listing_no_index_falls_back_to_repos_json(store: Store, tmp_path: Path) -> None:
+    root = unindexed_tree(tmp_path / "t")
+    assert not list((root / "data").glob("index*")) and "index" not in _manifest(root)["files"]
+    report = sync(store, root)
+    assert report.counts.added == 12
+    assert any("lists no index" in w and "repos.json only" in w for w in report.warnings)
+    other = open_store(tmp_path / "other.sqlite3")
+    try:
+        sync(other, build_tree(tmp_path / "single", dataset(), V1, repo_meta=pinned(dataset())))
+        assert export_text(store) == export_text(other)
+    finally:
+        other.close()
+
+
+def test_without_an_index_an_unchanged_resync_is_all_304_over_the_cdn(
+    store: Store, tmp_path: Path
+) -> None:
+    with serve_cdn() as cdn:
+        cdn.publish(V1, unindexed_tree(tmp_path / "v1"))
+        sync(store, cdn.base)
+        cdn.publish(V2, unindexed_tree(tmp_path / "v2", dataset("gpu-oom"), V2))
+        cdn.reset()
+        report = sync(store, cdn.base)
+        repo_requests = cdn.repo_requests()
+    assert report.revalidation.to_dict()["rewritten"] == 1
+    assert report.revalidation.to_dict()["notModified"] == REPOS - 1
+    assert all("if-none-match" in r.headers for r in repo_requests)
+    assert store.raw_record(dataset("gpu-oom")[5]["id"])["backgroundTag"] == "gpu-oom"
+
+
+def test_without_an_index_skip_invalid_applies_the_readable_files(
+    store: Store, tmp_path: Path
+) -> None:
+    bad = unindexed_tree(tmp_path / "t")
+    (bad / "data" / "repos" / "org" / "repo-2.json").write_text("[{not json")
+    with pytest.raises(errkb.errors.RecordError):
+        sync(store, bad)
+    report = sync(store, bad, skip_invalid=True, reject_report=tmp_path / "rejects.jsonl")
+    assert report.partial and report.counts.added == 9  # the other three repositories
+    assert report.counts.rejected == 3  # as many as repos.json counts for the unreadable one
+
+
+def _extra_record(root: Path) -> None:
+    path = root / "data" / "repos" / "org" / "repo-1.json"
+    items = json.loads(path.read_text())
+    items.append({**items[0], "id": "f" * 32})
+    path.write_text(json.dumps(items))
+
+
+def _moved_record(root: Path) -> None:
+    src, dst = (root / "data" / "repos" / "org" / f"repo-{k}.json" for k in (1, 2))
+    moved = json.loads(src.read_text())[0]
+    dst_items = json.loads(dst.read_text())
+    dst_items[0] = {**moved, "repo": "org/repo-2"}
+    dst.write_text(json.dumps(dst_items))
+
+
+def _foreign_claim(root: Path) -> None:
+    path = root / "data" / "repos" / "org" / "repo-1.json"
+    items = json.loads(path.read_text())
+    items[0]["repo"] = "org/repo-3"
+    path.write_text(json.dumps(items))
+
+
+UNINDEXED_FAULTS = {
+    "a record repos.json does not count": (_extra_record, "4 records, but repos.json counts 3"),
+    "one id in two files": (_moved_record, "ids in more than one repository file"),
+    "a record claiming another repository": (_foreign_claim, "claims repo 'org/repo-3'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNINDEXED_FAULTS))
+def test_without_an_index_a_file_disagreeing_with_repos_json_changes_nothing(
+    store: Store, tmp_path: Path, case: str
+) -> None:
+    sync(store, build_tree(tmp_path / "old", dataset()[:6], "2026-09-01T00:00:00.000Z"))
+    before = export_text(store), history.versions(store)
+    bad = unindexed_tree(tmp_path / "bad")
+    damage, message = UNINDEXED_FAULTS[case]
+    damage(bad)
+    with pytest.raises(IntegrityError, match=message):
+        sync(store, bad, plan_workers=0)
+    assert (export_text(store), history.versions(store)) == before
 
 
 # ---------------------------------------------------------------------------- rewritten in place
@@ -312,6 +393,24 @@ def test_check_says_when_only_in_place_rewrites_are_pending(
     other = check_for_update(store, moved)
     assert other.update_available and not other.rewrites_only
     assert other.to_dict()["pending"] == "repositories"
+
+
+def test_check_asks_conditionally_and_says_rewrites_only_over_http(
+    store: Store, rewritten: dict[str, Path]
+) -> None:
+    with serve_cdn() as cdn:
+        cdn.publish(V1, rewritten[V1])
+        sync(store, cdn.base)
+        cdn.reset()
+        same = check_for_update(store, cdn.base)
+        asked = list(cdn.requests)
+        cdn.publish(V2, rewritten[V2])
+        newer = check_for_update(store, cdn.base)
+    # The manifest the sync applied, asked with its ETag: a 304, nothing else requested.
+    assert [r.path for r in asked] == ["/data/manifest.json"]
+    assert "if-none-match" in asked[0].headers
+    assert (same.status.value, same.current, same.available) == ("current", V1, V1)
+    assert newer.update_available and newer.rewrites_only
 
 
 # ---------------------------------------------------------------------------- 27.6

@@ -244,3 +244,20 @@ def test_a_killed_sync_leaves_no_worker_processes(tmp_path: Path) -> None:
     while any(_alive(pid) for pid in workers):
         assert time.monotonic() < deadline, "the killed sync's workers are still running"
         time.sleep(0.1)
+
+
+def test_a_worker_checks_a_file_against_repos_json_when_there_is_no_index(tmp_path: Path) -> None:
+    # In process: the job's text carries repos.json's count across, and the worker applies it.
+    from errkb.sync.repofile import Listed
+    from errkb.sync.workers import Job, _encode, check_job
+
+    tree = build_tree(tmp_path / "t", _records(), V1, parts_listing="none")
+    path = _repo_file(tree, "org/repo-1")
+    held = len(json.loads(path.read_text(encoding="utf-8")))
+
+    def run(count: int) -> dict[str, Any]:
+        job = Job(path, str(path), "org/repo-1", [], {}, 1 << 20, 10_000, V1, None, Listed(count))
+        return dict(json.loads(check_job(_encode(job)).splitlines()[0]))
+
+    assert run(held) == {"problems": [], "bad": [], "broken": False}
+    assert run(held + 1) == {"fallback": True}  # a mismatch: the caller judges and refuses

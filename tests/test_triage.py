@@ -15,6 +15,7 @@ import multiprocessing
 import os
 import random
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from errkb.records import check_record, schema_validator
 from errkb.render import OutputFormat, render
 from errkb.report.triage import LogResult
 from errkb.triage import draft_record, log_times, reduce, triage, triage_log
+from errkb.triage.pool import run_local, triage_batch
 from errkb.triage.templates import cluster_id
 from tests.cli import QUANTO_LOG, run
 from tests.conftest import QUANTO_ID
@@ -247,3 +249,46 @@ def test_a_killed_worker_is_reported_and_its_logs_retried(db: Path, logs, report
     assert killed and survived.workers_lost >= 1
     same = survived.to_dict() | {"workersLost": 0}
     assert same == report.to_dict()
+
+
+class _CrashingKb:
+    """A knowledge base whose explain fails as a bug would (not an ErrkbError)."""
+
+    def explain(self, data: bytes) -> object:
+        raise RuntimeError(f"boom after {len(data)} bytes")
+
+
+def test_a_crash_inside_explain_is_that_logs_error_line(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    text = "2026-08-10T05:10:00Z ValueError: x\n"
+    log.write_text(text)
+    result = triage_log(_CrashingKb(), str(log))  # type: ignore[arg-type]
+    assert result.error == f"explain failed: RuntimeError: boom after {len(text)} bytes"
+    assert result.first == "2026-08-10T05:10:00.000000Z"
+    folded = reduce([result])
+    assert [(e.file, e.reason) for e in folded.errors] == [(str(log), result.error)]
+    assert folded.exit_code == 3
+
+
+def _dies_on_poison(paths: Sequence[str], db: str | None, limit: int) -> list[str]:
+    """A worker's task that kills its process on ``poison.log``, as an OOM kill would."""
+    if any(p.endswith("poison.log") for p in paths):
+        os._exit(137)
+    return triage_batch(paths, db, limit)
+
+
+@pytest.mark.slow
+def test_a_log_that_kills_its_worker_twice_is_an_error_line(db: Path, tmp_path: Path) -> None:
+    for name in ("a.log", "poison.log", "b.log"):
+        (tmp_path / name).write_text(QUANTO)
+    files = sorted(str(p) for p in tmp_path.iterdir())
+    results, lost = run_local(files, db=db, jobs=2, limit=LIMIT, task=_dies_on_poison)
+    by_file = {Path(r.file).name: r for r in results}
+    assert sorted(by_file) == ["a.log", "b.log", "poison.log"]  # every log once
+    # The first pool, the retry pool, and the one-worker pool that tells the guilty log.
+    assert lost == 3
+    assert by_file["poison.log"].error == (
+        "worker process died twice while reading this log (killed or crashed)"
+    )
+    assert by_file["a.log"].error is None and by_file["a.log"].known  # retried, then triaged
+    assert by_file["b.log"].error is None and by_file["b.log"].known

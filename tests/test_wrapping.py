@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 import errkb
 from errkb.match.decide import rejoins
 from errkb.parse.events import MessageLine
+from tests.tiers import examples
 
 QUANTO, COMFY, LINEAR = "5c84e15f4be2c1a6", "b9825390f5c3ae68", "129d60f3f6e5f4e0"
 
@@ -145,7 +146,9 @@ def render(message: str, width: int, shape: str, hyphens: bool) -> str:
 
 
 @settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(150),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     positive=positives(),
@@ -167,7 +170,9 @@ def test_wrapped_positive_matches_with_exact_captures(
 
 
 @settings(
-    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(100),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     message=near_misses(),
@@ -198,7 +203,9 @@ def contain(text: str, container: str) -> str:
 
 
 @settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(120),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     positive=positives(),
@@ -219,7 +226,9 @@ def test_wrapped_and_escaped_positive_matches_with_exact_captures(
 
 
 @settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(80),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     message=near_misses(),

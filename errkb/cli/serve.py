@@ -133,6 +133,7 @@ def mcp_command(
 
     Tools: explain_log, match_message, search_errors (alias search_error), get_error,
     check_checkpoint, dataset_status; resources errkb://records/{id} and errkb://status.
+    Over stdio as over HTTP, a call past --request-timeout is stopped (a tool error).
     Needs the errkb[mcp] extra; exit 2 without it.
     """
     address = _host_port(http) if http else None
@@ -141,8 +142,15 @@ def mcp_command(
         _run_http(ctx, "mcp", *address, allow_paths, settings)
         return
     from errkb.serve.mcp_tools import run_server
+    from errkb.serve.workers import WorkerPool
 
-    run_server(Service.create(open_kb(ctx), allow_paths), None)
+    # Over stdio too, explain/match/search run in worker processes that the request's
+    # deadline stops (--request-timeout): one pasted log must not hold the session for minutes.
+    kb = open_kb(ctx)
+    with WorkerPool(
+        ctx.obj["db"], size=settings["workers"], seconds=settings["request_timeout"]
+    ) as pool:
+        run_server(Service.create(kb, allow_paths, pool), None)
 
 
 @cli.command("serve")

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb
+from errkb.errors import SyncInterruptedError
 from errkb.report.sync import RecordHistory, SyncReport, VersionList
-from errkb.sync import Progress, ProgressCallback, Stage, publish, transport
+from errkb.sync import Progress, ProgressCallback, Stage, interrupted_message, publish, transport
 
 if TYPE_CHECKING:
     from click._termui_impl import ProgressBar
@@ -175,7 +176,7 @@ def sync_command(
     data/manifest.json), or an http(s) URL of one (the site's base URL or the manifest's).
     Without SOURCE: $ERRKB_SOURCE, else ErrLookup's site, https://errors.standardbeagle.com.
     Exit 0 when applied or already current, 1 when --skip-invalid rejected records, 2 on
-    error (nothing changed).
+    error (nothing changed), 130 on Ctrl-C (after the commit: a line says what was applied).
     """
     kb = open_kb(ctx)
     if check_only:
@@ -205,7 +206,12 @@ def sync_command(
             allow_redirect_hosts=redirect_hosts,
         )
     shown = fmt != "text" or not quiet
-    finish(ctx, report, fmt, show=shown, diagnostics=report.diagnostics(verbose=verbose))
+    try:
+        finish(ctx, report, fmt, show=shown, diagnostics=report.diagnostics(verbose=verbose))
+    except KeyboardInterrupt:
+        if not report.changed:
+            raise
+        raise SyncInterruptedError(interrupted_message(report)) from None
 
 
 @cli.command("versions")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.records.patterns import PatternSpec, compile_re2, compile_record, unquote
-from errkb.records.slots import is_placeholder_text
+from errkb.records.slots import is_placeholder_text, trailer_start
 
 if TYPE_CHECKING:
     from errkb.match.scan import AnchorTable
@@ -83,8 +83,19 @@ def verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None = Non
 
     No hit when a value is a placeholder shown as such (``<prefix>``, ``{scale_shape}``: a
     quoted template names its values, it does not print them) or when ``admits`` vetoes the
-    captures (a validator that knows the record's values).
+    captures (a validator that knows the record's values). When ``text`` ends in a container's
+    trailer (``</code> |``, a table cell's `` |``: ``slots.trailer_start``), the text before it is
+    tried first: the trailer is the end of the message, not part of its last value.
     """
+    cut = trailer_start(text)
+    if cut is not None:
+        hit = _verify(spec, regex, text[:cut], admits)
+        if hit is not None:
+            return hit
+    return _verify(spec, regex, text, admits)
+
+
+def _verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None) -> Hit | None:
     match = regex.search(text)
     if match is None:
         return None

@@ -36,7 +36,13 @@ from collections.abc import Callable, Container, Iterator
 from dataclasses import dataclass, field, replace
 
 from errkb import _lazy
-from errkb.parse.sniff import JSON_START, looks_like_container, unescape_markup
+from errkb.parse.sniff import (
+    JSON_START,
+    YAML_FOLD,
+    has_yaml_fold,
+    looks_like_container,
+    unescape_markup,
+)
 from errkb.parse.text import replace_surrogates
 from errkb.parse.traceback import is_exception_class
 
@@ -159,7 +165,10 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
     start = len(text) - len(text.lstrip(" \t\r\n\ufeff"))
     if text.startswith("<", start):
         return _decode_markup(text)
-    return _decode_json(text, worth)
+    decoded = _decode_json(text, worth)
+    if decoded is None and has_yaml_fold(text):
+        return _decode_yaml(text)
+    return decoded
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -541,6 +550,139 @@ def _string_list(items: list[_Str], path: str, out: _Out) -> None:
     text = "\n".join(parts)
     if len(text) >= MIN_TEXT_CHARS:
         out.views.append(View(text, tuple(lines), path))
+
+
+# --- YAML double-quoted scalars ---------------------------------------------------------------
+
+# A line that opens a double-quoted scalar (``errkb.parse.sniff.YAML_FOLD`` without its
+# requirement that the line end in a backslash): group 1 is everything before the quote.
+_yaml_open_re = _lazy.pattern("^(" + YAML_FOLD[1 : YAML_FOLD.rindex('"(?:')] + ')"')
+#: A folded scalar longer than this many lines is not decoded (it never closed: not YAML).
+MAX_SCALAR_LINES = 4096
+_YAML_ESCAPES = {
+    "0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
+    "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85",
+    "_": "\xa0", "L": "\u2028", "P": "\u2029",
+}  # fmt: skip
+_YAML_HEX = {"x": 2, "u": 4, "U": 8}
+
+
+def _decode_yaml(text: str) -> Decoded | None:
+    r"""The double-quoted scalars of a YAML document that span lines, each a view.
+
+    PyYAML writes a long string as a double-quoted scalar folded at its width: a line ends
+    inside the quotes with ``\`` (an escaped line break: the break and the next line's
+    indentation are dropped; a space that starts the next line is written ``\ ``) or plainly
+    (a fold: one break is one space, each further empty line a newline). Escapes (``\n``,
+    ``\"``, ``\x..``) are undone; each view line maps to the input line its text came from.
+    Other YAML is left as text (its lines are parsed as written).
+    """
+    physical = text.split("\n")
+    views: list[View] = []
+    blank: set[int] = set()
+    i = 0
+    while i < len(physical):
+        m = _yaml_open_re().match(physical[i])
+        got = _yaml_scalar(physical, i, m.end()) if m is not None else None
+        if got is None:
+            i += 1
+            continue
+        value, lines, end = got
+        if end > i and len(value) >= MIN_TEXT_CHARS:
+            key = m.group(1).strip().rstrip(":").strip() if m is not None else ""
+            views.append(View(value, lines, f"yaml:{key or i + 1}"))
+            blank.update(range(i, end + 1))
+        i = end + 1
+    if not views:
+        return None
+    plain = "\n".join("" if k in blank else line for k, line in enumerate(physical))
+    return Decoded(plain if plain.strip() else None, tuple(views), ())
+
+
+class _ScalarText:
+    r"""A scalar's decoded text; each of its lines maps to the input line of its first character.
+
+    ``...raise X(\n\`` then ``  Error: msg`` on the next input line: the decoded line
+    ``Error: msg`` is that next line's, not the one whose escape began it.
+    """
+
+    def __init__(self, line: int) -> None:
+        self.parts: list[str] = []
+        self.lines: list[int] = [line]
+        self.line = line  # input line of what is added now
+        self._fresh = True  # the current decoded line has no character yet
+
+    def add(self, text: str) -> None:
+        for k, segment in enumerate(text.split("\n")):
+            if k:
+                self.parts.append("\n")
+                self.lines.append(self.line)
+                self._fresh = True
+            if segment:
+                if self._fresh:
+                    self.lines[-1] = self.line
+                    self._fresh = False
+                self.parts.append(segment)
+
+
+def _yaml_scalar(
+    physical: list[str], first: int, start: int
+) -> tuple[str, tuple[int, ...], int] | None:
+    """Decode the scalar whose text starts at ``physical[first][start:]``.
+
+    Returns (value, the input line of each value line, the index of the closing line), or None
+    when it does not close within ``MAX_SCALAR_LINES``.
+    """
+    acc = _ScalarText(first + 1)
+    k, line, pos = first, physical[first], start
+    while True:
+        n = len(line)
+        chunk_start = pos
+        while pos < n and line[pos] not in ('"', "\\"):
+            pos += 1
+        if pos < n and line[pos] == '"':
+            acc.add(line[chunk_start:pos])
+            return "".join(acc.parts), tuple(acc.lines), k
+        if pos < n - 1:  # an escape inside the line
+            acc.add(line[chunk_start:pos])
+            pos = _yaml_escape(line, pos, acc)
+            continue
+        escaped_break = pos == n - 1  # the line ends in a backslash
+        piece = line[chunk_start:pos]
+        if not escaped_break:
+            piece = piece.rstrip(" \t")
+        acc.add(piece)
+        if k - first >= MAX_SCALAR_LINES or k + 1 >= len(physical):
+            return None
+        # The next line: its indentation is dropped either way.
+        k += 1
+        acc.line = k + 1
+        if not escaped_break:
+            empties = 0
+            while k < len(physical) and not physical[k].strip():
+                empties += 1
+                k += 1
+            if k >= len(physical):
+                return None
+            acc.line = k + 1
+            acc.add("\n" * empties if empties else " ")
+        line = physical[k]
+        pos = len(line) - len(line.lstrip(" \t"))
+
+
+def _yaml_escape(line: str, pos: int, acc: _ScalarText) -> int:
+    """Undo the escape at ``line[pos]`` (a backslash), appending it to ``acc``; the next pos."""
+    ch = line[pos + 1]
+    width = _YAML_HEX.get(ch)
+    if width is not None:
+        digits = line[pos + 2 : pos + 2 + width]
+        if len(digits) == width and all(c in "0123456789abcdefABCDEF" for c in digits):
+            code = int(digits, 16)
+            acc.add(chr(code) if code <= 0x10FFFF and not 0xD800 <= code <= 0xDFFF else "\ufffd")
+            return pos + 2 + width
+    decoded = _YAML_ESCAPES.get(ch)
+    acc.add(decoded if decoded is not None else "\\" + ch)
+    return pos + 2
 
 
 # --- markup ----------------------------------------------------------------------------------

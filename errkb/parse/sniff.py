@@ -11,6 +11,7 @@ for it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import TypeVar
 
 from errkb import _lazy
@@ -18,6 +19,8 @@ from errkb import _lazy
 __all__ = [
     "JSON_START",
     "MAX_UNESCAPES",
+    "YAML_FOLD",
+    "has_yaml_fold",
     "looks_like_container",
     "starts_like_container",
     "unescape_markup",
@@ -33,6 +36,15 @@ JSON_START = (
     r'\{\s{0,32}["}]'
     r"|\[\s{0,32}(?:[\[{\"\]]|true|false|null|-?\d{1,32}(?:\.\d{1,32})?(?:[eE][+-]?\d{1,4})?\s{0,32}[,\]])"
 )
+#: A line that opens a YAML double-quoted scalar (a mapping value ``key: "`` or ``"key": "``, a
+#: sequence entry ``- "`` or a scalar alone) and folds it onto the next line with an escaped
+#: line break (a ``\`` ending the line, inside the quotes): PyYAML writes a long message so.
+YAML_FOLD = (
+    r"^[ \t]{0,256}(?:-[ \t]{1,8}){0,8}"
+    r'(?:(?:"(?:[^"\\\n]|\\.){0,256}"|[^\s"\'#:\-][^\n:"]{0,256}):[ \t]{1,8})?'
+    r'"(?:[^"\\\n]|\\.){0,65536}\\\Z'
+)
+_yaml_fold_re = _lazy.pattern(YAML_FOLD)
 # How a JSON document or a markup document begins.
 _START_RE = re.compile(f"(?:{JSON_START})|<[A-Za-z!?]")
 # Bytes input is rarer (library callers): compiled on first use.
@@ -41,16 +53,56 @@ _entity_re = _lazy.pattern(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za
 
 
 def looks_like_container(head: str | bytes) -> bool:
-    """Tell cheaply whether input starts like JSON or markup, or holds a JSON object per line.
+    """Tell cheaply whether input looks like JSON, markup or a folded YAML scalar.
 
-    ``[2026-08-28 05:10:05] ...`` and ``<frozen ...>`` start plenty of plain logs, so the
-    character after the opener must fit too.
+    JSON or markup by its first characters, JSON Lines by a line that starts an object, YAML
+    by a double-quoted scalar folded over lines. ``[2026-08-28 05:10:05] ...`` and
+    ``<frozen ...>`` start plenty of plain logs, so the character after the opener must fit
+    too. A YAML fold costs plain text one substring search (a backslash ending a line); only
+    then is its line shape looked for.
     """
     if isinstance(head, bytes):
         start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
-        return _start_bytes_re().match(start) is not None or _has_object_line(head, b"{", b'"\n')
+        return (
+            _start_bytes_re().match(start) is not None
+            or _has_object_line(head, b"{", b'"\n')
+            or has_yaml_fold(head)
+        )
     first = head[:4096].lstrip(" \t\r\n\ufeff")[:64]
-    return _START_RE.match(first) is not None or _has_object_line(head, "{", '"\n')
+    return (
+        _START_RE.match(first) is not None
+        or _has_object_line(head, "{", '"\n')
+        or has_yaml_fold(head)
+    )
+
+
+#: Lines ending in a backslash looked at, at most (a shell script's continuations are many).
+MAX_FOLD_LINES = 256
+
+
+def has_yaml_fold(text: str | bytes) -> bool:
+    """Tell whether a line of ``text`` opens a YAML double-quoted scalar folded with a backslash.
+
+    Only the lines that end in a backslash are looked at (found by substring search), so a
+    large log is not scanned by the regex.
+    """
+    lines: Iterator[str]
+    if isinstance(text, bytes):
+        lines = (b.decode("utf-8", "replace") for b in _backslash_lines(text, b"\\\n"))
+    else:
+        lines = _backslash_lines(text, "\\\n")
+    return any(_yaml_fold_re().match(line) is not None for line in lines)
+
+
+def _backslash_lines(data: _T, needle: _T) -> Iterator[_T]:
+    """The first ``MAX_FOLD_LINES`` lines of ``data`` that end in a backslash, with it."""
+    newline = needle[1:]
+    pos = data.find(needle)
+    for _ in range(MAX_FOLD_LINES):
+        if pos < 0:
+            return
+        yield data[data.rfind(newline, 0, pos) + 1 : pos + 1]
+        pos = data.find(needle, pos + 2)
 
 
 def starts_like_container(head: bytes) -> bool:

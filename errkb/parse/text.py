@@ -62,7 +62,7 @@ _ANSI_RE = re.compile(
 # Written as three branches that each start with a literal character (rather than an optional
 # ``^[`` group first): the engine then skips to the next ``^``, ``[`` or ``(`` in C instead of
 # trying the whole pattern at every position, 8x faster; it matches exactly what
-# ``(?:\^\[)?\[BODY|\(B\[m`` matches (``tests/test_logtext.py``).
+# ``(?:\^\[)?\[BODY|\(B\[m`` matches (``tests/test_text.py``).
 _ANSI_REMNANT_RE = re.compile(
     r"\^\[\[\d{1,3}(?:;\d{1,3}){0,15}m|\[\d{1,3}(?:;\d{1,3}){0,15}m|\(B\[m"
 )

@@ -30,14 +30,15 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from errkb import _lazy
 from errkb.records import upstream
 from errkb.records.slots import SELF_DELIMITING, TAIL, SlotKind, grammar, infer_kinds
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4
-_RE2_META = re.compile(r"[\\.^$|?*+()\[\]{}]")
-_DEF = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.MULTILINE)
+_RE2_META = _lazy.pattern(r"[\\.^$|?*+()\[\]{}]")
+_DEF = _lazy.pattern(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.MULTILINE)
 
 
 class PatternOrigin(enum.StrEnum):
@@ -76,7 +77,7 @@ class PatternSpec:
 
 def re2_escape(text: str) -> str:
     r"""Escape regex metacharacters only (RE2's own escape turns every symbol into ``\x``)."""
-    return _RE2_META.sub(lambda m: "\\" + m.group(0), text)
+    return _RE2_META().sub(lambda m: "\\" + m.group(0), text)
 
 
 def compile_record(
@@ -93,7 +94,7 @@ def compile_record(
     template = parse_template(error_message)
     kinds = tuple(inferred.kind for inferred in infer_kinds(template, source_code))
     origin, regex, reason = _choose_regex(template, message_pattern, kinds)
-    functions = tuple(dict.fromkeys(_DEF.findall(source_code or "")))
+    functions = tuple(dict.fromkeys(_DEF().findall(source_code or "")))
     return PatternSpec(
         record_id=record_id,
         regex=regex,
@@ -125,7 +126,9 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
 
     ``kinds`` (one per placeholder; none or fewer: the rest are generic) give each group its
     slot grammar. When the message's end is known (see ``_judges_tail``), what follows it is
-    judged as the end of the message (``slots.TAIL``), not taken into the capture.
+    judged as the end of the message (``slots.TAIL``), not taken into the capture. (A
+    container's trailer, ``</code> |`` or a table cell's `` |``, is cut by the matcher before any
+    record's regex runs: ``slots.trailer_start``.)
     """
     parts: list[str] = []
     index = 0

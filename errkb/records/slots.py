@@ -31,9 +31,11 @@ writes at sync time.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
+from errkb import _lazy
 from errkb.records.template import Literal, Placeholder, Template
 
 
@@ -127,6 +129,33 @@ _GRAMMARS: dict[SlotKind, str] = {
 #: is not this message's (the wrap rejoiner offers the shorter text too).
 TAIL = r"""(?:[ \t]*(?:[.!?;](?:[ \t][^\n]*)?|</[^\n]*|[|`*"')\]][^\n]*))?[ \t\r]*"""
 
+#: Text after a message that is its container's, never the message's, on its last line: a
+#: closing tag (``</code> |`` after a Markdown or HTML cell), a table cell's edge (`` |``, and
+#: any further cells without markup up to the row's closing ``|``: `` | None</code> |`` is a
+#: value's `` | None`` before its cell's closing tag). Not a shell prompt: a prompt is on a line
+#: of its own, and a wrapped message joined to it is also offered without it (the rejoiner's
+#: shorter text), while the rejoiner's no-space join (``two wordsuser@host:~$``) would make
+#: any last word look like a prompt's user. Our own fixed regex, searched only in the last
+#: ``TRAILER_WINDOW`` characters (bounded work), never part of a record's RE2 pattern: in
+#: every pattern it doubled the RE2 compile of a generic record (0.067 -> 0.125 ms).
+_TRAILER = _lazy.pattern(r"(?:[ \t]*</[A-Za-z][^\n]*|[ \t]+\|(?:[^\n<]*\|)?)[ \t\r]*\Z")
+TRAILER_WINDOW = 512
+
+
+def trailer_start(text: str) -> int | None:
+    """Where a container's trailer (see ``_TRAILER``) begins at the end of ``text``, if any.
+
+    The earliest such point of the last line: the matcher then verifies the text before it
+    first (``errkb.match.matcher.verify``), so a value ends where the trailer begins (a
+    generic slot's ``.+?`` would take it) and a record ending in literal text is found before
+    it. A value that itself ends so (``<a></a>``, ``x |``) is cut there; its record is found.
+    """
+    start = max(text.rfind("\n") + 1, len(text) - TRAILER_WINDOW)
+    if "</" not in text[start:] and "|" not in text[start:]:
+        return None
+    m = _TRAILER().search(text, start)
+    return m.start() if m is not None and m.start() > 0 else None
+
 
 def grammar(kind: SlotKind, placeholder: Placeholder) -> str:
     """The RE2 body of a slot of ``kind`` (no group around it)."""
@@ -156,14 +185,14 @@ class _Layout:
     grouping: bool = False  #: thousands separators (``,`` or ``_``)
 
 
-_PRINTF_SPEC = re.compile(
+_PRINTF_SPEC = _lazy.pattern(
     r"(?P<flags>[#0\- +]*)(?P<width>\d+|\*)?(?:\.(?:\d+|\*))?[hlL]*(?P<type>.)"
 )
 
 
 def _layout(placeholder: Placeholder) -> _Layout:
     if placeholder.raw.startswith("%"):
-        m = _PRINTF_SPEC.fullmatch(placeholder.spec)
+        m = _PRINTF_SPEC().fullmatch(placeholder.spec)
         if m is None:
             return _Layout()
         return _Layout(m.group("type"), bool(m.group("width")) or " " in m.group("flags"))
@@ -191,7 +220,7 @@ def sample(kind: SlotKind, index: int) -> str:
 
 # -- placeholders shown as values ---------------------------------------------------------------
 
-_SHOWN = re.compile(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]!:,'\"]*\}")
+_SHOWN = _lazy.pattern(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]!:,'\"]*\}")
 
 
 def is_placeholder_text(value: str) -> bool:
@@ -203,7 +232,7 @@ def is_placeholder_text(value: str) -> bool:
     shown field is an expression (no spaces: ``{Ze b}`` is a value). A str value that reads
     exactly like a shown placeholder is refused with them: the two cannot be told apart.
     """
-    return value[:1] in ("<", "{") and _SHOWN.fullmatch(value) is not None
+    return value[:1] in ("<", "{") and _SHOWN().fullmatch(value) is not None
 
 
 # -- inference ---------------------------------------------------------------------------------
@@ -221,7 +250,7 @@ class _FormatSpec:
 
     @classmethod
     def parse(cls, spec: str) -> _FormatSpec | None:
-        m = _SPEC.fullmatch(spec)
+        m = _SPEC().fullmatch(spec)
         if m is None:
             return None
         return cls(
@@ -233,7 +262,7 @@ class _FormatSpec:
         )
 
 
-_SPEC = re.compile(
+_SPEC = _lazy.pattern(
     r"(?:(?P<fill>.)?(?P<align>[<>=^]))?[-+ ]?z?#?(?P<zero>0)?(?P<width>\d+)?"
     r"(?P<grouping>[,_])?(?P<precision>\.\d+)?(?P<type>[bcdeEfFgGnosxX%])?"
 )
@@ -249,37 +278,35 @@ _PRINTF_KINDS = {
 
 #: Expression shapes, tried in order against a placeholder's expression or an assignment's
 #: right-hand side. Each is (regex, kind, what it means).
-_EXPRESSIONS: tuple[tuple[re.Pattern[str], SlotKind, str], ...] = tuple(
-    (re.compile(rx), kind, why)
-    for rx, kind, why in (
-        (r"^repr\(", SlotKind.REPR, "repr(...) is a repr"),
-        (r"^(?:len|int|ord|hash|id)\(", SlotKind.INT, "{0}(...) is an integer"),
-        (
-            r"\.(?:ndim|ndimension\(\)|numel\(\)|dim\(\)|nbytes|itemsize|element_size\(\))$",
-            SlotKind.INT,
-            "{0} is an integer",
-        ),
-        (r"^(?:float|round)\(", SlotKind.FLOAT, "{0}(...) is a number"),
-        (
-            r"^tuple\(.*(?:shape|get_shape\(\)|size\(\))",
-            SlotKind.SHAPE,
-            "tuple(...) of a shape is a shape",
-        ),
-        (r"^tuple\(", SlotKind.TUPLE, "tuple(...) is a tuple"),
-        (
-            r"(?:\.shape|\.get_shape\(\)|\.size\(\))$",
-            SlotKind.SHAPE,
-            "{0} is a shape",
-        ),
-        (r"^(?:sorted|list)\(", SlotKind.LIST, "{0}(...) is a list"),
-        (r"^\[.*\bfor\b.*\]$", SlotKind.LIST, "a list comprehension is a list"),
-        (r"(?:\.dtype|\.get_dtype\(\))$", SlotKind.DTYPE, "{0} is a dtype"),
-        (
-            r"(?:\.__name__|\.__qualname__)$",
-            SlotKind.IDENT,
-            "{0} is a Python name",
-        ),
-    )
+_EXPRESSION_SHAPES: tuple[tuple[str, SlotKind, str], ...] = (
+    # A whole call: ``repr(x)[:40]`` is a cut repr, any prefix of one.
+    (r"^repr\((?:[^()]|\([^()]*\))*\)$", SlotKind.REPR, "repr(...) is a repr"),
+    (r"^(?:len|int|ord|hash|id)\(", SlotKind.INT, "{0}(...) is an integer"),
+    (
+        r"\.(?:ndim|ndimension\(\)|numel\(\)|dim\(\)|nbytes|itemsize|element_size\(\))$",
+        SlotKind.INT,
+        "{0} is an integer",
+    ),
+    (r"^(?:float|round)\(", SlotKind.FLOAT, "{0}(...) is a number"),
+    (
+        r"^tuple\(.*(?:shape|get_shape\(\)|size\(\))",
+        SlotKind.SHAPE,
+        "tuple(...) of a shape is a shape",
+    ),
+    (r"^tuple\(", SlotKind.TUPLE, "tuple(...) is a tuple"),
+    (
+        r"(?:\.shape|\.get_shape\(\)|\.size\(\))$",
+        SlotKind.SHAPE,
+        "{0} is a shape",
+    ),
+    (r"^(?:sorted|list)\(", SlotKind.LIST, "{0}(...) is a list"),
+    (r"^\[.*\bfor\b.*\]$", SlotKind.LIST, "a list comprehension is a list"),
+    (r"(?:\.dtype|\.get_dtype\(\))$", SlotKind.DTYPE, "{0} is a dtype"),
+    (
+        r"(?:\.__name__|\.__qualname__)$",
+        SlotKind.IDENT,
+        "{0} is a Python name",
+    ),
 )
 #: The last word of a bare name that says what it holds (``scale_shape``, ``weight_dtype``).
 _NAME_WORDS = {
@@ -288,14 +315,22 @@ _NAME_WORDS = {
     "ndim": SlotKind.INT,
     "numel": SlotKind.INT,
 }
-#: A unit right after the value: the value is a count or an amount.
-_UNITS = re.compile(
-    r"^ (?:bytes?|items?|elements?|tokens?|times|rows?|columns?|dims?|dimensions?|"
-    r"arguments?|args?|characters?|chars|lines?|layers?|tensors?|shards?|ranks?)\b"
-)
-_FLOAT_UNITS = re.compile(r"^ ?(?:seconds?|secs?|ms|s|MiB|GiB|KiB|MB|GB|KB)\b")
+
+
+@functools.cache
+def _expressions() -> tuple[tuple[re.Pattern[str], SlotKind, str], ...]:
+    """``_EXPRESSION_SHAPES`` compiled, on first use: only compiling a record infers kinds."""
+    return tuple((re.compile(rx), kind, why) for rx, kind, why in _EXPRESSION_SHAPES)
+
+
+#: A unit right after the value: the value is a count or an amount. Only units, plural, that
+#: a name does not modify: ``{kw} argument``, ``from {} args``, ``Index %s columns`` and
+#: ``Too {'many'} arguments`` (all in the standard library) print names before those nouns,
+#: and ``{kind}s`` is a plural, not seconds. A unit is read only after a plain name or field.
+_UNITS = _lazy.pattern(r"^ (?:bytes|elements|items|tokens|times|characters|chars|dimensions)\b")
+_FLOAT_UNITS = _lazy.pattern(r"^(?: (?:seconds|secs|ms|s)|(?: ?)(?:MiB|GiB|KiB|MB|GB|KB))\b")
 #: A label right before the value.
-_LABELS = re.compile(r"\b(?P<word>shape|dtype|ndim|line|port)(?:=| )$")
+_LABELS = _lazy.pattern(r"\b(?P<word>shape|dtype|ndim|line|port)(?:=| )$")
 _LABEL_KINDS = {
     "shape": SlotKind.SHAPE,
     "dtype": SlotKind.DTYPE,
@@ -304,7 +339,9 @@ _LABEL_KINDS = {
     "port": SlotKind.INT,
 }
 _ANNOTATIONS = {"int": SlotKind.INT, "float": SlotKind.FLOAT, "torch.dtype": SlotKind.DTYPE}
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IDENTIFIER = _lazy.pattern(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A bare name, an attribute chain, a positional field (``{}``, ``{0}``) or a printf field.
+_PLAIN_FIELD = _lazy.pattern(r"[A-Za-z_][\w.]*|\d*")
 #: Kinds a repr prints exactly as str() does: ``{x!r}`` of one of these is that kind.
 _REPR_SAME = frozenset(
     {SlotKind.INT, SlotKind.FLOAT, SlotKind.TUPLE, SlotKind.SHAPE, SlotKind.LIST}
@@ -358,6 +395,10 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
             # A str cut to a precision is any prefix of the value: not a whole value of a kind.
             return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} truncates the value")
     found = _from_expression(p.name) or _from_source(p.name, assignments)
+    if found is not None and found.kind is SlotKind.GENERIC:
+        # The source binds the name to values of no one kind: neither its name nor the text
+        # around it can say what it prints.
+        return Inferred(SlotKind.REPR, f"{p.raw} is a repr") if p.is_repr else found
     named = _from_name(p.name)
     if (
         found is not None
@@ -367,7 +408,7 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
     ):
         found = Inferred(SlotKind.SHAPE, f"{found.reason}, named as a shape")
     # A unit or label around a repr says nothing: ``line %r`` prints a quoted name.
-    found = found or named or (None if p.is_repr else _from_context(before, after))
+    found = found or named or (None if p.is_repr else _from_context(p, before, after))
     if p.is_repr:
         if found is not None and found.kind in _REPR_SAME:
             return Inferred(found.kind, f"{found.reason} (its repr is the same)")
@@ -385,7 +426,7 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
 
 def _from_expression(expr: str) -> Inferred | None:
     expr = expr.strip()
-    for rx, kind, why in _EXPRESSIONS:
+    for rx, kind, why in _expressions():
         m = rx.search(expr)
         if m is not None:
             return Inferred(kind, why.format(m.group(0).strip(".(").rstrip("(")))
@@ -402,12 +443,13 @@ def _from_name(expr: str) -> Inferred | None:
     return None if kind is None else Inferred(kind, f"the name {expr} says it is a {kind.value}")
 
 
-def _from_context(before: str, after: str) -> Inferred | None:
-    if _UNITS.match(after):
-        return Inferred(SlotKind.INT, f"followed by the unit {after.split()[0]!r}")
-    if _FLOAT_UNITS.match(after) and after.strip()[:1].isalpha():
-        return Inferred(SlotKind.FLOAT, f"followed by the unit {after.split()[0]!r}")
-    m = _LABELS.search(before)
+def _from_context(p: Placeholder, before: str, after: str) -> Inferred | None:
+    if _PLAIN_FIELD().fullmatch(p.name) is not None:
+        if _UNITS().match(after):
+            return Inferred(SlotKind.INT, f"followed by the unit {after.split()[0]!r}")
+        if _FLOAT_UNITS().match(after):
+            return Inferred(SlotKind.FLOAT, f"followed by the unit {after.split()[0]!r}")
+    m = _LABELS().search(before)
     if m is not None:
         kind = _LABEL_KINDS[m.group("word")]
         return Inferred(kind, f"labelled {m.group(0).strip()!r}")
@@ -415,35 +457,66 @@ def _from_context(before: str, after: str) -> Inferred | None:
 
 
 class _Assignments:
-    """What a raise site's sourceCode assigns to a bare name, read as text (never run)."""
+    """What a raise site's sourceCode binds to a bare name, read as text (never run).
+
+    The source types a name only when every binding of it in the window says one kind:
+    ``value = repr(arg)`` followed by ``value = value[:n] + '...'`` (``typing.assert_never``)
+    prints a cut repr, so a known kind beside a binding of no known kind, or of another kind,
+    leaves the slot generic whatever its name says. An augmented number (``count += 1``) keeps
+    a numeric kind. Bindings that say nothing (all of no known kind: a call, an unpacking, a
+    ``for`` or ``as`` target) leave the name and the text around it to decide, as before.
+    """
 
     def __init__(self, source: str) -> None:
         self._source = source
 
     def kind_of(self, name: str) -> Inferred | None:
-        if not self._source or not _IDENTIFIER.fullmatch(name) or name not in self._source:
+        if not self._source or not _IDENTIFIER().fullmatch(name) or name not in self._source:
             return None
         esc = re.escape(name)
-        # The last plain assignment in the window is the one nearest the raise.
-        found: Inferred | None = None
-        for m in re.finditer(
-            rf"^[ \t]*{esc}[ \t]*(?::[ \t]*[\w.\[\], |]+)?=(?!=)[ \t]*(.+)$",
-            self._source,
-            re.MULTILINE,
-        ):
-            rhs = m.group(1).strip()
+        known: Inferred | None = None
+        other: str | None = None  # a binding that does not say the same kind
+        for m in re.finditer(_ASSIGNMENT.format(name=esc), self._source, re.MULTILINE):
+            rhs = m.group("rhs").strip()
+            if m.group("op"):
+                if not _NUMBER_LITERAL().fullmatch(rhs):
+                    other = other or m.group(0)
+                continue
             got = _from_expression(rhs)
-            if got is not None:
-                found = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
-            elif rhs.startswith("(") and rhs.endswith(")") and "," in rhs:
-                found = Inferred(SlotKind.TUPLE, f"sourceCode assigns {name} a tuple")
-        if found is not None:
-            return found
+            if got is None and rhs.startswith("(") and rhs.endswith(")") and "," in rhs:
+                got = Inferred(SlotKind.TUPLE, "a tuple")
+            if got is None or (known is not None and got.kind is not known.kind):
+                other = other or m.group(0)
+            elif known is None:
+                known = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
+        if known is not None:
+            binding = re.search(_OTHER_BINDINGS.format(name=esc), self._source, re.MULTILINE)
+            other = other or (binding.group(0) if binding is not None else None)
+            if other is not None:
+                return Inferred(
+                    SlotKind.GENERIC,
+                    f"{known.reason}, but also binds it as {_short(other.strip())!r}",
+                )
+            return known
         m2 = re.search(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]", self._source)
         if m2 is not None and m2.group(1) in _ANNOTATIONS:
             kind = _ANNOTATIONS[m2.group(1)]
             return Inferred(kind, f"sourceCode annotates {name}: {m2.group(1)}")
         return None
+
+
+#: ``name = rhs``, ``name: T = rhs`` or an augmented ``name += rhs`` at a line's start.
+_ASSIGNMENT = (
+    r"^[ \t]*{name}[ \t]*(?::[ \t]*[\w.\[\], |]+)?"
+    r"(?P<op>//|\*\*|>>|<<|[-+*/%|&^@])?=(?!=)[ \t]*(?P<rhs>.+)$"
+)
+#: Other ways a name is bound: a ``for`` or ``as`` target, a walrus, one of an unpacking.
+_OTHER_BINDINGS = (
+    r"\bfor[ \t]+[\w, ()]*\b{name}\b[\w, ()]*[ \t]in\b|\bas[ \t]+{name}\b|\b{name}[ \t]*:="
+    r"|^[ \t]*\(?[\w.]+[ \t]*,[\w., \t()]*\b{name}\b[\w., \t()]*=(?!=)"
+    r"|^[ \t]*\(?{name}[ \t]*,[\w., \t()]*=(?!=)"
+)
+_NUMBER_LITERAL = _lazy.pattern(r"-?\d+(?:\.\d+)?")
 
 
 def _from_source(name: str, assignments: _Assignments) -> Inferred | None:

@@ -42,8 +42,14 @@ class Placeholder:
 
     @property
     def is_repr(self) -> bool:
-        """True when the value is printed with ``repr`` (``!r`` or ``%r``): quoted if a str."""
-        return self.conversion == "r"
+        """True when the value is printed with ``repr``: quoted if a str.
+
+        ``{x!r}`` and ``%r`` say so with their conversion; ``{repr(x)}`` prints the same text
+        (a str already, so ``!s`` keeps it), and its capture is unquoted the same way.
+        """
+        if self.conversion == "r":
+            return True
+        return self.conversion in (None, "s") and _is_call_of("repr", self.name)
 
 
 Segment = Literal | Placeholder
@@ -92,6 +98,13 @@ class Template:
     def masked(self, mask: str = "\u2026") -> str:
         """The template with every placeholder replaced by ``mask`` (for fuzzy comparison)."""
         return "".join(s.text if isinstance(s, Literal) else mask for s in self.segments)
+
+
+def _is_call_of(function: str, expr: str) -> bool:
+    """Tell whether ``expr`` is one whole call of ``function``: ``repr(x)``, not ``repr(x)[:9]``."""
+    if not (expr.startswith(function + "(") and expr.endswith(")")):
+        return False
+    return _closing(expr, len(function), len(expr)) == len(expr) - 1
 
 
 def parse_template(message: str) -> Template:
@@ -180,11 +193,16 @@ def parse_template(message: str) -> Template:
 
 def _matching_brace(text: str, start: int) -> int | None:
     """Index of the ``}`` closing the ``{`` at ``start``, skipping nested brackets and strings."""
+    # A field longer than this is not a placeholder but prose that happens to contain a brace.
+    end = _closing(text, start, min(len(text), start + 200))
+    return end if end is not None and text[end] == "}" else None
+
+
+def _closing(text: str, start: int, limit: int) -> int | None:
+    """Index of the bracket closing the one at ``start`` (before ``limit``), strings skipped."""
     depth = 0
     quote: str | None = None
     i = start
-    # A field longer than this is not a placeholder but prose that happens to contain a brace.
-    limit = min(len(text), start + 200)
     while i < limit:
         ch = text[i]
         if quote:
@@ -199,10 +217,8 @@ def _matching_brace(text: str, start: int) -> int | None:
             depth += 1
         elif ch in "}])":
             depth -= 1
-            if depth == 0:
-                return i if ch == "}" else None
-            if depth < 0:
-                return None
+            if depth <= 0:
+                return i if depth == 0 else None
         i += 1
     return None
 

@@ -127,6 +127,20 @@ class Service:
             return self.pool.call("explain", {"text": text, "detail": detail, "offset": offset})
         return self.explain_local(text, detail, offset)
 
+    def explain_json(self, text: str, detail: str | None = None, offset: int = 0) -> str:
+        """``explain`` as JSON text: from a worker, its own text, never parsed and re-encoded.
+
+        The HTTP route's body: the server then spends nothing on a result it only forwards.
+        """
+        _cap("text", text, MAX_TEXT_CHARS)
+        _check_view(detail, offset)
+        args = {"text": text, "detail": detail, "offset": offset}
+        if self.pool is not None:
+            return self.pool.call_json("explain", args)
+        import json
+
+        return json.dumps(self.explain_local(text, detail, offset))
+
     def explain_local(
         self, text: str, detail: str | None = None, offset: int = 0
     ) -> dict[str, Any]:

@@ -15,7 +15,9 @@ the bind:
   ``Authorization: Bearer <token>``, compared in constant time.
 
 Refusals are JSON ``{"error": ...}`` with 403 (or 401 and ``WWW-Authenticate``), and name the
-header at fault.
+header at fault. Any other error response the wrapped app sends as plain text (the SDK's own 413
+for a chunked ``/mcp`` body over its cap, Starlette's defaults) leaves as JSON too
+(``_JsonErrors``), so a client parses one shape on every route.
 """
 
 from __future__ import annotations
@@ -133,11 +135,20 @@ class Guard:
             if refused is not None:
                 await _json(send, *refused)
                 return
+            send = _JsonErrors(send)
+            if self.max_body_bytes is not None and _chunked(scope):
+                # No declared length: the body is read here, up to the cap, and handed on whole
+                # (or refused as JSON), so every route counts a chunked body the same way.
+                body = await _read_capped(receive, self.max_body_bytes)
+                if body is None:
+                    await _json(send, 413, f"request body over {self.max_body_bytes:,} bytes")
+                    return
+                receive = _replay(body, receive)
         await self.app(scope, receive, send)
 
     def _too_large(self, scope: Scope) -> tuple[int, str] | None:
         # A declared length over the cap is refused here, as JSON, before any route (the SDK's
-        # own check on /mcp answers plain text; it still counts a chunked body itself).
+        # own check on /mcp answers plain text); a chunked body is counted in ``__call__``.
         if self.max_body_bytes is None:
             return None
         for key, value in scope["headers"]:
@@ -147,10 +158,109 @@ class Guard:
         return None
 
 
-async def _json(send: Send, status: int, message: str) -> None:
+def _chunked(scope: Scope) -> bool:
+    """A request with a body but no ``Content-Length`` (``Transfer-Encoding: chunked``)."""
+    names = {k.lower() for k, _v in scope["headers"]}
+    return b"content-length" not in names and b"transfer-encoding" in names
+
+
+async def _read_capped(receive: Receive, cap: int) -> bytes | None:
+    """The whole request body, or None as soon as it grows past ``cap`` bytes."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body)  # the client went away: the app sees an empty body and its end
+        body += message.get("body", b"")
+        if len(body) > cap:
+            return None
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` giving ``body`` in one message, then the connection's own messages."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+#: Headers of an error response kept when its body is rewritten as JSON.
+_KEPT = frozenset({b"retry-after", b"www-authenticate", b"allow", b"connection"})
+#: Most bytes of a plain-text error body quoted in the JSON one (they are a phrase or a line).
+_QUOTED = 4096
+
+
+class _JsonErrors:
+    """A ``send`` that turns an error response (status >= 400) that is not JSON into JSON.
+
+    The body is held until its last chunk (error bodies are a line), then sent as
+    ``{"error": <its text>}`` with the status and the headers that still mean something
+    (``Retry-After``, ``Allow``...). Success responses, JSON errors and event streams pass
+    untouched.
+    """
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.held: Message | None = None
+        self.body = bytearray()
+
+    async def __call__(self, message: Message) -> None:
+        kind = message["type"]
+        if kind == "http.response.start" and _plain_error(message):
+            self.held = message
+            return
+        if kind == "http.response.body" and self.held is not None:
+            if len(self.body) < _QUOTED:
+                self.body += message.get("body", b"")[: _QUOTED - len(self.body)]
+            if message.get("more_body", False):
+                return
+            start, self.held = self.held, None
+            text = self.body.decode("utf-8", "replace").strip()
+            extra = [(k, v) for k, v in start.get("headers", []) if k.lower() in _KEPT]
+            await _json(self.send, start["status"], text or _phrase(start["status"]), extra)
+            return
+        await self.send(message)
+
+
+def _plain_error(start: Message) -> bool:
+    if int(start.get("status", 200)) < 400:
+        return False
+    for key, value in start.get("headers", []):
+        if key.lower() == b"content-type":
+            return not value.lower().startswith(b"application/json")
+    return True
+
+
+def _phrase(status: int) -> str:
+    import http
+
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return f"HTTP {status}"
+
+
+async def _json(
+    send: Send, status: int, message: str, extra: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
     body = json.dumps({"error": message}).encode("utf-8")
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     if status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="errkb"'))
+    headers += [(k, v) for k, v in extra if k.lower() != b"www-authenticate" or status != 401]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def service_unavailable(_scope: Scope, _receive: Receive, send: Send) -> None:
+    """The answer past uvicorn's ``limit_concurrency``: JSON with ``Retry-After``."""
+    message = "errkb is busy: too many connections or requests at once; try again shortly"
+    await _json(send, 503, message, [(b"retry-after", b"1"), (b"connection", b"close")])

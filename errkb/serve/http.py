@@ -74,7 +74,7 @@ def build_app(
 
     server = build_server(service)
 
-    async def run(operation: Callable[[], dict[str, Any]]) -> Response:
+    async def run(operation: Callable[[], dict[str, Any] | str]) -> Response:
         try:
             # The worker pool stops an explain at its own deadline; this one (a little later)
             # bounds the calls that run in this process.
@@ -95,6 +95,8 @@ def build_app(
             return _error(500, "the knowledge base could not answer; see the server's log")
         except ErrkbError as exc:
             return _error(400, str(exc))
+        if isinstance(result, str):  # JSON text already (a worker's): forwarded as it is
+            return Response(result, media_type="application/json")
         return JSONResponse(result)
 
     def route(path: str, method: str) -> Callable[[Handler], Handler]:
@@ -114,7 +116,7 @@ def build_app(
     async def explain(request: Request) -> Response:
         text = await _explain_text(request, max_body_bytes)
         detail, offset = _param(request, "detail"), _int_param(request, "offset", 0)
-        return await run(lambda: service.explain(text, detail, offset))
+        return await run(lambda: service.explain_json(text, detail, offset))
 
     @route("/v1/match", "GET")
     async def match(request: Request) -> Response:

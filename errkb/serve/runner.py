@@ -13,7 +13,8 @@ was held open forever, 1,214 of them in one attack. Here:
   ``quiet``;
 * SIGTERM, SIGINT and SIGHUP stop accepting, let in-flight requests finish for up to
   ``graceful_seconds``, and return normally (exit 0);
-* ``limit_concurrency`` bounds open connections and requests (uvicorn answers 503 past it),
+* ``limit_concurrency`` bounds open connections and requests (past it uvicorn answers 503,
+  JSON with ``Retry-After`` like every errkb error),
   idle keep-alive connections close after ``keep_alive_seconds``, and a connection whose
   request headers are not complete ``header_seconds`` after it opened (or after its last
   response) is closed.
@@ -35,10 +36,16 @@ from types import FrameType
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http import h11_impl
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from errkb.errors import UsageError
-from errkb.serve.guard import Policy, is_loopback
+from errkb.serve.guard import Policy, is_loopback, service_unavailable
+
+# uvicorn answers past ``limit_concurrency`` with this module-level app, plain text
+# "Service Unavailable": errkb's every error is JSON, so its own (with Retry-After) stands in.
+# Only the h11 protocol is used (``serve`` passes ``http=``), and only in errkb's server process.
+h11_impl.service_unavailable = service_unavailable  # type: ignore[attr-defined,assignment]
 
 #: The signals that stop the server gracefully.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

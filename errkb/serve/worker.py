@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from errkb.serve import Service
-from errkb.serve.workers import READY, error_kind
+from errkb.serve.workers import OK, READY, error_kind
 
 
 def operations(service: Service) -> dict[str, Callable[..., dict[str, Any]]]:
@@ -41,14 +41,17 @@ def main(argv: list[str]) -> int:
         for line in sys.stdin:
             request = json.loads(line)
             try:
-                answer: dict[str, Any] = {"ok": ops[request["op"]](**request["args"])}
+                # "ok", a tab, the result's JSON: the server can pass it on as the response body
+                # without parsing it (``WorkerPool.call_json``).
+                result = ops[request["op"]](**request["args"])
+                reply = OK + json.dumps(result, separators=(",", ":"))
             except Exception as exc:  # every error is the request's answer, the loop goes on
                 if error_kind(exc) == "internal":
                     logging.getLogger("errkb.serve").error(
                         "worker: %s", "".join(traceback.format_exception(exc))
                     )
-                answer = {"error": {"kind": error_kind(exc), "message": str(exc)}}
-            out.write(json.dumps(answer) + "\n")
+                reply = json.dumps({"error": {"kind": error_kind(exc), "message": str(exc)}})
+            out.write(reply + "\n")
             out.flush()
     kb.close()
     return 0

@@ -42,14 +42,28 @@ from pathlib import Path
 from typing import IO, Any
 
 from errkb import records as rec
-from errkb.errors import IntegrityError, Problem, RecordError, SyncError
+from errkb.errors import (
+    IntegrityError,
+    Problem,
+    RecordError,
+    SyncError,
+    SyncInterruptedError,
+)
 from errkb.match.feed import FEED, derive
 from errkb.report.sync import Revalidation, SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 from errkb.sync import workers as checking
-from errkb.sync.repofile import RepoFile, check_repo, derived_from, read_repo, spool_line
+from errkb.sync.repofile import (
+    Listed,
+    RepoFile,
+    check_repo,
+    derived_from,
+    read_repo,
+    spool_line,
+)
+from errkb.sync.transport import shown_url
 
 _STATE_KEY = "sync_state"
 
@@ -263,13 +277,20 @@ def sync(
     and redirects from https to http always.
     ``max_bytes`` caps any one file (downloaded or decompressed); ``limits`` caps what a
     published tree may hold (index rows, repositories, bytes per repository file), so a sync's
-    memory stays bounded whatever the source serves.
+    memory stays bounded whatever the source serves. Ctrl-C after the commit raises
+    ``SyncInterruptedError`` naming the version applied (before it: ``KeyboardInterrupt``).
     """
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
     limit = transport.Deadline(deadline)
-    with store.sync_lock(), _workdir(store.path) as tmp, limit.watch():
+    applied: list[SyncReport] = []  # set the moment the transaction commits
+    with (
+        _interrupt_says(applied),
+        store.sync_lock(),
+        _workdir(store.path) as tmp,
+        limit.watch(),
+    ):
         resolved = publish.resolve_source(source)
         tree = publish.locate(resolved)
         planned: _Plan | SyncReport
@@ -317,10 +338,36 @@ def sync(
             reject_report=reject_report,
             notify=notify,
             started=started,
+            applied=applied,
         )
         if cache is not None and not dry_run:
             cache.clear()  # applied: nothing in it is needed again
         return report
+
+
+@contextlib.contextmanager
+def _interrupt_says(applied: list[SyncReport]) -> Iterator[None]:
+    """Ctrl-C once ``applied`` holds the committed report: say which version is in place.
+
+    After the commit (the cache, the work directory, the lock still to let go of) the new
+    version stands, and the caller must hear which one; before it, nothing changed and the
+    interrupt goes on as it is.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not applied:
+            raise
+        raise SyncInterruptedError(interrupted_message(applied[0])) from None
+
+
+def interrupted_message(report: SyncReport) -> str:
+    """What to say when Ctrl-C comes after ``report``'s transaction committed."""
+    return (
+        f"interrupted after the sync was applied: datasetVersion "
+        f"{report.dataset_version or '(none)'} is in place as version {report.version_id} "
+        f"({report.summary()}); nothing was undone"
+    )
 
 
 @dataclass(frozen=True)
@@ -432,14 +479,7 @@ def _plan_published(
             f"{where}: counts {errors_count} errors, more than {limits.index_rows} "
             "(the index row limit); nothing changed"
         )
-    index, index_where, index_hashes = _read_index(tree, manifest, tmp, max_bytes, limits)
-    by_repo = index.by_repo
-    indexed = sum(len(ids) for ids in by_repo.values())
-    if isinstance(errors_count, int) and errors_count != indexed:
-        raise IntegrityError(
-            f"{index_where}: {indexed} ids, but the manifest counts {errors_count} errors; "
-            "nothing changed"
-        )
+    read = _read_index(tree, manifest, tmp, max_bytes, limits)
     notify(Progress(Stage.INDEX, 1, 2))
     repos_entry = manifest.entry("repos", where)
     repos_file, repos_raw = _fetch_verified(tree, repos_entry, tmp / "repos.json", max_bytes)
@@ -448,13 +488,32 @@ def _plan_published(
     )
     notify(Progress(Stage.INDEX, 2, 2))
     warnings = _schema_warnings(tree, tmp)
+    inventory = store.inventory()
+    live, stored = inventory.live_by_repo, inventory.hashes
+    unindexed: _Unindexed | None = None
+    if read is None:
+        # No index in any form (upstream changed shape again): the hashed repos.json says
+        # which repositories there are and how many records each holds; their files are
+        # cross-checked against it instead (``_Unindexed``). Ids per repository are taken
+        # as stored, so unchanged repositories are still only revalidated.
+        index = publish.IndexRows({r: sorted(live.get(r, ())) for r in sorted(repos)}, {})
+        index_where, index_hashes = repos_file.where, list[tuple[str, str]]()
+        unindexed = _Unindexed(repos_file.where, errors_count)
+        warnings = (*warnings, unindexed.warning(where))
+    else:
+        index, index_where, index_hashes = read
+        indexed = sum(len(ids) for ids in index.by_repo.values())
+        if isinstance(errors_count, int) and errors_count != indexed:
+            raise IntegrityError(
+                f"{index_where}: {indexed} ids, but the manifest counts {errors_count} errors; "
+                "nothing changed"
+            )
+    by_repo = index.by_repo
     hashes = [("manifest", manifest.sha256), *index_hashes]
     if repos_entry.sha256 is not None:
         hashes.append(("repos", repos_entry.sha256))
 
     # 3. Which repositories to fetch: those whose fingerprint changed since our last sync.
-    inventory = store.inventory()
-    live, stored = inventory.live_by_repo, inventory.hashes
     previous: Mapping[str, Any] = state.get("repos", {}) if state else {}
     fetch: list[str] = []
     skipped: list[str] = []
@@ -528,8 +587,11 @@ def _plan_published(
         # One file's outcome, in the files' order whoever checked it.
         nonlocal fetched_count, cached_count, rejected
         repo, repo_where, ids = got.job.repo, tree.where(got.job.rel), by_repo[got.job.repo]
+        listed = unindexed.listed(repos[repo]) if unindexed is not None else None
         same_body = pending == _SAME_BODY
         if got.fetched.not_modified or same_body:
+            if unindexed is not None:
+                unindexed.count(repo, ids)
             skipped.append(repo)
             clean.append(repo)
             new_etags[repo_where] = got.fetched.etag or got.job.etag or ""
@@ -547,7 +609,16 @@ def _plan_published(
         done = checker.result(pending, got.fetched.where) if pending is not None else None
         if done is None:  # no worker, or the worker sent the file back: judge it here
             part, path = _parse_checked(
-                tree, got, ids, stored, tmp, file_limits, downloaded, manifest, index.digests
+                tree,
+                got,
+                ids,
+                stored,
+                tmp,
+                file_limits,
+                downloaded,
+                manifest,
+                index.digests,
+                listed,
             )
             done = check_repo(part, ids, version)
         else:
@@ -560,6 +631,12 @@ def _plan_published(
             cache.keep(got.job.key, path)  # verified: a rerun after a kill need not fetch it
         elif path.is_relative_to(tmp):
             path.unlink()  # keep disk use to a few repository files at a time
+        if unindexed is not None:
+            if done.broken:  # unreadable: its records are rejected, as many as repos.json says
+                unindexed.unreadable = True
+                held = listed.error_count if listed and listed.error_count is not None else 1
+                rejected += max(held - len(done.bad), 0)
+            unindexed.count(repo, ids if done.broken else [r for r, _ in done.lines] + [*done.bad])
         if got.job.revalidate and not done.bad and _same_content(done.lines, stored):
             # Another body, the same records (a re-serialised file): kept as stored, no write.
             skipped.append(repo)
@@ -608,6 +685,7 @@ def _plan_published(
                         file_limits.repo_file_values,
                         version,
                         index.digests.get(got.job.repo),
+                        unindexed.listed(repos[got.job.repo]) if unindexed else None,
                     )
                 )
             window.append((n, got, pending))
@@ -616,6 +694,8 @@ def _plan_published(
         while window:
             options.deadline.check(tree.location)
             collect(*window.popleft())
+    if unindexed is not None:
+        unindexed.check()
     _same_manifest(tree, manifest, tmp, jobs)
 
     fingerprints = {
@@ -653,6 +733,53 @@ def _plan_published(
 
 
 _SAME_BODY = -1  #: in place of a worker's ticket: a revalidated file's body is the one applied
+
+
+class _Unindexed:
+    """A tree whose manifest lists no index: its repository files checked against repos.json.
+
+    Each file must hold ``errorCount`` records all claiming its repository (``read_repo``'s
+    ``listed``); across files no id may appear twice, and the total must be the manifest's
+    ``counts.errors`` when it gives one and every file could be read (``skip_invalid`` applies
+    the others when one cannot). Weaker than the hashed index (no row digests), so the
+    sync says so in a warning.
+    """
+
+    def __init__(self, where: str, errors: object) -> None:
+        self.where = where
+        self.errors = errors if isinstance(errors, int) and not isinstance(errors, bool) else None
+        self.owner: dict[str, str] = {}
+        self.twice: list[str] = []
+        self.unreadable = False  #: a file could not be read as records (``skip_invalid``)
+
+    @staticmethod
+    def listed(info: publish.RepoInfo) -> Listed:
+        return Listed(info.error_count)
+
+    def warning(self, manifest_where: str) -> str:
+        return (
+            f"{manifest_where}: the manifest lists no index (neither index.json.gz nor "
+            "index-N parts); repository files were cross-checked against repos.json only "
+            "(repositories, record counts, unique ids), not against hashed index rows"
+        )
+
+    def count(self, repo: str, ids: Iterable[str]) -> None:
+        for rid in ids:
+            other = self.owner.setdefault(rid, repo)
+            if other != repo:
+                self.twice.append(f"{rid} ({other}, {repo})")
+
+    def check(self) -> None:
+        if self.twice:
+            raise IntegrityError(
+                f"{self.where}: ids in more than one repository file: "
+                f"{publish.some_ids(self.twice)}; nothing changed"
+            )
+        if self.errors is not None and not self.unreadable and self.errors != len(self.owner):
+            raise IntegrityError(
+                f"{self.where}: the repository files hold {len(self.owner)} records, but the "
+                f"manifest counts {self.errors} errors; nothing changed"
+            )
 
 
 class _Revalidation:
@@ -760,8 +887,10 @@ def _read_index(
     tmp: Path,
     max_bytes: int,
     limits: publish.Limits,
-) -> tuple[publish.IndexRows, str, list[tuple[str, str]]]:
+) -> tuple[publish.IndexRows, str, list[tuple[str, str]]] | None:
     """Fetch, verify and read the index, one file or every part; return it, where, its hashes.
+
+    None when the manifest lists no index in any form (the caller falls back to repos.json).
 
     A split index (``manifest.index_parts``) is read whole before anything is judged: each
     part's sha256 (where listed), its ``datasetVersion``, and ``{part, parts}`` covering
@@ -770,11 +899,7 @@ def _read_index(
     where = tree.where(tree.manifest_path)
     files = manifest.index_files()
     if not files:
-        raise SyncError(
-            f"{where}: the manifest lists no 'index' file, neither one file nor parts "
-            "(index-N.json.gz); nothing changed (errkb reads the layouts the README's "
-            "'Published layouts' lists)"
-        )
+        return None
     hashes: list[tuple[str, str]] = []
     if not manifest.index_parts:
         entry = files[0]
@@ -830,6 +955,7 @@ def _parse_checked(
     downloaded: fetching.Counter,
     manifest: publish.Manifest,
     digests: Mapping[str, str] | None = None,
+    listed: Listed | None = None,
 ) -> tuple[RepoFile, Path]:
     """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
 
@@ -839,7 +965,7 @@ def _parse_checked(
     path = got.fetched.path
     assert path is not None  # noqa: S101 - not_modified is handled by the caller
     try:
-        return _parse_repo(got.fetched, got.job.repo, ids, stored, limits, digests), path
+        return _parse_repo(got.fetched, got.job.repo, ids, stored, limits, digests, listed), path
     except IntegrityError:
         if not isinstance(tree, publish.HttpTree):
             raise
@@ -853,7 +979,8 @@ def _parse_checked(
         on_bytes=downloaded.add,
     )
     try:
-        return _parse_repo(again, got.job.repo, ids, stored, limits, digests), tmp / "retry.json"
+        found = _parse_repo(again, got.job.repo, ids, stored, limits, digests, listed)
+        return found, tmp / "retry.json"
     except IntegrityError as exc:
         _same_manifest(tree, manifest, tmp, [got.job])  # a new version explains it better
         raise IntegrityError(_stale(str(exc))) from None
@@ -892,6 +1019,7 @@ def _parse_repo(
     stored: Mapping[str, str],
     limits: publish.Limits,
     digests: Mapping[str, str] | None = None,
+    listed: Listed | None = None,
 ) -> RepoFile:
     """Read one repository file and cross-check it against the index (see ``read_repo``)."""
     assert fetched.path is not None  # noqa: S101
@@ -904,6 +1032,7 @@ def _parse_repo(
         max_bytes=limits.repo_file_bytes,
         max_values=limits.repo_file_values,
         index_digest=(digests or {}).get(repo),
+        listed=listed,
     )
 
 
@@ -911,25 +1040,6 @@ def _up_to_date(source: str, version: str | None, previous: str | None = None) -
     return SyncReport(
         SyncStatus.UP_TO_DATE, VersionKind.SYNC, shown_url(source), version, previous or version
     )
-
-
-def shown_url(url: str) -> str:
-    """``url`` as it may be stored or shown: userinfo and query string redacted.
-
-    A sync source may carry credentials (``https://user:token@mirror/...``, ``?token=X``); the
-    store keeps the source in its history and status, reports and errors print it, and
-    ``/v1/status`` serves it, so none of them ever gets the secret. A path is returned as it is.
-    """
-    import urllib.parse
-
-    if "://" not in url:
-        return url
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = "***" if parts.query else ""
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def _refuse_downgrade(where: str, version: str, current: str | None, allow: bool) -> None:
@@ -980,6 +1090,7 @@ def _execute(
     reject_report: str | os.PathLike[str] | None,
     notify: ProgressCallback,
     started: float,
+    applied: list[SyncReport] | None = None,
 ) -> SyncReport:
     if plan.problems and not skip_invalid:
         raise RecordError(
@@ -1044,14 +1155,17 @@ def _execute(
         if plan.state is not None:
             value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
             tx.set_meta(_STATE_KEY, value)
-    notify(Progress(Stage.APPLY, 1, 1))
-    return replace(
+    done = replace(
         report,
         counts=counts,
         version_id=version_id,
         reject_report=report_path,
         elapsed=time.monotonic() - started,
     )
+    if applied is not None:
+        applied.append(done)  # committed: an interrupt from here on must say so
+    notify(Progress(Stage.APPLY, 1, 1))
+    return done
 
 
 def write_rejects(

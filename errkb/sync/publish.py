@@ -32,7 +32,7 @@ from typing import IO, Any, Protocol, cast
 
 from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
-from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient
+from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient, shown_url
 
 #: Default cap on any one downloaded (or decompressed) file.
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
@@ -140,6 +140,7 @@ class RepoInfo:
     repo: str
     analyzed_sha: str | None
     content_changed_at: str | None
+    error_count: int | None = None  #: ``errorCount``: how many records its file holds
 
     @property
     def fingerprint(self) -> tuple[str | None, str | None]:
@@ -253,23 +254,29 @@ class HttpTree:
     #: the source URL's own query string (``?token=X``): sent with every request, never shown
     query: str = field(default="", repr=False)
 
+    #: ``base`` as shown and stored (``shown_url``), made once: ``where`` is asked per file
+    _shown: str = field(default="", init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if urllib.parse.urlsplit(self.base).scheme not in ("http", "https"):
-            raise SyncError(f"{self.base}: only http and https URLs are supported")
+            raise SyncError(f"{shown_url(self.base)}: only http and https URLs are supported")
+        object.__setattr__(self, "_shown", shown_url(self.base))
 
     @property
     def location(self) -> str:
-        return self.base
+        """The base URL as shown and stored: userinfo redacted (``shown_url``)."""
+        return self._shown
 
     def where(self, rel: str) -> str:
-        return f"{self.base}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
+        """``rel``'s URL for messages and the sync state's keys: no userinfo, no query."""
+        return f"{self.location}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
 
     def for_version(self, version: str) -> HttpTree:
         return replace(self, version=version)
 
     def url(self, rel: str, *, fresh: bool = False) -> str:
         """The URL requested for ``rel``: with ``?v=`` for data files, and ``&r=`` if ``fresh``."""
-        url = self.where(rel)
+        url = f"{self.base}/{urllib.parse.quote(clean_rel(rel), safe='/')}"
         own = [self.query] if self.query else []
         if clean_rel(rel) == clean_rel(self.manifest_path):
             return url + "".join(f"?{q}" for q in own)
@@ -347,9 +354,12 @@ def locate(source: str) -> Tree | None:
     (manifest at ``<base>/data/manifest.json``) or, when it ends in ``.json``, the manifest's own.
     """
     try:
-        scheme = urllib.parse.urlsplit(source).scheme.lower()
-    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed [ in the host
-        raise SyncError(f"{source}: not a valid URL: {exc}") from None
+        parts = urllib.parse.urlsplit(source)
+        scheme = parts.scheme.lower()
+        if scheme in ("http", "https"):
+            parts.port  # noqa: B018 - raises for a port out of range, as a request would later
+    except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed [), "Port out of range 0-65535"
+        raise SyncError(f"{shown_url(source)}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
         # The query string (a mirror's ``?token=X``) is the source's, not part of its path:
         # kept apart and sent with every request (``HttpTree.url``), never glued to a path.
@@ -362,7 +372,9 @@ def locate(source: str) -> Tree | None:
             return HttpTree(head, name, query=query)
         return HttpTree(url.rstrip("/"), query=query)
     if "://" in source:
-        raise SyncError(f"{source}: unsupported URL scheme {scheme!r}; use http(s) or a path")
+        raise SyncError(
+            f"{shown_url(source)}: unsupported URL scheme {scheme!r}; use http(s) or a path"
+        )
     p = Path(source)
     if p.is_file() and p.name == "manifest.json":
         if p.parent.name == "data":
@@ -1024,6 +1036,7 @@ def parse_repos(
             entry["repo"],
             sha if isinstance(sha, str) else None,
             changed if isinstance(changed, str) else None,
+            _int_or_none(entry.get("errorCount")),
         )
     return out
 
@@ -1137,7 +1150,8 @@ def write_tree(
     ``index_parts`` > 0 splits the index as upstream has since 2026-09-17: ``index-N.json.gz``
     files of equal-count slices, each ``{schemaVersion, datasetVersion, part, parts, errors}``,
     listed in the manifest as ``parts_listing`` says: "object" (``files.index.parts``), "list"
-    (``files.index`` a list) or "numbered" (``files["index-N"]``). The tree also carries
+    (``files.index`` a list) or "numbered" (``files["index-N"]``); "none" writes and lists no
+    index at all (a layout a sync reads by ``repos.json`` alone). The tree also carries
     ``data/published.json`` and ``schema.json`` (listed, not read), as the site does.
     """
     data = root / "data"
@@ -1191,7 +1205,9 @@ def write_tree(
     ).encode("utf-8")
     index_gz = gzip.compress(index_raw, mtime=0)
     listing: dict[str, Any] = {"index": _file_spec("/data/index.json.gz", index_gz, index_raw)}
-    if index_parts > 0:
+    if parts_listing == "none":
+        listing = {}
+    elif index_parts > 0:
         listing = _write_parts(data, index_rows, dataset_version, index_parts, parts_listing)
     else:
         (data / "index.json.gz").write_bytes(index_gz)

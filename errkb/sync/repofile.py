@@ -51,6 +51,13 @@ def derived_from(text: str) -> Derived | None:
 
 
 @dataclass(frozen=True)
+class Listed:
+    """What ``repos.json`` says of a repository when the manifest lists no index."""
+
+    error_count: int | None  #: the entry's ``errorCount``; None: not given
+
+
+@dataclass(frozen=True)
 class RepoFile:
     """One fetched repository file: its records, parsed and cross-checked, not yet validated."""
 
@@ -70,8 +77,13 @@ def read_repo(
     max_bytes: int,
     max_values: int,
     index_digest: str | None = None,
+    listed: Listed | None = None,
 ) -> RepoFile:
     """Read the repository file at ``path`` (named ``where``) and cross-check it.
+
+    Against the hashed index's ids for ``repo`` (``index_ids``), or, for a tree whose manifest
+    lists no index (``listed``), against its ``repos.json`` entry: every record claims
+    ``repo``, no id twice, as many records as the entry's ``errorCount``.
 
     A record whose content hash is the one already stored is not validated again: it passed
     validation when it was stored, and applying it changes nothing. Most records of a
@@ -82,7 +94,10 @@ def read_repo(
     broken = tuple(replace(it.problem, source=where) for it in items if it.problem is not None)
     if broken:
         return RepoFile(where, (), (), broken)  # every record it should hold is rejected
-    _cross_check(items, repo, index_ids, where)
+    if listed is not None:
+        _cross_check_listed(items, repo, listed, where)
+    else:
+        _cross_check(items, repo, index_ids, where)
     if index_digest is not None:
         _check_rows(items, repo, index_digest, where)
     to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
@@ -138,25 +153,34 @@ def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> li
     return problems
 
 
-def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
-    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
-    expected = set(index_ids)
+def _ids_of(items: Sequence[Item], repo: str) -> tuple[list[str], list[str], list[str]]:
+    """The records' ids in order, the faults found and the ids repeated.
+
+    A fault is a record without a string id, or one claiming another repository.
+    """
     found: list[str] = []
     faults: list[str] = []
+    duplicates: list[str] = []
+    seen: set[str] = set()
     for item in items:
         rid = item.obj.get("id")
         if not isinstance(rid, str):
             faults.append(f"a record without a string id at {item.location or 'top level'}")
             continue
         found.append(rid)
-        if item.obj.get("repo") != repo:
-            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
-    seen: set[str] = set()
-    duplicates: list[str] = []
-    for rid in found:
         if rid in seen:
             duplicates.append(rid)
         seen.add(rid)
+        if item.obj.get("repo") != repo:
+            faults.append(f"record {rid} claims repo {item.obj.get('repo')!r}")
+    return found, faults, duplicates
+
+
+def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], where: str) -> None:
+    """Every id the (hashed) index lists for ``repo`` is in its file, and nothing else."""
+    expected = set(index_ids)
+    found, faults, duplicates = _ids_of(items, repo)
+    seen = set(found)
     missing = sorted(expected - seen)
     extra = sorted(seen - expected)
     if missing:
@@ -170,6 +194,20 @@ def _cross_check(items: Sequence[Item], repo: str, index_ids: Sequence[str], whe
             f"{where}: repository {repo} does not match the hashed index: "
             + "; ".join(faults[:10])
             + "; nothing changed"
+        )
+
+
+def _cross_check_listed(items: Sequence[Item], repo: str, listed: Listed, where: str) -> None:
+    """With no index: the records claim ``repo``, no id twice, ``errorCount`` of them."""
+    _found, faults, duplicates = _ids_of(items, repo)
+    if duplicates:
+        faults.append(f"ids repeated: {publish.some_ids(duplicates)}")
+    if listed.error_count is not None and listed.error_count != len(items):
+        faults.append(f"{len(items)} records, but repos.json counts {listed.error_count}")
+    if faults:
+        raise IntegrityError(
+            f"{where}: repository {repo} does not match its repos.json entry (the manifest "
+            "lists no index): " + "; ".join(faults[:10]) + "; nothing changed"
         )
 
 

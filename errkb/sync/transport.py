@@ -9,7 +9,8 @@ still open when the deadline passes, and the blocked read fails at once. Redirec
 by hand, only to http(s), only within the same host (or to a mirror named in ``allow_hosts``)
 and never from https down to http: a redirect is how a hijacked or misconfigured edge would
 hand the sync another origin's files. ``$http_proxy`` / ``$https_proxy`` / ``$no_proxy`` are
-honoured as urllib honours them. Every failure is one ``NetworkError`` naming the URL.
+honoured as urllib honours them. Every failure is one ``NetworkError`` naming the URL as
+``shown_url`` shows it: userinfo and query string redacted (a mirror's token stays secret).
 """
 
 from __future__ import annotations
@@ -34,6 +35,26 @@ DEFAULT_READ_TIMEOUT = 60.0
 DEFAULT_DEADLINE = 60 * 60.0
 _CHUNK = 1 << 16
 _MAX_REDIRECTS = 5
+
+
+def shown_url(url: str) -> str:
+    """``url`` as it may be stored or shown: userinfo and query string redacted.
+
+    A sync source may carry credentials (``https://user:token@mirror/...``, ``?token=X``); the
+    store keeps the source in its history and status, reports and errors print it, and
+    ``/v1/status`` serves it, so none of them ever gets the secret. A path is returned as it is.
+    """
+    if "://" not in url:
+        return url
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # "Invalid IPv6 URL": shown without what may be its userinfo
+        return url.rpartition("@")[2].partition("?")[0]
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = "***" if parts.query else ""
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class Deadline:
@@ -67,6 +88,11 @@ class Deadline:
         """Raise ``NetworkError`` if the deadline has passed."""
         if self.expired:
             raise NetworkError(self.message(what))
+
+    def check_url(self, url: str) -> None:
+        """``check`` for a GET of ``url``, its message built (and the URL redacted) only then."""
+        if self.expired:
+            raise NetworkError(self.message(f"GET {shown_url(url)}"))
 
     def read_timeout(self, per_read: float) -> float:
         left = self.remaining()
@@ -164,12 +190,17 @@ class HttpClient:
         ``etag`` / ``last_modified`` make it conditional (``If-None-Match`` /
         ``If-Modified-Since``): the validators of the copy applied last time.
         """
-        first = url
+        first = url  # messages show it as shown_url does: no userinfo, no query
         for _ in range(_MAX_REDIRECTS + 1):
-            self.deadline.check(f"GET {first}")
-            parts = urllib.parse.urlsplit(url)
+            if self.deadline.expired:
+                raise NetworkError(self.deadline.message(f"GET {shown_url(first)}"))
+            try:
+                parts = urllib.parse.urlsplit(url)
+                parts.port  # noqa: B018 - a redirect may name a port out of range
+            except ValueError as exc:
+                raise NetworkError(f"GET {shown_url(url)}: not a valid URL: {exc}") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise NetworkError(f"GET {url}: only http and https URLs are supported")
+                raise NetworkError(f"GET {shown_url(url)}: only http and https URLs are supported")
             target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
             sent = {
                 "User-Agent": f"errkb/{__version__}",
@@ -185,12 +216,21 @@ class HttpClient:
                 location = response.getheader("Location")
                 if response.status in (301, 302, 303, 307, 308) and location:
                     response.read(_CHUNK)  # a redirect's body is small; drain it to reuse
-                    newurl = urllib.parse.urljoin(url, location)
-                    if urllib.parse.urlsplit(newurl).scheme not in ("http", "https"):
-                        raise NetworkError(f"GET {first}: refused redirect to {newurl!r}")
-                    why = redirect_problem(url, newurl, self.allow_hosts)
+                    try:
+                        newurl = urllib.parse.urljoin(url, location)
+                        scheme = urllib.parse.urlsplit(newurl).scheme
+                    except ValueError as exc:  # "Invalid IPv6 URL" in a Location header
+                        raise NetworkError(
+                            f"GET {shown_url(first)}: refused redirect: {exc}"
+                        ) from None
+                    why = (
+                        redirect_problem(url, newurl, self.allow_hosts)
+                        if scheme in ("http", "https")
+                        else "not http(s)"
+                    )
                     if why is not None:
-                        raise NetworkError(f"GET {first}: refused redirect to {newurl!r}: {why}")
+                        shown = f"GET {shown_url(first)}: refused redirect to {shown_url(newurl)!r}"
+                        raise NetworkError(f"{shown}: {why}")
                     url = newurl
                     continue
                 if response.status == 304 and (etag or last_modified):
@@ -202,7 +242,9 @@ class HttpClient:
                         last_modified=response.getheader("Last-Modified") or last_modified,
                     )
                 if response.status != 200:
-                    raise NetworkError(f"GET {url}: HTTP {response.status} {response.reason}")
+                    raise NetworkError(
+                        f"GET {shown_url(url)}: HTTP {response.status} {response.reason}"
+                    )
                 total = self._body(conn, response, url, dest, max_bytes, on_bytes)
                 return Response(
                     url,
@@ -219,7 +261,7 @@ class HttpClient:
                 response.close()  # releases the socket a closing response still holds
                 if will_close:
                     self._drop(conn)
-        raise NetworkError(f"GET {first}: more than {_MAX_REDIRECTS} redirects")
+        raise NetworkError(f"GET {shown_url(first)}: more than {_MAX_REDIRECTS} redirects")
 
     def _request(
         self,
@@ -246,10 +288,10 @@ class HttpClient:
             except (OSError, http.client.HTTPException) as exc:
                 self._drop(conn)
                 if self.deadline.expired:
-                    raise NetworkError(self.deadline.message(f"GET {url}")) from None
+                    raise NetworkError(self.deadline.message(f"GET {shown_url(url)}")) from None
                 if reused and attempt == 0:
                     continue
-                raise NetworkError(f"GET {url}: {reason(exc)}") from exc
+                raise NetworkError(f"GET {shown_url(url)}: {reason(exc)}") from exc
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _body(
@@ -264,12 +306,14 @@ class HttpClient:
         length = response.getheader("Content-Length")
         expected = int(length) if length and length.isdigit() else None
         if expected is not None and expected > max_bytes:
-            raise NetworkError(f"GET {url}: {expected} bytes is over the {max_bytes}-byte cap")
+            raise NetworkError(
+                f"GET {shown_url(url)}: {expected} bytes is over the {max_bytes}-byte cap"
+            )
         total = 0
         try:
             with dest.open("wb") as out, self.deadline.guard(conn.sock):
                 while True:
-                    self.deadline.check(f"GET {url}")
+                    self.deadline.check_url(url)
                     if conn.sock is not None:
                         conn.sock.settimeout(self.deadline.read_timeout(self.read_timeout))
                     # read1: return what one read brings, so the deadline is checked often.
@@ -278,24 +322,30 @@ class HttpClient:
                         break
                     total += len(chunk)
                     if total > max_bytes:
-                        raise NetworkError(f"GET {url}: body is over the {max_bytes}-byte cap")
+                        raise NetworkError(
+                            f"GET {shown_url(url)}: body is over the {max_bytes}-byte cap"
+                        )
                     out.write(chunk)
                     if on_bytes is not None:
                         on_bytes(len(chunk))
         except (OSError, http.client.HTTPException) as exc:
             if self.deadline.expired:
-                raise NetworkError(self.deadline.message(f"GET {url}")) from None
+                raise NetworkError(self.deadline.message(f"GET {shown_url(url)}")) from None
             if isinstance(exc, http.client.IncompleteRead) and expected is not None:
                 raise NetworkError(
-                    f"GET {url}: truncated body ({total} of {expected} bytes)"
+                    f"GET {shown_url(url)}: truncated body ({total} of {expected} bytes)"
                 ) from None
-            raise NetworkError(f"GET {url}: connection lost after {total} bytes: {exc!r}") from exc
+            raise NetworkError(
+                f"GET {shown_url(url)}: connection lost after {total} bytes: {exc!r}"
+            ) from exc
         if expected is not None and total != expected:
             # The watchdog's shutdown of the socket reads as an early end of the body, not as an
             # error: past the deadline, that is the deadline, not a truncating server.
             if self.deadline.expired:
-                raise NetworkError(self.deadline.message(f"GET {url}"))
-            raise NetworkError(f"GET {url}: truncated body ({total} of {expected} bytes)")
+                raise NetworkError(self.deadline.message(f"GET {shown_url(url)}"))
+            raise NetworkError(
+                f"GET {shown_url(url)}: truncated body ({total} of {expected} bytes)"
+            )
         return total
 
     def _connect(self, conn: http.client.HTTPConnection, url: str) -> None:
@@ -315,7 +365,9 @@ class HttpClient:
                     self._all.append(conn)  # a pooled connection reopened after a drop
         if closed:
             conn.close()
-            raise NetworkError(f"GET {url}: the download was stopped (the client is closed)")
+            raise NetworkError(
+                f"GET {shown_url(url)}: the download was stopped (the client is closed)"
+            )
 
     def _connection(
         self, parts: urllib.parse.SplitResult

@@ -2,6 +2,8 @@
 
 Only the source's manifest is read (a few hundred bytes, requested with ``Cache-Control:
 no-cache``), so a cron job or timer can ask cheaply and run the full sync only when it says so.
+Like the sync, it asks conditionally: with the ETag of the manifest the last sync applied
+(``If-None-Match``), a 304 answers "current" with no body at all.
 When a newer version is published, its hashed ``repos.json`` (one entry per repository, about
 300 KB) is read too and compared with the fingerprints of the last sync: if no repository
 changed commit, only records rewritten in place can be pending (``Pending.REWRITES_ONLY``).
@@ -47,16 +49,24 @@ def check_for_update(
                 tree.base, tree.manifest_path, timeout, client=client, query=tree.query
             )
         try:
+            from errkb.sync import sync_state
+
+            state = sync_state(store)
+            current = store.meta_value("dataset_version")
+            etags = state.get("etags", {}) if state else {}
             got = tree.fetch(
                 tree.manifest_path,
                 Path(tmp) / "manifest.json",
                 max_bytes=publish.MANIFEST_MAX_BYTES,
+                etag=etags.get(tree.where(tree.manifest_path)) if current else None,
             )
-            assert got.path is not None  # noqa: S101 - no ETag sent: never a 304
+            if got.path is None:  # 304: the manifest the last sync applied
+                applied = state.get("datasetVersion") if state else None
+                return UpdateCheck(
+                    tree.location, current, applied if isinstance(applied, str) else str(current)
+                )
             manifest = publish.parse_manifest(got.path.read_bytes(), got.where)
-            found = UpdateCheck(
-                tree.location, store.meta_value("dataset_version"), manifest.dataset_version
-            )
+            found = UpdateCheck(tree.location, current, manifest.dataset_version)
             if found.update_available:
                 found = replace(found, pending=_pending(store, tree, manifest, Path(tmp)))
         finally:

@@ -42,7 +42,7 @@ from types import TracebackType
 from typing import IO
 
 from errkb.errors import ErrkbError, Problem, SyncError
-from errkb.sync.repofile import Checked, check_repo, read_repo
+from errkb.sync.repofile import Checked, Listed, check_repo, read_repo
 
 #: At most this many worker processes, whatever the machine has.
 MAX_WORKERS = 4
@@ -76,6 +76,8 @@ class Job:
     max_values: int
     version: str | None  #: the datasetVersion the records are spooled with
     digest: str | None = None  #: the index rows' digest of ``repo`` (``read_repo``)
+    #: no index: what ``repos.json`` says instead (``read_repo``'s ``listed``)
+    listed: Listed | None = None
 
 
 def _encode(job: Job) -> str:
@@ -90,6 +92,7 @@ def _encode(job: Job) -> str:
             "maxValues": job.max_values,
             "version": job.version,
             "digest": job.digest,
+            "listed": None if job.listed is None else [job.listed.error_count],
         }
     )
 
@@ -111,6 +114,7 @@ def check_job(text: str) -> str:
             max_bytes=spec["maxBytes"],
             max_values=spec["maxValues"],
             index_digest=spec.get("digest"),
+            listed=None if spec.get("listed") is None else Listed(*spec["listed"]),
         )
     except (ErrkbError, OSError):
         return json.dumps({"fallback": True}) + "\n"

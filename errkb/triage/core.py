@@ -300,10 +300,18 @@ def _known(
 def _unknown(
     results: Sequence[LogResult], rows: list[Row], baseline: set[str] | None
 ) -> tuple[UnknownGroup, ...]:
+    # Masking costs about 0.2 ms a message: each distinct message is masked once, however many
+    # logs repeat it (a nightly run repeats a few hundred messages thousands of times).
+    signatures: dict[tuple[str | None, str], Signature] = {}
+    for r in results:
+        for hit in r.unknown:
+            key = (hit.error_class, hit.message)
+            if key not in signatures:
+                signatures[key] = Signature.of(hit.error_class, hit.message)
     hits = [
-        (r, hit, Signature.of(hit.error_class, hit.message)) for r in results for hit in r.unknown
+        (r, hit, signatures[hit.error_class, hit.message]) for r in results for hit in r.unknown
     ]
-    clusters = mine(sig for _, _, sig in hits)
+    clusters = mine((sig, message) for (_, message), sig in signatures.items())
     by_cluster: dict[str, list[tuple[LogResult, UnknownHit]]] = {}
     for r, hit, sig in hits:
         cluster = clusters[sig]
@@ -316,8 +324,8 @@ def _unknown(
     for cid, pairs in by_cluster.items():
         cluster = info[cid]
         slots: list[set[str]] = [set() for _ in cluster.slots]
-        for _, hit in pairs:
-            for k, value in enumerate(slot_values(hit.message, cluster)):
+        for message in {hit.message for _, hit in pairs}:
+            for k, value in enumerate(slot_values(message, cluster)):
                 slots[k].add(value)
         examples = sorted(
             (Example(r.file, hit.lines[0], hit.message) for r, hit in pairs if hit.lines),

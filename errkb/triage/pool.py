@@ -7,7 +7,8 @@ may hold database connections and threads, which ``fork`` would copy mid-state.
 
 A worker that dies (killed by the OOM killer or a signal, a crash in a C extension) breaks the
 pool: the logs of every batch that had not come back are then retried once, each on its own,
-in a fresh pool; a log that kills its worker again is an error line. ``-j 1`` runs in-process.
+in a fresh pool; a log that kills its worker again is an error line (told from the logs lost
+beside it by running those through one worker, in order). ``-j 1`` runs in-process.
 """
 
 from __future__ import annotations
@@ -50,6 +51,10 @@ def triage_batch(paths: Sequence[str], db: str | None, limit: int) -> list[str]:
     return [result_text(triage_log(kb, path, limit)) for path in paths]
 
 
+#: What a worker runs on a batch: :func:`triage_batch`'s shape (paths, database, size cap).
+Task = Callable[[Sequence[str], str | None, int], list[str]]
+
+
 def _fail(path: str, reason: str) -> LogResult:
     return LogResult(path, 0, None, None, error=reason)
 
@@ -61,8 +66,12 @@ def run_local(
     jobs: int,
     limit: int,
     progress: Progress | None = None,
+    task: Task = triage_batch,
 ) -> tuple[list[LogResult], int]:
-    """Every file's result (in no particular order) and how many workers were lost."""
+    """Every file's result (in no particular order) and how many workers were lost.
+
+    ``task`` is what each worker runs on a batch (a module-level function: workers import it).
+    """
     from errkb.triage.core import triage_log
 
     target = os.fspath(db) if db is not None else None
@@ -86,15 +95,25 @@ def run_local(
     # not by every worker at the same time.
     worker_kb(target)
     batches = [list(files[i : i + BATCH]) for i in range(0, total, BATCH)]
-    retry = _run(batches, target, jobs, limit, tick)
+    retry = _run(batches, target, jobs, limit, tick, task)
     lost = 1 if retry else 0
     if retry:
-        again = _run([[p] for p in sorted(retry)], target, jobs, limit, tick)
-        lost += 1 if again else 0
-        for path in sorted(again):
+        # Each lost log once more, on its own; a pool that breaks again loses the innocent
+        # logs in flight beside the guilty one, so those left go through one worker, in order:
+        # the first log not back is the one that killed it, and only it is an error line.
+        pending = sorted(_run([[p] for p in sorted(retry)], target, jobs, limit, tick, task))
+        lost += 1 if pending else 0
+        while pending:
+            rest = sorted(_run([[p] for p in pending], target, 1, limit, tick, task))
+            if not rest:
+                break
+            lost += 1
             tick(
-                _fail(path, "worker process died twice while reading this log (killed or crashed)")
+                _fail(
+                    rest[0], "worker process died twice while reading this log (killed or crashed)"
+                )
             )
+            pending = rest[1:]
     return done, lost
 
 
@@ -104,6 +123,7 @@ def _run(
     jobs: int,
     limit: int,
     tick: Callable[[LogResult], None],
+    task: Task,
 ) -> list[str]:
     """Run ``batches``; return the paths of batches lost with a dead worker."""
     from errkb.triage.core import iter_results
@@ -113,7 +133,7 @@ def _run(
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(batches)), mp_context=context)
     try:
         pending: dict[Future[list[str]], list[str]] = {
-            pool.submit(triage_batch, batch, target, limit): batch for batch in batches
+            pool.submit(task, batch, target, limit): batch for batch in batches
         }
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)

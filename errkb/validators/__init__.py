@@ -68,7 +68,10 @@ def admits(record_id: str, captures: Mapping[str, str]) -> bool:
     sibling message's words never get the record's diagnosis.
     """
     validator = validator_for(record_id)
-    return not isinstance(validator, Vetoes) or validator.admits(record_id, captures)
+    # ``Vetoes`` is the optional ``admits`` method; asked by attribute, since an isinstance
+    # check against a runtime Protocol walks its members on every call (twice per explain).
+    veto = getattr(validator, "admits", None)
+    return veto is None or bool(veto(record_id, captures))
 
 
 __all__ = [

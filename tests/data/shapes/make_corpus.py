@@ -1199,6 +1199,25 @@ def shape_markdown() -> None:
         )
 
 
+def shape_pyyaml() -> None:
+    import yaml
+
+    for case, file, width in [
+        ("quanto_a", "pyyaml_double_quoted_quanto.yaml", 80),
+        ("comfy_b", "pyyaml_double_quoted_w60_comfy.yaml", 60),
+        ("neg_quanto_2d", "pyyaml_double_quoted_neg_quanto_2d.yaml", 80),
+    ]:
+        # A job runner's status file: the traceback as one string, which PyYAML writes as a
+        # double-quoted scalar (it holds newlines) folded at ``width`` with backslashes.
+        status = {"job": "load-text-encoder", "status": "failed", "error": plain_tb(case)}
+        emit(
+            file,
+            yaml.safe_dump(status, width=width, sort_keys=False),
+            case,
+            f"PyYAML {yaml.__version__} safe_dump, double-quoted scalar folded at width {width}",
+        )
+
+
 SHAPES: list[Callable[[], None]] = [
     shape_rich,
     shape_typer,
@@ -1216,20 +1235,28 @@ SHAPES: list[Callable[[], None]] = [
     shape_html,
     shape_windows,
     shape_markdown,
+    shape_pyyaml,
 ]
 
 
 # ---------------------------------------------------------------- expectations
 
 _QUOTE = r"(?:'|&#x27;|&#39;|&apos;|\\u0027)"
-_SEP = r"(?:[ \t]|\\n|\r?\n[ \t>|│]*)+"
+# YAML's escaped line break (a backslash ending the line; ``\ `` escapes the space after it).
+_SEP = r"(?:[ \t]|\\n|\r?\n[ \t>|│]*|\\\r?\n[ \t]*(?:\\ )?)+"
 
 
 def message_regex(message: str) -> re.Pattern[str]:
-    """The message as written by a renderer: any wrap (newline + padding/gutter) between words, quotes escaped."""
+    """The message as written by a renderer: any wrap (newline + padding/gutter) between words, quotes escaped.
+
+    A match starts at the exception class of the line that holds the message when there is one
+    (a wrapper's line: ``X: Cannot configure ...: <message>``): the line an exception line
+    begins on, which a fold may end before the message (PyYAML does).
+    """
     words = message.split(" ")
     parts = [re.escape(w).replace("'", _QUOTE).replace(r"\'", _QUOTE) for w in words]
-    return re.compile(_SEP.join(parts))
+    same_line = r"(?:[^\n\\]|\\\r?\n[ \t]*(?:\\ )?)*?"
+    return re.compile(r"(?:[\w.]+(?:Error|Exception):" + same_line + ")?" + _SEP.join(parts))
 
 
 def expected_lines(data: bytes, message: str) -> list[int]:

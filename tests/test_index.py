@@ -1,3 +1,5 @@
+"""The match index: its words, its candidates, and its rows in the store."""
+
 from __future__ import annotations
 
 import sqlite3

@@ -15,6 +15,7 @@ from errkb.parse.events import ChainLink, EventKind, LogEvent
 from errkb.parse.spans import message_spans
 from errkb.parse.text import decode_input
 from errkb.parse.traceback import is_exception_class, parse_log
+from tests.tiers import examples
 from tests.workcount import assert_linear
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
@@ -551,14 +552,14 @@ FRAGMENTS = [
 ]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.text(max_size=3000))
 def test_parse_log_never_raises_on_arbitrary_text(text: str) -> None:
     for event in parse_log(text):
         assert event.lines and all(n >= 1 for n in event.lines)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=60))
 def test_parse_log_never_raises_on_traceback_fragments(parts: list[str]) -> None:
     text = "\n".join(parts)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from errkb.parse import text as text_mod
 from errkb.parse.text import LogLine, NormalizedLog, decode_input, normalize
+from tests.tiers import examples
 from tests.workcount import assert_linear, cpu_ratio
 
 ESC = "\x1b"
@@ -374,7 +375,7 @@ def test_decode_input(data: bytes, text: str) -> None:
     assert decode_input(data) == text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=4096))
 def test_decode_input_never_raises(data: bytes) -> None:
     text = decode_input(data)
@@ -382,7 +383,7 @@ def test_decode_input_never_raises(data: bytes) -> None:
     normalize(text)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=2000))
 def test_normalize_never_raises_and_keeps_numbering(text: str) -> None:
     log = normalize(text)
@@ -485,7 +486,7 @@ _CLEANING_ALPHABET = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(_CLEANING_ALPHABET, max_size=60).map("".join))
 def test_the_fast_cleaners_remove_what_the_plain_patterns_remove(raw: str) -> None:
     # normalize skips to escape characters with str.find, tests for controls on the encoding,

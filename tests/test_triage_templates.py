@@ -1,0 +1,95 @@
+"""Masking and template mining of unknown messages (errkb.triage.templates): small, in-process."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from errkb.triage.templates import Signature, cluster_id, masked, mine, slot_values
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        ("layer 'enc 0' has no scale", "layer <*> has no scale"),
+        ("at <Foo object at 0x7f3a12> now", "at <*> now"),
+        ("got {'a': 1, 'b': {'c': 2}} back", "got <*> back"),
+        ("shape (4096, 1) vs (2,) vs () vs ['q', (3, 4)]", "shape <*> vs <*> vs <*> vs <*>"),
+        ("call f(a, b) failed (got x)", "call f(a, b) failed (got x)"),
+        ("open /data/run-17/config.yaml or C:\\x\\y.json", "open <*> or <*>"),
+        ("id 0x7f3a, 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b, "
+         "123e4567-e89b-12d3-a456-426614174000", "id <*>, <*>, <*>"),
+        ("to 10.0.0.2:8786 and host.example.com:443 via https://x.org/a/b",
+         "to <*> and <*> via <*>"),
+        ("dtype torch.bfloat16 not float32", "dtype <*> not <*>"),
+        ("took 12ms, 3.5GiB, -4.2e-05", "took <*>, <*>, <*>"),
+        ("found '['a b', 3]' here", "found <*> here"),  # the quotes around a value are its own
+        ("fp16 and layer2 stay words", "fp16 and layer2 stay words"),
+    ],
+)  # fmt: skip
+def test_masking_cuts_out_every_kind_of_value(message: str, expected: str) -> None:
+    assert masked(message) == expected
+
+
+def _clusters(messages: list[tuple[str, str]]) -> dict[str, str]:
+    sigs = [(Signature.of(cls, msg), msg) for cls, msg in messages]
+    found = mine(sigs)
+    return {msg: found[sig].template for sig, msg in sigs}
+
+
+def test_a_value_of_several_bare_words_merges_across_lengths() -> None:
+    reasons = ["connection reset by peer", "timed out", "broken pipe on socket 3", "refused"]
+    got = _clusters([("OSError", f"failed to reach the metadata server: {r}") for r in reasons])
+    assert set(got.values()) == {"failed to reach the metadata server: <*>"}
+
+
+def test_a_bare_word_slot_merges_and_its_values_are_read_back() -> None:
+    msgs = [("ValueError", f"unknown device {d} for tensor 'w{k}'") for k, d in
+            enumerate(("cpu", "mps", "xpu"))]  # fmt: skip
+    sigs = [(Signature.of(c, m), m) for c, m in msgs]
+    found = mine(sigs)
+    (cluster,) = {found[s] for s, _ in sigs}
+    assert cluster.template == "unknown device <*> for tensor <*>"
+    assert slot_values(msgs[1][1], cluster) == ("mps", "'w1'")
+
+
+def test_templates_seen_with_varying_values_keep_their_constant_words() -> None:
+    # Each template is seen with two different values: its words held while values changed.
+    got = _clusters(
+        [("RuntimeError", f"TaskGroup {n!r} has already been entered") for n in ("a", "b")]
+        + [("RuntimeError", f"TaskGroup {n!r} has not been entered") for n in ("c", "d")]
+    )
+    assert set(got.values()) == {
+        "TaskGroup <*> has already been entered",
+        "TaskGroup <*> has not been entered",
+    }
+
+
+def test_a_short_template_does_not_swallow_a_long_sentence() -> None:
+    got = _clusters(
+        [("TypeError", f"Cannot subclass {n!r}") for n in ("a", "b")]
+        + [
+            (
+                "TypeError",
+                "Cannot subclass an instance of NewType. Perhaps you were looking for: "
+                "`ProUserId = NewType(ProUserId, UserId)`",
+            )
+        ]
+    )
+    assert len(set(got.values())) == 2
+
+
+def test_classes_are_never_merged_and_ids_are_stable_and_order_free() -> None:
+    rng = random.Random(5)
+    msgs = [(cls, f"bad value {rng.randrange(999)} in {w}") for cls in ("KeyError", "ValueError")
+            for w in ("alpha", "beta", "gamma", "delta")]  # fmt: skip
+    sigs = [(Signature.of(c, m), m) for c, m in msgs]
+    first = mine(sigs)
+    again = mine(list(reversed(sigs)))
+    assert {s: c.id for s, c in first.items()} == {s: c.id for s, c in again.items()}
+    ids = {c.cls: c for c in first.values()}
+    assert set(ids) == {"KeyError", "ValueError"}
+    for c in ids.values():
+        assert c.template == "bad value <*> in <*>"
+        assert c.id == cluster_id(c.cls, c.template)

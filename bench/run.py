@@ -190,13 +190,15 @@ def child_scan(db: str, log: str, example: str, result: str) -> None:
     kb.explain(Path(example).read_bytes())  # a second report loads the anchor table
     build = time.perf_counter() - started
     data = Path(log).read_bytes()
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     report = kb.explain(data)
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu
     del data
     out = {
         "build_seconds": build,
         "seconds": seconds,
+        "cpu_seconds": cpu_seconds,
         "bytes": len(Path(log).read_bytes()),
         "peak_rss": rss_bytes("VmHWM"),
         "rss_after": rss_bytes(),
@@ -315,7 +317,7 @@ def grep_baseline(anchors_path: Path, log: Path) -> dict[str, Any] | None:
     if grep is None:
         return None
     env = {**child_env(), "LC_ALL": "C"}
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     # -c: with output to /dev/null GNU grep stops at the first match; counting reads it all.
     proc = subprocess.run(
         [grep, "-c", "-F", "-f", str(anchors_path), str(log)],
@@ -324,7 +326,21 @@ def grep_baseline(anchors_path: Path, log: Path) -> dict[str, Any] | None:
         check=False,
     )
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "lines": int(proc.stdout or b"0"), "rc": proc.returncode}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": children_cpu() - cpu,
+        "lines": int(proc.stdout or b"0"),
+        "rc": proc.returncode,
+    }
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children (a shared machine's
+    steadier clock: compared with ``kb.explain``'s own CPU time in the same run)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def rg_baseline(anchors_path: Path, log: Path) -> dict[str, Any] | None:
@@ -332,7 +348,7 @@ def rg_baseline(anchors_path: Path, log: Path) -> dict[str, Any] | None:
     rg = shutil.which("rg", path=os.pathsep.join([str(Path(PYTHON).parent), os.environ["PATH"]]))
     if rg is None:
         return None
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run(
         [rg, "-c", "-F", "-f", str(anchors_path), str(log)],
         capture_output=True,
@@ -340,7 +356,12 @@ def rg_baseline(anchors_path: Path, log: Path) -> dict[str, Any] | None:
         check=False,
     )
     seconds = time.perf_counter() - started
-    return {"seconds": seconds, "lines": int(proc.stdout or b"0"), "rc": proc.returncode}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": children_cpu() - cpu,
+        "lines": int(proc.stdout or b"0"),
+        "rc": proc.returncode,
+    }
 
 
 def ac_baseline(anchors: Sequence[str], data: bytes) -> dict[str, Any]:
@@ -747,6 +768,7 @@ def _measure(
         results["profiles"][profile] = {
             "bytes": got["bytes"],
             "seconds": got["seconds"],
+            "cpu_seconds": got.get("cpu_seconds", got["seconds"]),
             "truthRows": other.meta["truthRows"],
             "tp": acc_.tp,
             "fp": acc_.fp,
@@ -828,15 +850,16 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
     out: list[Figure] = []
     size = r["log"]["bytes"]
     lib = r["scan"]["library"]
-    lib_mbps = _mbps(size, lib["seconds"])
     grep, ac, naive = r["scan"]["grep"], r["scan"]["aho_corasick"], r["scan"]["naive"]
     rg = r["scan"].get("rg")
-    grep_mbps = _mbps(size, grep["seconds"]) if grep else None
-    rg_mbps = _mbps(size, rg["seconds"]) if rg else None
+    # CPU time where both sides have it (a shared machine's steadier clock), else wall.
+    clock = "cpu_seconds" if "cpu_seconds" in lib else "seconds"
+    lib_mbps = _mbps(size, lib[clock])
+    grep_mbps = _mbps(size, grep.get(clock, grep["seconds"])) if grep else None
+    rg_mbps = _mbps(size, rg.get(clock, rg["seconds"])) if rg else None
     ac_mbps = _mbps(size, ac["seconds"])
     naive_mbps = _mbps(size, naive["estimated_seconds"]) if naive else None
-    big = r["corpus"]["records"] >= 400_000
-    dense_target = 40 if big else 50
+    dense_target = 45  # issue 21, at 150k and 500k records
     ok = (
         lib_mbps >= dense_target
         and (grep_mbps is None or lib_mbps > grep_mbps)
@@ -852,7 +875,7 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
     out.append(
         Figure(
             f"scan: kb.explain, {size / MB:.1f} MB dense log (warm)",
-            f"{lib_mbps:.2f} MB/s ({lib['seconds']:.1f} s)",
+            f"{lib_mbps:.2f} MB/s ({lib[clock]:.1f} s {'CPU' if clock != 'seconds' else 'wall'})",
             "grep -F, rg -F, Aho-Corasick, naive re",
             ", ".join(ratios),
             f">= {dense_target} MB/s, ahead of grep -F and rg -F",
@@ -860,11 +883,11 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
         )
     )
     for profile, p in r.get("profiles", {}).items():
-        mbps = _mbps(p["bytes"], p["seconds"])
+        mbps = _mbps(p["bytes"], p.get(clock, p["seconds"]))
         out.append(
             Figure(
                 f"scan: kb.explain, {p['bytes'] / MB:.1f} MB {profile} log (warm)",
-                f"{mbps:.1f} MB/s ({p['seconds']:.2f} s)",
+                f"{mbps:.1f} MB/s ({p.get(clock, p['seconds']):.2f} s)",
                 f"dense log {lib_mbps:.1f} MB/s",
                 f"{mbps / lib_mbps:.3g}x dense",
                 ">= 200 MB/s" if profile == "sparse" else "-",

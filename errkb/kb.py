@@ -29,6 +29,7 @@ from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.deadline import Deadline
+    from errkb.match.recordscan import Limits, RecordAnchors
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
     from errkb.report.check import CheckReport
@@ -37,6 +38,14 @@ if TYPE_CHECKING:
     from errkb.report.sync import RecordHistory, SyncReport, UpdateCheck, VersionList
     from errkb.search import SearchReport
     from errkb.store import VersionInfo
+
+
+class _Default:
+    """The type of ``DEFAULT``: a report's default ``Limits``."""
+
+
+#: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()``.
+DEFAULT = _Default()
 
 
 class KnowledgeBase:
@@ -65,34 +74,56 @@ class KnowledgeBase:
         #: the 150k bench logs, but 1.7-7x more CPU while the structure parser still runs
         #: too); False (the default) runs it only when parsing explained nothing.
         self.record_pass = False
+        #: When True (the default), every large plain-text input is read by the record-driven
+        #: scan (``errkb.match.recordscan``: two native passes, the parser only on windows
+        #: around the lines they name) instead of the word-narrowed region parse.
+        self.record_scan = True
+        self._anchors: RecordAnchors | None = None
 
     @property
     def path(self) -> Path:
         return self.store.path
 
     # ------------------------------------------------------------------ explain
-    def explain(self, text: str | bytes, *, deadline: Deadline | None = None) -> Report:
+    def explain(
+        self,
+        text: str | bytes,
+        *,
+        deadline: Deadline | None = None,
+        limits: Limits | _Default | None = DEFAULT,
+    ) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output).
 
         ``deadline`` is checked between steps; past it (or once cancelled) the call raises
-        ``CancelledError`` within a few milliseconds of work.
+        ``CancelledError`` within a few milliseconds of work. A large input's report keeps at
+        most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all), counts
+        exact, and says what it cut (``Report.truncated``).
         """
         from errkb.parse.regions import parse_input
 
         data = bytes(text) if isinstance(text, bytearray) else text
+        scannable = self._scan_input(data) if self.record_scan else None
+        if scannable is not None:
+            with self.store.snapshot() as view:
+                report = self._scanned(view, *scannable, deadline, limits)
+            if report is not None:
+                return report
         events = parse_input(data)
         with self.store.snapshot() as view:
             return self._explain_in(view, data, events, deadline)
 
-    def explain_files(self, names: Sequence[str], read: Callable[[str], bytes]) -> Report:
+    def explain_files(
+        self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
+    ) -> Report:
         """Explain each named input, read by ``read`` one at a time as it is explained.
 
         One input gives its report as it is; several give one merged report in which each match
-        names its file and keeps that file's own line numbers.
+        names its file and keeps that file's own line numbers. ``everything``: no ``Limits``.
         """
+        limits: Limits | _Default | None = None if everything else DEFAULT
         if len(names) == 1:
-            return self.explain(read(names[0]))
-        return Report.merge([(name, self.explain(read(name))) for name in names])
+            return self.explain(read(names[0]), limits=limits)
+        return Report.merge([(name, self.explain(read(name), limits=limits)) for name in names])
 
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""
@@ -113,6 +144,101 @@ class KnowledgeBase:
             view, events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline
         )
 
+    @staticmethod
+    def _scan_input(data: str | bytes) -> tuple[bytes, bool] | None:
+        """``data`` as the record-driven scan reads it, and whether it decodes JSON lines.
+
+        Its JSON object lines are decoded as the container path would. None when the scan
+        does not apply (small input, UTF-16 or NUL-ridden bytes, an input that begins as a
+        JSON document or markup, or holds YAML's folded scalars).
+        """
+        from errkb.parse.regions import NARROW_ABOVE
+
+        if len(data) <= NARROW_ABOVE:
+            return None  # imports nothing more: a paste's cold start stays lean
+        from errkb.parse.sniff import has_yaml_fold, looks_like_container, starts_like_container
+        from errkb.parse.text import needs_decoding
+
+        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+        if needs_decoding(raw) or starts_like_container(raw):
+            return None
+        if not looks_like_container(raw):
+            return raw, False
+        if has_yaml_fold(raw):
+            return None  # YAML's folded scalars: the container path rejoins them
+        from errkb.parse.containers import MAX_DOCUMENT_CHARS
+
+        # JSON lines in a plain log: the container path decodes them unless the input is
+        # too large to decode as a document (then it is all plain text).
+        chars = len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))
+        return raw, chars <= MAX_DOCUMENT_CHARS
+
+    def _scanned(
+        self,
+        view: ReadView,
+        raw: bytes,
+        json_lines: bool,
+        deadline: Deadline | None,
+        limits: Limits | _Default | None,
+    ) -> Report | None:
+        """The record-driven scan's report of ``raw``; None when the store cannot feed it."""
+        from errkb.match.decide import MAX_SIMILAR_QUERIES, similar_matches
+        from errkb.match.msgfirst import found_at
+        from errkb.match.recordscan import UNLIMITED, Folded, Limits, record_scan
+
+        state = view.meta_value("state") or "0"
+        dataset_version = view.meta_value("dataset_version")
+        cache = self._cache_for(state)
+        anchors = self._record_anchors(view, state, dataset_version)
+        if not anchors.complete:
+            return None  # a database from before migration 0006: the region parse reads it
+        decide_events, matcher, lookup, checkpoint, sample = self._deciding(
+            view, cache, state, dataset_version, deadline, anchors=True, similar=False
+        )
+        chosen = Limits() if isinstance(limits, _Default) else limits or UNLIMITED
+        folded = Folded(chosen)
+        record_scan(
+            raw,
+            anchors,
+            decide_events,
+            folded,
+            found=lambda data, lines: found_at(data, lines, matcher),
+            checkpoint=checkpoint,
+            json_lines=json_lines,
+        )
+        suggestions = similar_matches(folded.unmatched_events(MAX_SIMILAR_QUERIES), matcher, lookup)
+        matches, unmatched, truncated = folded.result()
+        return Report(
+            __version__,
+            dataset_version,
+            matches + tuple(suggestions),
+            unmatched,
+            sample,
+            truncated,
+        )
+
+    def _record_anchors(
+        self, view: ReadView, state: str, dataset_version: str | None
+    ) -> RecordAnchors:
+        """The state's record anchors (built once, under the build lock; stored beside)."""
+        from errkb.match.recordscan import RecordAnchors, record_anchordb_path
+
+        with self._build_lock:
+            with self._lock:
+                anchors = self._anchors
+            if anchors is None or anchors.engine != (self.scan_engine or anchors.engine):
+                anchors = RecordAnchors(
+                    view.anchor_rows(),
+                    self.scan_engine,
+                    store_at=record_anchordb_path(self.store.path),
+                    state=state,
+                    dataset_version=dataset_version,
+                )
+                with self._lock:
+                    if self._state == state:
+                        self._anchors = anchors
+            return anchors
+
     def _message_in(self, view: ReadView, message: str, exc_class: str | None = None) -> Report:
         """``match_message`` over an open read view."""
         return self._report(view, [LogEvent(EventKind.BARE, exc_class, message, (1,))])
@@ -127,54 +253,13 @@ class KnowledgeBase:
         deadline: Deadline | None = None,
     ) -> Report:
         """Decide ``events`` against the state ``view`` reads: one dataset version throughout."""
-        from errkb.validators import admits, diagnose, records_with_validators
-
-        # Asked once per match (thousands in a dense log): a set test, not a walk of every
-        # validator's rules.
-        validated = frozenset(records_with_validators())
-        checkpoint = deadline.check if deadline is not None else None
-        if checkpoint is not None:
-            checkpoint()
-
-        def has_validator(rid: str) -> bool:
-            return rid in validated
-
-        def diagnose_known(rid: str, captures: Mapping[str, str]) -> object:
-            return diagnose(rid, captures) if rid in validated else None
-
-        def admits_known(rid: str, captures: Mapping[str, str]) -> bool:
-            return rid not in validated or admits(rid, captures)
-
         state = view.meta_value("state") or "0"
         dataset_version = view.meta_value("dataset_version")
-        sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
         cache = self._cache_for(state)
-        with self._lock:
-            self._explains += 1
-            # A one-shot CLI run of a small paste never loads the anchor table; a large
-            # input or a long-running process (second report on) does, once per state.
-            want = anchors or (self._explains > 1 and not self.prepare_ahead)
-            table = self._table
-        if table is None and want:
-            table = self._anchor_table(view, state, dataset_version, wait=anchors)
-        matcher = IndexedMatcher(view, cache, table, admits_known)
-        records: dict[str, RecordJSON | None] = {}
-
-        def lookup(rid: str) -> RecordJSON | None:
-            if rid not in records:
-                records[rid] = view.raw_record(rid)
-            return records[rid]
-
-        def decide_events(some: list[LogEvent]) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
-            return decide(
-                some,
-                matcher,
-                lookup,
-                diagnose=diagnose_known,
-                has_validator=has_validator,
-                checkpoint=checkpoint,
-            )
-
+        decide_events, matcher, _lookup, checkpoint, sample = self._deciding(
+            view, cache, state, dataset_version, deadline, anchors=anchors
+        )
+        table = matcher.table
         scan = None
         if anchors and table is not None and text is not None:
             scan = self._buffer_scan(table, state, dataset_version)
@@ -207,6 +292,76 @@ class KnowledgeBase:
                 matches = extra + matches
         return Report(__version__, dataset_version, matches, unmatched, sample)
 
+    def _deciding(
+        self,
+        view: ReadView,
+        cache: SpecCache,
+        state: str,
+        dataset_version: str | None,
+        deadline: Deadline | None,
+        *,
+        anchors: bool,
+        similar: bool = True,
+    ) -> tuple[
+        Callable[[list[LogEvent]], tuple[tuple[Match, ...], tuple[Unmatched, ...]]],
+        IndexedMatcher,
+        Callable[[str], RecordJSON | None],
+        Callable[[], None] | None,
+        KnowledgeBaseInfo | None,
+    ]:
+        """What deciding over ``view`` needs.
+
+        Decide over events, the matcher, record look-up, the deadline's checkpoint and the
+        bundled-sample note.
+        """
+        from errkb.validators import admits, diagnose, records_with_validators
+
+        # Asked once per match (thousands in a dense log): a set test, not a walk of every
+        # validator's rules.
+        validated = frozenset(records_with_validators())
+        checkpoint = deadline.check if deadline is not None else None
+        if checkpoint is not None:
+            checkpoint()
+
+        def has_validator(rid: str) -> bool:
+            return rid in validated
+
+        def diagnose_known(rid: str, captures: Mapping[str, str]) -> object:
+            return diagnose(rid, captures) if rid in validated else None
+
+        def admits_known(rid: str, captures: Mapping[str, str]) -> bool:
+            return rid not in validated or admits(rid, captures)
+
+        sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
+        with self._lock:
+            self._explains += 1
+            # A one-shot CLI run of a small paste never loads the anchor table; a large
+            # input or a long-running process (second report on) does, once per state.
+            want = anchors or (self._explains > 1 and not self.prepare_ahead)
+            table = self._table
+        if table is None and want:
+            table = self._anchor_table(view, state, dataset_version, wait=anchors)
+        matcher = IndexedMatcher(view, cache, table, admits_known)
+        records: dict[str, RecordJSON | None] = {}
+
+        def lookup(rid: str) -> RecordJSON | None:
+            if rid not in records:
+                records[rid] = view.raw_record(rid)
+            return records[rid]
+
+        def decide_events(some: list[LogEvent]) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
+            return decide(
+                some,
+                matcher,
+                lookup,
+                diagnose=diagnose_known,
+                has_validator=has_validator,
+                checkpoint=checkpoint,
+                similar=similar,
+            )
+
+        return decide_events, matcher, lookup, checkpoint, sample
+
     def _cache_for(self, state: str) -> SpecCache:
         # Compiled records are valid for one state of the store: a sync (in any process)
         # bumps the state, and the next report starts a fresh cache and anchor table.
@@ -215,6 +370,7 @@ class KnowledgeBase:
                 self._cache = SpecCache()
                 self._table = None
                 self._scan = None
+                self._anchors = None
                 self._state = state
             return self._cache
 

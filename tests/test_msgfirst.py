@@ -115,7 +115,8 @@ def test_a_bare_message_in_a_2mb_log_is_found_on_its_line(
         assert [(m.id, m.capture_dict, m.lines) for m in report.exact] == [
             (COMFY, CAPTURES, (12345,))
         ]
-        assert mf_kb._scan is not None and mf_kb._scan.engine == engine  # the buffer pass ran
+        # The record-driven scan ran, with this engine.
+        assert mf_kb._anchors is not None and mf_kb._anchors.engine == engine
         # A near-miss sibling in the same place is never the record.
         sibling = MESSAGE.replace("INT8", "W4A4")
         assert mf_kb.explain(_big_log(12345, sibling)).exact == ()
@@ -253,11 +254,15 @@ def test_the_record_pass_finds_a_bare_message_beside_a_parsed_one(
     # default fallback (it runs only when nothing was explained); the record pass, run on
     # every large input, finds it too, and one report gives both.
     data = _big_log(12345, MESSAGE) + b"\nValueError: " + MESSAGE.encode() + b"\n"
-    default = mf_kb.explain(data)
+    scanned = mf_kb.explain(data)  # the record-driven scan: the same rule as the region path
     try:
+        mf_kb.record_scan = False
+        default = mf_kb.explain(data)
         mf_kb.record_pass = True
         both = mf_kb.explain(data)
     finally:
         mf_kb.record_pass = False
+        mf_kb.record_scan = True
+    assert scanned.to_dict() == default.to_dict()
     assert [m.lines[0] for m in default.exact] == [data.count(b"\n")]
     assert [(m.id, m.lines) for m in both.exact] == [(COMFY, (12345, data.count(b"\n")))]

@@ -20,9 +20,16 @@ from errkb.report import RecordView, Report
 
 @cli.command()
 @click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="List every match and unmatched entry of a large input (by default a report keeps "
+    "at most 200 matches per record and says what it cut).",
+)
 @format_option(Report)
 @click.pass_context
-def explain(ctx: click.Context, files: Sequence[str], fmt: str) -> None:
+def explain(ctx: click.Context, files: Sequence[str], everything: bool, fmt: str) -> None:
     """Find known errors in FILES (or standard input) and explain them.
 
     Exit 0 when at least one known error was explained, 1 when none was found, 2 on error.
@@ -35,7 +42,7 @@ def explain(ctx: click.Context, files: Sequence[str], fmt: str) -> None:
             sources[name] = data.decode("utf-8", "replace")
         return data
 
-    report = open_kb(ctx).explain_files(files or ("-",), read)
+    report = open_kb(ctx).explain_files(files or ("-",), read, everything=everything)
     finish(ctx, report, fmt, sources=sources or None)
 
 

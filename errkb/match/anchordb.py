@@ -172,13 +172,15 @@ class AnchorDB:
 
         return scan
 
-    def hits(self, data: bytes) -> Hits:
+    def hits(self, data: bytes, *, whole_words: bool = True) -> Hits:
         r"""The whole-word hits in ``data``, mapped to lines, each (line, word) once.
 
         A hit counts when no word byte (ASCII ``\w`` or any byte >= 0x80) touches it on
-        either side. Both engines give the same hits, and so do the two mappings: numpy's
-        arrays, or, where numpy cannot be imported (a process whose address space is capped
-        below what OpenBLAS maps at import), a count of newlines between consecutive hits.
+        either side; with ``whole_words=False`` (the record-driven scan's literal anchors,
+        which a placeholder's value may touch) every hit counts. Both engines give the same
+        hits, and so do the two mappings: numpy's arrays, or, where numpy cannot be imported
+        (a process whose address space is capped below what OpenBLAS maps at import), a
+        count of newlines between consecutive hits.
         """
         ids, ends = self._raw(data)
         if not ids:
@@ -187,10 +189,12 @@ class AnchorDB:
             _numpy()
             import numpy  # noqa: F401
         except ImportError:
-            return _hits_counted(data, ids, ends, self.words)
-        return self._hits_numpy(data, ids, ends)
+            return _hits_counted(data, ids, ends, self.words, whole_words)
+        return self._hits_numpy(data, ids, ends, whole_words)
 
-    def _hits_numpy(self, data: bytes, ids_list: list[int], ends_list: list[int]) -> Hits:
+    def _hits_numpy(
+        self, data: bytes, ids_list: list[int], ends_list: list[int], whole_words: bool = True
+    ) -> Hits:
         import numpy as np
 
         lengths = np.fromiter(
@@ -200,15 +204,16 @@ class AnchorDB:
         ends = np.asarray(ends_list, dtype=np.int64)
         starts = ends - lengths[ids]
         buf = np.frombuffer(data, dtype=np.uint8)
-        word = _word_bytes()
-        before = np.zeros(len(ids), dtype=bool)
-        inner = starts > 0
-        before[inner] = word[buf[starts[inner] - 1]]
-        after = np.zeros(len(ids), dtype=bool)
-        inside = ends < len(buf)
-        after[inside] = word[buf[ends[inside]]]
-        keep = ~(before | after)
-        ids, starts = ids[keep], starts[keep]
+        if whole_words:
+            word = _word_bytes()
+            before = np.zeros(len(ids), dtype=bool)
+            inner = starts > 0
+            before[inner] = word[buf[starts[inner] - 1]]
+            after = np.zeros(len(ids), dtype=bool)
+            inside = ends < len(buf)
+            after[inside] = word[buf[ends[inside]]]
+            keep = ~(before | after)
+            ids, starts = ids[keep], starts[keep]
         newlines = np.flatnonzero(buf == 10)
         lines = np.searchsorted(newlines, starts).astype(np.int64)
         # One row per (line, word), ascending: a line holding a word twice is looked at once.
@@ -223,13 +228,18 @@ class AnchorDB:
 _WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
-def _hits_counted(data: bytes, ids: list[int], ends: list[int], words: Sequence[str]) -> Hits:
+def _hits_counted(
+    data: bytes, ids: list[int], ends: list[int], words: Sequence[str], whole_words: bool = True
+) -> Hits:
     """``AnchorDB.hits`` without numpy: per hit, not per line (newlines counted in C)."""
     lengths = [len(w.encode()) for w in words]
     kept: set[tuple[int, int]] = set()
     size = len(data)
     for index, end in zip(ids, ends, strict=True):
         start = end - lengths[index]
+        if not whole_words:
+            kept.add((start, index))
+            continue
         if start > 0 and (data[start - 1] in _WORD_BYTE or data[start - 1] >= 0x80):
             continue
         if end < size and (data[end] in _WORD_BYTE or data[end] >= 0x80):

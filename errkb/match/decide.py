@@ -80,11 +80,13 @@ def decide(
     diagnose: Diagnoser | None = None,
     has_validator: Callable[[str], bool] | None = None,
     checkpoint: Callable[[], None] | None = None,
+    similar: bool = True,
 ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
     """Turn parsed events into matches (exact first, in input order) and unmatched exceptions.
 
     ``checkpoint`` (a deadline's ``check``) is called every ``CHECK_EVERY`` events; it stops the
-    work by raising.
+    work by raising. ``similar=False`` leaves out the suggestions for unmatched exceptions (a
+    caller deciding a large input in batches asks ``similar_matches`` once, at the end).
     """
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
@@ -240,9 +242,9 @@ def decide(
                 validated=bool(has_validator and has_validator(rid)),
             )
         )
-    similar = _similar(unmatched, matcher, record)
+    suggestions = similar_matches(unmatched, matcher, record) if similar else []
     leftovers = _dedupe_unmatched(unmatched)
-    return tuple(matches) + tuple(similar), tuple(leftovers)
+    return tuple(matches) + tuple(suggestions), tuple(leftovers)
 
 
 def _wrap_lines(lines: Sequence[MessageLine], starts: frozenset[int]) -> tuple[MessageLine, ...]:
@@ -521,7 +523,10 @@ def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
     return out
 
 
-def _similar(events: Sequence[LogEvent], matcher: MatcherLike, record: RecordLookup) -> list[Match]:
+def similar_matches(
+    events: Sequence[LogEvent], matcher: MatcherLike, record: RecordLookup
+) -> list[Match]:
+    """Up to three suggestions for each of the first ``MAX_SIMILAR_QUERIES`` distinct messages."""
     out: list[Match] = []
     for event in _dedupe_events(events)[:MAX_SIMILAR_QUERIES]:
         for rid, ratio in matcher.similar(event.message, 3):

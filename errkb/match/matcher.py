@@ -363,6 +363,11 @@ class IndexedMatcher:
         self._admits = admits
         self._seen: set[str] = set()
 
+    @property
+    def table(self) -> AnchorTable | None:
+        """The anchor table candidates come from (None: the database's index)."""
+        return self._table
+
     def candidate_ids(self, text: str) -> list[str]:
         """The records that may match ``text`` (from the anchor table when there is one)."""
         if self._table is not None:

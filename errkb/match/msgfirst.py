@@ -201,12 +201,17 @@ def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Ite
 
     Each comes with its candidates, found by the pass itself (the table's rule, in one go).
     """
+    return lines_at(data, scan.line_candidates(data, covered))
+
+
+def lines_at(data: bytes, rows: Iterable[tuple[int, int, Sequence[str] | None]]) -> Iterator[Line]:
+    """The cleaned lines at (line number, start offset, candidates or None) of ``data``."""
     from errkb.parse.containers import decode_containers
 
     plain: list[str] = []
     numbers: list[int] = []
-    known: dict[int, tuple[str, ...]] = {}
-    for number, offset, among in scan.line_candidates(data, covered):
+    known: dict[int, Sequence[str] | None] = {}
+    for number, offset, among in rows:
         known[number] = among
         end = data.find(b"\n", offset)
         raw = data[offset : len(data) if end < 0 else end][: MAX_LINE_CHARS * 4]
@@ -224,6 +229,16 @@ def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Ite
     # cost was most of a line's.
     for number, text, origin, _k in _cleaned("\n".join(plain), numbers, ""):
         yield number, text, origin, known[number]
+
+
+def found_at(
+    data: bytes, lines: Sequence[tuple[int, int]], matcher: BoundaryMatcher
+) -> list[LogEvent]:
+    """``FOUND`` events for the (line number, start offset) lines of ``data``.
+
+    The record-driven scan's hit lines that no parsed event covers.
+    """
+    return found_events(lines_at(data, ((n, o, None) for n, o in lines)), (), matcher)
 
 
 def message_first(

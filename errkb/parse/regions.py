@@ -29,7 +29,7 @@ from __future__ import annotations
 import collections
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -176,7 +176,7 @@ def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
             # first line after its frames. A header inside the last walked traceback (a chain)
             # ends where that one ends.
             if line_start >= walked[0] or walked[1] < 0:
-                exc_start, exc_number = _exception_line(data, line_start, number)
+                exc_start, exc_number = exception_line(data, line_start, number)
                 walked = (exc_start, exc_number if exc_start != line_start else -1, line_start)
             if walked[1] > target:
                 target, anchor = walked[1], walked[0]
@@ -227,7 +227,7 @@ def _cut(data: bytes, window: list[int]) -> tuple[int, bytes]:
     return first, data[begin : _forward(data, end_anchor, end - end_number)]
 
 
-def _exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
+def exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
     """(Start, line number) of the line ending the traceback whose header starts at ``header``.
 
     After the header come frames and source lines, indented (behind the header's own prefix
@@ -298,7 +298,6 @@ def parse_input(data: str | bytes) -> list[LogEvent]:
 
 def _parse_text(data: str | bytes) -> list[LogEvent]:
     """Parse plain text (no containers): whole when small, region by region when large."""
-    from errkb.parse.text import decode_input
     from errkb.parse.traceback import parse_log
 
     if isinstance(data, str):
@@ -308,12 +307,24 @@ def _parse_text(data: str | bytes) -> list[LogEvent]:
         raw = data.encode("utf-8", "surrogatepass")
     else:
         raw = data
+    return parse_regions(error_regions(raw))
+
+
+def parse_regions(regions: Iterable[tuple[int, bytes]], first_index: int = 0) -> list[LogEvent]:
+    """The events of each (first line number, bytes) region, on the input's line numbers.
+
+    ``first_index`` numbers the first region (chain ids are kept apart per region index), so
+    a caller parsing its regions in several batches keeps them apart across batches too.
+    """
+    from errkb.parse.text import decode_input
+    from errkb.parse.traceback import parse_log
+
     # Regions are parsed one at a time and their repeated occurrences folded as they come, so
     # a log that repeats one line millions of times holds one event for it, not millions.
     # A region the same as the one before it (such a log's regions are) is not parsed again.
     events = Repeats()
     previous: tuple[bytes, list[LogEvent]] = (b"", [])
-    for index, (first_line, region) in enumerate(error_regions(raw)):
+    for index, (first_line, region) in enumerate(regions, start=first_index):
         chunk = _clip_lines(region)
         if chunk != previous[0]:
             previous = (chunk, parse_log(decode_input(chunk)))
@@ -325,7 +336,20 @@ def _parse_text(data: str | bytes) -> list[LogEvent]:
 # --- containers: one clearly separated step before the line parser -------------------------
 
 
-def _parse_containers(text: str) -> list[LogEvent] | None:
+def json_line_events(line: str, number: int, region: int) -> list[LogEvent]:
+    """The events of one JSON object line (input line ``number``) of a large input.
+
+    What the container path finds on that line when it decodes the whole input (its strings
+    offered only when the line holds an error word, one-line prose values not offered),
+    moved to the input's line number; ``region`` keeps its chain ids apart.
+    """
+    found = _parse_containers(line, large=True)
+    if not found:
+        return []
+    return [_shift(e, number - 1, region) for e in found]
+
+
+def _parse_containers(text: str, *, large: bool | None = None) -> list[LogEvent] | None:
     """Events of the views a JSON or markup container holds; None for plain text."""
     from errkb.parse.sniff import looks_like_container
 
@@ -333,7 +357,8 @@ def _parse_containers(text: str) -> list[LogEvent] | None:
         return None
     from errkb.parse.containers import decode_containers  # only now: plain text never needs it
 
-    large = len(text) > NARROW_ABOVE
+    if large is None:
+        large = len(text) > NARROW_ABOVE
     # A large input is narrowed as plain text is: only lines with an error word are offered.
     worth = keyword_lines(text.encode("utf-8", "surrogatepass")) if large else None
     decoded = decode_containers(text, worth)

@@ -22,6 +22,7 @@ __all__ = [
     "YAML_FOLD",
     "has_yaml_fold",
     "looks_like_container",
+    "starts_like_container",
     "unescape_markup",
 ]
 
@@ -102,6 +103,12 @@ def _backslash_lines(data: _T, needle: _T) -> Iterator[_T]:
             return
         yield data[data.rfind(newline, 0, pos) + 1 : pos + 1]
         pos = data.find(needle, pos + 2)
+
+
+def starts_like_container(head: bytes) -> bool:
+    """Whether ``head`` begins like a JSON document or markup (not just holds JSON lines)."""
+    start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
+    return _start_bytes_re().match(start) is not None
 
 
 def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:

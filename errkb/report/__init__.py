@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from errkb.report.check import CheckReport
     from errkb.report.diagnostics import MAX_SHOWN_PROBLEMS, Diagnostics
     from errkb.report.ingest import IngestReport
+    from errkb.report.limits import Truncation
     from errkb.report.lint import RULE_SEVERITY, LintFinding, LintReport, LintRule, Severity
     from errkb.report.records import RecordList, RecordSummary, Stats
     from errkb.report.sync import (
@@ -238,6 +239,8 @@ class Report:
     matches: tuple[Match, ...]
     unmatched: tuple[Unmatched, ...]
     knowledge_base: KnowledgeBaseInfo | None = None
+    #: What a large input's report left out (``errkb.report.limits``); None: nothing was cut.
+    truncated: Truncation | None = None
 
     @property
     def exact(self) -> tuple[Match, ...]:
@@ -257,12 +260,19 @@ class Report:
     def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
         """One report for several inputs; each match and exception says which file it is from."""
         first = named[0][1]
+        cuts = [r.truncated for _name, r in named if r.truncated is not None]
+        truncated = None
+        if cuts:
+            from errkb.report.limits import Truncation
+
+            truncated = Truncation.combine(cuts)
         return cls(
             first.errkb_version,
             first.dataset_version,
             tuple(replace(m, source=name) for name, r in named for m in r.matches),
             tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
             first.knowledge_base,
+            truncated,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -272,6 +282,7 @@ class Report:
             "matches": [m.to_dict() for m in self.matches],
             "unmatched": [u.to_dict() for u in self.unmatched],
             **({"knowledgeBase": self.knowledge_base.to_dict()} if self.knowledge_base else {}),
+            **({"truncated": self.truncated.to_dict()} if self.truncated else {}),
         }
 
 
@@ -295,6 +306,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "MAX_SHOWN_PROBLEMS": ("errkb.report.diagnostics", "MAX_SHOWN_PROBLEMS"),
     "Diagnostics": ("errkb.report.diagnostics", "Diagnostics"),
     "IngestReport": ("errkb.report.ingest", "IngestReport"),
+    "Truncation": ("errkb.report.limits", "Truncation"),
     "RULE_SEVERITY": ("errkb.report.lint", "RULE_SEVERITY"),
     "LintFinding": ("errkb.report.lint", "LintFinding"),
     "LintReport": ("errkb.report.lint", "LintReport"),
@@ -345,6 +357,7 @@ __all__ = [
     "Stats",
     "SyncReport",
     "SyncStatus",
+    "Truncation",
     "Unmatched",
     "UpdateCheck",
     "UpdateStatus",

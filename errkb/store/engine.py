@@ -36,6 +36,7 @@ from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECO
 from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
+    AnchorRow,
     Change,
     ChangeKind,
     Feed,
@@ -164,6 +165,37 @@ def spec_from(row: Sequence[Any]) -> PatternSpec:
 def pattern_specs(sql: Sql, ids: Sequence[str]) -> list[PatternSpec]:
     """The stored ``PatternSpec`` of each live record of ``ids`` that has one."""
     return [spec_from(row) for row in sql.in_ids(_SPEC_SQL, sorted(set(ids)))]
+
+
+#: Every live record's anchor, literals, regex and template (NULL without a ``pattern_specs`` row).
+_ANCHOR_SQL = (
+    "SELECT r.id, s.anchor, s.literals, s.regex, s.template FROM records r "
+    "LEFT JOIN pattern_specs s ON s.record_id = r.id WHERE r.retired = FALSE ORDER BY r.id"
+)
+
+
+def anchor_rows(sql: Sql) -> list[AnchorRow]:
+    """(record id, anchor, literals, regex, template) of every live record, by id.
+
+    The anchor is None when the record has no stored spec. What the record-driven scan's
+    anchor database and its literal rejects are built from.
+    """
+    out: list[AnchorRow] = []
+    for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
+        out.append(
+            (
+                str(rid),
+                None if anchor is None else str(anchor),
+                _tuple(literals),
+                str(regex or ""),
+                str(template or ""),
+            )
+        )
+    return out
+
+
+def _tuple(text: object) -> tuple[str, ...]:
+    return tuple(json.loads(text)) if isinstance(text, str) and text != "[]" else ()
 
 
 # ---------------------------------------------------------------------------- classifying

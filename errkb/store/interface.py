@@ -119,6 +119,11 @@ class PatternRow:
     source_code: str | None
 
 
+#: (record id, anchor or None without a stored spec, literals, regex, template) of one live
+#: record: what the record-driven scan's anchor database is built from (``anchor_rows``).
+AnchorRow = tuple[str, str | None, tuple[str, ...], str, str]
+
+
 class Feed(Protocol):
     """What the store is fed with by its caller (``errkb.match.feed``): it computes nothing.
 
@@ -154,6 +159,10 @@ class ReadView(Protocol):
 
         A database written before migration 0006, and not reindexed since, has none.
         """
+        ...
+
+    def anchor_rows(self) -> list[AnchorRow]:
+        """``AnchorRow`` of every live record by id (anchor None: no stored spec row)."""
         ...
 
     def token_rows(self) -> Iterable[tuple[str, str, int]]:
@@ -401,6 +410,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "NO_KEEP",
     "SCHEMA_HEAD",
+    "AnchorRow",
     "ApplyCounts",
     "Change",
     "ChangeKind",

@@ -48,7 +48,7 @@ from errkb.errors import (
 )
 from errkb.store import engine
 from errkb.store.engine import StoreEngine, UnitOfWork
-from errkb.store.interface import SCHEMA_HEAD, PatternRow, RecordJSON, gc_paused
+from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
 from errkb.store.sqlite import busy_timeout_ms
 
 if TYPE_CHECKING:
@@ -359,6 +359,9 @@ class PgView(PgSql):
 
     def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
         return engine.pattern_specs(self, ids)
+
+    def anchor_rows(self) -> list[AnchorRow]:
+        return engine.anchor_rows(self)
 
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         if not ids:

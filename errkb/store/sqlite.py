@@ -43,7 +43,7 @@ from errkb.errors import (
 )
 from errkb.store import engine
 from errkb.store.engine import StoreEngine, UnitOfWork
-from errkb.store.interface import SCHEMA_HEAD, PatternRow, RecordJSON, gc_paused
+from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -200,6 +200,9 @@ class SqliteView(SqliteSql):
 
     def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
         return engine.pattern_specs(self, ids)
+
+    def anchor_rows(self) -> list[AnchorRow]:
+        return engine.anchor_rows(self)
 
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []

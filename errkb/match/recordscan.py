@@ -1,0 +1,858 @@
+r"""The record-driven scan of a large input: two native passes, Python only on the lines they name.
+
+Issue 21 (``shared/notes/SCAN.md``). The word-narrowed region parse handed every line near an
+error *word* to the traceback parser: on the dense 50 MB bench log 287k of 431k lines, 14.5 s
+of CPU on a loaded 2-core machine, whatever the knowledge base holds. Here the cost follows
+the lines that can hold a known message and the lines shaped like an exception:
+
+1. **Anchor pass** (``RecordAnchors``): one native pass (Hyperscan, else Aho-Corasick) over
+   every record's anchor, its template's longest literal (``PatternSpec.anchor``, a multi-line
+   one by its longest line), plus its escaped forms (inside a repr, a JSON string, an HTML
+   page), so a message quoted by any of them hits. The automaton is compiled from the stored
+   specs (``ReadView.anchor_rows``: no template parsed) and stored beside the knowledge base
+   in ``<db>.recordanchors`` (``errkb.match.anchordb``'s format: keyed by state, dataset
+   version, engine and sha256; rebuilt when missing, stale, truncated or corrupt). Hits are
+   mapped to lines by numpy (``AnchorDB.hits``).
+2. **Literal rejects**: a line hit by a record's plain anchor is kept only when it holds every
+   literal of one of the records that anchor stands for (a C substring test each); a hit by
+   an escaped form is kept as is (the literals are escaped there too).
+3. **Shape pass** (``shape_lines``): one small Aho-Corasick pass for traceback headers (any
+   ``Traceback``, so rich panels and exception groups too), chain sentences and exception
+   lines (``Error:``, ``Exception:`` ...). Each traceback's extent is walked once
+   (``regions.exception_line``).
+4. **Windows**: each kept hit line becomes a window for today's parser: the whole traceback
+   it is in (with the tracebacks chained to it, so root causes and chain frames are as
+   before), else the line with ``BEFORE``/``AFTER`` lines around it (a message continues on
+   the next lines); a window that takes in a traceback header takes in its whole traceback.
+   Only these windows are parsed, so every shape the parser knows keeps working, and the
+   parse runs in batches (``BATCH_WINDOWS``) decided one at a time (bounded memory).
+5. **Unmatched**: the exception lines the shape pass found outside every window hold no
+   anchor of any record (every record that can match has one), so no record can match them;
+   each becomes an ``Unmatched`` entry straight from its line (class and message by one
+   anchored regex), folded by (class, message), with no parse.
+6. **Found**: as before, when nothing exact was found, the hit lines no event covers go
+   through the message-first pass (``errkb.match.msgfirst``).
+
+What is kept per report is bounded (``Limits``, ``errkb.report.Truncation``): distinct
+matches per record, matches in all, lines listed per entry and distinct unmatched entries;
+counts stay exact and the report says what was cut.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
+from errkb.parse.events import EventKind, LogEvent
+from errkb.report import Alternative, Confidence, Match, Unmatched
+from errkb.report.limits import Truncation
+
+if TYPE_CHECKING:
+    from errkb.store.interface import AnchorRow
+
+#: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
+BEFORE, AFTER = 1, 5
+#: Lines a merged window grows to before the next hit starts another (the region parser's
+#: ``MAX_REGION_LINES``): a log that is all hits is parsed a bounded piece at a time.
+MAX_SPAN_LINES = 10_000
+#: Windows (and lines of them) parsed and decided together: bounds the events held at once
+#: (a log that is all tracebacks of one record held 400k events at once, 1.4 GB).
+BATCH_WINDOWS = 2048
+BATCH_LINES = 20_000
+#: Tracebacks a chain reaches over at most, either way, from the one a hit is in.
+MAX_CHAIN = 32
+#: How far after a prefixed traceback header (``[pod/x] <timestamp> Traceback ...``) a hit line
+#: is taken to be in that traceback when the walk could not tell where it ends.
+PREFIXED_REACH = 64
+#: Lines between a traceback's exception line and a chain sentence that ties the next one to it.
+CHAIN_GAP = 3
+
+
+def record_anchordb_path(db_path: Path) -> Path:
+    """Where the record-driven scan's anchor database of ``db_path`` is stored."""
+    return db_path.with_name(db_path.name + ".recordanchors")
+
+
+def escaped_forms(anchor: str) -> list[str]:
+    """``anchor`` as a repr, a JSON string (both ``ensure_ascii`` ways) and HTML show it.
+
+    Only forms that differ from ``anchor`` are returned, each once.
+    """
+    forms = [
+        anchor.replace("\\", "\\\\").replace("'", "\\'"),
+        anchor.replace("\\", "\\\\").replace('"', '\\"'),
+        json.dumps(anchor)[1:-1],
+        json.dumps(anchor, ensure_ascii=False)[1:-1],
+        anchor.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
+        anchor.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#x27;"),
+        anchor.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;"),
+    ]
+    return [f for f in dict.fromkeys(forms) if f != anchor]
+
+
+def anchor_line(anchor: str) -> str:
+    """The part of ``anchor`` one input line holds: its longest line, stripped."""
+    return max((part.strip() for part in anchor.split("\n")), key=len, default="")
+
+
+#: What may follow a fixed message's text on its line: nothing, or what closes a quote, a
+#: call or a markup element around it (a repr, a JSON string, an HTML page).
+_CLOSERS = frozenset("'\"\\)]}<&")
+
+
+class RecordAnchors:
+    """Every record's anchor and escaped forms, compiled once; which records each stands for."""
+
+    def __init__(
+        self,
+        rows: Sequence[AnchorRow],
+        engine: str | None = None,
+        *,
+        store_at: Path | None = None,
+        state: str = "0",
+        dataset_version: str | None = None,
+    ) -> None:
+        from errkb.records.patterns import re2_escape
+
+        #: False when some live record has no stored spec (a database from before migration
+        #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
+        self.complete = all(row[1] is not None for row in rows)
+        by_word: dict[str, list[str]] = {}
+        plain: set[str] = set()
+        literals: dict[str, tuple[str, ...]] = {}
+        fixed: set[str] = set()
+        for rid, anchor, lits, regex, template in rows:
+            if not anchor:
+                continue  # no usable literal: never a candidate (the matcher's rule)
+            line = anchor_line(anchor)
+            if not line:
+                continue
+            by_word.setdefault(line, []).append(rid)
+            plain.add(line)
+            # The rejects test one line: literals that fit on it, stripped as the anchor is.
+            kept = tuple(
+                part for lit in lits for part in (lit.strip(),) if part and "\n" not in part
+            )
+            literals[rid] = kept
+            if "\n" not in template and regex == f"(?s)^(?:{re2_escape(template)})$":
+                # A fixed message (no placeholder): the whole message, so its text ends its
+                # line, or a quote closes it. Half the records of a large dataset are such
+                # single words or phrases ("call", "True"), and their lines are everywhere.
+                fixed.add(rid)
+            for form in escaped_forms(line):
+                by_word.setdefault(form, []).append(rid)
+        words = tuple(sorted(by_word))
+        self.words = words
+        self.records: tuple[tuple[str, ...], ...] = tuple(tuple(by_word[w]) for w in words)
+        self.plain: tuple[bool, ...] = tuple(w in plain for w in words)
+        self.literals = literals
+        self.fixed = frozenset(fixed)
+        db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
+        if db.words != words:
+            # Stored for this state from other rows: never scan with it.
+            db = AnchorDB(words, db.engine)
+            if store_at is not None:
+                write_anchor_db(store_at, db, state, dataset_version)
+        self.db = db
+
+    @property
+    def engine(self) -> str:
+        return self.db.engine
+
+    def hit_lines(self, data: bytes) -> list[tuple[int, int]]:
+        """(1-based line number, start offset) of each line that passes the literal rejects."""
+        hits = self.db.hits(data, whole_words=False)
+        out: list[tuple[int, int]] = []
+        previous = -1
+        keep = False
+        line = b""
+        text = ""
+        start = 0
+        records, plain, literals, fixed, words = (
+            self.records,
+            self.plain,
+            self.literals,
+            self.fixed,
+            self.words,
+        )
+        for at, line_start, word in zip(hits.lines, hits.line_starts, hits.words, strict=True):
+            if at != previous:
+                if keep:
+                    out.append((previous + 1, start))
+                previous, start, keep = at, line_start, False
+                end = data.find(b"\n", line_start)
+                line = data[line_start : len(data) if end < 0 else end]
+                text = ""
+            if keep:
+                continue
+            if not plain[word]:
+                keep = True  # an escaped form: its literals are escaped too
+                continue
+            if not text:
+                text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
+            for rid in records[word]:
+                if rid in fixed:
+                    if _ends_message(text, words[word]):
+                        keep = True
+                        break
+                    continue
+                if all(lit in text for lit in literals.get(rid, ())):
+                    keep = True
+                    break
+        if keep:
+            out.append((previous + 1, start))
+        return out
+
+
+def _ends_message(text: str, anchor: str) -> bool:
+    """Whether some occurrence of ``anchor`` in ``text`` ends the line or a quoted value."""
+    at = text.find(anchor)
+    while at >= 0:
+        rest = text[at + len(anchor) :].rstrip()
+        if not rest or rest[0] in _CLOSERS:
+            return True
+        at = text.find(anchor, at + 1)
+    return False
+
+
+# ---------------------------------------------------------------------------- the shape pass
+#: Lines shaped like an exception's last line (for the unmatched entries outside windows).
+EXCEPTION_WORDS = (
+    b"Error:",
+    b"Exception:",
+    b"Warning:",
+    b"Exit:",
+    b"Interrupt:",
+    b"Iteration:",
+    b"Error\n",
+    b"Exception\n",
+    b"Interrupt\n",
+    b"Exit\n",
+    b"Iteration\n",
+)
+CHAIN_WORDS = (
+    b"The above exception was the direct cause",
+    b"During handling of the above exception",
+)
+_shape_lock = threading.Lock()
+_shape_automaton: Any = None
+
+
+def _shape_words() -> tuple[bytes, ...]:
+    from errkb.parse.vocabulary import REGION_KEYWORDS
+
+    # The region parser's own words first (index 0 is ``Traceback``): a hit line is parsed
+    # exactly when the region parse would have parsed it (near one of them).
+    return (*REGION_KEYWORDS, *CHAIN_WORDS, *EXCEPTION_WORDS)
+
+
+def _shapes() -> Any:
+    global _shape_automaton
+    with _shape_lock:
+        if _shape_automaton is None:
+            import ahocorasick_rs
+
+            _shape_automaton = ahocorasick_rs.BytesAhoCorasick(list(_shape_words()))
+        return _shape_automaton
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """The shape pass's lines (1-based numbers, ascending) and each line's start offset.
+
+    ``keywords``: lines holding one of the region parser's words (``REGION_KEYWORDS``: error
+    words, levels, ``Traceback``, pytest's ``E   ``); ``exceptions``: lines that may end an
+    exception (``Class: message``).
+    """
+
+    headers: list[int]
+    chains: list[int]
+    keywords: list[int]
+    exceptions: list[int]
+    starts: dict[int, int]
+
+
+def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> Shapes:
+    """One pass over ``data`` for the shape words; ``newlines`` maps offsets to 0-based lines."""
+    from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E
+
+    found = _shapes().find_matches_as_indexes(data, overlapping=True)
+    if not found:
+        return Shapes([], [], [], [], {})
+    pytest_e = REGION_PYTEST_E
+    chain_from = len(REGION_KEYWORDS)
+    exceptions_from = chain_from + len(CHAIN_WORDS)
+    # pytest's word starts at the newline before its line.
+    offsets = [start + 1 if kind == pytest_e else start for kind, start, _e in found]
+    lines = newlines(offsets)
+    headers: dict[int, None] = {}
+    chains: dict[int, None] = {}
+    keywords: dict[int, None] = {}
+    exceptions: dict[int, None] = {}
+    starts: dict[int, int] = {}
+    for (kind, _s, _e), offset, line in zip(found, offsets, lines, strict=True):
+        number = line + 1
+        if number not in starts:
+            starts[number] = data.rfind(b"\n", 0, offset) + 1
+        if kind >= exceptions_from:
+            exceptions[number] = None
+        elif kind >= chain_from:
+            chains[number] = None
+        else:
+            keywords[number] = None
+            if kind == 0:
+                headers[number] = None
+    return Shapes(sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts)
+
+
+def line_index(data: bytes) -> Callable[[Sequence[int]], list[int]]:
+    """Offsets -> 0-based line numbers (numpy's ``searchsorted`` over a newline index)."""
+    try:
+        from errkb.match.anchordb import _numpy
+
+        _numpy()
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency of the fast path
+
+        def counted(offsets: Sequence[int]) -> list[int]:
+            out: list[int] = []
+            number, position = 0, 0
+            for offset in offsets:
+                number += data.count(b"\n", position, offset)
+                position = offset
+                out.append(number)
+            return out
+
+        return counted
+    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+
+    def mapped(offsets: Sequence[int]) -> list[int]:
+        lines: list[int] = np.searchsorted(newlines, np.asarray(offsets, dtype=np.int64)).tolist()
+        return lines
+
+    return mapped
+
+
+# ---------------------------------------------------------------------------- windows
+@dataclass
+class _Tracebacks:
+    """Each traceback header's extent: header line -> (exception line, its start offset)."""
+
+    data: bytes
+    shapes: Shapes
+    ends: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def end(self, header: int) -> int:
+        return self.extent(header)[0]
+
+    def extent(self, header: int) -> tuple[int, int]:
+        """(Exception line, its start offset) of the traceback whose header is ``header``."""
+        from errkb.parse.regions import exception_line
+
+        got = self.ends.get(header)
+        if got is None:
+            start, number = exception_line(self.data, self.shapes.starts[header], header)
+            got = self.ends[header] = (number, start)
+        return got
+
+    def around(self, line: int) -> tuple[int, int] | None:
+        """(header, exception line) of the traceback ``line`` is in, if any."""
+        headers = self.shapes.headers
+        k = bisect.bisect_right(headers, line) - 1
+        # A header inside a chain's earlier traceback: look back over a few headers.
+        for j in range(k, max(-1, k - 4), -1):
+            header = headers[j]
+            end = self.end(header)
+            if header <= line <= end + AFTER and end > header:
+                return header, end
+            if line - header <= PREFIXED_REACH and self.prefixed(header):
+                # Lines behind a prefix that changes per line (a timestamp each) end no walk:
+                # the parser, grouping lines by stream, finds where this traceback ends.
+                return header, line
+            if end < line - AFTER:
+                break
+        return None
+
+    def prefixed(self, header: int) -> bool:
+        """Whether the header's ``Traceback`` has text before it on its line (a prefix)."""
+        start = self.shapes.starts[header]
+        at = self.data.find(b"Traceback", start)
+        return at > start and self.data[start:at].strip() != b""
+
+    def chained(self, first: int, last: int) -> tuple[int, int]:
+        """``first``..``last`` widened over the tracebacks chained before and after it."""
+        headers, chains = self.shapes.headers, self.shapes.chains
+        for _ in range(MAX_CHAIN):
+            # A chain sentence just before this header ties the traceback before it.
+            c = bisect.bisect_right(chains, first) - 1
+            if c < 0 or first - chains[c] > CHAIN_GAP:
+                break
+            k = bisect.bisect_left(headers, chains[c]) - 1
+            if k < 0:
+                break
+            first = headers[k]
+        for _ in range(MAX_CHAIN):
+            c = bisect.bisect_right(chains, last)
+            if c >= len(chains) or chains[c] - last > CHAIN_GAP:
+                break
+            k = bisect.bisect_right(headers, chains[c])
+            if k >= len(headers) or headers[k] - chains[c] > CHAIN_GAP:
+                break
+            last = max(last, self.end(headers[k]))
+        return first, last
+
+
+def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> list[list[int]]:
+    """[first, last] line windows (1-based, inclusive, merged, ascending) around ``hits``."""
+    spans: list[list[int]] = []
+    headers = tracebacks.shapes.headers
+    for line in hits:
+        inside = tracebacks.around(line)
+        if inside is not None:
+            first, last = tracebacks.chained(*inside)
+            first, last = first - BEFORE, max(last, line) + AFTER
+        else:
+            first, last = line - BEFORE, line + AFTER
+        # A header inside the window brings its whole traceback (those headers only: the
+        # tracebacks that one reaches over bring nothing more, so a log of back-to-back
+        # tracebacks stays linear).
+        k = bisect.bisect_left(headers, first)
+        reach = last
+        while k < len(headers) and headers[k] <= reach:
+            last = max(last, tracebacks.end(headers[k]) + AFTER)
+            k += 1
+        first, last = max(1, first), min(total_lines, last)
+        if spans and first <= spans[-1][1] + 1:
+            if spans[-1][1] - spans[-1][0] < MAX_SPAN_LINES:
+                spans[-1][1] = max(spans[-1][1], last)
+            elif last > spans[-1][1]:
+                # A log that is all hits is parsed a bounded piece at a time: the next piece
+                # starts where this one ends (this window's own context is in both).
+                spans.append([spans[-1][1] + 1, last])
+        else:
+            spans.append([first, last])
+    return spans
+
+
+# ---------------------------------------------------------------------------- unmatched lines
+#: A traceback's last line: ``pkg.mod.SomeError: message`` or a bare ``SomeError`` (the
+#: parser's own shape, ``<locals>`` and ray's ``RayTaskError(ValueError)`` included).
+_TB_END = re.compile(
+    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.(?:<locals>|[A-Za-z_]\w{0,127})){0,24}"
+    r"(?:\([A-Za-z_][\w.]{0,255}\))?)(?:: ?(?P<msg>.*))?"
+)
+#: ``Class: message`` anywhere on a line outside a traceback, after a word boundary.
+_BARE = re.compile(
+    r"(?:^|(?<=[\s|>\]\-]))(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
+    r"(?:: (?P<msg>\S.*)|:)$"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
+    end = data.find(b"\n", start)
+    raw = data[start : len(data) if end < 0 else end]
+    if not clean:
+        return raw.decode("utf-8", "replace")
+    text = raw[: 1 << 16].decode("utf-8", "replace").rstrip("\r")
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def exception_of(text: str, prefix: str = "", *, traceback: bool = False) -> tuple[str, str] | None:
+    """(class, message) of an exception line, or None when ``text`` is not one.
+
+    ``traceback``: the line ends a traceback (any class name, behind the header's ``prefix``);
+    otherwise the class must look like one on its own (``is_exception_class``).
+    """
+    from errkb.parse.vocabulary import is_exception_class
+
+    body = text[len(prefix) :] if prefix and text.startswith(prefix) else text
+    body = body.strip()
+    if not body:
+        return None
+    if traceback:
+        found = _TB_END.fullmatch(body)
+    else:
+        found = _BARE.search(body)
+        if found is not None and not is_exception_class(found.group("cls")):
+            found = None
+    if found is None:
+        return None
+    return found.group("cls"), (found.group("msg") or "").strip()
+
+
+# ---------------------------------------------------------------------------- limits, folding
+@dataclass(frozen=True)
+class Limits:
+    """What one report keeps at most; counts stay exact past them (``Truncation`` says so)."""
+
+    matches_per_record: int = 200
+    matches: int = 5000
+    lines_per_entry: int = 1000
+    unmatched: int = 2000
+
+
+#: No bound (``errkb explain --all``): every entry kept.
+UNLIMITED = Limits(1 << 62, 1 << 62, 1 << 62, 1 << 62)
+
+
+@dataclass
+class _Entry:
+    match: Match
+    lines: set[int]
+    occurrences: int
+
+
+class Folded:
+    """Matches and unmatched entries of batches, folded into one report's, within ``Limits``."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self._matches: dict[tuple[str, tuple[tuple[str, str], ...]], _Entry] = {}
+        self._per_record: dict[str, int] = {}
+        self._unmatched: dict[tuple[str | None, str], Unmatched] = {}
+        self._unmatched_lines: dict[tuple[str | None, str], set[int]] = {}
+        self.cut_matches = 0
+        self.cut_match_occurrences = 0
+        self.cut_records: dict[str, int] = {}
+        self._cut_unmatched: set[int] = set()
+        self.cut_unmatched_occurrences = 0
+        self.cut_lines = 0
+
+    @property
+    def exact(self) -> bool:
+        return bool(self._matches) or self.cut_matches > 0
+
+    def add_matches(self, matches: Sequence[Match]) -> None:
+        limits = self.limits
+        for m in matches:
+            if m.confidence is not Confidence.EXACT:
+                continue
+            key = (m.id, m.captures)
+            entry = self._matches.get(key)
+            if entry is None:
+                held = self._per_record.get(m.id, 0)
+                if held >= limits.matches_per_record or len(self._matches) >= limits.matches:
+                    self.cut_matches += 1
+                    self.cut_match_occurrences += m.occurrences
+                    self.cut_records[m.id] = self.cut_records.get(m.id, 0) + 1
+                    continue
+                self._per_record[m.id] = held + 1
+                self._matches[key] = _Entry(m, set(m.lines), m.occurrences)
+                continue
+            entry.occurrences += m.occurrences
+            entry.lines.update(m.lines)
+            old = entry.match
+            if m.score > old.score or m.alternatives or (m.root_cause and not old.root_cause):
+                alternatives = {a.id: a for a in old.alternatives}
+                for a in m.alternatives:
+                    if a.id not in alternatives or a.score > alternatives[a.id].score:
+                        alternatives[a.id] = a
+                better = m.score > old.score
+                entry.match = replace(
+                    old,
+                    score=m.score if better else old.score,
+                    evidence=m.evidence if better else old.evidence,
+                    alternatives=tuple(sorted(alternatives.values(), key=_by_score)),
+                    root_cause=old.root_cause or m.root_cause,
+                )
+
+    def add_unmatched(self, entries: Sequence[Unmatched]) -> None:
+        for u in entries:
+            key = (u.cls, u.message)
+            held = self._unmatched.get(key)
+            if held is None:
+                if len(self._unmatched) >= self.limits.unmatched:
+                    self._cut_unmatched.add(hash(key))
+                    self.cut_unmatched_occurrences += u.occurrences
+                    continue
+                self._unmatched[key] = u
+                self._unmatched_lines[key] = set(u.lines or (u.line,))
+                continue
+            lines = self._unmatched_lines[key]
+            new = set(u.lines or (u.line,)) - lines
+            lines.update(new)
+            extra = u.occurrences - (len(u.lines or (u.line,)) - len(new))
+            self._unmatched[key] = replace(held, occurrences=held.occurrences + max(extra, 0))
+
+    def unmatched_events(self, count: int) -> list[LogEvent]:
+        """The first ``count`` distinct unmatched messages as events (for suggestions)."""
+        out: list[LogEvent] = []
+        seen: set[str] = set()
+        for u in sorted(self._unmatched.values(), key=lambda u: u.line):
+            if u.message in seen:
+                continue
+            seen.add(u.message)
+            out.append(LogEvent(EventKind.BARE, u.cls, u.message, (u.line,)))
+            if len(out) >= count:
+                break
+        return out
+
+    def result(self) -> tuple[tuple[Match, ...], tuple[Unmatched, ...], Truncation | None]:
+        cap = self.limits.lines_per_entry
+        matches: list[Match] = []
+        for entry in sorted(self._matches.values(), key=lambda e: min(e.lines, default=0)):
+            lines = sorted(entry.lines)
+            if len(lines) > cap:
+                self.cut_lines += len(lines) - cap
+                lines = lines[:cap]
+            matches.append(replace(entry.match, lines=tuple(lines), occurrences=entry.occurrences))
+        unmatched: list[Unmatched] = []
+        for key, u in sorted(self._unmatched.items(), key=lambda kv: kv[1].line):
+            lines = sorted(self._unmatched_lines[key])
+            count = max(u.occurrences, len(lines))
+            if len(lines) > cap:
+                self.cut_lines += len(lines) - cap
+                lines = lines[:cap]
+            unmatched.append(replace(u, line=lines[0], lines=tuple(lines), occurrences=count))
+        truncation = None
+        if self.cut_matches or self._cut_unmatched or self.cut_lines:
+            truncation = Truncation(
+                matches=self.cut_matches,
+                match_occurrences=self.cut_match_occurrences,
+                records=tuple(sorted(self.cut_records.items(), key=lambda kv: (-kv[1], kv[0]))),
+                unmatched=len(self._cut_unmatched),
+                unmatched_occurrences=self.cut_unmatched_occurrences,
+                lines=self.cut_lines,
+            )
+        return tuple(matches), tuple(unmatched), truncation
+
+
+def _by_score(a: Alternative) -> float:
+    return -a.score
+
+
+# ---------------------------------------------------------------------------- the scan
+Decider = Callable[[list[LogEvent]], tuple[tuple[Match, ...], tuple[Unmatched, ...]]]
+
+
+@dataclass(frozen=True)
+class ScanCounts:
+    """What the scan did (for the bench and tests: work counted, not timed)."""
+
+    anchor_lines: int
+    windows: int
+    window_lines: int
+    shape_unmatched: int
+
+
+def record_scan(
+    data: bytes,
+    anchors: RecordAnchors,
+    decide: Decider,
+    folded: Folded,
+    *,
+    found: Callable[[bytes, Sequence[tuple[int, int]]], list[LogEvent]] | None = None,
+    checkpoint: Callable[[], None] | None = None,
+    json_lines: bool = False,
+) -> ScanCounts:
+    """Scan ``data`` (plain-text bytes) into ``folded``: matches and unmatched entries.
+
+    ``decide`` is the knowledge base's decide over events; ``found`` turns the hit lines no
+    event covers into ``FOUND`` events (the message-first pass), asked only when nothing
+    exact was found, as on the region path. ``json_lines``: the JSON object lines of ``data``
+    are read as the container path reads them (``regions.json_line_events``) and left out of
+    the windows, as the container path blanks them from the plain text it parses.
+    """
+    from errkb.match.msgfirst import covered_lines
+    from errkb.parse.regions import json_line_events, parse_regions
+
+    to_line = line_index(data)
+    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    hits = anchors.hit_lines(data)
+    shapes = shape_lines(data, to_line)
+    objects: list[tuple[int, int]] = []
+    # A frame line or the source line under one is never an occurrence (the parser skips
+    # both); the exception line that ends their traceback brings the whole traceback.
+    hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
+    tracebacks = _Tracebacks(data, shapes)
+    near = _Near(shapes.keywords)
+    # A hit line is parsed where the region parse would have parsed it: near a line with an
+    # error word, or inside a traceback. The others can hold only a message-first find.
+    parsed_hits = [(n, o) for n, o in hits if near.has(n) or tracebacks.around(n) is not None]
+    if json_lines:
+        objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
+        plain_hits = [n for n, o in parsed_hits if not data.startswith(b'{"', o)]
+    else:
+        plain_hits = [n for n, _o in parsed_hits]
+    spans = windows(plain_hits, tracebacks, total)
+    if checkpoint is not None:
+        checkpoint()
+    # Line starts of every window's first and last line, found from the nearest known start.
+    starts = dict(hits)
+    starts.update(shapes.starts)
+    ordered = sorted(starts)
+    covered: set[int] = set()
+    index = 0
+    window_lines = 0
+
+    def decided(events: list[LogEvent]) -> None:
+        matches, unmatched = decide(events)
+        folded.add_matches(matches)
+        folded.add_unmatched(unmatched)
+        covered.update(covered_lines(events))
+        if checkpoint is not None:
+            checkpoint()
+
+    for batch in _batches(spans):
+        regions = list(_cut(data, batch, starts, ordered))
+        if json_lines:
+            regions = [(first, _blank_objects(region)) for first, region in regions]
+        window_lines += sum(last - first + 1 for first, last in batch)
+        events = parse_regions(regions, first_index=index)
+        index += len(regions)
+        del regions
+        decided(events)
+    in_window = _Spans(spans)
+    # JSON object lines: the hit ones, and those shaped like an exception outside windows.
+    if json_lines:
+        shaped = [
+            (n, shapes.starts[n])
+            for n in shapes.exceptions
+            if not in_window.has(n) and data.startswith(b'{"', shapes.starts[n])
+        ]
+        rows = sorted(dict([*objects, *shaped]).items())
+        for batch_from in range(0, len(rows), BATCH_WINDOWS):
+            events = []
+            for number, offset in rows[batch_from : batch_from + BATCH_WINDOWS]:
+                index += 1
+                events += json_line_events(_line_text(data, offset, clean=False), number, index)
+            decided(events)
+    # Exception lines outside every window: no anchor on them, so no record can match.
+    shape_unmatched: list[Unmatched] = []
+    headers = set(shapes.headers)
+    ends: dict[int, str] = {}
+    line_starts = dict(shapes.starts)
+    for header in shapes.headers:
+        if in_window.has(header):
+            continue
+        end, end_start = tracebacks.extent(header)
+        if end > header:
+            text = _line_text(data, shapes.starts[header])
+            ends[end] = text[: text.find("Traceback")]
+            line_starts[end] = end_start
+    body = _Spans([[h, tracebacks.end(h) - 1] for h in shapes.headers])
+    for number in sorted({*ends, *shapes.exceptions}):
+        if number in headers or in_window.has(number):
+            continue
+        if json_lines and data.startswith(b'{"', line_starts[number]):
+            continue  # read as JSON above
+        prefix = ends.get(number)
+        if prefix is None and body.has(number):
+            continue  # a frame's source line, not an exception being printed
+        parsed = exception_of(
+            _line_text(data, line_starts[number]), prefix or "", traceback=prefix is not None
+        )
+        if parsed is None:
+            continue
+        shape_unmatched.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
+    folded.add_unmatched(shape_unmatched)
+    if found is not None and not folded.exact:
+        uncovered = [(n, o) for n, o in hits if n not in covered]
+        extra = found(data, uncovered)
+        if extra:
+            matches, _none = decide(extra)
+            folded.add_matches(matches)
+    return ScanCounts(len(hits), len(spans), window_lines, len(shape_unmatched))
+
+
+def _batches(spans: Sequence[list[int]]) -> Iterator[Sequence[list[int]]]:
+    """``spans`` in batches of at most ``BATCH_WINDOWS`` windows or about ``BATCH_LINES`` lines."""
+    begin, lines = 0, 0
+    for k, (first, last) in enumerate(spans):
+        lines += last - first + 1
+        if k + 1 - begin >= BATCH_WINDOWS or lines >= BATCH_LINES:
+            yield spans[begin : k + 1]
+            begin, lines = k + 1, 0
+    if begin < len(spans):
+        yield spans[begin:]
+
+
+def _blank_objects(region: bytes) -> bytes:
+    """``region`` with each JSON object line emptied (its newline kept)."""
+    if not region.startswith(b'{"') and b'\n{"' not in region:
+        return region
+    lines = region.split(b"\n")
+    return b"\n".join(b"" if line.startswith(b'{"') else line for line in lines)
+
+
+_FRAME = re.compile(rb'\s*(?:> )?File "[^"\n]*", line \d')
+
+
+def _in_frames(data: bytes, start: int) -> bool:
+    """Whether the line at ``start`` is a traceback frame line or the source line under one."""
+    end = data.find(b"\n", start)
+    line = data[start : len(data) if end < 0 else end]
+    if b'File "' in line and _FRAME.search(line) is not None:
+        return True
+    if start == 0 or (not line[:1].isspace() and b"|" not in line[:256] and b"]" not in line[:256]):
+        return False  # a source line is indented (behind a prefix, maybe)
+    before = data.rfind(b"\n", 0, start - 1) + 1
+    above = data[before : start - 1]
+    return b'File "' in above and _FRAME.search(above) is not None
+
+
+class _Near:
+    """Whether a line is within a window the region parse opens around a keyword line."""
+
+    def __init__(self, keywords: Sequence[int]) -> None:
+        self._lines = keywords
+
+    def has(self, line: int) -> bool:
+        # A keyword line K opens [K - BEFORE, K + AFTER]: some K in [line - AFTER, line + BEFORE].
+        k = bisect.bisect_left(self._lines, line - AFTER)
+        return k < len(self._lines) and self._lines[k] <= line + BEFORE
+
+
+class _Spans:
+    """Membership of a line in sorted, disjoint [first, last] spans."""
+
+    def __init__(self, spans: Sequence[Sequence[int]]) -> None:
+        merged: list[list[int]] = []
+        for first, last in sorted((s[0], s[1]) for s in spans):
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        self._firsts = [s[0] for s in merged]
+        self._lasts = [s[1] for s in merged]
+
+    def has(self, line: int) -> bool:
+        k = bisect.bisect_right(self._firsts, line) - 1
+        return k >= 0 and line <= self._lasts[k]
+
+
+def _cut(
+    data: bytes, spans: Sequence[Sequence[int]], known: Mapping[int, int], ordered: Sequence[int]
+) -> Iterator[tuple[int, bytes]]:
+    """(first line, bytes) of each span, located from the nearest known line start.
+
+    ``ordered`` holds the keys of ``known``, sorted.
+    """
+    for first, last in spans:
+        k = bisect.bisect_right(ordered, first) - 1
+        base = ordered[k] if k >= 0 else 1
+        position = known[base] if k >= 0 else 0
+        for _ in range(first - base):
+            nxt = data.find(b"\n", position)
+            position = len(data) if nxt < 0 else nxt + 1
+        begin = position
+        for _ in range(last - first + 1):
+            nxt = data.find(b"\n", position)
+            position = len(data) if nxt < 0 else nxt + 1
+        yield first, data[begin:position]

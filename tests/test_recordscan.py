@@ -1,0 +1,307 @@
+"""The record-driven scan (errkb.match.recordscan): the same report as the region parse, bounded.
+
+Every large plain-text input goes through two native passes (anchors, shapes) and the parser
+only on windows around the lines they name. These tests compare it with the word-narrowed
+region parse on the same input (``KnowledgeBase.record_scan = False``): the whole report
+(matches, captures, lines, scores, unmatched entries, suggestions). The size gate is lowered
+(``NARROW_ABOVE``) so that both paths run on a few kilobytes in the default tier; one slow
+test does the same above the real gate. The bounds on what a report keeps are counted, not
+timed: entries kept, what ``truncated`` says was cut, the JSON valid against its schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import errkb
+from errkb.match import recordscan
+from errkb.match.recordscan import (
+    Limits,
+    anchor_line,
+    escaped_forms,
+    exception_of,
+    record_anchordb_path,
+)
+from errkb.match.scan import ENGINES
+from errkb.parse import regions
+from errkb.records import schema_validator
+from tests.conftest import EXAMPLES
+from tests.test_wrapping import COMFY
+
+MESSAGE = "Comfy INT8 layer '{p}' has incompatible weight/scale shapes: (4096, 4096) and (4096, 2)"
+FILLER = "2026-12-01 10:00:{s:02d} INFO step {n} loss=0.41 lr=2.0e-04 weight and scale loaded\n"
+
+
+@pytest.fixture(scope="module")
+def rs_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(tmp_path_factory.mktemp("recordscan") / "kb.sqlite3") as kb:
+        yield kb
+
+
+@pytest.fixture
+def small_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs above 4 KiB are 'large': both paths narrow, in a cheap test."""
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+
+
+def _filler(count: int, start: int = 0) -> str:
+    return "".join(FILLER.format(s=n % 60, n=n) for n in range(start, start + count))
+
+
+def _traceback(cls: str, message: str, prefix: str = "") -> str:
+    return (
+        f"{prefix}Traceback (most recent call last):\n"
+        f'{prefix}  File "/srv/app/run.py", line 12, in main\n'
+        f"{prefix}    load(model)\n"
+        f'{prefix}  File "/srv/app/load.py", line 40, in load\n'
+        f'{prefix}    raise {cls}(f"{{name}} failed")\n'
+        f"{prefix}{cls}: {message}\n"
+    )
+
+
+def _mixed_log(scale: int = 1) -> str:
+    """Every shape the scan must read as the parser does, between filler lines."""
+    comfy = MESSAGE.format(p="blocks.3")
+    quoted = MESSAGE.format(p="it's")
+    parts = [
+        _filler(40 * scale),
+        _traceback("ValueError", comfy),
+        _filler(30 * scale, 100),
+        # A chain: the cause's traceback, the sentence, the wrapper quoting the cause.
+        _traceback("ValueError", MESSAGE.format(p="attn.q")),
+        "\nThe above exception was the direct cause of the following exception:\n\n",
+        _traceback("RuntimeError", "Cannot load 'unet': " + MESSAGE.format(p="attn.q")),
+        _filler(25 * scale, 200),
+        # A prefix that changes per line (kubectl's timestamps) and an unknown exception.
+        _traceback("KeyError", "'session_27'", "[pod/x-0/app] 2026-12-01T10:00:01Z "),
+        _filler(20 * scale, 300),
+        # A bare message after a separator, a JSON line holding one escaped, and a repr.
+        f"2026-12-01 10:01:00 ERROR worker - failed; {MESSAGE.format(p='mlp.up')}\n",
+        json.dumps({"level": "error", "msg": f"ValueError: {quoted}"}) + "\n",
+        f"2026-12-01 10:01:02 ERROR errors=[ValueError({quoted!r})]\n",
+        _filler(20 * scale, 400),
+        _traceback("ZeroDivisionError", "division by zero"),
+        _traceback("OSError", "[Errno 28] No space left on device"),
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/run.py", line 3, in <module>\n'
+        "CannotInvert: matrix 7 is singular\n",
+        _filler(30 * scale, 500),
+        (EXAMPLES / "quanto-incompatible-scale.log").read_text(encoding="utf-8"),
+        _filler(30 * scale, 600),
+        (EXAMPLES / "comfy-int8-scale-shapes.log").read_text(encoding="utf-8"),
+        _filler(10 * scale, 700),
+    ]
+    return "".join(parts)
+
+
+def _both(kb: errkb.KnowledgeBase, data: str | bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    scanned = kb.explain(data).to_dict()
+    kb.record_scan = False
+    try:
+        parsed = kb.explain(data).to_dict()
+    finally:
+        kb.record_scan = True
+    return scanned, parsed
+
+
+def test_the_scan_gives_the_region_parse_s_report(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    data = _mixed_log().encode()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    ids = {m["id"] for m in scanned["matches"] if m["confidence"] == "exact"}
+    assert COMFY in ids and len(ids) >= 2
+    assert {u["class"] for u in scanned["unmatched"]} >= {"KeyError", "ZeroDivisionError"}
+    assert rs_kb._anchors is not None  # the scan ran, not the region parse
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_both_engines_give_the_same_report(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, engine: str
+) -> None:
+    data = _mixed_log().encode()
+    rs_kb.scan_engine = engine
+    try:
+        scanned = rs_kb.explain(data).to_dict()
+        assert rs_kb._anchors is not None and rs_kb._anchors.engine == engine
+    finally:
+        rs_kb.scan_engine = None
+    assert scanned == rs_kb.explain(data).to_dict()
+
+
+def test_a_str_input_reads_as_its_bytes(rs_kb: errkb.KnowledgeBase, small_gate: None) -> None:
+    text = _mixed_log()
+    assert rs_kb.explain(text).to_dict() == rs_kb.explain(text.encode()).to_dict()
+
+
+def test_a_damaged_anchor_database_is_rebuilt(rs_kb: errkb.KnowledgeBase, small_gate: None) -> None:
+    data = _mixed_log().encode()
+    rs_kb._anchors = None  # built with the default engine and stored
+    before = rs_kb.explain(data).to_dict()
+    path = record_anchordb_path(rs_kb.path)
+    assert path.is_file()
+    image = path.read_bytes()
+    path.write_bytes(image[: len(image) // 2])  # truncated
+    rs_kb.refresh()
+    rs_kb._anchors = None  # a new process: reads the file
+    assert rs_kb.explain(data).to_dict() == before
+    assert path.read_bytes() == image  # rebuilt and stored again
+
+
+def test_the_scan_parses_only_windows_around_hit_lines(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[recordscan.ScanCounts] = []
+    real = recordscan.record_scan
+
+    def counted(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
+        counts = real(*args, **kwargs)
+        seen.append(counts)
+        return counts
+
+    monkeypatch.setattr(recordscan, "record_scan", counted)
+    data = _mixed_log(scale=20).encode()
+    rs_kb.explain(data)
+    (counts,) = seen
+    total = data.count(b"\n")
+    # The filler (most of the log) is never parsed: the windows cover a small part of it.
+    assert counts.window_lines < total // 5
+    assert counts.shape_unmatched >= 2  # unknown tracebacks read straight from their lines
+
+
+def test_anchors_and_their_escaped_forms() -> None:
+    assert anchor_line("first line\n  the longest line here \nend") == "the longest line here"
+    forms = escaped_forms('can\'t open "x" <file>')
+    assert 'can\\\'t open "x" <file>' in forms  # a repr
+    assert 'can\'t open \\"x\\" <file>' in forms  # a JSON string
+    assert "can&#x27;t open &quot;x&quot; &lt;file&gt;" in forms  # HTML
+    assert escaped_forms("plain words") == []
+
+
+@pytest.mark.parametrize(
+    ("line", "prefix", "traceback", "expected"),
+    [
+        ("ValueError: bad value", "", False, ("ValueError", "bad value")),
+        ("[pod/x] 10:00Z KeyError: 'k'", "[pod/x] 10:00Z ", True, ("KeyError", "'k'")),
+        ("CannotInvert: singular", "", True, ("CannotInvert", "singular")),
+        ("CannotInvert: singular", "", False, None),  # no error word, no traceback
+        ("2026-12-01 ERROR x - OSError: disk full", "", False, ("OSError", "disk full")),
+        ("Error: plain words", "", False, None),
+        ("just words here", "", False, None),
+        ("just words here", "", True, None),
+    ],
+)
+def test_exception_lines_outside_windows(
+    line: str, prefix: str, traceback: bool, expected: tuple[str, str] | None
+) -> None:
+    assert exception_of(line, prefix, traceback=traceback) == expected
+
+
+# --------------------------------------------------------------------------- bounded output
+def _one_record_log(count: int) -> bytes:
+    return "".join(
+        _traceback("ValueError", MESSAGE.format(p=f"layer.{n}")) + FILLER.format(s=n % 60, n=n)
+        for n in range(count)
+    ).encode()
+
+
+def test_distinct_captures_of_one_record_are_capped_with_exact_counts(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    data = _one_record_log(60)
+    report = rs_kb.explain(data, limits=Limits(matches_per_record=10, lines_per_entry=5))
+    assert [m.id for m in report.exact] == [COMFY] * 10
+    assert report.truncated is not None
+    assert report.truncated.matches == 50 and report.truncated.match_occurrences == 50
+    assert report.truncated.records == ((COMFY, 50),)
+    out = report.to_dict()
+    schema_validator("explanation.schema.json").validate(out)
+    assert out["truncated"]["how"].startswith("counts are exact")
+    everything = rs_kb.explain(data, limits=None)
+    assert len(everything.exact) == 60 and everything.truncated is None
+
+
+def test_distinct_unknown_exceptions_are_capped_with_exact_counts(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    data = "".join(
+        _traceback("KeyError", f"'session_{n}'") + _traceback("KeyError", "'again'")
+        for n in range(40)
+    ).encode()
+    report = rs_kb.explain(data, limits=Limits(unmatched=8, lines_per_entry=5))
+    assert len(report.unmatched) == 8
+    again = next(u for u in report.unmatched if u.message == "'again'")
+    assert again.occurrences == 40 and len(again.lines) == 5  # lines capped, count exact
+    assert report.truncated is not None
+    assert report.truncated.unmatched == 41 - 8
+    assert report.truncated.lines == 35
+    schema_validator("explanation.schema.json").validate(report.to_dict())
+
+
+@pytest.mark.slow
+def test_the_scan_matches_the_region_parse_above_the_real_gate(
+    rs_kb: errkb.KnowledgeBase,
+) -> None:
+    data = _mixed_log(scale=400).encode()
+    assert len(data) > regions.NARROW_ABOVE
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+
+
+def test_a_store_without_every_spec_row_keeps_the_region_parse(
+    tmp_path: Path, small_gate: None
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "kb.sqlite3"
+    data = _mixed_log().encode()
+    with errkb.open(db) as kb:
+        expected = kb.explain(data).to_dict()
+    # A database written before migration 0006 (read-only, not reindexed) lacks spec rows:
+    # the scan cannot know those records' anchors, so it must not run.
+    with sqlite3.connect(db) as conn:
+        conn.execute("DELETE FROM pattern_specs WHERE record_id = ?", (COMFY,))
+    with errkb.open(db) as kb:
+        report = kb.explain(data).to_dict()
+        assert kb._anchors is not None and not kb._anchors.complete
+    assert report == expected
+
+
+@pytest.mark.slow
+def test_the_cli_says_what_it_cut_and_all_lists_everything(
+    tmp_path: Path, small_gate: None
+) -> None:
+    from tests.cli import run
+
+    db = tmp_path / "kb.sqlite3"
+    log = tmp_path / "big.log"
+    log.write_bytes(_one_record_log(Limits().matches_per_record + 10))
+    cut = run(db, "explain", "--format", "json", str(log))
+    assert cut.exit_code == 0, cut.output
+    out = json.loads(cut.stdout)
+    assert len(out["matches"]) == Limits().matches_per_record
+    assert out["truncated"]["matches"] == 10 and "--all" in out["truncated"]["how"]
+    everything = json.loads(run(db, "explain", "--all", "--format", "json", str(log)).stdout)
+    assert len(everything["matches"]) == Limits().matches_per_record + 10
+    assert "truncated" not in everything
+
+
+def test_every_backend_gives_each_live_record_s_anchor_row(db_target: str) -> None:
+    with errkb.open(db_target) as kb, kb.store.snapshot() as view:
+        rows = view.anchor_rows()
+        stats = kb.stats()
+    assert len(rows) == stats.records - stats.retired
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    by_id = {
+        rid: (anchor, literals, regex, template) for rid, anchor, literals, regex, template in rows
+    }
+    anchor, literals, regex, template = by_id[COMFY]
+    assert anchor is not None and anchor in template
+    assert anchor in [lit.strip() for lit in literals]  # the longest literal, stripped
+    assert regex.endswith("$") and template.startswith("Comfy INT8 layer")

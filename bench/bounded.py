@@ -50,7 +50,7 @@ def write_log(path: Path, case: str, count: int) -> int:
 
 
 def _counts(report: dict[str, Any]) -> dict[str, int]:
-    cut = report.get("truncated") or {}
+    cut = report.get("omitted") or {}
     exact = [m for m in report["matches"] if m["confidence"] == "exact"]
     return {
         "matches listed": len(exact),

@@ -97,7 +97,7 @@ class KnowledgeBase:
         ``deadline`` is checked between steps; past it (or once cancelled) the call raises
         ``CancelledError`` within a few milliseconds of work. A large input's report keeps at
         most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all), counts
-        exact, and says what it cut (``Report.truncated``).
+        exact, and says what it cut (``Report.omitted``).
         """
         from errkb.parse.regions import parse_input
 
@@ -207,14 +207,14 @@ class KnowledgeBase:
             json_lines=json_lines,
         )
         suggestions = similar_matches(folded.unmatched_events(MAX_SIMILAR_QUERIES), matcher, lookup)
-        matches, unmatched, truncated = folded.result()
+        matches, unmatched, omitted = folded.result()
         return Report(
             __version__,
             dataset_version,
             matches + tuple(suggestions),
             unmatched,
             sample,
-            truncated,
+            omitted,
         )
 
     def _record_anchors(

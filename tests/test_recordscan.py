@@ -6,7 +6,7 @@ region parse on the same input (``KnowledgeBase.record_scan = False``): the whol
 (matches, captures, lines, scores, unmatched entries, suggestions). The size gate is lowered
 (``NARROW_ABOVE``) so that both paths run on a few kilobytes in the default tier; one slow
 test does the same above the real gate. The bounds on what a report keeps are counted, not
-timed: entries kept, what ``truncated`` says was cut, the JSON valid against its schema.
+timed: entries kept, what ``omitted`` says was cut, the JSON valid against its schema.
 """
 
 from __future__ import annotations
@@ -217,14 +217,14 @@ def test_distinct_captures_of_one_record_are_capped_with_exact_counts(
     data = _one_record_log(60)
     report = rs_kb.explain(data, limits=Limits(matches_per_record=10, lines_per_entry=5))
     assert [m.id for m in report.exact] == [COMFY] * 10
-    assert report.truncated is not None
-    assert report.truncated.matches == 50 and report.truncated.match_occurrences == 50
-    assert report.truncated.records == ((COMFY, 50),)
+    assert report.omitted is not None
+    assert report.omitted.matches == 50 and report.omitted.match_occurrences == 50
+    assert report.omitted.records == ((COMFY, 50),)
     out = report.to_dict()
     schema_validator("explanation.schema.json").validate(out)
-    assert out["truncated"]["how"].startswith("counts are exact")
+    assert out["omitted"]["how"].startswith("counts are exact")
     everything = rs_kb.explain(data, limits=None)
-    assert len(everything.exact) == 60 and everything.truncated is None
+    assert len(everything.exact) == 60 and everything.omitted is None
 
 
 def test_distinct_unknown_exceptions_are_capped_with_exact_counts(
@@ -238,9 +238,9 @@ def test_distinct_unknown_exceptions_are_capped_with_exact_counts(
     assert len(report.unmatched) == 8
     again = next(u for u in report.unmatched if u.message == "'again'")
     assert again.occurrences == 40 and len(again.lines) == 5  # lines capped, count exact
-    assert report.truncated is not None
-    assert report.truncated.unmatched == 41 - 8
-    assert report.truncated.lines == 35
+    assert report.omitted is not None
+    assert report.omitted.unmatched == 41 - 8
+    assert report.omitted.lines == 35
     schema_validator("explanation.schema.json").validate(report.to_dict())
 
 
@@ -286,10 +286,10 @@ def test_the_cli_says_what_it_cut_and_all_lists_everything(
     assert cut.exit_code == 0, cut.output
     out = json.loads(cut.stdout)
     assert len(out["matches"]) == Limits().matches_per_record
-    assert out["truncated"]["matches"] == 10 and "--all" in out["truncated"]["how"]
+    assert out["omitted"]["matches"] == 10 and "--all" in out["omitted"]["how"]
     everything = json.loads(run(db, "explain", "--all", "--format", "json", str(log)).stdout)
     assert len(everything["matches"]) == Limits().matches_per_record + 10
-    assert "truncated" not in everything
+    assert "omitted" not in everything
 
 
 def test_every_backend_gives_each_live_record_s_anchor_row(db_target: str) -> None:

@@ -240,7 +240,7 @@ class Report:
     unmatched: tuple[Unmatched, ...]
     knowledge_base: KnowledgeBaseInfo | None = None
     #: What a large input's report left out (``errkb.report.limits``); None: nothing was cut.
-    truncated: Truncation | None = None
+    omitted: Truncation | None = None
 
     @property
     def exact(self) -> tuple[Match, ...]:
@@ -260,19 +260,19 @@ class Report:
     def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
         """One report for several inputs; each match and exception says which file it is from."""
         first = named[0][1]
-        cuts = [r.truncated for _name, r in named if r.truncated is not None]
-        truncated = None
+        cuts = [r.omitted for _name, r in named if r.omitted is not None]
+        omitted = None
         if cuts:
             from errkb.report.limits import Truncation
 
-            truncated = Truncation.combine(cuts)
+            omitted = Truncation.combine(cuts)
         return cls(
             first.errkb_version,
             first.dataset_version,
             tuple(replace(m, source=name) for name, r in named for m in r.matches),
             tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
             first.knowledge_base,
-            truncated,
+            omitted,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -282,7 +282,7 @@ class Report:
             "matches": [m.to_dict() for m in self.matches],
             "unmatched": [u.to_dict() for u in self.unmatched],
             **({"knowledgeBase": self.knowledge_base.to_dict()} if self.knowledge_base else {}),
-            **({"truncated": self.truncated.to_dict()} if self.truncated else {}),
+            **({"omitted": self.omitted.to_dict()} if self.omitted else {}),
         }
 
 

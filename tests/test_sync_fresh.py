@@ -36,8 +36,8 @@ HISTORY = (
     "previous_dataset_version FROM record_history"
 )
 VERSIONS = (
-    'SELECT id, dataset_version, kind, "full", partial, added, updated, unchanged, retired, '
-    "rejected FROM dataset_versions"
+    'SELECT id, dataset_version, kind, source, "full", partial, added, updated, unchanged, '
+    "retired, rejected FROM dataset_versions"
 )
 
 

@@ -471,7 +471,7 @@ class UnitOfWork:
         (the last content wins; the first counts as added or updated).
         """
         sql = self.sql
-        source = self._copy_unchanged(incoming)
+        old = self._copy_unchanged(incoming)  # a rebuild's old file, else ""
         started = now_iso()
         row = sql.one(
             'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
@@ -496,7 +496,7 @@ class UnitOfWork:
         seen: set[str] = set()
         bulk = sql.bulk_search(incoming)
         for batch in _batches(incoming):
-            items = _classify_chunk(sql, batch, source)
+            items = _classify_chunk(sql, batch, old)
             if bulk is not None and any(i.id in seen for i in items):
                 # An id repeated across chunks is updated after being inserted here: the
                 # update trigger needs its index entry, so index everything so far now and
@@ -536,7 +536,7 @@ class UnitOfWork:
                 vid,
             ),
         )
-        if counts.added or counts.updated or counts.retired or source:
+        if counts.added or counts.updated or counts.retired or old:
             self.rebuild_index(feed)  # a rebuild's new file has no match index yet
         self.bump_state(dataset_version)
         return vid, counts

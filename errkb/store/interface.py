@@ -217,6 +217,15 @@ class Store(Protocol):
         """Bring the schema to head; return True when the database was just created."""
         ...
 
+    @property
+    def read_only(self) -> bool:
+        """True when this process cannot write the database.
+
+        A read-only file, directory or mount (SQLite); a read-only role, default or standby
+        server (PostgreSQL).
+        """
+        ...
+
     def close(self) -> None: ...
     def describe(self) -> str:
         """The database as a user names it: the file path, or the server URL (no password)."""

@@ -93,6 +93,16 @@ def test_a_fresh_build_writes_what_the_transaction_writes(
     assert _dump(built) == _dump(plain)
 
 
+def _opened(db: Path, *trees: Path) -> SqliteStore:
+    """The store of ``db``, its schema made, each of ``trees`` synced into it in turn."""
+    store = open_store(db)
+    assert isinstance(store, SqliteStore)
+    store.ensure_schema()
+    for tree in trees:
+        sync(store, tree)
+    return store
+
+
 def _second_version(tmp_path: Path) -> tuple[Path, list[dict[str, object]]]:
     """v2: 50 of v1's 60 records with new content, 5 as they were, 5 gone, 10 new."""
     old = make_records(60, repos=3)
@@ -107,16 +117,12 @@ def test_a_full_sync_changing_nearly_everything_builds_a_new_file(
 ) -> None:
     tree2, records = _second_version(tmp_path)
     plain = tmp_path / "plain.sqlite3"
-    store = open_store(plain)
-    store.ensure_schema()
-    sync(store, tree)
+    store = _opened(plain, tree)
     assert sync(store, tree2, full=full).counts.updated == 50
     store.close()
 
     built = tmp_path / "built.sqlite3"
-    store = open_store(built)
-    store.ensure_schema()
-    sync(store, tree)  # 60 records: below the default minimum, one transaction
+    store = _opened(built, tree)  # 60 records: below the default minimum, one transaction
     monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
     before = os.stat(built).st_ino
     report = sync(store, tree2, full=full)
@@ -133,9 +139,7 @@ def test_a_sync_changing_few_records_keeps_the_one_transaction(
 ) -> None:
     monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
     db = tmp_path / "kb.sqlite3"
-    store = open_store(db)
-    store.ensure_schema()
-    sync(store, tree)
+    store = _opened(db, tree)
     old = make_records(60, repos=3)
     changed = [make_record(0, str(old[0]["repo"]), marker="v2"), *old[1:]]
     before = os.stat(db).st_ino

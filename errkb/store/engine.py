@@ -19,6 +19,11 @@ The store is fed, not computing: what a record's matcher and index words are (``
 with it from the caller, computed where the records are read (the sync's worker processes),
 and the rarity ranking of the index words is the caller's ``Feed.rank``. The store only writes
 them: it imports no matching code.
+
+A backend may also run the same unit of work into a new database (``Rebuild``: SQLite's fresh
+build of ``<db>.new``): what the apply leaves as it is is copied from the old one first, and the
+records it rewrites are classified against the old one and inserted whole, so the new file gets
+exactly the rows the one transaction would have left in the old.
 """
 
 from __future__ import annotations

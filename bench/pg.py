@@ -4,7 +4,7 @@ Measures, for each backend: a full sync of the benchmark corpus's published tree
 database (a fresh schema on PostgreSQL), an unchanged re-sync, and warm ``kb.explain`` latency
 over single tracebacks (p50, p99) in this process after one warm-up pass, the two backends
 taking turns call by call (``_latency``), beside the cost of one round trip to the server
-(``SELECT 1``) measured in the same loop. Targets (issue 14):
+(``SELECT 1``) measured in the same loop. Targets:
 PostgreSQL sync time at most 1.5x SQLite's (issue 20; issue 14 asked for 2x), warm p50 at
 most 3 ms.
 

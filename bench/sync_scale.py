@@ -206,7 +206,8 @@ def _line(got: dict[str, Any]) -> str:
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
-    corpus_dir = args.corpus
+    # Absolute: an older revision's children run in its exported directory.
+    corpus_dir = args.corpus.resolve() if args.corpus is not None else None
     if corpus_dir is None:
         from bench.corpus import build_corpus
 

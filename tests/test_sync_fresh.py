@@ -111,7 +111,8 @@ def _second_version(tmp_path: Path) -> tuple[Path, list[dict[str, object]]]:
     return build_tree(tmp_path / "tree2", records, V2), records
 
 
-@pytest.mark.parametrize("full", [None, True])
+# The default sync (nearly all changed) stays in the default tier; --full is the same path.
+@pytest.mark.parametrize("full", [None, pytest.param(True, marks=pytest.mark.slow)])
 def test_a_full_sync_changing_nearly_everything_builds_a_new_file(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full: bool | None
 ) -> None:

@@ -4,8 +4,9 @@ Measures, for each backend: a full sync of the benchmark corpus's published tree
 database (a fresh schema on PostgreSQL), an unchanged re-sync, and warm ``kb.explain`` latency
 over single tracebacks (p50, p99) in this process after one warm-up pass, the two backends
 taking turns call by call (``_latency``), beside the cost of one round trip to the server
-(``SELECT 1``) measured in the same loop. Targets (issue 14):
-PostgreSQL sync time at most twice SQLite's, warm p50 at most 3 ms.
+(``SELECT 1``) measured in the same loop. Targets:
+PostgreSQL sync time at most 1.5x SQLite's (issue 20; issue 14 asked for 2x), warm p50 at
+most 3 ms.
 
 The PostgreSQL URL is ``--pg`` or ``$ERRKB_TEST_PG_URL``; the schema it creates
 (``errkb_bench_<pid>``) is dropped at the end. ``--records`` picks the corpus size
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TARGET_SYNC_RATIO = 2.0
+TARGET_SYNC_RATIO = 1.5  #: issue 20 (issue 14 asked for 2)
 TARGET_P50_MS = 3.0
 
 
@@ -158,7 +159,7 @@ def main() -> None:
     if not reuse:
         ratio = results["postgres"]["sync_s"] / results["sqlite"]["sync_s"]
         results["sync_ratio"] = ratio
-        results["targets"]["sync_ratio<=2"] = ratio <= TARGET_SYNC_RATIO
+        results["targets"][f"sync_ratio<={TARGET_SYNC_RATIO:g}"] = ratio <= TARGET_SYNC_RATIO
     print(json.dumps(results, indent=2))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2), encoding="utf-8")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from errkb import __version__, _json
-from errkb.errors import NotFoundError, StoreError
+from errkb.errors import NotFoundError, StoreError, StoreReadOnlyError
 from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
@@ -83,6 +83,21 @@ class KnowledgeBase:
     @property
     def path(self) -> Path:
         return self.store.path
+
+    @property
+    def read_only(self) -> bool:
+        """True when this knowledge base can only be read (``Store.read_only``).
+
+        Every read works; ``ingest``, ``sync`` and ``rollback`` raise ``StoreReadOnlyError``.
+        """
+        return self.store.read_only
+
+    def _writable(self, action: str) -> None:
+        if self.store.read_only:
+            raise StoreReadOnlyError(
+                f"knowledge base {self.store.describe()} is read-only (its file, directory, "
+                f"file system or database role cannot be written): cannot {action}"
+            )
 
     # ------------------------------------------------------------------ explain
     def explain(
@@ -561,12 +576,14 @@ class KnowledgeBase:
         """Validate every record of ``paths``, then upsert the valid ones in one transaction."""
         from errkb.ingest import ingest_paths
 
+        self._writable("ingest records into it")
         return ingest_paths(self.store, paths)
 
     def sync(self, source: str | os.PathLike[str] | None = None, **options: Any) -> SyncReport:
         """Apply the dataset version ``source`` holds (see ``errkb.sync.sync`` for options)."""
         from errkb.sync import sync
 
+        self._writable("sync it")
         report = sync(self.store, source, **options)
         self.refresh()
         return report
@@ -614,6 +631,7 @@ class KnowledgeBase:
         """
         from errkb.sync.history import rollback_to
 
+        self._writable("roll it back")
         report = rollback_to(self.store, version)
         self.refresh()
         return report
@@ -645,6 +663,8 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
             raise
         store = _temporary_store()
     kb = KnowledgeBase(store)
+    if store.read_only:
+        return kb  # read as it is: a reader neither migrates, reindexes nor seeds it
     if store.meta_value("match_index") == "stale":
         from errkb.match.feed import FEED
 

@@ -21,7 +21,13 @@ from conftest import LINEAR_ID, _admin, query
 from published import build_tree, make_record
 
 import errkb
-from errkb.errors import SchemaVersionError, StoreError, StoreLockedError, SyncLockedError
+from errkb.errors import (
+    SchemaVersionError,
+    StoreError,
+    StoreLockedError,
+    StoreReadOnlyError,
+    SyncLockedError,
+)
 from errkb.store import SCHEMA_HEAD, is_server_url, open_store, resolve_target
 from errkb.store.postgres import PostgresStore, redacted
 from errkb.sync import sync
@@ -151,6 +157,23 @@ def test_tables_without_a_revision_are_refused(pg_url: str) -> None:
         conn.execute(f"CREATE TABLE {_schema(pg_url)}.unrelated (x int)")
     with pytest.raises(StoreError, match="has tables but no schema revision"):
         errkb.open(pg_url)
+
+
+def test_a_read_only_login_reads_and_refuses_writes(pg_url: str) -> None:
+    from errkb._resources import bundled_dataset_dir
+
+    with errkb.open(pg_url) as kb:  # created, migrated and seeded by a writer
+        assert not kb.read_only
+        records = kb.stats().records
+    # A read-only role or standby: every transaction of the login defaults to read-only.
+    ro = pg_url.replace("options=-c", "options=-cdefault_transaction_read_only%3Don%20-c", 1)
+    with errkb.open(ro) as kb:
+        assert kb.read_only and kb.store.read_only
+        assert kb.stats().records == records
+        with pytest.raises(StoreReadOnlyError, match="is read-only"):
+            kb.sync(bundled_dataset_dir())
+        with pytest.raises(StoreReadOnlyError, match="is read-only"):
+            kb.ingest([bundled_dataset_dir()])
 
 
 def test_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:

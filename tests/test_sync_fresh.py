@@ -1,9 +1,11 @@
-"""A large first sync builds ``<db>.new`` and renames it into place (issue 20).
+"""A large first sync, or a full one that changes (nearly) every record, builds ``<db>.new``
+and renames it into place (issue 20).
 
 ``FRESH_BUILD_MIN`` is lowered so a few dozen records take that path. The built database must
-hold what the one-transaction path writes; a reader of the old file keeps its snapshot and
-then reads the new one; a stale ``<db>.new`` is no obstacle; a SIGKILL in the middle of the
-build leaves the old file intact and the next sync works.
+hold what the one-transaction path writes (history, versions and the records that stay copied
+from the old file); a reader of the old file keeps its snapshot and then reads the new one; a
+stale ``<db>.new`` is no obstacle; a SIGKILL in the middle of the build leaves the old file
+intact and the next sync works.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from published import build_tree, hashes, make_records
+from published import build_tree, hashes, make_record, make_records
 
 from errkb.report import SyncStatus
 from errkb.store import open_store
@@ -27,6 +29,16 @@ from errkb.sync import sync
 V1 = "2026-09-01T00:00:00.000Z"
 TESTS_DIR = Path(__file__).resolve().parent
 TABLES = ("records", "record_tags", "record_solutions", "pattern_specs", "match_tokens")
+V2 = "2026-09-02T00:00:00.000Z"
+#: Also compared after a second sync: what history and the version rows hold.
+HISTORY = (
+    "SELECT id, record_id, version_id, change, previous_json, previous_retired, "
+    "previous_dataset_version FROM record_history"
+)
+VERSIONS = (
+    'SELECT id, dataset_version, kind, source, "full", partial, added, updated, unchanged, '
+    "retired, rejected FROM dataset_versions"
+)
 
 
 @pytest.fixture
@@ -47,6 +59,11 @@ def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        out["history"] = sorted(conn.execute(HISTORY).fetchall())
+        out["versions"] = sorted(conn.execute(VERSIONS).fetchall())
+        out["meta"] = sorted(
+            conn.execute("SELECT key, value FROM meta WHERE key NOT IN ('sync_state')").fetchall()
+        )
         return out
     finally:
         conn.close()
@@ -74,6 +91,63 @@ def test_a_fresh_build_writes_what_the_transaction_writes(
     assert [v.counts.added for v in store.versions()] == [60]
     store.close()
     assert _dump(built) == _dump(plain)
+
+
+def _opened(db: Path, *trees: Path) -> SqliteStore:
+    """The store of ``db``, its schema made, each of ``trees`` synced into it in turn."""
+    store = open_store(db)
+    assert isinstance(store, SqliteStore)
+    store.ensure_schema()
+    for tree in trees:
+        sync(store, tree)
+    return store
+
+
+def _second_version(tmp_path: Path) -> tuple[Path, list[dict[str, object]]]:
+    """v2: 50 of v1's 60 records with new content, 5 as they were, 5 gone, 10 new."""
+    old = make_records(60, repos=3)
+    records = [make_record(n, str(r["repo"]), marker="v2") for n, r in enumerate(old[:50])]
+    records += [*old[50:55], *make_records(10, repos=3, start=60)]
+    return build_tree(tmp_path / "tree2", records, V2), records
+
+
+# The default sync (nearly all changed) stays in the default tier; --full is the same path.
+@pytest.mark.parametrize("full", [None, pytest.param(True, marks=pytest.mark.slow)])
+def test_a_full_sync_changing_nearly_everything_builds_a_new_file(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, full: bool | None
+) -> None:
+    tree2, records = _second_version(tmp_path)
+    plain = tmp_path / "plain.sqlite3"
+    store = _opened(plain, tree)
+    assert sync(store, tree2, full=full).counts.updated == 50
+    store.close()
+
+    built = tmp_path / "built.sqlite3"
+    store = _opened(built, tree)  # 60 records: below the default minimum, one transaction
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    before = os.stat(built).st_ino
+    report = sync(store, tree2, full=full)
+    assert (report.counts.added, report.counts.updated, report.counts.unchanged) == (10, 50, 5)
+    assert report.counts.retired == 5
+    assert os.stat(built).st_ino != before  # a new file was put in place
+    assert store.inventory().hashes == {**hashes(make_records(60, repos=3)), **hashes(records)}
+    store.close()
+    assert _dump(built) == _dump(plain)
+
+
+def test_a_sync_changing_few_records_keeps_the_one_transaction(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    db = tmp_path / "kb.sqlite3"
+    store = _opened(db, tree)
+    old = make_records(60, repos=3)
+    changed = [make_record(0, str(old[0]["repo"]), marker="v2"), *old[1:]]
+    before = os.stat(db).st_ino
+    report = sync(store, build_tree(tmp_path / "tree2", changed, V2))
+    assert (report.counts.updated, report.counts.unchanged) == (1, 59)
+    assert os.stat(db).st_ino == before  # written in place
+    store.close()
 
 
 def test_a_reader_keeps_its_snapshot_then_reads_the_new_file(
@@ -127,9 +201,13 @@ def apply_chunk(self, *args, **kwargs):
     if len(calls) == int(sys.argv[3]):
         os.kill(os.getpid(), signal.SIGKILL)
 
-engine.UnitOfWork._apply_chunk = apply_chunk
 store = open_store(sys.argv[1])
 store.ensure_schema()
+if len(sys.argv) > 4:  # a first version, in one transaction: the build then copies from it
+    sqlite_store.FRESH_BUILD_MIN = 10**9
+    sync(store, sys.argv[4], plan_workers=0)
+    sqlite_store.FRESH_BUILD_MIN = 10
+engine.UnitOfWork._apply_chunk = apply_chunk
 sync(store, sys.argv[2], plan_workers=0)
 os.kill(os.getpid(), signal.SIGKILL)  # after the rename: the new file must be whole
 """
@@ -161,3 +239,32 @@ def test_a_kill_during_the_build_leaves_the_old_file_and_the_next_sync_works(
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunks", [1, 99])
+def test_a_kill_during_a_rebuild_leaves_the_old_version_and_the_next_sync_works(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunks: int
+) -> None:
+    tree2, records = _second_version(tmp_path)
+    db = tmp_path / "kb.sqlite3"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR.parent), str(TESTS_DIR)])}
+    argv = [sys.executable, "-c", KILLED_IN_THE_BUILD, str(db), str(tree2), str(chunks), str(tree)]
+    proc = subprocess.run(argv, env=env, capture_output=True, check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    v1, v2 = hashes(make_records(60, repos=3)), hashes(records)
+    store = open_store(db)
+    store.ensure_schema()
+    # Killed mid-build: v1 as it was; right after the rename: v2 whole.
+    assert store.meta_value("dataset_version") == (V1 if chunks == 1 else V2)
+    assert store.counts().records == (60 if chunks == 1 else 65)
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    report = sync(store, tree2)
+    assert report.status is (SyncStatus.APPLIED if chunks == 1 else SyncStatus.UP_TO_DATE)
+    assert store.inventory().hashes == {**v1, **v2}
+    assert len(store.versions()) == 2
+    store.close()
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
+    assert not db.with_name(db.name + ".new").exists()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from errkb.match.index import rank_words, template_tokens
 from errkb.records.patterns import compile_record
-from errkb.records.template import parse_template
+from errkb.records.template import Template, parse_template
 from errkb.store.engine import spec_columns
 
 if TYPE_CHECKING:
@@ -25,16 +25,18 @@ if TYPE_CHECKING:
     from errkb.store.values import Derived
 
 
-def words_of(error_message: str) -> tuple[str, ...]:
+def words_of(error_message: str | Template) -> tuple[str, ...]:
     """A record's index words: its template's whole literal words, distinct, in order."""
-    return tuple(dict.fromkeys(template_tokens(parse_template(error_message))))
+    template = parse_template(error_message) if isinstance(error_message, str) else error_message
+    return tuple(dict.fromkeys(template_tokens(template)))
 
 
 def derive(record: RecordJSON) -> Derived:
-    """The compiled matcher and index words of one validated record."""
+    """The compiled matcher and index words of one validated record (one template parse)."""
     from errkb.store.values import Derived
 
     message = str(record["errorMessage"])
+    template = parse_template(message)
     spec = compile_record(
         str(record["id"]),
         message,
@@ -43,8 +45,9 @@ def derive(record: RecordJSON) -> Derived:
         file_path=str(record.get("filePath") or ""),
         line_number=record.get("lineNumber"),
         source_code=record.get("sourceCode"),
+        template=template,
     )
-    return Derived(spec_columns(spec), words_of(message))
+    return Derived(spec_columns(spec), words_of(template))
 
 
 class _Feed:

@@ -89,9 +89,15 @@ def compile_record(
     file_path: str = "",
     line_number: int | None = None,
     source_code: str | None = None,
+    template: Template | None = None,
 ) -> PatternSpec:
-    """Build the PatternSpec of one record (never raises: a bad pattern falls back)."""
-    template = parse_template(error_message)
+    """Build the PatternSpec of one record (never raises: a bad pattern falls back).
+
+    ``template`` is ``parse_template(error_message)`` when the caller has it already (a sync's
+    worker parses each template once, for this and for the record's index words).
+    """
+    if template is None:
+        template = parse_template(error_message)
     kinds = tuple(inferred.kind for inferred in infer_kinds(template, source_code))
     origin, regex, reason = _choose_regex(template, message_pattern, kinds)
     functions = tuple(dict.fromkeys(_DEF().findall(source_code or "")))

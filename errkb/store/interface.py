@@ -226,6 +226,15 @@ class Store(Protocol):
         """Bring the schema to head; return True when the database was just created."""
         ...
 
+    @property
+    def read_only(self) -> bool:
+        """True when this process cannot write the database.
+
+        A read-only file, directory or mount (SQLite); a read-only role, default or standby
+        server (PostgreSQL).
+        """
+        ...
+
     def close(self) -> None: ...
     def describe(self) -> str:
         """The database as a user names it: the file path, or the server URL (no password)."""
@@ -279,10 +288,14 @@ class Store(Protocol):
 
     # writes
     def write(self) -> AbstractContextManager[WriteTx]: ...
-    def fresh_build(self, records: int) -> AbstractContextManager[WriteTx] | None:
+    def fresh_build(
+        self, records: int, *, changed: int | None = None
+    ) -> AbstractContextManager[WriteTx] | None:
         """A unit of work into a new file put in place whole when it commits, or None.
 
-        For an empty database receiving ``records`` (faster: no journal); None: ``write()``.
+        For ``records`` incoming records into an empty database, or when ``changed`` of them
+        (None: the caller asks for a rebuild) bring new content (faster: no journal, what
+        stays copied from the old file); None: ``write()``.
         """
         ...
 

@@ -408,9 +408,29 @@ class PostgresStore(StoreEngine):
         self._engine: Engine | None = None
         self._open_lock = threading.Lock()
         self._closer = Closer()
+        self._read_only: bool | None = None
 
     def _fail(self, exc: BaseException, action: str) -> StoreError:
         return translate(exc, self.name, action, self.busy_timeout_ms)
+
+    @property
+    def read_only(self) -> bool:
+        """True when the server lets this login only read.
+
+        A standby (in recovery), or a role or database whose transactions default to
+        read-only. Asked once, on first use.
+        """
+        if self._read_only is None:
+            row = self._read(
+                "checking whether it can be written",
+                lambda v: v.one(
+                    "SELECT pg_is_in_recovery() "
+                    "OR current_setting('default_transaction_read_only') = 'on'"
+                ),
+                schema=False,
+            )
+            self._read_only = bool(row and row[0])
+        return self._read_only
 
     # ------------------------------------------------------------------ connections
     def pool(self) -> ConnectionPool[Any]:

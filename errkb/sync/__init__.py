@@ -37,6 +37,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
@@ -51,7 +52,7 @@ from errkb.errors import (
 )
 from errkb.match.feed import FEED, derive
 from errkb.report.sync import Revalidation, SyncReport, SyncStatus, parse_version
-from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind
+from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind, WriteTx
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 from errkb.sync import workers as checking
@@ -110,9 +111,13 @@ class Spool(Collection[Incoming]):
     def __init__(self, path: Path) -> None:
         self.path = path
         self.ids: list[str] = []
+        self.changed = 0  #: records spooled with their ``Derived``: content the store lacks
         path.mkdir()
         self._keys: set[str] = set()
         self._out: dict[str, IO[str]] = {}
+        # (id, content hash) of each record, one line each: a fresh build reads these to copy
+        # what stays without reading the records back (``content_hashes``).
+        self._hashes_path = path / "hashes"
         # A sync that fails while planning never reads its spool back: the buckets are closed
         # when the spool goes, whichever way it goes.
         weakref.finalize(self, _close_quietly, self._out)
@@ -145,11 +150,37 @@ class Spool(Collection[Incoming]):
 
     def add_line(self, rid: str, line: str) -> None:
         """Append one record already encoded by ``spool_line`` (by a planning worker, say)."""
+        first = line.index("\t")
+        second = line.index("\t", first + 1)
+        third = line.index("\t", second + 1)
         try:
             self._bucket(rid).write(line)
+            self._hash_file().write(f"{rid}\t{line[second + 1 : third]}\n")
         except OSError as exc:
             raise self._failed(exc) from exc
         self.ids.append(rid)
+        if line[third + 1] != "\t":
+            self.changed += 1
+
+    def _hash_file(self) -> IO[str]:
+        out = self._out.get("hashes")  # longer than any bucket's key (``PREFIX``)
+        if out is None:
+            out = self._out["hashes"] = self._hashes_path.open("a", encoding="utf-8", newline="\n")
+        return out
+
+    def content_hashes(self) -> Iterator[tuple[str, str]]:
+        """(id, content hash) of every spooled record, in the order they were added."""
+        self.close()
+        if not self._hashes_path.exists():
+            return
+        with self._hashes_path.open(encoding="utf-8", newline="\n") as fh:
+            for line in fh:
+                rid, _, chash = line.rstrip("\n").partition("\t")
+                yield rid, chash
+
+    def distinct(self) -> bool:
+        """No id was spooled twice."""
+        return len(set(self.ids)) == len(self.ids)
 
     def extend(self, objs: Iterable[Mapping[str, Any]], version: str | None) -> None:
         """Append records (one repository's, say)."""
@@ -339,6 +370,7 @@ def sync(
             notify=notify,
             started=started,
             applied=applied,
+            rebuild=full is True,
         )
         if cache is not None and not dry_run:
             cache.clear()  # applied: nothing in it is needed again
@@ -1091,6 +1123,7 @@ def _execute(
     notify: ProgressCallback,
     started: float,
     applied: list[SyncReport] | None = None,
+    rebuild: bool = False,
 ) -> SyncReport:
     if plan.problems and not skip_invalid:
         raise RecordError(
@@ -1137,8 +1170,7 @@ def _execute(
         report_path = os.fspath(target)
 
     notify(Progress(Stage.APPLY, 0, 1))
-    # A large first sync builds a fresh file put in place whole (SQLite); else one transaction.
-    fresh = None if keep.repos or keep.ids else store.fresh_build(len(plan.incoming))
+    fresh = _fresh_build(store, plan, rebuild=rebuild)
     with fresh if fresh is not None else store.write() as tx:
         version_id, counts = tx.apply(
             plan.incoming,
@@ -1166,6 +1198,21 @@ def _execute(
         applied.append(done)  # committed: an interrupt from here on must say so
     notify(Progress(Stage.APPLY, 1, 1))
     return done
+
+
+def _fresh_build(
+    store: Store, plan: _Plan, *, rebuild: bool
+) -> AbstractContextManager[WriteTx] | None:
+    """A large sync's new file put in place whole (SQLite), or None: one transaction.
+
+    Asked for when the records are many and (nearly) all bring new content, or always with
+    ``rebuild`` (``--full``); the store decides whether it pays. Only spooled records whose
+    ids are distinct can be: a rebuild classifies each against the old file once.
+    """
+    incoming = plan.incoming
+    if not isinstance(incoming, Spool) or not incoming.distinct():
+        return None
+    return store.fresh_build(len(incoming), changed=None if rebuild else incoming.changed)
 
 
 def write_rejects(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,28 @@ def test_the_stored_file_has_the_databases_permissions(tmp_path: Path) -> None:
     path = anchordb.anchordb_path(db_file)
     assert anchordb.write_anchor_db(path, AnchorDB(WORDS, "ahocorasick"), "7", "v1")
     assert path.stat().st_mode & 0o777 == 0o640
+
+
+def test_too_little_address_space_for_numpy_counts_instead(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Under an RLIMIT_AS too small for OpenBLAS's buffers, importing numpy would print "Memory
+    # allocation still failed" and exit 1 ("nothing known"): errkb counts newlines instead.
+    monkeypatch.delitem(sys.modules, "numpy", raising=False)
+    monkeypatch.setattr(anchordb, "_address_space_left", lambda: 100 << 20)
+    with pytest.raises(ImportError, match="RLIMIT_AS"):
+        anchordb._numpy()
+    used: list[bool] = []
+    real = anchordb._hits_counted
+    monkeypatch.setattr(
+        anchordb, "_hits_counted", lambda *a, **k: used.append(True) or real(*a, **k)
+    )
+    db = AnchorDB(WORDS, _engines()[0])
+    data = _log(7)
+    assert db.hits(data).lines and used == [True]
+
+
+def test_the_address_space_left_is_the_cap_less_what_is_mapped() -> None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    left = anchordb._address_space_left()
+    assert left == 1 << 62 if soft == resource.RLIM_INFINITY else 0 < left < soft

@@ -277,6 +277,29 @@ def _numpy() -> None:
     if "numpy" not in sys.modules:
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
             os.environ.setdefault(name, "1")
+        if _address_space_left() < _NUMPY_ADDRESS_SPACE:
+            # OpenBLAS does not raise when it cannot map its buffers: it prints "Memory
+            # allocation still failed" and exits 1, errkb's "nothing known". Count instead.
+            raise ImportError("too little address space left under RLIMIT_AS to import numpy")
+
+
+#: Address space numpy's import maps with one BLAS thread (about 90 MB here), with room to spare.
+_NUMPY_ADDRESS_SPACE = 160 << 20
+
+
+def _address_space_left() -> int:
+    """Bytes of address space this process may still map under its ``RLIMIT_AS``."""
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 62
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            pages = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 1 << 62  # cannot tell: try the import
+    return soft - pages * resource.getpagesize()
 
 
 def _word_bytes() -> npt.NDArray[np.bool_]:

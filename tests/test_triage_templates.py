@@ -35,7 +35,7 @@ def test_masking_cuts_out_every_kind_of_value(message: str, expected: str) -> No
 def _clusters(messages: list[tuple[str, str]]) -> dict[str, str]:
     sigs = [(Signature.of(cls, msg), msg) for cls, msg in messages]
     found = mine(sigs)
-    return {msg: found[sig].template for sig, msg in sigs}
+    return {msg: found[sig, msg].template for sig, msg in sigs}
 
 
 def test_a_value_of_several_bare_words_merges_across_lengths() -> None:
@@ -49,7 +49,7 @@ def test_a_bare_word_slot_merges_and_its_values_are_read_back() -> None:
             enumerate(("cpu", "mps", "xpu"))]  # fmt: skip
     sigs = [(Signature.of(c, m), m) for c, m in msgs]
     found = mine(sigs)
-    (cluster,) = {found[s] for s, _ in sigs}
+    (cluster,) = {found[s, m] for s, m in sigs}
     assert cluster.template == "unknown device <*> for tensor <*>"
     assert slot_values(msgs[1][1], cluster) == ("mps", "'w1'")
 
@@ -93,3 +93,28 @@ def test_classes_are_never_merged_and_ids_are_stable_and_order_free() -> None:
     for c in ids.values():
         assert c.template == "bad value <*> in <*>"
         assert c.id == cluster_id(c.cls, c.template)
+
+
+def test_a_quoted_value_repeated_while_others_change_is_the_templates_text() -> None:
+    got = _clusters(
+        [
+            ("AttributeError", f"module {m!r} has no attribute {a!r}")
+            for m in ("sqlite3", "os")
+            for a in ("x", "y", "z")
+        ]
+        # 'dict' is masked in other templates too: a value many templates print stays masked.
+        + [("AttributeError", f"module 'dict' has no attribute {a!r}") for a in ("p", "q", "r")]
+        + [("TypeError", "'dict' object is not callable"), ("KeyError", "key 'dict' missing")]
+    )
+    assert got["module 'sqlite3' has no attribute 'x'"] == "module 'sqlite3' has no attribute <*>"
+    assert got["module 'os' has no attribute 'z'"] == "module 'os' has no attribute <*>"
+    assert got["module 'dict' has no attribute 'q'"] == "module <*> has no attribute <*>"
+
+
+def test_a_token_holding_a_value_merges_with_a_value_that_swallowed_its_text() -> None:
+    # A URL's pattern takes ``.__spec__`` in; an address's leaves it outside.
+    got = _clusters(
+        [("ValueError", f"{v}.__spec__ is not set") for v in ("10.0.0.1:80", "10.0.0.2:81")]
+        + [("ValueError", f"https://{h}.org/m.__spec__ is not set") for h in ("a", "b")]
+    )
+    assert set(got.values()) == {"<*> is not set"}

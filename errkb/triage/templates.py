@@ -57,6 +57,8 @@ BLOCK_PAIRS = 48
 #: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
 RUN_COST = 0.25
 RUN_FREE = 3
+#: A masked value held by this many distinct messages of one signature is text (:func:`refine`).
+REPEATS = 3
 
 _Q = r"(?:[^{q}\\\n]|\\.){{0,4000}}"
 _SCALAR = (
@@ -300,7 +302,11 @@ def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
             continue
         wild_x = bool(gap_x) and all(_wild(x.tokens[k]) for k in gap_x)
         wild_y = bool(gap_y) and all(_wild(y.tokens[k]) for k in gap_y)
-        if (x.confirmed and not wild_x) or (y.confirmed and not wild_y):
+        # A token with a value inside (``<*>.__spec__``) held a value too: its text may be
+        # the value's (a URL swallows the ``.__spec__`` that an address leaves outside).
+        held_x = bool(gap_x) and all(WILDCARD in x.tokens[k] for k in gap_x)
+        held_y = bool(gap_y) and all(WILDCARD in y.tokens[k] for k in gap_y)
+        if (x.confirmed and not held_x) or (y.confirmed and not held_y):
             return None
         # A new gap costs one position; a long run of words swallowed costs too, so a short
         # template's wildcard does not absorb another template's whole text.
@@ -365,19 +371,67 @@ def _finder(owner: list[int]) -> Callable[[int], int]:
     return find
 
 
-def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[Signature, Cluster]:
-    """Group the signatures of ``messages`` (signature, raw message) into templates.
+def refine(pairs: Iterable[tuple[Signature, str]]) -> dict[tuple[Signature, str], Signature]:
+    """Each (signature, message) with the masked values that are its template's text unmasked.
 
-    See the module docstring: exact signatures first, then the best-scoring merge of two groups
-    at a time, most similar first, ties broken by the groups' sorted text (never arrival order).
+    A masked value held by :data:`REPEATS` or more distinct messages of one signature, while
+    their other values changed, is the template's (``module 'sqlite3' has no attribute <*>``,
+    ``does not support "pack"``); unless the same value is also masked in other signatures,
+    which says it is a value many templates print (a type name such as ``'dict'``).
     """
     distinct: dict[Signature, set[str]] = {}
-    for sig, message in messages:
+    for sig, message in pairs:
+        distinct.setdefault(sig, set()).add(message)
+    values: dict[Signature, dict[str, tuple[Token, ...]]] = {}
+    spread: dict[str, set[Signature]] = {}
+    for sig, texts in distinct.items():
+        if WILDCARD not in sig.masked:
+            continue
+        by_text = {text: tokens(text) for text in texts}
+        if len(texts) >= REPEATS:
+            values[sig] = by_text
+        for toks in by_text.values():
+            for tok in toks:
+                if tok.masked == WILDCARD:
+                    spread.setdefault(tok.value, set()).add(sig)
+    out = {(sig, text): sig for sig, texts in distinct.items() for text in texts}
+    for sig, by_text in values.items():
+        keep: list[set[str]] = []
+        for k, word in enumerate(sig.masked):
+            seen: dict[str, int] = {}
+            if word == WILDCARD:
+                for toks in by_text.values():
+                    seen[toks[k].value] = seen.get(toks[k].value, 0) + 1
+            keep.append(
+                {v for v, n in seen.items() if n >= REPEATS and len(spread.get(v, ())) <= 1}
+            )
+        if not any(keep):
+            continue
+        for text, toks in by_text.items():
+            words = tuple(
+                toks[k].value if toks[k].value in keep[k] else word
+                for k, word in enumerate(sig.masked)
+            )
+            if words != sig.masked:
+                out[sig, text] = Signature(sig.cls, words, sig.spacing)
+    return out
+
+
+def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, str], Cluster]:
+    """Group ``messages`` (signature, raw message) into templates, keyed by the same pairs.
+
+    See the module docstring: repeated masked values unmasked (:func:`refine`), exact
+    signatures, then the best-scoring merge of two groups at a time, most similar first, ties
+    broken by the groups' sorted text (never arrival order).
+    """
+    refined = refine(messages)
+    distinct: dict[Signature, set[str]] = {}
+    for (_, message), sig in refined.items():
         distinct.setdefault(sig, set()).add(message)
     by_class: dict[str, list[Signature]] = {}
     for sig in distinct:
         by_class.setdefault(sig.cls, []).append(sig)
-    out: dict[Signature, Cluster] = {}
+    found: dict[Signature, Cluster] = {}
     for cls in sorted(by_class):
         sigs = sorted(by_class[cls], key=lambda s: (s.masked, s.spacing))
         groups = [_Group(list(s.masked), list(s.spacing), [s], len(distinct[s])) for s in sigs]
@@ -411,8 +465,8 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[Signature, Cluste
             text = join(g.tokens, g.spacing)
             cluster = Cluster(cluster_id(cls, text), cls, text, tuple(g.tokens), tuple(g.spacing))
             for sig in g.members:
-                out[sig] = cluster
-    return out
+                found[sig] = cluster
+    return {pair: found[sig] for pair, sig in refined.items()}
 
 
 def slot_values(message: str, cluster: Cluster) -> tuple[str, ...]:

@@ -374,46 +374,37 @@ def _finder(owner: list[int]) -> Callable[[int], int]:
 def refine(pairs: Iterable[tuple[Signature, str]]) -> dict[tuple[Signature, str], Signature]:
     """Each (signature, message) with the masked values that are its template's text unmasked.
 
-    A masked value held by :data:`REPEATS` or more distinct messages of one signature, while
-    their other values changed, is the template's (``module 'sqlite3' has no attribute <*>``,
-    ``does not support "pack"``); unless the same value is also masked in other signatures,
-    which says it is a value many templates print (a type name such as ``'dict'``).
+    A place is a class, a number of tokens and a position. A masked value that :data:`REPEATS`
+    or more distinct messages hold at one place, while their other tokens differ, is a
+    template's text (``module 'sqlite3' has no attribute <*>``, ``does not support "pack"``);
+    unless the same value is masked at other places too, which says it is a value that many
+    templates print (a type name such as ``'dict'``, a small number).
     """
-    distinct: dict[Signature, set[str]] = {}
+    distinct: dict[tuple[Signature, str], tuple[Token, ...]] = {}
     for sig, message in pairs:
-        distinct.setdefault(sig, set()).add(message)
-    values: dict[Signature, dict[str, tuple[Token, ...]]] = {}
-    spread: dict[str, set[Signature]] = {}
-    for sig, texts in distinct.items():
-        if WILDCARD not in sig.masked:
+        if (sig, message) not in distinct:
+            distinct[sig, message] = tokens(message) if WILDCARD in sig.masked else ()
+    counts: dict[tuple[str, int, int, str], int] = {}
+    places: dict[str, set[tuple[str, int, int]]] = {}
+    for (sig, _), toks in distinct.items():
+        for k, tok in enumerate(toks):
+            if tok.masked == WILDCARD:
+                place = (sig.cls, len(toks), k)
+                counts[(*place, tok.value)] = counts.get((*place, tok.value), 0) + 1
+                places.setdefault(tok.value, set()).add(place)
+    text = {
+        key for key, n in counts.items() if n >= REPEATS and len(places[key[3]]) <= 1
+    }
+    out: dict[tuple[Signature, str], Signature] = {}
+    for (sig, message), toks in distinct.items():
+        if not toks:
+            out[sig, message] = sig
             continue
-        by_text = {text: tokens(text) for text in texts}
-        if len(texts) >= REPEATS:
-            values[sig] = by_text
-        for toks in by_text.values():
-            for tok in toks:
-                if tok.masked == WILDCARD:
-                    spread.setdefault(tok.value, set()).add(sig)
-    out = {(sig, text): sig for sig, texts in distinct.items() for text in texts}
-    for sig, by_text in values.items():
-        keep: list[set[str]] = []
-        for k, word in enumerate(sig.masked):
-            seen: dict[str, int] = {}
-            if word == WILDCARD:
-                for toks in by_text.values():
-                    seen[toks[k].value] = seen.get(toks[k].value, 0) + 1
-            keep.append(
-                {v for v, n in seen.items() if n >= REPEATS and len(spread.get(v, ())) <= 1}
-            )
-        if not any(keep):
-            continue
-        for text, toks in by_text.items():
-            words = tuple(
-                toks[k].value if toks[k].value in keep[k] else word
-                for k, word in enumerate(sig.masked)
-            )
-            if words != sig.masked:
-                out[sig, text] = Signature(sig.cls, words, sig.spacing)
+        words = tuple(
+            tok.value if (sig.cls, len(toks), k, tok.value) in text else word
+            for k, (tok, word) in enumerate(zip(toks, sig.masked, strict=True))
+        )
+        out[sig, message] = Signature(sig.cls, words, sig.spacing)
     return out
 
 

@@ -118,3 +118,19 @@ def test_a_token_holding_a_value_merges_with_a_value_that_swallowed_its_text() -
         + [("ValueError", f"https://{h}.org/m.__spec__ is not set") for h in ("a", "b")]
     )
     assert set(got.values()) == {"<*> is not set"}
+
+
+def test_a_word_other_templates_quote_as_a_value_may_vary_where_it_stands_bare() -> None:
+    elsewhere = [
+        ("TypeError", f"{t!r} object is not callable") for t in ("dict", "NoneType", "x")
+    ] + [("KeyError", f"no key {t!r} in {n}") for t in ("dict", "NoneType") for n in (1, 2)]
+    elsewhere += [("OSError", f"bad {t!r} here") for t in ("dict", "NoneType")]
+    items = [
+        ("TypeError", f"Item in {p} must be str, not {t}")
+        for p, t in (("/a/b", "dict"), ("/c/d", "dict"), ("/e/f", "NoneType"), ("/g/h", "NoneType"))
+    ]
+    got = _clusters(elsewhere + items)
+    assert {got[m] for _, m in items} == {"Item in <*> must be str, not <*>"}
+    # Without the other templates, each type name held while the path changed: two templates.
+    alone = _clusters(items)
+    assert len({alone[m] for _, m in items}) == 2

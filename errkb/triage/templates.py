@@ -59,6 +59,8 @@ RUN_COST = 0.25
 RUN_FREE = 3
 #: A masked value held by this many distinct messages of one signature is text (:func:`refine`).
 REPEATS = 3
+#: A word quoted as a value at this many places may be a value where it stands bare.
+SOFT_PLACES = 3
 
 _Q = r"(?:[^{q}\\\n]|\\.){{0,4000}}"
 _SCALAR = (
@@ -281,7 +283,9 @@ def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
     return out
 
 
-def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
+def _merge(
+    x: _Group, y: _Group, soft: frozenset[str] = frozenset()
+) -> tuple[float, list[str], list[bool]] | None:
     """The template of ``x`` and ``y`` together and its score, or None when they must not merge.
 
     The score is constants / (constants + new gaps + :data:`RUN_COST` per word of a gap's run
@@ -304,8 +308,9 @@ def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
         wild_y = bool(gap_y) and all(_wild(y.tokens[k]) for k in gap_y)
         # A token with a value inside (``<*>.__spec__``) held a value too: its text may be
         # the value's (a URL swallows the ``.__spec__`` that an address leaves outside).
-        held_x = bool(gap_x) and all(WILDCARD in x.tokens[k] for k in gap_x)
-        held_y = bool(gap_y) and all(WILDCARD in y.tokens[k] for k in gap_y)
+        # So may a word that other templates print as a value (``soft``, see :func:`refine`).
+        held_x = bool(gap_x) and all(WILDCARD in x.tokens[k] or x.tokens[k] in soft for k in gap_x)
+        held_y = bool(gap_y) and all(WILDCARD in y.tokens[k] or y.tokens[k] in soft for k in gap_y)
         if (x.confirmed and not held_x) or (y.confirmed and not held_y):
             return None
         # A new gap costs one position; a long run of words swallowed costs too, so a short
@@ -371,7 +376,9 @@ def _finder(owner: list[int]) -> Callable[[int], int]:
     return find
 
 
-def refine(pairs: Iterable[tuple[Signature, str]]) -> dict[tuple[Signature, str], Signature]:
+def refine(
+    pairs: Iterable[tuple[Signature, str]],
+) -> tuple[dict[tuple[Signature, str], Signature], frozenset[str]]:
     """Each (signature, message) with the masked values that are its template's text unmasked.
 
     A place is a class, a number of tokens and a position. A masked value that :data:`REPEATS`
@@ -379,6 +386,10 @@ def refine(pairs: Iterable[tuple[Signature, str]]) -> dict[tuple[Signature, str]
     template's text (``module 'sqlite3' has no attribute <*>``, ``does not support "pack"``);
     unless the same value is masked at other places too, which says it is a value that many
     templates print (a type name such as ``'dict'``, a small number).
+
+    Also returned: the words that are quoted values at :data:`SOFT_PLACES` or more places. Such
+    a word is a value other templates print, so where it stands bare it may be a value too
+    (``must be str, not dict``): a group may merge across it though it held there.
     """
     distinct: dict[tuple[Signature, str], tuple[Token, ...]] = {}
     for sig, message in pairs:
@@ -392,9 +403,15 @@ def refine(pairs: Iterable[tuple[Signature, str]]) -> dict[tuple[Signature, str]
                 place = (sig.cls, len(toks), k)
                 counts[(*place, tok.value)] = counts.get((*place, tok.value), 0) + 1
                 places.setdefault(tok.value, set()).add(place)
-    text = {
-        key for key, n in counts.items() if n >= REPEATS and len(places[key[3]]) <= 1
-    }
+    text = {key for key, n in counts.items() if n >= REPEATS and len(places[key[3]]) <= 1}
+    soft = frozenset(
+        word
+        for value, where in places.items()
+        if len(where) >= SOFT_PLACES
+        and value[:1] in "'\""
+        and value[-1:] == value[:1]
+        and (word := value[1:-1]).isidentifier()
+    )
     out: dict[tuple[Signature, str], Signature] = {}
     for (sig, message), toks in distinct.items():
         if not toks:
@@ -405,7 +422,7 @@ def refine(pairs: Iterable[tuple[Signature, str]]) -> dict[tuple[Signature, str]
             for k, (tok, word) in enumerate(zip(toks, sig.masked, strict=True))
         )
         out[sig, message] = Signature(sig.cls, words, sig.spacing)
-    return out
+    return out, soft
 
 
 def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, str], Cluster]:
@@ -415,7 +432,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, 
     signatures, then the best-scoring merge of two groups at a time, most similar first, ties
     broken by the groups' sorted text (never arrival order).
     """
-    refined = refine(messages)
+    refined, soft = refine(messages)
     distinct: dict[Signature, set[str]] = {}
     for (_, message), sig in refined.items():
         distinct.setdefault(sig, set()).add(message)
@@ -432,7 +449,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, 
         for a, b in _blocks(sigs):
             if max(len(sigs[a].masked), len(sigs[b].masked)) > MAX_TOKENS:
                 continue
-            merged = _merge(groups[a], groups[b])
+            merged = _merge(groups[a], groups[b], soft)
             if merged is not None and merged[0] >= SIMILARITY:
                 heapq.heappush(heap, (-merged[0], a, b))
         while heap:
@@ -440,7 +457,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, 
             ra, rb = find(a), find(b)
             if ra == rb:
                 continue
-            merged = _merge(groups[ra], groups[rb])
+            merged = _merge(groups[ra], groups[rb], soft)
             if merged is None or merged[0] < SIMILARITY:
                 continue
             if merged[0] < -score - 1e-9:  # the groups changed since: score again, in turn

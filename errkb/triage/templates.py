@@ -57,6 +57,7 @@ BLOCK_PAIRS = 48
 #: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
 RUN_COST = 0.25
 RUN_FREE = 3
+ABSORB_COST = 0.25
 #: A masked value held by this many distinct messages of one signature is text (:func:`refine`).
 REPEATS = 3
 #: A word quoted as a value at this many places may be a value where it stands bare.
@@ -319,6 +320,11 @@ def _merge(
             sum(not _wild(x.tokens[k]) for k in gap_x), sum(not _wild(y.tokens[k]) for k in gap_y)
         )
         cost += (not (wild_x or wild_y)) + RUN_COST * max(run - RUN_FREE, 0)
+        if wild_x != wild_y:
+            # Words a wildcard takes in were constants of the other side: some cost, so a
+            # message joins its sibling before a more general template (``<*> has no
+            # attribute <*>`` would take ``module 'numpy.core.records' has no attribute x``).
+            cost += ABSORB_COST * run
         tokens.append(WILDCARD)
         spacing.append(x.spacing[gap_x[0]] if gap_x else y.spacing[gap_y[0]])
     if constants == 0:

@@ -134,3 +134,16 @@ def test_a_word_other_templates_quote_as_a_value_may_vary_where_it_stands_bare()
     # Without the other templates, each type name held while the path changed: two templates.
     alone = _clusters(items)
     assert len({alone[m] for _, m in items}) == 2
+
+
+def test_a_message_joins_its_sibling_before_a_more_general_template() -> None:
+    general = [
+        ("AttributeError", f"{a} has no attribute {n!r}")
+        for a, n in (("10.0.0.1:80", "p"), ("<A object at 0x1f>", "q"), ("h.org:81", "r"))
+    ]
+    siblings = [
+        ("AttributeError", f"module 'mymod' has no attribute {n}") for n in ("lo", "mi", "fa")
+    ]
+    got = _clusters(general + siblings)
+    assert {got[m] for _, m in siblings} == {"module 'mymod' has no attribute <*>"}
+    assert {got[m] for _, m in general} == {"<*> has no attribute <*>"}

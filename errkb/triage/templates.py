@@ -57,6 +57,8 @@ BLOCK_PAIRS = 48
 #: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
 RUN_COST = 0.25
 RUN_FREE = 3
+#: What each word costs that one side's existing wildcard takes in from the other side's
+#: constants. Measured (GA, seed 6): 0 0.950, 0.1 0.949, 0.2 0.957, 0.25 0.956, 0.3 0.954.
 ABSORB_COST = 0.25
 #: A masked value held by this many distinct messages of one signature is text (:func:`refine`).
 REPEATS = 3

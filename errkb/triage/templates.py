@@ -411,7 +411,12 @@ def refine(
                 place = (sig.cls, len(toks), k)
                 counts[(*place, tok.value)] = counts.get((*place, tok.value), 0) + 1
                 places.setdefault(tok.value, set()).add(place)
-    text = {key for key, n in counts.items() if n >= REPEATS and len(places[key[3]]) <= 1}
+    # A value with no letter (``1/1``, ``0``) is a count or a number: it repeats as values do.
+    text = {
+        key
+        for key, n in counts.items()
+        if n >= REPEATS and len(places[key[3]]) <= 1 and any(c.isalpha() for c in key[3])
+    }
     soft = frozenset(
         word
         for value, where in places.items()

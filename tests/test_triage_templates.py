@@ -147,3 +147,9 @@ def test_a_message_joins_its_sibling_before_a_more_general_template() -> None:
     got = _clusters(general + siblings)
     assert {got[m] for _, m in siblings} == {"module 'mymod' has no attribute <*>"}
     assert {got[m] for _, m in general} == {"<*> has no attribute <*>"}
+
+
+def test_a_count_repeated_in_three_messages_stays_a_value() -> None:
+    tests = [("test_a", "1/1"), ("test_b", "1/1"), ("test_c", "1/1"), ("test_d", "3/4")]
+    got = _clusters([("RuntimeError", f"{t} {n} failed!") for t, n in tests])
+    assert len(set(got.values())) == 1

@@ -1,11 +1,11 @@
 """Grouping unknown exception messages into templates with stable cluster ids.
 
-Two steps, both ours (no template-mining library). Measured by ``bench/triage.py`` on 1,341
+Three steps, all ours (no template-mining library). Measured by ``bench/triage.py`` on 1,341
 held-out templates of real code (the standard library and 24 installed packages) rendered five
 times each with values of every kind (numbers, reprs, tuples, dicts, paths, hex ids, addresses,
 dtypes, made-up names and phrases of made-up words), plus the real messages of
-``reallogs/drci``: grouping accuracy (Loghub's GA) 0.914 where drain3 gets 0.40 (0.67 fed our
-masking); see BENCHMARKS.md for pairwise F1 and what is still lost.
+``reallogs/drci``: grouping accuracy (Loghub's GA) 0.955 where drain3 gets 0.40 (0.67 fed our
+masking); see BENCHMARKS.md for pairwise F1, other seeds and what is still lost.
 
 1. **Masking** (:func:`tokens`): the values a message quotes are cut out first, whole, so a
    value with spaces stays one token: quoted reprs (``'a b'``, ``"x"``, and the quotes around
@@ -14,23 +14,31 @@ masking); see BENCHMARKS.md for pairwise F1 and what is still lost.
    (``0x7f3a``, UUIDs, long hex), dtypes (``torch.bfloat16``), IP addresses and ``host:port``,
    numbers (with a unit: ``12ms``, ``3.5GiB``). Each becomes ``<*>``; the text between them is
    split at whitespace. Pieces with no space between them are one word (``enc.<*>()``).
-2. **Merging** (:func:`mine`): messages of one class whose masked tokens are equal are one
+2. **Unmasking what repeats** (:func:`refine`): a masked value with a letter in it that three
+   distinct messages hold at one place (class, length, position), and that no other place
+   masks, is text (``module 'sqlite3' has no attribute <*>``: +1.0 point of GA). A word that
+   is a quoted value at three or more places (``'dict'``, ``'NoneType'``: a value many
+   templates print) is *soft*: where it stands bare, a group may merge across it.
+3. **Merging** (:func:`mine`): messages of one class whose refined tokens are equal are one
    signature. Then, over signatures of one class, the best-scoring merge of two groups is made
    first, again and again (agglomerative). Two groups align by their longest common token
    subsequence; each run between matches becomes one ``<*>``, so a value of several bare words
    (``reason``: "connection reset by peer") merges across lengths. A merge scores constants /
-   (constants + new gaps + :data:`RUN_COST` per word of a long run) and needs
-   :data:`SIMILARITY`. Evidence decides the rest: a group of two or more distinct messages has
-   seen its constants hold while other values changed, so it keeps them (it may only merge
-   where its side of every gap is a wildcard): ``TaskGroup <*> has already been entered`` and
-   ``... has not been entered`` stay two templates. Candidate pairs share their first, second,
-   last or second-last token (:func:`_blocks`), so the cost is not quadratic in the messages.
+   (constants + new gaps + :data:`RUN_COST` per word of a long run + :data:`ABSORB_COST` per
+   constant an existing wildcard takes in) and needs :data:`SIMILARITY`; the absorb cost makes
+   a message join its sibling before a more general template (+0.6 points). Evidence decides
+   the rest: a group of two or more distinct messages has seen its constants hold while other
+   values changed, so it keeps them (it may only merge where its side of every gap is a
+   wildcard, a token holding one such as ``<*>.__spec__`` (+1.1 points), or a soft word (+1.5
+   points)): ``TaskGroup <*> has already been entered`` and ``... has not been entered`` stay
+   two templates. Candidate pairs share their first, second, last or second-last token
+   (:func:`_blocks`), so the cost is not quadratic in the messages.
 
 The cluster id is a hash of the class and the final template, so the same template gives the
 same id in every run and on every machine (when the same slots vary: a slot masked in step 1
-always does; a bare-word slot does once two values of it have been seen). The grouping works on
-the set of (signature, message) pairs in sorted order, never on arrival order, so ``-j 1``,
-``-j 8`` and a Dask cluster group alike.
+always does; a bare-word slot does once two values of it have been seen; a quoted constant is
+text once three messages hold it). The grouping works on the set of (signature, message) pairs
+in sorted order, never on arrival order, so ``-j 1``, ``-j 8`` and a Dask cluster group alike.
 """
 
 from __future__ import annotations

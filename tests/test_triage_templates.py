@@ -153,3 +153,21 @@ def test_a_count_repeated_in_three_messages_stays_a_value() -> None:
     tests = [("test_a", "1/1"), ("test_b", "1/1"), ("test_c", "1/1"), ("test_d", "3/4")]
     got = _clusters([("RuntimeError", f"{t} {n} failed!") for t, n in tests])
     assert len(set(got.values())) == 1
+
+
+def test_a_constant_found_by_repetition_is_never_taken_into_a_wildcard() -> None:
+    general = [
+        ("AttributeError", f"module {m!r} has no attribute {a!r}")
+        for m, a in (("u", "p"), ("v", "q"), ("w", "r"))
+    ]
+    numpy_like = [
+        ("AttributeError", f"module {m!r} has no attribute {a}")
+        for m in ("np.core.a", "np.core.b")
+        for a in ("lo", "mi", "fa")
+    ]
+    got = _clusters(general + numpy_like)
+    assert {got[m] for _, m in numpy_like} == {
+        "module 'np.core.a' has no attribute <*>",
+        "module 'np.core.b' has no attribute <*>",
+    }
+    assert {got[m] for _, m in general} == {"module <*> has no attribute <*>"}

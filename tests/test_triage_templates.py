@@ -171,3 +171,10 @@ def test_a_constant_found_by_repetition_is_never_taken_into_a_wildcard() -> None
         "module 'np.core.b' has no attribute <*>",
     }
     assert {got[m] for _, m in general} == {"module <*> has no attribute <*>"}
+
+
+def test_different_text_glued_after_a_value_keeps_two_templates_apart() -> None:
+    spec = [("ValueError", f"{v}.__spec__ is None") for v in ("0xa1", "0xb2")]
+    loader = [("ValueError", f"{v}.__loader__ is None") for v in ("0xc3", "0xd4")]
+    got = _clusters(spec + loader)
+    assert set(got.values()) == {"<*>.__spec__ is None", "<*>.__loader__ is None"}

@@ -329,6 +329,11 @@ def _merge(
         held_y = bool(gap_y) and all(WILDCARD in y.tokens[k] or y.tokens[k] in soft for k in gap_y)
         if (x.confirmed and not held_x) or (y.confirmed and not held_y):
             return None
+        glued = {_glued(gap_x, x.tokens), _glued(gap_y, y.tokens)}
+        if x.confirmed and y.confirmed and None not in glued and len(glued) == 2:
+            # Both held different text glued after a value (``<*>.__spec__``, ``<*>.__loader__``)
+            # while the values changed: two templates.
+            return None
         # A value :func:`refine` found to be text (three messages held it) is a constant that
         # evidence confirmed: no wildcard takes it in.
         if any(x.tokens[k] in fixed for k in gap_x) or any(y.tokens[k] in fixed for k in gap_y):
@@ -349,6 +354,13 @@ def _merge(
     if constants == 0:
         return None
     return constants / (constants + cost), tokens, spacing
+
+
+def _glued(gap: list[int], toks: Sequence[str]) -> str | None:
+    """The text after the value of a gap of one ``<*>...`` token, else None."""
+    if len(gap) == 1 and toks[gap[0]].startswith(WILDCARD) and not _wild(toks[gap[0]]):
+        return toks[gap[0]][len(WILDCARD) :]
+    return None
 
 
 def _folded(steps: list[Step], a: Sequence[str]) -> list[Step]:

@@ -4,7 +4,7 @@ Three steps, all ours (no template-mining library). Measured by ``bench/triage.p
 held-out templates of real code (the standard library and 24 installed packages) rendered five
 times each with values of every kind (numbers, reprs, tuples, dicts, paths, hex ids, addresses,
 dtypes, made-up names and phrases of made-up words), plus the real messages of
-``reallogs/drci``: grouping accuracy (Loghub's GA) 0.962 where drain3 gets 0.40 (0.67 fed our
+``reallogs/drci``: grouping accuracy (Loghub's GA) 0.963 where drain3 gets 0.40 (0.67 fed our
 masking); see BENCHMARKS.md for pairwise F1, other seeds and what is still lost.
 
 1. **Masking** (:func:`tokens`): the values a message quotes are cut out first, whole, so a
@@ -72,7 +72,7 @@ RUN_FREE = 3
 #: constants. Measured (GA, seed 6, before ``fixed`` in :func:`_merge`): 0 0.950, 0.1 0.949,
 #: 0.2 0.957, 0.25 0.956, 0.3 0.954; with it: 0 0.962 (F1 0.977), 0.25 0.962 (F1 0.983), 0.5 0.960.
 ABSORB_COST = 0.25
-#: A masked value held by this many distinct messages of one signature is text (:func:`refine`).
+#: A masked value held by this many distinct messages at one place is text (:func:`refine`).
 REPEATS = 3
 #: A word quoted as a value at this many places may be a value where it stands bare.
 SOFT_PLACES = 3
@@ -418,15 +418,17 @@ def refine(
 ) -> tuple[dict[tuple[Signature, str], Signature], frozenset[str], frozenset[str]]:
     """Each (signature, message) with the masked values that are its template's text unmasked.
 
-    A place is a class, a number of tokens and a position. A masked value that :data:`REPEATS`
-    or more distinct messages hold at one place, while their other tokens differ, is a
-    template's text (``module 'sqlite3' has no attribute <*>``, ``does not support "pack"``);
-    unless the same value is masked at other places too, which says it is a value that many
-    templates print (a type name such as ``'dict'``, a small number).
+    A place is a class, a number of tokens and a position. A masked value with a letter in it
+    that :data:`REPEATS` or more distinct messages hold at one place (so their other values
+    differ) is a template's text (``module 'sqlite3' has no attribute <*>``, ``does not
+    support "pack"``); unless the same value is masked at other places too, which says it is a
+    value that many templates print (a type name such as ``'dict'``). A value without a letter
+    (``1/1``, ``0``) is a count: counts repeat as values do.
 
-    Also returned: the words that are quoted values at :data:`SOFT_PLACES` or more places. Such
-    a word is a value other templates print, so where it stands bare it may be a value too
-    (``must be str, not dict``): a group may merge across it though it held there.
+    Also returned: the *soft* words, quoted values at :data:`SOFT_PLACES` or more places (a
+    value other templates print, so where it stands bare it may be a value too: ``must be str,
+    not dict``; a group may merge across it though it held there), and the *fixed* values, the
+    ones unmasked here (no merge puts them into a wildcard).
     """
     distinct: dict[tuple[Signature, str], tuple[Token, ...]] = {}
     for sig, message in pairs:

@@ -423,8 +423,9 @@ def pairwise_f1(truth: Sequence[str], predicted: Sequence[object]) -> float:
 
 def ours(messages: Sequence[tuple[str, str, str]]) -> list[str]:
     sigs = [Signature.of(cls, msg) for cls, msg, _ in messages]
-    clusters = mine(zip(sigs, (msg for _, msg, _ in messages), strict=True))
-    return [clusters[s].id for s in sigs]
+    pairs = list(zip(sigs, (msg for _, msg, _ in messages), strict=True))
+    clusters = mine(pairs)
+    return [clusters[p].id for p in pairs]
 
 
 def drain(

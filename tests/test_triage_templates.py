@@ -35,7 +35,7 @@ def test_masking_cuts_out_every_kind_of_value(message: str, expected: str) -> No
 def _clusters(messages: list[tuple[str, str]]) -> dict[str, str]:
     sigs = [(Signature.of(cls, msg), msg) for cls, msg in messages]
     found = mine(sigs)
-    return {msg: found[sig].template for sig, msg in sigs}
+    return {msg: found[sig, msg].template for sig, msg in sigs}
 
 
 def test_a_value_of_several_bare_words_merges_across_lengths() -> None:
@@ -49,7 +49,7 @@ def test_a_bare_word_slot_merges_and_its_values_are_read_back() -> None:
             enumerate(("cpu", "mps", "xpu"))]  # fmt: skip
     sigs = [(Signature.of(c, m), m) for c, m in msgs]
     found = mine(sigs)
-    (cluster,) = {found[s] for s, _ in sigs}
+    (cluster,) = {found[s, m] for s, m in sigs}
     assert cluster.template == "unknown device <*> for tensor <*>"
     assert slot_values(msgs[1][1], cluster) == ("mps", "'w1'")
 
@@ -93,3 +93,88 @@ def test_classes_are_never_merged_and_ids_are_stable_and_order_free() -> None:
     for c in ids.values():
         assert c.template == "bad value <*> in <*>"
         assert c.id == cluster_id(c.cls, c.template)
+
+
+def test_a_quoted_value_repeated_while_others_change_is_the_templates_text() -> None:
+    got = _clusters(
+        [
+            ("AttributeError", f"module {m!r} has no attribute {a!r}")
+            for m in ("sqlite3", "os")
+            for a in ("x", "y", "z")
+        ]
+        # 'dict' is masked in other templates too: a value many templates print stays masked.
+        + [("AttributeError", f"module 'dict' has no attribute {a!r}") for a in ("p", "q", "r")]
+        + [("TypeError", "'dict' object is not callable"), ("KeyError", "key 'dict' missing")]
+    )
+    assert got["module 'sqlite3' has no attribute 'x'"] == "module 'sqlite3' has no attribute <*>"
+    assert got["module 'os' has no attribute 'z'"] == "module 'os' has no attribute <*>"
+    assert got["module 'dict' has no attribute 'q'"] == "module <*> has no attribute <*>"
+
+
+def test_a_token_holding_a_value_merges_with_a_value_that_swallowed_its_text() -> None:
+    # A URL's pattern takes ``.__spec__`` in; an address's leaves it outside.
+    got = _clusters(
+        [("ValueError", f"{v}.__spec__ is not set") for v in ("10.0.0.1:80", "10.0.0.2:81")]
+        + [("ValueError", f"https://{h}.org/m.__spec__ is not set") for h in ("a", "b")]
+    )
+    assert set(got.values()) == {"<*> is not set"}
+
+
+def test_a_word_other_templates_quote_as_a_value_may_vary_where_it_stands_bare() -> None:
+    elsewhere = [
+        ("TypeError", f"{t!r} object is not callable") for t in ("dict", "NoneType", "x")
+    ] + [("KeyError", f"no key {t!r} in {n}") for t in ("dict", "NoneType") for n in (1, 2)]
+    elsewhere += [("OSError", f"bad {t!r} here") for t in ("dict", "NoneType")]
+    items = [
+        ("TypeError", f"Item in {p} must be str, not {t}")
+        for p, t in (("/a/b", "dict"), ("/c/d", "dict"), ("/e/f", "NoneType"), ("/g/h", "NoneType"))
+    ]
+    got = _clusters(elsewhere + items)
+    assert {got[m] for _, m in items} == {"Item in <*> must be str, not <*>"}
+    # Without the other templates, each type name held while the path changed: two templates.
+    alone = _clusters(items)
+    assert len({alone[m] for _, m in items}) == 2
+
+
+def test_a_message_joins_its_sibling_before_a_more_general_template() -> None:
+    general = [
+        ("AttributeError", f"{a} has no attribute {n!r}")
+        for a, n in (("10.0.0.1:80", "p"), ("<A object at 0x1f>", "q"), ("h.org:81", "r"))
+    ]
+    siblings = [
+        ("AttributeError", f"module 'mymod' has no attribute {n}") for n in ("lo", "mi", "fa")
+    ]
+    got = _clusters(general + siblings)
+    assert {got[m] for _, m in siblings} == {"module 'mymod' has no attribute <*>"}
+    assert {got[m] for _, m in general} == {"<*> has no attribute <*>"}
+
+
+def test_a_count_repeated_in_three_messages_stays_a_value() -> None:
+    tests = [("test_a", "1/1"), ("test_b", "1/1"), ("test_c", "1/1"), ("test_d", "3/4")]
+    got = _clusters([("RuntimeError", f"{t} {n} failed!") for t, n in tests])
+    assert len(set(got.values())) == 1
+
+
+def test_a_constant_found_by_repetition_is_never_taken_into_a_wildcard() -> None:
+    general = [
+        ("AttributeError", f"module {m!r} has no attribute {a!r}")
+        for m, a in (("u", "p"), ("v", "q"), ("w", "r"))
+    ]
+    numpy_like = [
+        ("AttributeError", f"module {m!r} has no attribute {a}")
+        for m in ("np.core.a", "np.core.b")
+        for a in ("lo", "mi", "fa")
+    ]
+    got = _clusters(general + numpy_like)
+    assert {got[m] for _, m in numpy_like} == {
+        "module 'np.core.a' has no attribute <*>",
+        "module 'np.core.b' has no attribute <*>",
+    }
+    assert {got[m] for _, m in general} == {"module <*> has no attribute <*>"}
+
+
+def test_different_text_glued_after_a_value_keeps_two_templates_apart() -> None:
+    spec = [("ValueError", f"{v}.__spec__ is None") for v in ("0xa1", "0xb2")]
+    loader = [("ValueError", f"{v}.__loader__ is None") for v in ("0xc3", "0xd4")]
+    got = _clusters(spec + loader)
+    assert set(got.values()) == {"<*>.__spec__ is None", "<*>.__loader__ is None"}

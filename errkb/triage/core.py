@@ -314,7 +314,7 @@ def _unknown(
     clusters = mine((sig, message) for (_, message), sig in signatures.items())
     by_cluster: dict[str, list[tuple[LogResult, UnknownHit]]] = {}
     for r, hit, sig in hits:
-        cluster = clusters[sig]
+        cluster = clusters[sig, hit.message]
         by_cluster.setdefault(cluster.id, []).append((r, hit))
         rows.extend(
             Row(r.file, n, "unknown", cluster.id, hit.error_class, hit.message) for n in hit.lines

@@ -1,11 +1,11 @@
 """Grouping unknown exception messages into templates with stable cluster ids.
 
-Two steps, both ours (no template-mining library). Measured by ``bench/triage.py`` on 1,341
+Three steps, all ours (no template-mining library). Measured by ``bench/triage.py`` on 1,341
 held-out templates of real code (the standard library and 24 installed packages) rendered five
 times each with values of every kind (numbers, reprs, tuples, dicts, paths, hex ids, addresses,
 dtypes, made-up names and phrases of made-up words), plus the real messages of
-``reallogs/drci``: grouping accuracy (Loghub's GA) 0.914 where drain3 gets 0.40 (0.67 fed our
-masking); see BENCHMARKS.md for pairwise F1 and what is still lost.
+``reallogs/drci``: grouping accuracy (Loghub's GA) 0.963 where drain3 gets 0.40 (0.67 fed our
+masking); see BENCHMARKS.md for pairwise F1, other seeds and what is still lost.
 
 1. **Masking** (:func:`tokens`): the values a message quotes are cut out first, whole, so a
    value with spaces stays one token: quoted reprs (``'a b'``, ``"x"``, and the quotes around
@@ -14,23 +14,34 @@ masking); see BENCHMARKS.md for pairwise F1 and what is still lost.
    (``0x7f3a``, UUIDs, long hex), dtypes (``torch.bfloat16``), IP addresses and ``host:port``,
    numbers (with a unit: ``12ms``, ``3.5GiB``). Each becomes ``<*>``; the text between them is
    split at whitespace. Pieces with no space between them are one word (``enc.<*>()``).
-2. **Merging** (:func:`mine`): messages of one class whose masked tokens are equal are one
+2. **Unmasking what repeats** (:func:`refine`): a masked value with a letter in it that three
+   distinct messages hold at one place (class, length, position), and that no other place
+   masks, is text (``module 'sqlite3' has no attribute <*>``: +1.0 point of GA). A word that
+   is a quoted value at three or more places (``'dict'``, ``'NoneType'``: a value many
+   templates print) is *soft*: where it stands bare, a group may merge across it. A value
+   found to be text is *fixed*: no merge puts it into a wildcard (+0.7 points, pairwise F1
+   0.93 -> 0.98: without it ``<*> has no attribute <*>`` took in every ``module 'numpy.core.X'
+   has no attribute <*>``).
+3. **Merging** (:func:`mine`): messages of one class whose refined tokens are equal are one
    signature. Then, over signatures of one class, the best-scoring merge of two groups is made
    first, again and again (agglomerative). Two groups align by their longest common token
    subsequence; each run between matches becomes one ``<*>``, so a value of several bare words
    (``reason``: "connection reset by peer") merges across lengths. A merge scores constants /
-   (constants + new gaps + :data:`RUN_COST` per word of a long run) and needs
-   :data:`SIMILARITY`. Evidence decides the rest: a group of two or more distinct messages has
-   seen its constants hold while other values changed, so it keeps them (it may only merge
-   where its side of every gap is a wildcard): ``TaskGroup <*> has already been entered`` and
-   ``... has not been entered`` stay two templates. Candidate pairs share their first, second,
-   last or second-last token (:func:`_blocks`), so the cost is not quadratic in the messages.
+   (constants + new gaps + :data:`RUN_COST` per word of a long run + :data:`ABSORB_COST` per
+   constant an existing wildcard takes in) and needs :data:`SIMILARITY`; the absorb cost makes
+   a message join its sibling before a more general template (+0.6 points). Evidence decides
+   the rest: a group of two or more distinct messages has seen its constants hold while other
+   values changed, so it keeps them (it may only merge where its side of every gap is a
+   wildcard, a token holding one such as ``<*>.__spec__`` (+1.1 points), or a soft word (+1.5
+   points)): ``TaskGroup <*> has already been entered`` and ``... has not been entered`` stay
+   two templates. Candidate pairs share their first, second, last or second-last token
+   (:func:`_blocks`), so the cost is not quadratic in the messages.
 
 The cluster id is a hash of the class and the final template, so the same template gives the
 same id in every run and on every machine (when the same slots vary: a slot masked in step 1
-always does; a bare-word slot does once two values of it have been seen). The grouping works on
-the set of (signature, message) pairs in sorted order, never on arrival order, so ``-j 1``,
-``-j 8`` and a Dask cluster group alike.
+always does; a bare-word slot does once two values of it have been seen; a quoted constant is
+text once three messages hold it). The grouping works on the set of (signature, message) pairs
+in sorted order, never on arrival order, so ``-j 1``, ``-j 8`` and a Dask cluster group alike.
 """
 
 from __future__ import annotations
@@ -57,6 +68,14 @@ BLOCK_PAIRS = 48
 #: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
 RUN_COST = 0.25
 RUN_FREE = 3
+#: What each word costs that one side's existing wildcard takes in from the other side's
+#: constants. Measured (GA, seed 6, before ``fixed`` in :func:`_merge`): 0 0.950, 0.1 0.949,
+#: 0.2 0.957, 0.25 0.956, 0.3 0.954; with it: 0 0.962 (F1 0.977), 0.25 0.962 (F1 0.983), 0.5 0.960.
+ABSORB_COST = 0.25
+#: A masked value held by this many distinct messages at one place is text (:func:`refine`).
+REPEATS = 3
+#: A word quoted as a value at this many places may be a value where it stands bare.
+SOFT_PLACES = 3
 
 _Q = r"(?:[^{q}\\\n]|\\.){{0,4000}}"
 _SCALAR = (
@@ -279,13 +298,16 @@ def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
     return out
 
 
-def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
+def _merge(
+    x: _Group, y: _Group, soft: frozenset[str] = frozenset(), fixed: frozenset[str] = frozenset()
+) -> tuple[float, list[str], list[bool]] | None:
     """The template of ``x`` and ``y`` together and its score, or None when they must not merge.
 
     The score is constants / (constants + new gaps + :data:`RUN_COST` per word of a gap's run
-    past :data:`RUN_FREE`); a gap is new unless one side already had only wildcards there. A
-    group of two or more distinct messages keeps its constants: it may only merge where its
-    side of every gap is one or more wildcards.
+    past :data:`RUN_FREE` + :data:`ABSORB_COST` per constant an existing wildcard takes in); a
+    gap is new unless one side already had only wildcards there. A group of two or more
+    distinct messages keeps its constants: it may only merge where its side of every gap is
+    wildcards, tokens holding one, or ``soft`` words. No ``fixed`` value goes into a gap.
     """
     tokens: list[str] = []
     spacing: list[bool] = []
@@ -300,7 +322,21 @@ def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
             continue
         wild_x = bool(gap_x) and all(_wild(x.tokens[k]) for k in gap_x)
         wild_y = bool(gap_y) and all(_wild(y.tokens[k]) for k in gap_y)
-        if (x.confirmed and not wild_x) or (y.confirmed and not wild_y):
+        # A token with a value inside (``<*>.__spec__``) held a value too: its text may be
+        # the value's (a URL swallows the ``.__spec__`` that an address leaves outside).
+        # So may a word that other templates print as a value (``soft``, see :func:`refine`).
+        held_x = bool(gap_x) and all(WILDCARD in x.tokens[k] or x.tokens[k] in soft for k in gap_x)
+        held_y = bool(gap_y) and all(WILDCARD in y.tokens[k] or y.tokens[k] in soft for k in gap_y)
+        if (x.confirmed and not held_x) or (y.confirmed and not held_y):
+            return None
+        glued = {_glued(gap_x, x.tokens), _glued(gap_y, y.tokens)}
+        if x.confirmed and y.confirmed and None not in glued and len(glued) == 2:
+            # Both held different text glued after a value (``<*>.__spec__``, ``<*>.__loader__``)
+            # while the values changed: two templates.
+            return None
+        # A value :func:`refine` found to be text (three messages held it) is a constant that
+        # evidence confirmed: no wildcard takes it in.
+        if any(x.tokens[k] in fixed for k in gap_x) or any(y.tokens[k] in fixed for k in gap_y):
             return None
         # A new gap costs one position; a long run of words swallowed costs too, so a short
         # template's wildcard does not absorb another template's whole text.
@@ -308,11 +344,23 @@ def _merge(x: _Group, y: _Group) -> tuple[float, list[str], list[bool]] | None:
             sum(not _wild(x.tokens[k]) for k in gap_x), sum(not _wild(y.tokens[k]) for k in gap_y)
         )
         cost += (not (wild_x or wild_y)) + RUN_COST * max(run - RUN_FREE, 0)
+        if wild_x != wild_y:
+            # Words a wildcard takes in were constants of the other side: some cost, so a
+            # message joins its sibling before a more general template (``<*> has no
+            # attribute <*>`` would take ``module 'numpy.core.records' has no attribute x``).
+            cost += ABSORB_COST * run
         tokens.append(WILDCARD)
         spacing.append(x.spacing[gap_x[0]] if gap_x else y.spacing[gap_y[0]])
     if constants == 0:
         return None
     return constants / (constants + cost), tokens, spacing
+
+
+def _glued(gap: list[int], toks: Sequence[str]) -> str | None:
+    """The text after the value of a gap of one ``<*>...`` token, else None."""
+    if len(gap) == 1 and toks[gap[0]].startswith(WILDCARD) and not _wild(toks[gap[0]]):
+        return toks[gap[0]][len(WILDCARD) :]
+    return None
 
 
 def _folded(steps: list[Step], a: Sequence[str]) -> list[Step]:
@@ -365,19 +413,77 @@ def _finder(owner: list[int]) -> Callable[[int], int]:
     return find
 
 
-def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[Signature, Cluster]:
-    """Group the signatures of ``messages`` (signature, raw message) into templates.
+def refine(
+    pairs: Iterable[tuple[Signature, str]],
+) -> tuple[dict[tuple[Signature, str], Signature], frozenset[str], frozenset[str]]:
+    """Each (signature, message) with the masked values that are its template's text unmasked.
 
-    See the module docstring: exact signatures first, then the best-scoring merge of two groups
-    at a time, most similar first, ties broken by the groups' sorted text (never arrival order).
+    A place is a class, a number of tokens and a position. A masked value with a letter in it
+    that :data:`REPEATS` or more distinct messages hold at one place (so their other values
+    differ) is a template's text (``module 'sqlite3' has no attribute <*>``, ``does not
+    support "pack"``); unless the same value is masked at other places too, which says it is a
+    value that many templates print (a type name such as ``'dict'``). A value without a letter
+    (``1/1``, ``0``) is a count: counts repeat as values do.
+
+    Also returned: the *soft* words, quoted values at :data:`SOFT_PLACES` or more places (a
+    value other templates print, so where it stands bare it may be a value too: ``must be str,
+    not dict``; a group may merge across it though it held there), and the *fixed* values, the
+    ones unmasked here (no merge puts them into a wildcard).
     """
+    distinct: dict[tuple[Signature, str], tuple[Token, ...]] = {}
+    for sig, message in pairs:
+        if (sig, message) not in distinct:
+            distinct[sig, message] = tokens(message) if WILDCARD in sig.masked else ()
+    counts: dict[tuple[str, int, int, str], int] = {}
+    places: dict[str, set[tuple[str, int, int]]] = {}
+    for (sig, _), toks in distinct.items():
+        for k, tok in enumerate(toks):
+            if tok.masked == WILDCARD:
+                place = (sig.cls, len(toks), k)
+                counts[(*place, tok.value)] = counts.get((*place, tok.value), 0) + 1
+                places.setdefault(tok.value, set()).add(place)
+    # A value with no letter (``1/1``, ``0``) is a count or a number: it repeats as values do.
+    text = {
+        key
+        for key, n in counts.items()
+        if n >= REPEATS and len(places[key[3]]) <= 1 and any(c.isalpha() for c in key[3])
+    }
+    soft = frozenset(
+        word
+        for value, where in places.items()
+        if len(where) >= SOFT_PLACES
+        and value[:1] in "'\""
+        and value[-1:] == value[:1]
+        and (word := value[1:-1]).isidentifier()
+    )
+    out: dict[tuple[Signature, str], Signature] = {}
+    for (sig, message), toks in distinct.items():
+        if not toks:
+            out[sig, message] = sig
+            continue
+        words = tuple(
+            tok.value if (sig.cls, len(toks), k, tok.value) in text else word
+            for k, (tok, word) in enumerate(zip(toks, sig.masked, strict=True))
+        )
+        out[sig, message] = Signature(sig.cls, words, sig.spacing)
+    return out, soft, frozenset(key[3] for key in text)
+
+
+def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, str], Cluster]:
+    """Group ``messages`` (signature, raw message) into templates, keyed by the same pairs.
+
+    See the module docstring: repeated masked values unmasked (:func:`refine`), exact
+    signatures, then the best-scoring merge of two groups at a time, most similar first, ties
+    broken by the groups' sorted text (never arrival order).
+    """
+    refined, soft, fixed = refine(messages)
     distinct: dict[Signature, set[str]] = {}
-    for sig, message in messages:
+    for (_, message), sig in refined.items():
         distinct.setdefault(sig, set()).add(message)
     by_class: dict[str, list[Signature]] = {}
     for sig in distinct:
         by_class.setdefault(sig.cls, []).append(sig)
-    out: dict[Signature, Cluster] = {}
+    found: dict[Signature, Cluster] = {}
     for cls in sorted(by_class):
         sigs = sorted(by_class[cls], key=lambda s: (s.masked, s.spacing))
         groups = [_Group(list(s.masked), list(s.spacing), [s], len(distinct[s])) for s in sigs]
@@ -387,7 +493,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[Signature, Cluste
         for a, b in _blocks(sigs):
             if max(len(sigs[a].masked), len(sigs[b].masked)) > MAX_TOKENS:
                 continue
-            merged = _merge(groups[a], groups[b])
+            merged = _merge(groups[a], groups[b], soft, fixed)
             if merged is not None and merged[0] >= SIMILARITY:
                 heapq.heappush(heap, (-merged[0], a, b))
         while heap:
@@ -395,7 +501,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[Signature, Cluste
             ra, rb = find(a), find(b)
             if ra == rb:
                 continue
-            merged = _merge(groups[ra], groups[rb])
+            merged = _merge(groups[ra], groups[rb], soft, fixed)
             if merged is None or merged[0] < SIMILARITY:
                 continue
             if merged[0] < -score - 1e-9:  # the groups changed since: score again, in turn
@@ -411,8 +517,8 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[Signature, Cluste
             text = join(g.tokens, g.spacing)
             cluster = Cluster(cluster_id(cls, text), cls, text, tuple(g.tokens), tuple(g.spacing))
             for sig in g.members:
-                out[sig] = cluster
-    return out
+                found[sig] = cluster
+    return {pair: found[sig] for pair, sig in refined.items()}
 
 
 def slot_values(message: str, cluster: Cluster) -> tuple[str, ...]:

@@ -36,31 +36,16 @@ class Outcome:
         return "Traceback (most recent call last)" in self.stderr
 
 
-def _run(
-    mode: str,
-    target: str,
-    args: Sequence[str],
-    *,
-    memory: int,
-    timeout: float,
-    stdin: bytes | int | None,
-    env: Mapping[str, str] | None,
-    cwd: str | None,
-) -> Outcome:
-    done = zygote.run(
-        args,
-        code=target if mode == "-c" else None,
-        memory=memory,
-        timeout=timeout,
-        stdin=stdin,
-        env={**os.environ, "NO_COLOR": "1", **(env or {})},
-        cwd=cwd,
-    )
+def _outcome(done: zygote.Done) -> Outcome:
     return Outcome(
         done.returncode,
         done.stdout.decode("utf-8", "replace"),
         done.stderr.decode("utf-8", "replace"),
     )
+
+
+def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    return {**os.environ, "NO_COLOR": "1", **(extra or {})}
 
 
 def run_errkb(
@@ -73,7 +58,9 @@ def run_errkb(
     cwd: str | None = None,
 ) -> Outcome:
     """Run ``python -m errkb ARGS`` bounded by ``memory`` bytes and ``timeout`` seconds."""
-    return _run("-m", "errkb", args, memory=memory, timeout=timeout, stdin=stdin, env=env, cwd=cwd)
+    return _outcome(
+        zygote.run(args, memory=memory, timeout=timeout, stdin=stdin, env=_env(env), cwd=cwd)
+    )
 
 
 def run_python(
@@ -84,4 +71,4 @@ def run_python(
     env: Mapping[str, str] | None = None,
 ) -> Outcome:
     """Run Python ``code`` (``sys.argv[1:]`` = ``args``) bounded like ``run_errkb``."""
-    return _run("-c", code, args, memory=memory, timeout=timeout, stdin=None, env=env, cwd=None)
+    return _outcome(zygote.run(args, code=code, memory=memory, timeout=timeout, env=_env(env)))

@@ -298,40 +298,21 @@ main()
 """
 
 
-def test_ctrl_c_while_the_command_line_imports_exits_130_quietly() -> None:
-    # The child stops inside the import of click (a readiness marker on stdout, then a blocking
-    # read), the parent sends SIGINT then: the interrupt lands mid-import, every time.
-    import signal
-    import subprocess
-    import sys
-
+def _interrupted_when_ready(
+    argv: list[str], *, env: dict[str, str] | None = None, ignored: bool = False
+) -> tuple[int, bytes, bytes]:
+    """Start ``python ARGV``, send SIGINT once it prints ``ready``, then let it go on (one byte
+    on its stdin); its exit code, stdout and stderr. ``ignored``: started with SIGINT ignored,
+    as a shell's background job is; else as a foreground command is."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPS_IN_IMPORT],
+        [sys.executable, *argv],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        preexec_fn=_as_in_a_terminal,
-    )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"ready\n"
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
-
-
-def test_an_ignored_sigint_stays_ignored_while_importing() -> None:
-    # Started as a shell's background job (SIGINT ignored): Ctrl-C in the terminal is not for
-    # it, during its imports as after them; it goes on and prints its version.
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _STOPS_IN_IMPORT],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        env=env,
+        preexec_fn=(
+            (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else _as_in_a_terminal
+        ),
     )
     try:
         assert proc.stdout is not None
@@ -340,11 +321,25 @@ def test_an_ignored_sigint_stays_ignored_while_importing() -> None:
         out, err = proc.communicate(b"go", timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 0, err
+    return proc.returncode, out, err
+
+
+def test_ctrl_c_while_the_command_line_imports_exits_130_quietly() -> None:
+    # The child stops inside the import of click (a readiness marker on stdout, then a blocking
+    # read), the parent sends SIGINT then: the interrupt lands mid-import, every time.
+    code, _out, err = _interrupted_when_ready(["-c", _STOPS_IN_IMPORT])
+    assert code == 130, err
+    assert b"Traceback" not in err and b"KeyboardInterrupt" not in err, err
+
+
+def test_an_ignored_sigint_stays_ignored_while_importing() -> None:
+    # Started as a shell's background job (SIGINT ignored): Ctrl-C in the terminal is not for
+    # it, during its imports as after them; it goes on and prints its version.
+    code, out, err = _interrupted_when_ready(["-c", _STOPS_IN_IMPORT], ignored=True)
+    assert code == 0, err
     assert b"errkb" in out
 
 
-@pytest.mark.slow
 def test_ctrl_c_just_after_a_sync_commits_exits_130_saying_what_was_applied(
     tmp_path: Path,
 ) -> None:
@@ -371,22 +366,10 @@ cli_sync._progress = lambda enabled: contextlib.nullcontext(stop)
 from errkb.cli import main
 main(["sync", "--quiet", sys.argv[1]])
 """
-    proc = subprocess.Popen(
-        [sys.executable, "-c", child, str(tree)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env_for(tmp_path / "kb.sqlite3"),
-        preexec_fn=_as_in_a_terminal,
+    code, _out, err = _interrupted_when_ready(
+        ["-c", child, str(tree)], env=env_for(tmp_path / "kb.sqlite3")
     )
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == b"ready\n"
-        proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    assert code == 130, err
     text = err.decode()
     assert f"interrupted after the sync was applied: datasetVersion {version} is in place" in text
     assert "added 3," in text and "Traceback" not in text

@@ -196,10 +196,14 @@ class KnowledgeBase:
         deadline: Deadline | None,
         limits: Limits | _Default | None,
     ) -> Report | None:
-        """The record-driven scan's report of ``raw``; None when the store cannot feed it."""
+        """The record-driven scan's report of ``raw``, or None.
+
+        None when the store cannot feed it, or when the shape pass names more lines than the
+        scan holds (``TooManyShapes``): the region parse reads the input then.
+        """
         from errkb.match.decide import MAX_SIMILAR_QUERIES, similar_matches
         from errkb.match.msgfirst import found_at
-        from errkb.match.recordscan import UNLIMITED, Folded, Limits, record_scan
+        from errkb.match.recordscan import UNLIMITED, Folded, Limits, TooManyShapes, record_scan
 
         state = view.meta_value("state") or "0"
         dataset_version = view.meta_value("dataset_version")
@@ -212,15 +216,18 @@ class KnowledgeBase:
         )
         chosen = Limits() if isinstance(limits, _Default) else limits or UNLIMITED
         folded = Folded(chosen)
-        record_scan(
-            raw,
-            anchors,
-            decide_events,
-            folded,
-            found=lambda data, lines: found_at(data, lines, matcher),
-            checkpoint=checkpoint,
-            json_lines=json_lines,
-        )
+        try:
+            record_scan(
+                raw,
+                anchors,
+                decide_events,
+                folded,
+                found=lambda data, lines: found_at(data, lines, matcher),
+                checkpoint=checkpoint,
+                json_lines=json_lines,
+            )
+        except TooManyShapes:
+            return None  # millions of exception lines: the region parse folds them as it goes
         suggestions = similar_matches(folded.unmatched_events(MAX_SIMILAR_QUERIES), matcher, lookup)
         matches, unmatched, omitted = folded.result()
         return Report(

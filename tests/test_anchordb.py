@@ -230,3 +230,11 @@ def test_the_address_space_left_is_the_cap_less_what_is_mapped() -> None:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     left = anchordb._address_space_left()
     assert left == 1 << 62 if soft == resource.RLIM_INFINITY else 0 < left < soft
+
+
+def test_newline_offsets_are_every_newline_across_slices() -> None:
+    data = b"a\nbb\n\nccc" * 5_000_000  # 45 MB: several 8 MiB slices
+    found = anchordb.newline_offsets(data)
+    assert len(found) == data.count(b"\n")
+    assert found[:3].tolist() == [1, 4, 5] and int(found[-1]) == data.rindex(b"\n")
+    assert anchordb.newline_offsets(b"").tolist() == []

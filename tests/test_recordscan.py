@@ -305,3 +305,39 @@ def test_every_backend_gives_each_live_record_s_anchor_row(db_target: str) -> No
     assert anchor is not None and anchor in template
     assert anchor in [lit.strip() for lit in literals]  # the longest literal, stripped
     assert regex.endswith("$") and template.startswith("Comfy INT8 layer")
+
+
+def test_more_shape_lines_than_the_scan_holds_is_read_by_the_region_parse(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Millions of one-line tracebacks would cost the shape pass's per-line sets a gigabyte:
+    # past its bound the region parse reads the input, and every occurrence is still counted.
+    from errkb.match import recordscan
+
+    data = b"ValueError: x\n" * 3000 + b"KeyError: 'last'\n"
+    whole = rs_kb.explain(data).to_dict()
+    monkeypatch.setattr(recordscan, "_max_shape_lines", lambda size: 100)
+    with pytest.raises(recordscan.TooManyShapes):
+        recordscan.shape_lines(data, recordscan.line_index(data))
+    bounded = rs_kb.explain(data).to_dict()
+    assert "omitted" in whole and "omitted" not in bounded  # the scan caps lines; the parse not
+    assert bounded["matches"] == whole["matches"] == []
+
+    def counted(report: dict[str, Any]) -> list[tuple[str, int, list[int]]]:
+        return [(u["class"], u["occurrences"], u["lines"][:1000]) for u in report["unmatched"]]
+
+    assert counted(bounded) == counted(whole)
+    assert counted(bounded)[0][:2] == ("ValueError", 3000)
+
+
+def test_the_shape_pass_reads_in_chunks_and_finds_a_word_across_their_edge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from errkb.match import recordscan
+
+    monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 64)
+    data = b"x" * 60 + b"\nTraceback (most recent call last):\n" + b"y" * 100 + b"\nValueError: z\n"
+    shapes = recordscan.shape_lines(data, recordscan.line_index(data))
+    monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 1 << 20)
+    assert shapes == recordscan.shape_lines(data, recordscan.line_index(data))
+    assert shapes.headers == [2] and 4 in shapes.exceptions

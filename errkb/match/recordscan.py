@@ -287,37 +287,74 @@ class Shapes:
     starts: dict[int, int]
 
 
+class TooManyShapes(Exception):
+    """The shape pass named more lines than the record scan holds: the region parse reads it.
+
+    Its per-line sets cost about 250 bytes a line; 3.5 million one-line tracebacks in 50 MB
+    (the hostile-input suite's case) would take a gigabyte, where the region parse folds the
+    repeats as it goes and stays within twice the input.
+    """
+
+
+def _max_shape_lines(size: int) -> int:
+    """Lines the shape pass may name in ``size`` bytes.
+
+    250,000 (the dense 50 MB bench log names about 150,000), or one per kilobyte of a larger
+    input, so that what an abandoned pass held stays within a quarter of the input's size.
+    """
+    return max(250_000, size // 1000)
+
+
 def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> Shapes:
-    """One pass over ``data`` for the shape words; ``newlines`` maps offsets to 0-based lines."""
+    """One pass over ``data`` for the shape words; ``newlines`` maps offsets to 0-based lines.
+
+    Raises ``TooManyShapes`` past ``_max_shape_lines`` distinct lines.
+    """
     from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E
 
-    found = _shapes().find_matches_as_indexes(data, overlapping=True)
-    if not found:
-        return Shapes([], [], [], [], {})
+    automaton = _shapes()
     pytest_e = REGION_PYTEST_E
     chain_from = len(REGION_KEYWORDS)
     exceptions_from = chain_from + len(CHAIN_WORDS)
-    # pytest's word starts at the newline before its line.
-    offsets = [start + 1 if kind == pytest_e else start for kind, start, _e in found]
-    lines = newlines(offsets)
+    overlap = max(len(w) for w in _shape_words()) - 1
     headers: dict[int, None] = {}
     chains: dict[int, None] = {}
     keywords: dict[int, None] = {}
     exceptions: dict[int, None] = {}
     starts: dict[int, int] = {}
-    for (kind, _s, _e), offset, line in zip(found, offsets, lines, strict=True):
-        number = line + 1
-        if number not in starts:
-            starts[number] = data.rfind(b"\n", 0, offset) + 1
-        if kind >= exceptions_from:
-            exceptions[number] = None
-        elif kind >= chain_from:
-            chains[number] = None
-        else:
-            keywords[number] = None
-            if kind == 0:
-                headers[number] = None
+    most = _max_shape_lines(len(data))
+    # Chunk by chunk (each overlapping the next by a word's length, so no word is cut): the
+    # pass returns every hit as a Python tuple, and a line of 5 million error words held them
+    # all at once (the Rust side alone asked for 192 MiB on 50 MB). A hit seen twice in an
+    # overlap lands on the same line: the sets below keep it once.
+    for base in range(0, len(data), _SHAPE_CHUNK):
+        found = automaton.find_matches_as_indexes(
+            data[base : base + _SHAPE_CHUNK + overlap], overlapping=True
+        )
+        if not found:
+            continue
+        # pytest's word starts at the newline before its line.
+        offsets = [base + start + (kind == pytest_e) for kind, start, _e in found]
+        lines = newlines(offsets)
+        for (kind, _s, _e), offset, line in zip(found, offsets, lines, strict=True):
+            number = line + 1
+            if number not in starts:
+                starts[number] = data.rfind(b"\n", 0, offset) + 1
+            if kind >= exceptions_from:
+                exceptions[number] = None
+            elif kind >= chain_from:
+                chains[number] = None
+            else:
+                keywords[number] = None
+                if kind == 0:
+                    headers[number] = None
+        if len(starts) > most:
+            raise TooManyShapes(f"{len(starts)} shape lines in {len(data)} bytes")
     return Shapes(sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts)
+
+
+#: Bytes the shape pass reads at a time: its hits are Python tuples, so memory follows a chunk.
+_SHAPE_CHUNK = 1 << 20
 
 
 def line_index(data: bytes) -> Callable[[Sequence[int]], list[int]]:
@@ -339,7 +376,9 @@ def line_index(data: bytes) -> Callable[[Sequence[int]], list[int]]:
             return out
 
         return counted
-    newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+    from errkb.match.anchordb import newline_offsets
+
+    newlines = newline_offsets(data)
 
     def mapped(offsets: Sequence[int]) -> list[int]:
         lines: list[int] = np.searchsorted(newlines, np.asarray(offsets, dtype=np.int64)).tolist()

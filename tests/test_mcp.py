@@ -57,10 +57,8 @@ def allowed(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def kb_path(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "kb.sqlite3"
-    errkb.open(path).close()
-    yield path
+def kb_path(seeded_db: Path) -> Iterator[Path]:
+    yield seeded_db
 
 
 def call(service: Service, tool: str, args: dict[str, Any]) -> Any:

@@ -91,10 +91,8 @@ def request(
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
-    path = tmp_path / "kb.sqlite3"
-    errkb.open(path).close()
-    return path
+def db(seeded_db: Path) -> Path:
+    return seeded_db
 
 
 @pytest.fixture

@@ -44,10 +44,8 @@ def _errkb(
 
 
 @pytest.fixture
-def seeded(tmp_path: Path) -> Path:
-    db = tmp_path / "kb.sqlite3"
-    errkb.open(db).close()
-    return db
+def seeded(seeded_db: Path) -> Path:
+    return seeded_db
 
 
 @pytest.fixture

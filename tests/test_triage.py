@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,9 +91,9 @@ def make_fixture(root: Path, logs: int = 12, seed: int = 3) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def db(tmp_path_factory: pytest.TempPathFactory, _seeded_template: Path) -> Path:
     path = tmp_path_factory.mktemp("kb") / "kb.sqlite3"
-    errkb.open(path).close()
+    shutil.copyfile(_seeded_template, path)
     return path
 
 

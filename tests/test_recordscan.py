@@ -182,6 +182,9 @@ def test_anchors_and_their_escaped_forms() -> None:
     assert 'can\'t open \\"x\\" <file>' in forms  # a JSON string
     assert "can&#x27;t open &quot;x&quot; &lt;file&gt;" in forms  # HTML
     assert escaped_forms("plain words") == []
+    # Not printable ASCII: JSON escapes a tab and (ensure_ascii) any non-ASCII letter.
+    assert escaped_forms("tab\there") == ["tab\\there"]
+    assert escaped_forms("café au lait") == ["caf\\u00e9 au lait"]
 
 
 @pytest.mark.parametrize(
@@ -341,3 +344,34 @@ def test_the_shape_pass_reads_in_chunks_and_finds_a_word_across_their_edge(
     monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 1 << 20)
     assert shapes == recordscan.shape_lines(data, recordscan.line_index(data))
     assert shapes.headers == [2] and 4 in shapes.exceptions
+
+
+def test_an_unknown_exception_in_a_window_is_not_looked_up(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The unknown traceback printed right after a known one is in its window: no anchor hit
+    # its line, so decide takes it as unmatched without a candidate look-up; the report is
+    # still the region parse's.
+    from errkb.match.matcher import IndexedMatcher
+
+    data = (
+        _filler(60)
+        + _traceback("ValueError", MESSAGE.format(p="blocks.9"))
+        + _traceback("KeyError", "'session_77'")
+        + _filler(60, 100)
+    ).encode()
+    looked: list[str] = []
+    real = IndexedMatcher.find
+
+    def find(self: IndexedMatcher, text: str) -> Any:
+        looked.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(IndexedMatcher, "find", find)
+    scanned = rs_kb.explain(data).to_dict()
+    assert looked and not any("session_77" in text for text in looked)
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    assert any("session_77" in text for text in looked)  # the region parse looks it up
+    assert [u["class"] for u in scanned["unmatched"]] == ["KeyError"]
+    assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]

@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
 from errkb.parse.events import EventKind, LogEvent
@@ -80,11 +80,19 @@ def record_anchordb_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + ".recordanchors")
 
 
+#: Printable ASCII without the characters a repr, a JSON string or HTML escapes.
+_UNESCAPED = re.compile(r"[^\\'\"&<>]*")
+
+
 def escaped_forms(anchor: str) -> list[str]:
     """``anchor`` as a repr, a JSON string (both ``ensure_ascii`` ways) and HTML show it.
 
     Only forms that differ from ``anchor`` are returned, each once.
     """
+    if anchor.isascii() and anchor.isprintable() and _UNESCAPED.fullmatch(anchor):
+        # Nothing a repr, JSON or HTML escapes: every form is the anchor itself. Most anchors
+        # are such: building the seven forms of 150k anchors took 1.1 s of a scan's CPU.
+        return []
     forms = [
         anchor.replace("\\", "\\\\").replace("'", "\\'"),
         anchor.replace("\\", "\\\\").replace('"', '\\"'),
@@ -174,9 +182,16 @@ class RecordAnchors:
     def engine(self) -> str:
         return self.db.engine
 
-    def hit_lines(self, data: bytes) -> list[tuple[int, int]]:
-        """(1-based line number, start offset) of each line that passes the literal rejects."""
+    def hit_lines(self, data: bytes, raw: set[int] | None = None) -> list[tuple[int, int]]:
+        """(1-based line number, start offset) of each line that passes the literal rejects.
+
+        ``raw`` receives the 1-based number of every line any anchor or escaped form hit,
+        rejected or not: a line outside it holds no record's anchor, so no record can match
+        a message printed on it alone.
+        """
         hits = self.db.hits(data, whole_words=False)
+        if raw is not None:
+            raw.update(n + 1 for n in dict.fromkeys(hits.lines))
         out: list[tuple[int, int]] = []
         previous = -1
         keep = False
@@ -677,7 +692,12 @@ def _by_score(a: Alternative) -> float:
 
 
 # ---------------------------------------------------------------------------- the scan
-Decider = Callable[[list[LogEvent]], tuple[tuple[Match, ...], tuple[Unmatched, ...]]]
+class Decider(Protocol):
+    """The knowledge base's decide over events (``errkb.match.decide.decide``'s ``can_match``)."""
+
+    def __call__(
+        self, events: list[LogEvent], can_match: Callable[[LogEvent], bool] | None = None, /
+    ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]: ...
 
 
 @dataclass(frozen=True)
@@ -713,7 +733,14 @@ def record_scan(
 
     to_line = line_index(data)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    hits = anchors.hit_lines(data)
+    anchored: set[int] = set()
+    hits = anchors.hit_lines(data, anchored)
+
+    def can_match(event: LogEvent) -> bool:
+        return any(n in anchored for n in event.lines) or any(
+            n in anchored for n in event.repeat_lines
+        )
+
     shapes = shape_lines(data, to_line)
     objects: list[tuple[int, int]] = []
     # A frame line or the source line under one is never an occurrence (the parser skips
@@ -740,8 +767,9 @@ def record_scan(
     index = 0
     window_lines = 0
 
-    def decided(events: list[LogEvent]) -> None:
-        matches, unmatched = decide(events)
+    def decided(events: list[LogEvent], plain: bool = False) -> None:
+        # Plain windows only: a JSON object line's decoded text is looked up whatever it holds.
+        matches, unmatched = decide(events, can_match if plain else None)
         folded.add_matches(matches)
         folded.add_unmatched(unmatched)
         covered.update(covered_lines(events))
@@ -756,7 +784,7 @@ def record_scan(
         events = parse_regions(regions, first_index=index)
         index += len(regions)
         del regions
-        decided(events)
+        decided(events, plain=True)
     in_window = _Spans(spans)
     # JSON object lines: the hit ones, and those shaped like an exception outside windows.
     if json_lines:

@@ -89,7 +89,8 @@ def decide(
     work by raising. ``similar=False`` leaves out the suggestions for unmatched exceptions (a
     caller deciding a large input in batches asks ``similar_matches`` once, at the end).
     ``can_match``: False for a plain-text event of one printed line that no record can match
-    (the record scan's anchor pass hit none of its lines); such an event is not looked up and
+    (the record scan's: none of its lines passed the anchor pass's literal rejects, see
+    ``RecordAnchors.hit_lines``); such an event is not looked up and
     goes where an event without hits goes. A FOUND event, an event from a container and a
     message that may continue on further lines (a join can make an anchor) are always looked
     up.

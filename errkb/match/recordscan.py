@@ -182,16 +182,13 @@ class RecordAnchors:
     def engine(self) -> str:
         return self.db.engine
 
-    def hit_lines(self, data: bytes, raw: set[int] | None = None) -> list[tuple[int, int]]:
+    def hit_lines(self, data: bytes) -> list[tuple[int, int]]:
         """(1-based line number, start offset) of each line that passes the literal rejects.
 
-        ``raw`` receives the 1-based number of every line any anchor or escaped form hit,
-        rejected or not: a line outside it holds no record's anchor, so no record can match
-        a message printed on it alone.
+        A line not among them holds no record's anchor with that record's literals (or an
+        escaped form of one), so no record can match a message printed on it alone.
         """
         hits = self.db.hits(data, whole_words=False)
-        if raw is not None:
-            raw.update(n + 1 for n in dict.fromkeys(hits.lines))
         out: list[tuple[int, int]] = []
         previous = -1
         keep = False
@@ -733,8 +730,8 @@ def record_scan(
 
     to_line = line_index(data)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    anchored: set[int] = set()
-    hits = anchors.hit_lines(data, anchored)
+    hits = anchors.hit_lines(data)
+    anchored = {n for n, _o in hits}
 
     def can_match(event: LogEvent) -> bool:
         return any(n in anchored for n in event.lines) or any(

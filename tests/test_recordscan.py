@@ -375,3 +375,26 @@ def test_an_unknown_exception_in_a_window_is_not_looked_up(
     assert any("session_77" in text for text in looked)  # the region parse looks it up
     assert [u["class"] for u in scanned["unmatched"]] == ["KeyError"]
     assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]
+
+
+def test_a_stored_anchor_database_of_other_words_is_replaced(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    # Valid for this state, but not these rows' words (one missing, one duplicated in its
+    # place: as many words): never scanned with, rebuilt from the rows and stored again.
+    from errkb.match.anchordb import AnchorDB, read_anchor_db, write_anchor_db
+
+    data = _mixed_log().encode()
+    rs_kb._anchors = None
+    before = rs_kb.explain(data).to_dict()
+    assert rs_kb._anchors is not None
+    words = rs_kb._anchors.words
+    path = record_anchordb_path(rs_kb.path)
+    with rs_kb.store.snapshot() as view:
+        state = view.meta_value("state") or "0"
+        version = view.meta_value("dataset_version")
+    engine = rs_kb._anchors.engine
+    write_anchor_db(path, AnchorDB((*words[:-1], words[0]), engine), state, version)
+    rs_kb._anchors = None
+    assert rs_kb.explain(data).to_dict() == before
+    assert read_anchor_db(path, state, version, engine).words == words

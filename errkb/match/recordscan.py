@@ -140,42 +140,63 @@ class RecordAnchors:
         #: False when some live record has no stored spec (a database from before migration
         #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
         self.complete = all(row[1] is not None for row in rows)
+        # One pass over every live record, in every process that scans (1.5 s of CPU at 150k
+        # records before its fast paths: most anchors are one line with nothing to escape,
+        # most literals need no stripping, a template with a named group is never fixed).
         by_word: dict[str, list[str]] = {}
         plain: set[str] = set()
         literals: dict[str, tuple[str, ...]] = {}
         fixed: set[str] = set()
+        unescaped = _UNESCAPED.fullmatch
         for rid, anchor, lits, regex, template in rows:
             if not anchor:
                 continue  # no usable literal: never a candidate (the matcher's rule)
-            line = anchor_line(anchor)
+            line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
             if not line:
                 continue
-            by_word.setdefault(line, []).append(rid)
+            got = by_word.get(line)
+            if got is None:
+                by_word[line] = [rid]
+            else:
+                got.append(rid)
             plain.add(line)
             # The rejects test one line: literals that fit on it, stripped as the anchor is.
-            kept = tuple(
+            literals[rid] = tuple(
                 part for lit in lits for part in (lit.strip(),) if part and "\n" not in part
             )
-            literals[rid] = kept
-            if "\n" not in template and regex == f"(?s)^(?:{re2_escape(template)})$":
+            if (
+                "(?P<" not in regex  # a placeholder's group: never the escaped template
+                and "\n" not in template
+                and regex == f"(?s)^(?:{re2_escape(template)})$"
+            ):
                 # A fixed message (no placeholder): the whole message, so its text ends its
                 # line, or a quote closes it. Half the records of a large dataset are such
                 # single words or phrases ("call", "True"), and their lines are everywhere.
                 fixed.add(rid)
+            if line.isascii() and line.isprintable() and unescaped(line):
+                continue  # every escaped form is the line itself (``escaped_forms``)
             for form in escaped_forms(line):
                 by_word.setdefault(form, []).append(rid)
-        words = tuple(sorted(by_word))
-        self.words = words
-        self.records: tuple[tuple[str, ...], ...] = tuple(tuple(by_word[w]) for w in words)
-        self.plain: tuple[bool, ...] = tuple(w in plain for w in words)
-        self.literals = literals
-        self.fixed = frozenset(fixed)
-        db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
-        if db.words != words:
+
+        def sorted_words() -> tuple[str, ...]:
+            return tuple(sorted(by_word))
+
+        db = load_anchor_db(store_at, sorted_words, state, dataset_version, engine)
+        # The stored database's words, when they are this state's, index its hits: a set
+        # comparison instead of sorting 215k words again (0.2 s at 150k records).
+        if len(db.words) != len(by_word) or by_word.keys() != set(db.words):
             # Stored for this state from other rows: never scan with it.
-            db = AnchorDB(words, db.engine)
+            db = AnchorDB(sorted_words(), db.engine)
             if store_at is not None:
                 write_anchor_db(store_at, db, state, dataset_version)
+        words = tuple(db.words)
+        self.words = words
+        self.records: tuple[tuple[str, ...], ...] = tuple(
+            map(tuple, map(by_word.__getitem__, words))
+        )
+        self.plain: tuple[bool, ...] = tuple(map(plain.__contains__, words))
+        self.literals = literals
+        self.fixed = frozenset(fixed)
         self.db = db
 
     @property

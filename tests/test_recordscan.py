@@ -398,3 +398,37 @@ def test_a_stored_anchor_database_of_other_words_is_replaced(
     rs_kb._anchors = None
     assert rs_kb.explain(data).to_dict() == before
     assert read_anchor_db(path, state, version, engine).words == words
+
+
+def test_a_window_beginning_inside_a_traceback_takes_in_all_of_it(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    # The known traceback's window opens one line before its header: on the exception line
+    # of an unknown traceback printed right before it, whose class has no error word. Cut
+    # there, the parser would see a bare "CannotInvert: ..." (no exception class on its own)
+    # and the entry would be lost.
+    data = (
+        _filler(60)
+        + _traceback("CannotInvert", "matrix 7 is singular")
+        + _traceback("ValueError", MESSAGE.format(p="blocks.9"))
+        + _filler(60, 100)
+    ).encode()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    assert [u["class"] for u in scanned["unmatched"]] == ["CannotInvert"]
+    assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b"Traceback (most recent call last):", True),
+        (b"    Traceback (most recent call last):\r", True),
+        (b"[pod/x] Traceback (most recent call last):", False),  # a prefix may hold a message
+        (b"Scheduler hit an exception: Traceback (most recent call last):", False),
+        (b"  + Exception Group Traceback (most recent call last):", False),
+    ],
+)
+def test_only_a_bare_traceback_header_opens_no_window(line: bytes, expected: bool) -> None:
+    data = b"before\n" + line + b"\nafter\n"
+    assert recordscan._bare_header(data, len(b"before\n")) is expected

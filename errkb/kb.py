@@ -250,7 +250,7 @@ class KnowledgeBase:
                 anchors = self._anchors
             if anchors is None or anchors.engine != (self.scan_engine or anchors.engine):
                 anchors = RecordAnchors(
-                    view.anchor_rows(),
+                    view.anchor_rows,  # read only when the stored maps cannot be used
                     self.scan_engine,
                     store_at=record_anchordb_path(self.store.path),
                     state=state,

@@ -270,6 +270,9 @@ def test_a_store_without_every_spec_row_keeps_the_region_parse(
     # the scan cannot know those records' anchors, so it must not run.
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM pattern_specs WHERE record_id = ?", (COMFY,))
+    # The errkb that wrote such a database wrote no maps beside it (the file is keyed by the
+    # state, which this edit behind errkb's back does not bump).
+    recordscan.maps_path(record_anchordb_path(db)).unlink()
     with errkb.open(db) as kb:
         report = kb.explain(data).to_dict()
         assert kb._anchors is not None and not kb._anchors.complete
@@ -432,3 +435,41 @@ def test_a_window_beginning_inside_a_traceback_takes_in_all_of_it(
 def test_only_a_bare_traceback_header_opens_no_window(line: bytes, expected: bool) -> None:
     data = b"before\n" + line + b"\nafter\n"
     assert recordscan._bare_header(data, len(b"before\n")) is expected
+
+
+def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store.sqlite import SqliteView
+
+    data = _mixed_log().encode()
+    rs_kb._anchors = None
+    before = rs_kb.explain(data).to_dict()
+    path = recordscan.maps_path(record_anchordb_path(rs_kb.path))
+    image = path.read_bytes()
+    assert image.startswith(recordscan.MAPS_FORMAT.encode())
+    read: list[int] = []
+    real = SqliteView.anchor_rows
+
+    def counted(self: SqliteView) -> Any:
+        read.append(1)
+        return real(self)
+
+    monkeypatch.setattr(SqliteView, "anchor_rows", counted)
+    rs_kb._anchors = None  # a new process: the maps are read, no row is
+    assert rs_kb.explain(data).to_dict() == before
+    assert read == []
+    with rs_kb.store.snapshot() as view:
+        state = view.meta_value("state") or "0"
+    damaged = {
+        "truncated": image[: len(image) // 2],
+        "altered": image.replace(b'"complete":true', b'"complete":fals'),
+        "stale": image.replace(f" {state} ".encode(), b" 999999 ", 1),
+        "not ours": b"garbage\n{}",
+    }
+    for name, bad in damaged.items():
+        path.write_bytes(bad)
+        rs_kb._anchors = None
+        assert rs_kb.explain(data).to_dict() == before, name
+        assert path.read_bytes() == image, name  # derived from the rows again, and stored
+    assert len(read) == len(damaged)

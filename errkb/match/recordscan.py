@@ -23,9 +23,18 @@ the lines that can hold a known message and the lines shaped like an exception:
 4. **Windows**: each kept hit line becomes a window for today's parser: the whole traceback
    it is in (with the tracebacks chained to it, so root causes and chain frames are as
    before), else the line with ``BEFORE``/``AFTER`` lines around it (a message continues on
-   the next lines); a window that takes in a traceback header takes in its whole traceback.
-   Only these windows are parsed, so every shape the parser knows keeps working, and the
-   parse runs in batches (``BATCH_WINDOWS``) decided one at a time (bounded memory).
+   the next lines); a window that takes in a traceback header takes in its whole traceback,
+   and one that would begin inside a traceback begins at its header. A bare traceback
+   header is never an occurrence and opens no window: on the dense bench log one record
+   (``Traceback {key!r}: {detail}``, literals ``Traceback`` and ``:`` once stripped) kept
+   all 16,502 headers, 16,749 of the 23,335 hit lines, so every unknown traceback was
+   parsed; without them the windows hold 6,586 events' lines and the parse took 0.87 s
+   instead of 1.98 s (loaded machine, CPU). Only these windows are parsed, so every shape
+   the parser knows keeps working, and the parse runs in batches (``BATCH_WINDOWS``)
+   decided one at a time (bounded memory). Decide is told which events can match
+   (``decide``'s ``can_match``): an event of one printed line on no kept hit line (an
+   unknown exception beside a known one) goes unmatched without a candidate look-up
+   (10,366 of 18,624 window events on the dense log before the header rule).
 5. **Unmatched**: the exception lines the shape pass found outside every window hold no
    anchor of any record (every record that can match has one), so no record can match them;
    each becomes an ``Unmatched`` entry straight from its line (class and message by one
@@ -36,6 +45,15 @@ the lines that can hold a known message and the lines shaped like an exception:
 What is kept per report is bounded (``Limits``, ``errkb.report.Truncation``): distinct
 matches per record, matches in all, lines listed per entry and distinct unmatched entries;
 counts stay exact and the report says what was cut.
+
+Where the CPU goes (dense 50 MB, 150k records, a fresh process as ``bench.run`` times it,
+loaded 2-core machine, 7.6 s in all): the record anchors' fixed cost 2.1 s (reading every
+record's anchor row 0.85 s, the pass over them 1.2 s: ``RecordAnchors``, paid by every
+process until its maps are stored beside the anchor database), decide 2.5 s (candidate
+look-up 0.5, loading 5,083 specs 0.55, RE2 compiles 0.6, verification 0.7), the parse of the
+windows 0.87 s, the anchor pass and its rejects 0.59 s, the shape pass 0.16 s. On the sparse
+log the fixed cost is two thirds of the scan. SCAN.md's steps 5-6 (events per hit line
+without the parser) are not built: the parse is now 11% of the dense scan.
 """
 
 from __future__ import annotations
@@ -49,7 +67,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
+from errkb.match.anchordb import (
+    AnchorDatabaseError,
+    AnchorDB,
+    default_engine,
+    load_anchor_db,
+    read_anchor_db,
+    write_anchor_db,
+)
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
@@ -123,80 +148,231 @@ def anchor_line(anchor: str) -> str:
 _CLOSERS = frozenset("'\"\\)]}<&")
 
 
+@dataclass(frozen=True)
+class RecordMaps:
+    """What the anchor pass's rejects need of every live record, derived from its row.
+
+    ``words``: every anchor line and escaped form, sorted (the anchor database's words);
+    ``records[i]``: the records ``words[i]`` stands for; ``plain[i]``: whether it is an
+    anchor as printed (not an escaped form); ``literals``: each record's one-line literals,
+    stripped; ``fixed``: the records whose template has no placeholder.
+    """
+
+    complete: bool
+    words: tuple[str, ...]
+    records: tuple[tuple[str, ...], ...]
+    plain: tuple[bool, ...]
+    literals: dict[str, tuple[str, ...]]
+    fixed: frozenset[str]
+
+
+def record_maps(rows: Sequence[AnchorRow]) -> RecordMaps:
+    """The maps of ``rows`` (``ReadView.anchor_rows``): one pass, no template parsed.
+
+    1.5 s of CPU at 150k records before its fast paths (most anchors are one line with
+    nothing to escape, a regex with a named group is never a fixed template), 1.2 s after.
+    """
+    from errkb.records.patterns import re2_escape
+
+    by_word: dict[str, list[str]] = {}
+    plain: set[str] = set()
+    literals: dict[str, tuple[str, ...]] = {}
+    fixed: set[str] = set()
+    unescaped = _UNESCAPED.fullmatch
+    for rid, anchor, lits, regex, template in rows:
+        if not anchor:
+            continue  # no usable literal: never a candidate (the matcher's rule)
+        line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
+        if not line:
+            continue
+        got = by_word.get(line)
+        if got is None:
+            by_word[line] = [rid]
+        else:
+            got.append(rid)
+        plain.add(line)
+        # The rejects test one line: literals that fit on it, stripped as the anchor is.
+        literals[rid] = tuple(
+            part for lit in lits for part in (lit.strip(),) if part and "\n" not in part
+        )
+        if (
+            "(?P<" not in regex  # a placeholder's group: never the escaped template
+            and "\n" not in template
+            and regex == f"(?s)^(?:{re2_escape(template)})$"
+        ):
+            # A fixed message (no placeholder): the whole message, so its text ends its
+            # line, or a quote closes it. Half the records of a large dataset are such
+            # single words or phrases ("call", "True"), and their lines are everywhere.
+            fixed.add(rid)
+        if line.isascii() and line.isprintable() and unescaped(line):
+            continue  # every escaped form is the line itself (``escaped_forms``)
+        for form in escaped_forms(line):
+            by_word.setdefault(form, []).append(rid)
+    words = tuple(sorted(by_word))
+    return RecordMaps(
+        complete=all(row[1] is not None for row in rows),
+        words=words,
+        records=tuple(map(tuple, map(by_word.__getitem__, words))),
+        plain=tuple(map(plain.__contains__, words)),
+        literals=literals,
+        fixed=frozenset(fixed),
+    )
+
+
+#: The first word of a stored maps file's header line (then its state, dataset version and
+#: the sha256 of the JSON body after the header).
+MAPS_FORMAT = "errkb-recordmaps/1"
+
+
+def maps_path(anchordb_path: Path) -> Path:
+    """Where the maps of the anchor database stored at ``anchordb_path`` are stored."""
+    return anchordb_path.with_name(anchordb_path.name + ".maps")
+
+
+def _maps_header(state: str, version: str | None, body: bytes) -> bytes:
+    import hashlib
+
+    digest = hashlib.sha256(body).hexdigest()
+    return f"{MAPS_FORMAT} {state} {version or '-'} {digest}\n".encode()
+
+
+def encode_maps(maps: RecordMaps, state: str, version: str | None) -> bytes:
+    """The stored form of ``maps``: a header line, then JSON (data only, never code)."""
+    body = json.dumps(
+        {
+            "complete": maps.complete,
+            # The words themselves are the anchor database's (12 of 25 MB at 150k records,
+            # half of the load): their digest ties these maps to them.
+            "words": _words_digest(maps.words),
+            "records": maps.records,
+            "plain": "".join("1" if p else "0" for p in maps.plain),
+            "literals": maps.literals,
+            "fixed": sorted(maps.fixed),
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode()
+    return _maps_header(state, version, body) + body
+
+
+def _words_digest(words: Sequence[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(words).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def read_maps(
+    path: Path, state: str, version: str | None, words: tuple[str, ...]
+) -> RecordMaps | None:
+    """The maps stored at ``path`` for this state, dataset version and ``words``, else None.
+
+    None when the file is missing, of another state or version (stale), truncated or
+    altered (its sha256), made for other words (the anchor database's, by their digest) or
+    not the shape written: the caller derives them from the rows.
+    """
+    try:
+        image = path.read_bytes()
+    except OSError:
+        return None
+    header, newline, body = image.partition(b"\n")
+    if not newline or header + newline != _maps_header(state, version, body):
+        return None
+    try:
+        raw = json.loads(body)
+        if raw["words"] != _words_digest(words):
+            return None
+        records = tuple(map(tuple, raw["records"]))
+        flags = raw["plain"]
+        maps = RecordMaps(
+            complete=raw["complete"] is True,
+            words=words,
+            records=records,
+            plain=tuple(flag == "1" for flag in flags),
+            literals={rid: tuple(lits) for rid, lits in raw["literals"].items()},
+            fixed=frozenset(raw["fixed"]),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not len(words) == len(records) == len(flags):
+        return None
+    return maps
+
+
+def write_maps(path: Path, maps: RecordMaps, state: str, version: str | None) -> bool:
+    """Store ``maps`` atomically (a temporary file renamed over ``path``); False if refused."""
+    import contextlib
+    import os
+    import tempfile
+
+    image = encode_maps(maps, state, version)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            # Whoever may read the database may read what it is derived from (a temporary
+            # file is created 0600), as ``write_anchor_db`` does.
+            try:
+                mode = path.with_suffix("").with_suffix("").stat().st_mode & 0o666
+            except OSError:
+                mode = 0o644
+            os.fchmod(fh.fileno(), mode)
+            fh.write(image)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    return True
+
+
 class RecordAnchors:
     """Every record's anchor and escaped forms, compiled once; which records each stands for."""
 
     def __init__(
         self,
-        rows: Sequence[AnchorRow],
+        rows: Sequence[AnchorRow] | Callable[[], Sequence[AnchorRow]],
         engine: str | None = None,
         *,
         store_at: Path | None = None,
         state: str = "0",
         dataset_version: str | None = None,
     ) -> None:
-        from errkb.records.patterns import re2_escape
-
+        # ``rows`` as a callable: read only when the maps stored beside the anchor database
+        # (``maps_path``) are missing, stale or damaged. Reading every record's row and the
+        # pass over them cost 2.1 s of CPU at 150k records in every process that scanned.
+        maps = None
+        db: AnchorDB | None = None
+        if callable(rows) and store_at is not None:
+            # The stored anchor database holds the words; the maps hold what the rejects
+            # need of them, tied to those very words by their digest.
+            try:
+                db = read_anchor_db(store_at, state, dataset_version, engine or default_engine())
+            except AnchorDatabaseError:
+                db = None
+            if db is not None:
+                maps = read_maps(maps_path(store_at), state, dataset_version, db.words)
+        if maps is None or db is None:
+            maps = record_maps(rows() if callable(rows) else rows)
+            if store_at is not None:
+                write_maps(maps_path(store_at), maps, state, dataset_version)
+            words = maps.words
+            db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
+            if db.words != words:
+                # Stored for this state from other rows: never scan with it.
+                db = AnchorDB(words, db.engine)
+                if store_at is not None:
+                    write_anchor_db(store_at, db, state, dataset_version)
         #: False when some live record has no stored spec (a database from before migration
         #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
-        self.complete = all(row[1] is not None for row in rows)
-        # One pass over every live record, in every process that scans (1.5 s of CPU at 150k
-        # records before its fast paths: most anchors are one line with nothing to escape,
-        # most literals need no stripping, a template with a named group is never fixed).
-        by_word: dict[str, list[str]] = {}
-        plain: set[str] = set()
-        literals: dict[str, tuple[str, ...]] = {}
-        fixed: set[str] = set()
-        unescaped = _UNESCAPED.fullmatch
-        for rid, anchor, lits, regex, template in rows:
-            if not anchor:
-                continue  # no usable literal: never a candidate (the matcher's rule)
-            line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
-            if not line:
-                continue
-            got = by_word.get(line)
-            if got is None:
-                by_word[line] = [rid]
-            else:
-                got.append(rid)
-            plain.add(line)
-            # The rejects test one line: literals that fit on it, stripped as the anchor is.
-            literals[rid] = tuple(
-                part for lit in lits for part in (lit.strip(),) if part and "\n" not in part
-            )
-            if (
-                "(?P<" not in regex  # a placeholder's group: never the escaped template
-                and "\n" not in template
-                and regex == f"(?s)^(?:{re2_escape(template)})$"
-            ):
-                # A fixed message (no placeholder): the whole message, so its text ends its
-                # line, or a quote closes it. Half the records of a large dataset are such
-                # single words or phrases ("call", "True"), and their lines are everywhere.
-                fixed.add(rid)
-            if line.isascii() and line.isprintable() and unescaped(line):
-                continue  # every escaped form is the line itself (``escaped_forms``)
-            for form in escaped_forms(line):
-                by_word.setdefault(form, []).append(rid)
-
-        def sorted_words() -> tuple[str, ...]:
-            return tuple(sorted(by_word))
-
-        db = load_anchor_db(store_at, sorted_words, state, dataset_version, engine)
-        # The stored database's words, when they are this state's, index its hits: a set
-        # comparison instead of sorting 215k words again (0.2 s at 150k records).
-        if len(db.words) != len(by_word) or by_word.keys() != set(db.words):
-            # Stored for this state from other rows: never scan with it.
-            db = AnchorDB(sorted_words(), db.engine)
-            if store_at is not None:
-                write_anchor_db(store_at, db, state, dataset_version)
-        words = tuple(db.words)
+        self.complete = maps.complete
+        words = maps.words
         self.words = words
-        self.records: tuple[tuple[str, ...], ...] = tuple(
-            map(tuple, map(by_word.__getitem__, words))
-        )
-        self.plain: tuple[bool, ...] = tuple(map(plain.__contains__, words))
-        self.literals = literals
-        self.fixed = frozenset(fixed)
+        self.records = maps.records
+        self.plain = maps.plain
+        self.literals = maps.literals
+        self.fixed = maps.fixed
         self.db = db
 
     @property

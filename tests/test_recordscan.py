@@ -473,3 +473,29 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
         assert rs_kb.explain(data).to_dict() == before, name
         assert path.read_bytes() == image, name  # derived from the rows again, and stored
     assert len(read) == len(damaged)
+
+
+def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.match import decide
+    from errkb.store.sqlite import SqliteView
+
+    data = _mixed_log(scale=4).encode()
+    queries: list[int] = []
+    real = SqliteView.pattern_specs
+
+    def counted(self: SqliteView, ids: Any) -> Any:
+        queries.append(len(ids))
+        return real(self, ids)
+
+    monkeypatch.setattr(SqliteView, "pattern_specs", counted)
+    reports = []
+    for prefetch in (1 << 40, 1):  # never, then every batch
+        monkeypatch.setattr(decide, "PREFETCH_EVENTS", prefetch)
+        rs_kb._cache = None  # a new process: no spec loaded yet
+        queries.clear()
+        reports.append((rs_kb.explain(data).to_dict(), len(queries)))
+    (alone, each), (batched, once) = reports
+    assert batched == alone
+    assert 0 < once < each

@@ -11,8 +11,11 @@ the lines that can hold a known message and the lines shaped like an exception:
    page), so a message quoted by any of them hits. The automaton is compiled from the stored
    specs (``ReadView.anchor_rows``: no template parsed) and stored beside the knowledge base
    in ``<db>.recordanchors`` (``errkb.match.anchordb``'s format: keyed by state, dataset
-   version, engine and sha256; rebuilt when missing, stale, truncated or corrupt). Hits are
-   mapped to lines by numpy (``AnchorDB.hits``).
+   version, engine and sha256; rebuilt when missing, stale, truncated or corrupt), and what
+   the rejects need of each record (``RecordMaps``) in ``<db>.recordanchors.maps`` (JSON,
+   keyed the same way and tied to the anchor database's words by their digest): a process
+   reads the rows only when either cannot be used. Hits are mapped to lines by numpy
+   (``AnchorDB.hits``).
 2. **Literal rejects**: a line hit by a record's plain anchor is kept only when it holds every
    literal of one of the records that anchor stands for (a C substring test each); a hit by
    an escaped form is kept as is (the literals are escaped there too).
@@ -47,13 +50,14 @@ matches per record, matches in all, lines listed per entry and distinct unmatche
 counts stay exact and the report says what was cut.
 
 Where the CPU goes (dense 50 MB, 150k records, a fresh process as ``bench.run`` times it,
-loaded 2-core machine, 7.6 s in all): the record anchors' fixed cost 2.1 s (reading every
-record's anchor row 0.85 s, the pass over them 1.2 s: ``RecordAnchors``, paid by every
-process until its maps are stored beside the anchor database), decide 2.5 s (candidate
-look-up 0.5, loading 5,083 specs 0.55, RE2 compiles 0.6, verification 0.7), the parse of the
-windows 0.87 s, the anchor pass and its rejects 0.59 s, the shape pass 0.16 s. On the sparse
-log the fixed cost is two thirds of the scan. SCAN.md's steps 5-6 (events per hit line
-without the parser) are not built: the parse is now 11% of the dense scan.
+2-core machine shared with three other jobs, 6.8 s in all, instrumented): the record
+anchors 0.82 s (the stored maps 0.55, the anchor database 0.27: ``RecordMaps``; deriving
+them from every record's row took 2.1 s, reading the rows 0.85 of it), the anchor pass and
+its rejects 0.66 s, the shape pass 0.17 s, the parse of the windows 0.90 s, decide 3.3 s
+(candidates and their specs up front 1.0, verification 1.5 of which RE2 compiles 0.7, the
+rest scoring and matches), the report 0.2 s. SCAN.md's steps 5-6 (events per hit line
+without the parser) are not built: the parse is now an eighth of the dense scan; decide's
+candidate look-up, spec loading and RE2 work per known message are the largest share.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.deadline import Deadline
-    from errkb.match.recordscan import Limits, RecordAnchors
+    from errkb.match.recordscan import Decider, Limits, RecordAnchors
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
     from errkb.report.check import CheckReport
@@ -250,7 +250,7 @@ class KnowledgeBase:
                 anchors = self._anchors
             if anchors is None or anchors.engine != (self.scan_engine or anchors.engine):
                 anchors = RecordAnchors(
-                    view.anchor_rows(),
+                    view.anchor_rows,  # read only when the stored maps cannot be used
                     self.scan_engine,
                     store_at=record_anchordb_path(self.store.path),
                     state=state,
@@ -325,7 +325,7 @@ class KnowledgeBase:
         anchors: bool,
         similar: bool = True,
     ) -> tuple[
-        Callable[[list[LogEvent]], tuple[tuple[Match, ...], tuple[Unmatched, ...]]],
+        Decider,
         IndexedMatcher,
         Callable[[str], RecordJSON | None],
         Callable[[], None] | None,
@@ -371,7 +371,9 @@ class KnowledgeBase:
                 records[rid] = view.raw_record(rid)
             return records[rid]
 
-        def decide_events(some: list[LogEvent]) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
+        def decide_events(
+            some: list[LogEvent], can_match: Callable[[LogEvent], bool] | None = None
+        ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
             return decide(
                 some,
                 matcher,
@@ -380,6 +382,7 @@ class KnowledgeBase:
                 has_validator=has_validator,
                 checkpoint=checkpoint,
                 similar=similar,
+                can_match=can_match,
             )
 
         return decide_events, matcher, lookup, checkpoint, sample

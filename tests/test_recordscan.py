@@ -182,6 +182,9 @@ def test_anchors_and_their_escaped_forms() -> None:
     assert 'can\'t open \\"x\\" <file>' in forms  # a JSON string
     assert "can&#x27;t open &quot;x&quot; &lt;file&gt;" in forms  # HTML
     assert escaped_forms("plain words") == []
+    # Not printable ASCII: JSON escapes a tab and (ensure_ascii) any non-ASCII letter.
+    assert escaped_forms("tab\there") == ["tab\\there"]
+    assert escaped_forms("café au lait") == ["caf\\u00e9 au lait"]
 
 
 @pytest.mark.parametrize(
@@ -267,6 +270,9 @@ def test_a_store_without_every_spec_row_keeps_the_region_parse(
     # the scan cannot know those records' anchors, so it must not run.
     with sqlite3.connect(db) as conn:
         conn.execute("DELETE FROM pattern_specs WHERE record_id = ?", (COMFY,))
+    # The errkb that wrote such a database wrote no maps beside it (the file is keyed by the
+    # state, which this edit behind errkb's back does not bump).
+    recordscan.maps_path(record_anchordb_path(db)).unlink()
     with errkb.open(db) as kb:
         report = kb.explain(data).to_dict()
         assert kb._anchors is not None and not kb._anchors.complete
@@ -341,3 +347,155 @@ def test_the_shape_pass_reads_in_chunks_and_finds_a_word_across_their_edge(
     monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 1 << 20)
     assert shapes == recordscan.shape_lines(data, recordscan.line_index(data))
     assert shapes.headers == [2] and 4 in shapes.exceptions
+
+
+def test_an_unknown_exception_in_a_window_is_not_looked_up(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The unknown traceback printed right after a known one is in its window: no anchor hit
+    # its line, so decide takes it as unmatched without a candidate look-up; the report is
+    # still the region parse's.
+    from errkb.match.matcher import IndexedMatcher
+
+    data = (
+        _filler(60)
+        + _traceback("ValueError", MESSAGE.format(p="blocks.9"))
+        + _traceback("KeyError", "'session_77'")
+        + _filler(60, 100)
+    ).encode()
+    looked: list[str] = []
+    real = IndexedMatcher.find
+
+    def find(self: IndexedMatcher, text: str) -> Any:
+        looked.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(IndexedMatcher, "find", find)
+    scanned = rs_kb.explain(data).to_dict()
+    assert looked and not any("session_77" in text for text in looked)
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    assert any("session_77" in text for text in looked)  # the region parse looks it up
+    assert [u["class"] for u in scanned["unmatched"]] == ["KeyError"]
+    assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]
+
+
+def test_a_stored_anchor_database_of_other_words_is_replaced(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    # Valid for this state, but not these rows' words (one missing, one duplicated in its
+    # place: as many words): never scanned with, rebuilt from the rows and stored again.
+    from errkb.match.anchordb import AnchorDB, read_anchor_db, write_anchor_db
+
+    data = _mixed_log().encode()
+    rs_kb._anchors = None
+    before = rs_kb.explain(data).to_dict()
+    assert rs_kb._anchors is not None
+    words = rs_kb._anchors.words
+    path = record_anchordb_path(rs_kb.path)
+    with rs_kb.store.snapshot() as view:
+        state = view.meta_value("state") or "0"
+        version = view.meta_value("dataset_version")
+    engine = rs_kb._anchors.engine
+    write_anchor_db(path, AnchorDB((*words[:-1], words[0]), engine), state, version)
+    rs_kb._anchors = None
+    assert rs_kb.explain(data).to_dict() == before
+    assert read_anchor_db(path, state, version, engine).words == words
+
+
+def test_a_window_beginning_inside_a_traceback_takes_in_all_of_it(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    # The known traceback's window opens one line before its header: on the exception line
+    # of an unknown traceback printed right before it, whose class has no error word. Cut
+    # there, the parser would see a bare "CannotInvert: ..." (no exception class on its own)
+    # and the entry would be lost.
+    data = (
+        _filler(60)
+        + _traceback("CannotInvert", "matrix 7 is singular")
+        + _traceback("ValueError", MESSAGE.format(p="blocks.9"))
+        + _filler(60, 100)
+    ).encode()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    assert [u["class"] for u in scanned["unmatched"]] == ["CannotInvert"]
+    assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (b"Traceback (most recent call last):", True),
+        (b"    Traceback (most recent call last):\r", True),
+        (b"[pod/x] Traceback (most recent call last):", False),  # a prefix may hold a message
+        (b"Scheduler hit an exception: Traceback (most recent call last):", False),
+        (b"  + Exception Group Traceback (most recent call last):", False),
+    ],
+)
+def test_only_a_bare_traceback_header_opens_no_window(line: bytes, expected: bool) -> None:
+    data = b"before\n" + line + b"\nafter\n"
+    assert recordscan._bare_header(data, len(b"before\n")) is expected
+
+
+def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store.sqlite import SqliteView
+
+    data = _mixed_log().encode()
+    rs_kb._anchors = None
+    before = rs_kb.explain(data).to_dict()
+    path = recordscan.maps_path(record_anchordb_path(rs_kb.path))
+    image = path.read_bytes()
+    assert image.startswith(recordscan.MAPS_FORMAT.encode())
+    read: list[int] = []
+    real = SqliteView.anchor_rows
+
+    def counted(self: SqliteView) -> Any:
+        read.append(1)
+        return real(self)
+
+    monkeypatch.setattr(SqliteView, "anchor_rows", counted)
+    rs_kb._anchors = None  # a new process: the maps are read, no row is
+    assert rs_kb.explain(data).to_dict() == before
+    assert read == []
+    with rs_kb.store.snapshot() as view:
+        state = view.meta_value("state") or "0"
+    damaged = {
+        "truncated": image[: len(image) // 2],
+        "altered": image.replace(b'"complete":true', b'"complete":fals'),
+        "stale": image.replace(f" {state} ".encode(), b" 999999 ", 1),
+        "not ours": b"garbage\n{}",
+    }
+    for name, bad in damaged.items():
+        path.write_bytes(bad)
+        rs_kb._anchors = None
+        assert rs_kb.explain(data).to_dict() == before, name
+        assert path.read_bytes() == image, name  # derived from the rows again, and stored
+    assert len(read) == len(damaged)
+
+
+def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.match import decide
+    from errkb.store.sqlite import SqliteView
+
+    data = _mixed_log(scale=4).encode()
+    queries: list[int] = []
+    real = SqliteView.pattern_specs
+
+    def counted(self: SqliteView, ids: Any) -> Any:
+        queries.append(len(ids))
+        return real(self, ids)
+
+    monkeypatch.setattr(SqliteView, "pattern_specs", counted)
+    reports = []
+    for prefetch in (1 << 40, 1):  # never, then every batch
+        monkeypatch.setattr(decide, "PREFETCH_EVENTS", prefetch)
+        rs_kb._cache = None  # a new process: no spec loaded yet
+        queries.clear()
+        reports.append((rs_kb.explain(data).to_dict(), len(queries)))
+    (alone, each), (batched, once) = reports
+    assert batched == alone
+    assert 0 < once < each

@@ -25,8 +25,21 @@ Reading refuses, with ``AnchorDatabaseError`` naming the file and the fault
 whose word list is broken, or which Hyperscan will not load (corrupt). ``load_anchor_db``
 rebuilds on any of these and stores the new file (atomically; a directory that refuses it
 keeps the database in memory), unless asked to refuse (``rebuild=False``), where the error
-propagates. The build happens on the first large input after a sync, in that process, as the
-anchor table's does (``errkb.kb``); ``KnowledgeBase.prepare`` does it ahead in a server.
+propagates.
+
+Both stored databases (this one and the record-driven scan's ``<db>.recordanchors``) are
+built by the write that changes the store's state: ``KnowledgeBase.sync``, ``ingest`` and
+``rollback`` call ``KnowledgeBase.build_anchor_files`` after their commit (outside the
+transaction, so a SIGKILL there loses only files the next large input rebuilds), so explain
+loads them and a knowledge base mounted read-only afterwards compiles nothing. At 150,000
+records that build is 11.0 s of CPU (7.7 s of it Hyperscan compiling 214,907 anchors; Python
+preparing them 1.6 s, reading their rows 0.8 s), 33 MB written. Compiling in two halves on two
+threads (the binding lets go of the GIL) halves the compile's wall time for the same CPU, but
+the anchor pass then reads the input twice (0.25 s against 0.38 s on the dense 50 MB log), a
+cost every scan would pay: one database it is. A knowledge base whose file is missing, stale
+or damaged still explains: a writable one rebuilds and stores it (once), a read-only one
+compiles it in memory and says so once (a warning on the ``errkb`` logger). PostgreSQL's files
+live beside its sync lock in the local data directory (``Store.path``): one set per machine.
 
 Hits are mapped to lines without a Python loop over lines: a newline index of the buffer
 (``numpy.flatnonzero``) and ``searchsorted`` of the hit offsets; word-boundary tests are array
@@ -110,6 +123,11 @@ class AnchorDB:
         self.words = tuple(words)
         self.engine = engine
         self.serialised: bytes | None = None
+        #: True when this process compiled the automaton (Aho-Corasick always: it has no
+        #: serialised form); False when Hyperscan loaded a stored image.
+        self.compiled = serialised is None or engine != "hyperscan"
+        #: Why the stored file was not used, when ``load_anchor_db`` compiled this one.
+        self.fault: AnchorFault | None = None
         self._raw: Callable[[bytes], tuple[list[int], list[int]]]
         if not self.words:
             self._raw = lambda _data: ([], [])
@@ -431,10 +449,13 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError:
+    except BaseException as exc:
+        # Ctrl-C too: never a temporary file left behind.
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        return False
+        if isinstance(exc, OSError):
+            return False
+        raise
     return True
 
 
@@ -452,13 +473,16 @@ def load_anchor_db(
     ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
     """
     engine = engine or default_engine()
+    fault = AnchorFault.MISSING
     if path is not None:
         try:
             return read_anchor_db(path, state, version, engine)
-        except AnchorDatabaseError:
+        except AnchorDatabaseError as exc:
             if not rebuild:
                 raise
+            fault = exc.fault
     db = AnchorDB(words(), engine)
+    db.fault = fault
     if path is not None:
         write_anchor_db(path, db, state, version)
     return db

@@ -388,6 +388,9 @@ class KnowledgeBase:
             table = self._table
         if table is None and want:
             table = self._anchor_table(view, state, dataset_version, wait=anchors)
+            if table is not None and not anchors:
+                # A long-running process (its second report): suggestions from memory too.
+                table.build_related()
         matcher = IndexedMatcher(view, cache, table, admits_known)
         records: dict[str, RecordJSON | None] = {}
 
@@ -485,7 +488,9 @@ class KnowledgeBase:
                 ready = not changed and self._table is not None
             if not ready:
                 self._cache_for(state)
-                self._anchor_table(view, state, view.meta_value("dataset_version"))
+                table = self._anchor_table(view, state, view.meta_value("dataset_version"))
+                if table is not None:
+                    table.build_related()  # its suggestion index too: no request builds it
         return changed
 
     def build_anchor_files(self) -> None:

@@ -417,7 +417,10 @@ class IndexedMatcher:
         return None
 
     def similar(self, message: str, limit: int) -> list[tuple[str, float]]:
-        from errkb.match.index import related_ids
+        from errkb.match.index import message_tokens, related_ids
 
-        ids = related_ids(self._view, message, SIMILAR_POOL)
+        found = None
+        if self._table is not None:
+            found = self._table.related(message_tokens(message), SIMILAR_POOL)
+        ids = related_ids(self._view, message, SIMILAR_POOL) if found is None else found
         return rank_similar(message, self._cache.masked(self._view, ids), limit)

@@ -283,16 +283,15 @@ class _Related:
             return []
         members = self.members
         chosen = np.concatenate([members[a:b] for a, b in spans])
-        counts = np.bincount(chosen, minlength=len(self.ids))
-        out: list[str] = []
-        # Most shared words first, then by id (positions are in id order): SQL's
-        # ``ORDER BY count(*) DESC, record_id``. A record holds at most a few indexed words.
-        for shared in range(int(counts.max()), 0, -1):
-            for at in np.flatnonzero(counts == shared)[: limit - len(out)].tolist():
-                out.append(self.ids[at])
-            if len(out) >= limit:
-                break
-        return out
+        # Each record's count of shared words, over the records that have one (ascending
+        # positions: id order), then most shared first, ties by id: SQL's ``ORDER BY count(*)
+        # DESC, record_id`` (a stable sort keeps id order within a count).
+        every = np.bincount(chosen, minlength=len(self.ids))
+        present = np.flatnonzero(every)
+        counts = every[present]
+        order = np.argsort(-counts, kind="stable")[:limit]
+        ids = self.ids
+        return [ids[at] for at in present[order].tolist()]
 
 
 def _header(state: str, dataset_version: str | None, body: bytes) -> str:

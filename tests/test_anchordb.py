@@ -112,6 +112,32 @@ def _fault(path: Path, state: str = "7", version: str | None = "v1") -> AnchorDa
     return info.value
 
 
+def test_a_file_of_another_format_is_stale(tmp_path: Path) -> None:
+    path = _stored(tmp_path)
+    path.write_bytes(path.read_bytes().replace(anchordb.FORMAT, b"errkb-anchordb 1", 1))
+    error = _fault(path)
+    assert error.fault is AnchorFault.STALE and "format 1" in str(error)
+
+
+def test_many_anchors_compile_in_chunks_with_the_same_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
+        pytest.fail("hyperscan is not installed")
+    whole = AnchorDB(WORDS, "hyperscan")
+    monkeypatch.setattr(anchordb, "CHUNK_WORDS", 2)
+    path = tmp_path / "kb.sqlite3.anchordb"
+    chunked = anchordb.load_anchor_db(path, lambda: WORDS, "7", "v1", "hyperscan")
+    assert chunked.serialised is not None and chunked.serialised.startswith(b"3 ")
+    loaded = anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
+    assert not loaded.compiled
+    for seed in range(3):
+        data = _log(seed + 40)
+        want = whole.hits(data)
+        assert chunked.hits(data) == want == loaded.hits(data)
+        assert want.words  # not vacuous
+
+
 def test_a_missing_file_is_named_missing(tmp_path: Path) -> None:
     assert _fault(tmp_path / "none.anchordb").fault is AnchorFault.MISSING
 
@@ -298,7 +324,7 @@ def _damage(path: Path, damage: str) -> None:
     if damage == "missing":
         path.unlink()
     elif damage == "stale":  # another state: "9" prefixed to the header's
-        path.write_bytes(image.replace(b"errkb-anchordb 1 ", b"errkb-anchordb 1 9", 1))
+        path.write_bytes(image.replace(anchordb.FORMAT + b" ", anchordb.FORMAT + b" 9", 1))
     elif damage == "truncated":
         path.write_bytes(image[: len(image) // 2])
     else:  # one byte of the body flipped (the image ends in padding: not there)

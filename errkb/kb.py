@@ -502,9 +502,9 @@ class KnowledgeBase:
         per machine), written whole under a temporary name and renamed, keyed by the state,
         dataset version and engine; a file already current is loaded, not compiled again.
         ``sync``, ``ingest`` and ``rollback`` call it after their commit, so that no explain
-        compiles them, and a knowledge base mounted read-only afterwards never does. The
-        compile is the cost (Hyperscan: 7.7 s CPU for the 214,907 anchors of 150,000
-        records; ``BENCHMARKS.md``); nothing here touches the store's transaction.
+        compiles them, and a knowledge base mounted read-only afterwards never does: 10.3 s
+        of CPU at 150,000 records, most of it Hyperscan's compile (``errkb.match.anchordb``,
+        ``BENCHMARKS.md``). Nothing here touches the store's transaction.
         """
         if self.store.read_only:
             return

@@ -33,12 +33,17 @@ built by the write that changes the store's state: ``KnowledgeBase.sync``, ``ing
 ``rollback`` call ``KnowledgeBase.build_anchor_files`` after their commit (outside the
 transaction, so a SIGKILL there loses only files the next large input rebuilds), so explain
 loads them and a knowledge base mounted read-only afterwards compiles nothing. At 150,000
-records that build is 11.0 s of CPU (7.7 s of it Hyperscan compiling 214,907 anchors; Python
-preparing them 1.6 s, reading their rows 0.8 s), 33 MB written. Compiling in two halves on two
-threads (the binding lets go of the GIL) halves the compile's wall time for the same CPU, but
-the anchor pass then reads the input twice (0.25 s against 0.38 s on the dense 50 MB log), a
-cost every scan would pay: one database it is. A knowledge base whose file is missing, stale
-or damaged still explains: a writable one rebuilds and stores it (once), a read-only one
+records that build is 10.3 s of CPU (about 7 s of it Hyperscan compiling 214,907 anchors in
+parts of at most ``CHUNK_WORDS``; Python preparing them 1.6 s, reading their rows 0.8 s), 42 MB
+written, and the process peaks at 494 MB (655 MB compiling one database). The parts compile
+one after the other: two at once on two threads (the binding lets go of the GIL) took 12.0 s
+of wall time instead of 19.2 on this loaded 2-core machine, for the same CPU and 324 MB of
+compile memory instead of 190 (issue 20's sync memory target is 512 MB at 500k records). A
+background child after the sync returns would hide the wall time but not the CPU, and a sync
+that has returned would leave a knowledge base that is not ready (an image built by ``RUN
+errkb sync`` would ship without the files and compile them in every process that mounts it
+read-only): the sync waits for them. A knowledge base whose file is missing, stale or
+damaged still explains: a writable one rebuilds and stores it (once), a read-only one
 compiles it in memory and says so once (a warning on the ``errkb`` logger). PostgreSQL's files
 live beside its sync lock in the local data directory (``Store.path``): one set per machine.
 

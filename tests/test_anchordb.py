@@ -340,19 +340,28 @@ def _explained(db: Path) -> dict[str, Any]:
         return report
 
 
-def test_a_sync_builds_every_anchor_file_for_its_state(tmp_path: Path, compiles: list[int]) -> None:
-    db = tmp_path / "kb.sqlite3"
-    _synced(db)
-    assert compiles  # the sync compiled them, after its commit
-    with errkb.open(db) as kb:
+def test_a_sync_builds_every_anchor_file_for_its_state(
+    db_target: str, compiles: list[int], small_gate: None
+) -> None:
+    # SQLite: beside the file; PostgreSQL: beside its sync lock in the local data directory.
+    with errkb.open(db_target, bundled=False) as kb:
+        kb.scan_engine = "hyperscan"
+        assert kb.sync(DATASET).changed
+        assert compiles  # the sync compiled them, after its commit
         state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        db = kb.path
     assert state is not None
     files = _files(db)
     assert all(p.is_file() for p in files.values())
     for name in ("recordanchors", "anchordb"):
         stored = anchordb.read_anchor_db(files[name], state, version, "hyperscan")
         assert stored.words and not stored.compiled
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
+    compiles.clear()
+    with errkb.open(db_target) as kb:  # another process's view: it loads them
+        kb.scan_engine = "hyperscan"
+        assert kb.explain(_large_log()).matches and kb._anchors is not None
+    assert compiles == []
 
 
 def test_explain_after_a_sync_compiles_nothing(

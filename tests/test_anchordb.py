@@ -437,6 +437,40 @@ def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_s
         subprocess.run(["umount", str(ro)], check=False)
 
 
+def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    from errkb.parse import regions
+    from tests.test_recordscan import _mixed_log
+    from tests.test_store_readonly import _mount_read_only
+
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    _synced(src / "kb.sqlite3")
+    _files(src / "kb.sqlite3")["recordanchors"].unlink()
+    log = tmp_path / "big.log"
+    log.write_bytes(_mixed_log(scale=150).encode())
+    assert log.stat().st_size > regions.NARROW_ABOVE  # the record-driven scan reads it
+    if not _mount_read_only(src, ro):
+        pytest.skip("no read-only mount here")  # CI runs as root, which can mount
+    try:
+        # A process of its own: the warning goes where an unconfigured process logs, stderr.
+        done = subprocess.run(
+            [sys.executable, "-m", "errkb", "--db", str(ro / "kb.sqlite3"), "explain", str(log)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        subprocess.run(["umount", str(ro)], check=False)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "anchor database" in line]
+    assert len(said) == 1 and "missing" in said[0] and "read-only" in said[0]
+
+
 @pytest.mark.parametrize("damage", ["missing", "stale", "truncated", "corrupt"])
 def test_a_writable_knowledge_base_rebuilds_a_bad_file_once(
     tmp_path: Path, compiles: list[int], small_gate: None, damage: str

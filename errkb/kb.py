@@ -79,6 +79,7 @@ class KnowledgeBase:
         #: around the lines they name) instead of the word-narrowed region parse.
         self.record_scan = True
         self._anchors: RecordAnchors | None = None
+        self._warned_in_memory = False
 
     @property
     def path(self) -> Path:
@@ -249,17 +250,41 @@ class KnowledgeBase:
             with self._lock:
                 anchors = self._anchors
             if anchors is None or anchors.engine != (self.scan_engine or anchors.engine):
+                path = record_anchordb_path(self.store.path)
                 anchors = RecordAnchors(
                     view.anchor_rows,  # read only when the stored maps cannot be used
                     self.scan_engine,
-                    store_at=record_anchordb_path(self.store.path),
+                    store_at=path,
                     state=state,
                     dataset_version=dataset_version,
                 )
+                if anchors.db.fault is not None and self.store.read_only:
+                    self._compiled_in_memory(path, anchors.db.fault.value, len(anchors.words))
                 with self._lock:
                     if self._state == state:
                         self._anchors = anchors
             return anchors
+
+    def _compiled_in_memory(self, path: Path, fault: str, words: int) -> None:
+        """Say once per knowledge base that a read-only one compiled its anchors in memory.
+
+        A sync builds the file (``build_anchor_files``); a database copied or mounted without
+        it, or from before that, pays the compile in every process that scans a large input
+        (seconds at 150,000 records), which a user should hear about, once, with the fix.
+        """
+        if self._warned_in_memory:
+            return
+        self._warned_in_memory = True
+        import logging  # only here: cold start does not pay for it
+
+        logging.getLogger("errkb").warning(
+            "errkb: the anchor database %s is %s and the knowledge base is read-only: its "
+            "%d anchors were compiled in memory for this process (every process will); a sync "
+            "where the knowledge base is writable builds and stores it",
+            path,
+            fault,
+            words,
+        )
 
     def _message_in(self, view: ReadView, message: str, exc_class: str | None = None) -> Report:
         """``match_message`` over an open read view."""
@@ -363,6 +388,9 @@ class KnowledgeBase:
             table = self._table
         if table is None and want:
             table = self._anchor_table(view, state, dataset_version, wait=anchors)
+            if table is not None and not anchors:
+                # A long-running process (its second report): suggestions from memory too.
+                table.build_related()
         matcher = IndexedMatcher(view, cache, table, admits_known)
         records: dict[str, RecordJSON | None] = {}
 
@@ -463,8 +491,48 @@ class KnowledgeBase:
                 ready = not changed and self._table is not None
             if not ready:
                 self._cache_for(state)
-                self._anchor_table(view, state, view.meta_value("dataset_version"))
+                table = self._anchor_table(view, state, view.meta_value("dataset_version"))
+                if table is not None:
+                    table.build_related()  # its suggestion index too: no request builds it
         return changed
+
+    def build_anchor_files(self) -> None:
+        """Build, for the store's current state, every file a large input's explain reads.
+
+        The record-driven scan's anchor database (``<db>.recordanchors``), the anchor table
+        (``<db>.anchors``) and the buffer pass's database (``<db>.anchordb``), each beside the
+        knowledge base (a PostgreSQL one: beside its sync lock in the local data directory,
+        per machine), written whole under a temporary name and renamed, keyed by the state,
+        dataset version and engine; a file already current is loaded, not compiled again.
+        ``sync``, ``ingest`` and ``rollback`` call it after their commit, so that no explain
+        compiles them, and a knowledge base mounted read-only afterwards never does: 10.3 s
+        of CPU at 150,000 records, most of it Hyperscan's compile (``errkb.match.anchordb``,
+        ``BENCHMARKS.md``). Nothing here touches the store's transaction.
+        """
+        if self.store.read_only:
+            return
+        with self.store.snapshot() as view:
+            state = view.meta_value("state") or "0"
+            dataset_version = view.meta_value("dataset_version")
+            self._cache_for(state)
+            self._record_anchors(view, state, dataset_version)
+            table = self._anchor_table(view, state, dataset_version)
+            if table is not None:
+                self._buffer_scan(table, state, dataset_version)
+
+    def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
+        """``build_anchor_files`` after a write committed; Ctrl-C raises ``interrupted()``.
+
+        The write stands whatever happens here: an interrupted build leaves no file (the next
+        large input builds it), and the caller still hears which version was applied.
+        """
+        self.refresh()
+        try:
+            self.build_anchor_files()
+        except KeyboardInterrupt:
+            raise interrupted() from None
+        except StoreError:
+            pass  # the write stands; a large input's explain builds them (or says why not)
 
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""
@@ -587,15 +655,24 @@ class KnowledgeBase:
         from errkb.ingest import ingest_paths
 
         self._writable("ingest records into it")
-        return ingest_paths(self.store, paths)
+        report = ingest_paths(self.store, paths)
+        if report.version_id is not None:
+            self._after_commit(KeyboardInterrupt)
+        return report
 
     def sync(self, source: str | os.PathLike[str] | None = None, **options: Any) -> SyncReport:
         """Apply the dataset version ``source`` holds (see ``errkb.sync.sync`` for options)."""
-        from errkb.sync import sync
+        from errkb.errors import SyncInterruptedError
+        from errkb.sync import interrupted_message, sync
 
         self._writable("sync it")
         report = sync(self.store, source, **options)
-        self.refresh()
+        if report.changed:
+            # After the commit, outside its transaction: a SIGKILL now loses only these
+            # files, which the next large input builds.
+            self._after_commit(lambda: SyncInterruptedError(interrupted_message(report)))
+        else:
+            self.refresh()
         return report
 
     def check_for_update(
@@ -639,11 +716,16 @@ class KnowledgeBase:
 
         The new version is of kind "rollback"; nothing is deleted, so it can be undone.
         """
+        from errkb.errors import SyncInterruptedError
+        from errkb.sync import interrupted_message
         from errkb.sync.history import rollback_to
 
         self._writable("roll it back")
         report = rollback_to(self.store, version)
-        self.refresh()
+        if report.changed:
+            self._after_commit(lambda: SyncInterruptedError(interrupted_message(report)))
+        else:
+            self.refresh()
         return report
 
     def close(self) -> None:

@@ -5,11 +5,14 @@ from __future__ import annotations
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import errkb
 from errkb.match import anchordb
 from errkb.match.anchordb import AnchorDatabaseError, AnchorDB, AnchorFault
+from tests.conftest import DATASET
 
 WORDS = ["Traceback", "alpha_beta", "gamma", "delta9", "epsilon", "zeta_eta_theta"]
 
@@ -107,6 +110,32 @@ def _fault(path: Path, state: str = "7", version: str | None = "v1") -> AnchorDa
         anchordb.read_anchor_db(path, state, version, "ahocorasick")
     assert str(path) in str(info.value)
     return info.value
+
+
+def test_a_file_of_another_format_is_stale(tmp_path: Path) -> None:
+    path = _stored(tmp_path)
+    path.write_bytes(path.read_bytes().replace(anchordb.FORMAT, b"errkb-anchordb 1", 1))
+    error = _fault(path)
+    assert error.fault is AnchorFault.STALE and "format 1" in str(error)
+
+
+def test_many_anchors_compile_in_chunks_with_the_same_hits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
+        pytest.fail("hyperscan is not installed")
+    whole = AnchorDB(WORDS, "hyperscan")
+    monkeypatch.setattr(anchordb, "CHUNK_WORDS", 2)
+    path = tmp_path / "kb.sqlite3.anchordb"
+    chunked = anchordb.load_anchor_db(path, lambda: WORDS, "7", "v1", "hyperscan")
+    assert chunked.serialised is not None and chunked.serialised.startswith(b"3 ")
+    loaded = anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
+    assert not loaded.compiled
+    for seed in range(3):
+        data = _log(seed + 40)
+        want = whole.hits(data)
+        assert chunked.hits(data) == want == loaded.hits(data)
+        assert want.words  # not vacuous
 
 
 def test_a_missing_file_is_named_missing(tmp_path: Path) -> None:
@@ -238,3 +267,258 @@ def test_newline_offsets_are_every_newline_across_slices() -> None:
     assert len(found) == data.count(b"\n")
     assert found[:3].tolist() == [1, 4, 5] and int(found[-1]) == data.rindex(b"\n")
     assert anchordb.newline_offsets(b"").tolist() == []
+
+
+# ------------------------------------------------------------------ built at sync time (issue 21)
+@pytest.fixture
+def small_gate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs above 4 KiB are 'large' (the record-driven scan reads them), in a cheap test."""
+    from errkb.parse import regions
+
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+
+
+@pytest.fixture
+def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The anchor count of every Hyperscan database compiled (not loaded) from now on."""
+    pytest.importorskip("hyperscan")  # CI installs errkb[fast]; Aho-Corasick has no image
+    seen: list[int] = []
+    real = AnchorDB.__init__
+
+    def counted(self: AnchorDB, *args: Any, **kwargs: Any) -> None:
+        real(self, *args, **kwargs)
+        if self.compiled and self.words:
+            seen.append(len(self.words))
+
+    monkeypatch.setattr(AnchorDB, "__init__", counted)
+    return seen
+
+
+def _synced(path: Path) -> None:
+    """A knowledge base at ``path`` synced from the bundled dataset (closed)."""
+    with errkb.open(path, bundled=False) as kb:
+        kb.scan_engine = "hyperscan"
+        assert kb.sync(DATASET).changed
+
+
+def _files(db: Path) -> dict[str, Path]:
+    from errkb.match.recordscan import record_anchordb_path
+    from errkb.match.scan import anchor_path
+
+    return {
+        "recordanchors": record_anchordb_path(db),
+        "anchors": anchor_path(db),
+        "anchordb": anchordb.anchordb_path(db),
+    }
+
+
+def _large_log() -> bytes:
+    from tests.test_recordscan import _mixed_log
+
+    return _mixed_log().encode()
+
+
+def _damage(path: Path, damage: str) -> None:
+    """Make the stored file at ``path`` missing, stale, truncated or corrupt."""
+    image = path.read_bytes()
+    if damage == "missing":
+        path.unlink()
+    elif damage == "stale":  # another state: "9" prefixed to the header's
+        path.write_bytes(image.replace(anchordb.FORMAT + b" ", anchordb.FORMAT + b" 9", 1))
+    elif damage == "truncated":
+        path.write_bytes(image[: len(image) // 2])
+    else:  # one byte of the body flipped (the image ends in padding: not there)
+        middle = len(image) // 2
+        path.write_bytes(image[:middle] + bytes([image[middle] ^ 0xFF]) + image[middle + 1 :])
+
+
+def _explained(db: Path) -> dict[str, Any]:
+    with errkb.open(db) as kb:
+        kb.scan_engine = "hyperscan"
+        report = kb.explain(_large_log()).to_dict()
+        assert kb._anchors is not None  # the record-driven scan read it
+        return report
+
+
+def test_a_sync_builds_every_anchor_file_for_its_state(
+    db_target: str, compiles: list[int], small_gate: None
+) -> None:
+    # SQLite: beside the file; PostgreSQL: beside its sync lock in the local data directory.
+    with errkb.open(db_target, bundled=False) as kb:
+        kb.scan_engine = "hyperscan"
+        assert kb.sync(DATASET).changed
+        assert compiles  # the sync compiled them, after its commit
+        state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        db = kb.path
+    assert state is not None
+    files = _files(db)
+    assert all(p.is_file() for p in files.values())
+    for name in ("recordanchors", "anchordb"):
+        stored = anchordb.read_anchor_db(files[name], state, version, "hyperscan")
+        assert stored.words and not stored.compiled
+    assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
+    compiles.clear()
+    with errkb.open(db_target) as kb:  # another process's view: it loads them
+        kb.scan_engine = "hyperscan"
+        assert kb.explain(_large_log()).matches and kb._anchors is not None
+    assert compiles == []
+
+
+def test_explain_after_a_sync_compiles_nothing(
+    tmp_path: Path, compiles: list[int], small_gate: None
+) -> None:
+    db = tmp_path / "kb.sqlite3"
+    _synced(db)
+    compiles.clear()
+    report = _explained(db)  # a new KnowledgeBase, as a new process would open it
+    assert compiles == []
+    assert any(m["confidence"] == "exact" for m in report["matches"])
+
+
+def test_a_read_only_knowledge_base_uses_the_sync_built_database(
+    tmp_path: Path, compiles: list[int], small_gate: None
+) -> None:
+    from tests.test_store_readonly import _mount_read_only
+
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    _synced(src / "kb.sqlite3")
+    expected = _explained(src / "kb.sqlite3")
+    before = sorted(p.name for p in src.iterdir())
+    if not _mount_read_only(src, ro):
+        pytest.skip("no read-only mount here")  # CI runs as root, which can mount
+    try:
+        compiles.clear()
+        with errkb.open(ro / "kb.sqlite3") as kb:
+            assert kb.read_only
+        assert _explained(ro / "kb.sqlite3") == expected
+        assert compiles == []
+        assert sorted(p.name for p in ro.iterdir()) == before
+    finally:
+        import subprocess
+
+        subprocess.run(["umount", str(ro)], check=False)
+
+
+@pytest.mark.parametrize("damage", ["missing", "stale", "truncated", "corrupt"])
+def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_says_so_once(
+    tmp_path: Path,
+    compiles: list[int],
+    small_gate: None,
+    damage: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from tests.test_store_readonly import _mount_read_only
+
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    _synced(src / "kb.sqlite3")
+    expected = _explained(src / "kb.sqlite3")
+    path = _files(src / "kb.sqlite3")["recordanchors"]
+    _damage(path, damage)
+    damaged = path.read_bytes() if path.exists() else None
+    if not _mount_read_only(src, ro):
+        pytest.skip("no read-only mount here")  # CI runs as root, which can mount
+    try:
+        compiles.clear()
+        with errkb.open(ro / "kb.sqlite3") as kb, caplog.at_level("WARNING", "errkb"):
+            kb.scan_engine = "hyperscan"
+            assert kb.explain(_large_log()).to_dict() == expected
+            assert kb.explain(_large_log()).to_dict() == expected
+        assert len(compiles) == 1  # once, in memory, for the process
+        said = [r.getMessage() for r in caplog.records if "anchor database" in r.getMessage()]
+        assert len(said) == 1 and damage in said[0] and "read-only" in said[0]
+        assert (path.read_bytes() if path.exists() else None) == damaged  # nothing written
+    finally:
+        import subprocess
+
+        subprocess.run(["umount", str(ro)], check=False)
+
+
+def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+
+    from errkb.parse import regions
+    from tests.test_recordscan import _mixed_log
+    from tests.test_store_readonly import _mount_read_only
+
+    src, ro = tmp_path / "src", tmp_path / "ro"
+    src.mkdir()
+    ro.mkdir()
+    _synced(src / "kb.sqlite3")
+    _files(src / "kb.sqlite3")["recordanchors"].unlink()
+    log = tmp_path / "big.log"
+    log.write_bytes(_mixed_log(scale=150).encode())
+    assert log.stat().st_size > regions.NARROW_ABOVE  # the record-driven scan reads it
+    if not _mount_read_only(src, ro):
+        pytest.skip("no read-only mount here")  # CI runs as root, which can mount
+    try:
+        # A process of its own: the warning goes where an unconfigured process logs, stderr.
+        done = subprocess.run(
+            [sys.executable, "-m", "errkb", "--db", str(ro / "kb.sqlite3"), "explain", str(log)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    finally:
+        subprocess.run(["umount", str(ro)], check=False)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "anchor database" in line]
+    assert len(said) == 1 and "missing" in said[0] and "read-only" in said[0]
+
+
+@pytest.mark.parametrize("damage", ["missing", "stale", "truncated", "corrupt"])
+def test_a_writable_knowledge_base_rebuilds_a_bad_file_once(
+    tmp_path: Path, compiles: list[int], small_gate: None, damage: str
+) -> None:
+    db = tmp_path / "kb.sqlite3"
+    _synced(db)
+    expected = _explained(db)
+    path = _files(db)["recordanchors"]
+    image = path.read_bytes()
+    _damage(path, damage)
+    compiles.clear()
+    assert _explained(db) == expected
+    assert len(compiles) == 1 and path.read_bytes() == image  # rebuilt and stored
+    assert _explained(db) == expected
+    assert len(compiles) == 1  # the next process loads it
+
+
+def test_ctrl_c_while_building_after_the_commit_says_the_sync_was_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.errors import SyncInterruptedError
+    from errkb.match import recordscan
+
+    def interrupted(*_args: Any, **_kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+    db = tmp_path / "kb.sqlite3"
+    with errkb.open(db, bundled=False) as kb:
+        monkeypatch.setattr(recordscan.RecordAnchors, "__init__", interrupted)
+        with pytest.raises(SyncInterruptedError, match="interrupted after the sync was applied"):
+            kb.sync(DATASET)
+        monkeypatch.undo()
+        assert kb.stats().records > 0  # the version stands
+    assert not _files(db)["recordanchors"].exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_interrupted_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    path = tmp_path / "kb.sqlite3.anchordb"
+
+    def interrupted(_fd: int) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        anchordb.write_anchor_db(path, AnchorDB(WORDS, "ahocorasick"), "7", "v1")
+    assert list(tmp_path.iterdir()) == []

@@ -72,6 +72,46 @@ def test_table_candidates_are_the_index_candidates(
     assert nonempty > len(records)  # the check is not vacuous
 
 
+@pytest.mark.parametrize("limit", [1, 3, 300])
+def test_related_from_the_table_is_the_index_s_related(
+    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]], limit: int
+) -> None:
+    from errkb.match.index import related_ids
+
+    messages = _messages(records)
+    longer = 0
+    with big_kb.store.snapshot() as view:
+        table = scan.AnchorTable(scan.build_body(view.token_rows()))
+        assert table.related(["json"], limit) is None  # not built: the caller asks the store
+        assert table.build_related()
+        for message in messages:
+            want = related_ids(view, message, limit)
+            # The same ids in the same order: shared words, most first, ties by id.
+            assert table.related(message_tokens(message), limit) == want, message
+            longer += len(want) > 1
+    assert longer > len(records) // 2 or limit == 1  # ties and order are really exercised
+
+
+def test_a_long_running_process_suggests_from_memory(
+    kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store.sqlite import SqliteView
+
+    text = "ValueError: Quanto layer 'q' has an incompatible bias F32 (4096,)\n"
+    first = kb.explain(text).to_dict()  # a one-shot run: the store answers
+    asked: list[int] = []
+    real = SqliteView.related_ids
+
+    def counted(self: SqliteView, tokens: Any, limit: int) -> list[str]:
+        asked.append(limit)
+        return real(self, tokens, limit)
+
+    monkeypatch.setattr(SqliteView, "related_ids", counted)
+    assert kb.explain(text).to_dict() == first  # the second report loads the table
+    assert asked == []
+    assert any(m["confidence"] == "similar" for m in first["matches"])
+
+
 def _big_input() -> bytes:
     example = (EXAMPLES / "quanto-incompatible-scale.log").read_bytes()
     filler = b"".join(b"[2026-08-28 05:10:05] INFO step %d ok\n" % i for i in range(12_000))
@@ -91,11 +131,14 @@ def test_a_large_input_stores_the_table_beside_the_database(kb: errkb.KnowledgeB
     state = kb.store.meta_value("state")
     assert header[:3] == ["errkb-anchors", "1", state]
     assert [m.id for m in report.exact] == [m.id for m in small.exact]
-    # A new state (another write) makes the stored table stale: it is rebuilt, not used.
+    # A new state (another write) makes the stored table stale: the write builds the new
+    # state's after its commit (``build_anchor_files``), and the old one is never used.
     kb.ingest([DATASET])
     new_state = kb.store.meta_value("state")
     assert new_state != state
-    assert scan.read_table(path, str(new_state), kb.store.meta_value("dataset_version")) is None
+    assert path.read_text(encoding="utf-8").split()[2] == new_state
+    assert scan.read_table(path, str(state), kb.store.meta_value("dataset_version")) is None
+    path.unlink()  # a write by an older errkb, or a file lost: the next large input builds it
     errkb.open(kb.path).explain(data)
     assert path.read_text(encoding="utf-8").split()[2] == new_state
 

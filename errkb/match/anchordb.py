@@ -16,8 +16,9 @@ not scan words), so the escaped forms of a message hit the same anchors and need
 
 File format (binary)::
 
-    errkb-anchordb 1 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
-    <body>: <word count>\n<word>\n... then, for hyperscan, the serialised database
+    errkb-anchordb 2 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
+    <body>: <word count>\n<word>\n... then, for hyperscan, the serialised databases:
+            <count> <length of each>\n<each image>  (at most ``CHUNK_WORDS`` anchors each)
 
 Reading refuses, with ``AnchorDatabaseError`` naming the file and the fault
 (``AnchorFault``), a file that is missing, from another state, dataset version or engine
@@ -25,8 +26,26 @@ Reading refuses, with ``AnchorDatabaseError`` naming the file and the fault
 whose word list is broken, or which Hyperscan will not load (corrupt). ``load_anchor_db``
 rebuilds on any of these and stores the new file (atomically; a directory that refuses it
 keeps the database in memory), unless asked to refuse (``rebuild=False``), where the error
-propagates. The build happens on the first large input after a sync, in that process, as the
-anchor table's does (``errkb.kb``); ``KnowledgeBase.prepare`` does it ahead in a server.
+propagates.
+
+Both stored databases (this one and the record-driven scan's ``<db>.recordanchors``) are
+built by the write that changes the store's state: ``KnowledgeBase.sync``, ``ingest`` and
+``rollback`` call ``KnowledgeBase.build_anchor_files`` after their commit (outside the
+transaction, so a SIGKILL there loses only files the next large input rebuilds), so explain
+loads them and a knowledge base mounted read-only afterwards compiles nothing. At 150,000
+records that build is 10.3 s of CPU (about 7 s of it Hyperscan compiling 214,907 anchors in
+parts of at most ``CHUNK_WORDS``; Python preparing them 1.6 s, reading their rows 0.8 s), 42 MB
+written, and the process peaks at 494 MB (655 MB compiling one database). The parts compile
+one after the other: two at once on two threads (the binding lets go of the GIL) took 12.0 s
+of wall time instead of 19.2 on this loaded 2-core machine, for the same CPU and 324 MB of
+compile memory instead of 190 (issue 20's sync memory target is 512 MB at 500k records). A
+background child after the sync returns would hide the wall time but not the CPU, and a sync
+that has returned would leave a knowledge base that is not ready (an image built by ``RUN
+errkb sync`` would ship without the files and compile them in every process that mounts it
+read-only): the sync waits for them. A knowledge base whose file is missing, stale or
+damaged still explains: a writable one rebuilds and stores it (once), a read-only one
+compiles it in memory and says so once (a warning on the ``errkb`` logger). PostgreSQL's files
+live beside its sync lock in the local data directory (``Store.path``): one set per machine.
 
 Hits are mapped to lines without a Python loop over lines: a newline index of the buffer
 (``numpy.flatnonzero``) and ``searchsorted`` of the hit offsets; word-boundary tests are array
@@ -41,7 +60,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from errkb.errors import ErrkbError
 
@@ -49,7 +68,14 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-FORMAT = b"errkb-anchordb 1"
+FORMAT = b"errkb-anchordb 2"
+#: Anchors per Hyperscan database at most (split into equal parts). The 214,907 anchors of
+#: 150k records (interleaved runs, loaded machine, CPU): one database compiled in 7.5 s with
+#: 451 MB of peak memory beyond the process's, three in 6.8-7.0 s with 230-255 MB (715k
+#: anchors, a 500k-record stand-in, as one: 27.3 s and 1.8 GB, inside a sync whose memory
+#: target is 512 MB). Each further database is one more pass over the input: ``hits`` on the
+#: dense 50 MB log took 0.43-0.45 s with one, 0.46-0.49 s with three (+8%).
+CHUNK_WORDS = 100_000
 #: Engines of the pass, fastest first.
 ENGINES = ("hyperscan", "ahocorasick")
 #: Raw hits the pass keeps at most (see ``scan.MAX_SCAN_HITS``): a log of nothing but scan
@@ -110,6 +136,11 @@ class AnchorDB:
         self.words = tuple(words)
         self.engine = engine
         self.serialised: bytes | None = None
+        #: True when this process compiled the automaton (Aho-Corasick always: it has no
+        #: serialised form); False when Hyperscan loaded a stored image.
+        self.compiled = serialised is None or engine != "hyperscan"
+        #: Why the stored file was not used, when ``load_anchor_db`` compiled this one.
+        self.fault: AnchorFault | None = None
         self._raw: Callable[[bytes], tuple[list[int], list[int]]]
         if not self.words:
             self._raw = lambda _data: ([], [])
@@ -137,21 +168,33 @@ class AnchorDB:
     ) -> Callable[[bytes], tuple[list[int], list[int]]]:
         import hyperscan
 
+        databases: list[Any] = []
         if serialised is None:
-            database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            database.compile(
-                expressions=[w.encode() for w in self.words],
-                ids=list(range(len(self.words))),
-                elements=len(self.words),
-                flags=0,
-                literal=True,
-            )
-            serialised = hyperscan.dumpb(database)
+            images: list[bytes] = []
+            # At most ``CHUNK_WORDS`` anchors per database (equal parts), compiled one after
+            # the other: the compile's memory follows the part, not the knowledge base.
+            encoded = [w.encode() for w in self.words]
+            parts = -(-len(encoded) // CHUNK_WORDS)
+            size = -(-len(encoded) // parts)
+            for base in range(0, len(encoded), size):
+                part = encoded[base : base + size]
+                database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                database.compile(
+                    expressions=part,
+                    ids=list(range(base, base + len(part))),
+                    elements=len(part),
+                    flags=0,
+                    literal=True,
+                )
+                databases.append(database)
+                images.append(hyperscan.dumpb(database))
+            serialised = _join_images(images)
         else:
-            database = hyperscan.loadb(bytes(serialised), hyperscan.HS_MODE_BLOCK)
+            for image in _split_images(serialised):
+                databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
         self.serialised = bytes(serialised)
-        scratch = hyperscan.Scratch(database)
-        lock = threading.Lock()  # one scratch space: scans of one database take turns
+        scratches = [hyperscan.Scratch(database) for database in databases]
+        lock = threading.Lock()  # one scratch space each: scans of one database take turns
 
         def scan(data: bytes) -> tuple[list[int], list[int]]:
             ids: list[int] = []
@@ -165,9 +208,12 @@ class AnchorDB:
                 return len(ids) >= MAX_HITS  # True stops the scan
 
             with lock:
-                database.scratch = scratch
-                with contextlib.suppress(hyperscan.ScanTerminated):
-                    database.scan(data, match_event_handler=on_match)
+                for database, scratch in zip(databases, scratches, strict=True):
+                    database.scratch = scratch
+                    with contextlib.suppress(hyperscan.ScanTerminated):
+                        database.scan(data, match_event_handler=on_match)
+                    if len(ids) >= MAX_HITS:
+                        break
             return ids, ends
 
         return scan
@@ -223,6 +269,29 @@ class AnchorDB:
         later = lines > 0
         line_starts[later] = newlines[lines[later] - 1] + 1
         return Hits(lines.tolist(), line_starts.tolist(), ids.tolist())
+
+
+def _join_images(images: Sequence[bytes]) -> bytes:
+    r"""Hyperscan images as one payload: ``<count> <length>...\n`` then the images."""
+    table = b" ".join(b"%d" % n for n in (len(images), *map(len, images)))
+    return table + b"\n" + b"".join(images)
+
+
+def _split_images(payload: bytes) -> list[bytes]:
+    """The images of ``_join_images``; ``RuntimeError`` for a payload that is not one."""
+    table, newline, rest = payload.partition(b"\n")
+    fields = table.split(b" ")
+    if not newline or not all(f.isdigit() for f in fields) or int(fields[0]) != len(fields) - 1:
+        raise RuntimeError("hyperscan: not a table of database images")
+    lengths = [int(f) for f in fields[1:]]
+    if sum(lengths) != len(rest):
+        raise RuntimeError("hyperscan: image lengths do not add up to the payload")
+    images: list[bytes] = []
+    at = 0
+    for length in lengths:
+        images.append(rest[at : at + length])
+        at += length
+    return images
 
 
 _WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -364,6 +433,14 @@ def read_anchor_db(path: Path, state: str, version: str | None, engine: str) -> 
         raise AnchorDatabaseError(path, AnchorFault.MISSING, exc.strerror or str(exc)) from None
     header, newline, body = data.partition(b"\n")
     fields = header.split(b" ")
+    name, version_field = FORMAT.split(b" ")
+    if newline and len(fields) >= 2 and fields[0] == name and fields[1] != version_field:
+        raise AnchorDatabaseError(
+            path,
+            AnchorFault.STALE,
+            f"format {fields[1].decode('ascii', 'replace')}; this errkb reads "
+            f"{version_field.decode()}",
+        )
     if not newline or len(fields) != 7 or b" ".join(fields[:2]) != FORMAT:
         fault = AnchorFault.TRUNCATED if not newline and FORMAT.startswith(data[:16]) else None
         raise AnchorDatabaseError(
@@ -431,10 +508,13 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except OSError:
+    except BaseException as exc:
+        # Ctrl-C too: never a temporary file left behind.
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        return False
+        if isinstance(exc, OSError):
+            return False
+        raise
     return True
 
 
@@ -452,13 +532,16 @@ def load_anchor_db(
     ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
     """
     engine = engine or default_engine()
+    fault = AnchorFault.MISSING
     if path is not None:
         try:
             return read_anchor_db(path, state, version, engine)
-        except AnchorDatabaseError:
+        except AnchorDatabaseError as exc:
             if not rebuild:
                 raise
+            fault = exc.fault
     db = AnchorDB(words(), engine)
+    db.fault = fault
     if path is not None:
         write_anchor_db(path, db, state, version)
     return db

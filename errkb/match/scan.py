@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,6 +114,7 @@ class AnchorTable:
         # recur in many records' entries.
         self._words: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._related: _Related | None = None
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -182,6 +183,40 @@ class AnchorTable:
                 self._held += size
         return parsed
 
+    def related(self, tokens: Sequence[str], limit: int) -> list[str] | None:
+        """``ReadView.related_ids`` from memory, once ``build_related`` ran: the same ids.
+
+        The records sharing the most of ``tokens`` among their indexed words (any rank), most
+        first, then by id, at most ``limit``; None before ``build_related`` (the caller asks
+        the store). The SQL form reads a row per (token, record): a message of common words
+        ("not", "must", "list") counted 15,000-20,000 rows, 13-26 ms of CPU, the whole slowest
+        1% of warm single-traceback latency at 150,000 records (every unmatched exception asks
+        once); here it is one ``bincount`` over the records' positions, 0.49 ms on average
+        against 6.3 (975 messages of the bench's tracebacks, the same ids for each).
+        """
+        related = self._related
+        return None if related is None else related.top(tokens, limit)
+
+    def build_related(self) -> bool:
+        """Build what ``related`` reads (once per table: 0.4 s at 150,000 records).
+
+        Worth it in a long-running process, not for one large input's 20 suggestion queries.
+        False where numpy cannot be imported (``anchordb._numpy``).
+        """
+        if self._related is not None:
+            return True
+        from errkb.match.anchordb import _numpy
+
+        try:
+            _numpy()
+            import numpy  # noqa: F401
+        except ImportError:
+            return False
+        with self._lock:
+            if self._related is None:
+                self._related = _Related(self._raw)
+        return True
+
     def candidates(self, text: str) -> list[str]:
         """Ids of the records that may match ``text``: the rule of ``index.candidate_ids``.
 
@@ -210,6 +245,53 @@ class AnchorTable:
                 hits.sort()
             found.extend(rid for _pos, rid in hits)
         return found
+
+
+class _Related:
+    """Every indexed word's records as positions in id order (numpy), for ``related``.
+
+    One flat ``int32`` array of record positions, word by word, and each word's slice of it:
+    at 150,000 records about 600,000 positions (2.4 MB), built in one pass over the table.
+    """
+
+    def __init__(self, raw: dict[str, str]) -> None:
+        import numpy as np
+
+        by_word: dict[str, list[str]] = {}
+        for word, entries in raw.items():
+            for entry in entries.split(" "):
+                rid, _, others = entry.partition(":")
+                by_word.setdefault(word, []).append(rid)
+                if others:
+                    for other in others.split(","):
+                        by_word.setdefault(other, []).append(rid)
+        self.ids = sorted({rid for rids in by_word.values() for rid in rids})
+        position = {rid: n for n, rid in enumerate(self.ids)}
+        flat: list[int] = []
+        self.spans: dict[str, tuple[int, int]] = {}
+        for word, rids in by_word.items():
+            start = len(flat)
+            flat.extend(position[rid] for rid in rids)
+            self.spans[word] = (start, len(flat))
+        self.members = np.asarray(flat, dtype=np.int32)
+
+    def top(self, tokens: Sequence[str], limit: int) -> list[str]:
+        import numpy as np
+
+        spans = [self.spans[t] for t in dict.fromkeys(tokens) if t in self.spans]
+        if not spans or limit <= 0:
+            return []
+        members = self.members
+        chosen = np.concatenate([members[a:b] for a, b in spans])
+        # Each record's count of shared words, over the records that have one (ascending
+        # positions: id order), then most shared first, ties by id: SQL's ``ORDER BY count(*)
+        # DESC, record_id`` (a stable sort keeps id order within a count).
+        every = np.bincount(chosen, minlength=len(self.ids))
+        present = np.flatnonzero(every)
+        counts = every[present]
+        order = np.argsort(-counts, kind="stable")[:limit]
+        ids = self.ids
+        return [ids[at] for at in present[order].tolist()]
 
 
 def _header(state: str, dataset_version: str | None, body: bytes) -> str:

@@ -1,6 +1,7 @@
 """Shared fixtures: the bundled seed records, fresh knowledge bases, the example logs, and the
-database targets (``db_target``: one SQLite file, and one fresh PostgreSQL schema on the server
-``$ERRKB_TEST_PG_URL`` names) that the storage, sync, history and fault suites run against.
+database targets (``db_target``: one SQLite file, and one fresh PostgreSQL database on the server
+``$ERRKB_TEST_PG_URL`` names, both at the schema's head) that the storage, sync, history and fault
+suites run against. ``pg_url`` is an empty schema instead, for the migrations' own tests.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Shared fixtures: the bundled seed records, fresh knowledge bases, the example logs, and the
-database targets (``db_target``: one SQLite file, and one fresh PostgreSQL schema on the server
-``$ERRKB_TEST_PG_URL`` names) that the storage, sync, history and fault suites run against.
+database targets (``db_target``: one SQLite file, and one fresh PostgreSQL database on the server
+``$ERRKB_TEST_PG_URL`` names, both at the schema's head) that the storage, sync, history and fault
+suites run against. ``pg_url`` is an empty schema instead, for the migrations' own tests.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -231,18 +233,92 @@ def pg_url() -> Iterator[str]:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+def _database_url(base: str, name: str) -> str:
+    """``base`` naming the database ``name`` on the same server (its query options kept)."""
+    parts = urllib.parse.urlsplit(base)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + name))
+
+
+@pytest.fixture(scope="session")
+def _pg_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The name of a database at the schema's head with no records, made once per test process
+    (each xdist worker its own) and cloned for every test that wants one (``pg_db_url``):
+    ``CREATE DATABASE ... TEMPLATE`` copies it in ~15 ms, where Alembic's upgrade of a fresh
+    schema cost ~0.1 s of this process's CPU and more of the server's."""
+    base = pg_server_url()
+    name = f"errkb_tpl_{uuid.uuid4().hex[:12]}"
+    with _admin(base) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            # Session fixtures come before _isolated_env: keep the store's local directory
+            # out of the developer's data directory.
+            env.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("pg-template")))
+            with errkb.open(_database_url(base, name), bundled=False) as made:
+                made.stats()  # migrated to head, no records
+        with _admin(base) as conn:
+            # A template must have no sessions (the store's closing thread may still hold one);
+            # from now on nothing may connect to it by mistake.
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (name,),
+            )
+            conn.execute(f"ALTER DATABASE {name} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false")
+        yield name
+    finally:
+        with _admin(base) as conn:
+            conn.execute(f"ALTER DATABASE {name} WITH IS_TEMPLATE false")
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class _Admin:
+    """One administrative connection per test process, opened again if a test cut it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.conn: Any = None
+
+    def execute(self, sql: str) -> None:
+        if self.conn is None or self.conn.closed or self.conn.broken:
+            self.conn = _admin(self.url)
+        self.conn.execute(sql)
+
+
+@pytest.fixture(scope="session")
+def _pg_admin() -> Iterator[_Admin]:
+    admin = _Admin(pg_server_url())
+    yield admin
+    if admin.conn is not None:
+        admin.conn.close()
+
+
+@pytest.fixture
+def pg_db_url(_pg_template: str, _pg_admin: _Admin) -> Iterator[str]:
+    """A URL naming a database of its own at the schema's head, no records (a clone of the
+    session's template; dropped afterwards, whatever connections the test left open)."""
+    base = pg_server_url()
+    name = f"errkb_t_{uuid.uuid4().hex[:12]}"
+    _pg_admin.execute(f"CREATE DATABASE {name} TEMPLATE {_pg_template}")
+    sep = "&" if "?" in base else "?"
+    # application_name lets a test find (and cut) its own connections.
+    yield f"{_database_url(base, name)}{sep}application_name={name}"
+    _pg_admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
 @pytest.fixture(params=BACKENDS)
 def db_target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A fresh database of each backend: an SQLite file path, or a PostgreSQL URL.
+    """A fresh database of each backend at the schema's head, no records: an SQLite file path,
+    or a PostgreSQL URL.
 
-    The SQLite file is a copy of an empty one at the schema's head, made once per session
-    (Alembic's upgrade costs ~70 ms a file); the migrations' own tests start from no file.
+    Each is a copy of one made once per session (Alembic's upgrade costs ~70 ms an SQLite file,
+    more on PostgreSQL); the migrations' own tests start from no file or an empty schema
+    (``pg_url``).
     """
     if request.param == "sqlite":
         path = tmp_path / "kb.sqlite3"
         shutil.copyfile(request.getfixturevalue("_empty_template"), path)
         return str(path)
-    url: str = request.getfixturevalue("pg_url")
+    url: str = request.getfixturevalue("pg_db_url")
     return url
 
 

@@ -330,10 +330,10 @@ def test_without_errkb_source_the_site_is_the_default(
 @pytest.mark.parametrize("mode", ["body", "headers"])
 def test_a_trickling_server_hits_the_deadline(cdn: Cdn, store: Store, mode: str) -> None:
     cdn.trickle["/data/index.json.gz"] = mode
-    cdn.trickle_delay = 0.2  # never long enough to trip the 10 s read timeout
+    cdn.trickle_delay = 0.05  # never long enough to trip the 10 s read timeout
     # The error names the whole-sync deadline, not the 10 s read timeout: the deadline fired.
-    with pytest.raises(NetworkError, match=r"deadline of 1.5s passed; nothing changed"):
-        sync(store, cdn.base, timeout=10, deadline=1.5)
+    with pytest.raises(NetworkError, match=r"deadline of 0.5s passed; nothing changed"):
+        sync(store, cdn.base, timeout=10, deadline=0.5)
     with store.sync_lock():
         pass  # released
 

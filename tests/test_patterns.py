@@ -212,3 +212,22 @@ def test_a_hand_written_pattern_is_compiled_once(monkeypatch: pytest.MonkeyPatch
     for _ in range(2):
         with pytest.raises(Exception):  # noqa: B017 - re2 raises its own error type
             compile_re2("(unclosed")
+
+
+_DEF_PIECES = (
+    "def", " ", "\n", "\t", "\r", "\xa0", "async", "async\n", "f", "(", "x", "def f(",
+    "  def g (", "undef h(", "_a1",
+)  # fmt: skip
+
+
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(_DEF_PIECES), max_size=14).map("".join))
+def test_functions_are_those_of_the_multiline_def_regex(source: str) -> None:
+    """``_functions`` (a literal search, then the line's lead) names what the one
+    ``^\\s*(?:async\\s+)?def\\s+NAME\\s*\\(`` multiline regex names, in the same order."""
+    import re
+
+    from errkb.records.patterns import _functions
+
+    regex = re.compile(r"^\s*(?:async\s+)?def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(", re.MULTILINE)
+    assert _functions(source) == tuple(dict.fromkeys(regex.findall(source)))

@@ -479,3 +479,31 @@ def test_generated_records_through_every_shape(tmp_path: Path, count: int) -> No
             if gen.kinds[-1] is not K.GENERIC:
                 for shape, log in _shapes(sibling).items():
                     assert kb.explain(log).exact == (), (shape, log)
+
+
+# ---------------------------------------------------------------- one scan for every name
+_SOURCE_PIECES = (
+    "foo", "foobar", "x", "_foo", " ", "\t", "\n", "=", "==", " = ", "+=", "//=", ": int",
+    ": float", "torch.dtype)", "=1", "(1, 2)", ",", ")", ".", "é", "1", ":", "foo:", " int,",
+)  # fmt: skip
+
+
+@settings(max_examples=examples(300), deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from(_SOURCE_PIECES), max_size=16).map("".join))
+def test_assignments_one_scan_finds_what_each_names_regex_finds(source: str) -> None:
+    """The generic assignment scan and the annotation lookup give, for every name, exactly
+    the matches (and the first annotation) of that name's own regex, the form compiled once
+    per name before."""
+    import re
+
+    from errkb.records.slots import _ASSIGNMENT, _Assignments
+
+    found = _Assignments(source)
+    for name in ("foo", "x", "_foo", "foobar"):
+        esc = re.escape(name)
+        own = re.compile(_ASSIGNMENT.format(name=esc), re.MULTILINE)
+        expected = [(m.group(0), m.group("op"), m.group("rhs")) for m in own.finditer(source)]
+        got = [(m.group(0), m.group("op"), m.group("rhs")) for m in found._assignments(name)]
+        assert got == expected
+        first = re.search(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]", source)
+        assert found._annotation(name) == (first.group(1) if first else None)

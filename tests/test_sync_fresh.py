@@ -59,6 +59,13 @@ def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        # Every index and trigger, as the schema made them (a fresh build drops the secondary
+        # indexes for its bulk insert and builds them again).
+        out["schema"] = sorted(
+            conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE type <> 'table'"
+            ).fetchall()
+        )
         out["history"] = sorted(conn.execute(HISTORY).fetchall())
         out["versions"] = sorted(conn.execute(VERSIONS).fetchall())
         out["meta"] = sorted(

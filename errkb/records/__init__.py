@@ -375,14 +375,20 @@ def unknown_fields(obj: Mapping[str, Any]) -> list[str]:
     return [k for k in obj if k not in _KNOWN]
 
 
+#: One encoder each, made once: ``json.dumps`` with options builds an encoder per call, and a
+#: sync encodes every record twice (its content hash and its stored text) in its workers.
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+_VERBATIM = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def canonical_json(obj: Mapping[str, Any]) -> str:
     """Key-sorted compact JSON: equal content gives equal text, whatever the key order."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _CANONICAL(obj)
 
 
 def verbatim_json(obj: Mapping[str, Any]) -> str:
     """Compact JSON keeping the record's own key order: what export gives back."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _VERBATIM(obj)
 
 
 def content_hash(obj: Mapping[str, Any]) -> str:

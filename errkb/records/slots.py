@@ -469,14 +469,35 @@ class _Assignments:
 
     def __init__(self, source: str) -> None:
         self._source = source
+        # Every name's assignments, found by one scan of the source the first time a
+        # placeholder asks (``_ANY_ASSIGNMENT``).
+        self._assigned: dict[str, list[re.Match[str]]] | None = None
+
+    def _assignments(self, name: str) -> list[re.Match[str]]:
+        if self._assigned is None:
+            found: dict[str, list[re.Match[str]]] = {}
+            for m in _ANY_ASSIGNMENT().finditer(self._source):
+                found.setdefault(m.group("name"), []).append(m)
+            self._assigned = found
+        return self._assigned.get(name, [])
+
+    def _annotation(self, name: str) -> str | None:
+        # Tried where the name occurs, leftmost first: the first match is the one a search
+        # for this name's own pattern finds.
+        source, at, annotation = self._source, self._source.find(name), _ANY_ANNOTATION()
+        while at >= 0:
+            m = annotation.match(source, at)
+            if m is not None and m.group("name") == name:
+                return m.group("type")
+            at = source.find(name, at + 1)
+        return None
 
     def kind_of(self, name: str) -> Inferred | None:
         if not self._source or not _IDENTIFIER().fullmatch(name) or name not in self._source:
             return None
-        assignment, other_bindings, annotation = _name_patterns(name)
         known: Inferred | None = None
         other: str | None = None  # a binding that does not say the same kind
-        for m in assignment.finditer(self._source):
+        for m in self._assignments(name):
             rhs = m.group("rhs").strip()
             if m.group("op"):
                 if not _NUMBER_LITERAL().fullmatch(rhs):
@@ -490,7 +511,7 @@ class _Assignments:
             elif known is None:
                 known = Inferred(got.kind, f"sourceCode assigns {name} = {_short(rhs)}")
         if known is not None:
-            binding = other_bindings.search(self._source)
+            binding = _other_bindings(name).search(self._source)
             other = other or (binding.group(0) if binding is not None else None)
             if other is not None:
                 return Inferred(
@@ -498,10 +519,10 @@ class _Assignments:
                     f"{known.reason}, but also binds it as {_short(other.strip())!r}",
                 )
             return known
-        m2 = annotation.search(self._source)
-        if m2 is not None and m2.group(1) in _ANNOTATIONS:
-            kind = _ANNOTATIONS[m2.group(1)]
-            return Inferred(kind, f"sourceCode annotates {name}: {m2.group(1)}")
+        annotated = self._annotation(name)
+        if annotated is not None and annotated in _ANNOTATIONS:
+            kind = _ANNOTATIONS[annotated]
+            return Inferred(kind, f"sourceCode annotates {name}: {annotated}")
         return None
 
 
@@ -519,22 +540,27 @@ _OTHER_BINDINGS = (
 _NUMBER_LITERAL = _lazy.pattern(r"-?\d+(?:\.\d+)?")
 
 
-@functools.lru_cache(maxsize=4096)
-def _name_patterns(name: str) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
-    """A bare name's assignment, other-binding and annotation regexes, compiled once per name.
+#: ``_ASSIGNMENT`` for any bare name at once, the name captured: compiled once, where one
+#: regex per placeholder name was most of a record's ``PatternSpec`` (a sync meets thousands of
+#: names, each compiled again in every worker). It finds, for each name, exactly the matches
+#: the name's own regex finds, in the same order: a match starts at a line's start, the name
+#: is the whole identifier there (what follows it, blank, ``:``, an operator or ``=``, is no
+#: word character), the rest of the pattern is the same, and no match leaves its line.
+_ANY_ASSIGNMENT = _lazy.pattern(_ASSIGNMENT.format(name=r"(?P<name>[A-Za-z_]\w*)"), re.MULTILINE)
+#: ``name: T`` followed by ``,``, ``)`` or ``=``, for any name, tried where a name occurs
+#: (``_Assignments._annotation``): ``match`` at a position sees the character before it, so
+#: ``\b`` means what it means in the name's own ``\bname[ \t]*:...`` search.
+_ANY_ANNOTATION = _lazy.pattern(r"\b(?P<name>[A-Za-z_]\w*)[ \t]*:[ \t]*(?P<type>[\w.]+)[ \t]*[,)=]")
 
-    Placeholder names repeat across records (``name``, ``value``, ``path``), but Python's own
-    ``re`` cache holds 512 patterns and was flushed by the sync's stream of them: compiling
-    these for every placeholder was most of a record's ``PatternSpec`` (``infer_kinds`` over
-    the 150,000-record bench corpus, one loaded run: 61 s without this cache, 22 s with it,
-    the same kinds and reasons for every record).
+
+@functools.lru_cache(maxsize=1024)
+def _other_bindings(name: str) -> re.Pattern[str]:
+    """A bare name's other-binding regex, compiled once per name.
+
+    Only read for a name the source also assigns a known kind (rare): the reason quotes the
+    first binding the alternation finds, so it stays one regex per name.
     """
-    esc = re.escape(name)
-    return (
-        re.compile(_ASSIGNMENT.format(name=esc), re.MULTILINE),
-        re.compile(_OTHER_BINDINGS.format(name=esc), re.MULTILINE),
-        re.compile(rf"\b{esc}[ \t]*:[ \t]*([\w.]+)[ \t]*[,)=]"),
-    )
+    return re.compile(_OTHER_BINDINGS.format(name=re.escape(name)), re.MULTILINE)
 
 
 def _from_source(name: str, assignments: _Assignments) -> Inferred | None:

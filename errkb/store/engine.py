@@ -405,6 +405,10 @@ class Rebuild(Protocol):
         """Copy what stays; ``incoming`` is each incoming record's (id, content hash)."""
         ...
 
+    def rows_written(self) -> None:
+        """Every record row is in: the new file's secondary indexes may be built now."""
+        ...
+
 
 @runtime_checkable
 class HashedIncoming(Protocol):
@@ -543,6 +547,8 @@ class UnitOfWork:
             self._apply_chunk(items, vid, tally, seen, feed, bulk)
         if bulk is not None:
             bulk.finish()
+        if old and self.rebuild is not None:
+            self.rebuild.rows_written()  # before the reads below, which use the indexes
 
         kept = _kept_ids(sql, keep, seen)
         if full:

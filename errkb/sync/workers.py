@@ -10,12 +10,13 @@ with the same problems naming the file, line, record id and JSON path.
 
 Only text crosses the process boundary: a job is a JSON object (the file's path and what the
 hashed index says about it), a result a JSON header (problems, rejected ids) followed by the
-spool lines. Nothing here touches the database: the plan is applied once every file is
-checked, in one transaction. A worker that dies (killed, out of memory) stops the sync with
-one ``SyncError`` before anything is written. Anything else unusual a worker meets (a file that
-fails the cross-check, a file it cannot read) sends the file back to the calling process,
-which judges it itself, so each such error reads exactly as it does without workers (and, over
-http, a file failing the cross-check is fetched once more, as always).
+spool lines, framed by its size in bytes (``serve``). Nothing here touches the database: the
+plan is applied once every file is checked, in one transaction. A worker that dies (killed,
+out of memory) stops the sync with one ``SyncError`` before anything is written. Anything else
+unusual a worker meets (a file that fails the cross-check, a file it cannot read) sends the
+file back to the calling process, which judges it itself, so each such error reads exactly as
+it does without workers (and, over http, a file failing the cross-check is fetched once more,
+as always).
 
 Workers are fresh interpreters (``python -c``, running ``main``) talking JSON Lines over
 pipes, not ``multiprocessing``: a forked child would inherit the locks the download threads
@@ -163,7 +164,7 @@ class _Worker:
             stdout=subprocess.PIPE,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None  # noqa: S101
-        self.stdin, self.stdout = _text(self.proc.stdin), _text(self.proc.stdout)
+        self.stdin, self.stdout = _text(self.proc.stdin), self.proc.stdout
         self.jobs: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self.feeder = threading.Thread(target=self._feed, name="errkb-sync-feed", daemon=True)
         self.feeder.start()
@@ -182,13 +183,13 @@ class _Worker:
         """The next result, or None when the worker has stopped."""
         stdout = self.stdout
         first = stdout.readline()
-        if not first.endswith("\n"):
+        if not first.endswith(b"\n"):
             return None
-        count = int(first)
-        lines = [stdout.readline() for _ in range(count + 1)]  # the header, then the lines
-        if not all(line.endswith("\n") for line in lines):
+        size = int(first)
+        body = stdout.read(size)  # a buffered read: until ``size`` bytes or the end
+        if len(body) != size:
             return None
-        return "".join(lines)
+        return body.decode("utf-8", "surrogatepass")
 
     def stop(self) -> None:
         self.jobs.put(None)
@@ -270,15 +271,18 @@ class Checker:
         self.close(failed=exc is not None)
 
 
-def serve(stdin: IO[str], stdout: IO[str]) -> None:
+def serve(stdin: IO[str], stdout: IO[bytes]) -> None:
     """A worker's loop: one job per line in, one framed result out, until end of input.
 
-    A result is a line with the number of spool lines, then ``check_job``'s header line and
-    spool lines. The input ends when the sync closes it, or dies: then the worker ends too.
+    A result is a line with its size in bytes, then ``check_job``'s header line and spool
+    lines in UTF-8: the sync reads it with one read and decodes it once (reading it line by
+    line through a text stream was a fifth of the sync process's time while planning 150,000
+    records). The input ends when the sync closes it, or dies: then the worker ends too.
     """
     for line in stdin:
-        result = check_job(line)
-        stdout.write(f"{result.count(chr(10)) - 1}\n{result}")
+        result = check_job(line).encode("utf-8", "surrogatepass")
+        stdout.write(b"%d\n" % len(result))
+        stdout.write(result)
         stdout.flush()
 
 
@@ -306,6 +310,6 @@ def main() -> None:
     # Ctrl-C reaches the whole process group: the sync decides, and closes our input.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        serve(_text(sys.stdin.buffer), _text(sys.stdout.buffer))
+        serve(_text(sys.stdin.buffer), sys.stdout.buffer)
     except BrokenPipeError:
         os._exit(0)  # the sync is gone: nobody wants the result, nothing to say

@@ -212,6 +212,10 @@ def out(text: str, *, err: bool = False) -> None:
         raise
     except OSError as exc:
         stream = "standard error" if err else "standard output"
+        if not err:
+            # What the failed write left in the buffer would fail again at the exit's flush
+            # and print this error a second time (with a buffered stdout, a user's default).
+            _silence_stdout()
         raise InputError(f"cannot write to {stream}: {exc.strerror or exc}") from exc
 
 

@@ -487,20 +487,29 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
     A directory that refuses the file costs only the rebuild next time: nothing half-written
     is ever left at ``path`` (a reader would refuse it anyway: length and sha256).
     """
+    return store_beside(path, encode(db, state, version), path.with_suffix(""))
+
+
+def store_beside(path: Path, image: bytes, database: Path) -> bool:
+    """Write ``image`` to ``path`` atomically, readable as ``database`` is; False when refused.
+
+    What every file derived from a knowledge base is written with (the anchor databases, the
+    record scan's maps): a temporary name in the same directory, synced, renamed over
+    ``path``; never a temporary file left behind, a Ctrl-C included.
+    """
     import os
     import tempfile
 
-    image = encode(db, state, version)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError:
         return False
     try:
         with os.fdopen(fd, "wb") as fh:
-            # Whoever may read the database may read its anchors: its permission bits (a
-            # temporary file is created 0600).
+            # Whoever may read the database may read what is derived from it: its permission
+            # bits (a temporary file is created 0600).
             try:
-                mode = path.with_suffix("").stat().st_mode & 0o666
+                mode = database.stat().st_mode & 0o666
             except OSError:
                 mode = 0o644
             os.fchmod(fh.fileno(), mode)
@@ -509,7 +518,6 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        # Ctrl-C too: never a temporary file left behind.
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(exc, OSError):

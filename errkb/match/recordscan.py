@@ -304,31 +304,12 @@ def read_maps(
 
 def write_maps(path: Path, maps: RecordMaps, state: str, version: str | None) -> bool:
     """Store ``maps`` atomically (a temporary file renamed over ``path``); False if refused."""
-    import contextlib
-    import os
-    import tempfile
+    from errkb.match.anchordb import store_beside
 
-    image = encode_maps(maps, state, version)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # Whoever may read the database may read what it is derived from (a temporary
-            # file is created 0600), as ``write_anchor_db`` does.
-            try:
-                mode = path.with_suffix("").with_suffix("").stat().st_mode & 0o666
-            except OSError:
-                mode = 0o644
-            os.fchmod(fh.fileno(), mode)
-            fh.write(image)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return False
-    return True
+    # ``<db>.recordanchors.maps``: the database's permission bits.
+    return store_beside(
+        path, encode_maps(maps, state, version), path.with_suffix("").with_suffix("")
+    )
 
 
 class RecordAnchors:

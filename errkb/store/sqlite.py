@@ -601,6 +601,8 @@ class _CopyUnchanged:
         # schema text (each is made again from the statement ``sqlite_master`` held).
         rows = self.raw.execute(
             "SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
+            # A unique index decides what INSERT OR REPLACE replaces: never dropped.
+            "AND sql NOT LIKE 'CREATE UNIQUE %' "
             "AND tbl_name IN ('records', 'record_history', 'record_tags', 'record_solutions', "
             "'record_prevention_tips', 'pattern_specs') ORDER BY rowid"
         ).fetchall()

@@ -218,7 +218,13 @@ class AnchorDB:
 
         return scan
 
-    def hits(self, data: bytes, *, whole_words: bool = True) -> Hits:
+    def hits(
+        self,
+        data: bytes,
+        *,
+        whole_words: bool = True,
+        newlines: npt.NDArray[np.int64] | None = None,
+    ) -> Hits:
         r"""The whole-word hits in ``data``, mapped to lines, each (line, word) once.
 
         A hit counts when no word byte (ASCII ``\w`` or any byte >= 0x80) touches it on
@@ -226,7 +232,8 @@ class AnchorDB:
         which a placeholder's value may touch) every hit counts. Both engines give the same
         hits, and so do the two mappings: numpy's arrays, or, where numpy cannot be imported
         (a process whose address space is capped below what OpenBLAS maps at import), a
-        count of newlines between consecutive hits.
+        count of newlines between consecutive hits. ``newlines``: ``data``'s newline offsets
+        (``newline_offsets``) when the caller has them already, so they are found once a scan.
         """
         ids, ends = self._raw(data)
         if not ids:
@@ -236,10 +243,15 @@ class AnchorDB:
             import numpy  # noqa: F401
         except ImportError:
             return _hits_counted(data, ids, ends, self.words, whole_words)
-        return self._hits_numpy(data, ids, ends, whole_words)
+        return self._hits_numpy(data, ids, ends, whole_words, newlines)
 
     def _hits_numpy(
-        self, data: bytes, ids_list: list[int], ends_list: list[int], whole_words: bool = True
+        self,
+        data: bytes,
+        ids_list: list[int],
+        ends_list: list[int],
+        whole_words: bool = True,
+        newlines: npt.NDArray[np.int64] | None = None,
     ) -> Hits:
         import numpy as np
 
@@ -260,7 +272,8 @@ class AnchorDB:
             after[inside] = word[buf[ends[inside]]]
             keep = ~(before | after)
             ids, starts = ids[keep], starts[keep]
-        newlines = newline_offsets(data)
+        if newlines is None:
+            newlines = newline_offsets(data)
         lines = np.searchsorted(newlines, starts).astype(np.int64)
         # One row per (line, word), ascending: a line holding a word twice is looked at once.
         key = np.unique(lines * len(self.words) + ids)

@@ -84,6 +84,9 @@ from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from errkb.store.interface import AnchorRow
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
@@ -364,13 +367,16 @@ class RecordAnchors:
     def engine(self) -> str:
         return self.db.engine
 
-    def hit_lines(self, data: bytes) -> list[tuple[int, int]]:
+    def hit_lines(
+        self, data: bytes, newlines: npt.NDArray[np.int64] | None = None
+    ) -> list[tuple[int, int]]:
         """(1-based line number, start offset) of each line that passes the literal rejects.
 
         A line not among them holds no record's anchor with that record's literals (or an
         escaped form of one), so no record can match a message printed on it alone.
+        ``newlines``: ``data``'s newline offsets, when the caller found them already.
         """
-        hits = self.db.hits(data, whole_words=False)
+        hits = self.db.hits(data, whole_words=False, newlines=newlines)
         out: list[tuple[int, int]] = []
         previous = -1
         keep = False
@@ -551,14 +557,31 @@ def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> 
 _SHAPE_CHUNK = 1 << 20
 
 
-def line_index(data: bytes) -> Callable[[Sequence[int]], list[int]]:
-    """Offsets -> 0-based line numbers (numpy's ``searchsorted`` over a newline index)."""
+def newline_index(data: bytes) -> npt.NDArray[np.int64] | None:
+    """``data``'s newline offsets, found once per scan for every pass; None without numpy."""
     try:
         from errkb.match.anchordb import _numpy
 
         _numpy()
-        import numpy as np
+        import numpy  # noqa: F401
     except ImportError:  # pragma: no cover - numpy is a dependency of the fast path
+        return None
+    from errkb.match.anchordb import newline_offsets
+
+    return newline_offsets(data)
+
+
+def line_index(
+    data: bytes, newlines: npt.NDArray[np.int64] | None = None
+) -> Callable[[Sequence[int]], list[int]]:
+    """Offsets -> 0-based line numbers, by ``searchsorted`` over the newline offsets.
+
+    ``newlines`` are ``newline_index``'s, found here when not given; without numpy, newlines are
+    counted between consecutive offsets.
+    """
+    if newlines is None:
+        newlines = newline_index(data)
+    if newlines is None:
 
         def counted(offsets: Sequence[int]) -> list[int]:
             out: list[int] = []
@@ -570,12 +593,12 @@ def line_index(data: bytes) -> Callable[[Sequence[int]], list[int]]:
             return out
 
         return counted
-    from errkb.match.anchordb import newline_offsets
+    import numpy as np
 
-    newlines = newline_offsets(data)
+    found = newlines
 
     def mapped(offsets: Sequence[int]) -> list[int]:
-        lines: list[int] = np.searchsorted(newlines, np.asarray(offsets, dtype=np.int64)).tolist()
+        lines: list[int] = np.searchsorted(found, np.asarray(offsets, dtype=np.int64)).tolist()
         return lines
 
     return mapped
@@ -921,9 +944,10 @@ def record_scan(
     from errkb.match.msgfirst import covered_lines
     from errkb.parse.regions import json_line_events, parse_regions
 
-    to_line = line_index(data)
+    newlines = newline_index(data)  # once: the anchor pass and the shape pass both map by it
+    to_line = line_index(data, newlines)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    hits = anchors.hit_lines(data)
+    hits = anchors.hit_lines(data, newlines)
     anchored = {n for n, _o in hits}
 
     def can_match(event: LogEvent) -> bool:

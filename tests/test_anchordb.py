@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -375,30 +378,41 @@ def test_explain_after_a_sync_compiles_nothing(
     assert any(m["confidence"] == "exact" for m in report["matches"])
 
 
-def test_a_read_only_knowledge_base_uses_the_sync_built_database(
-    tmp_path: Path, compiles: list[int], small_gate: None
-) -> None:
-    from tests.test_store_readonly import _mount_read_only
-
+def _src_and_ro(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory for the knowledge base and an empty one to mount it on, read-only."""
     src, ro = tmp_path / "src", tmp_path / "ro"
     src.mkdir()
     ro.mkdir()
-    _synced(src / "kb.sqlite3")
-    expected = _explained(src / "kb.sqlite3")
-    before = sorted(p.name for p in src.iterdir())
+    return src, ro
+
+
+@contextlib.contextmanager
+def _mounted_read_only(src: Path, ro: Path) -> Iterator[None]:
+    """``src`` bind-mounted read-only on ``ro`` for the block (unmounted after it)."""
+    from tests.test_store_readonly import _mount_read_only
+
     if not _mount_read_only(src, ro):
         pytest.skip("no read-only mount here")  # CI runs as root, which can mount
     try:
+        yield
+    finally:
+        subprocess.run(["umount", str(ro)], check=False)
+
+
+def test_a_read_only_knowledge_base_uses_the_sync_built_database(
+    tmp_path: Path, compiles: list[int], small_gate: None
+) -> None:
+    src, ro = _src_and_ro(tmp_path)
+    _synced(src / "kb.sqlite3")
+    expected = _explained(src / "kb.sqlite3")
+    before = sorted(p.name for p in src.iterdir())
+    with _mounted_read_only(src, ro):
         compiles.clear()
         with errkb.open(ro / "kb.sqlite3") as kb:
             assert kb.read_only
         assert _explained(ro / "kb.sqlite3") == expected
         assert compiles == []
         assert sorted(p.name for p in ro.iterdir()) == before
-    finally:
-        import subprocess
-
-        subprocess.run(["umount", str(ro)], check=False)
 
 
 @pytest.mark.parametrize("damage", ["missing", "stale", "truncated", "corrupt"])
@@ -409,19 +423,13 @@ def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_s
     damage: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from tests.test_store_readonly import _mount_read_only
-
-    src, ro = tmp_path / "src", tmp_path / "ro"
-    src.mkdir()
-    ro.mkdir()
+    src, ro = _src_and_ro(tmp_path)
     _synced(src / "kb.sqlite3")
     expected = _explained(src / "kb.sqlite3")
     path = _files(src / "kb.sqlite3")["recordanchors"]
     _damage(path, damage)
     damaged = path.read_bytes() if path.exists() else None
-    if not _mount_read_only(src, ro):
-        pytest.skip("no read-only mount here")  # CI runs as root, which can mount
-    try:
+    with _mounted_read_only(src, ro):
         compiles.clear()
         with errkb.open(ro / "kb.sqlite3") as kb, caplog.at_level("WARNING", "errkb"):
             kb.scan_engine = "hyperscan"
@@ -431,32 +439,21 @@ def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_s
         said = [r.getMessage() for r in caplog.records if "anchor database" in r.getMessage()]
         assert len(said) == 1 and damage in said[0] and "read-only" in said[0]
         assert (path.read_bytes() if path.exists() else None) == damaged  # nothing written
-    finally:
-        import subprocess
-
-        subprocess.run(["umount", str(ro)], check=False)
 
 
 def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr(
     tmp_path: Path,
 ) -> None:
-    import subprocess
-
     from errkb.parse import regions
     from tests.test_recordscan import _mixed_log
-    from tests.test_store_readonly import _mount_read_only
 
-    src, ro = tmp_path / "src", tmp_path / "ro"
-    src.mkdir()
-    ro.mkdir()
+    src, ro = _src_and_ro(tmp_path)
     _synced(src / "kb.sqlite3")
     _files(src / "kb.sqlite3")["recordanchors"].unlink()
     log = tmp_path / "big.log"
     log.write_bytes(_mixed_log(scale=150).encode())
     assert log.stat().st_size > regions.NARROW_ABOVE  # the record-driven scan reads it
-    if not _mount_read_only(src, ro):
-        pytest.skip("no read-only mount here")  # CI runs as root, which can mount
-    try:
+    with _mounted_read_only(src, ro):
         # A process of its own: the warning goes where an unconfigured process logs, stderr.
         done = subprocess.run(
             [sys.executable, "-m", "errkb", "--db", str(ro / "kb.sqlite3"), "explain", str(log)],
@@ -464,8 +461,6 @@ def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr
             text=True,
             check=False,
         )
-    finally:
-        subprocess.run(["umount", str(ro)], check=False)
     assert done.returncode == 0, done.stderr
     said = [line for line in done.stderr.splitlines() if "anchor database" in line]
     assert len(said) == 1 and "missing" in said[0] and "read-only" in said[0]

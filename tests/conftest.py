@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.parse
 import uuid
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -292,8 +293,35 @@ def _pg_admin() -> Iterator[_Admin]:
         admin.conn.close()
 
 
+@pytest.fixture(scope="session")
+def _pg_stores() -> Iterator[weakref.WeakSet[Any]]:
+    """Every ``PostgresStore`` this test process opens, so a test's database is dropped only
+    after the stores on it are closed.
+
+    A store a test left open keeps a pool whose background workers reconnect to keep
+    ``min_size`` connections; once its database is dropped they fail over and over and log
+    "error connecting in 'errkb'", and a later test in the same process that asserts on the
+    pool's warnings (``test_closing_reads_never_hand_out_a_connection_in_a_transaction``)
+    caught one in CI.
+    """
+    from errkb.store.postgres import PostgresStore
+
+    stores: weakref.WeakSet[Any] = weakref.WeakSet()
+    original = PostgresStore.__init__
+
+    def tracked(self: PostgresStore, url: str) -> None:
+        original(self, url)
+        stores.add(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(PostgresStore, "__init__", tracked)
+        yield stores
+
+
 @pytest.fixture
-def pg_db_url(_pg_template: str, _pg_admin: _Admin) -> Iterator[str]:
+def pg_db_url(
+    _pg_template: str, _pg_admin: _Admin, _pg_stores: weakref.WeakSet[Any]
+) -> Iterator[str]:
     """A URL naming a database of its own at the schema's head, no records (a clone of the
     session's template; dropped afterwards, whatever connections the test left open)."""
     base = pg_server_url()
@@ -301,7 +329,11 @@ def pg_db_url(_pg_template: str, _pg_admin: _Admin) -> Iterator[str]:
     _pg_admin.execute(f"CREATE DATABASE {name} TEMPLATE {_pg_template}")
     sep = "&" if "?" in base else "?"
     # application_name lets a test find (and cut) its own connections.
-    yield f"{_database_url(base, name)}{sep}application_name={name}"
+    url = f"{_database_url(base, name)}{sep}application_name={name}"
+    yield url
+    for store in list(_pg_stores):
+        if urllib.parse.urlsplit(store.url).path == "/" + name:
+            store.close()  # its pool stops before its database goes
     _pg_admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 

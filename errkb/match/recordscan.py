@@ -5,20 +5,18 @@ error *word* to the traceback parser: on the dense 50 MB bench log 287k of 431k 
 of CPU on a loaded 2-core machine, whatever the knowledge base holds. Here the cost follows
 the lines that can hold a known message and the lines shaped like an exception:
 
-1. **Anchor pass** (``RecordAnchors``): one native pass (Hyperscan, else Aho-Corasick) over
-   every record's anchor, its template's longest literal (``PatternSpec.anchor``, a multi-line
-   one by its longest line), plus its escaped forms (inside a repr, a JSON string, an HTML
-   page), so a message quoted by any of them hits. The automaton is compiled from the stored
-   specs (``ReadView.anchor_rows``: no template parsed) and stored beside the knowledge base
-   in ``<db>.recordanchors`` (``errkb.match.anchordb``'s format: keyed by state, dataset
-   version, engine and sha256; rebuilt when missing, stale, truncated or corrupt), and what
-   the rejects need of each record (``RecordMaps``) in ``<db>.recordanchors.maps`` (JSON,
-   keyed the same way and tied to the anchor database's words by their digest): a process
-   reads the rows only when either cannot be used. Hits are mapped to lines by numpy
-   (``AnchorDB.hits``).
-2. **Literal rejects**: a line hit by a record's plain anchor is kept only when it holds every
-   literal of one of the records that anchor stands for (a C substring test each); a hit by
-   an escaped form is kept as is (the literals are escaped there too).
+1. **Anchor pass** (``errkb.match.recordanchors.RecordAnchors``): one native pass (Hyperscan,
+   else Aho-Corasick) over every record's anchor, its template's longest literal
+   (``PatternSpec.anchor``, a multi-line one by its longest line), plus its escaped forms
+   (inside a repr, a JSON string, an HTML page), so a message quoted by any of them hits. The
+   automaton and what the rejects need (flat arrays) are stored beside the knowledge base
+   (``<db>.recordanchors`` and ``.maps``, keyed by state, dataset version, engine and
+   sha256); a process reads the rows only when either cannot be used. Hits are mapped to
+   lines by numpy; a fixed message's anchor counts only where it can end the message.
+2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
+   kept only when it holds every literal of one of the records that anchor stands for (a C
+   substring test each); a hit by an escaped form is kept as is (the literals are escaped
+   there too).
 3. **Shape pass** (``shape_lines``): one small Aho-Corasick pass for traceback headers (any
    ``Traceback``, so rich panels and exception groups too), chain sentences and exception
    lines (``Error:``, ``Exception:`` ...). Each traceback's extent is walked once

@@ -281,6 +281,22 @@ def test_a_word_with_an_end_condition_hits_only_where_it_ends_a_message(engine: 
         assert db.hits(b"x\n" + end + b"\r\n", whole_words=False).lines == [1], end
 
 
+def test_the_short_words_are_found_the_same_with_and_without_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    words = ["call", "cafe é", "é", "gamma", "long enough words", "tab\t", "x"]
+    db = AnchorDB(words, "ahocorasick", ends=b"\x01\x01\x01\x00\x01\x01\x01")
+    with_numpy = db._short_ended()
+    assert [w for _i, w in with_numpy] == [b"call", b"x"]  # short, ended, no trailing byte
+
+    def no_numpy() -> None:
+        raise ImportError("capped")
+
+    monkeypatch.setattr(anchordb, "_numpy", no_numpy)
+    again = AnchorDB(words, "ahocorasick", ends=db.ends)
+    assert again._short_ended() == with_numpy
+
+
 def test_both_engines_give_the_same_hits_with_end_conditions(tmp_path: Path) -> None:
     engines = _engines()
     if len(engines) < 2:  # pragma: no cover - CI installs errkb[fast]

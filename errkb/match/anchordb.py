@@ -256,10 +256,34 @@ class AnchorDB:
     def _short_ended(self) -> list[tuple[int, bytes]]:
         """(number, word) of the words Hyperscan holds as ``SHORT_ENDED`` variants."""
         if self._short is None:
+            if not self.ends.count(1):
+                self._short = []
+                return self._short
+            try:
+                _numpy()
+                import numpy as np
+            except ImportError:
+                self._short = [
+                    (index, word)
+                    for index, word in enumerate(self._encoded())
+                    if _short_ended(word, self.ends[index])
+                ]
+                return self._short
+            # As arrays: a Python pass over 215k words took 0.3 s of a sparse scan's CPU.
+            stops = self._stops()
+            lengths = self.lengths()
+            last = np.frombuffer(self.blob, dtype=np.uint8)[np.maximum(stops - 1, 0)]
+            chosen = np.flatnonzero(
+                (np.frombuffer(self.ends, dtype=np.uint8) == 1)
+                & (lengths <= SHORT_ENDED)
+                & (lengths > 0)
+                & ~_byte_table(TRAILING_BYTES)[last]
+            )
             self._short = [
-                (index, word)
-                for index, word in enumerate(self._encoded())
-                if _short_ended(word, self.ends[index])
+                (index, self.blob[stop - length : stop])
+                for index, stop, length in zip(
+                    chosen.tolist(), stops[chosen].tolist(), lengths[chosen].tolist(), strict=True
+                )
             ]
         return self._short
 

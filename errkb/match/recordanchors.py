@@ -23,7 +23,9 @@ and a sha256 of their body:
   the anchor), its end flag; per record its literals (offsets into one UTF-8 blob) and
   whether it is fixed. Reading it is a sha256, a few ``array.frombytes`` and no parse:
   nothing is decoded until a hit needs it. The JSON form it replaces (a dict of 150k
-  literal tuples, tuples of record ids) took 0.55 s of CPU to read at 150k records.
+  literal tuples, tuples of record ids) took 0.55 s of CPU to read at 150k records; both
+  files now load in 0.24-0.27 s against main's 1.38-1.68 s (fresh processes, loaded
+  machine), most of it reading 42 MB, their sha256 and Hyperscan's ``loadb``.
 
 Both are refused when missing, stale (another state, dataset version, engine or format),
 truncated, altered (sha256) or inconsistent (lengths, offsets); the maps also when they were

@@ -72,11 +72,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records", help="records.jsonl: grep/rg baselines with its anchors")
     parser.add_argument("--example", default=str(EXAMPLE))
+    parser.add_argument(
+        "--db-of",
+        action="append",
+        default=[],
+        metavar="REV=DB",
+        help="this revision reads DB instead (a hard link of the same file in another "
+        "directory: revisions whose anchor files differ in format each keep their own)",
+    )
+    parser.add_argument("--cpu", action="store_true", help="compare CPU time, not wall time")
     args = parser.parse_args()
     # The children run in the exported revision's directory.
     args.db = str(Path(args.db).resolve())
     args.logs = [str(Path(log).resolve()) for log in args.logs]
     args.example = str(Path(args.example).resolve())
+    args.db_of = {
+        rev: str(Path(db).resolve()) for rev, _, db in (x.partition("=") for x in args.db_of)
+    }
     work = Path(tempfile.mkdtemp(prefix="scan-compare-"))
     try:
         _compare(args, work)
@@ -97,8 +109,10 @@ def _compare(args: argparse.Namespace, work: Path) -> None:
                     if got is not None:
                         seconds.setdefault((name, log), []).append(float(got["seconds"]))
             for rev, target in targets.items():
-                got = _scan(target, args.db, log, args.example, work / "scan.json")
-                seconds.setdefault((rev, log), []).append(float(got["seconds"]))
+                db = args.db_of.get(rev, args.db)
+                got = _scan(target, db, log, args.example, work / "scan.json")
+                key = "cpu_seconds" if args.cpu else "seconds"
+                seconds.setdefault((rev, log), []).append(float(got[key]))
                 matches[(rev, log)] = got["matches"]
     first = args.rev[0]
     print(f"| log | what | median MB/s (s) | vs {first} | runs |")

@@ -29,7 +29,8 @@ from errkb.store import ReadView, RecordJSON, Store, open_store
 
 if TYPE_CHECKING:
     from errkb.deadline import Deadline
-    from errkb.match.recordscan import Decider, Limits, RecordAnchors
+    from errkb.match.recordanchors import RecordAnchors
+    from errkb.match.recordscan import Decider, Limits
     from errkb.match.scan import AnchorTable, BufferScan
     from errkb.records import Record
     from errkb.report.check import CheckReport
@@ -244,7 +245,7 @@ class KnowledgeBase:
         self, view: ReadView, state: str, dataset_version: str | None
     ) -> RecordAnchors:
         """The state's record anchors (built once, under the build lock; stored beside)."""
-        from errkb.match.recordscan import RecordAnchors, record_anchordb_path
+        from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
 
         with self._build_lock:
             with self._lock:

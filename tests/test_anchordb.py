@@ -226,8 +226,98 @@ def test_the_mapping_without_numpy_gives_the_same_hits(engine: str) -> None:
     for seed in range(3):
         data = _log(seed + 20)
         ids, ends = db._raw(data)
-        counted = anchordb._hits_counted(data, ids, ends, db.words)
+        counted = anchordb._hits_counted(data, ids, ends, db)
         assert counted == db._hits_numpy(data, ids, ends) == db.hits(data)
+
+
+#: Words with an end condition (``AnchorDB.ends``): a fixed message's anchor, and a word
+#: that holds a regex metacharacter and a non-ASCII byte (Hyperscan compiles them as regexes).
+ENDED = ["call", "Tr.e (é)", "gamma"]
+
+
+def _naive_ended(data: bytes) -> list[tuple[int, int, int]]:
+    """(line, line start, word) of every hit of ``ENDED`` where its condition holds."""
+    out = set()
+    for index, word in enumerate(ENDED):
+        needle = word.encode()
+        at = data.find(needle)
+        while at >= 0:
+            end = at + len(needle)
+            stop = data.find(b"\n", end)
+            rest = data[end : len(data) if stop < 0 else stop]
+            closer = rest[:1] in [bytes((b,)) for b in anchordb.CLOSER_BYTES]
+            begins = rest[:1] in [bytes((b,)) for b in anchordb.START_BYTES]
+            trailing = begins and not rest.strip(anchordb.TRAILING_BYTES)
+            # A word of 2 has none: every hit counts.
+            if index == 2 or closer or not rest or trailing:
+                line_start = data.rfind(b"\n", 0, at) + 1
+                out.add((data.count(b"\n", 0, at), line_start, index))
+            at = data.find(needle, at + 1)
+    return sorted(out)
+
+
+def _ended_log(seed: int) -> bytes:
+    rng = random.Random(seed)
+    pieces = [*ENDED, "x", "'", ")", " ", "\t", "\r", "\n", "\r\n", ".", "é", "\u3000", "\x1f"]
+    spaces = " " * 40  # a run longer than the array walk's steps
+    return "".join(rng.choice([*pieces, spaces]) for _ in range(3000)).encode()
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_a_word_with_an_end_condition_hits_only_where_it_ends_a_message(engine: str) -> None:
+    db = AnchorDB(ENDED, engine, ends=b"\x01\x01\x00")
+    for seed in range(5):
+        data = _ended_log(seed)
+        hits = db.hits(data, whole_words=False)
+        got = list(zip(hits.lines, hits.line_starts, hits.words, strict=True))
+        assert got == _naive_ended(data), seed
+        ids, ends = db._raw(data)
+        assert anchordb._hits_counted(data, ids, ends, db, whole_words=False) == hits
+    tail = db.hits(b"a call\nb call x\nc call \r\nd (call) e\nf call", whole_words=False)
+    assert tail.lines == [0, 2, 3, 4]  # the end of the buffer ends the last line
+    for end in (b"call\r", b"call \t", b"call\r\r", b"call\xe3\x80\x80"):
+        assert db.hits(b"x\n" + end, whole_words=False).lines == [1], end
+        assert db.hits(b"x\n" + end + b"\n", whole_words=False).lines == [1], end
+        assert db.hits(b"x\n" + end + b"\r\n", whole_words=False).lines == [1], end
+
+
+def test_the_short_words_are_found_the_same_with_and_without_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    words = ["call", "cafe é", "é", "gamma", "long enough words", "tab\t", "x"]
+    db = AnchorDB(words, "ahocorasick", ends=b"\x01\x01\x01\x00\x01\x01\x01")
+    with_numpy = db._short_ended()
+    assert [w for _i, w in with_numpy] == [b"call", b"x"]  # short, ended, no trailing byte
+
+    def no_numpy() -> None:
+        raise ImportError("capped")
+
+    monkeypatch.setattr(anchordb, "_numpy", no_numpy)
+    again = AnchorDB(words, "ahocorasick", ends=db.ends)
+    assert again._short_ended() == with_numpy
+
+
+def test_both_engines_give_the_same_hits_with_end_conditions(tmp_path: Path) -> None:
+    engines = _engines()
+    if len(engines) < 2:  # pragma: no cover - CI installs errkb[fast]
+        pytest.fail("hyperscan is not installed: install errkb[fast] to compare the engines")
+    path = tmp_path / "kb.sqlite3.recordanchors"
+    assert anchordb.write_anchor_db(
+        path, AnchorDB(ENDED, "hyperscan", ends=b"\x01\x01\x00"), "7", "v1"
+    )
+    loaded = anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
+    assert loaded.ends == b"\x01\x01\x00" and loaded.words == tuple(ENDED)
+    fallback = AnchorDB(ENDED, "ahocorasick", ends=loaded.ends)
+    for seed in range(5, 10):
+        data = _ended_log(seed)
+        assert loaded.hits(data, whole_words=False) == fallback.hits(data, whole_words=False)
+
+
+def test_bad_end_flags_are_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "kb.sqlite3.anchordb"
+    db = AnchorDB(ENDED, "ahocorasick", ends=b"\x01\x02\x00")  # a flag is 0 or 1
+    assert anchordb.write_anchor_db(path, db, "7", "v1")
+    assert _fault(path).fault is AnchorFault.CORRUPT
 
 
 def test_the_stored_file_has_the_databases_permissions(tmp_path: Path) -> None:
@@ -305,7 +395,7 @@ def _synced(path: Path) -> None:
 
 
 def _files(db: Path) -> dict[str, Path]:
-    from errkb.match.recordscan import record_anchordb_path
+    from errkb.match.recordanchors import record_anchordb_path
     from errkb.match.scan import anchor_path
 
     return {
@@ -487,14 +577,14 @@ def test_ctrl_c_while_building_after_the_commit_says_the_sync_was_applied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from errkb.errors import SyncInterruptedError
-    from errkb.match import recordscan
+    from errkb.match import recordanchors
 
     def interrupted(*_args: Any, **_kwargs: Any) -> None:
         raise KeyboardInterrupt
 
     db = tmp_path / "kb.sqlite3"
     with errkb.open(db, bundled=False) as kb:
-        monkeypatch.setattr(recordscan.RecordAnchors, "__init__", interrupted)
+        monkeypatch.setattr(recordanchors.RecordAnchors, "__init__", interrupted)
         with pytest.raises(SyncInterruptedError, match="interrupted after the sync was applied"):
             kb.sync(DATASET)
         monkeypatch.undo()

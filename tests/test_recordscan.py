@@ -19,14 +19,9 @@ from typing import Any
 import pytest
 
 import errkb
-from errkb.match import recordscan
-from errkb.match.recordscan import (
-    Limits,
-    anchor_line,
-    escaped_forms,
-    exception_of,
-    record_anchordb_path,
-)
+from errkb.match import recordanchors, recordscan
+from errkb.match.recordanchors import anchor_line, escaped_forms, record_anchordb_path
+from errkb.match.recordscan import Limits, exception_of
 from errkb.match.scan import ENGINES
 from errkb.parse import regions
 from errkb.records import schema_validator
@@ -272,7 +267,7 @@ def test_a_store_without_every_spec_row_keeps_the_region_parse(
         conn.execute("DELETE FROM pattern_specs WHERE record_id = ?", (COMFY,))
     # The errkb that wrote such a database wrote no maps beside it (the file is keyed by the
     # state, which this edit behind errkb's back does not bump).
-    recordscan.maps_path(record_anchordb_path(db)).unlink()
+    recordanchors.maps_path(record_anchordb_path(db)).unlink()
     with errkb.open(db) as kb:
         report = kb.explain(data).to_dict()
         assert kb._anchors is not None and not kb._anchors.complete
@@ -445,9 +440,9 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
     data = _mixed_log().encode()
     rs_kb._anchors = None
     before = rs_kb.explain(data).to_dict()
-    path = recordscan.maps_path(record_anchordb_path(rs_kb.path))
+    path = recordanchors.maps_path(record_anchordb_path(rs_kb.path))
     image = path.read_bytes()
-    assert image.startswith(recordscan.MAPS_FORMAT.encode())
+    assert image.startswith(recordanchors.MAPS_FORMAT.encode())
     read: list[int] = []
     real = SqliteView.anchor_rows
 
@@ -463,7 +458,7 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
         state = view.meta_value("state") or "0"
     damaged = {
         "truncated": image[: len(image) // 2],
-        "altered": image.replace(b'"complete":true', b'"complete":fals'),
+        "altered": image[:-2] + bytes([image[-2] ^ 1]) + image[-1:],  # one literal byte
         "stale": image.replace(f" {state} ".encode(), b" 999999 ", 1),
         "not ours": b"garbage\n{}",
     }

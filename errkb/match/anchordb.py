@@ -16,9 +16,14 @@ not scan words), so the escaped forms of a message hit the same anchors and need
 
 File format (binary)::
 
-    errkb-anchordb 2 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
-    <body>: <word count>\n<word>\n... then, for hyperscan, the serialised databases:
-            <count> <length of each>\n<each image>  (at most ``CHUNK_WORDS`` anchors each)
+    errkb-anchordb 3 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
+    <body>: <word count> <word bytes> <SHORT_ENDED>\n<word>\n...<one end flag byte per word>
+            then, for hyperscan, the serialised databases:
+            <count> <length of each>\n<each image>  (at most ``CHUNK_WORDS`` literals each)
+
+Reading does not split the words (``AnchorDB.words`` decodes them when asked): a count of
+their newlines, one UTF-8 check and the flags' values, each one C pass, then Hyperscan's
+``loadb``.
 
 Reading refuses, with ``AnchorDatabaseError`` naming the file and the fault
 (``AnchorFault``), a file that is missing, from another state, dataset version or engine
@@ -35,10 +40,14 @@ transaction, so a SIGKILL there loses only files the next large input rebuilds),
 loads them and a knowledge base mounted read-only afterwards compiles nothing. At 150,000
 records that build is 10.3 s of CPU (about 7 s of it Hyperscan compiling 214,907 anchors in
 parts of at most ``CHUNK_WORDS``; Python preparing them 1.6 s, reading their rows 0.8 s), 42 MB
-written, and the process peaks at 494 MB (655 MB compiling one database). The parts compile
-one after the other: two at once on two threads (the binding lets go of the GIL) took 12.0 s
-of wall time instead of 19.2 on this loaded 2-core machine, for the same CPU and 324 MB of
-compile memory instead of 190 (issue 20's sync memory target is 512 MB at 500k records). A
+written, and the process peaks at 494 MB (655 MB compiling one database); with glibc's free
+heap trimmed around each compile (``_trim``) and the words held as one blob, 349 MB (main's
+472 MB in the same session, loaded; one database: 592 MB). One database scans faster (the
+sparse 50 MB log: 0.22 s of CPU against 0.41 s for three parts of 72k, each part a whole
+pass over the input), but issue 20 bounds the sync at 512 MB and a 500k knowledge base needs
+parts anyway (715k literals as one: 1.88 GB). The parts compile one after the other: two at
+once on two threads (the binding lets go of the GIL) took 12.0 s of wall time instead of 19.2
+on this loaded 2-core machine, for the same CPU and 324 MB of compile memory instead of 190. A
 background child after the sync returns would hide the wall time but not the CPU, and a sync
 that has returned would leave a knowledge base that is not ready (an image built by ``RUN
 errkb sync`` would ship without the files and compile them in every process that mounts it
@@ -56,7 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -68,7 +77,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-FORMAT = b"errkb-anchordb 2"
+FORMAT = b"errkb-anchordb 3"
 #: Anchors per Hyperscan database at most (split into equal parts). The 214,907 anchors of
 #: 150k records (interleaved runs, loaded machine, CPU): one database compiled in 7.5 s with
 #: 451 MB of peak memory beyond the process's, three in 6.8-7.0 s with 230-255 MB (715k
@@ -127,22 +136,87 @@ class Hits:
     words: list[int]
 
 
-class AnchorDB:
-    """A compiled automaton over ``words`` (one engine), safe to share between threads."""
+#: Bytes that, right after a fixed message's anchor (``ends``), close a quote, a call or a
+#: markup element around it (a repr, a JSON string, an HTML page): the hit counts.
+CLOSER_BYTES = b"'\"\\)]}<&"
+#: Bytes that may trail a fixed message on its line: ASCII whitespace, the separators
+#: ``str.isspace`` counts, and every byte of a non-ASCII character (so that no Unicode space
+#: is lost). A hit also counts when only these follow it to the end of its line. Both tests
+#: are a superset of ``recordanchors._ends_message``, which decides on the decoded line.
+TRAILING_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f" + bytes(range(0x80, 0x100))
+#: The bytes such a run may begin with: ASCII whitespace and the separators, and the lead
+#: bytes of every character ``str.isspace`` counts beyond ASCII (U+0085 and U+00A0: C2;
+#: U+1680: E1; U+2000-U+205F: E2; U+3000: E3).
+START_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3"
+#: Words with an end condition at most this long (bytes), ending in a byte not in
+#: ``TRAILING_BYTES``, are compiled into Hyperscan as their ten two-part literals (the word,
+#: then a closer, a newline or a CR LF) instead of the word: on the sparse bench log 288 such
+#: words of 4-8 bytes ("fill", "ending", "models") made 162k of its 169k raw hits, each a
+#: Python callback, almost all inside filler lines. A line that ends in trailing bytes (rare
+#: in a log) is looked at for them by ``_trailing_hits``. Longer words hit rarely; ten
+#: literals each would be ten times as many to compile.
+SHORT_ENDED = 8
+_FOLLOWS = [bytes((b,)) for b in CLOSER_BYTES + b"\n"]
+#: Steps the array walk back over trailing bytes takes before the few hits left are
+#: finished one by one (a line ending in a long run of spaces).
+_TRAIL_STEPS = 32
 
-    def __init__(self, words: Sequence[str], engine: str, serialised: bytes | None = None) -> None:
+
+class AnchorDB:
+    """A compiled automaton over ``words`` (one engine), safe to share between threads.
+
+    ``ends[i]`` (a byte, 1 or 0): word ``i`` counts only where a ``CLOSER_BYTES`` byte
+    follows it or nothing but ``TRAILING_BYTES`` up to the end of its line (a fixed message is
+    the whole message: its text ends its line or a quoted value), tested as arrays, before
+    any Python sees it. Hyperscan holds the short ones (``SHORT_ENDED``) as two-part literals,
+    so their hits inside filler lines cost no callback either. Compiling the condition as a
+    regex instead (``word(?:[...]|$)``, multiline) took 20.8 s of CPU and 7.4 MB for 5,000 of
+    the 75,498 such words of 150k records. Only the record-driven scan's hits
+    (``whole_words=False``) use ``ends``.
+
+    The words are held as one blob (each word and a newline), the form they are stored in:
+    loading decodes no word until ``words`` is asked for.
+    """
+
+    def __init__(
+        self,
+        words: Sequence[str],
+        engine: str,
+        serialised: bytes | memoryview | None = None,
+        *,
+        ends: bytes | None = None,
+        blob: bytes | None = None,
+    ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown scan engine {engine!r} (one of {', '.join(ENGINES)})")
-        self.words = tuple(words)
+        if blob is None:
+            # Held as the blob only (decoded again if asked for): 215k words are 25 MB of
+            # str objects beside an 11.5 MB blob, for the life of the process.
+            self._words: tuple[str, ...] | None = None
+            blob = "".join(w + "\n" for w in words).encode("utf-8")
+            self._count = blob.count(b"\n")
+        else:
+            self._words = None
+            self._count = blob.count(b"\n")
+        #: Every word, UTF-8, each followed by a newline (no word holds one).
+        self.blob = blob
+        self.ends = ends if ends is not None else bytes(self._count)
+        if len(self.ends) != self._count:
+            raise ValueError("one end flag per word")
         self.engine = engine
-        self.serialised: bytes | None = None
+        #: The Hyperscan images as stored (a view into the file read, when loaded).
+        self.serialised: bytes | memoryview | None = None
         #: True when this process compiled the automaton (Aho-Corasick always: it has no
         #: serialised form); False when Hyperscan loaded a stored image.
         self.compiled = serialised is None or engine != "hyperscan"
         #: Why the stored file was not used, when ``load_anchor_db`` compiled this one.
         self.fault: AnchorFault | None = None
+        self._lengths: npt.NDArray[np.int64] | None = None
+        self._stop_at: npt.NDArray[np.int64] | None = None
+        self._short: list[tuple[int, bytes]] | None = None
+        self._digest: str | None = None
         self._raw: Callable[[bytes], tuple[list[int], list[int]]]
-        if not self.words:
+        if not self._count:
             self._raw = lambda _data: ([], [])
         elif engine == "hyperscan":
             self._raw = self._hyperscan(serialised)
@@ -150,12 +224,88 @@ class AnchorDB:
             self._raw = self._ahocorasick()
 
     def __len__(self) -> int:
-        return len(self.words)
+        return self._count
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """Every word, in id order (decoded from the blob on first use)."""
+        if self._words is None:
+            self._words = tuple(self.blob.decode("utf-8", "replace").split("\n")[:-1])
+        return self._words
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of the words (their blob): what files derived from them are tied to."""
+        if self._digest is None:
+            import hashlib
+
+            self._digest = hashlib.sha256(self.blob).hexdigest()
+        return self._digest
+
+    def word(self, index: int) -> str:
+        """Word ``index``, decoded alone (numpy; the caller imported it)."""
+        if self._words is not None:
+            return self._words[index]
+        stops = self._stops()
+        start = int(stops[index - 1]) + 1 if index else 0
+        return self.blob[start : int(stops[index])].decode("utf-8", "replace")
+
+    def _stops(self) -> npt.NDArray[np.int64]:
+        if self._stop_at is None:
+            import numpy as np
+
+            self._stop_at = np.flatnonzero(np.frombuffer(self.blob, dtype=np.uint8) == 10)
+        return self._stop_at
+
+    def _short_ended(self) -> list[tuple[int, bytes]]:
+        """(number, word) of the words Hyperscan holds as ``SHORT_ENDED`` variants."""
+        if self._short is None:
+            if not self.ends.count(1):
+                self._short = []
+                return self._short
+            try:
+                _numpy()
+                import numpy as np
+            except ImportError:
+                self._short = [
+                    (index, word)
+                    for index, word in enumerate(self._encoded())
+                    if _short_ended(word, self.ends[index])
+                ]
+                return self._short
+            # As arrays: a Python pass over 215k words took 0.3 s of a sparse scan's CPU.
+            stops = self._stops()
+            lengths = self.lengths()
+            last = np.frombuffer(self.blob, dtype=np.uint8)[np.maximum(stops - 1, 0)]
+            chosen = np.flatnonzero(
+                (np.frombuffer(self.ends, dtype=np.uint8) == 1)
+                & (lengths <= SHORT_ENDED)
+                & (lengths > 0)
+                & ~_byte_table(TRAILING_BYTES)[last]
+            )
+            self._short = [
+                (index, self.blob[stop - length : stop])
+                for index, stop, length in zip(
+                    chosen.tolist(), stops[chosen].tolist(), lengths[chosen].tolist(), strict=True
+                )
+            ]
+        return self._short
+
+    def _encoded(self) -> list[bytes]:
+        return self.blob.split(b"\n")[:-1]
+
+    def lengths(self) -> npt.NDArray[np.int64]:
+        """Each word's length in bytes (numpy; the caller imported it)."""
+        if self._lengths is None:
+            import numpy as np
+
+            self._lengths = np.diff(self._stops(), prepend=-1).astype(np.int64) - 1
+        return self._lengths
 
     def _ahocorasick(self) -> Callable[[bytes], tuple[list[int], list[int]]]:
         import ahocorasick_rs
 
-        automaton = ahocorasick_rs.BytesAhoCorasick([w.encode() for w in self.words])
+        automaton = ahocorasick_rs.BytesAhoCorasick(self._encoded())
 
         def scan(data: bytes) -> tuple[list[int], list[int]]:
             found = automaton.find_matches_as_indexes(data, overlapping=True)[:MAX_HITS]
@@ -164,35 +314,60 @@ class AnchorDB:
         return scan
 
     def _hyperscan(
-        self, serialised: bytes | None
+        self, serialised: bytes | memoryview | None
     ) -> Callable[[bytes], tuple[list[int], list[int]]]:
         import hyperscan
 
         databases: list[Any] = []
         if serialised is None:
+            _trim()  # what the caller freed before (the rows it derived the words from)
             images: list[bytes] = []
+            encoded = self._encoded()
+            count = len(encoded)
+            literals: list[bytes] = []
+            numbers: list[int] = []
+            for index, word in enumerate(encoded):
+                if _short_ended(word, self.ends[index]):
+                    # The word and what may follow it where its condition holds, numbered
+                    # past the words by the bytes they add (``hit_arrays`` maps them back).
+                    literals.extend(word + follow for follow in _FOLLOWS)
+                    numbers.extend([count + index] * len(_FOLLOWS))
+                    literals.append(word + b"\r\n")
+                    numbers.append(2 * count + index)
+                else:
+                    literals.append(word)
+                    numbers.append(index)
+            del encoded
+            # Parts by length, shortest first: a part of long literals scans faster (the
+            # sparse 50 MB log, 150k records: parts of 4-33, 33-54 and 54-563 bytes took
+            # 0.17, 0.12 and 0.09 s, 0.35-0.40 s in all, against 0.39-0.44 s for parts in
+            # word order).
+            order = sorted(range(len(literals)), key=lambda k: len(literals[k]))
+            literals = [literals[k] for k in order]
+            numbers = [numbers[k] for k in order]
+            del order
             # At most ``CHUNK_WORDS`` anchors per database (equal parts), compiled one after
             # the other: the compile's memory follows the part, not the knowledge base.
-            encoded = [w.encode() for w in self.words]
-            parts = -(-len(encoded) // CHUNK_WORDS)
-            size = -(-len(encoded) // parts)
-            for base in range(0, len(encoded), size):
-                part = encoded[base : base + size]
+            parts = -(-len(literals) // CHUNK_WORDS)
+            size = -(-len(literals) // parts)
+            for base in range(0, len(literals), size):
+                part = literals[base : base + size]
                 database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                 database.compile(
                     expressions=part,
-                    ids=list(range(base, base + len(part))),
+                    ids=numbers[base : base + size],
                     elements=len(part),
                     flags=0,
                     literal=True,
                 )
                 databases.append(database)
                 images.append(hyperscan.dumpb(database))
+                _trim()  # what the compile freed goes back to the system before the next
             serialised = _join_images(images)
         else:
             for image in _split_images(serialised):
                 databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
-        self.serialised = bytes(serialised)
+        self.serialised = serialised
         scratches = [hyperscan.Scratch(database) for database in databases]
         lock = threading.Lock()  # one scratch space each: scans of one database take turns
 
@@ -214,6 +389,13 @@ class AnchorDB:
                         database.scan(data, match_event_handler=on_match)
                     if len(ids) >= MAX_HITS:
                         break
+            if data and data[-1] != 10:
+                # A short word with an end condition that ends the buffer: no byte follows
+                # it, so none of its literals can hit.
+                for index, word in self._short_ended():
+                    if data.endswith(word):
+                        add_id(index)
+                        add_end(len(data))
             return ids, ends
 
         return scan
@@ -229,20 +411,21 @@ class AnchorDB:
 
         A hit counts when no word byte (ASCII ``\w`` or any byte >= 0x80) touches it on
         either side; with ``whole_words=False`` (the record-driven scan's literal anchors,
-        which a placeholder's value may touch) every hit counts. Both engines give the same
-        hits, and so do the two mappings: numpy's arrays, or, where numpy cannot be imported
-        (a process whose address space is capped below what OpenBLAS maps at import), a
-        count of newlines between consecutive hits. ``newlines``: ``data``'s newline offsets
+        which a placeholder's value may touch) every hit counts, but a word with an end
+        condition (``ends``) counts only where it holds. Both engines give the same hits, and
+        so do the two mappings: numpy's arrays, or, where numpy cannot be imported (a process
+        whose address space is capped below what OpenBLAS maps at import), a count of
+        newlines between consecutive hits. ``newlines``: ``data``'s newline offsets
         (``newline_offsets``) when the caller has them already, so they are found once a scan.
         """
         ids, ends = self._raw(data)
-        if not ids:
-            return Hits([], [], [])
+        if not ids and (whole_words or self.engine != "hyperscan" or not self._short_ended()):
+            return Hits([], [], [])  # (a short word may still end a line before trailing bytes)
         try:
             _numpy()
             import numpy  # noqa: F401
         except ImportError:
-            return _hits_counted(data, ids, ends, self.words, whole_words)
+            return _hits_counted(data, ids, ends, self, whole_words)
         return self._hits_numpy(data, ids, ends, whole_words, newlines)
 
     def _hits_numpy(
@@ -253,16 +436,44 @@ class AnchorDB:
         whole_words: bool = True,
         newlines: npt.NDArray[np.int64] | None = None,
     ) -> Hits:
+        lines, ids, line_starts = self.hit_arrays(data, ids_list, ends_list, whole_words, newlines)
+        return Hits(lines.tolist(), line_starts.tolist(), ids.tolist())
+
+    def hit_arrays(
+        self,
+        data: bytes,
+        ids_list: list[int] | None = None,
+        ends_list: list[int] | None = None,
+        whole_words: bool = True,
+        newlines: npt.NDArray[np.int64] | None = None,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """``hits`` as numpy arrays (0-based lines, word ids, line starts), for array callers.
+
+        The raw pass runs here unless its ``ids_list`` and ``ends_list`` are given.
+        """
         import numpy as np
 
-        lengths = np.fromiter(
-            (len(w.encode()) for w in self.words), dtype=np.int64, count=len(self.words)
-        )
+        if ids_list is None or ends_list is None:
+            ids_list, ends_list = self._raw(data)
         ids = np.asarray(ids_list, dtype=np.int64)
         ends = np.asarray(ends_list, dtype=np.int64)
-        starts = ends - lengths[ids]
         buf = np.frombuffer(data, dtype=np.uint8)
+        if newlines is None:
+            newlines = newline_offsets(data)
+        if self.engine == "hyperscan" and not whole_words and self._short_ended():
+            # A two-part literal (``SHORT_ENDED``): its word, which ends one or two bytes
+            # earlier; and the short words that end a line before its trailing bytes.
+            variant = ids >= self._count
+            if variant.any():
+                shift = ids[variant] // self._count
+                ids[variant] -= shift * self._count
+                ends[variant] -= shift
+            extra_ids, extra_ends = self._trailing_hits(data, _trailing_lines(buf, newlines))
+            if extra_ids:
+                ids = np.concatenate([ids, np.asarray(extra_ids, dtype=np.int64)])
+                ends = np.concatenate([ends, np.asarray(extra_ends, dtype=np.int64)])
         if whole_words:
+            starts = ends - self.lengths()[ids]
             word = _word_bytes()
             before = np.zeros(len(ids), dtype=bool)
             inner = starts > 0
@@ -271,17 +482,102 @@ class AnchorDB:
             inside = ends < len(buf)
             after[inside] = word[buf[ends[inside]]]
             keep = ~(before | after)
-            ids, starts = ids[keep], starts[keep]
-        if newlines is None:
-            newlines = newline_offsets(data)
-        lines = np.searchsorted(newlines, starts).astype(np.int64)
+            ids, ends = ids[keep], ends[keep]
+        if not whole_words and self.ends.count(1):
+            ids, ends = self._ended(data, buf, ids, ends, newlines)
+        # The line of a hit's last byte (a word holds no newline).
+        lines = np.searchsorted(newlines, ends - 1).astype(np.int64)
         # One row per (line, word), ascending: a line holding a word twice is looked at once.
-        key = np.unique(lines * len(self.words) + ids)
-        lines, ids = key // len(self.words), key % len(self.words)
+        count = max(1, self._count)
+        key = np.unique(lines * count + ids)
+        lines, ids = key // count, key % count
         line_starts = np.zeros(len(lines), dtype=np.int64)
         later = lines > 0
         line_starts[later] = newlines[lines[later] - 1] + 1
-        return Hits(lines.tolist(), line_starts.tolist(), ids.tolist())
+        return lines, ids, line_starts
+
+    def _trailing_hits(self, data: bytes, stops: Sequence[int]) -> tuple[list[int], list[int]]:
+        """The short words with an end condition that end a line before trailing bytes.
+
+        ``stops``: where each line that ends in ``TRAILING_BYTES`` ends (its newline or the
+        end of the buffer). Such a word ends its line's text exactly (its last byte is not a
+        trailing one), so one slice per word length tells.
+        """
+        short = self._short_ended()
+        by_length: dict[int, dict[bytes, int]] = {}
+        for index, word in short:
+            by_length.setdefault(len(word), {})[word] = index
+        ids: list[int] = []
+        ends: list[int] = []
+        for stop in stops:
+            start = data.rfind(b"\n", 0, stop) + 1
+            text_end = start + len(data[start:stop].rstrip(TRAILING_BYTES))
+            if text_end == stop or data[text_end] not in START_BYTES:
+                continue  # a two-part literal found it, or the condition fails
+            for length, words in by_length.items():
+                index = words.get(data[max(start, text_end - length) : text_end], -1)
+                if index >= 0:
+                    ids.append(index)
+                    ends.append(text_end)
+        return ids, ends
+
+    def _ended(
+        self,
+        data: bytes,
+        buf: npt.NDArray[np.uint8],
+        ids: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        newlines: npt.NDArray[np.int64],
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The hits left once words with an end condition are kept only where it holds."""
+        import numpy as np
+
+        flagged = np.flatnonzero(np.frombuffer(self.ends, dtype=np.uint8)[ids])
+        if not len(flagged):
+            return ids, ends
+        at = ends[flagged]
+        # Where each flagged hit's line ends (its newline, or the end of the buffer).
+        index = np.searchsorted(newlines, at)
+        stop = np.full(len(at), len(buf), dtype=np.int64)
+        inside = index < len(newlines)
+        stop[inside] = newlines[index[inside]]
+        closer = np.zeros(len(at), dtype=bool)
+        some = at < stop
+        closer[some] = _byte_table(CLOSER_BYTES)[buf[at[some]]]
+        # Walk back from the line's end over trailing bytes, all hits at once: a hit counts
+        # when the walk reaches it. Most lines end in none or one.
+        trailing = _byte_table(TRAILING_BYTES)
+        last = stop - 1
+        begins = np.zeros(len(at), dtype=bool)
+        begins[some] = _byte_table(START_BYTES)[buf[at[some]]]
+        last[some & ~begins] = stop[some & ~begins]  # another byte follows: never reached
+        active = np.flatnonzero(~closer & begins & (last >= at))
+        for _ in range(_TRAIL_STEPS):
+            if not len(active):
+                break
+            active = active[trailing[buf[last[active]]]]
+            last[active] -= 1
+            active = active[last[active] >= at[active]]
+        for k in active.tolist():  # a long run of trailing bytes: finished one by one
+            last[k] = at[k] - 1 if not data[at[k] : stop[k]].rstrip(TRAILING_BYTES) else stop[k]
+        keep = np.ones(len(ids), dtype=bool)
+        keep[flagged] = closer | (last < at)
+        return ids[keep], ends[keep]
+
+
+def _trim() -> None:
+    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``).
+
+    Hyperscan's compile allocates and frees hundreds of MB; glibc keeps what was freed in its
+    heap, so a sync process that had compiled the record anchors (215k words) still held
+    371 MB, and everything built after counted on top of it. Elsewhere, nothing.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _join_images(images: Sequence[bytes]) -> bytes:
@@ -290,19 +586,24 @@ def _join_images(images: Sequence[bytes]) -> bytes:
     return table + b"\n" + b"".join(images)
 
 
-def _split_images(payload: bytes) -> list[bytes]:
-    """The images of ``_join_images``; ``RuntimeError`` for a payload that is not one."""
-    table, newline, rest = payload.partition(b"\n")
-    fields = table.split(b" ")
-    if not newline or not all(f.isdigit() for f in fields) or int(fields[0]) != len(fields) - 1:
+def _split_images(payload: bytes | memoryview) -> list[bytes]:
+    """The images of ``_join_images``; ``RuntimeError`` for a payload that is not one.
+
+    Each image is the one copy ``hyperscan.loadb`` needs (it takes bytes only).
+    """
+    view = memoryview(payload)
+    head = bytes(view[:4096])
+    cut = head.find(b"\n")
+    fields = head[:cut].split(b" ")
+    if cut < 0 or not all(f.isdigit() for f in fields) or int(fields[0]) != len(fields) - 1:
         raise RuntimeError("hyperscan: not a table of database images")
     lengths = [int(f) for f in fields[1:]]
-    if sum(lengths) != len(rest):
+    if sum(lengths) != len(view) - cut - 1:
         raise RuntimeError("hyperscan: image lengths do not add up to the payload")
     images: list[bytes] = []
-    at = 0
+    at = cut + 1
     for length in lengths:
-        images.append(rest[at : at + length])
+        images.append(bytes(view[at : at + length]))
         at += length
     return images
 
@@ -311,25 +612,36 @@ _WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 def _hits_counted(
-    data: bytes, ids: list[int], ends: list[int], words: Sequence[str], whole_words: bool = True
+    data: bytes, ids: list[int], ends: list[int], db: AnchorDB, whole_words: bool = True
 ) -> Hits:
     """``AnchorDB.hits`` without numpy: per hit, not per line (newlines counted in C)."""
-    lengths = [len(w.encode()) for w in words]
+    lengths = [len(w) for w in db._encoded()]
+    flags = db.ends if not whole_words else bytes(len(db))
     kept: set[tuple[int, int]] = set()
     size = len(data)
+    if db.engine == "hyperscan" and not whole_words and db._short_ended():
+        count = len(db)
+        # Two-part literals back to their words (``SHORT_ENDED``), and the short words that
+        # end a line before its trailing bytes: as ``AnchorDB.hit_arrays``, without numpy.
+        ends = [end - index // count for index, end in zip(ids, ends, strict=True)]
+        ids = [index % count for index in ids]
+        extra_ids, extra_ends = db._trailing_hits(data, _trailing_stops(data))
+        ids, ends = ids + extra_ids, ends + extra_ends
     for index, end in zip(ids, ends, strict=True):
-        start = end - lengths[index]
         if not whole_words:
-            kept.add((start, index))
+            if flags[index] and not _ends_line(data, end):
+                continue
+            kept.add((end - 1, index))
             continue
+        start = end - lengths[index]
         if start > 0 and (data[start - 1] in _WORD_BYTE or data[start - 1] >= 0x80):
             continue
         if end < size and (data[end] in _WORD_BYTE or data[end] >= 0x80):
             continue
         kept.add((start, index))
     by_line: dict[int, set[int]] = {}
-    for start, index in kept:
-        by_line.setdefault(data.rfind(b"\n", 0, start) + 1, set()).add(index)
+    for at, index in kept:
+        by_line.setdefault(data.rfind(b"\n", 0, at) + 1, set()).add(index)
     lines: list[int] = []
     line_starts: list[int] = []
     out_words: list[int] = []
@@ -342,6 +654,70 @@ def _hits_counted(
             line_starts.append(line_start)
             out_words.append(index)
     return Hits(lines, line_starts, out_words)
+
+
+def _short_ended(word: bytes, ends: int) -> bool:
+    """Whether Hyperscan holds ``word`` as its two-part literals (``SHORT_ENDED``)."""
+    return bool(ends) and len(word) <= SHORT_ENDED and word[-1] not in TRAILING_BYTES
+
+
+def _trailing_lines(buf: npt.NDArray[np.uint8], newlines: npt.NDArray[np.int64]) -> list[int]:
+    """Where each line that ends in ``TRAILING_BYTES`` ends (numpy).
+
+    A lone CR before the newline does not count (a CR LF literal holds those lines); at the
+    end of the buffer it does.
+    """
+    import numpy as np
+
+    size = len(buf)
+    stops = newlines if size == 0 or buf[-1] == 10 else np.append(newlines, size)
+    stops = stops[stops > 0]
+    trailing = _byte_table(TRAILING_BYTES)
+    last = buf[stops - 1]
+    suspect = trailing[last] & ((last != 13) | (stops == size))
+    cr = np.flatnonzero((last == 13) & (stops < size))
+    if len(cr):
+        before = stops[cr] - 2
+        ok = before >= 0
+        cr, before = cr[ok], before[ok]
+        suspect[cr] = trailing[buf[before]]
+    return list(stops[suspect].tolist())
+
+
+def _ends_line(data: bytes, end: int) -> bool:
+    """``AnchorDB``'s end condition for a hit ending at ``end``, one hit at a time."""
+    if end < len(data) and data[end] in CLOSER_BYTES:
+        return True
+    if end < len(data) and data[end] != 10 and data[end] not in START_BYTES:
+        return False
+    stop = data.find(b"\n", end)
+    return not data[end : len(data) if stop < 0 else stop].rstrip(TRAILING_BYTES)
+
+
+def _trailing_stops(data: bytes) -> list[int]:
+    """``_trailing_lines`` one line at a time (no numpy)."""
+    stops: list[int] = []
+    ends = [*iter_find(data, b"\n")]
+    if data and data[-1] != 10:
+        ends.append(len(data))
+    for stop in ends:
+        if stop == 0:
+            continue
+        last = data[stop - 1]
+        if last == 13 and stop < len(data):
+            if stop >= 2 and data[stop - 2] in TRAILING_BYTES:
+                stops.append(stop)
+        elif last in TRAILING_BYTES:
+            stops.append(stop)
+    return stops
+
+
+def iter_find(data: bytes, needle: bytes) -> Iterator[int]:
+    """Every offset of ``needle`` in ``data``, ascending."""
+    at = data.find(needle)
+    while at >= 0:
+        yield at
+        at = data.find(needle, at + 1)
 
 
 _WORD_TABLE: npt.NDArray[np.bool_] | None = None
@@ -400,6 +776,21 @@ def newline_offsets(data: bytes) -> npt.NDArray[np.int64]:
     return np.concatenate(parts).astype(np.int64, copy=False)
 
 
+_BYTE_TABLES: dict[bytes, npt.NDArray[np.bool_]] = {}
+
+
+def _byte_table(members: bytes) -> npt.NDArray[np.bool_]:
+    """A 256-entry table: True for the bytes in ``members``."""
+    table = _BYTE_TABLES.get(members)
+    if table is None:
+        import numpy as np
+
+        table = np.zeros(256, dtype=bool)
+        table[list(members)] = True
+        _BYTE_TABLES[members] = table
+    return table
+
+
 def _word_bytes() -> npt.NDArray[np.bool_]:
     r"""A 256-entry table: True for the bytes that continue a word (``\w`` ASCII, >= 0x80)."""
     global _WORD_TABLE
@@ -415,7 +806,7 @@ def _word_bytes() -> npt.NDArray[np.bool_]:
 
 
 # ---------------------------------------------------------------------------- the stored file
-def _header(state: str, version: str | None, engine: str, body: bytes) -> bytes:
+def _header(state: str, version: str | None, engine: str, body: bytes | memoryview) -> bytes:
     import hashlib  # OpenSSL costs ~3 ms at import: only a large input gets here
 
     digest = hashlib.sha256(body).hexdigest()
@@ -431,8 +822,8 @@ def _header(state: str, version: str | None, engine: str, body: bytes) -> bytes:
 
 def encode(db: AnchorDB, state: str, version: str | None) -> bytes:
     """The file image of ``db`` for this state and dataset version."""
-    words = "".join(w + "\n" for w in db.words).encode("utf-8")
-    body = b"%d\n" % len(db.words) + words + (db.serialised or b"")
+    table = b"%d %d %d\n" % (len(db), len(db.blob), SHORT_ENDED)
+    body = b"".join((table, db.blob, db.ends, db.serialised or b""))
     return _header(state, version, db.engine, body) + body
 
 
@@ -444,7 +835,12 @@ def read_anchor_db(path: Path, state: str, version: str | None, engine: str) -> 
         raise AnchorDatabaseError(path, AnchorFault.MISSING, "no such file") from None
     except OSError as exc:
         raise AnchorDatabaseError(path, AnchorFault.MISSING, exc.strerror or str(exc)) from None
-    header, newline, body = data.partition(b"\n")
+    # Offsets into the one buffer read, not slices of it: a 35 MB file was copied five
+    # times over (0.14 s of a 0.39 s load at 150k records).
+    cut = data.find(b"\n", 0, 4096)
+    newline = b"\n" if cut >= 0 else b""
+    header = data[:cut] if cut >= 0 else data[:4096]
+    body = memoryview(data)[cut + 1 :] if cut >= 0 else memoryview(b"")
     fields = header.split(b" ")
     name, version_field = FORMAT.split(b" ")
     if newline and len(fields) >= 2 and fields[0] == name and fields[1] != version_field:
@@ -478,18 +874,37 @@ def read_anchor_db(path: Path, state: str, version: str | None, engine: str) -> 
         )
     if len(body) > int(size) or _header(state, version, engine, body) != header + newline:
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "body does not match its sha256")
-    count, _, rest = body.partition(b"\n")
+    at = cut + 1
+    stop = data.find(b"\n", at, at + 64)
+    counts = data[at:stop].split(b" ") if stop >= 0 else []
+    if len(counts) != 3 or not all(c.isdigit() for c in counts):
+        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "word list: bad table")
+    count, blob_size, short = map(int, counts)
+    if short != SHORT_ENDED and engine == "hyperscan":
+        raise AnchorDatabaseError(
+            path,
+            AnchorFault.STALE,
+            f"its short words with an end condition are those of at most {short} bytes; "
+            f"this errkb compiles those of at most {SHORT_ENDED}",
+        )
+    at = stop + 1
+    blob = data[at : at + blob_size]
+    ends = data[at + blob_size : at + blob_size + count]
+    # The words are not split or decoded here (``AnchorDB.words`` does it when asked): a
+    # count of their newlines and the flags' values, each one C pass. Damage shows in the
+    # sha256; a file built to hold invalid UTF-8 decodes with replacement characters, which
+    # no input's text holds where its bytes are (the anchor never matches there).
+    if (
+        len(blob) != blob_size
+        or len(ends) != count
+        or blob.count(b"\n") != count
+        or (count and not blob.endswith(b"\n"))
+        or ends.strip(b"\x00\x01")
+    ):
+        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "word list: bad lengths or flags")
+    serialised = memoryview(data)[at + blob_size + count :] if engine == "hyperscan" else None
     try:
-        words: list[str] = []
-        position = 0
-        for _ in range(int(count)):
-            end = rest.index(b"\n", position)
-            words.append(rest[position:end].decode("utf-8"))
-            position = end + 1
-        serialised = rest[position:] if engine == "hyperscan" else None
-        return AnchorDB(words, engine, serialised)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, f"word list: {exc}") from None
+        return AnchorDB((), engine, serialised, ends=ends, blob=blob)
     except Exception as exc:  # hyperscan.error: the engine refused the serialised image
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, f"{engine}: {exc}") from None
 
@@ -547,10 +962,12 @@ def load_anchor_db(
     engine: str | None = None,
     *,
     rebuild: bool = True,
+    ends: bytes | None = None,
 ) -> AnchorDB:
     """The stored database if usable; else one compiled from ``words()`` (and stored).
 
     ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
+    ``ends``: the words' end flags (``AnchorDB``) for a compile.
     """
     engine = engine or default_engine()
     fault = AnchorFault.MISSING
@@ -561,7 +978,7 @@ def load_anchor_db(
             if not rebuild:
                 raise
             fault = exc.fault
-    db = AnchorDB(words(), engine)
+    db = AnchorDB(words(), engine, ends=ends)
     db.fault = fault
     if path is not None:
         write_anchor_db(path, db, state, version)

@@ -5,20 +5,18 @@ error *word* to the traceback parser: on the dense 50 MB bench log 287k of 431k 
 of CPU on a loaded 2-core machine, whatever the knowledge base holds. Here the cost follows
 the lines that can hold a known message and the lines shaped like an exception:
 
-1. **Anchor pass** (``RecordAnchors``): one native pass (Hyperscan, else Aho-Corasick) over
-   every record's anchor, its template's longest literal (``PatternSpec.anchor``, a multi-line
-   one by its longest line), plus its escaped forms (inside a repr, a JSON string, an HTML
-   page), so a message quoted by any of them hits. The automaton is compiled from the stored
-   specs (``ReadView.anchor_rows``: no template parsed) and stored beside the knowledge base
-   in ``<db>.recordanchors`` (``errkb.match.anchordb``'s format: keyed by state, dataset
-   version, engine and sha256; rebuilt when missing, stale, truncated or corrupt), and what
-   the rejects need of each record (``RecordMaps``) in ``<db>.recordanchors.maps`` (JSON,
-   keyed the same way and tied to the anchor database's words by their digest): a process
-   reads the rows only when either cannot be used. Hits are mapped to lines by numpy
-   (``AnchorDB.hits``).
-2. **Literal rejects**: a line hit by a record's plain anchor is kept only when it holds every
-   literal of one of the records that anchor stands for (a C substring test each); a hit by
-   an escaped form is kept as is (the literals are escaped there too).
+1. **Anchor pass** (``errkb.match.recordanchors.RecordAnchors``): one native pass (Hyperscan,
+   else Aho-Corasick) over every record's anchor, its template's longest literal
+   (``PatternSpec.anchor``, a multi-line one by its longest line), plus its escaped forms
+   (inside a repr, a JSON string, an HTML page), so a message quoted by any of them hits. The
+   automaton and what the rejects need (flat arrays) are stored beside the knowledge base
+   (``<db>.recordanchors`` and ``.maps``, keyed by state, dataset version, engine and
+   sha256); a process reads the rows only when either cannot be used. Hits are mapped to
+   lines by numpy; a fixed message's anchor counts only where it can end the message.
+2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
+   kept only when it holds every literal of one of the records that anchor stands for (a C
+   substring test each); a hit by an escaped form is kept as is (the literals are escaped
+   there too).
 3. **Shape pass** (``shape_lines``): one small Aho-Corasick pass for traceback headers (any
    ``Traceback``, so rich panels and exception groups too), chain sentences and exception
    lines (``Error:``, ``Exception:`` ...). Each traceback's extent is walked once
@@ -63,22 +61,13 @@ candidate look-up, spec loading and RE2 work per known message are the largest s
 from __future__ import annotations
 
 import bisect
-import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from errkb.match.anchordb import (
-    AnchorDatabaseError,
-    AnchorDB,
-    default_engine,
-    load_anchor_db,
-    read_anchor_db,
-    write_anchor_db,
-)
+from errkb.match.recordanchors import RecordAnchors
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
@@ -87,7 +76,6 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from errkb.store.interface import AnchorRow
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
 BEFORE, AFTER = 1, 5
@@ -105,329 +93,6 @@ MAX_CHAIN = 32
 PREFIXED_REACH = 64
 #: Lines between a traceback's exception line and a chain sentence that ties the next one to it.
 CHAIN_GAP = 3
-
-
-def record_anchordb_path(db_path: Path) -> Path:
-    """Where the record-driven scan's anchor database of ``db_path`` is stored."""
-    return db_path.with_name(db_path.name + ".recordanchors")
-
-
-#: Printable ASCII without the characters a repr, a JSON string or HTML escapes.
-_UNESCAPED = re.compile(r"[^\\'\"&<>]*")
-
-
-def escaped_forms(anchor: str) -> list[str]:
-    """``anchor`` as a repr, a JSON string (both ``ensure_ascii`` ways) and HTML show it.
-
-    Only forms that differ from ``anchor`` are returned, each once.
-    """
-    if anchor.isascii() and anchor.isprintable() and _UNESCAPED.fullmatch(anchor):
-        # Nothing a repr, JSON or HTML escapes: every form is the anchor itself. Most anchors
-        # are such: building the seven forms of 150k anchors took 1.1 s of a scan's CPU.
-        return []
-    forms = [
-        anchor.replace("\\", "\\\\").replace("'", "\\'"),
-        anchor.replace("\\", "\\\\").replace('"', '\\"'),
-        json.dumps(anchor)[1:-1],
-        json.dumps(anchor, ensure_ascii=False)[1:-1],
-        anchor.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
-        anchor.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-        .replace("'", "&#x27;"),
-        anchor.replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-        .replace("'", "&#39;"),
-    ]
-    return [f for f in dict.fromkeys(forms) if f != anchor]
-
-
-def anchor_line(anchor: str) -> str:
-    """The part of ``anchor`` one input line holds: its longest line, stripped."""
-    return max((part.strip() for part in anchor.split("\n")), key=len, default="")
-
-
-#: What may follow a fixed message's text on its line: nothing, or what closes a quote, a
-#: call or a markup element around it (a repr, a JSON string, an HTML page).
-_CLOSERS = frozenset("'\"\\)]}<&")
-
-
-@dataclass(frozen=True)
-class RecordMaps:
-    """What the anchor pass's rejects need of every live record, derived from its row.
-
-    ``words``: every anchor line and escaped form, sorted (the anchor database's words);
-    ``records[i]``: the records ``words[i]`` stands for; ``plain[i]``: whether it is an
-    anchor as printed (not an escaped form); ``literals``: each record's one-line literals,
-    stripped; ``fixed``: the records whose template has no placeholder.
-    """
-
-    complete: bool
-    words: tuple[str, ...]
-    records: tuple[tuple[str, ...], ...]
-    plain: tuple[bool, ...]
-    literals: dict[str, tuple[str, ...]]
-    fixed: frozenset[str]
-
-
-def record_maps(rows: Sequence[AnchorRow]) -> RecordMaps:
-    """The maps of ``rows`` (``ReadView.anchor_rows``): one pass, no template parsed.
-
-    1.5 s of CPU at 150k records before its fast paths (most anchors are one line with
-    nothing to escape, a regex with a named group is never a fixed template), 1.2 s after.
-    """
-    from errkb.records.patterns import re2_escape
-
-    by_word: dict[str, list[str]] = {}
-    plain: set[str] = set()
-    literals: dict[str, tuple[str, ...]] = {}
-    fixed: set[str] = set()
-    unescaped = _UNESCAPED.fullmatch
-    for rid, anchor, lits, regex, template in rows:
-        if not anchor:
-            continue  # no usable literal: never a candidate (the matcher's rule)
-        line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
-        if not line:
-            continue
-        got = by_word.get(line)
-        if got is None:
-            by_word[line] = [rid]
-        else:
-            got.append(rid)
-        plain.add(line)
-        # The rejects test one line: literals that fit on it, stripped as the anchor is.
-        literals[rid] = tuple(
-            part for lit in lits for part in (lit.strip(),) if part and "\n" not in part
-        )
-        if (
-            "(?P<" not in regex  # a placeholder's group: never the escaped template
-            and "\n" not in template
-            and regex == f"(?s)^(?:{re2_escape(template)})$"
-        ):
-            # A fixed message (no placeholder): the whole message, so its text ends its
-            # line, or a quote closes it. Half the records of a large dataset are such
-            # single words or phrases ("call", "True"), and their lines are everywhere.
-            fixed.add(rid)
-        if line.isascii() and line.isprintable() and unescaped(line):
-            continue  # every escaped form is the line itself (``escaped_forms``)
-        for form in escaped_forms(line):
-            by_word.setdefault(form, []).append(rid)
-    words = tuple(sorted(by_word))
-    return RecordMaps(
-        complete=all(row[1] is not None for row in rows),
-        words=words,
-        records=tuple(map(tuple, map(by_word.__getitem__, words))),
-        plain=tuple(map(plain.__contains__, words)),
-        literals=literals,
-        fixed=frozenset(fixed),
-    )
-
-
-#: The first word of a stored maps file's header line (then its state, dataset version and
-#: the sha256 of the JSON body after the header).
-MAPS_FORMAT = "errkb-recordmaps/1"
-
-
-def maps_path(anchordb_path: Path) -> Path:
-    """Where the maps of the anchor database stored at ``anchordb_path`` are stored."""
-    return anchordb_path.with_name(anchordb_path.name + ".maps")
-
-
-def _maps_header(state: str, version: str | None, body: bytes) -> bytes:
-    import hashlib
-
-    digest = hashlib.sha256(body).hexdigest()
-    return f"{MAPS_FORMAT} {state} {version or '-'} {digest}\n".encode()
-
-
-def encode_maps(maps: RecordMaps, state: str, version: str | None) -> bytes:
-    """The stored form of ``maps``: a header line, then JSON (data only, never code)."""
-    body = json.dumps(
-        {
-            "complete": maps.complete,
-            # The words themselves are the anchor database's (12 of 25 MB at 150k records,
-            # half of the load): their digest ties these maps to them.
-            "words": _words_digest(maps.words),
-            "records": maps.records,
-            "plain": "".join("1" if p else "0" for p in maps.plain),
-            "literals": maps.literals,
-            "fixed": sorted(maps.fixed),
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode()
-    return _maps_header(state, version, body) + body
-
-
-def _words_digest(words: Sequence[str]) -> str:
-    import hashlib
-
-    return hashlib.sha256("\n".join(words).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def read_maps(
-    path: Path, state: str, version: str | None, words: tuple[str, ...]
-) -> RecordMaps | None:
-    """The maps stored at ``path`` for this state, dataset version and ``words``, else None.
-
-    None when the file is missing, of another state or version (stale), truncated or
-    altered (its sha256), made for other words (the anchor database's, by their digest) or
-    not the shape written: the caller derives them from the rows.
-    """
-    try:
-        image = path.read_bytes()
-    except OSError:
-        return None
-    header, newline, body = image.partition(b"\n")
-    if not newline or header + newline != _maps_header(state, version, body):
-        return None
-    try:
-        raw = json.loads(body)
-        if raw["words"] != _words_digest(words):
-            return None
-        records = tuple(map(tuple, raw["records"]))
-        flags = raw["plain"]
-        maps = RecordMaps(
-            complete=raw["complete"] is True,
-            words=words,
-            records=records,
-            plain=tuple(flag == "1" for flag in flags),
-            literals={rid: tuple(lits) for rid, lits in raw["literals"].items()},
-            fixed=frozenset(raw["fixed"]),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if not len(words) == len(records) == len(flags):
-        return None
-    return maps
-
-
-def write_maps(path: Path, maps: RecordMaps, state: str, version: str | None) -> bool:
-    """Store ``maps`` atomically (a temporary file renamed over ``path``); False if refused."""
-    from errkb.match.anchordb import store_beside
-
-    # ``<db>.recordanchors.maps``: the database's permission bits.
-    return store_beside(
-        path, encode_maps(maps, state, version), path.with_suffix("").with_suffix("")
-    )
-
-
-class RecordAnchors:
-    """Every record's anchor and escaped forms, compiled once; which records each stands for."""
-
-    def __init__(
-        self,
-        rows: Sequence[AnchorRow] | Callable[[], Sequence[AnchorRow]],
-        engine: str | None = None,
-        *,
-        store_at: Path | None = None,
-        state: str = "0",
-        dataset_version: str | None = None,
-    ) -> None:
-        # ``rows`` as a callable: read only when the maps stored beside the anchor database
-        # (``maps_path``) are missing, stale or damaged. Reading every record's row and the
-        # pass over them cost 2.1 s of CPU at 150k records in every process that scanned.
-        maps = None
-        db: AnchorDB | None = None
-        if callable(rows) and store_at is not None:
-            # The stored anchor database holds the words; the maps hold what the rejects
-            # need of them, tied to those very words by their digest.
-            try:
-                db = read_anchor_db(store_at, state, dataset_version, engine or default_engine())
-            except AnchorDatabaseError:
-                db = None
-            if db is not None:
-                maps = read_maps(maps_path(store_at), state, dataset_version, db.words)
-        if maps is None or db is None:
-            maps = record_maps(rows() if callable(rows) else rows)
-            if store_at is not None:
-                write_maps(maps_path(store_at), maps, state, dataset_version)
-            words = maps.words
-            db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
-            if db.words != words:
-                # Stored for this state from other rows: never scan with it.
-                db = AnchorDB(words, db.engine)
-                if store_at is not None:
-                    write_anchor_db(store_at, db, state, dataset_version)
-        #: False when some live record has no stored spec (a database from before migration
-        #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
-        self.complete = maps.complete
-        words = maps.words
-        self.words = words
-        self.records = maps.records
-        self.plain = maps.plain
-        self.literals = maps.literals
-        self.fixed = maps.fixed
-        self.db = db
-
-    @property
-    def engine(self) -> str:
-        return self.db.engine
-
-    def hit_lines(
-        self, data: bytes, newlines: npt.NDArray[np.int64] | None = None
-    ) -> list[tuple[int, int]]:
-        """(1-based line number, start offset) of each line that passes the literal rejects.
-
-        A line not among them holds no record's anchor with that record's literals (or an
-        escaped form of one), so no record can match a message printed on it alone.
-        ``newlines``: ``data``'s newline offsets, when the caller found them already.
-        """
-        hits = self.db.hits(data, whole_words=False, newlines=newlines)
-        out: list[tuple[int, int]] = []
-        previous = -1
-        keep = False
-        line = b""
-        text = ""
-        start = 0
-        records, plain, literals, fixed, words = (
-            self.records,
-            self.plain,
-            self.literals,
-            self.fixed,
-            self.words,
-        )
-        for at, line_start, word in zip(hits.lines, hits.line_starts, hits.words, strict=True):
-            if at != previous:
-                if keep:
-                    out.append((previous + 1, start))
-                previous, start, keep = at, line_start, False
-                end = data.find(b"\n", line_start)
-                line = data[line_start : len(data) if end < 0 else end]
-                text = ""
-            if keep:
-                continue
-            if not plain[word]:
-                keep = True  # an escaped form: its literals are escaped too
-                continue
-            if not text:
-                text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
-            for rid in records[word]:
-                if rid in fixed:
-                    if _ends_message(text, words[word]):
-                        keep = True
-                        break
-                    continue
-                if all(lit in text for lit in literals.get(rid, ())):
-                    keep = True
-                    break
-        if keep:
-            out.append((previous + 1, start))
-        return out
-
-
-def _ends_message(text: str, anchor: str) -> bool:
-    """Whether some occurrence of ``anchor`` in ``text`` ends the line or a quoted value."""
-    at = text.find(anchor)
-    while at >= 0:
-        rest = text[at + len(anchor) :].rstrip()
-        if not rest or rest[0] in _CLOSERS:
-            return True
-        at = text.find(anchor, at + 1)
-    return False
 
 
 # ---------------------------------------------------------------------------- the shape pass

@@ -1,0 +1,521 @@
+r"""The record-driven scan's anchors: every record's anchor, compiled and stored as flat arrays.
+
+Issue 21 (``shared/notes/SCAN.md``). ``errkb.match.recordscan`` asks ``RecordAnchors.hit_lines``
+which lines of a large input can hold a known message: one native pass over every record's
+anchor (its template's longest literal, a multi-line one by its longest line, stripped) and
+the anchor's escaped forms (inside a repr, a JSON string, an HTML page), then the literal
+rejects: a line hit by a record's plain anchor is kept only when it holds every literal of
+one of the records that anchor stands for; a fixed message (no placeholder) only when its
+anchor ends the line or a quoted value; a hit by an escaped form is kept as is.
+
+Two files beside the knowledge base, both built after the commit of the write that changes
+the store's state (``KnowledgeBase.build_anchor_files``), keyed by its state, dataset version
+and a sha256 of their body:
+
+- ``<db>.recordanchors``: the words and their automaton (``errkb.match.anchordb``'s format,
+  Hyperscan's own serialisation). A word whose records are all fixed messages is compiled
+  with its end-of-message condition (``AnchorDB.ends``): on the sparse bench log 168k raw
+  hits, mostly such records' short anchors inside filler lines, each a Python callback and a
+  reject, for 3,429 kept lines.
+- ``<db>.recordanchors.maps``: what the rejects need, as flat arrays (``RecordMaps``): per
+  word its records (offsets into one array of record numbers), whether it is a plain anchor,
+  whether any hit keeps its line outright (``sure``: a record whose literals all lie inside
+  the anchor), its end flag; per record its literals (offsets into one UTF-8 blob) and
+  whether it is fixed. Reading it is a sha256, a few ``array.frombytes`` and no parse:
+  nothing is decoded until a hit needs it. The JSON form it replaces (a dict of 150k
+  literal tuples, tuples of record ids) took 0.55 s of CPU to read at 150k records; both
+  files now load in 0.24-0.27 s against main's 1.38-1.68 s (fresh processes, loaded
+  machine), most of it reading 42 MB, their sha256 and Hyperscan's ``loadb``.
+
+Both are refused when missing, stale (another state, dataset version, engine or format),
+truncated, altered (sha256) or inconsistent (lengths, offsets); the maps also when they were
+made for other words (the anchor database's words, by their sha256). Then the rows are read
+(``ReadView.anchor_rows``: no template parsed), both are derived again and stored
+(``anchordb.store_beside``), or kept in memory where the directory refuses them.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from errkb.match.anchordb import (
+    AnchorDatabaseError,
+    AnchorDB,
+    default_engine,
+    load_anchor_db,
+    read_anchor_db,
+    store_beside,
+    write_anchor_db,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from errkb.store.interface import AnchorRow
+
+
+def record_anchordb_path(db_path: Path) -> Path:
+    """Where the record-driven scan's anchor database of ``db_path`` is stored."""
+    return db_path.with_name(db_path.name + ".recordanchors")
+
+
+#: Printable ASCII without the characters a repr, a JSON string or HTML escapes.
+_UNESCAPED = re.compile(r"[^\\'\"&<>]*")
+
+
+def escaped_forms(anchor: str) -> list[str]:
+    """``anchor`` as a repr, a JSON string (both ``ensure_ascii`` ways) and HTML show it.
+
+    Only forms that differ from ``anchor`` are returned, each once.
+    """
+    if anchor.isascii() and anchor.isprintable() and _UNESCAPED.fullmatch(anchor):
+        # Nothing a repr, JSON or HTML escapes: every form is the anchor itself. Most anchors
+        # are such: building the seven forms of 150k anchors took 1.1 s of a scan's CPU.
+        return []
+    forms = [
+        anchor.replace("\\", "\\\\").replace("'", "\\'"),
+        anchor.replace("\\", "\\\\").replace('"', '\\"'),
+        json.dumps(anchor)[1:-1],
+        json.dumps(anchor, ensure_ascii=False)[1:-1],
+        anchor.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
+        anchor.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#x27;"),
+        anchor.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace('"', "&quot;")
+        .replace("'", "&#39;"),
+    ]
+    return [f for f in dict.fromkeys(forms) if f != anchor]
+
+
+def anchor_line(anchor: str) -> str:
+    """The part of ``anchor`` one input line holds: its longest line, stripped."""
+    return max((part.strip() for part in anchor.split("\n")), key=len, default="")
+
+
+#: What may follow a fixed message's text on its line: nothing, or what closes a quote, a
+#: call or a markup element around it (a repr, a JSON string, an HTML page).
+_CLOSERS = frozenset("'\"\\)]}<&")
+
+
+def _uints(values: Sequence[int] | None = None) -> array.array[int]:
+    """An unsigned 32-bit array (the stored offsets' and record numbers' type)."""
+    out = array.array("I")
+    if out.itemsize != 4:  # pragma: no cover - every platform errkb runs on
+        out = array.array("L")
+    if values is not None:
+        out.extend(values)
+    return out
+
+
+def _packed(values: array.array[int]) -> bytes:
+    """``values`` little-endian, as stored."""
+    if sys.byteorder == "big":  # pragma: no cover
+        values = array.array(values.typecode, values)
+        values.byteswap()
+    return values.tobytes()
+
+
+def _unpacked(image: bytes) -> array.array[int]:
+    out = _uints()
+    out.frombytes(image)
+    if sys.byteorder == "big":  # pragma: no cover
+        out.byteswap()
+    return out
+
+
+@dataclass(frozen=True)
+class RecordMaps:
+    """What the anchor pass's rejects need of every live record, as flat arrays.
+
+    Words are the anchor database's (by number); records are numbered in row order (their
+    ids are never needed: a reject only asks whether some record keeps the line).
+    ``word_records[word_offsets[w]:word_offsets[w + 1]]``: the records word ``w`` stands
+    for; ``plain[w]``: 1 when it is an anchor as printed (not only an escaped form);
+    ``sure[w]``: 1 when any plain hit of it keeps its line (a record not fixed whose one-line
+    literals all lie inside the word); ``ends[w]``: 1 when every record it stands for is a
+    fixed message (``AnchorDB.ends``); ``literals[literal_offsets[r]:literal_offsets[r+1]]``:
+    record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8);
+    ``fixed[r]``: 1 when its template has no placeholder.
+    """
+
+    complete: bool
+    plain: bytes
+    sure: bytes
+    ends: bytes
+    word_offsets: array.array[int]
+    word_records: array.array[int]
+    literal_offsets: array.array[int]
+    literals: bytes
+    fixed: bytes
+
+    def __len__(self) -> int:
+        return len(self.plain)
+
+    def record_literals(self, record: int) -> tuple[str, ...]:
+        """Record ``record``'s one-line literals."""
+        chunk = self.literals[self.literal_offsets[record] : self.literal_offsets[record + 1]]
+        return tuple(chunk.decode("utf-8").split("\n")[:-1])
+
+
+def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
+    """The maps of ``rows`` (``ReadView.anchor_rows``) and their words: no template parsed.
+
+    1.5 s of CPU at 150k records before its fast paths (most anchors are one line with
+    nothing to escape, a regex with a named group is never a fixed template), 1.2 s after.
+    """
+    from errkb.records.patterns import re2_escape
+
+    by_word: dict[str, list[int]] = {}
+    plain: set[str] = set()
+    literal_offsets = _uints([0])
+    literals: list[bytes] = []
+    size = 0
+    fixed = bytearray()
+    sure_of: list[bool] = []  # per record: not fixed and its literals all inside its anchor
+    unescaped = _UNESCAPED.fullmatch
+    for _rid, anchor, lits, regex, template in rows:
+        if not anchor:
+            continue  # no usable literal: never a candidate (the matcher's rule)
+        line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
+        if not line:
+            continue
+        record = len(fixed)
+        got = by_word.get(line)
+        if got is None:
+            by_word[line] = [record]
+        else:
+            got.append(record)
+        plain.add(line)
+        # The rejects test one line: literals that fit on it, stripped as the anchor is.
+        kept = [part for lit in lits for part in (lit.strip(),) if part and "\n" not in part]
+        encoded = "".join(part + "\n" for part in kept).encode("utf-8")
+        literals.append(encoded)
+        size += len(encoded)
+        literal_offsets.append(size)
+        is_fixed = (
+            "(?P<" not in regex  # a placeholder's group: never the escaped template
+            and "\n" not in template
+            and regex == f"(?s)^(?:{re2_escape(template)})$"
+        )
+        # A fixed message (no placeholder): the whole message, so its text ends its line,
+        # or a quote closes it. Half the records of a large dataset are such single words
+        # or phrases ("call", "True"), and their lines are everywhere.
+        fixed.append(1 if is_fixed else 0)
+        sure_of.append(not is_fixed and all(part in line for part in kept))
+        if line.isascii() and line.isprintable() and unescaped(line):
+            continue  # every escaped form is the line itself (``escaped_forms``)
+        for form in escaped_forms(line):
+            by_word.setdefault(form, []).append(record)
+    words = tuple(sorted(by_word))
+    word_offsets = _uints([0])
+    word_records = _uints()
+    plain_flags = bytearray(len(words))
+    sure = bytearray(len(words))
+    ends = bytearray(len(words))
+    for w, word in enumerate(words):
+        records = by_word.pop(word)
+        word_records.extend(records)
+        word_offsets.append(len(word_records))
+        if word in plain:
+            plain_flags[w] = 1
+            # A plain hit checks every record the word stands for (escaped-form ones too).
+            sure[w] = any(sure_of[r] for r in records)
+            ends[w] = all(fixed[r] for r in records)
+    maps = RecordMaps(
+        complete=all(row[1] is not None for row in rows),
+        plain=bytes(plain_flags),
+        sure=bytes(sure),
+        ends=bytes(ends),
+        word_offsets=word_offsets,
+        word_records=word_records,
+        literal_offsets=literal_offsets,
+        literals=b"".join(literals),
+        fixed=bytes(fixed),
+    )
+    return maps, words
+
+
+#: The first word of a stored maps file's header line (then its state, dataset version and
+#: the sha256 of the body after the header).
+MAPS_FORMAT = "errkb-recordmaps/2"
+
+
+def maps_path(anchordb_path: Path) -> Path:
+    """Where the maps of the anchor database stored at ``anchordb_path`` are stored."""
+    return anchordb_path.with_name(anchordb_path.name + ".maps")
+
+
+def _maps_header(state: str, version: str | None, body: bytes) -> bytes:
+    import hashlib
+
+    digest = hashlib.sha256(body).hexdigest()
+    return f"{MAPS_FORMAT} {state} {version or '-'} {digest}\n".encode()
+
+
+def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest: str) -> bytes:
+    r"""The stored form of ``maps``: a header line, a table line, then the arrays (data only).
+
+    Table: ``<words> <records> <word records> <literal bytes> <complete 0/1> <words sha256>``;
+    then plain, sure, ends (a byte per word), fixed (a byte per record), word offsets, word
+    records, literal offsets (little-endian uint32) and the literals.
+    """
+    table = b"%d %d %d %d %d %s\n" % (
+        len(maps),
+        len(maps.fixed),
+        len(maps.word_records),
+        len(maps.literals),
+        1 if maps.complete else 0,
+        words_digest.encode(),
+    )
+    body = b"".join(
+        (
+            table,
+            maps.plain,
+            maps.sure,
+            maps.ends,
+            maps.fixed,
+            _packed(maps.word_offsets),
+            _packed(maps.word_records),
+            _packed(maps.literal_offsets),
+            maps.literals,
+        )
+    )
+    return _maps_header(state, version, body) + body
+
+
+def read_maps(path: Path, state: str, version: str | None, words_digest: str) -> RecordMaps | None:
+    """The maps stored at ``path`` for this state, dataset version and words, else None.
+
+    None when the file is missing, of another state, version or format (stale), truncated or
+    altered (its sha256), made for other words (``words_digest``, the anchor database's) or
+    inconsistent (lengths, offsets out of bounds): the caller derives them from the rows.
+    """
+    try:
+        image = path.read_bytes()
+    except OSError:
+        return None
+    header, newline, body = image.partition(b"\n")
+    if not newline or header + newline != _maps_header(state, version, body):
+        return None
+    table, newline, rest = body.partition(b"\n")
+    fields = table.split(b" ")
+    if not newline or len(fields) != 6 or not all(f.isdigit() for f in fields[:5]):
+        return None
+    words, records, entries, size, complete = map(int, fields[:5])
+    if fields[5].decode("ascii", "replace") != words_digest or complete > 1:
+        return None
+    cut = [words, words, words, records, 4 * (words + 1), 4 * entries, 4 * (records + 1), size]
+    if sum(cut) != len(rest):
+        return None
+    parts: list[bytes] = []
+    at = 0
+    for length in cut:
+        parts.append(rest[at : at + length])
+        at += length
+    plain, sure, ends, fixed = parts[:4]
+    word_offsets, word_records, literal_offsets = map(_unpacked, parts[4:7])
+    # Offsets that end where their arrays do and record numbers in range: a file that
+    # passes these indexes nothing outside itself.
+    if (
+        word_offsets[0] != 0
+        or word_offsets[-1] != entries
+        or literal_offsets[0] != 0
+        or literal_offsets[-1] != size
+        or (entries and max(word_records) >= records)
+        or any(flags.strip(b"\x00\x01") for flags in (plain, sure, ends, fixed))
+    ):
+        return None
+    return RecordMaps(
+        complete=complete == 1,
+        plain=plain,
+        sure=sure,
+        ends=ends,
+        word_offsets=word_offsets,
+        word_records=word_records,
+        literal_offsets=literal_offsets,
+        literals=parts[7],
+        fixed=fixed,
+    )
+
+
+def write_maps(
+    path: Path, maps: RecordMaps, state: str, version: str | None, words_digest: str
+) -> bool:
+    """Store ``maps`` atomically (a temporary file renamed over ``path``); False if refused."""
+    # ``<db>.recordanchors.maps``: the database's permission bits.
+    return store_beside(
+        path,
+        encode_maps(maps, state, version, words_digest),
+        path.with_suffix("").with_suffix(""),
+    )
+
+
+class RecordAnchors:
+    """Every record's anchor and escaped forms, compiled once; which records each stands for."""
+
+    def __init__(
+        self,
+        rows: Sequence[AnchorRow] | Callable[[], Sequence[AnchorRow]],
+        engine: str | None = None,
+        *,
+        store_at: Path | None = None,
+        state: str = "0",
+        dataset_version: str | None = None,
+    ) -> None:
+        # ``rows`` as a callable: read only when the files stored beside the knowledge base
+        # are missing, stale or damaged.
+        maps = None
+        db: AnchorDB | None = None
+        if callable(rows) and store_at is not None:
+            # The stored anchor database holds the words; the maps what the rejects need of
+            # them, tied to those very words by their sha256.
+            try:
+                db = read_anchor_db(store_at, state, dataset_version, engine or default_engine())
+            except AnchorDatabaseError:
+                db = None
+            if db is not None:
+                maps = read_maps(maps_path(store_at), state, dataset_version, db.digest)
+                if maps is not None and (len(maps) != len(db) or maps.ends != db.ends):
+                    maps = None
+        if maps is None or db is None:
+            maps, words = record_maps(rows() if callable(rows) else rows)
+            ends = maps.ends
+            db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine, ends=ends)
+            if db.ends != ends or db.words != words:
+                # Stored for this state from other rows: never scan with it.
+                fault = db.fault
+                db = AnchorDB(words, db.engine, ends=ends)
+                db.fault = fault
+                if store_at is not None:
+                    write_anchor_db(store_at, db, state, dataset_version)
+            if store_at is not None:
+                write_maps(maps_path(store_at), maps, state, dataset_version, db.digest)
+        #: False when some live record has no stored spec (a database from before migration
+        #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
+        self.complete = maps.complete
+        self.maps = maps
+        self.db = db
+        self._checks: dict[int, tuple[tuple[bool, tuple[str, ...]], ...]] = {}
+
+    @property
+    def engine(self) -> str:
+        return self.db.engine
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        """Every anchor line and escaped form, sorted (the anchor database's words)."""
+        return self.db.words
+
+    def _records_of(self, word: int) -> tuple[tuple[bool, tuple[str, ...]], ...]:
+        """(fixed, literals) of each record ``word`` stands for, decoded on first use."""
+        got = self._checks.get(word)
+        if got is None:
+            maps = self.maps
+            records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
+            got = tuple((maps.fixed[r] == 1, maps.record_literals(r)) for r in records)
+            self._checks[word] = got
+        return got
+
+    def hit_lines(
+        self, data: bytes, newlines: npt.NDArray[np.int64] | None = None
+    ) -> list[tuple[int, int]]:
+        """(1-based line number, start offset) of each line that passes the literal rejects.
+
+        A line not among them holds no record's anchor with that record's literals (or an
+        escaped form of one), so no record can match a message printed on it alone.
+        ``newlines``: ``data``'s newline offsets, when the caller found them already.
+        """
+        try:
+            from errkb.match.anchordb import _numpy
+
+            _numpy()
+            import numpy as np
+        except ImportError:
+            hits = self.db.hits(data, whole_words=False)
+            words = self.db.words  # decoded once: ``AnchorDB.word`` needs numpy
+            return self._rejected(data, hits.lines, hits.line_starts, hits.words, words.__getitem__)
+        lines, ids, starts = self.db.hit_arrays(data, whole_words=False, newlines=newlines)
+        if not len(lines):
+            return []
+        # Hits that keep their line whatever it holds (an escaped form, a word some record's
+        # literals all lie inside) are kept here, as arrays; Python sees only the rest.
+        plain = np.frombuffer(self.maps.plain, dtype=np.uint8)[ids]
+        sure = np.frombuffer(self.maps.sure, dtype=np.uint8)[ids]
+        quick = (plain == 0) | (sure == 1)
+        kept_lines = lines[quick]
+        rest = ~quick & ~np.isin(lines, kept_lines)
+        sure_lines, sure_at = np.unique(kept_lines, return_index=True)
+        kept = dict(zip((sure_lines + 1).tolist(), starts[quick][sure_at].tolist(), strict=True))
+        found = self._rejected(
+            data, lines[rest].tolist(), starts[rest].tolist(), ids[rest].tolist(), self.db.word
+        )
+        kept.update(found)
+        return sorted(kept.items())
+
+    def _rejected(
+        self,
+        data: bytes,
+        lines: Sequence[int],
+        line_starts: Sequence[int],
+        words: Sequence[int],
+        word_text: Callable[[int], str],
+    ) -> list[tuple[int, int]]:
+        """The hit lines among ``lines`` (ascending, 0-based) that pass the literal rejects."""
+        plain = self.maps.plain
+        out: list[tuple[int, int]] = []
+        previous = -1
+        keep = False
+        line = b""
+        text = ""
+        start = 0
+        for at, line_start, word in zip(lines, line_starts, words, strict=True):
+            if at != previous:
+                if keep:
+                    out.append((previous + 1, start))
+                previous, start, keep = at, line_start, False
+                end = data.find(b"\n", line_start)
+                line = data[line_start : len(data) if end < 0 else end]
+                text = ""
+            if keep:
+                continue
+            if not plain[word]:
+                keep = True  # an escaped form: its literals are escaped too
+                continue
+            if not text:
+                text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
+            for is_fixed, literals in self._records_of(word):
+                if is_fixed:
+                    if _ends_message(text, word_text(word)):
+                        keep = True
+                        break
+                    continue
+                if all(lit in text for lit in literals):
+                    keep = True
+                    break
+        if keep:
+            out.append((previous + 1, start))
+        return out
+
+
+def _ends_message(text: str, anchor: str) -> bool:
+    """Whether some occurrence of ``anchor`` in ``text`` ends the line or a quoted value."""
+    at = text.find(anchor)
+    while at >= 0:
+        rest = text[at + len(anchor) :].rstrip()
+        if not rest or rest[0] in _CLOSERS:
+            return True
+        at = text.find(anchor, at + 1)
+    return False

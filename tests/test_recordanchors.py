@@ -1,0 +1,178 @@
+"""The record anchors (errkb.match.recordanchors): their flat maps, end conditions and rejects."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from errkb.match import anchordb, recordanchors
+from errkb.match.recordanchors import RecordAnchors, maps_path, read_maps, record_maps
+from errkb.records.patterns import re2_escape
+from errkb.store.interface import AnchorRow
+
+
+def _row(rid: str, template: str, literals: tuple[str, ...], fixed: bool) -> AnchorRow:
+    anchor = max(literals, key=len)
+    regex = f"(?s)^(?:{re2_escape(template)})$" if fixed else f"(?s)^(?:{template}(?P<x>.+))$"
+    return (rid, anchor, literals, regex, template)
+
+
+#: A fixed message (its anchor the whole message), a record whose one literal is its anchor
+#: (every hit keeps its line), one that needs a second literal, and a quoted anchor whose
+#: escaped forms are words too.
+ROWS = [
+    _row("a" * 16, "fill", ("fill",), fixed=True),
+    _row("b" * 16, "cannot open shard ", ("cannot open shard ",), fixed=False),
+    _row("c" * 16, "bad dtype for ", ("bad dtype for ", " in layer"), fixed=False),
+    _row("d" * 16, "can't load 'x'", ("can't load 'x'",), fixed=True),
+]
+
+
+def test_the_maps_say_what_each_word_needs() -> None:
+    maps, words = record_maps(ROWS)
+    assert maps.complete and len(maps) == len(words)
+    by_word = dict(zip(words, range(len(words)), strict=True))
+    fill, shard, dtype = by_word["fill"], by_word["cannot open shard"], by_word["bad dtype for"]
+    assert maps.ends[fill] == 1 and maps.sure[fill] == 0 and maps.fixed[0] == 1
+    assert maps.sure[shard] == 1 and maps.ends[shard] == 0
+    assert maps.sure[dtype] == 0  # " in layer" must be on the line too
+    assert maps.record_literals(2) == ("bad dtype for", "in layer")
+    escaped = by_word["can\\'t load \\'x\\'"]
+    assert maps.plain[escaped] == 0 and maps.ends[escaped] == 0
+
+
+def _log(seed: int) -> bytes:
+    rng = random.Random(seed)
+    pieces = [
+        "fill",
+        "cannot open shard",
+        "bad dtype for",
+        " in layer",
+        "can't load 'x'",
+        "can\\'t load \\'x\\'",
+        "'",
+        " ",
+        "x",
+        "\n",
+        "\r\n",
+        "é",
+    ]
+    return "".join(rng.choice(pieces) for _ in range(3000)).encode()
+
+
+def _engines() -> list[str]:
+    try:
+        import hyperscan  # noqa: F401
+    except ImportError:  # pragma: no cover - CI installs errkb[fast]
+        return ["ahocorasick"]
+    return ["hyperscan", "ahocorasick"]
+
+
+def _naive(data: bytes) -> list[tuple[int, int]]:
+    """The lines the rejects keep, one line at a time from the decoded text."""
+    out = []
+    start = 0
+    for number, line in enumerate(data.split(b"\n"), 1):
+        text = line.decode("utf-8", "replace")
+        rest_after = [text[at + 4 :].rstrip() for at in _finds(text, "fill")]
+        keep = (
+            any(not rest or rest[0] in "'\"\\)]}<&" for rest in rest_after)
+            or "cannot open shard" in text
+            or ("bad dtype for" in text and "in layer" in text)
+            or "can\\'t load \\'x\\'" in text  # an escaped form: kept as is
+            or any(
+                not rest or rest[0] in "'\"\\)]}<&"
+                for rest in (text[at + 14 :].rstrip() for at in _finds(text, "can't load 'x'"))
+            )
+        )
+        if keep:
+            out.append((number, start))
+        start += len(line) + 1
+    return out
+
+
+def _finds(text: str, word: str) -> list[int]:
+    found = []
+    at = text.find(word)
+    while at >= 0:
+        found.append(at)
+        at = text.find(word, at + 1)
+    return found
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_the_kept_lines_are_the_rejects_one_line_at_a_time(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    anchors = RecordAnchors(ROWS, engine)
+    for seed in range(6):
+        data = _log(seed)
+        want = _naive(data)
+        assert anchors.hit_lines(data) == want, seed
+
+    # Without numpy (a process capped below what its import maps) the same lines.
+    def no_numpy() -> None:
+        raise ImportError("capped")
+
+    monkeypatch.setattr(anchordb, "_numpy", no_numpy)
+    fresh = RecordAnchors(ROWS, engine)
+    for seed in range(6, 9):
+        data = _log(seed)
+        assert fresh.hit_lines(data) == _naive(data), seed
+
+
+def test_both_engines_keep_the_same_lines() -> None:
+    engines = _engines()
+    if len(engines) < 2:  # pragma: no cover - CI installs errkb[fast]
+        pytest.fail("hyperscan is not installed: install errkb[fast] to compare the engines")
+    hs, ac = (RecordAnchors(ROWS, engine) for engine in engines)
+    for seed in range(10, 14):
+        data = _log(seed)
+        assert hs.hit_lines(data) == ac.hit_lines(data)
+
+
+def _stored(tmp_path: Path) -> tuple[Path, str]:
+    path = tmp_path / "kb.sqlite3.recordanchors"
+    (tmp_path / "kb.sqlite3").write_bytes(b"")
+    anchors = RecordAnchors(lambda: ROWS, "ahocorasick", store_at=path, state="7")
+    return maps_path(path), anchors.db.digest
+
+
+def test_stored_maps_load_as_written(tmp_path: Path) -> None:
+    path, digest = _stored(tmp_path)
+    assert path.read_bytes().startswith(recordanchors.MAPS_FORMAT.encode() + b" 7 - ")
+    maps = read_maps(path, "7", None, digest)
+    want, _words = record_maps(ROWS)
+    assert maps == want
+    assert read_maps(path, "8", None, digest) is None  # another state
+    assert read_maps(path, "7", None, "0" * 64) is None  # other words
+
+
+def test_stored_maps_whose_offsets_leave_their_arrays_are_refused(tmp_path: Path) -> None:
+    # A body that hashes right (its header rewritten to match) but indexes outside itself.
+    path, digest = _stored(tmp_path)
+    image = path.read_bytes()
+    header, _, body = image.partition(b"\n")
+    table, _, rest = body.partition(b"\n")
+    words, records = (int(f) for f in table.split(b" ")[:2])
+    at = 3 * words + records + 4 * (words + 1)  # the word records: one out of range
+    bad = rest[:at] + (records + 5).to_bytes(4, "little") + rest[at + 4 :]
+    forged = table + b"\n" + bad
+    path.write_bytes(recordanchors._maps_header("7", None, forged) + forged)
+    assert read_maps(path, "7", None, digest) is None
+    assert header.startswith(recordanchors.MAPS_FORMAT.encode())
+
+
+def test_a_stored_anchor_database_with_other_end_flags_is_replaced(tmp_path: Path) -> None:
+    # The same words, stored without their end conditions (another build's): never scanned
+    # with, compiled again from the rows and stored.
+    path = tmp_path / "kb.sqlite3.recordanchors"
+    (tmp_path / "kb.sqlite3").write_bytes(b"")
+    first = RecordAnchors(lambda: ROWS, "ahocorasick", store_at=path, state="7")
+    plain = anchordb.AnchorDB(first.words, "ahocorasick")
+    assert anchordb.write_anchor_db(path, plain, "7", None)
+    again = RecordAnchors(lambda: ROWS, "ahocorasick", store_at=path, state="7")
+    assert again.db.ends == first.db.ends != plain.ends
+    assert anchordb.read_anchor_db(path, "7", None, "ahocorasick").ends == first.db.ends

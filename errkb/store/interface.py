@@ -138,6 +138,16 @@ class Feed(Protocol):
     def rank(
         self, words: Iterable[tuple[str, Sequence[str]]]
     ) -> Iterator[tuple[str, str, int]]: ...
+    def rerank(
+        self,
+        words: Iterable[tuple[str, Sequence[str]]],
+        previous: Mapping[str, Sequence[str] | None],
+    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
+        """``rank``'s rows of only the records whose rows change, and their ids (None: all).
+
+        ``previous`` holds each changed record's words before the change (None: not live).
+        """
+        ...
 
 
 class ReadView(Protocol):

@@ -73,8 +73,9 @@ class CountingFeed:
         self,
         words: Iterable[tuple[str, Sequence[str]]],
         previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        return FEED.rerank(words, previous)
+        return FEED.rerank(words, previous, after)
 
 
 @pytest.fixture
@@ -202,8 +203,9 @@ class RerankCounting(CountingFeed):
         self,
         words: Iterable[tuple[str, Sequence[str]]],
         previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        redo, rows = FEED.rerank(words, previous)
+        redo, rows = FEED.rerank(words, previous, after)
         self.redone.append(None if redo is None else len(redo))
         return redo, rows
 

@@ -51,55 +51,54 @@ def derive(record: RecordJSON) -> Derived:
     return Derived(spec_columns(spec), words_of(template))
 
 
-#: Past this share of the live records, ``rerank`` hands back every row: one bulk rewrite of
-#: the index then costs less than deleting and inserting most of it row by row.
+#: Past this share of the live records, ``rerank`` leaves the index to be ranked whole: one
+#: bulk rewrite of it then costs less than deleting and inserting most of it row by row.
 RERANK_MOST = 0.25
 
 
 def rerank(
     words: Iterable[tuple[str, Sequence[str]]],
     previous: Mapping[str, Sequence[str] | None],
+    after: Mapping[str, Sequence[str]],
 ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
     """The match index rows that change when the records of ``previous`` changed.
 
-    ``words`` is every live record's (id, index words) after the change, ``previous`` each
-    changed record's words before it (None: it was not live). The rows are ``rank_words``'s
-    over ``words``, for only the records whose rows can differ: the changed ones, and those
-    holding a word whose count across the knowledge base moved (a record's ranks depend on
-    its own words' counts and nothing else). Returns those ids (their old rows are to be
-    replaced) and their rows; (None, every row) when they are more than ``RERANK_MOST`` of
-    the records. At 500,000 records with 1% changed (their messages as they were), the whole
-    index (two million rows) was ranked and written again for 5,535 records' rows.
+    ``words`` is every live record's (id, index words) after the change; ``previous`` each
+    changed record's words before it (None: it was not live), ``after`` its words now (absent:
+    not live now). The rows are ``rank_words``'s over ``words``, for only the records whose
+    rows can differ: the changed ones, and those holding a word whose count across the
+    knowledge base moved (a record's ranks depend on its own words' counts and nothing
+    else). Returns those ids (their old rows are to be replaced) and their rows, or (None, no
+    rows) when they are more than ``RERANK_MOST`` of the records: the caller ranks them all.
+
+    One pass over ``words`` keeps only counts and the words of those records. At 500,000
+    records with 1% changed (their messages as they were), the whole index (two million
+    rows) was ranked and written again for 5,535 records' rows.
     """
-    shared: dict[str, str] = {}
-    live: dict[str, tuple[str, ...]] = {}
-    frequency: Counter[str] = Counter()
-    for rid, record_words in words:
-        held = tuple(shared.setdefault(w, w) for w in record_words)
-        live[rid] = held
-        frequency.update(held)
-    del shared
     moved: Counter[str] = Counter()
     for rid, before in previous.items():
-        moved.update(live.get(rid, ()))
+        moved.update(after.get(rid, ()))
         moved.subtract(before or ())
     changed = {w for w, n in moved.items() if n}
-    redo = set(previous)
-    if changed:
-        redo.update(rid for rid, held in live.items() if not changed.isdisjoint(held))
-    if len(redo) > RERANK_MOST * len(live):
-        return None, rank_words(live.items())
+    frequency: Counter[str] = Counter()
+    held: dict[str, Sequence[str]] = {}
+    live = 0
+    for rid, record_words in words:
+        live += 1
+        frequency.update(record_words)
+        if rid in previous or (changed and not changed.isdisjoint(record_words)):
+            held[rid] = record_words
+    redo = frozenset({*previous, *held})
+    if len(redo) > RERANK_MOST * live:
+        return None, iter(())
 
     def rows() -> Iterator[tuple[str, str, int]]:
-        for rid in sorted(redo):
-            held = live.get(rid)
-            if held is None:
-                continue  # retired: its rows go, none come
-            ranked = sorted(held, key=lambda w: (frequency[w], -len(w), w))
+        for rid in sorted(held):
+            ranked = sorted(held[rid], key=lambda w: (frequency[w], -len(w), w))
             for rank, w in enumerate(ranked[:TOKENS_PER_RECORD]):
                 yield w, rid, rank
 
-    return frozenset(redo), rows()
+    return redo, rows()
 
 
 class _Feed:
@@ -116,8 +115,9 @@ class _Feed:
         self,
         words: Iterable[tuple[str, Sequence[str]]],
         previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        return rerank(words, previous)
+        return rerank(words, previous, after)
 
 
 #: The one feed every writer passes to ``WriteTx.apply`` and ``Store.reindex``.

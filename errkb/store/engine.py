@@ -489,18 +489,22 @@ class UnitOfWork:
         (``feed.rerank``): the index held every live record's rows before, as this method
         left it, unless a migration marked it stale (meta ``match_index``).
         """
-        live = self.sql.rows(_LIVE_WORDS)
-        words = ((str(rid), json.loads(text)) for rid, text in live)
         if previous is not None and self.sql.one(_STALE_INDEX) is None:
-            redo, rows = feed.rerank(words, previous)
+            after = {
+                str(rid): tuple(json.loads(text))
+                for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, sorted(previous))
+            }
+            live = self.sql.rows(_LIVE_WORDS)
+            redo, rows = feed.rerank(
+                ((str(rid), json.loads(text)) for rid, text in live), previous, after
+            )
             if redo is not None:
                 self._each_in("DELETE FROM match_tokens WHERE record_id $IDS", sorted(redo))
                 listed = list(rows)
                 self.sql.insert_rows("match_tokens", ("token", "record_id", "rank"), listed)
                 return len(listed)
-            ranked = rows
-        else:
-            ranked = feed.rank(words)
+        live = self.sql.rows(_LIVE_WORDS)
+        ranked = feed.rank((str(rid), json.loads(text)) for rid, text in live)
         first = list(itertools.islice(ranked, 1))
         written = 0
 

@@ -142,10 +142,12 @@ class Feed(Protocol):
         self,
         words: Iterable[tuple[str, Sequence[str]]],
         previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        """``rank``'s rows of only the records whose rows change, and their ids (None: all).
+        """``rank``'s rows of only the records whose rows change, and their ids.
 
-        ``previous`` holds each changed record's words before the change (None: not live).
+        ``previous`` holds each changed record's words before the change (None: not live),
+        ``after`` those of the ones live now. None for the ids: rank them all instead.
         """
         ...
 

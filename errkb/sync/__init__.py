@@ -202,6 +202,9 @@ class Spool(Collection[Incoming]):
 
     def __iter__(self) -> Iterator[Incoming]:
         self.close()
+        # A sync spools every record with the same datasetVersion: each distinct JSON text is
+        # decoded once (decoding it per line was 2% of a 150k fresh build's apply).
+        versions: dict[str, str | None] = {}
         for key in sorted(self._keys):
             with self._file(key).open(encoding="utf-8", newline="\n") as fh:
                 # "\n" only: JSON escapes it, but not U+2028 or U+0085, which splitlines()
@@ -214,9 +217,11 @@ class Spool(Collection[Incoming]):
                 version, _, rest = rest.partition("\t")
                 chash, _, rest = rest.partition("\t")
                 derived, _, text = rest.partition("\t")
+                if version not in versions:
+                    versions[version] = json.loads(version)
                 yield Incoming(
                     text,
-                    json.loads(version),
+                    versions[version],
                     rid,
                     content_hash=chash,
                     derived=derived_from(derived),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,14 @@ class CountingFeed:
 
     def rank(self, words: Iterable[tuple[str, Sequence[str]]]) -> Iterator[tuple[str, str, int]]:
         return FEED.rank(words)
+
+    def rerank(
+        self,
+        words: Iterable[tuple[str, Sequence[str]]],
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
+        return FEED.rerank(words, previous, after)
 
 
 @pytest.fixture
@@ -182,3 +190,80 @@ def test_opening_a_database_without_specs_fills_them(db_target: str) -> None:
         )
         assert kb.store.meta_value("match_index") is None
     assert is_pg(db_target) or Path(db_target).exists()
+
+
+class RerankCounting(CountingFeed):
+    """``FEED``, noting how many records each ``rerank`` hands back rows for (None: all)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.redone: list[int | None] = []
+
+    def rerank(
+        self,
+        words: Iterable[tuple[str, Sequence[str]]],
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
+        redo, rows = FEED.rerank(words, previous, after)
+        self.redone.append(None if redo is None else len(redo))
+        return redo, rows
+
+
+def _index_is_whole(store: Any) -> None:
+    """The match index holds exactly what ranking every live record's words gives."""
+    live = query(
+        store,
+        "SELECT s.record_id, s.words FROM pattern_specs s JOIN records r ON r.id = s.record_id "
+        "WHERE r.retired = FALSE",
+    )
+    expected = sorted(
+        (rid, tok, rank) for tok, rid, rank in FEED.rank((r, json.loads(w)) for r, w in live)
+    )
+    with store.snapshot() as view:
+        assert sorted(view.token_rows()) == expected
+
+
+def test_an_apply_rewrites_only_the_match_index_rows_that_change(store: Any) -> None:
+    from published import make_record
+
+    def apply(records: Sequence[RecordJSON], feed: Any, *, full: bool = False) -> None:
+        with store.write() as tx:
+            tx.apply(
+                [Incoming(r, None, derived=derive(r)) for r in records],
+                kind=VersionKind.INGEST,
+                source="t",
+                dataset_version=None,
+                feed=feed,
+                full=full,
+            )
+
+    first = [make_record(n, f"org/repo-{n % 4}") for n in range(40)]
+    apply(first, FEED)
+    _index_is_whole(store)
+    # Two records with new content but their messages (their words) as they were: their
+    # rows only, not the other 38 records'.
+    feed = RerankCounting()
+    apply([make_record(n, f"org/repo-{n % 4}", marker="v2") for n in (3, 7)], feed)
+    assert feed.redone == [2]
+    _index_is_whole(store)
+    # A new message with a word of its own and words every record holds: the common words'
+    # counts moved, so every record's ranks may: all rows, in bulk.
+    feed = RerankCounting()
+    extra = {**first[0], "errorMessage": "Generated failure number 999 in layer {name!r} zebra"}
+    extra["id"] = "f" * 16
+    apply([extra], feed)
+    assert feed.redone == [None]
+    _index_is_whole(store)
+    # A message that gains "zebra": its count moved, so the other record holding it is
+    # ranked again too, and no one else.
+    feed = RerankCounting()
+    gains = {**first[5], "errorMessage": str(first[5]["errorMessage"]) + " zebra"}
+    apply([gains], feed)
+    assert feed.redone == [2]
+    _index_is_whole(store)
+    # A full apply retiring most records, then one bringing two of them back.
+    feed = RerankCounting()
+    apply(first[:5], feed, full=True)
+    apply(first[:7], feed, full=True)
+    _index_is_whole(store)

@@ -590,3 +590,91 @@ def test_ctrl_c_after_the_commit_says_what_was_applied(store: Store, site: Path)
     with pytest.raises(KeyboardInterrupt):
         sync(store, site / "v2", progress=early)
     assert store.meta_value("dataset_version") == V1
+
+
+def test_a_tree_copied_to_another_folder_is_hashed_not_read_again(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The body sha256 applied is kept by the file's path in the tree, not by where it was
+    # read: the same bytes from another folder are the same records.
+    first = build_tree(tmp_path / "a", records_v1(), V1)
+    assert sync(store, first, plan_workers=0).counts.added == 40
+    changed = [make_record(n, repo_of(n), marker="v2" if n % 4 == 0 else "") for n in range(40)]
+    second = build_tree(tmp_path / "b", changed, V2)
+    read: list[str] = []
+    real = errkb.sync.read_repo
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> Any:
+        read.append(args[1])
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(errkb.sync, "read_repo", counting)
+    report = sync(store, second, plan_workers=0)
+    assert (report.counts.updated, report.counts.unchanged) == (10, 30)
+    assert report.revalidation.same_body == 3
+    assert read == ["org/repo-0"]  # only the changed repository's file was parsed
+    assert live(store) == hashes(changed)
+
+
+def test_a_local_trees_unwritten_files_are_not_hashed_again(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import filecmp
+    import os
+
+    # Files written just now count as racy (their times may not show the next write): none.
+    monkeypatch.setattr(errkb.sync, "_RACY_NS", -(10**12))
+    tree = build_tree(tmp_path / "tree", records_v1(), V1)
+
+    def publish(version: str, marked: set[int]) -> None:
+        # The next version written over the tree, only the files whose bytes differ.
+        changed = [
+            make_record(n, repo_of(n), marker=version if n % 4 in marked else "") for n in range(40)
+        ]
+        new = build_tree(tmp_path / version[:10], changed, version)
+        for path in new.rglob("*"):
+            old = tree / path.relative_to(new)
+            if path.is_file() and not (old.exists() and filecmp.cmp(path, old, shallow=False)):
+                old.write_bytes(path.read_bytes())
+
+    hashed: list[str] = []
+    real = errkb.sync.fetching.file_sha256
+
+    def counting(path: Path) -> str:
+        hashed.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(errkb.sync.fetching, "file_sha256", counting)
+    assert sync(store, tree, plan_workers=0).counts.added == 40
+    assert sorted(hashed) == [f"repo-{n}.json" for n in range(4)]
+    hashed.clear()
+    publish(V2, {0})
+    report = sync(store, tree, plan_workers=0)
+    assert (report.counts.updated, report.revalidation.same_body) == (10, 3)
+    assert hashed == ["repo-0.json"]  # read and applied; the other three only stat'ed
+    hashed.clear()
+    repo1 = tree / "data" / "repos" / "org" / "repo-1.json"
+    repo1.write_bytes(repo1.read_bytes())  # the same bytes, written again: hashed again
+    publish(V3, {0, 3})
+    report = sync(store, tree, plan_workers=0)
+    assert (report.counts.updated, report.revalidation.same_body) == (20, 2)
+    assert sorted(hashed) == ["repo-0.json", "repo-1.json", "repo-3.json"]  # not repo-2
+    assert os.path.exists(repo1) and live(store) == hashes(
+        make_record(n, repo_of(n), marker=V3 if n % 4 in {0, 3} else "") for n in range(40)
+    )
+
+
+def test_a_file_changed_just_before_it_was_hashed_gets_no_signature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A write in the same clock tick as the read would leave its times as they were: only a
+    # file whose status changed well before the hash is trusted by its signature next time.
+    path = tmp_path / "repo.json"
+    path.write_bytes(b"[]")
+    fresh = errkb.sync._Validators(local=True)
+    fresh.hash("data/repos/o/r.json", path)
+    assert fresh.hashed and not fresh.signed
+    monkeypatch.setattr(errkb.sync, "_RACY_NS", -(10**12))  # as if written long ago
+    old = errkb.sync._Validators(local=True)
+    old.hash("data/repos/o/r.json", path)
+    assert old.signed == {"data/repos/o/r.json": errkb.sync._signature(path)}

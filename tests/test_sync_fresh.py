@@ -157,6 +157,27 @@ def test_a_sync_changing_few_records_keeps_the_one_transaction(
     store.close()
 
 
+def test_a_sync_changing_one_repository_keeps_the_one_transaction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Only the changed repository's records come in (the other files are the ones applied,
+    # kept as stored): every incoming record is new content, but few of the rows stored.
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    old = make_records(120, repos=6)
+    db = tmp_path / "kb.sqlite3"
+    store = _opened(db, build_tree(tmp_path / "tree", old, V1))
+    changed = [
+        make_record(n, str(r["repo"]), marker="v2") if n % 6 == 0 else r for n, r in enumerate(old)
+    ]
+    before = os.stat(db).st_ino
+    report = sync(store, build_tree(tmp_path / "tree2", changed, V2))
+    assert (report.counts.updated, report.counts.unchanged) == (20, 100)
+    assert report.repos_skipped == 5  # 20 incoming records, all of them new content
+    assert os.stat(db).st_ino == before  # written in place
+    assert store.inventory().hashes == hashes(changed)
+    store.close()
+
+
 def test_a_reader_keeps_its_snapshot_then_reads_the_new_file(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -261,3 +261,49 @@ def test_a_worker_checks_a_file_against_repos_json_when_there_is_no_index(tmp_pa
 
     assert run(held) == {"problems": [], "bad": [], "broken": False}
     assert run(held + 1) == {"fallback": True}  # a mismatch: the caller judges and refuses
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="stops and continues a process")
+def test_results_arrive_whole_while_a_worker_is_stopped_and_continued(tmp_path: Path) -> None:
+    # Ctrl-Z and ``fg`` stop and continue the whole process group. CPython's buffered writer
+    # lost bytes of a large result written to a full pipe across a stop, and the sync read one
+    # result's end as the next one's start ("substring not found"); ``write_all`` must not.
+    import threading
+    import time
+
+    from errkb.sync.repofile import Listed
+    from errkb.sync.workers import Checker, Job, _decode, _encode, check_job
+
+    repo = "org/big"
+    tree = build_tree(tmp_path / "t", [make_record(n, repo) for n in range(100)], V1)
+    path = _repo_file(tree, repo)
+    job = Job(path, str(path), repo, [], {}, 1 << 24, 100_000, V1, None, Listed(None))
+    text = check_job(_encode(job))
+    expected = _decode(text)
+    assert expected is not None and len(text) > 4 * 65536  # more than a full pipe holds
+    rounds = 12
+    with Checker(1) as checker:
+        (pid,) = checker.pids
+        stop = threading.Event()
+
+        def hammer() -> None:
+            while not stop.is_set():
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.002)
+                os.kill(pid, signal.SIGCONT)
+                time.sleep(0.002)
+
+        thread = threading.Thread(target=hammer, daemon=True)
+        tickets = [checker.submit(job) for _ in range(rounds)]
+        thread.start()
+        try:
+            got = []
+            for ticket in tickets:
+                assert ticket is not None
+                time.sleep(0.02)  # the worker fills the pipe and blocks, stopped and continued
+                got.append(checker.result(ticket, str(path)))
+        finally:
+            stop.set()
+            thread.join()
+            os.kill(pid, signal.SIGCONT)
+    assert got == [expected] * rounds

@@ -382,6 +382,16 @@ def _update_values(values: tuple[object, ...]) -> tuple[object, ...]:
     return (*(values[i] for i in _UPDATE_POSITIONS), values[_ID_POSITION])
 
 
+#: Every live record's index words, and those of some (``$IDS``): what the match index is
+#: ranked from, and what a changed record held before the change (``UnitOfWork.rebuild_index``).
+_LIVE_WORDS = (
+    "SELECT s.record_id, s.words FROM pattern_specs s JOIN records r "
+    "ON r.id = s.record_id WHERE r.retired = FALSE"
+)
+_SOME_LIVE_WORDS = _LIVE_WORDS + " AND s.record_id $IDS"
+_STALE_INDEX = "SELECT value FROM meta WHERE key = 'match_index'"
+
+
 def _spec_values(item: _Classified, feed: Feed) -> tuple[object, ...]:
     """The ``pattern_specs`` row of one record: what came with it, or what ``feed`` derives."""
     derived: Derived = item.derived if item.derived is not None else feed.derive(item.obj)
@@ -464,19 +474,37 @@ class UnitOfWork:
         self.sql.insert_rows("pattern_specs", _SPEC_TABLE_COLUMNS, rows)
         return len(rows)
 
-    def rebuild_index(self, feed: Feed) -> int:
-        """Recompute the whole match index from the live records' stored words.
+    def rebuild_index(
+        self, feed: Feed, previous: Mapping[str, Sequence[str] | None] | None = None
+    ) -> int:
+        """Recompute the match index from the live records' stored words; the rows written.
 
         The words were chosen when each record was written (``Derived.words``); only their
         rarity across the knowledge base is computed here, by the caller's ``feed.rank``,
         which reads every record's words before it yields its first row: the read is over
         before the index is rewritten on the same connection.
+
+        With ``previous`` (the words each record this unit of work changed had before it,
+        None where it was not live), only the rows that change are replaced
+        (``feed.rerank``): the index held every live record's rows before, as this method
+        left it, unless a migration marked it stale (meta ``match_index``).
         """
-        live = self.sql.rows(
-            "SELECT s.record_id, s.words FROM pattern_specs s JOIN records r "
-            "ON r.id = s.record_id WHERE r.retired = FALSE"
-        )
-        ranked = feed.rank((str(rid), json.loads(words)) for rid, words in live)
+        if previous is not None and self.sql.one(_STALE_INDEX) is None:
+            after = {
+                str(rid): tuple(json.loads(text))
+                for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, sorted(previous))
+            }
+            live = self.sql.rows(_LIVE_WORDS)
+            redo, rows = feed.rerank(
+                ((str(rid), json.loads(text)) for rid, text in live), previous, after
+            )
+            if redo is not None:
+                self._each_in("DELETE FROM match_tokens WHERE record_id $IDS", sorted(redo))
+                listed = list(rows)
+                self.sql.insert_rows("match_tokens", ("token", "record_id", "rank"), listed)
+                return len(listed)
+        live = self.sql.rows(_LIVE_WORDS)
+        ranked = feed.rank((str(rid), json.loads(text)) for rid, text in live)
         first = list(itertools.islice(ranked, 1))
         written = 0
 
@@ -535,6 +563,9 @@ class UnitOfWork:
 
         tally = {"added": 0, "updated": 0, "unchanged": 0, "retired": 0}
         seen: set[str] = set()
+        # The index words each record written held before (None: not live), so the match
+        # index is rewritten only where it changes; a rebuild's new file has no index yet.
+        previous: dict[str, tuple[str, ...] | None] | None = None if old else {}
         bulk = sql.bulk_search(incoming)
         for batch in _batches(incoming):
             items = _classify_chunk(sql, batch, old)
@@ -544,6 +575,8 @@ class UnitOfWork:
                 # go on row by row.
                 bulk.finish()
                 bulk = None
+            if previous is not None:
+                self._words_before([i.id for i in items if i.write is not None], previous)
             self._apply_chunk(items, vid, tally, seen, feed, bulk)
         if bulk is not None:
             bulk.finish()
@@ -553,6 +586,8 @@ class UnitOfWork:
         kept = _kept_ids(sql, keep, seen)
         if full:
             live = _to_retire(sql, seen.union(kept))
+            if previous is not None:
+                self._words_before(live, previous)
             self._copy_to_history(live, vid, ChangeKind.RETIRED)
             self._mark_retired(live, vid, retired=True)
             tally["retired"] += len(live)
@@ -580,7 +615,7 @@ class UnitOfWork:
             ),
         )
         if counts.added or counts.updated or counts.retired or old:
-            self.rebuild_index(feed)  # a rebuild's new file has no match index yet
+            self.rebuild_index(feed, previous)
         self.bump_state(dataset_version)
         return vid, counts
 
@@ -655,6 +690,24 @@ class UnitOfWork:
         sql.insert_rows(
             "pattern_specs", _SPEC_TABLE_COLUMNS, (_spec_values(i, feed) for i in children)
         )
+
+    def _words_before(
+        self, rids: Sequence[str], previous: dict[str, tuple[str, ...] | None]
+    ) -> None:
+        """Note the live index words of each of ``rids`` not noted yet, before it is written.
+
+        The first note of an id wins: an id applied twice held, before this unit of work,
+        what it held before its first write.
+        """
+        fresh = [rid for rid in rids if rid not in previous]
+        if not fresh:
+            return
+        found = {
+            str(rid): tuple(json.loads(text))
+            for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, fresh)
+        }
+        for rid in fresh:
+            previous[rid] = found.get(rid)
 
     def _each_in(self, statement: str, ids: Sequence[str], params: Sequence[object] = ()) -> None:
         if ids:

@@ -138,6 +138,18 @@ class Feed(Protocol):
     def rank(
         self, words: Iterable[tuple[str, Sequence[str]]]
     ) -> Iterator[tuple[str, str, int]]: ...
+    def rerank(
+        self,
+        words: Iterable[tuple[str, Sequence[str]]],
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
+        """``rank``'s rows of only the records whose rows change, and their ids.
+
+        ``previous`` holds each changed record's words before the change (None: not live),
+        ``after`` those of the ones live now. None for the ids: rank them all instead.
+        """
+        ...
 
 
 class ReadView(Protocol):

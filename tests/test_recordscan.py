@@ -366,9 +366,9 @@ def test_an_unknown_exception_in_a_window_is_not_looked_up(
     looked: list[str] = []
     real = IndexedMatcher.find
 
-    def find(self: IndexedMatcher, text: str) -> Any:
+    def find(self: IndexedMatcher, text: str, among: Any = None) -> Any:
         looked.append(text)
-        return real(self, text)
+        return real(self, text, among)
 
     monkeypatch.setattr(IndexedMatcher, "find", find)
     scanned = rs_kb.explain(data).to_dict()
@@ -499,3 +499,34 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
     (alone, each), (batched, once) = reports
     assert batched == alone
     assert 0 < once < each
+
+
+def test_a_plain_hit_line_s_candidates_come_from_the_anchor_pass(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hit line the parser reads as it is: the records that passed its literal rejects are
+    # its message's candidates (no index walk); one glued to a word before it ("xComfy")
+    # matches the pattern mid-word, which the index does not list: the index is asked then,
+    # and the report stays the region parse's.
+    from errkb.match.matcher import IndexedMatcher
+
+    plain = f"2026-12-01 10:01:00 ERROR worker - failed; {MESSAGE.format(p='mlp.up')}\n"
+    glued = f"2026-12-01 10:01:01 ERROR worker - failed; x{MESSAGE.format(p='mlp.dn')}\n"
+    data = (_filler(60) + plain + _filler(20, 100) + glued + _filler(60, 200)).encode()
+    asked: list[str] = []
+    real = IndexedMatcher.candidate_ids
+
+    def candidate_ids(self: IndexedMatcher, text: str) -> list[str]:
+        asked.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(IndexedMatcher, "candidate_ids", candidate_ids)
+    scanned = rs_kb.explain(data).to_dict()
+    assert not any("mlp.up" in text for text in asked)
+    assert any("mlp.dn" in text for text in asked)
+    assert scanned == _both(rs_kb, data)[1]
+    exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
+    # The glued one is no occurrence: the index, not the pattern, says so.
+    assert [(m["id"], m["captures"]["prefix"], m["lines"]) for m in exact] == [
+        (COMFY, "mlp.up", [61])
+    ]

@@ -28,7 +28,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from errkb.records.patterns import PatternSpec, compile_re2, compile_record, unquote
+from errkb.records.patterns import (
+    PatternSpec,
+    compile_re2,
+    compile_record,
+    re2_escape,
+    unquote,
+)
 from errkb.records.slots import is_placeholder_text, trailer_start
 
 if TYPE_CHECKING:
@@ -301,13 +307,31 @@ def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSp
     for spec in load_specs(view, ids):
         if not spec.anchor:  # same rule as Matcher: no usable literal, never a candidate
             continue
-        if spec.literals and len(spec.regex) <= LAZY_REGEX_CHARS:
-            out[spec.record_id] = (spec, LazyRegex(spec))
+        lazy = lazy_regex(spec)
+        if lazy is not None:
+            out[spec.record_id] = (spec, lazy)
             continue
         regex = _compile_or_skip(spec)
         if regex is not None:
             out[spec.record_id] = (spec, regex)
     return out
+
+
+def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
+    """``spec``'s regex compiled on first need, when literal tests can reject texts first.
+
+    None for a hand-written pattern (no literals known) other than a fixed message's, and
+    for a regex longer than ``LAZY_REGEX_CHARS``: those are compiled when loaded.
+    """
+    if len(spec.regex) > LAZY_REGEX_CHARS:
+        return None
+    if spec.literals:
+        return LazyRegex(spec)
+    if not spec.names and spec.regex == f"(?s)^(?:{re2_escape(spec.template)})$":
+        # A fixed message (no placeholder) whose upstream pattern is its text escaped: half
+        # the records of a large dataset ("call", "True"). Its regex matches that text alone.
+        return LazyRegex(spec, spec.template)
+    return None
 
 
 class LazyRegex:
@@ -321,16 +345,36 @@ class LazyRegex:
     RE2 refuses is logged once and matches nothing.
     """
 
-    __slots__ = ("_compiled", "_spec")
+    __slots__ = ("_compiled", "_fixed", "_spec")
 
-    def __init__(self, spec: PatternSpec) -> None:
+    def __init__(self, spec: PatternSpec, fixed: str | None = None) -> None:
         self._spec = spec
         self._compiled: Any = None
+        # The one text a fixed message's regex matches: its literal, or ``fixed`` (the
+        # escaped text, anchored at both ends: ``_anchor``).
+        if fixed is None and not spec.names and len(spec.literals) == 1:
+            fixed = spec.literals[0]
+        self._fixed = fixed
 
     def search(self, text: str) -> Any:
-        for literal in self._spec.literals:
-            if literal not in text:
+        literals = self._spec.literals
+        if self._fixed is not None:
+            # The whole text or nothing: a fixed record ("call", "True") is a candidate of
+            # every line holding its word, and compiling it to learn that cost 0.1 ms each.
+            if text != self._fixed:
                 return None
+        else:
+            # The template's own regex is its literals in order with a group between each
+            # two, so a text it matches holds them in that order, none overlapping the next
+            # (found leftmost, each literal's earliest place after the last one's end is at or
+            # before the match's): near-identical templates that share words in another
+            # order are rejected here, not by a compiled automaton.
+            at = 0
+            for literal in literals:
+                at = text.find(literal, at)
+                if at < 0:
+                    return None
+                at += len(literal)
         compiled = self._compiled
         if compiled is None:
             # Two threads may both compile it: the same automaton either way.

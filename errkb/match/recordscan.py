@@ -368,13 +368,19 @@ class RecordAnchors:
         return self.db.engine
 
     def hit_lines(
-        self, data: bytes, newlines: npt.NDArray[np.int64] | None = None
+        self,
+        data: bytes,
+        newlines: npt.NDArray[np.int64] | None = None,
+        records_of: dict[int, tuple[str, ...]] | None = None,
     ) -> list[tuple[int, int]]:
         """(1-based line number, start offset) of each line that passes the literal rejects.
 
         A line not among them holds no record's anchor with that record's literals (or an
         escaped form of one), so no record can match a message printed on it alone.
         ``newlines``: ``data``'s newline offsets, when the caller found them already.
+        ``records_of``: filled with each kept line's records that passed (``line_records``),
+        for the kept lines whose text the parser leaves as it is (``_verbatim``) and whose
+        every hit record has literals to test: the candidates of a message printed there.
         """
         hits = self.db.hits(data, whole_words=False, newlines=newlines)
         out: list[tuple[int, int]] = []
@@ -383,6 +389,9 @@ class RecordAnchors:
         line = b""
         text = ""
         start = 0
+        # The records that passed on this line, while they can stand for its candidates.
+        passed: dict[str, None] | None = None
+        collect = records_of is not None
         records, plain, literals, fixed, words = (
             self.records,
             self.plain,
@@ -394,29 +403,78 @@ class RecordAnchors:
             if at != previous:
                 if keep:
                     out.append((previous + 1, start))
+                    if passed is not None and records_of is not None:
+                        records_of[previous + 1] = tuple(passed)
                 previous, start, keep = at, line_start, False
                 end = data.find(b"\n", line_start)
                 line = data[line_start : len(data) if end < 0 else end]
                 text = ""
-            if keep:
+                passed = {} if collect else None
+            if keep and passed is None:
                 continue
             if not plain[word]:
                 keep = True  # an escaped form: its literals are escaped too
+                passed = None
                 continue
             if not text:
                 text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
+                if passed is not None and not text.isascii() and "\u241b" in text:
+                    passed = None  # a shown ESC: the parser cuts what follows it
             for rid in records[word]:
                 if rid in fixed:
-                    if _ends_message(text, words[word]):
+                    if passed is not None:
+                        # A candidate wherever its word is: a table cell's trailer (`` |``)
+                        # ends a message that ``_ends_message`` does not see ending.
+                        passed[rid] = None
+                    if not keep and _ends_message(text, words[word]):
                         keep = True
-                        break
+                        if passed is not None and not _verbatim(line):
+                            passed = None  # its candidates are the index's
+                        if passed is None:
+                            break
                     continue
-                if all(lit in text for lit in literals.get(rid, ())):
-                    keep = True
-                    break
+                lits = literals.get(rid, ())
+                if all(lit in text for lit in lits):
+                    if not keep:
+                        keep = True
+                        if passed is not None and not _verbatim(line):
+                            passed = None
+                    if passed is None:
+                        break
+                    if not lits:
+                        # A hand-written pattern (no literals known): the index's words
+                        # decide its candidacy, so this line asks the index.
+                        passed = None
+                        break
+                    passed[rid] = None
         if keep:
             out.append((previous + 1, start))
+            if passed is not None and records_of is not None:
+                records_of[previous + 1] = tuple(passed)
         return out
+
+
+#: Bytes that make a line's messages other than plain substrings of it: escapes a span
+#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
+_NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
+
+
+def _verbatim(line: bytes) -> bool:
+    """Whether every message the parser reads on ``line`` is a substring of its text.
+
+    Nothing on it that cleaning removes from inside the line (controls, ANSI colours and their
+    remnants such as ``[31m``) or that a message span decodes (a backslash escape, an HTML
+    character reference): then a record whose pattern matches one of its messages holds
+    all its literals on the line itself, and the literal rejects name every candidate.
+    """
+    if len(line.translate(None, _NOT_VERBATIM)) != len(line):
+        return False
+    if b"[" in line and b"m" in line:
+        from errkb.parse.text import _ANSI_REMNANT_RE
+
+        if _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None:
+            return False
+    return True
 
 
 def _ends_message(text: str, anchor: str) -> bool:
@@ -941,19 +999,16 @@ def record_scan(
     are read as the container path reads them (``regions.json_line_events``) and left out of
     the windows, as the container path blanks them from the plain text it parses.
     """
+    from errkb.match.decide import Possible
     from errkb.match.msgfirst import covered_lines
     from errkb.parse.regions import json_line_events, parse_regions
 
     newlines = newline_index(data)  # once: the anchor pass and the shape pass both map by it
     to_line = line_index(data, newlines)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    hits = anchors.hit_lines(data, newlines)
-    anchored = {n for n, _o in hits}
-
-    def can_match(event: LogEvent) -> bool:
-        return any(n in anchored for n in event.lines) or any(
-            n in anchored for n in event.repeat_lines
-        )
+    records_of: dict[int, tuple[str, ...]] = {}
+    hits = anchors.hit_lines(data, newlines, records_of)
+    can_match = Possible({n for n, _o in hits}, records_of)
 
     shapes = shape_lines(data, to_line)
     objects: list[tuple[int, int]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,3 +82,38 @@ def test_literals_out_of_order_or_a_fixed_message_s_other_text_compile_nothing()
     assert fixed.search("CUDA out of memory") is None  # holds it, is not it
     assert fixed._compiled is None
     assert fixed.search("out of memory") is not None
+
+
+@given(
+    st.sampled_from(LAZY_TEMPLATES),
+    st.lists(st.sampled_from([*TEXT_PIECES, "é", "日本", "\n"]), max_size=8),
+)
+def test_a_program_answers_as_re2_compile(template: str, pieces: list[str]) -> None:
+    # RE2's own program, searched directly: the same hits, starts and captures as the
+    # ``re``-like layer gives, on ASCII and other texts.
+    from errkb.match.matcher import Program, verify
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_re2, compile_record
+
+    spec = compile_record("r" * 16, template, upstream.message_pattern(template))
+    text = "".join(pieces)
+    assert verify(spec, Program(spec.regex), text) == verify(spec, compile_re2(spec.regex), text)
+    for found_text in (text, "Quanto layer 'é' has incompatible scale 日本"):
+        ours, theirs = (
+            Program(spec.regex).search(found_text),
+            compile_re2(spec.regex).search(found_text),
+        )
+        assert (ours is None) == (theirs is None)
+        if ours is not None and theirs is not None:
+            assert (ours.start(), ours.end()) == (theirs.start(), theirs.end())
+            for name in (f"c{i}" for i in range(len(spec.names))):
+                assert ours.group(name) == theirs.group(name)
+
+
+def test_a_regex_re2_refuses_raises_its_error() -> None:
+    import re2
+
+    from errkb.match.matcher import Program
+
+    with pytest.raises(re2.error):
+        Program("(?P<c0>")

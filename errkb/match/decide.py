@@ -455,12 +455,17 @@ def _index_words(spec: PatternSpec) -> tuple[str, ...]:
     """The words a record is indexed under (``feed.words_of`` its template), cached by template."""
     words = _WORDS.get(spec.template)
     if words is None:
-        from errkb.match.index import template_tokens
-        from errkb.records.template import parse_template
+        from errkb.match.index import MARK, MIN_TOKEN, WORD
+        from errkb.match.matcher import masked_template
 
         if len(_WORDS) >= 1 << 16:
             _WORDS.clear()
-        words = _WORDS[spec.template] = tuple(template_tokens(parse_template(spec.template)))
+        # ``index.template_tokens``: placeholders as a word character no literal holds, so a
+        # word touching one carries it. ``masked_template`` gives that text without parsing
+        # most templates (the parse was 0.17 ms a record, profiled).
+        found = WORD.findall(masked_template(spec.template, MARK))
+        words = tuple(w for w in found if len(w) >= MIN_TOKEN and MARK not in w)
+        _WORDS[spec.template] = words
     return words
 
 

@@ -386,6 +386,90 @@ class LazyRegex:
 _NEVER: Any = object()
 
 
+class Program:
+    """One record's regex as RE2's own program, searched without the ``re``-like layer.
+
+    ``re2.compile`` builds an options object and a cache key per call and searches through a
+    generator that maps every byte offset back to characters: on the dense bench log 0.108 ms
+    a compile against 0.067 for RE2's, and its search, match object and ``group`` calls were a
+    third of verification. The same RE2 program, options and answers (``compile_re2``'s);
+    offsets are mapped to characters only for a text that is not ASCII.
+    """
+
+    __slots__ = ("_groups", "_program")
+
+    def __init__(self, regex: str) -> None:
+        import re2
+        from re2 import _re2
+
+        program = _re2.RE2(regex.encode("utf-8"), _options())
+        if not program.ok():
+            raise re2.error(program.error())
+        self._program = program
+        self._groups = {
+            bytes(name).decode(): index for name, index in program.NamedCapturingGroups()
+        }
+
+    def search(self, text: str) -> Found | None:
+        from re2 import _re2
+
+        encoded = text.encode("utf-8")
+        spans = self._program.Match(_re2.RE2.Anchor.UNANCHORED, encoded, 0, len(encoded))
+        if spans[0][0] < 0:
+            return None
+        return Found(text, encoded, spans, self._groups)
+
+
+_OPTIONS: Any = None
+
+
+def _options() -> Any:
+    """``compile_re2``'s options (quiet, bounded memory), made once."""
+    global _OPTIONS
+    if _OPTIONS is None:
+        import re2
+
+        options = re2.Options()
+        options.log_errors = False
+        options.max_mem = 8 << 20
+        _OPTIONS = options
+    return _OPTIONS
+
+
+class Found:
+    """A ``Program``'s match: ``start()`` and ``group(name)`` as ``re2``'s match gives them."""
+
+    __slots__ = ("_encoded", "_groups", "_spans", "_text")
+
+    def __init__(
+        self, text: str, encoded: bytes, spans: Sequence[tuple[int, int]], groups: dict[str, int]
+    ) -> None:
+        self._text = text
+        self._encoded = encoded
+        self._spans = spans
+        self._groups = groups
+
+    def _chars(self, offset: int) -> int:
+        # RE2 matches whole UTF-8 characters: every offset is on a character's boundary.
+        if len(self._encoded) == len(self._text):
+            return offset
+        return len(self._encoded[:offset].decode("utf-8"))
+
+    def start(self) -> int:
+        return self._chars(self._spans[0][0])
+
+    def end(self) -> int:
+        return self._chars(self._spans[0][1])
+
+    def group(self, key: str | int = 0) -> str | None:
+        begin, end = self._spans[key if isinstance(key, int) else self._groups[key]]
+        if begin < 0:
+            return None
+        if len(self._encoded) == len(self._text):
+            return self._text[begin:end]
+        return self._encoded[begin:end].decode("utf-8")
+
+
 def _compile_or_skip(spec: PatternSpec) -> Any:
     """The compiled regex, or None (logged) when RE2 refuses it.
 
@@ -393,7 +477,7 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
     one bad record must never make explain fail for everyone.
     """
     try:
-        return compile_re2(spec.regex)
+        return Program(spec.regex)
     except Exception as exc:  # re2 raises its own error type
         import logging  # only here: cold start does not pay for it
 

@@ -72,6 +72,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--records", help="records.jsonl: grep/rg baselines with its anchors")
     parser.add_argument("--example", default=str(EXAMPLE))
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time the scans by their CPU (user + system) instead of wall-clock: a loaded machine",
+    )
     args = parser.parse_args()
     # The children run in the exported revision's directory.
     args.db = str(Path(args.db).resolve())
@@ -98,7 +103,8 @@ def _compare(args: argparse.Namespace, work: Path) -> None:
                         seconds.setdefault((name, log), []).append(float(got["seconds"]))
             for rev, target in targets.items():
                 got = _scan(target, args.db, log, args.example, work / "scan.json")
-                seconds.setdefault((rev, log), []).append(float(got["seconds"]))
+                taken = got["cpu_seconds"] if args.cpu else got["seconds"]
+                seconds.setdefault((rev, log), []).append(float(taken))
                 matches[(rev, log)] = got["matches"]
     first = args.rev[0]
     print(f"| log | what | median MB/s (s) | vs {first} | runs |")

@@ -21,6 +21,7 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -430,9 +431,7 @@ def _listed(hits: list[Hit], text: str, indexed: IndexedMatcher) -> list[Hit]:
     of them the store kept; one with no index word never is; only otherwise is the index
     asked (the region parse's answer either way).
     """
-    from errkb.match.index import message_tokens
-
-    tokens = frozenset(message_tokens(text))
+    tokens = frozenset(_index().message_tokens(text))
     kept: list[Hit] = []
     listed: set[str] | None = None
     for hit in hits:
@@ -455,18 +454,27 @@ def _index_words(spec: PatternSpec) -> tuple[str, ...]:
     """The words a record is indexed under (``feed.words_of`` its template), cached by template."""
     words = _WORDS.get(spec.template)
     if words is None:
-        from errkb.match.index import MARK, MIN_TOKEN, WORD
         from errkb.match.matcher import masked_template
 
+        index = _index()
         if len(_WORDS) >= 1 << 16:
             _WORDS.clear()
         # ``index.template_tokens``: placeholders as a word character no literal holds, so a
         # word touching one carries it. ``masked_template`` gives that text without parsing
         # most templates (the parse was 0.17 ms a record, profiled).
-        found = WORD.findall(masked_template(spec.template, MARK))
-        words = tuple(w for w in found if len(w) >= MIN_TOKEN and MARK not in w)
+        mark, least = index.MARK, index.MIN_TOKEN
+        found = index.WORD.findall(masked_template(spec.template, mark))
+        words = tuple(w for w in found if len(w) >= least and mark not in w)
         _WORDS[spec.template] = words
     return words
+
+
+@functools.cache
+def _index() -> Any:
+    """``errkb.match.index``, imported on first use (a large input's), once per process."""
+    from errkb.match import index
+
+    return index
 
 
 def _found_hits(

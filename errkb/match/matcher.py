@@ -397,6 +397,8 @@ class Program:
     """
 
     __slots__ = ("_groups", "_program")
+    #: RE2's "unanchored" (set with the first program: ``re2`` is imported then).
+    _unanchored: Any = None
 
     def __init__(self, regex: str) -> None:
         import re2
@@ -409,12 +411,11 @@ class Program:
         self._groups = {
             bytes(name).decode(): index for name, index in program.NamedCapturingGroups()
         }
+        Program._unanchored = _re2.RE2.Anchor.UNANCHORED
 
     def search(self, text: str) -> Found | None:
-        from re2 import _re2
-
         encoded = text.encode("utf-8")
-        spans = self._program.Match(_re2.RE2.Anchor.UNANCHORED, encoded, 0, len(encoded))
+        spans = self._program.Match(self._unanchored, encoded, 0, len(encoded))
         if spans[0][0] < 0:
             return None
         return Found(text, encoded, spans, self._groups)

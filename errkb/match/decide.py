@@ -25,7 +25,7 @@ import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from errkb.match.matcher import Hit, IndexedMatcher, MatcherLike
 from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine
@@ -75,6 +75,12 @@ RecordLookup = Callable[[str], Mapping[str, Any] | None]
 Diagnoser = Callable[[str, Mapping[str, str]], Any]
 
 
+class LineCandidates(Protocol):
+    """A hit line's candidate records, or None (``recordscan.LineRecords``)."""
+
+    def get(self, number: int, /) -> tuple[str, ...] | None: ...
+
+
 class Possible:
     """What the record scan's anchor pass knows of the records a plain-text event can match.
 
@@ -88,7 +94,7 @@ class Possible:
 
     __slots__ = ("_anchored", "_records")
 
-    def __init__(self, anchored: set[int], records: Mapping[int, tuple[str, ...]]) -> None:
+    def __init__(self, anchored: set[int], records: LineCandidates) -> None:
         self._anchored = anchored
         self._records = records
 

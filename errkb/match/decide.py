@@ -6,6 +6,8 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 1. Each event's message is searched as a whole and through its embedded candidates (wrapper
    suffixes, reprs, JSON strings: ``errkb.parse.spans``), innermost first. Per event, a record keeps
    only its innermost hit, so a JSON reply's ``(2,).\\nRolling back...`` never beats ``(2,)``.
+   A span's candidates are the index's (``errkb.match.index``), or, in the record scan, the
+   records its line's literal rejects kept (``Possible``): the same hits either way.
 2. A hit whose captures contain the template's own placeholders (``{prefix!r}``) is source
    text — an IPython context line, a grep hit — not the error happening. It is dropped.
 3. Hits claiming the same message text compete: more literal text wins (the more specific
@@ -88,8 +90,10 @@ class Possible:
     literal rejects. ``candidates(event)``: the records that passed on its one line (every
     record whose pattern can match a message printed there: ``RecordAnchors.hit_lines``), or
     None when the index must say (a line the parser cleans or decodes, a hand-written
-    pattern's record on it, a message over several lines). On the dense bench log the index
-    named ~40 candidates per message, each spec loaded, for the one or two that match.
+    pattern's record on it, a message over several lines). On the dense bench log 6,141
+    events took 2.2 records each from their line, where the index walked 9,474 span texts
+    (6.1 candidates each, every spec loaded); the index is still asked about a text one of
+    them matched (``_listed``).
     """
 
     __slots__ = ("_anchored", "_records")

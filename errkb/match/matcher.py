@@ -14,6 +14,11 @@ A state's ``SpecCache`` also keeps the masked templates ``similar`` ranks (each 
 hand-written pattern's RE2 program is compiled once, not three times (``compile_re2`` keeps
 the last few).
 
+An ``IndexedMatcher``'s record is compiled only once a text holds its literals in the
+template's order (``LazyRegex``; a fixed message only for its own text), as RE2's own
+program searched directly (``Program``): on the dense bench log ~5,200 compiles, 0.067 ms
+each against 0.108 through ``re2.compile``, and a search with its captures 5.7 against 24 us.
+
 Records whose template has no usable literal are never candidates: a pattern that is nearly all
 wildcards would "explain" any message (``errkb lint`` reports them).
 """

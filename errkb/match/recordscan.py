@@ -37,7 +37,15 @@ the lines that can hold a known message and the lines shaped like an exception:
    decided one at a time (bounded memory). Decide is told which events can match
    (``decide``'s ``can_match``): an event of one printed line on no kept hit line (an
    unknown exception beside a known one) goes unmatched without a candidate look-up
-   (10,366 of 18,624 window events on the dense log before the header rule).
+   (10,366 of 18,624 window events on the dense log before the header rule), and where the
+   rest take their candidates (``decide.Possible``, ``LineRecords``): an event of one line
+   that the parser reads as it is printed (``_verbatim``: nothing cleaned out of it, no
+   escape a span decodes) can match only records whose every literal is on that line, which
+   the literal rejects name; its spans are verified against those records, and the index is
+   asked only about a span one of them matched (it is stricter: whole words). On the dense
+   bench log 6,141 of 6,265 such events, 2.2 records each; the index walked 9,474 span
+   texts before (6.1 candidates each, every one's spec loaded), 2,422 now (the rest are
+   messages over several lines, which a join can make match).
 5. **Unmatched**: the exception lines the shape pass found outside every window hold no
    anchor of any record (every record that can match has one), so no record can match them;
    each becomes an ``Unmatched`` entry straight from its line (class and message by one
@@ -55,9 +63,17 @@ anchors 0.82 s (the stored maps 0.55, the anchor database 0.27: ``RecordMaps``; 
 them from every record's row took 2.1 s, reading the rows 0.85 of it), the anchor pass and
 its rejects 0.66 s, the shape pass 0.17 s, the parse of the windows 0.90 s, decide 3.3 s
 (candidates and their specs up front 1.0, verification 1.5 of which RE2 compiles 0.7, the
-rest scoring and matches), the report 0.2 s. SCAN.md's steps 5-6 (events per hit line
-without the parser) are not built: the parse is now an eighth of the dense scan; decide's
-candidate look-up, spec loading and RE2 work per known message are the largest share.
+rest scoring and matches), the report 0.2 s. With the candidates from the lines (above) and
+RE2's programs searched directly (``matcher.Program``), py-spy on the same log (a loaded
+machine: shares, not seconds) puts decide at 40% of the process's samples instead of 45%:
+RE2 compiles (~5,200 hit records) and their first searches, which build each program's DFA,
+are two thirds of what is left, the record rows of the matches (one query and one JSON
+decode each) a seventh; then the parse of the windows (15%), the record anchors' load
+(11%) and the anchor pass (11%). SCAN.md's steps 5-6 (events per hit line without the
+parser, the parser only around the hard shapes) are not built; nor are windows around a
+message wrapped over lines: no anchor with all its literals is on one line of it, so 18
+files of the shapes corpus read as large inputs lose their match (``tests/test_recordscan``
+lists them).
 """
 
 from __future__ import annotations

@@ -35,7 +35,15 @@ the lines that can hold a known message and the lines shaped like an exception:
    decided one at a time (bounded memory). Decide is told which events can match
    (``decide``'s ``can_match``): an event of one printed line on no kept hit line (an
    unknown exception beside a known one) goes unmatched without a candidate look-up
-   (10,366 of 18,624 window events on the dense log before the header rule).
+   (10,366 of 18,624 window events on the dense log before the header rule), and where the
+   rest take their candidates (``decide.Possible``, ``LineRecords``): an event of one line
+   that the parser reads as it is printed (``_verbatim``: nothing cleaned out of it, no
+   escape a span decodes) can match only records whose every literal is on that line, which
+   the literal rejects name; its spans are verified against those records, and the index is
+   asked only about a span one of them matched (it is stricter: whole words). On the dense
+   bench log 6,141 of 6,265 such events, 2.2 records each; the index walked 9,474 span
+   texts before (6.1 candidates each, every one's spec loaded), 2,422 now (the rest are
+   messages over several lines, which a join can make match).
 5. **Unmatched**: the exception lines the shape pass found outside every window hold no
    anchor of any record (every record that can match has one), so no record can match them;
    each becomes an ``Unmatched`` entry straight from its line (class and message by one
@@ -53,9 +61,17 @@ anchors 0.82 s (the stored maps 0.55, the anchor database 0.27: ``RecordMaps``; 
 them from every record's row took 2.1 s, reading the rows 0.85 of it), the anchor pass and
 its rejects 0.66 s, the shape pass 0.17 s, the parse of the windows 0.90 s, decide 3.3 s
 (candidates and their specs up front 1.0, verification 1.5 of which RE2 compiles 0.7, the
-rest scoring and matches), the report 0.2 s. SCAN.md's steps 5-6 (events per hit line
-without the parser) are not built: the parse is now an eighth of the dense scan; decide's
-candidate look-up, spec loading and RE2 work per known message are the largest share.
+rest scoring and matches), the report 0.2 s. With the candidates from the lines (above) and
+RE2's programs searched directly (``matcher.Program``), py-spy on the same log (a loaded
+machine: shares, not seconds) puts decide at 40% of the process's samples instead of 45%:
+RE2 compiles (~5,200 hit records) and their first searches, which build each program's DFA,
+are two thirds of what is left, the record rows of the matches (one query and one JSON
+decode each) a seventh; then the parse of the windows (15%), the record anchors' load
+(11%) and the anchor pass (11%). SCAN.md's steps 5-6 (events per hit line without the
+parser, the parser only around the hard shapes) are not built; nor are windows around a
+message wrapped over lines: no anchor with all its literals is on one line of it, so 18
+files of the shapes corpus read as large inputs lose their match (``tests/test_recordscan``
+lists them).
 """
 
 from __future__ import annotations
@@ -67,6 +83,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from errkb.match.anchordb import Hits
 from errkb.match.recordanchors import RecordAnchors
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
@@ -93,6 +110,86 @@ MAX_CHAIN = 32
 PREFIXED_REACH = 64
 #: Lines between a traceback's exception line and a chain sentence that ties the next one to it.
 CHAIN_GAP = 3
+
+
+class LineRecords:
+    """Each kept line's candidate records, worked out when decide first asks (``Possible``).
+
+    The records of every anchor the pass hit on the line that pass its literal rejects, and
+    every fixed record whose word is there; None when the index must say: a line the parser
+    cleans or a span decodes (``_verbatim``), an escaped form's hit, a hand-written pattern's
+    record (no literals known), a line with a table cell's ``|`` (a fixed message may end
+    before a trailer `` |``, which the anchor pass's end condition does not count: its hit is
+    not among ``hits``). Collected in the pass itself, this doubled its Python loop (every hit
+    of ~23,000 kept lines, where decide asks about ~6,000 lines).
+    """
+
+    def __init__(self, data: bytes, anchors: RecordAnchors, hits: Hits) -> None:
+        self._data = data
+        self._anchors = anchors
+        self._hits = hits
+        self._known: dict[int, tuple[str, ...] | None] = {}
+
+    def get(self, number: int) -> tuple[str, ...] | None:
+        """The candidates of line ``number`` (1-based), or None (ask the index)."""
+        known = self._known
+        if number in known:
+            return known[number]
+        found = known[number] = self._work_out(number - 1)
+        return found
+
+    def _work_out(self, at: int) -> tuple[str, ...] | None:
+        hits, anchors = self._hits, self._anchors
+        first = bisect.bisect_left(hits.lines, at)
+        last = bisect.bisect_right(hits.lines, at, first)
+        if first == last:
+            return None
+        data = self._data
+        begin = hits.line_starts[first]
+        end = data.find(b"\n", begin)
+        line = data[begin : len(data) if end < 0 else end]
+        if b"|" in line or not _verbatim(line):
+            return None
+        text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
+        if not text.isascii() and "\u241b" in text:
+            return None  # a shown ESC: the parser cuts what follows it
+        plain = anchors.maps.plain
+        passed: dict[str, None] = {}
+        for word in hits.words[first:last]:
+            if not plain[word]:
+                return None
+            for rid, is_fixed, lits in anchors.candidates_of(word):
+                if is_fixed:
+                    passed[rid] = None
+                    continue
+                if not lits:
+                    return None  # a hand-written pattern: the index's words decide
+                if all(lit in text for lit in lits):
+                    passed[rid] = None
+        return tuple(passed)
+
+
+#: Bytes that make a line's messages other than plain substrings of it: escapes a span
+#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
+_NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
+
+
+def _verbatim(line: bytes) -> bool:
+    """Whether every message the parser reads on ``line`` is a substring of its text.
+
+    Nothing on it that cleaning removes from inside the line (controls, ANSI colours and their
+    remnants such as ``[31m``) or that a message span decodes (a backslash escape, an HTML
+    character reference): then a record whose pattern matches one of its messages holds
+    all its literals on the line itself, and the literal rejects name every candidate.
+    """
+    if len(line.translate(None, _NOT_VERBATIM)) != len(line):
+        return False
+    if b"[" in line and b"m" in line:
+        from errkb.parse.text import _ANSI_REMNANT_RE
+
+        if _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------- the shape pass
@@ -606,19 +703,16 @@ def record_scan(
     are read as the container path reads them (``regions.json_line_events``) and left out of
     the windows, as the container path blanks them from the plain text it parses.
     """
+    from errkb.match.decide import Possible
     from errkb.match.msgfirst import covered_lines
     from errkb.parse.regions import json_line_events, parse_regions
 
     newlines = newline_index(data)  # once: the anchor pass and the shape pass both map by it
     to_line = line_index(data, newlines)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    hits = anchors.hit_lines(data, newlines)
-    anchored = {n for n, _o in hits}
-
-    def can_match(event: LogEvent) -> bool:
-        return any(n in anchored for n in event.lines) or any(
-            n in anchored for n in event.repeat_lines
-        )
+    raw: list[Hits] = []
+    hits = anchors.hit_lines(data, newlines, raw)
+    can_match = Possible({n for n, _o in hits}, LineRecords(data, anchors, raw[0]))
 
     shapes = shape_lines(data, to_line)
     objects: list[tuple[int, int]] = []

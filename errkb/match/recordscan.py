@@ -947,13 +947,14 @@ def _clip(spans: Sequence[list[int]], hard: _Spans) -> list[list[int]]:
 def _continuations(data: bytes, start: int) -> tuple[str, list[str]] | None:
     """The exception line at ``start`` and the lines the parser may take as its continuation.
 
-    None when the next line cannot continue it: there is none, it is blank, or the parser's
-    cleaning reads it as the start of another log record (a logger prefix): the common case,
-    told by its bytes and one cleaning of two lines. Otherwise the cleaned texts of the line
-    and of up to ``MAX_WRAP_LINES - 1`` lines after it, to the first that ends the message.
+    None when the next line cannot continue it: there is none, it is blank, the parser's
+    cleaning reads it as the start of another log record (a logger prefix: the common case)
+    or no message continues with it (``traceback.ends_message``: a prompt, a frame ...).
+    Otherwise the cleaned texts of the line and of up to ``MAX_WRAP_LINES - 1`` lines after
+    it, to the first that ends the message.
     """
     from errkb.parse.text import normalize
-    from errkb.parse.traceback import MAX_WRAP_LINES
+    from errkb.parse.traceback import MAX_WRAP_LINES, ends_message
 
     end = data.find(b"\n", start)
     if end < 0:
@@ -971,13 +972,13 @@ def _continuations(data: bytes, start: int) -> tuple[str, list[str]] | None:
         position = nxt
     text = data[start:position][: 1 << 16].decode("utf-8", "replace")
     lines = normalize(text).lines
-    if len(lines) < 2 or lines[1].header or not lines[1].text.strip():
-        return None
     rest: list[str] = []
     for line in lines[1:]:
-        if not line.text.strip() or line.header:
+        if not line.text.strip() or line.header or ends_message(line.text):
             break
         rest.append(line.text)
+    if not rest:
+        return None
     return lines[0].text, rest
 
 
@@ -1004,8 +1005,6 @@ def wrapped_exceptions(
         if found is None:
             continue
         head, rest = found
-        if not rest:
-            continue
         if rest[0][:1] in (" ", "\t") or head.rstrip().endswith(":"):
             hard.append(number)
             continue

@@ -104,6 +104,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from errkb.parse.text import LogLine
     from errkb.store.interface import AnchorRow
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
@@ -944,42 +945,36 @@ def _clip(spans: Sequence[list[int]], hard: _Spans) -> list[list[int]]:
     return out
 
 
-def _continuations(data: bytes, start: int) -> tuple[str, list[str]] | None:
-    """The exception line at ``start`` and the lines the parser may take as its continuation.
+def _continuations(data: bytes, start: int) -> tuple[str, list[str]]:
+    """The cleaned exception line at ``start`` and the lines the parser may continue it with.
 
-    None when the next line cannot continue it: there is none, it is blank, the parser's
-    cleaning reads it as the start of another log record (a logger prefix: the common case)
-    or no message continues with it (``traceback.ends_message``: a prompt, a frame ...).
-    Otherwise the cleaned texts of the line and of up to ``MAX_WRAP_LINES - 1`` lines after
-    it, to the first that ends the message.
+    Up to ``MAX_WRAP_LINES - 1`` lines after it, to the first that cannot continue a message
+    (``_ends``).
     """
     from errkb.parse.text import normalize
-    from errkb.parse.traceback import MAX_WRAP_LINES, ends_message
+    from errkb.parse.traceback import MAX_WRAP_LINES
 
-    end = data.find(b"\n", start)
-    if end < 0:
-        return None
-    after = data.find(b"\n", end + 1)
-    following = data[end + 1 : len(data) if after < 0 else after]
-    if not following.strip():
-        return None
-    position = end
-    for _ in range(MAX_WRAP_LINES - 1):
+    position = start
+    for _ in range(MAX_WRAP_LINES):
         nxt = data.find(b"\n", position + 1)
         if nxt < 0:
             position = len(data)
             break
         position = nxt
-    text = data[start:position][: 1 << 16].decode("utf-8", "replace")
-    lines = normalize(text).lines
+    lines = normalize(data[start:position][: 1 << 16].decode("utf-8", "replace")).lines
     rest: list[str] = []
     for line in lines[1:]:
-        if not line.text.strip() or line.header or ends_message(line.text):
+        if _ends(line):
             break
         rest.append(line.text)
-    if not rest:
-        return None
-    return lines[0].text, rest
+    return (lines[0].text if lines else ""), rest
+
+
+def _ends(line: LogLine) -> bool:
+    """Whether the cleaned ``line`` cannot continue the message before it."""
+    from errkb.parse.traceback import ends_message
+
+    return not line.text.strip() or line.header or ends_message(line.text)
 
 
 def wrapped_exceptions(
@@ -995,16 +990,39 @@ def wrapped_exceptions(
     rich or typer panel, an email wrapped at 72 columns: the message then matches across
     its lines, which no one line's anchor shows).
     """
+    from errkb.parse.text import normalize
+
     hard: list[int] = []
     joined: list[tuple[int, bytes]] = []
+    # The common case is told from the next line alone, all of them cleaned in one call: it
+    # is blank, or it starts another log record (a logger prefix), or no message continues
+    # with it. One cleaning of eight lines per exception line was a tenth of the scan.
+    pending: list[tuple[int, int]] = []
+    following: list[bytes] = []
     for number, start in lines:
         if data[start : start + 1] in (b" ", b"\t"):
             hard.append(number)
             continue
-        found = _continuations(data, start)
-        if found is None:
+        end = data.find(b"\n", start)
+        if end < 0:
             continue
-        head, rest = found
+        after = data.find(b"\n", end + 1)
+        line = data[end + 1 : len(data) if after < 0 else after][: 1 << 16]
+        if line.strip():
+            pending.append((number, start))
+            following.append(line)
+    if not pending:
+        return hard
+    first: dict[int, LogLine] = {}
+    for cleaned in normalize(b"\n".join(following).decode("utf-8", "replace")).lines:
+        first.setdefault(cleaned.number, cleaned)  # a line's first ``\r`` segment
+    for k, (number, start) in enumerate(pending, start=1):
+        nxt = first.get(k)
+        if nxt is None or _ends(nxt):
+            continue
+        head, rest = _continuations(data, start)
+        if not rest:
+            continue
         if rest[0][:1] in (" ", "\t") or head.rstrip().endswith(":"):
             hard.append(number)
             continue

@@ -890,9 +890,10 @@ class _Regions:
             if before in self._headers or line - BEFORE <= before + AFTER:
                 continue
             h = bisect.bisect_left(headers, line - 2 * (reach + AFTER + 2))
+            # Latest first: a header whose traceback reaches here is most likely a near one.
             if all(
                 max(headers[i], ends.end(headers[i])) + AFTER < line - BEFORE
-                for i in range(h, bisect.bisect_left(headers, line))
+                for i in range(bisect.bisect_left(headers, line) - 1, h - 1, -1)
             ):
                 return j
         return max(0, k - QUIET_REACH + 1)
@@ -911,10 +912,13 @@ class _Regions:
         k = bisect.bisect_right(self._shapes.keywords, line + BEFORE) - 1
         if k < 0:
             return None
-        j = self._quiet(k)
-        if self._stream is None or self._fed < j:
-            self._stream = region_windows(self._data, self._feed(j))
-            self._ahead = []
+        # A stream already fed past this line's keywords goes on (it is exact from where it
+        # began); only a line beyond it looks back for a quiet line to start another from.
+        if self._stream is None or self._fed < k:
+            j = self._quiet(k)
+            if self._stream is None or self._fed < j:
+                self._stream = region_windows(self._data, self._feed(j))
+                self._ahead = []
         ahead = self._ahead
         while ahead and ahead[0][1] <= line:
             ahead.pop(0)

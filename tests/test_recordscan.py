@@ -610,3 +610,25 @@ def test_a_hard_shape_s_window_is_read_whole_and_the_common_log_opens_none(
     seen.clear()
     rs_kb.explain(plain.encode())
     assert seen[0].hard_windows == 0 and seen[0].hard_lines == 0
+
+
+def test_which_exception_lines_read_alone_only_the_parser_reads(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    rs_kb.explain(_mixed_log().encode())  # the record anchors, built
+    anchors = rs_kb._anchors
+    assert anchors is not None
+    comfy = MESSAGE.format(p="blocks.3")
+    text = (
+        f"ValueError: {comfy[:40]}\n{comfy[40:]}\n"  # 1: a known message wrapped mid-word
+        "KeyError: 'k'\n2026-12-01 10:00:00 INFO the next record\n"  # 3: a record follows
+        "    ValueError: indented\n\n"  # 5: the parser reads it by its block
+        "TypeError: unknown\nsome more words here\n"  # 7: continues, but holds no anchor
+        "ValueError: x\nValueError: y\n"  # 9: the next line is an event of its own
+    )
+    starts, at = {}, 0
+    for number, line in enumerate(text.encode().splitlines(keepends=True), start=1):
+        starts[number] = at
+        at += len(line)
+    lines = [(n, starts[n]) for n in (1, 3, 5, 7, 9, 10)]
+    assert recordscan.wrapped_exceptions(text.encode(), lines, anchors) == [1, 5]

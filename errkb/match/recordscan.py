@@ -1007,6 +1007,22 @@ def wrapped_exceptions(
     rich or typer panel, an email wrapped at 72 columns: the message then matches across
     its lines, which no one line's anchor shows).
     """
+    hard: list[int] = []
+    numbers = {number for number, _start in lines}
+    # In parts: what one holds (the next lines, their cleaning) stays bounded whatever the
+    # input (140,000 ``ValueError: x`` lines in a row are each one's next line).
+    for begin in range(0, len(lines), WRAP_BATCH):
+        hard += _wrapped(data, lines[begin : begin + WRAP_BATCH], anchors, numbers)
+    return hard
+
+
+#: Exception lines checked for a continuation at a time (``wrapped_exceptions``).
+WRAP_BATCH = 4096
+
+
+def _wrapped(
+    data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAnchors, numbers: set[int]
+) -> list[int]:
     from errkb.parse.text import normalize
 
     hard: list[int] = []
@@ -1025,9 +1041,18 @@ def wrapped_exceptions(
             continue
         after = data.find(b"\n", end + 1)
         line = data[end + 1 : len(data) if after < 0 else after][: 1 << 16]
-        if line.strip():
-            pending.append((number, start))
-            following.append(line)
+        if not line.strip():
+            continue
+        if (
+            number + 1 in numbers
+            and line[:1] not in b" \t"
+            and exception_of(_line_text(data, end + 1)) is not None
+        ):
+            # The next line is an exception line of its own: it begins its own event, which
+            # no message continues over (the parser's and decide's rule).
+            continue
+        pending.append((number, start))
+        following.append(line)
     if not pending:
         return hard
     first: dict[int, LogLine] = {}

@@ -855,6 +855,9 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
 
 # ---------------------------------------------------------------------------- hard shapes
 #: Keyword lines walked back, at most, for a point where the region parse holds nothing open.
+#: Past it (keyword lines at most six apart for 4,096 of them, or tracebacks reaching over
+#: each other all along) the stream starts there, and its first windows may begin later
+#: than the region parse's, which had merged them into what came before.
 QUIET_REACH = 4096
 
 

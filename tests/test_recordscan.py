@@ -527,46 +527,10 @@ def test_a_plain_hit_line_s_candidates_come_from_the_anchor_pass(
     ]
 
 
-#: Shapes corpus files whose record scan differs from the region parse once they count as
-#: large (the same 18 at ``6c8c305``, before issue 21's decide work): a message wrapped over
-#: lines (a rich or typer panel, an email at 72 columns, pytest's short tracebacks, journald's
-#: verbose mode, loguru's colours) holds no record's anchor with all its literals on one line,
-#: so no window opens and the exception is read from its first line alone (unmatched, its
-#: message cut at the wrap). SCAN.md step 6 (windows around the hard shapes, a message that
-#: continues on the next line among them) is what closes them.
-SHAPES_NOT_YET = frozenset(
-    {
-        "email_double_quoted_quanto.eml",
-        "email_quoted_reply_comfy.eml",
-        "email_wrap72_merged.eml",
-        "journald_export_neg_quanto_missing.log",
-        "journald_verbose_quanto_c.log",
-        "jupyter_nbclient_neg_qkv_nbconvert.md",
-        "loguru_colorize_merged.log",
-        "pytest_tb_short_merged_a.log",
-        "rich_handler_rich_tracebacks_w120_merged.log",
-        "rich_handler_w100_quanto.log",
-        "rich_handler_w80_comfy.log",
-        "rich_install_w60_quanto.log",
-        "rich_install_w80_comfy.log",
-        "rich_install_w80_quanto.log",
-        "rich_print_exception_locals_w60_comfy.log",
-        "rich_print_exception_locals_w80_comfy.log",
-        "typer_cli_w80_comfy.log",
-        "typer_cli_w80_nolocals_quanto.log",
-    }
-)
-
-
-def _shapes_files() -> list[Any]:
+def _shapes_files() -> list[str]:
     from tests.test_shapes_corpus import EXPECTATIONS
 
-    return [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="issue 21: wrapped"))
-        if name in SHAPES_NOT_YET
-        else name
-        for name in sorted(EXPECTATIONS)
-    ]
+    return sorted(EXPECTATIONS)
 
 
 @pytest.mark.parametrize("name", _shapes_files())
@@ -582,3 +546,84 @@ def test_every_shapes_corpus_log_scans_as_the_region_parse_reads_it(
     data = (SHAPES / name).read_bytes()
     scanned, parsed = _both(rs_kb, data)
     assert scanned == parsed
+
+
+def test_the_region_parse_s_windows_are_found_from_a_quiet_line_on() -> None:
+    # The windows around hard shapes are the region parse's own, worked out from the keyword
+    # lines near them: for every keyword line of these logs, the same window as the region
+    # parse's pass over the whole input gives.
+    from tests.test_shapes_corpus import SHAPES
+
+    logs = [_mixed_log(scale=3).encode(), _one_record_log(30)]
+    logs += [(SHAPES / name).read_bytes() for name in _shapes_files()[::7]]
+    for data in logs:
+        whole = [
+            [first, first + region.count(b"\n") - (0 if region.endswith(b"\n") else -1) - 1]
+            for first, region in regions.error_regions(data)
+        ]
+        total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        shapes = recordscan.shape_lines(data, recordscan.line_index(data))
+        tracebacks = recordscan._Tracebacks(data, shapes)
+        spans = recordscan.hard_spans(data, shapes, tracebacks, shapes.keywords, total)
+        merged: list[list[int]] = []
+        for first, last in whole:
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        assert spans == merged
+
+
+def test_a_hard_shape_s_window_is_read_whole_and_the_common_log_opens_none(
+    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rich panel (its message wrapped over the lines after the panel, no one line holding
+    # the record's anchor with its literals) among the filler of a log above the real gate:
+    # the panel's region is parsed and decided whole, as the region parse reads it; the same
+    # log without it opens no such window.
+    from tests.test_shapes_corpus import SHAPES
+
+    seen: list[recordscan.ScanCounts] = []
+    real = recordscan.record_scan
+
+    def counted(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
+        counts = real(*args, **kwargs)
+        seen.append(counts)
+        return counts
+
+    monkeypatch.setattr(recordscan, "record_scan", counted)
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+    panel = (SHAPES / "rich_install_w80_comfy.log").read_text(encoding="utf-8")
+    plain = _mixed_log()
+    data = (_filler(50) + panel + plain).encode()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
+    shift = 50
+    assert any(m["id"] == COMFY and m["lines"] == [73 + shift] for m in exact)
+    assert seen[0].hard_windows >= 1
+    seen.clear()
+    rs_kb.explain(plain.encode())
+    assert seen[0].hard_windows == 0 and seen[0].hard_lines == 0
+
+
+def test_which_exception_lines_read_alone_only_the_parser_reads(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    rs_kb.explain(_mixed_log().encode())  # the record anchors, built
+    anchors = rs_kb._anchors
+    assert anchors is not None
+    comfy = MESSAGE.format(p="blocks.3")
+    text = (
+        f"ValueError: {comfy[:40]}\n{comfy[40:]}\n"  # 1: a known message wrapped mid-word
+        "KeyError: 'k'\n2026-12-01 10:00:00 INFO the next record\n"  # 3: a record follows
+        "    ValueError: indented\n\n"  # 5: the parser reads it by its block
+        "TypeError: unknown\nsome more words here\n"  # 7: continues, but holds no anchor
+        "ValueError: x\nValueError: y\n"  # 9: the next line is an event of its own
+    )
+    starts, at = {}, 0
+    for number, line in enumerate(text.encode().splitlines(keepends=True), start=1):
+        starts[number] = at
+        at += len(line)
+    lines = [(n, starts[n]) for n in (1, 3, 5, 7, 9, 10)]
+    assert recordscan.wrapped_exceptions(text.encode(), lines, anchors) == [1, 5]

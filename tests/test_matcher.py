@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,3 +27,93 @@ def test_every_bundled_template_masks_as_the_parse_does() -> None:
     assert messages
     for message in messages:
         assert masked_template(message) == parse_template(message).masked(" "), message
+
+
+#: Templates for the lazy regex's rejects: fixed, literals around and between placeholders,
+#: a word repeated, one that starts with a placeholder.
+LAZY_TEMPLATES = [
+    "call",
+    "out of memory",
+    "Quanto layer {name!r} has incompatible scale {dtype}",
+    "{n} shards failed to load from {path}",
+    "bad {a} and bad {b}",
+    "{x} is not {y}",
+]
+#: Text pieces a candidate text is made of: the templates' own words, values, separators.
+TEXT_PIECES = ["call", "out of memory", "Quanto layer ", "'enc.0'", " has incompatible scale "]
+TEXT_PIECES += ["F32", "3", " shards failed to load from ", "/m/x", "bad ", " and ", " is not "]
+TEXT_PIECES += ["x", " ", "."]
+
+
+@given(st.sampled_from(LAZY_TEMPLATES), st.lists(st.sampled_from(TEXT_PIECES), max_size=8))
+def test_the_lazy_regex_rejects_only_texts_the_regex_does_not_match(
+    template: str, pieces: list[str]
+) -> None:
+    # Literals in order and a fixed message's whole text are rejects with no compile; the
+    # answers stay those of the regex compiled up front, on any text.
+    from errkb.match.matcher import lazy_regex, verify
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_re2, compile_record
+
+    spec = compile_record("r" * 16, template, upstream.message_pattern(template))
+    lazy = lazy_regex(spec)
+    assert lazy is not None
+    text = "".join(pieces)
+    assert verify(spec, lazy, text) == verify(spec, compile_re2(spec.regex), text)
+
+
+def test_literals_out_of_order_or_a_fixed_message_s_other_text_compile_nothing() -> None:
+    from errkb.match.matcher import LazyRegex, lazy_regex
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_record
+
+    def lazy(template: str) -> LazyRegex:
+        found = lazy_regex(compile_record("r" * 16, template, upstream.message_pattern(template)))
+        assert found is not None
+        return found
+
+    both = lazy("bad {a} and bad {b}")
+    # Every literal is in the text, but not in the template's order.
+    assert all(lit in " and bad x bad y" for lit in both._spec.literals)
+    assert both.search(" and bad x bad y") is None
+    assert both._compiled is None
+    assert both.search("bad x and bad y") is not None
+    fixed = lazy("out of memory")
+    assert fixed.search("CUDA out of memory") is None  # holds it, is not it
+    assert fixed._compiled is None
+    assert fixed.search("out of memory") is not None
+
+
+@given(
+    st.sampled_from(LAZY_TEMPLATES),
+    st.lists(st.sampled_from([*TEXT_PIECES, "é", "日本", "\n"]), max_size=8),
+)
+def test_a_program_answers_as_re2_compile(template: str, pieces: list[str]) -> None:
+    # RE2's own program, searched directly: the same hits, starts and captures as the
+    # ``re``-like layer gives, on ASCII and other texts.
+    from errkb.match.matcher import Program, verify
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_re2, compile_record
+
+    spec = compile_record("r" * 16, template, upstream.message_pattern(template))
+    text = "".join(pieces)
+    assert verify(spec, Program(spec.regex), text) == verify(spec, compile_re2(spec.regex), text)
+    for found_text in (text, "Quanto layer 'é' has incompatible scale 日本"):
+        ours, theirs = (
+            Program(spec.regex).search(found_text),
+            compile_re2(spec.regex).search(found_text),
+        )
+        assert (ours is None) == (theirs is None)
+        if ours is not None and theirs is not None:
+            assert (ours.start(), ours.end()) == (theirs.start(), theirs.end())
+            for name in (f"c{i}" for i in range(len(spec.names))):
+                assert ours.group(name) == theirs.group(name)
+
+
+def test_a_regex_re2_refuses_raises_its_error() -> None:
+    import re2
+
+    from errkb.match.matcher import Program
+
+    with pytest.raises(re2.error):
+        Program("(?P<c0>")

@@ -361,9 +361,9 @@ def test_an_unknown_exception_in_a_window_is_not_looked_up(
     looked: list[str] = []
     real = IndexedMatcher.find
 
-    def find(self: IndexedMatcher, text: str) -> Any:
+    def find(self: IndexedMatcher, text: str, among: Any = None) -> Any:
         looked.append(text)
-        return real(self, text)
+        return real(self, text, among)
 
     monkeypatch.setattr(IndexedMatcher, "find", find)
     scanned = rs_kb.explain(data).to_dict()
@@ -494,3 +494,136 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
     (alone, each), (batched, once) = reports
     assert batched == alone
     assert 0 < once < each
+
+
+def test_a_plain_hit_line_s_candidates_come_from_the_anchor_pass(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hit line the parser reads as it is: the records that passed its literal rejects are
+    # its message's candidates (no index walk); one glued to a word before it ("xComfy")
+    # matches the pattern mid-word, which the index does not list: the index is asked then,
+    # and the report stays the region parse's.
+    from errkb.match.matcher import IndexedMatcher
+
+    plain = f"2026-12-01 10:01:00 ERROR worker - failed; {MESSAGE.format(p='mlp.up')}\n"
+    glued = f"2026-12-01 10:01:01 ERROR worker - failed; x{MESSAGE.format(p='mlp.dn')}\n"
+    data = (_filler(60) + plain + _filler(20, 100) + glued + _filler(60, 200)).encode()
+    asked: list[str] = []
+    real = IndexedMatcher.candidate_ids
+
+    def candidate_ids(self: IndexedMatcher, text: str) -> list[str]:
+        asked.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(IndexedMatcher, "candidate_ids", candidate_ids)
+    scanned = rs_kb.explain(data).to_dict()
+    assert not any("mlp.up" in text for text in asked)
+    assert any("mlp.dn" in text for text in asked)
+    assert scanned == _both(rs_kb, data)[1]
+    exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
+    # The glued one is no occurrence: the index, not the pattern, says so.
+    assert [(m["id"], m["captures"]["prefix"], m["lines"]) for m in exact] == [
+        (COMFY, "mlp.up", [61])
+    ]
+
+
+def _shapes_files() -> list[str]:
+    from tests.test_shapes_corpus import EXPECTATIONS
+
+    return sorted(EXPECTATIONS)
+
+
+@pytest.mark.parametrize("name", _shapes_files())
+def test_every_shapes_corpus_log_scans_as_the_region_parse_reads_it(
+    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # The gate so low that each file of the corpus (logs made by real renderers: rich panels,
+    # exception groups, pytest blocks, containers, wrapped messages) is a "large" input: the
+    # record scan's report is the region parse's, whole.
+    from tests.test_shapes_corpus import SHAPES
+
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 256)
+    data = (SHAPES / name).read_bytes()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+
+
+def test_the_region_parse_s_windows_are_found_from_a_quiet_line_on() -> None:
+    # The windows around hard shapes are the region parse's own, worked out from the keyword
+    # lines near them: for every keyword line of these logs, the same window as the region
+    # parse's pass over the whole input gives.
+    from tests.test_shapes_corpus import SHAPES
+
+    logs = [_mixed_log(scale=3).encode(), _one_record_log(30)]
+    logs += [(SHAPES / name).read_bytes() for name in _shapes_files()[::7]]
+    for data in logs:
+        whole = [
+            [first, first + region.count(b"\n") - (0 if region.endswith(b"\n") else -1) - 1]
+            for first, region in regions.error_regions(data)
+        ]
+        total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+        shapes = recordscan.shape_lines(data, recordscan.line_index(data))
+        tracebacks = recordscan._Tracebacks(data, shapes)
+        spans = recordscan.hard_spans(data, shapes, tracebacks, shapes.keywords, total)
+        merged: list[list[int]] = []
+        for first, last in whole:
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1][1] = max(merged[-1][1], last)
+            else:
+                merged.append([first, last])
+        assert spans == merged
+
+
+def test_a_hard_shape_s_window_is_read_whole_and_the_common_log_opens_none(
+    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A rich panel (its message wrapped over the lines after the panel, no one line holding
+    # the record's anchor with its literals) among the filler of a log above the real gate:
+    # the panel's region is parsed and decided whole, as the region parse reads it; the same
+    # log without it opens no such window.
+    from tests.test_shapes_corpus import SHAPES
+
+    seen: list[recordscan.ScanCounts] = []
+    real = recordscan.record_scan
+
+    def counted(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
+        counts = real(*args, **kwargs)
+        seen.append(counts)
+        return counts
+
+    monkeypatch.setattr(recordscan, "record_scan", counted)
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+    panel = (SHAPES / "rich_install_w80_comfy.log").read_text(encoding="utf-8")
+    plain = _mixed_log()
+    data = (_filler(50) + panel + plain).encode()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
+    shift = 50
+    assert any(m["id"] == COMFY and m["lines"] == [73 + shift] for m in exact)
+    assert seen[0].hard_windows >= 1
+    seen.clear()
+    rs_kb.explain(plain.encode())
+    assert seen[0].hard_windows == 0 and seen[0].hard_lines == 0
+
+
+def test_which_exception_lines_read_alone_only_the_parser_reads(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    rs_kb.explain(_mixed_log().encode())  # the record anchors, built
+    anchors = rs_kb._anchors
+    assert anchors is not None
+    comfy = MESSAGE.format(p="blocks.3")
+    text = (
+        f"ValueError: {comfy[:40]}\n{comfy[40:]}\n"  # 1: a known message wrapped mid-word
+        "KeyError: 'k'\n2026-12-01 10:00:00 INFO the next record\n"  # 3: a record follows
+        "    ValueError: indented\n\n"  # 5: the parser reads it by its block
+        "TypeError: unknown\nsome more words here\n"  # 7: continues, but holds no anchor
+        "ValueError: x\nValueError: y\n"  # 9: the next line is an event of its own
+    )
+    starts, at = {}, 0
+    for number, line in enumerate(text.encode().splitlines(keepends=True), start=1):
+        starts[number] = at
+        at += len(line)
+    lines = [(n, starts[n]) for n in (1, 3, 5, 7, 9, 10)]
+    assert recordscan.wrapped_exceptions(text.encode(), lines, anchors) == [1, 5]

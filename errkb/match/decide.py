@@ -6,6 +6,8 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 1. Each event's message is searched as a whole and through its embedded candidates (wrapper
    suffixes, reprs, JSON strings: ``errkb.parse.spans``), innermost first. Per event, a record keeps
    only its innermost hit, so a JSON reply's ``(2,).\\nRolling back...`` never beats ``(2,)``.
+   A span's candidates are the index's (``errkb.match.index``), or, in the record scan, the
+   records its line's literal rejects kept (``Possible``): the same hits either way.
 2. A hit whose captures contain the template's own placeholders (``{prefix!r}``) is source
    text — an IPython context line, a grep hit — not the error happening. It is dropped.
 3. Hits claiming the same message text compete: more literal text wins (the more specific
@@ -21,10 +23,11 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from errkb.match.matcher import Hit, IndexedMatcher, MatcherLike
 from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine
@@ -74,6 +77,64 @@ RecordLookup = Callable[[str], Mapping[str, Any] | None]
 Diagnoser = Callable[[str, Mapping[str, str]], Any]
 
 
+class LineCandidates(Protocol):
+    """A hit line's candidate records, or None (``recordscan.LineRecords``)."""
+
+    def get(self, number: int, /) -> tuple[str, ...] | None: ...
+
+
+class Possible:
+    """What the record scan's anchor pass knows of the records a plain-text event can match.
+
+    Called with an event (``decide``'s ``can_match``): whether one of its lines passed the
+    literal rejects. ``candidates(event)``: the records that passed on its one line (every
+    record whose pattern can match a message printed there: ``RecordAnchors.hit_lines``), or
+    None when the index must say (a line the parser cleans or decodes, a hand-written
+    pattern's record on it, a message over several lines). On the dense bench log 6,141
+    events took 2.2 records each from their line, where the index walked 9,474 span texts
+    (6.1 candidates each, every spec loaded); the index is still asked about a text one of
+    them matched (``_listed``).
+    """
+
+    __slots__ = ("_anchored", "_records")
+
+    def __init__(self, anchored: set[int], records: LineCandidates) -> None:
+        self._anchored = anchored
+        self._records = records
+
+    def __call__(self, event: LogEvent) -> bool:
+        anchored = self._anchored
+        return any(n in anchored for n in event.lines) or any(
+            n in anchored for n in event.repeat_lines
+        )
+
+    def candidates(self, event: LogEvent) -> tuple[str, ...] | None:
+        if (
+            event.kind is EventKind.FOUND
+            or event.origin
+            or len(event.lines) != 1
+            or len(event.message_lines) > 1
+            or "\n" in event.message
+        ):
+            return None
+        records = self._records
+        found = records.get(event.lines[0])
+        if found is None or event.lines[0] not in self._anchored:
+            return None
+        if not event.repeat_lines:
+            return found
+        # Folded repeats print the same message: the records of every line are its own.
+        union = dict.fromkeys(found)
+        for n in event.repeat_lines:
+            more = records.get(n)
+            if more is None:
+                if n in self._anchored:
+                    return None
+                continue
+            union.update(dict.fromkeys(more))
+        return tuple(union)
+
+
 def decide(
     events: Sequence[LogEvent],
     matcher: MatcherLike,
@@ -110,7 +171,8 @@ def decide(
     keep: list[LogEvent] = []
     pending.reverse()  # a stack: events in input order, a split-off part right after its event
     done = 0
-    candidates = _prefetched(events, matcher, can_match)
+    possible = can_match if isinstance(can_match, Possible) else None
+    candidates = _prefetched(events, matcher, can_match, possible)
     while pending:
         event = pending.pop()
         done += 1
@@ -133,7 +195,11 @@ def decide(
         elif event.kind is EventKind.FOUND:
             per_record = _found_hits(event.message, matcher, found_in)
         else:
-            per_record = _hits(event.message, matcher, found_in, candidates)
+            among = possible.candidates(event) if possible is not None else None
+            if among is not None:
+                per_record = _hits(event.message, matcher, found_in, among=among)
+            else:
+                per_record = _hits(event.message, matcher, found_in, candidates)
         # Rejoining costs candidate look-ups per join: only exceptions (and a split-off part of
         # one) are tried, not every logger line of a dense log.
         if (
@@ -281,7 +347,10 @@ def _wrap_lines(lines: Sequence[MessageLine], starts: frozenset[int]) -> tuple[M
 
 
 def _prefetched(
-    events: Sequence[LogEvent], matcher: MatcherLike, can_match: Callable[[LogEvent], bool] | None
+    events: Sequence[LogEvent],
+    matcher: MatcherLike,
+    can_match: Callable[[LogEvent], bool] | None,
+    possible: Possible | None = None,
 ) -> dict[str, list[str]]:
     """Each span's candidate ids, their specs loaded in one query per chunk of ids.
 
@@ -305,6 +374,10 @@ def _prefetched(
             and not can_match(event)
         ):
             continue  # not looked up (see ``decide``)
+        among = possible.candidates(event) if possible is not None else None
+        if among is not None:
+            every.update(among)  # its candidates are known: no index walk
+            continue
         for span in message_spans(event.message):
             if span.text not in out:
                 ids = out[span.text] = matcher.candidate_ids(span.text)
@@ -320,20 +393,33 @@ def _hits(
     matcher: MatcherLike,
     found_in: dict[str, list[Hit]],
     candidates: Mapping[str, list[str]] | None = None,
+    *,
+    among: Sequence[str] | None = None,
 ) -> dict[str, tuple[Hit, bool, str]]:
     """Per record, its innermost hit on ``text`` and its embedded candidates (see rule 1).
 
     ``candidates``: span texts' candidate ids already asked of an ``IndexedMatcher``.
+    ``among``: every record that can match a span of ``text`` (``Possible.candidates``): each
+    span is verified against them, and the index is asked only about a span that some of them
+    matched, so the hits are the index's own (the same records, in id order).
     """
     per_record: dict[str, tuple[Hit, bool, str]] = {}
-    indexed = matcher if candidates and isinstance(matcher, IndexedMatcher) else None
+    indexed = matcher if isinstance(matcher, IndexedMatcher) else None
+    if indexed is None:
+        among = None
+    elif not candidates and among is None:
+        indexed = None
     # Shortest first: the tightest text a record's end-anchored pattern matches gives its
     # truest captures (a decoded repr, not the wrapper's text around it).
     for span in sorted(message_spans(text), key=lambda s: len(s.text)):
         hits = found_in.get(span.text)
         if hits is None:
-            ids = candidates.get(span.text) if indexed is not None and candidates else None
-            if indexed is not None and ids is not None:
+            ids = candidates.get(span.text) if among is None and candidates else None
+            if indexed is not None and among is not None:
+                hits = indexed.find(span.text, among)
+                if hits:
+                    hits = _listed(hits, span.text, indexed)
+            elif indexed is not None and ids is not None:
                 hits = indexed.find(span.text, ids)
             else:
                 hits = matcher.find(span.text)
@@ -343,6 +429,62 @@ def _hits(
                 continue
             per_record[hit.spec.record_id] = (hit, span.embedded, span.text[hit.start :])
     return per_record
+
+
+def _listed(hits: list[Hit], text: str, indexed: IndexedMatcher) -> list[Hit]:
+    """The ``hits`` on ``text`` of records the index lists as its candidates.
+
+    The index is stricter than a pattern: it lists a record when every one of its stored
+    words (``index.message_tokens``: whole words, the first ``MAX_QUERY_TOKENS``) is a word of
+    the text, and a pattern not anchored at its start matches mid-word (``bring-s`` holds
+    ``ring-s``). A record whose every index word is a word of the text is listed, whichever
+    of them the store kept; one with no index word never is; only otherwise is the index
+    asked (the region parse's answer either way).
+    """
+    tokens = frozenset(_index().message_tokens(text))
+    kept: list[Hit] = []
+    listed: set[str] | None = None
+    for hit in hits:
+        words = _index_words(hit.spec)
+        if not words:
+            continue
+        if not tokens.issuperset(words):
+            if listed is None:
+                listed = set(indexed.candidate_ids(text))
+            if hit.spec.record_id not in listed:
+                continue
+        kept.append(hit)
+    return kept
+
+
+_WORDS: dict[str, tuple[str, ...]] = {}
+
+
+def _index_words(spec: PatternSpec) -> tuple[str, ...]:
+    """The words a record is indexed under (``feed.words_of`` its template), cached by template."""
+    words = _WORDS.get(spec.template)
+    if words is None:
+        from errkb.match.matcher import masked_template
+
+        index = _index()
+        if len(_WORDS) >= 1 << 16:
+            _WORDS.clear()
+        # ``index.template_tokens``: placeholders as a word character no literal holds, so a
+        # word touching one carries it. ``masked_template`` gives that text without parsing
+        # most templates (the parse was 0.17 ms a record, profiled).
+        mark, least = index.MARK, index.MIN_TOKEN
+        found = index.WORD.findall(masked_template(spec.template, mark))
+        words = tuple(w for w in found if len(w) >= least and mark not in w)
+        _WORDS[spec.template] = words
+    return words
+
+
+@functools.cache
+def _index() -> Any:
+    """``errkb.match.index``, imported on first use (a large input's), once per process."""
+    from errkb.match import index
+
+    return index
 
 
 def _found_hits(

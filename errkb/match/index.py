@@ -34,10 +34,10 @@ MIN_TOKEN = 3
 TOKENS_PER_RECORD = 4
 #: SQLite binds at most this many parameters in one statement here; messages are cut to it.
 MAX_QUERY_TOKENS = 500
-_WORD = re.compile(r"\w+")
+WORD = _WORD = re.compile(r"\w+")
 #: MODIFIER LETTER SMALL H: a word character (so it glues to its neighbours) that error
 #: messages do not contain.
-_MARK = "\u02b0"
+MARK = _MARK = "\u02b0"
 
 
 def template_tokens(template: Template) -> list[str]:

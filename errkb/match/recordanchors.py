@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from errkb.match.anchordb import (
     AnchorDatabaseError,
     AnchorDB,
+    Hits,
     default_engine,
     load_anchor_db,
     read_anchor_db,
@@ -148,7 +149,8 @@ class RecordMaps:
     literals all lie inside the word); ``ends[w]``: 1 when every record it stands for is a
     fixed message (``AnchorDB.ends``); ``literals[literal_offsets[r]:literal_offsets[r+1]]``:
     record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8);
-    ``fixed[r]``: 1 when its template has no placeholder.
+    ``fixed[r]``: 1 when its template has no placeholder; ``ids[id_offsets[r]:id_offsets[r +
+    1]]``: record ``r``'s id (UTF-8), for the candidates a hit line names (``record_id``).
     """
 
     complete: bool
@@ -160,6 +162,8 @@ class RecordMaps:
     literal_offsets: array.array[int]
     literals: bytes
     fixed: bytes
+    id_offsets: array.array[int]
+    ids: bytes
 
     def __len__(self) -> int:
         return len(self.plain)
@@ -168,6 +172,10 @@ class RecordMaps:
         """Record ``record``'s one-line literals."""
         chunk = self.literals[self.literal_offsets[record] : self.literal_offsets[record + 1]]
         return tuple(chunk.decode("utf-8").split("\n")[:-1])
+
+    def record_id(self, record: int) -> str:
+        """Record ``record``'s id."""
+        return self.ids[self.id_offsets[record] : self.id_offsets[record + 1]].decode("utf-8")
 
 
 def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
@@ -183,16 +191,23 @@ def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
     literal_offsets = _uints([0])
     literals: list[bytes] = []
     size = 0
+    id_offsets = _uints([0])
+    ids: list[bytes] = []
+    id_size = 0
     fixed = bytearray()
     sure_of: list[bool] = []  # per record: not fixed and its literals all inside its anchor
     unescaped = _UNESCAPED.fullmatch
-    for _rid, anchor, lits, regex, template in rows:
+    for rid, anchor, lits, regex, template in rows:
         if not anchor:
             continue  # no usable literal: never a candidate (the matcher's rule)
         line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
         if not line:
             continue
         record = len(fixed)
+        encoded_id = rid.encode("utf-8")
+        ids.append(encoded_id)
+        id_size += len(encoded_id)
+        id_offsets.append(id_size)
         got = by_word.get(line)
         if got is None:
             by_word[line] = [record]
@@ -244,13 +259,15 @@ def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         literal_offsets=literal_offsets,
         literals=b"".join(literals),
         fixed=bytes(fixed),
+        id_offsets=id_offsets,
+        ids=b"".join(ids),
     )
     return maps, words
 
 
 #: The first word of a stored maps file's header line (then its state, dataset version and
 #: the sha256 of the body after the header).
-MAPS_FORMAT = "errkb-recordmaps/2"
+MAPS_FORMAT = "errkb-recordmaps/3"
 
 
 def maps_path(anchordb_path: Path) -> Path:
@@ -268,15 +285,17 @@ def _maps_header(state: str, version: str | None, body: bytes) -> bytes:
 def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest: str) -> bytes:
     r"""The stored form of ``maps``: a header line, a table line, then the arrays (data only).
 
-    Table: ``<words> <records> <word records> <literal bytes> <complete 0/1> <words sha256>``;
-    then plain, sure, ends (a byte per word), fixed (a byte per record), word offsets, word
-    records, literal offsets (little-endian uint32) and the literals.
+    Table: ``<words> <records> <word records> <literal bytes> <id bytes> <complete 0/1> <words
+    sha256>``; then plain, sure, ends (a byte per word), fixed (a byte per record), word
+    offsets, word records, literal offsets, id offsets (little-endian uint32), the literals
+    and the ids.
     """
-    table = b"%d %d %d %d %d %s\n" % (
+    table = b"%d %d %d %d %d %d %s\n" % (
         len(maps),
         len(maps.fixed),
         len(maps.word_records),
         len(maps.literals),
+        len(maps.ids),
         1 if maps.complete else 0,
         words_digest.encode(),
     )
@@ -290,7 +309,9 @@ def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest:
             _packed(maps.word_offsets),
             _packed(maps.word_records),
             _packed(maps.literal_offsets),
+            _packed(maps.id_offsets),
             maps.literals,
+            maps.ids,
         )
     )
     return _maps_header(state, version, body) + body
@@ -312,12 +333,13 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
         return None
     table, newline, rest = body.partition(b"\n")
     fields = table.split(b" ")
-    if not newline or len(fields) != 6 or not all(f.isdigit() for f in fields[:5]):
+    if not newline or len(fields) != 7 or not all(f.isdigit() for f in fields[:6]):
         return None
-    words, records, entries, size, complete = map(int, fields[:5])
-    if fields[5].decode("ascii", "replace") != words_digest or complete > 1:
+    words, records, entries, size, id_size, complete = map(int, fields[:6])
+    if fields[6].decode("ascii", "replace") != words_digest or complete > 1:
         return None
-    cut = [words, words, words, records, 4 * (words + 1), 4 * entries, 4 * (records + 1), size]
+    cut = [words, words, words, records, 4 * (words + 1), 4 * entries, 4 * (records + 1)]
+    cut += [4 * (records + 1), size, id_size]
     if sum(cut) != len(rest):
         return None
     parts: list[bytes] = []
@@ -326,7 +348,7 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
         parts.append(rest[at : at + length])
         at += length
     plain, sure, ends, fixed = parts[:4]
-    word_offsets, word_records, literal_offsets = map(_unpacked, parts[4:7])
+    word_offsets, word_records, literal_offsets, id_offsets = map(_unpacked, parts[4:8])
     # Offsets that end where their arrays do and record numbers in range: a file that
     # passes these indexes nothing outside itself.
     if (
@@ -334,6 +356,8 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
         or word_offsets[-1] != entries
         or literal_offsets[0] != 0
         or literal_offsets[-1] != size
+        or id_offsets[0] != 0
+        or id_offsets[-1] != id_size
         or (entries and max(word_records) >= records)
         or any(flags.strip(b"\x00\x01") for flags in (plain, sure, ends, fixed))
     ):
@@ -346,8 +370,10 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
         word_offsets=word_offsets,
         word_records=word_records,
         literal_offsets=literal_offsets,
-        literals=parts[7],
+        literals=parts[8],
         fixed=fixed,
+        id_offsets=id_offsets,
+        ids=parts[9],
     )
 
 
@@ -409,6 +435,7 @@ class RecordAnchors:
         self.maps = maps
         self.db = db
         self._checks: dict[int, tuple[tuple[bool, tuple[str, ...]], ...]] = {}
+        self._candidates: dict[int, tuple[tuple[str, bool, tuple[str, ...]], ...]] = {}
 
     @property
     def engine(self) -> str:
@@ -429,14 +456,31 @@ class RecordAnchors:
             self._checks[word] = got
         return got
 
+    def candidates_of(self, word: int) -> tuple[tuple[str, bool, tuple[str, ...]], ...]:
+        """(id, fixed, one-line literals) of each record ``word`` stands for (decoded once)."""
+        got = self._candidates.get(word)
+        if got is None:
+            maps = self.maps
+            records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
+            got = tuple(
+                (maps.record_id(r), maps.fixed[r] == 1, maps.record_literals(r)) for r in records
+            )
+            self._candidates[word] = got
+        return got
+
     def hit_lines(
-        self, data: bytes, newlines: npt.NDArray[np.int64] | None = None
+        self,
+        data: bytes,
+        newlines: npt.NDArray[np.int64] | None = None,
+        raw: list[Hits] | None = None,
     ) -> list[tuple[int, int]]:
         """(1-based line number, start offset) of each line that passes the literal rejects.
 
         A line not among them holds no record's anchor with that record's literals (or an
         escaped form of one), so no record can match a message printed on it alone.
         ``newlines``: ``data``'s newline offsets, when the caller found them already.
+        ``raw``: given, the pass's hits are appended to it (``recordscan.LineRecords`` reads
+        the records of a kept line from them).
         """
         try:
             from errkb.match.anchordb import _numpy
@@ -445,9 +489,13 @@ class RecordAnchors:
             import numpy as np
         except ImportError:
             hits = self.db.hits(data, whole_words=False)
+            if raw is not None:
+                raw.append(hits)
             words = self.db.words  # decoded once: ``AnchorDB.word`` needs numpy
             return self._rejected(data, hits.lines, hits.line_starts, hits.words, words.__getitem__)
         lines, ids, starts = self.db.hit_arrays(data, whole_words=False, newlines=newlines)
+        if raw is not None:
+            raw.append(Hits(lines.tolist(), starts.tolist(), ids.tolist()))
         if not len(lines):
             return []
         # Hits that keep their line whatever it holds (an escaped form, a word some record's

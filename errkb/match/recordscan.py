@@ -35,12 +35,36 @@ the lines that can hold a known message and the lines shaped like an exception:
    decided one at a time (bounded memory). Decide is told which events can match
    (``decide``'s ``can_match``): an event of one printed line on no kept hit line (an
    unknown exception beside a known one) goes unmatched without a candidate look-up
-   (10,366 of 18,624 window events on the dense log before the header rule).
-5. **Unmatched**: the exception lines the shape pass found outside every window hold no
+   (10,366 of 18,624 window events on the dense log before the header rule), and where the
+   rest take their candidates (``decide.Possible``, ``LineRecords``): an event of one line
+   that the parser reads as it is printed (``_verbatim``: nothing cleaned out of it, no
+   escape a span decodes) can match only records whose every literal is on that line, which
+   the literal rejects name; its spans are verified against those records, and the index is
+   asked only about a span one of them matched (it is stricter: whole words). On the dense
+   bench log 6,141 of 6,265 such events, 2.2 records each; the index walked 9,474 span
+   texts before (6.1 candidates each, every one's spec loaded), 2,422 now (the rest are
+   messages over several lines, which a join can make match).
+5. **Hard shapes** (SCAN.md step 6): what the parser reads from more than one line, where
+   no one line holds a record's anchor with its literals: a rich or typer panel (its corners),
+   an exception group, pytest's ``E   `` lines, journald's ``MESSAGE=`` fields, a traceback
+   header in colours (``Shapes.hard``), and an exception line otherwise read alone (step 6)
+   that is indented or whose message may continue on the lines after it
+   (``wrapped_exceptions``: the next line is cleaned as the parser cleans it, one call for
+   all of them; a line that may continue it is rejoined and run through the anchor pass and
+   its rejects). Around each, the region parse's own window (``_Regions``: its windows
+   follow from the keyword lines, computed from a quiet one on with
+   ``regions.region_windows``) is parsed and decided whole, the hit windows giving way to
+   it where they meet: such a log reads as the region parse reads it (every file of the
+   shapes corpus, 18 of which lost their match before: a rich panel's or an email's wrapped
+   message, read from its first line alone, was reported unmatched and cut at the wrap).
+   The bench logs have none: on the quick dense log (3 MB) 589 lines read alone are
+   checked, 36 may continue (progress bars after them) and none rejoined holds an anchor:
+   no hard window, 20 ms of a 0.3 s scan (loaded machine, CPU).
+6. **Unmatched**: the exception lines the shape pass found outside every window hold no
    anchor of any record (every record that can match has one), so no record can match them;
    each becomes an ``Unmatched`` entry straight from its line (class and message by one
    anchored regex), folded by (class, message), with no parse.
-6. **Found**: as before, when nothing exact was found, the hit lines no event covers go
+7. **Found**: as before, when nothing exact was found, the hit lines no event covers go
    through the message-first pass (``errkb.match.msgfirst``).
 
 What is kept per report is bounded (``Limits``, ``errkb.report.Truncation``): distinct
@@ -53,9 +77,14 @@ anchors 0.82 s (the stored maps 0.55, the anchor database 0.27: ``RecordMaps``; 
 them from every record's row took 2.1 s, reading the rows 0.85 of it), the anchor pass and
 its rejects 0.66 s, the shape pass 0.17 s, the parse of the windows 0.90 s, decide 3.3 s
 (candidates and their specs up front 1.0, verification 1.5 of which RE2 compiles 0.7, the
-rest scoring and matches), the report 0.2 s. SCAN.md's steps 5-6 (events per hit line
-without the parser) are not built: the parse is now an eighth of the dense scan; decide's
-candidate look-up, spec loading and RE2 work per known message are the largest share.
+rest scoring and matches), the report 0.2 s. With the candidates from the lines (above) and
+RE2's programs searched directly (``matcher.Program``), py-spy on the same log (a loaded
+machine: shares, not seconds) puts decide at 40% of the process's samples instead of 45%:
+RE2 compiles (~5,200 hit records) and their first searches, which build each program's DFA,
+are two thirds of what is left, the record rows of the matches (one query and one JSON
+decode each) a seventh; then the parse of the windows (15%), the record anchors' load
+(11%) and the anchor pass (11%). SCAN.md's step 5 (events per hit line without the
+parser) is not built: the hit lines' windows still go through the parser.
 """
 
 from __future__ import annotations
@@ -67,6 +96,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from errkb.match.anchordb import Hits
 from errkb.match.recordanchors import RecordAnchors
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
@@ -76,6 +106,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from errkb.parse.text import LogLine
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
 BEFORE, AFTER = 1, 5
@@ -93,6 +124,86 @@ MAX_CHAIN = 32
 PREFIXED_REACH = 64
 #: Lines between a traceback's exception line and a chain sentence that ties the next one to it.
 CHAIN_GAP = 3
+
+
+class LineRecords:
+    """Each kept line's candidate records, worked out when decide first asks (``Possible``).
+
+    The records of every anchor the pass hit on the line that pass its literal rejects, and
+    every fixed record whose word is there; None when the index must say: a line the parser
+    cleans or a span decodes (``_verbatim``), an escaped form's hit, a hand-written pattern's
+    record (no literals known), a line with a table cell's ``|`` (a fixed message may end
+    before a trailer `` |``, which the anchor pass's end condition does not count: its hit is
+    not among ``hits``). Collected in the pass itself, this doubled its Python loop (every hit
+    of ~23,000 kept lines, where decide asks about ~6,000 lines).
+    """
+
+    def __init__(self, data: bytes, anchors: RecordAnchors, hits: Hits) -> None:
+        self._data = data
+        self._anchors = anchors
+        self._hits = hits
+        self._known: dict[int, tuple[str, ...] | None] = {}
+
+    def get(self, number: int) -> tuple[str, ...] | None:
+        """The candidates of line ``number`` (1-based), or None (ask the index)."""
+        known = self._known
+        if number in known:
+            return known[number]
+        found = known[number] = self._work_out(number - 1)
+        return found
+
+    def _work_out(self, at: int) -> tuple[str, ...] | None:
+        hits, anchors = self._hits, self._anchors
+        first = bisect.bisect_left(hits.lines, at)
+        last = bisect.bisect_right(hits.lines, at, first)
+        if first == last:
+            return None
+        data = self._data
+        begin = hits.line_starts[first]
+        end = data.find(b"\n", begin)
+        line = data[begin : len(data) if end < 0 else end]
+        if b"|" in line or not _verbatim(line):
+            return None
+        text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
+        if not text.isascii() and "\u241b" in text:
+            return None  # a shown ESC: the parser cuts what follows it
+        plain = anchors.maps.plain
+        passed: dict[str, None] = {}
+        for word in hits.words[first:last]:
+            if not plain[word]:
+                return None
+            for rid, is_fixed, lits in anchors.candidates_of(word):
+                if is_fixed:
+                    passed[rid] = None
+                    continue
+                if not lits:
+                    return None  # a hand-written pattern: the index's words decide
+                if all(lit in text for lit in lits):
+                    passed[rid] = None
+        return tuple(passed)
+
+
+#: Bytes that make a line's messages other than plain substrings of it: escapes a span
+#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
+_NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
+
+
+def _verbatim(line: bytes) -> bool:
+    """Whether every message the parser reads on ``line`` is a substring of its text.
+
+    Nothing on it that cleaning removes from inside the line (controls, ANSI colours and their
+    remnants such as ``[31m``) or that a message span decodes (a backslash escape, an HTML
+    character reference): then a record whose pattern matches one of its messages holds
+    all its literals on the line itself, and the literal rejects name every candidate.
+    """
+    if len(line.translate(None, _NOT_VERBATIM)) != len(line):
+        return False
+    if b"[" in line and b"m" in line:
+        from errkb.parse.text import _ANSI_REMNANT_RE
+
+        if _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None:
+            return False
+    return True
 
 
 # ---------------------------------------------------------------------------- the shape pass
@@ -114,6 +225,17 @@ CHAIN_WORDS = (
     b"The above exception was the direct cause",
     b"During handling of the above exception",
 )
+#: Shapes only the full parser reads (``Shapes.hard``): a rich or typer panel's corners (its
+#: exception line follows the bottom one, wrapped at the panel's width), an exception group's
+#: header and separators, journald's ``MESSAGE=`` fields (export and verbose modes: every
+#: field of a record on its own line). pytest's ``E   `` lines are the region words' last.
+HARD_WORDS = (
+    "╭─".encode(),
+    "╰─".encode(),
+    b"Exception Group",
+    b"+-+---",
+    b"MESSAGE=",
+)
 _shape_lock = threading.Lock()
 _shape_automaton: Any = None
 
@@ -123,7 +245,7 @@ def _shape_words() -> tuple[bytes, ...]:
 
     # The region parser's own words first (index 0 is ``Traceback``): a hit line is parsed
     # exactly when the region parse would have parsed it (near one of them).
-    return (*REGION_KEYWORDS, *CHAIN_WORDS, *EXCEPTION_WORDS)
+    return (*REGION_KEYWORDS, *CHAIN_WORDS, *EXCEPTION_WORDS, *HARD_WORDS)
 
 
 def _shapes() -> Any:
@@ -142,7 +264,8 @@ class Shapes:
 
     ``keywords``: lines holding one of the region parser's words (``REGION_KEYWORDS``: error
     words, levels, ``Traceback``, pytest's ``E   ``); ``exceptions``: lines that may end an
-    exception (``Class: message``).
+    exception (``Class: message``); ``hard``: lines of a shape only the full parser reads
+    (``HARD_WORDS``, pytest's ``E   `` lines).
     """
 
     headers: list[int]
@@ -150,6 +273,7 @@ class Shapes:
     keywords: list[int]
     exceptions: list[int]
     starts: dict[int, int]
+    hard: list[int] = field(default_factory=list)
 
 
 class TooManyShapes(Exception):
@@ -181,11 +305,13 @@ def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> 
     pytest_e = REGION_PYTEST_E
     chain_from = len(REGION_KEYWORDS)
     exceptions_from = chain_from + len(CHAIN_WORDS)
+    hard_from = exceptions_from + len(EXCEPTION_WORDS)
     overlap = max(len(w) for w in _shape_words()) - 1
     headers: dict[int, None] = {}
     chains: dict[int, None] = {}
     keywords: dict[int, None] = {}
     exceptions: dict[int, None] = {}
+    hard: dict[int, None] = {}
     starts: dict[int, int] = {}
     most = _max_shape_lines(len(data))
     # Chunk by chunk (each overlapping the next by a word's length, so no word is cut): the
@@ -205,7 +331,9 @@ def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> 
             number = line + 1
             if number not in starts:
                 starts[number] = data.rfind(b"\n", 0, offset) + 1
-            if kind >= exceptions_from:
+            if kind >= hard_from:
+                hard[number] = None
+            elif kind >= exceptions_from:
                 exceptions[number] = None
             elif kind >= chain_from:
                 chains[number] = None
@@ -213,9 +341,13 @@ def shape_lines(data: bytes, newlines: Callable[[Sequence[int]], list[int]]) -> 
                 keywords[number] = None
                 if kind == 0:
                     headers[number] = None
+                elif kind == pytest_e:
+                    hard[number] = None
         if len(starts) > most:
             raise TooManyShapes(f"{len(starts)} shape lines in {len(data)} bytes")
-    return Shapes(sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts)
+    return Shapes(
+        sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts, sorted(hard)
+    )
 
 
 #: Bytes the shape pass reads at a time: its hits are Python tuples, so memory follows a chunk.
@@ -373,6 +505,234 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
         else:
             spans.append([first, last])
     return spans
+
+
+# ---------------------------------------------------------------------------- hard shapes
+#: Keyword lines walked back, at most, for a point where the region parse holds nothing open.
+#: Past it (keyword lines at most six apart for 4,096 of them, or tracebacks reaching over
+#: each other all along) the stream starts there, and its first windows may begin later
+#: than the region parse's, which had merged them into what came before.
+QUIET_REACH = 4096
+
+
+class _Regions:
+    """The region parse's own regions (``regions.error_regions``) around given lines.
+
+    The region parser's windows follow from its keyword lines alone (``Shapes.keywords``: the
+    same words), so they are computed here from a *quiet* keyword line on, one before which no
+    window is open and no traceback header pending (``regions.region_windows``), never from
+    the start of the input: only the keyword lines around the hard shapes are walked.
+    """
+
+    def __init__(self, data: bytes, shapes: Shapes, tracebacks: _Tracebacks) -> None:
+        self._data = data
+        self._shapes = shapes
+        self._tracebacks = tracebacks
+        self._headers = frozenset(shapes.headers)
+        self._stream: Iterator[list[int]] | None = None
+        self._fed = -1  # index in ``keywords`` of the last keyword line the stream was fed
+        self._ahead: list[list[int]] = []  # windows the stream gave past the last line asked
+
+    def _quiet(self, k: int) -> int:
+        """The last index ``j <= k`` of a keyword line before which the region parse is idle."""
+        from errkb.parse.regions import TRACEBACK_REACH as reach
+
+        keywords, headers, ends = self._shapes.keywords, self._shapes.headers, self._tracebacks
+        for j in range(k, max(-1, k - QUIET_REACH), -1):
+            if j == 0:
+                return 0
+            line, before = keywords[j], keywords[j - 1]
+            # After an ordinary hit line no header is pending; its window must end before this
+            # line's opens, and so must the window of every header whose walk reaches here.
+            if before in self._headers or line - BEFORE <= before + AFTER:
+                continue
+            h = bisect.bisect_left(headers, line - 2 * (reach + AFTER + 2))
+            # Latest first: a header whose traceback reaches here is most likely a near one.
+            if all(
+                max(headers[i], ends.end(headers[i])) + AFTER < line - BEFORE
+                for i in range(bisect.bisect_left(headers, line) - 1, h - 1, -1)
+            ):
+                return j
+        return max(0, k - QUIET_REACH + 1)
+
+    def _feed(self, j: int) -> Iterator[tuple[int, int, bool]]:
+        keywords, starts, headers = self._shapes.keywords, self._shapes.starts, self._headers
+        for i in range(j, len(keywords)):
+            self._fed = i
+            number = keywords[i]
+            yield number, starts[number], number in headers
+
+    def containing(self, line: int) -> list[int] | None:
+        """[first, last] of the region parse's window holding ``line`` (ascending calls)."""
+        from errkb.parse.regions import region_windows
+
+        k = bisect.bisect_right(self._shapes.keywords, line + BEFORE) - 1
+        if k < 0:
+            return None
+        # A stream already fed past this line's keywords goes on (it is exact from where it
+        # began); only a line beyond it looks back for a quiet line to start another from.
+        if self._stream is None or self._fed < k:
+            j = self._quiet(k)
+            if self._stream is None or self._fed < j:
+                self._stream = region_windows(self._data, self._feed(j))
+                self._ahead = []
+        ahead = self._ahead
+        while ahead and ahead[0][1] <= line:
+            ahead.pop(0)
+        if ahead:
+            window = ahead[0]
+            return [window[0], window[1] - 1] if window[0] <= line else None
+        for window in self._stream:
+            if window[1] <= line:
+                continue
+            ahead.append(window)
+            return [window[0], window[1] - 1] if window[0] <= line else None
+        return None
+
+
+def hard_spans(
+    data: bytes, shapes: Shapes, tracebacks: _Tracebacks, lines: Sequence[int], total: int
+) -> list[list[int]]:
+    """The region parse's windows holding any of ``lines``, [first, last], merged, ascending."""
+    found = _Regions(data, shapes, tracebacks)
+    spans: list[list[int]] = []
+    for line in sorted(set(lines)):
+        if spans and spans[-1][0] <= line <= spans[-1][1]:
+            continue
+        span = found.containing(line)
+        if span is None:
+            continue
+        span = [max(1, span[0]), min(total, span[1])]
+        if spans and span[0] <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], span[1])
+        else:
+            spans.append(span)
+    return spans
+
+
+def _clip(spans: Sequence[list[int]], hard: _Spans) -> list[list[int]]:
+    """``spans`` without the lines of the ``hard`` spans (which the full parser reads)."""
+    out: list[list[int]] = []
+    for first, last in spans:
+        for piece in hard.outside(first, last):
+            out.append(piece)
+    return out
+
+
+def _continuations(data: bytes, start: int) -> tuple[str, list[str]]:
+    """The cleaned exception line at ``start`` and the lines the parser may continue it with.
+
+    Up to ``MAX_WRAP_LINES - 1`` lines after it, to the first that cannot continue a message
+    (``_ends``).
+    """
+    from errkb.parse.text import normalize
+    from errkb.parse.traceback import MAX_WRAP_LINES
+
+    position = start
+    for _ in range(MAX_WRAP_LINES):
+        nxt = data.find(b"\n", position + 1)
+        if nxt < 0:
+            position = len(data)
+            break
+        position = nxt
+    lines = normalize(data[start:position][: 1 << 16].decode("utf-8", "replace")).lines
+    rest: list[str] = []
+    for line in lines[1:]:
+        if _ends(line):
+            break
+        rest.append(line.text)
+    return (lines[0].text if lines else ""), rest
+
+
+def _ends(line: LogLine) -> bool:
+    """Whether the cleaned ``line`` cannot continue the message before it."""
+    from errkb.parse.traceback import ends_message
+
+    return not line.text.strip() or line.header or ends_message(line.text)
+
+
+def wrapped_exceptions(
+    data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAnchors
+) -> list[int]:
+    """Which exception ``lines`` ((number, start) each) only the full parser reads.
+
+    An exception line outside every window is read from its line alone, which is what the
+    region parse reads unless: it is indented (the parser reads it by the block it is in: a
+    Markdown cell, a log handler's column), its message continues on the lines after it (a
+    continuation indented past the margin belongs to a traceback's message; ``Class:`` ending
+    its line takes the next lines as its message) or a record's anchor is in it rejoined (a
+    rich or typer panel, an email wrapped at 72 columns: the message then matches across
+    its lines, which no one line's anchor shows).
+    """
+    hard: list[int] = []
+    numbers = {number for number, _start in lines}
+    # In parts: what one holds (the next lines, their cleaning) stays bounded whatever the
+    # input (140,000 ``ValueError: x`` lines in a row are each one's next line).
+    for begin in range(0, len(lines), WRAP_BATCH):
+        hard += _wrapped(data, lines[begin : begin + WRAP_BATCH], anchors, numbers)
+    return hard
+
+
+#: Exception lines checked for a continuation at a time (``wrapped_exceptions``).
+WRAP_BATCH = 4096
+
+
+def _wrapped(
+    data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAnchors, numbers: set[int]
+) -> list[int]:
+    from errkb.parse.text import normalize
+
+    hard: list[int] = []
+    joined: list[tuple[int, bytes]] = []
+    # The common case is told from the next line alone, all of them cleaned in one call: it
+    # is blank, or it starts another log record (a logger prefix), or no message continues
+    # with it. One cleaning of eight lines per exception line was a tenth of the scan.
+    pending: list[tuple[int, int]] = []
+    following: list[bytes] = []
+    for number, start in lines:
+        if data[start : start + 1] in (b" ", b"\t"):
+            hard.append(number)
+            continue
+        end = data.find(b"\n", start)
+        if end < 0:
+            continue
+        after = data.find(b"\n", end + 1)
+        line = data[end + 1 : len(data) if after < 0 else after][: 1 << 16]
+        if not line.strip():
+            continue
+        if (
+            number + 1 in numbers
+            and line[:1] not in b" \t"
+            and exception_of(_line_text(data, end + 1)) is not None
+        ):
+            # The next line is an exception line of its own: it begins its own event, which
+            # no message continues over (the parser's and decide's rule).
+            continue
+        pending.append((number, start))
+        following.append(line)
+    if not pending:
+        return hard
+    first: dict[int, LogLine] = {}
+    for cleaned in normalize(b"\n".join(following).decode("utf-8", "replace")).lines:
+        first.setdefault(cleaned.number, cleaned)  # a line's first ``\r`` segment
+    for k, (number, start) in enumerate(pending, start=1):
+        nxt = first.get(k)
+        if nxt is None or _ends(nxt):
+            continue
+        head, rest = _continuations(data, start)
+        if not rest:
+            continue
+        if rest[0][:1] in (" ", "\t") or head.rstrip().endswith(":"):
+            hard.append(number)
+            continue
+        texts = [head.rstrip(), *(part.strip() for part in rest)]
+        for joiner in (" ", ""):
+            joined.append((number, joiner.join(texts).encode("utf-8", "replace")))
+    if joined:
+        buffer = b"\n".join(text.replace(b"\n", b" ") for _n, text in joined) + b"\n"
+        # The anchor pass and its literal rejects over the rejoined texts, one a line.
+        hard.extend(joined[at - 1][0] for at, _start in anchors.hit_lines(buffer))
+    return sorted(set(hard))
 
 
 # ---------------------------------------------------------------------------- unmatched lines
@@ -586,6 +946,9 @@ class ScanCounts:
     windows: int
     window_lines: int
     shape_unmatched: int
+    #: Windows around hard shapes (the region parse's own), among ``windows``, and their lines.
+    hard_windows: int = 0
+    hard_lines: int = 0
 
 
 def record_scan(
@@ -606,19 +969,16 @@ def record_scan(
     are read as the container path reads them (``regions.json_line_events``) and left out of
     the windows, as the container path blanks them from the plain text it parses.
     """
+    from errkb.match.decide import Possible
     from errkb.match.msgfirst import covered_lines
     from errkb.parse.regions import json_line_events, parse_regions
 
     newlines = newline_index(data)  # once: the anchor pass and the shape pass both map by it
     to_line = line_index(data, newlines)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    hits = anchors.hit_lines(data, newlines)
-    anchored = {n for n, _o in hits}
-
-    def can_match(event: LogEvent) -> bool:
-        return any(n in anchored for n in event.lines) or any(
-            n in anchored for n in event.repeat_lines
-        )
+    raw: list[Hits] = []
+    hits = anchors.hit_lines(data, newlines, raw)
+    can_match = Possible({n for n, _o in hits}, LineRecords(data, anchors, raw[0]))
 
     shapes = shape_lines(data, to_line)
     objects: list[tuple[int, int]] = []
@@ -646,6 +1006,40 @@ def record_scan(
     spans = windows(plain_hits, tracebacks, total)
     if checkpoint is not None:
         checkpoint()
+    # Exception lines outside every window, and the traceback ends of headers outside them:
+    # read from their line alone, unless the full parser must read them (``hard``).
+    in_hit = _Spans(spans)
+    headers = set(shapes.headers)
+    ends: dict[int, tuple[str, int]] = {}
+    line_starts = dict(shapes.starts)
+    for header in shapes.headers:
+        if in_hit.has(header):
+            continue
+        end, end_start = tracebacks.extent(header)
+        if end > header:
+            text = _line_text(data, shapes.starts[header])
+            ends[end] = (text[: text.find("Traceback")], header)
+            line_starts[end] = end_start
+    body = _Spans([[h, tracebacks.end(h) - 1] for h in shapes.headers])
+    straight: list[int] = []
+    for number in sorted({*ends, *shapes.exceptions}):
+        if number in headers or in_hit.has(number):
+            continue
+        if json_lines and data.startswith(b'{"', line_starts[number]):
+            continue  # read as JSON below
+        if number not in ends and body.has(number):
+            continue  # a frame's source line, not an exception being printed
+        straight.append(number)
+    # The hard shapes: the region parse's own windows around them, read by the full parser
+    # and decided whole (SCAN.md step 6); the hit windows give way to them where they meet.
+    hard_lines = [*shapes.hard, *(n + 1 for n in shapes.hard)]
+    # A traceback header in colours (loguru's): where the parser takes its traceback to end
+    # is not what the walk over its lines can tell.
+    hard_lines += [h for h in shapes.headers if _coloured_header(data, shapes.starts[h])]
+    hard_lines += wrapped_exceptions(data, [(n, line_starts[n]) for n in straight], anchors)
+    hard = hard_spans(data, shapes, tracebacks, hard_lines, total) if hard_lines else []
+    if hard:
+        spans = _clip(spans, _Spans(hard))
     # Line starts of every window's first and last line, found from the nearest known start.
     starts = dict(hits)
     starts.update(shapes.starts)
@@ -655,7 +1049,8 @@ def record_scan(
     window_lines = 0
 
     def decided(events: list[LogEvent], plain: bool = False) -> None:
-        # Plain windows only: a JSON object line's decoded text is looked up whatever it holds.
+        # Plain windows only: a JSON object line's decoded text is looked up whatever it holds,
+        # and so is every event of a hard shape's window (as the region parse looks it up).
         matches, unmatched = decide(events, can_match if plain else None)
         folded.add_matches(matches)
         folded.add_unmatched(unmatched)
@@ -663,7 +1058,8 @@ def record_scan(
         if checkpoint is not None:
             checkpoint()
 
-    for batch in _batches(spans):
+    kinded = sorted([*((span, False) for span in spans), *((span, True) for span in hard)])
+    for batch, is_hard in _kinded_batches(kinded):
         regions = list(_cut(data, batch, starts, ordered))
         if json_lines:
             regions = [(first, _blank_objects(region)) for first, region in regions]
@@ -671,8 +1067,8 @@ def record_scan(
         events = parse_regions(regions, first_index=index)
         index += len(regions)
         del regions
-        decided(events, plain=True)
-    in_window = _Spans(spans)
+        decided(events, plain=not is_hard)
+    in_window = _Spans([*spans, *hard])
     # JSON object lines: the hit ones, and those shaped like an exception outside windows.
     if json_lines:
         shaped = [
@@ -689,26 +1085,13 @@ def record_scan(
             decided(events)
     # Exception lines outside every window: no anchor on them, so no record can match.
     shape_unmatched: list[Unmatched] = []
-    headers = set(shapes.headers)
-    ends: dict[int, str] = {}
-    line_starts = dict(shapes.starts)
-    for header in shapes.headers:
-        if in_window.has(header):
+    for number in straight:
+        if in_window.has(number):
             continue
-        end, end_start = tracebacks.extent(header)
-        if end > header:
-            text = _line_text(data, shapes.starts[header])
-            ends[end] = text[: text.find("Traceback")]
-            line_starts[end] = end_start
-    body = _Spans([[h, tracebacks.end(h) - 1] for h in shapes.headers])
-    for number in sorted({*ends, *shapes.exceptions}):
-        if number in headers or in_window.has(number):
-            continue
-        if json_lines and data.startswith(b'{"', line_starts[number]):
-            continue  # read as JSON above
-        prefix = ends.get(number)
-        if prefix is None and body.has(number):
-            continue  # a frame's source line, not an exception being printed
+        end_of = ends.get(number)
+        if end_of is not None and in_window.has(end_of[1]):
+            continue  # its header's traceback was read in a window
+        prefix = end_of[0] if end_of is not None else None
         parsed = exception_of(
             _line_text(data, line_starts[number]), prefix or "", traceback=prefix is not None
         )
@@ -722,7 +1105,14 @@ def record_scan(
         if extra:
             matches, _none = decide(extra)
             folded.add_matches(matches)
-    return ScanCounts(len(hits), len(spans), window_lines, len(shape_unmatched))
+    return ScanCounts(
+        len(hits),
+        len(spans) + len(hard),
+        window_lines,
+        len(shape_unmatched),
+        len(hard),
+        sum(last - first + 1 for first, last in hard),
+    )
 
 
 def _batches(spans: Sequence[list[int]]) -> Iterator[Sequence[list[int]]]:
@@ -735,6 +1125,18 @@ def _batches(spans: Sequence[list[int]]) -> Iterator[Sequence[list[int]]]:
             begin, lines = k + 1, 0
     if begin < len(spans):
         yield spans[begin:]
+
+
+def _kinded_batches(
+    items: Sequence[tuple[list[int], bool]],
+) -> Iterator[tuple[Sequence[list[int]], bool]]:
+    """``_batches`` of (span, hard) items in order, a batch's spans all of one kind."""
+    begin = 0
+    for k in range(1, len(items) + 1):
+        if k == len(items) or items[k][1] != items[begin][1]:
+            for batch in _batches([span for span, _hard in items[begin:k]]):
+                yield batch, items[begin][1]
+            begin = k
 
 
 def _blank_objects(region: bytes) -> bytes:
@@ -754,6 +1156,12 @@ def _bare_header(data: bytes, start: int) -> bool:
     end = data.find(b"\n", start)
     line = data[start : len(data) if end < 0 else end]
     return len(line) < 128 and line.strip() == _HEADER
+
+
+def _coloured_header(data: bytes, start: int) -> bool:
+    """Whether an ANSI colour comes before ``Traceback`` on the header line at ``start``."""
+    at = data.find(b"Traceback", start)
+    return at > start and b"\x1b" in data[start:at]
 
 
 def _in_frames(data: bytes, start: int) -> bool:
@@ -797,6 +1205,20 @@ class _Spans:
     def has(self, line: int) -> bool:
         k = bisect.bisect_right(self._firsts, line) - 1
         return k >= 0 and line <= self._lasts[k]
+
+    def outside(self, first: int, last: int) -> Iterator[list[int]]:
+        """The pieces of [first, last] that no span covers, ascending."""
+        k = max(0, bisect.bisect_right(self._firsts, first) - 1)
+        while first <= last:
+            while k < len(self._firsts) and self._lasts[k] < first:
+                k += 1
+            if k == len(self._firsts) or self._firsts[k] > last:
+                yield [first, last]
+                return
+            if self._firsts[k] > first:
+                yield [first, self._firsts[k] - 1]
+            first = self._lasts[k] + 1
+            k += 1
 
 
 def _cut(

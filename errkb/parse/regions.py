@@ -154,6 +154,28 @@ def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
     reach (``TRACEBACK_REACH`` lines): memory is bounded whatever the input, not one entry per
     hit line. Windows are merged as line numbers and cut out as bytes once each.
     """
+    for window in region_windows(data, numbered_hits(data, hit_lines(data))):
+        yield _cut(data, window)
+
+
+def numbered_hits(data: bytes, hits: Iterable[tuple[int, bool]]) -> Iterator[tuple[int, int, bool]]:
+    """``hit_lines``' (start, header) as (1-based line number, start, header)."""
+    number, position = 1, 0
+    for line_start, is_header in hits:
+        number += data.count(b"\n", position, line_start)
+        position = line_start
+        yield number, line_start, is_header
+
+
+def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterator[list[int]]:
+    """``error_regions``' windows, as line numbers and anchors, from its numbered hit lines.
+
+    Each window is [first line, end line (exclusive), first anchor's start offset, its line
+    number, end anchor's start offset, its line number] (``_cut`` makes its bytes). Fed the
+    hit lines from a quiet point on (no window open, no header pending), it gives the same
+    windows as over the whole input: the record scan reads the regions around its hard
+    shapes this way (``errkb.match.recordscan``), without this pass over every line.
+    """
     # A window: [first line, end line (exclusive), first anchor's start offset, its line
     # number, end anchor's start offset, its line number]; the anchors locate the bytes.
     held: list[list[int]] = []
@@ -161,10 +183,7 @@ def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
     # the next ordinary hit within reach is their exception line.
     pending: collections.deque[tuple[int, int]] = collections.deque()
     walked = (0, -1, 0)  # the last walk: (exception line's start, its number, header start)
-    number, position = 1, 0
-    for line_start, is_header in hit_lines(data):
-        number += data.count(b"\n", position, line_start)
-        position = line_start
+    for number, line_start, is_header in hits:
         while pending and number - pending[0][0] > TRACEBACK_REACH:
             pending.popleft()
         first = max(1, number - BEFORE)
@@ -214,11 +233,9 @@ def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
             pending.append((number, len(held) - 1))
         if not pending:
             # Nothing can reach back into finished windows any more: hand them out.
-            for window in held[:-1]:
-                yield _cut(data, window)
+            yield from held[:-1]
             del held[:-1]
-    for window in held:
-        yield _cut(data, window)
+    yield from held
 
 
 def _cut(data: bytes, window: list[int]) -> tuple[int, bytes]:

@@ -908,6 +908,24 @@ class _StreamParser:
         return self._message_lines(parts, i)
 
 
+def ends_message(text: str) -> bool:
+    """Whether a message never continues with the cleaned line ``text``.
+
+    The lines ``_continuation`` stops at whatever the message before them: a shell or REPL
+    prompt, another tool's line (pytest's rules, workflow commands, shell xtrace), a
+    traceback header, a chain sentence, a frame line. The record scan asks it of the line
+    after an exception line it would otherwise read alone.
+    """
+    return bool(
+        _PROMPT_RE.match(text)
+        or _FOREIGN_LINE_RE.match(text)
+        or text.endswith(_TB_TAIL)
+        or text.endswith("Traceback (most recent call last)")
+        or text.strip() in _CHAIN_SEPARATORS
+        or _FRAME_RE.match(text)
+    )
+
+
 def _printed(parts: list[str], numbers: list[int]) -> int:
     """Cut a traceback's message to what the exception printed; return how many lines it has.
 

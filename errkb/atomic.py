@@ -2,7 +2,8 @@
 
 Write to a temporary file in the same directory, flush and fsync, then ``os.replace`` it over
 the target. A crash mid-write leaves the old file (or none) and a stray temporary, never half a
-file.
+file. A pipe is written whole too (``write_all``): a worker's framed result is all there or the
+worker is gone.
 
 ``os.replace`` replaces whatever is at the path, so the target is checked first: a path that is a
 device, a FIFO or a directory is refused (replacing ``/dev/full`` with a regular file is not an
@@ -97,3 +98,18 @@ def atomic_write_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> 
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` whole to the pipe ``fd``, with ``os.write`` until every byte is taken.
+
+    Not through a buffered stream: CPython 3.11's ``BufferedWriter`` loses bytes when a large
+    write to a full pipe is stopped and continued (SIGSTOP/SIGCONT: Ctrl-Z then ``fg``, or a
+    sampling profiler), and the sync then read one result's end as the next one's start (150k
+    sync under a SIGSTOP/SIGCONT loop: "ValueError: substring not found"; a two-process test
+    of 540 kB frames lost bytes within the first three). ``os.write`` returns each partial
+    count, and the loop writes the rest.
+    """
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

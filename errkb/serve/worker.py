@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from errkb.atomic import write_all
 from errkb.serve import Service
 from errkb.serve.workers import OK, READY, error_kind
 
@@ -33,11 +34,13 @@ def main(argv: list[str]) -> int:
     kb = open_kb(argv[0] if argv else None, bundled=False)
     service = Service(kb)
     ops = operations(service)
-    out = sys.stdout
+    # Replies go to the pipe with ``os.write`` until whole, not through ``sys.stdout``: a
+    # buffered writer stopped and continued mid-write (SIGSTOP/SIGCONT) can lose bytes of a
+    # large reply (``errkb.atomic.write_all``), and the server would read half an answer.
+    out = sys.stdout.fileno()
     with service.preparing():
         kb.prepare()
-        out.write(READY + "\n")
-        out.flush()
+        write_all(out, (READY + "\n").encode())
         for line in sys.stdin:
             request = json.loads(line)
             try:
@@ -51,8 +54,7 @@ def main(argv: list[str]) -> int:
                         "worker: %s", "".join(traceback.format_exception(exc))
                     )
                 reply = json.dumps({"error": {"kind": error_kind(exc), "message": str(exc)}})
-            out.write(reply + "\n")
-            out.flush()
+            write_all(out, (reply + "\n").encode("utf-8", "surrogatepass"))
     kb.close()
     return 0
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from errkb.atomic import write_all
 from errkb.errors import ErrkbError, Problem, SyncError
 from errkb.sync.repofile import Checked, Listed, check_repo, read_repo
 
@@ -282,21 +283,6 @@ def serve(stdin: IO[str], stdout: IO[bytes]) -> None:
     for line in stdin:
         result = check_job(line).encode("utf-8", "surrogatepass")
         write_all(out, b"%d\n%s" % (len(result), result))
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """Write ``data`` whole to the pipe ``fd``, with ``os.write`` until every byte is taken.
-
-    Not through a buffered stream: CPython 3.11's ``BufferedWriter`` loses bytes when a large
-    write to a full pipe is stopped and continued (SIGSTOP/SIGCONT: Ctrl-Z then ``fg``, or a
-    sampling profiler), and the sync then read one result's end as the next one's start (150k
-    sync under a SIGSTOP/SIGCONT loop: "ValueError: substring not found"; a two-process test
-    of 540 kB frames lost bytes within the first three). ``os.write`` returns each partial
-    count, and the loop writes the rest.
-    """
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _died(where: str, code: int | None) -> SyncError:

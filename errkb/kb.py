@@ -512,14 +512,36 @@ class KnowledgeBase:
         """
         if self.store.read_only:
             return
-        with self.store.snapshot() as view:
+        from errkb.match.anchordb import _trim, anchordb_path, default_engine
+        from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
+        from errkb.match.scan import body_items, buffer_anchor_db, scan_words, table_body
+
+        engine = self.scan_engine or default_engine()
+        with self.store.snapshot() as view, self._build_lock:
             state = view.meta_value("state") or "0"
             dataset_version = view.meta_value("dataset_version")
             self._cache_for(state)
-            self._record_anchors(view, state, dataset_version)
-            table = self._anchor_table(view, state, dataset_version)
-            if table is not None:
-                self._buffer_scan(table, state, dataset_version)
+            # Each file is built (or found current) and dropped before the next: the files
+            # are what a later explain reads, and the structures a scan would use (a
+            # frozenset per record for the buffer pass, the table's dict of every word) are
+            # never made here. Held together they were the sync's peak.
+            RecordAnchors(
+                view.anchor_rows,
+                engine,
+                store_at=record_anchordb_path(self.store.path),
+                state=state,
+                dataset_version=dataset_version,
+            )
+            _trim()
+            body = table_body(view, self.store.path, state, dataset_version)
+            words = scan_words(body_items(body))
+            del body
+            _trim()
+            buffer_anchor_db(
+                words, anchordb_path(self.store.path), state, dataset_version, engine
+            )
+            del words
+            _trim()
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
         """``build_anchor_files`` after a write committed; Ctrl-C raises ``interrupted()``.

@@ -537,9 +537,7 @@ class KnowledgeBase:
             words = scan_words(body_items(body))
             del body
             _trim()
-            buffer_anchor_db(
-                words, anchordb_path(self.store.path), state, dataset_version, engine
-            )
+            buffer_anchor_db(words, anchordb_path(self.store.path), state, dataset_version, engine)
             del words
             _trim()
 

@@ -40,7 +40,7 @@ import array
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -170,7 +170,7 @@ class RecordMaps:
         return tuple(chunk.decode("utf-8").split("\n")[:-1])
 
 
-def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
+def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
     """The maps of ``rows`` (``ReadView.anchor_rows``) and their words: no template parsed.
 
     1.5 s of CPU at 150k records before its fast paths (most anchors are one line with
@@ -186,7 +186,10 @@ def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
     fixed = bytearray()
     sure_of: list[bool] = []  # per record: not fixed and its literals all inside its anchor
     unescaped = _UNESCAPED.fullmatch
+    complete = True  # every row read once: ``rows`` may be the store's stream
     for _rid, anchor, lits, regex, template in rows:
+        if anchor is None:
+            complete = False
         if not anchor:
             continue  # no usable literal: never a candidate (the matcher's rule)
         line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
@@ -235,7 +238,7 @@ def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
             sure[w] = any(sure_of[r] for r in records)
             ends[w] = all(fixed[r] for r in records)
     maps = RecordMaps(
-        complete=all(row[1] is not None for row in rows),
+        complete=complete,
         plain=bytes(plain_flags),
         sure=bytes(sure),
         ends=bytes(ends),
@@ -368,7 +371,7 @@ class RecordAnchors:
 
     def __init__(
         self,
-        rows: Sequence[AnchorRow] | Callable[[], Sequence[AnchorRow]],
+        rows: Iterable[AnchorRow] | Callable[[], Iterable[AnchorRow]],
         engine: str | None = None,
         *,
         store_at: Path | None = None,

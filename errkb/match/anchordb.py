@@ -350,6 +350,7 @@ class AnchorDB:
             # the other: the compile's memory follows the part, not the knowledge base.
             parts = -(-len(literals) // CHUNK_WORDS)
             size = -(-len(literals) // parts)
+            part: list[bytes] = []
             for base in range(0, len(literals), size):
                 part = literals[base : base + size]
                 database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
@@ -360,13 +361,16 @@ class AnchorDB:
                     flags=0,
                     literal=True,
                 )
-                databases.append(database)
                 images.append(hyperscan.dumpb(database))
+                # Only the image is kept while the next part compiles (the database is
+                # loaded back from it below): at 150k records each part's database and
+                # image were ~8 MB each, and a 500k build compiles eight parts.
+                del database
                 _trim()  # what the compile freed goes back to the system before the next
             serialised = _join_images(images)
-        else:
-            for image in _split_images(serialised):
-                databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
+            del images, literals, numbers, part
+        for image in _split_images(serialised):
+            databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
         self.serialised = serialised
         scratches = [hyperscan.Scratch(database) for database in databases]
         lock = threading.Lock()  # one scratch space each: scans of one database take turns

@@ -967,11 +967,13 @@ def load_anchor_db(
     *,
     rebuild: bool = True,
     ends: bytes | None = None,
+    blob: bytes | None = None,
 ) -> AnchorDB:
     """The stored database if usable; else one compiled from ``words()`` (and stored).
 
     ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
-    ``ends``: the words' end flags (``AnchorDB``) for a compile.
+    ``ends``: the words' end flags (``AnchorDB``) for a compile; ``blob``: the words as
+    ``AnchorDB.blob`` holds them, used instead of ``words()``.
     """
     engine = engine or default_engine()
     fault = AnchorFault.MISSING
@@ -982,7 +984,7 @@ def load_anchor_db(
             if not rebuild:
                 raise
             fault = exc.fault
-    db = AnchorDB(words(), engine, ends=ends)
+    db = AnchorDB(() if blob is not None else words(), engine, ends=ends, blob=blob)
     db.fault = fault
     if path is not None:
         write_anchor_db(path, db, state, version)

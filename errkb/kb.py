@@ -509,6 +509,15 @@ class KnowledgeBase:
         compiles them, and a knowledge base mounted read-only afterwards never does: 10.3 s
         of CPU at 150,000 records, most of it Hyperscan's compile (``errkb.match.anchordb``,
         ``BENCHMARKS.md``). Nothing here touches the store's transaction.
+
+        The record anchors are all of its peak and most of its CPU (150k records, loaded,
+        ``python bench/anchorbuild.py DB STAGE``: 19.8 s and 355 MiB against 1.5 s and 47 MiB
+        for the table, 2.1 s and 141 MiB for the buffer pass's database through
+        ``BufferScan``). Each file is built and dropped before the next, the buffer pass's
+        words read from the table's body: at 500,000 records the build peaks at 630 MiB and
+        63 s of CPU, main's at 959 MiB and 65 s (same session); what is left is the record
+        anchors' Hyperscan compile, ~170-220 MB beyond the process for each part of ~90k
+        literals (``anchordb.CHUNK_WORDS``), over ~330 MB of maps and literals at 500k.
         """
         if self.store.read_only:
             return

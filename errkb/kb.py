@@ -509,17 +509,46 @@ class KnowledgeBase:
         compiles them, and a knowledge base mounted read-only afterwards never does: 10.3 s
         of CPU at 150,000 records, most of it Hyperscan's compile (``errkb.match.anchordb``,
         ``BENCHMARKS.md``). Nothing here touches the store's transaction.
+
+        The record anchors are all of its peak and most of its CPU (150k records, loaded,
+        ``python bench/anchorbuild.py DB STAGE``: 19.8 s and 355 MiB against 1.5 s and 47 MiB
+        for the table, 2.1 s and 141 MiB for the buffer pass's database through
+        ``BufferScan``). Each file is built and dropped before the next, the buffer pass's
+        words read from the table's body: at 500,000 records the build peaks at 630 MiB and
+        63 s of CPU, main's at 959 MiB and 65 s (same session); what is left is the record
+        anchors' Hyperscan compile, ~170-220 MB beyond the process for each part of ~90k
+        literals (``anchordb.CHUNK_WORDS``), over ~330 MB of maps and literals at 500k.
         """
         if self.store.read_only:
             return
-        with self.store.snapshot() as view:
+        from errkb.match.anchordb import _trim, anchordb_path, default_engine
+        from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
+        from errkb.match.scan import body_items, buffer_anchor_db, scan_words, table_body
+
+        engine = self.scan_engine or default_engine()
+        with self.store.snapshot() as view, self._build_lock:
             state = view.meta_value("state") or "0"
             dataset_version = view.meta_value("dataset_version")
             self._cache_for(state)
-            self._record_anchors(view, state, dataset_version)
-            table = self._anchor_table(view, state, dataset_version)
-            if table is not None:
-                self._buffer_scan(table, state, dataset_version)
+            # Each file is built (or found current) and dropped before the next: the files
+            # are what a later explain reads, and the structures a scan would use (a
+            # frozenset per record for the buffer pass, the table's dict of every word) are
+            # never made here. Held together they were the sync's peak.
+            RecordAnchors(
+                view.anchor_rows,
+                engine,
+                store_at=record_anchordb_path(self.store.path),
+                state=state,
+                dataset_version=dataset_version,
+            )
+            _trim()
+            body = table_body(view, self.store.path, state, dataset_version)
+            words = scan_words(body_items(body))
+            del body
+            _trim()
+            buffer_anchor_db(words, anchordb_path(self.store.path), state, dataset_version, engine)
+            del words
+            _trim()
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
         """``build_anchor_files`` after a write committed; Ctrl-C raises ``interrupted()``.

@@ -295,7 +295,7 @@ def test_the_cli_says_what_it_cut_and_all_lists_everything(
 
 def test_every_backend_gives_each_live_record_s_anchor_row(db_target: str) -> None:
     with errkb.open(db_target) as kb, kb.store.snapshot() as view:
-        rows = view.anchor_rows()
+        rows = list(view.anchor_rows())
         stats = kb.stats()
     assert len(rows) == stats.records - stats.retired
     assert [r[0] for r in rows] == sorted(r[0] for r in rows)

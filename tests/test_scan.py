@@ -324,3 +324,23 @@ def test_a_word_in_use_stays_parsed() -> None:
         assert table.parsed_entries <= 8
     assert "w000" in table._parsed
     assert table.candidates("w000") == [f"{0:016x}", f"{1000:016x}"]
+
+
+def test_a_write_builds_the_files_without_the_scan_s_structures(
+    big_kb: errkb.KnowledgeBase,
+) -> None:
+    # The ingest's ``build_anchor_files`` stored all three files and kept none of what a scan
+    # holds: the buffer pass's words come from the table's body, not from a ``BufferScan``.
+    from errkb.match.anchordb import anchordb_path, default_engine, read_anchor_db
+
+    assert big_kb._anchors is None and big_kb._table is None and big_kb._scan is None
+    state = str(big_kb.store.meta_value("state"))
+    version = big_kb.store.meta_value("dataset_version")
+    table = scan.read_table(scan.anchor_path(big_kb.path), state, version)
+    assert table is not None
+    body = scan.anchor_path(big_kb.path).read_text(encoding="utf-8").partition("\n")[2]
+    assert list(scan.body_items(body)) == list(table.raw_items())
+    stored = read_anchor_db(anchordb_path(big_kb.path), state, version, default_engine())
+    buffer = scan.BufferScan(table, "ahocorasick")  # its words: either engine's
+    assert stored.words == scan.scan_words(table.raw_items()) == tuple(buffer._words)
+    assert len(stored.words) > 100

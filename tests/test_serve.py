@@ -43,7 +43,15 @@ def test_preparing_builds_each_states_table_on_its_own_thread(
         builders.append(threading.current_thread().name)
         return real(*args, **kwargs)
 
+    real_body = scan.table_body
+
+    def counting_body(*args: Any, **kwargs: Any) -> str:
+        builders.append(threading.current_thread().name)
+        return real_body(*args, **kwargs)
+
     monkeypatch.setattr(scan, "load_table", counting)
+    # A write's ``build_anchor_files`` stores the table from its body, no ``AnchorTable``.
+    monkeypatch.setattr(scan, "table_body", counting_body)
     service = Service.create(kb)
     with service.preparing(interval=0.01):
         assert kb.prepare_ahead

@@ -350,6 +350,7 @@ class AnchorDB:
             # the other: the compile's memory follows the part, not the knowledge base.
             parts = -(-len(literals) // CHUNK_WORDS)
             size = -(-len(literals) // parts)
+            part: list[bytes] = []
             for base in range(0, len(literals), size):
                 part = literals[base : base + size]
                 database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
@@ -360,13 +361,16 @@ class AnchorDB:
                     flags=0,
                     literal=True,
                 )
-                databases.append(database)
                 images.append(hyperscan.dumpb(database))
+                # Only the image is kept while the next part compiles (the database is
+                # loaded back from it below): at 150k records each part's database and
+                # image were ~8 MB each, and a 500k build compiles eight parts.
+                del database
                 _trim()  # what the compile freed goes back to the system before the next
             serialised = _join_images(images)
-        else:
-            for image in _split_images(serialised):
-                databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
+            del images, literals, numbers, part
+        for image in _split_images(serialised):
+            databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
         self.serialised = serialised
         scratches = [hyperscan.Scratch(database) for database in databases]
         lock = threading.Lock()  # one scratch space each: scans of one database take turns
@@ -963,11 +967,13 @@ def load_anchor_db(
     *,
     rebuild: bool = True,
     ends: bytes | None = None,
+    blob: bytes | None = None,
 ) -> AnchorDB:
     """The stored database if usable; else one compiled from ``words()`` (and stored).
 
     ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
-    ``ends``: the words' end flags (``AnchorDB``) for a compile.
+    ``ends``: the words' end flags (``AnchorDB``) for a compile; ``blob``: the words as
+    ``AnchorDB.blob`` holds them, used instead of ``words()``.
     """
     engine = engine or default_engine()
     fault = AnchorFault.MISSING
@@ -978,7 +984,7 @@ def load_anchor_db(
             if not rebuild:
                 raise
             fault = exc.fault
-    db = AnchorDB(words(), engine, ends=ends)
+    db = AnchorDB(() if blob is not None else words(), engine, ends=ends, blob=blob)
     db.fault = fault
     if path is not None:
         write_anchor_db(path, db, state, version)

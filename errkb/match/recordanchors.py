@@ -40,7 +40,7 @@ import array
 import json
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -178,7 +178,7 @@ class RecordMaps:
         return self.ids[self.id_offsets[record] : self.id_offsets[record + 1]].decode("utf-8")
 
 
-def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
+def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
     """The maps of ``rows`` (``ReadView.anchor_rows``) and their words: no template parsed.
 
     1.5 s of CPU at 150k records before its fast paths (most anchors are one line with
@@ -197,7 +197,10 @@ def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
     fixed = bytearray()
     sure_of: list[bool] = []  # per record: not fixed and its literals all inside its anchor
     unescaped = _UNESCAPED.fullmatch
+    complete = True  # every row read once: ``rows`` may be the store's stream
     for rid, anchor, lits, regex, template in rows:
+        if anchor is None:
+            complete = False
         if not anchor:
             continue  # no usable literal: never a candidate (the matcher's rule)
         line = anchor_line(anchor) if "\n" in anchor else anchor.strip()
@@ -250,7 +253,7 @@ def record_maps(rows: Sequence[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
             sure[w] = any(sure_of[r] for r in records)
             ends[w] = all(fixed[r] for r in records)
     maps = RecordMaps(
-        complete=all(row[1] is not None for row in rows),
+        complete=complete,
         plain=bytes(plain_flags),
         sure=bytes(sure),
         ends=bytes(ends),
@@ -394,7 +397,7 @@ class RecordAnchors:
 
     def __init__(
         self,
-        rows: Sequence[AnchorRow] | Callable[[], Sequence[AnchorRow]],
+        rows: Iterable[AnchorRow] | Callable[[], Iterable[AnchorRow]],
         engine: str | None = None,
         *,
         store_at: Path | None = None,
@@ -419,11 +422,17 @@ class RecordAnchors:
         if maps is None or db is None:
             maps, words = record_maps(rows() if callable(rows) else rows)
             ends = maps.ends
-            db = load_anchor_db(store_at, lambda: words, state, dataset_version, engine, ends=ends)
-            if db.ends != ends or db.words != words:
+            # The words as ``AnchorDB`` holds them (one blob), and not as 215k str objects
+            # (20 MiB at 150k records) through the Hyperscan compile.
+            blob = "".join(w + "\n" for w in words).encode("utf-8")
+            del words
+            db = load_anchor_db(
+                store_at, tuple, state, dataset_version, engine, ends=ends, blob=blob
+            )
+            if db.ends != ends or db.blob != blob:
                 # Stored for this state from other rows: never scan with it.
                 fault = db.fault
-                db = AnchorDB(words, db.engine, ends=ends)
+                db = AnchorDB((), db.engine, ends=ends, blob=blob)
                 db.fault = fault
                 if store_at is not None:
                     write_anchor_db(store_at, db, state, dataset_version)

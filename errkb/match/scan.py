@@ -42,6 +42,7 @@ from errkb.match.anchordb import ENGINES, default_engine
 from errkb.match.index import message_tokens
 
 if TYPE_CHECKING:
+    from errkb.match.anchordb import AnchorDB
     from errkb.store import ReadView
 
 FORMAT = "errkb-anchors 1"
@@ -302,6 +303,11 @@ def _header(state: str, dataset_version: str | None, body: bytes) -> str:
 
 def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTable | None:
     """The table stored at ``path`` if it belongs to this state and is intact; else None."""
+    body = _read_body(path, state, dataset_version)
+    return None if body is None else AnchorTable(body)
+
+
+def _read_body(path: Path, state: str, dataset_version: str | None) -> str | None:
     try:
         data = path.read_bytes()
     except OSError:
@@ -313,7 +319,7 @@ def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTab
     if header + newline != expected:
         return None
     try:
-        return AnchorTable(body.decode("utf-8"))
+        return body.decode("utf-8")
     except UnicodeDecodeError:
         return None
 
@@ -349,6 +355,32 @@ def load_table(
     return AnchorTable(body)
 
 
+def table_body(view: ReadView, db_path: Path, state: str, dataset_version: str | None) -> str:
+    """The table's body for ``view``'s state: its file's if current, else built and stored.
+
+    ``KnowledgeBase.build_anchor_files`` reads the buffer pass's words from it (``body_items``)
+    without holding an ``AnchorTable`` (a dict of every word's entries) beside it.
+    """
+    path = anchor_path(db_path)
+    body = _read_body(path, state, dataset_version)
+    if body is None:
+        body = build_body(view.token_rows())
+        write_table(path, state, dataset_version, body)
+    return body
+
+
+def body_items(body: str) -> Iterator[tuple[str, str]]:
+    """(rank-0 word, raw entries) of each line of a table's body: ``AnchorTable.raw_items``."""
+    start = 0
+    while start < len(body):
+        end = body.find("\n", start)
+        if end < 0:
+            end = len(body)
+        word, _, entries = body[start:end].partition("\t")
+        yield word, entries
+        start = end + 1
+
+
 # ---------------------------------------------------------------------------- the buffer pass
 #: Scan words shorter than this are left out of the buffer pass: short words are everywhere in
 #: a log, and each hit costs a Python check.
@@ -372,6 +404,57 @@ def _line_words(line: bytes) -> frozenset[str]:
     return frozenset(_LINE_WORD.findall(line.decode("utf-8", "replace")))
 
 
+def scan_entries(items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, list[str]]]:
+    """(scan word, record id, its other indexed words) of each record that has a scan word.
+
+    ``items``: the table's (rank-0 word, raw entries) (``AnchorTable.raw_items``). A record's
+    scan word is its longest indexed word, the alphabetically first of equally long ones.
+    """
+    for word, raw in items:
+        for entry in raw.split(" "):
+            rid, _, others = entry.partition(":")
+            if not others:
+                every = [word]
+            else:
+                every = others.split(",")
+                every.append(word)
+            longest = max(sorted(every), key=len)
+            if len(longest) < MIN_SCAN_WORD or not longest.isascii():
+                continue
+            yield longest, rid, [w for w in every if w != longest]
+
+
+def scan_words(items: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """The buffer pass's words (``BufferScan``'s, sorted) from the table's raw items.
+
+    What ``KnowledgeBase.build_anchor_files`` needs to compile ``<db>.anchordb``: the words
+    alone, not the per-record look-ups a scan reads (a frozenset per record).
+    """
+    return tuple(sorted({longest for longest, _rid, _rest in scan_entries(items)}))
+
+
+def buffer_anchor_db(
+    words: tuple[str, ...],
+    store_at: Path | None,
+    state: str,
+    dataset_version: str | None,
+    engine: str,
+) -> AnchorDB:
+    """The buffer pass's anchor database of ``words``: stored if current, else compiled (stored)."""
+    from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
+
+    # The compiled automaton comes from the anchor database beside the knowledge base
+    # (``errkb.match.anchordb``), compiled and stored there when missing, stale or damaged.
+    anchors = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
+    if anchors.words != words:
+        # Stored for the same state but from other words (a table rebuilt differently):
+        # never scan with it; this process's own words are compiled and stored.
+        anchors = AnchorDB(words, engine)
+        if store_at is not None:
+            write_anchor_db(store_at, anchors, state, dataset_version)
+    return anchors
+
+
 class BufferScan:
     """One pass over a whole input for every record's scan word; hits verified per line.
 
@@ -390,8 +473,6 @@ class BufferScan:
         state: str = "0",
         dataset_version: str | None = None,
     ) -> None:
-        from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
-
         self.engine = engine or default_engine()
         self.table = table
         if self.engine not in ENGINES:
@@ -402,40 +483,21 @@ class BufferScan:
         # Read from the table's raw lines, not its parsed entries: a build touches every
         # record, and a frozenset per record was most of its cost.
         words: dict[str, tuple[list[str], dict[str, list[tuple[frozenset[str], str]]]]] = {}
-        for word, raw in table.raw_items():
-            for entry in raw.split(" "):
-                rid, _, others = entry.partition(":")
-                if not others:
-                    every = [word]
-                else:
-                    every = others.split(",")
-                    every.append(word)
-                # The longest word, the alphabetically first of equally long ones.
-                longest = max(sorted(every), key=len)
-                if len(longest) < MIN_SCAN_WORD or not longest.isascii():
-                    continue
-                alone, keyed = words.setdefault(longest, ([], {}))
-                rest = [w for w in every if w != longest]
-                if rest:
-                    keyed.setdefault(rest[0], []).append((frozenset(rest), rid))
-                else:
-                    alone.append(rid)
+        for longest, rid, rest in scan_entries(table.raw_items()):
+            alone, keyed = words.setdefault(longest, ([], {}))
+            if rest:
+                keyed.setdefault(rest[0], []).append((frozenset(rest), rid))
+            else:
+                alone.append(rid)
         self._words = sorted(words)
         self._alone = [tuple(words[w][0]) for w in self._words]
         self._keyed = [
             {key: tuple(group) for key, group in words[w][1].items()} for w in self._words
         ]
-        # The compiled automaton comes from the anchor database beside the knowledge base
-        # (``errkb.match.anchordb``), compiled and stored there when missing, stale or damaged.
-        words_now = tuple(self._words)
-        anchors = load_anchor_db(store_at, lambda: words_now, state, dataset_version, self.engine)
-        if anchors.words != words_now:
-            # Stored for the same state but from other words (a table rebuilt differently):
-            # never scan with it; this process's own words are compiled and stored.
-            anchors = AnchorDB(words_now, self.engine)
-            if store_at is not None:
-                write_anchor_db(store_at, anchors, state, dataset_version)
-        self.anchors = anchors
+        del words
+        self.anchors = buffer_anchor_db(
+            tuple(self._words), store_at, state, dataset_version, self.engine
+        )
 
     def __len__(self) -> int:
         return len(self._words)

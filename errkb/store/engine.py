@@ -181,24 +181,22 @@ _ANCHOR_SQL = (
 )
 
 
-def anchor_rows(sql: Sql) -> list[AnchorRow]:
+def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
     """(record id, anchor, literals, regex, template) of every live record, by id.
 
     The anchor is None when the record has no stored spec. What the record-driven scan's
-    anchor database and its literal rejects are built from.
+    anchor database and its literal rejects are built from. Streamed: at 150,000 records the
+    rows as a list were 97 MiB of Python objects (traced), the largest thing the anchor
+    build held, and the heap they fragmented stayed in the process through the compile.
     """
-    out: list[AnchorRow] = []
     for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
-        out.append(
-            (
-                str(rid),
-                None if anchor is None else str(anchor),
-                _tuple(literals),
-                str(regex or ""),
-                str(template or ""),
-            )
+        yield (
+            str(rid),
+            None if anchor is None else str(anchor),
+            _tuple(literals),
+            str(regex or ""),
+            str(template or ""),
         )
-    return out
 
 
 def _tuple(text: object) -> tuple[str, ...]:

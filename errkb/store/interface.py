@@ -173,8 +173,11 @@ class ReadView(Protocol):
         """
         ...
 
-    def anchor_rows(self) -> list[AnchorRow]:
-        """``AnchorRow`` of every live record by id (anchor None: no stored spec row)."""
+    def anchor_rows(self) -> Iterable[AnchorRow]:
+        """``AnchorRow`` of every live record by id (anchor None: no stored spec row).
+
+        May be a stream: consume it inside the snapshot it came from.
+        """
         ...
 
     def token_rows(self) -> Iterable[tuple[str, str, int]]:

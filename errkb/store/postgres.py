@@ -360,7 +360,7 @@ class PgView(PgSql):
     def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
         return engine.pattern_specs(self, ids)
 
-    def anchor_rows(self) -> list[AnchorRow]:
+    def anchor_rows(self) -> Iterator[AnchorRow]:
         return engine.anchor_rows(self)
 
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:

@@ -452,7 +452,10 @@ def test_large_json_lines_take_linear_time() -> None:
     )
     as_text = min(_parse_seconds(plain) for _ in range(3))
     as_json = min(_parse_seconds(large) for _ in range(3))
-    assert as_json < max(as_text, 0.01) * 10, (as_text, as_json)
+    # Quiet, this ratio reads 6.8x at this tree and 9.6x at the last stop's (2026-12-02, one
+    # process alone); beside the full tier's other worker it read 11.7x, the text side being
+    # the cheaper one to disturb. 16x still fails the parse per value (25x) it guards against.
+    assert as_json < max(as_text, 0.01) * 16, (as_text, as_json)
 
 
 # -- YAML double-quoted scalars folded over lines (PyYAML) ---------------------------------------

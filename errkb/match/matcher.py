@@ -38,6 +38,7 @@ from errkb.records.patterns import (
     compile_re2,
     compile_record,
     re2_escape,
+    re2_options,
     unquote,
 )
 from errkb.records.slots import is_placeholder_text, trailer_start
@@ -409,7 +410,7 @@ class Program:
         import re2
         from re2 import _re2
 
-        program = _re2.RE2(regex.encode("utf-8"), _options())
+        program = _re2.RE2(regex.encode("utf-8"), re2_options())
         if not program.ok():
             raise re2.error(program.error())
         self._program = program
@@ -424,22 +425,6 @@ class Program:
         if spans[0][0] < 0:
             return None
         return Found(text, encoded, spans, self._groups)
-
-
-_OPTIONS: Any = None
-
-
-def _options() -> Any:
-    """``compile_re2``'s options (quiet, bounded memory), made once."""
-    global _OPTIONS
-    if _OPTIONS is None:
-        import re2
-
-        options = re2.Options()
-        options.log_errors = False
-        options.max_mem = 8 << 20
-        _OPTIONS = options
-    return _OPTIONS
 
 
 class Found:

@@ -293,16 +293,23 @@ def compile_re2(regex: str) -> Any:
     10 MB dense scan. A compiled RE2 program is immutable and safe to share between threads; a
     regex RE2 refuses raises every time (``lru_cache`` keeps no exception).
     """
-    global _OPTIONS
     import re2
 
+    return re2.compile(regex, re2_options())
+
+
+def re2_options() -> Any:
+    """The RE2 options every dataset regex is compiled with (quiet, bounded memory), made once."""
+    global _OPTIONS
     if _OPTIONS is None:
+        import re2
+
         options = re2.Options()
         options.log_errors = False
         # Bound the automaton's memory: a hostile pattern gets an error, not gigabytes.
         options.max_mem = 8 << 20
         _OPTIONS = options
-    return re2.compile(regex, _OPTIONS)
+    return _OPTIONS
 
 
 def _agrees(regex: str, template: Template) -> bool:

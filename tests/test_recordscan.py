@@ -94,6 +94,20 @@ def _mixed_log(scale: int = 1) -> str:
     return "".join(parts)
 
 
+def _counted_scans(monkeypatch: pytest.MonkeyPatch) -> list[recordscan.ScanCounts]:
+    """Every ``record_scan``'s counts from now on, in order."""
+    seen: list[recordscan.ScanCounts] = []
+    real = recordscan.record_scan
+
+    def counted(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
+        counts = real(*args, **kwargs)
+        seen.append(counts)
+        return counts
+
+    monkeypatch.setattr(recordscan, "record_scan", counted)
+    return seen
+
+
 def _both(kb: errkb.KnowledgeBase, data: str | bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     scanned = kb.explain(data).to_dict()
     kb.record_scan = False
@@ -152,15 +166,7 @@ def test_a_damaged_anchor_database_is_rebuilt(rs_kb: errkb.KnowledgeBase, small_
 def test_the_scan_parses_only_windows_around_hit_lines(
     rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    seen: list[recordscan.ScanCounts] = []
-    real = recordscan.record_scan
-
-    def counted(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
-        counts = real(*args, **kwargs)
-        seen.append(counts)
-        return counts
-
-    monkeypatch.setattr(recordscan, "record_scan", counted)
+    seen = _counted_scans(monkeypatch)
     data = _mixed_log(scale=20).encode()
     rs_kb.explain(data)
     (counts,) = seen
@@ -583,15 +589,7 @@ def test_a_hard_shape_s_window_is_read_whole_and_the_common_log_opens_none(
     # log without it opens no such window.
     from tests.test_shapes_corpus import SHAPES
 
-    seen: list[recordscan.ScanCounts] = []
-    real = recordscan.record_scan
-
-    def counted(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
-        counts = real(*args, **kwargs)
-        seen.append(counts)
-        return counts
-
-    monkeypatch.setattr(recordscan, "record_scan", counted)
+    seen = _counted_scans(monkeypatch)
     monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
     panel = (SHAPES / "rich_install_w80_comfy.log").read_text(encoding="utf-8")
     plain = _mixed_log()

@@ -38,11 +38,12 @@ LAZY_TEMPLATES = [
     "{n} shards failed to load from {path}",
     "bad {a} and bad {b}",
     "{x} is not {y}",
+    "bad {n:d} and bad {m:.3f}, bad {s!r}",
 ]
 #: Text pieces a candidate text is made of: the templates' own words, values, separators.
 TEXT_PIECES = ["call", "out of memory", "Quanto layer ", "'enc.0'", " has incompatible scale "]
 TEXT_PIECES += ["F32", "3", " shards failed to load from ", "/m/x", "bad ", " and ", " is not "]
-TEXT_PIECES += ["x", " ", "."]
+TEXT_PIECES += ["x", " ", ".", "bad 3", " and bad 1.250", ", bad 'q'", "-7"]
 
 
 @given(st.sampled_from(LAZY_TEMPLATES), st.lists(st.sampled_from(TEXT_PIECES), max_size=8))
@@ -89,25 +90,45 @@ def test_literals_out_of_order_or_a_fixed_message_s_other_text_compile_nothing()
     st.lists(st.sampled_from([*TEXT_PIECES, "é", "日本", "\n"]), max_size=8),
 )
 def test_a_program_answers_as_re2_compile(template: str, pieces: list[str]) -> None:
-    # RE2's own program, searched directly: the same hits, starts and captures as the
-    # ``re``-like layer gives, on ASCII and other texts.
-    from errkb.match.matcher import Program, verify
+    # RE2's own program, searched directly, unanchored or from each place its leading literal
+    # is: the same hits, starts and captures as the ``re``-like layer gives, on ASCII and
+    # other texts, with the leading literal repeated before the match.
+    from errkb.match.matcher import Program, regex_lead, verify
     from errkb.records import upstream
     from errkb.records.patterns import compile_re2, compile_record
 
     spec = compile_record("r" * 16, template, upstream.message_pattern(template))
     text = "".join(pieces)
-    assert verify(spec, Program(spec.regex), text) == verify(spec, compile_re2(spec.regex), text)
-    for found_text in (text, "Quanto layer 'é' has incompatible scale 日本"):
-        ours, theirs = (
-            Program(spec.regex).search(found_text),
-            compile_re2(spec.regex).search(found_text),
-        )
-        assert (ours is None) == (theirs is None)
-        if ours is not None and theirs is not None:
-            assert (ours.start(), ours.end()) == (theirs.start(), theirs.end())
-            for name in (f"c{i}" for i in range(len(spec.names))):
-                assert ours.group(name) == theirs.group(name)
+    lead = regex_lead(spec)
+    assert bool(lead) == (not template.startswith("{") and "{" in template)
+    for program in (Program(spec.regex), Program(spec.regex, lead)):
+        assert verify(spec, program, text) == verify(spec, compile_re2(spec.regex), text)
+        for found_text in (text, "Quanto layer 'é' has incompatible scale 日本", "bad " + text):
+            ours, theirs = program.search(found_text), compile_re2(spec.regex).search(found_text)
+            assert (ours is None) == (theirs is None)
+            if ours is not None and theirs is not None:
+                assert (ours.start(), ours.end()) == (theirs.start(), theirs.end())
+                for name in (f"c{i}" for i in range(len(spec.names))):
+                    assert ours.group(name) == theirs.group(name)
+
+
+def test_the_leading_literal_is_searched_from_each_place_it_is() -> None:
+    # "bad " is at 0, 7 and 20; the match begins at 7 (the first place an anchored search
+    # matches from), as the unanchored search finds it.
+    from errkb.match.matcher import Program, regex_lead
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_record
+
+    template = "bad {n:d} and bad {m:.3f}, bad {s!r}"
+    spec = compile_record("r" * 16, template, upstream.message_pattern(template))
+    assert regex_lead(spec) == "bad "
+    text = "bad x; bad 3 and bad 1.250, bad 'q'"
+    found = Program(spec.regex, regex_lead(spec)).search(text)
+    assert found is not None
+    assert (found.start(), found.group("c0"), found.group("c2")) == (7, "3", "'q'")
+    assert Program(spec.regex, regex_lead(spec)).search("bad x; bad y") is None
+    hand_written = compile_record("r" * 16, "bad {n}", r"bad (\d+)|worse")
+    assert regex_lead(hand_written) == ""  # a messagePattern's top level is its own
 
 
 def test_a_regex_re2_refuses_raises_its_error() -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.records.patterns import (
+    PatternOrigin,
     PatternSpec,
     compile_re2,
     compile_record,
@@ -400,13 +401,23 @@ class Program:
     a compile against 0.067 for RE2's, and its search, match object and ``group`` calls were a
     third of verification. The same RE2 program, options and answers (``compile_re2``'s);
     offsets are mapped to characters only for a text that is not ASCII.
+
+    ``lead``: the literal every match of the regex begins with (a template's own regex whose
+    template starts with text). The match is then searched anchored at each place the
+    literal is, leftmost first, which is the match an unanchored search finds (the leftmost
+    start, then RE2's own preference), without what an unanchored search of an end-anchored
+    regex costs: RE2 compiles the regex a second time, reversed, and builds a DFA to find
+    where the match starts, then searches again for the captures. Anchored, a short text's
+    captures come from one bit-state search. On the dense 50 MB bench log (150k records,
+    5,234 programs, 11,136 searches) the searches took 1.00 s of CPU unanchored.
     """
 
-    __slots__ = ("_groups", "_program")
-    #: RE2's "unanchored" (set with the first program: ``re2`` is imported then).
+    __slots__ = ("_groups", "_lead", "_program")
+    #: RE2's anchors (set with the first program: ``re2`` is imported then).
     _unanchored: Any = None
+    _both: Any = None
 
-    def __init__(self, regex: str) -> None:
+    def __init__(self, regex: str, lead: str = "") -> None:
         import re2
         from re2 import _re2
 
@@ -417,14 +428,37 @@ class Program:
         self._groups = {
             bytes(name).decode(): index for name, index in program.NamedCapturingGroups()
         }
+        self._lead = lead.encode("utf-8")
         Program._unanchored = _re2.RE2.Anchor.UNANCHORED
+        Program._both = _re2.RE2.Anchor.ANCHOR_BOTH
 
     def search(self, text: str) -> Found | None:
         encoded = text.encode("utf-8")
-        spans = self._program.Match(self._unanchored, encoded, 0, len(encoded))
-        if spans[0][0] < 0:
-            return None
-        return Found(text, encoded, spans, self._groups)
+        lead = self._lead
+        if not lead:
+            spans = self._program.Match(self._unanchored, encoded, 0, len(encoded))
+            return None if spans[0][0] < 0 else Found(text, encoded, spans, self._groups)
+        match, both, end = self._program.Match, self._both, len(encoded)
+        at = encoded.find(lead)
+        while at >= 0:
+            spans = match(both, encoded, at, end)
+            if spans[0][0] >= 0:
+                return Found(text, encoded, spans, self._groups)
+            at = encoded.find(lead, at + 1)
+        return None
+
+
+def regex_lead(spec: PatternSpec) -> str:
+    """The literal every match of ``spec``'s regex begins with, or "" when not known.
+
+    A template's own regex (``patterns.template_regex``) is its segments in order inside
+    ``(?s)(?:...)$``, so when it begins with its first literal's escaped text, every match
+    begins with that text. A hand-written messagePattern is not known to: "".
+    """
+    if spec.origin is PatternOrigin.MESSAGE_PATTERN or not spec.literals or not spec.literals[0]:
+        return ""
+    first = spec.literals[0]
+    return first if spec.regex.startswith("(?s)(?:" + re2_escape(first)) else ""
 
 
 class Found:
@@ -468,7 +502,7 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
     one bad record must never make explain fail for everyone.
     """
     try:
-        return Program(spec.regex)
+        return Program(spec.regex, regex_lead(spec))
     except Exception as exc:  # re2 raises its own error type
         import logging  # only here: cold start does not pay for it
 

@@ -139,6 +139,18 @@ def test_unquote(quoted: str, plain: str) -> None:
     assert unquote(quoted) == plain
 
 
+@given(st.text(alphabet=st.sampled_from("ab .^$|?*+()[]{}\\-\n/:'\"é"), max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_an_escaped_text_matches_itself_and_nothing_else(text: str) -> None:
+    from errkb.records.patterns import re2_escape
+
+    regex = compile_re2(f"(?s)^(?:{re2_escape(text)})$")
+    assert regex.search(text)
+    assert not regex.search(text + "a") and not regex.search("a" + text)
+    for meta in ".^$|?*+()[]{}\\":  # each metacharacter stands for itself only
+        assert re2_escape(meta) == "\\" + meta
+
+
 @pytest.mark.parametrize(
     "template",
     [

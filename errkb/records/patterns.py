@@ -36,7 +36,10 @@ from errkb.records.template import Literal, Placeholder, Template, parse_templat
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4
-_RE2_META = _lazy.pattern(r"[\\.^$|?*+()\[\]{}]")
+#: Each regex metacharacter and its escape: a translation, not a regex, since explain escapes a
+#: template's first literal for each program it builds (``matcher.regex_lead``) and a cold explain
+#: compiles no pattern it does not need.
+_RE2_ESCAPES = str.maketrans({c: "\\" + c for c in "\\.^$|?*+()[]{}"})
 #: A function definition in a record's sourceCode: ``^\s*(?:async\s+)?def\s+NAME\s*\(`` (with
 #: ``re.MULTILINE``), found as ``_DEF_AT`` (a literal first: searched, not tried at every
 #: character, which was a tenth of a sync worker's time per record) whose line, up to the
@@ -94,7 +97,7 @@ class PatternSpec:
 
 def re2_escape(text: str) -> str:
     r"""Escape regex metacharacters only (RE2's own escape turns every symbol into ``\x``)."""
-    return _RE2_META().sub(lambda m: "\\" + m.group(0), text)
+    return text.translate(_RE2_ESCAPES)
 
 
 def compile_record(

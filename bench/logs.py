@@ -16,12 +16,18 @@ Which records are planted (``plantable``): the template has a placeholder, at le
 characters, no two placeholders touch, it neither starts nor ends in whitespace (collectors strip
 it), no other record has the same template, and no other record's pattern matches the template's
 rendering with as much literal text (errkb could not pick the planted one over it by design).
-Values follow the placeholder's name (shapes become tuples, counts ints, paths paths, ``!r``
-strings are quoted) and never contain the template's own literal text.
+Values are of the slot kind errkb infers for the placeholder (``errkb.records.slots``: what the
+code prints there, from the template and the raise site's sourceCode; ``len(window_shape)`` an
+integer, ``list(x)`` a list); a placeholder of unknown kind gets a value by its name (shapes
+become tuples, counts ints, paths paths, ``!r`` strings are quoted). Values never contain the
+template's own literal text. (Version 5 chose every value by name: 1 in 40 planted messages
+printed a value its code cannot print, such as ``(2,)`` for a ``len()``, which errkb's typed
+slots rightly refuse, and the run counted them as errkb's misses.)
 
 Collisions are handled with an *oracle*: each record's pattern
 (``errkb.records.patterns.compile_record``:
-the template made an end-anchored RE2 regex, the record's anchor as prefilter) run over the
+the template made an end-anchored RE2 regex with typed slots, compiled as a sync compiles it,
+the record's anchor as prefilter) run over the
 planted message and over each value. A value that makes another record match, or is itself a
 record's message, is re-rolled; a template that another, less specific record matches whatever
 the values is kept, and that record is listed in ``overlaps`` (errkb may report it too: the run
@@ -46,10 +52,11 @@ from pathlib import Path
 from typing import Any
 
 from errkb.records.patterns import compile_re2, compile_record
+from errkb.records.slots import SlotKind, sample
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
-LOGS_VERSION = 5
+LOGS_VERSION = 6
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
 #: Planted error instances per 10^6 bytes of log.
@@ -111,11 +118,26 @@ class Oracle:
 
         self.regex: dict[str, str] = {}
         self.literal: dict[str, int] = {}
+        #: Each record's slot kinds, one per placeholder (() for a hand-written pattern): what
+        #: its code prints there, so a rendering puts a value of that kind in each slot.
+        self.kinds: dict[str, tuple[SlotKind, ...]] = {}
         by_anchor: dict[str, list[str]] = {}
         for r in records:
-            spec = compile_record(r["id"], r["errorMessage"], r["messagePattern"])
+            # Compiled as a sync compiles it (``errkb.match.feed.derive``): the slot kinds come
+            # from the template and the raise site's sourceCode, and a value of another kind is
+            # no match, so the oracle and errkb agree on what a rendering matches.
+            spec = compile_record(
+                r["id"],
+                r["errorMessage"],
+                r["messagePattern"],
+                error_class=r.get("errorClass"),
+                file_path=str(r.get("filePath") or ""),
+                line_number=r.get("lineNumber"),
+                source_code=r.get("sourceCode"),
+            )
             self.regex[r["id"]] = spec.regex
             self.literal[r["id"]] = spec.literal_length
+            self.kinds[r["id"]] = tuple(SlotKind(k) for k in spec.kinds)
             if spec.anchor:
                 by_anchor.setdefault(spec.anchor, []).append(r["id"])
         self.anchors = list(by_anchor)
@@ -200,25 +222,72 @@ def _value(kind: str, rng: random.Random) -> str:
     return word if rng.random() < 0.6 else f"{word}_{rng.randrange(1, 99)}"
 
 
-def render(template: Template, rng: random.Random | None) -> Rendered | None:
-    """Render with plausible values (``rng``) or neutral ones (None); None if none fit."""
+_DTYPES = ("torch.bfloat16", "float8_e4m3fn", "F32", "torch.float16", "int8", "BF16")
+
+
+def _formatted(ph: Placeholder, number: float) -> str | None:
+    """``number`` printed through the placeholder's own format spec, None if it takes none."""
+    try:
+        if ph.raw.startswith("%"):
+            return str(ph.raw % number)
+        return format(number, ph.spec) if ph.spec else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _typed_value(kind: SlotKind, ph: Placeholder, rng: random.Random) -> str | None:
+    """A value of a slot kind errkb inferred, as the code would print it; None: by name."""
+    if kind is SlotKind.INT:
+        n = rng.choice((rng.randrange(2, 64), rng.randrange(100, 70000)))
+        return _formatted(ph, n) or str(n)
+    if kind is SlotKind.FLOAT:
+        x = rng.random() * 100
+        return _formatted(ph, x) or f"{x:.3f}"
+    if kind is SlotKind.SHAPE:
+        return _value("shape", rng)
+    if kind is SlotKind.TUPLE:
+        return repr((rng.randrange(1, 9), rng.choice(_WORDS)))
+    if kind is SlotKind.LIST:
+        return repr(rng.sample(_WORDS, rng.randrange(1, 4)))
+    if kind is SlotKind.DTYPE:
+        return rng.choice(_DTYPES)
+    if kind is SlotKind.IDENT:
+        return rng.choice(_TYPES)
+    return None  # REPR and GENERIC: a value chosen by the placeholder's name (quoted if a repr)
+
+
+def render(
+    template: Template, rng: random.Random | None, kinds: Sequence[SlotKind] = ()
+) -> Rendered | None:
+    """Render with plausible values (``rng``) or neutral ones (None); None if none fit.
+
+    ``kinds`` (one per placeholder, errkb's inferred slot kinds) say what the code prints in a
+    slot: ``len(window_shape)`` is an integer though its name says "shape", ``list(x)`` a list.
+    A placeholder of unknown kind gets a value chosen by its name.
+    """
     texts: dict[str, str] = {}
     captures: dict[str, str] = {}
     literals = [t for t in template.literals if t]
     for i, ph in enumerate(template.placeholders):
         if ph.name in texts:
             continue
-        kind = _kind(ph)
+        slot = kinds[i] if i < len(kinds) else SlotKind.GENERIC
+        kind = "word" if slot is SlotKind.REPR else _kind(ph)
         for _ in range(8):
-            value = _value(kind, rng) if rng is not None else f"Zq{i}x"
+            if rng is None:
+                neutral = slot not in (SlotKind.GENERIC, SlotKind.REPR)
+                value = sample(slot, i) if neutral else f"Zq{i}x"
+            else:
+                value = _typed_value(slot, ph, rng) or _value(kind, rng)
             # A value holding the template's own text would make the captures ambiguous.
             if not any(lit in value for lit in literals):
                 break
         else:
             return None
         # repr(x) prints what {x!r} does: a str value is quoted either way.
-        is_repr = ph.is_repr or ph.name.startswith("repr(")
-        quoted = is_repr and kind in ("word", "path", "url", "error")
+        is_repr = ph.is_repr or ph.name.startswith("repr(") or slot is SlotKind.REPR
+        typed = slot not in (SlotKind.GENERIC, SlotKind.REPR)
+        quoted = is_repr and not typed and kind in ("word", "path", "url", "error")
         texts[ph.name] = repr(value) if quoted else value
         captures[ph.name] = value
     message = "".join(
@@ -330,7 +399,7 @@ class Planter:
         """Records matching the template whatever the values; None if one would win or tie."""
         rid = record["id"]
         if rid not in self._overlaps:
-            bland = render(self._templates[rid], None)
+            bland = render(self._templates[rid], None, self.oracle.kinds[rid])
             others = self.oracle.search(bland.message) - {rid} if bland else set()
             mine = self.oracle.literal[rid]
             if any(self.oracle.literal[o] >= mine for o in others):
@@ -346,7 +415,9 @@ class Planter:
         if overlaps is None:
             return None
         for _ in range(8):
-            rendered = render(self._templates[record["id"]], self.rng)
+            rendered = render(
+                self._templates[record["id"]], self.rng, self.oracle.kinds[record["id"]]
+            )
             if rendered is None:
                 break
             if any(self.oracle.search(v) for v in rendered.captures.values()):

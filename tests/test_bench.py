@@ -92,6 +92,33 @@ def test_render_values_avoid_literal_text() -> None:
         assert not any(lit in value for lit in template.literals if lit)
 
 
+@pytest.mark.parametrize(
+    "template",
+    [
+        "Must provide equal length {len(window_shape)} window_shape and {len(axis)} axes",
+        "No layer starts with {prefix!r}: {list(hlg.layers)}",
+        "Got dtype {w.dtype} for {type(w).__name__}, scale {x:.3f} of {sorted(keys)}",
+    ],
+)
+def test_a_rendering_prints_each_slot_as_its_code_would(template: str) -> None:
+    # By name alone "len(window_shape)" got a shape and "list(hlg.layers)" a word, which the
+    # record's typed slots refuse: the run then counted errkb's right refusal as a miss.
+    record = {
+        "id": "r" * 16,
+        "errorMessage": template,
+        "messagePattern": upstream.message_pattern(template),
+    }
+    oracle = bl.Oracle([record])
+    assert oracle.kinds[record["id"]]  # typed slots, one per placeholder
+    rng = random.Random(4)
+    for _ in range(40):
+        rendered = bl.render(parse_template(template), rng, oracle.kinds[record["id"]])
+        assert rendered is not None
+        assert oracle.search(rendered.message) == {record["id"]}, rendered.message
+    bland = bl.render(parse_template(template), None, oracle.kinds[record["id"]])
+    assert bland is not None and oracle.search(bland.message) == {record["id"]}
+
+
 def test_generated_log_truth_points_at_the_messages(
     tmp_path: Path, small_records: list[dict[str, Any]]
 ) -> None:

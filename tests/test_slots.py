@@ -80,6 +80,15 @@ K = SlotKind
         ("Too {('many' if a > b else 'few')} items for {cls}", None, [K.GENERIC, K.GENERIC]),
         ("Unknown {kind}s", None, [K.GENERIC]),
         ("took {t} s, {m}MB", None, [K.FLOAT, K.FLOAT]),
+        # One value printed plainly twice: the unit after one says what both are (dask's
+        # "Explode a function with {nout} outputs, ... list of {nout} items").
+        ("with {n} outputs, a list of {n} items", None, [K.INT, K.INT]),
+        ("{n} items, then {n} again", None, [K.INT, K.INT]),
+        # Printed otherwise (a repr, a format spec) or told apart: each keeps its own kind.
+        ("with {n!r} outputs, a list of {n} items", None, [K.REPR, K.INT]),
+        ("took {n:.3} s, {n} items", None, [K.GENERIC, K.INT]),
+        ("{n} items, {n} ms", None, [K.INT, K.FLOAT]),
+        ("{n} outputs, {m} items", None, [K.GENERIC, K.INT]),
     ],
 )  # fmt: skip
 def test_kinds_are_inferred_from_the_template_and_the_source(

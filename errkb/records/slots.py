@@ -351,11 +351,17 @@ _REPR_SAME = frozenset(
 def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inferred, ...]:
     """One :class:`Inferred` per placeholder of ``template``, in placeholder order.
 
-    A placeholder that appears twice is inferred each time (it gets the same answer). The
-    ``source_code`` is only read as text, never run.
+    A placeholder that appears twice is inferred each time, and its plain occurrences (no
+    conversion, no format spec: they print the same text) then agree: one whose kind nothing
+    said takes the kind another says, by its unit or label (``with {n} outputs ... list of {n}
+    items``: both integers). Without that the same value was an integer in one slot and anything
+    in the other, and a rendering with a word there matched the first slot's ``.+?``. Plain
+    occurrences that disagree keep their own kinds. The ``source_code`` is only read as text,
+    never run.
     """
     assignments = _Assignments(source_code or "")
     out: list[Inferred] = []
+    plain: list[Placeholder | None] = []  # the occurrence, when it prints its value plainly
     segments = template.segments
     for i, seg in enumerate(segments):
         if not isinstance(seg, Placeholder):
@@ -370,6 +376,19 @@ def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inf
                 assignments,
             )
         )
+        printed_plainly = not seg.raw.startswith("%") and not seg.conversion and not seg.spec
+        plain.append(seg if printed_plainly else None)
+    said: dict[str, set[SlotKind]] = {}
+    for occurrence, inferred in zip(plain, out, strict=True):
+        if occurrence is not None and inferred.kind not in (SlotKind.GENERIC, SlotKind.REPR):
+            said.setdefault(occurrence.name, set()).add(inferred.kind)
+    for index, (occurrence, inferred) in enumerate(zip(plain, out, strict=True)):
+        kinds = said.get(occurrence.name, set()) if occurrence is not None else set()
+        if occurrence is not None and inferred.kind is SlotKind.GENERIC and len(kinds) == 1:
+            (kind,) = kinds
+            out[index] = Inferred(
+                kind, f"{occurrence.raw} elsewhere in the message is {kind.value}"
+            )
     return tuple(out)
 
 

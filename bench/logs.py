@@ -22,7 +22,8 @@ integer, ``list(x)`` a list); a placeholder of unknown kind gets a value by its 
 become tuples, counts ints, paths paths, ``!r`` strings are quoted). Values never contain the
 template's own literal text. (Version 5 chose every value by name: 1 in 40 planted messages
 printed a value its code cannot print, such as ``(2,)`` for a ``len()``, which errkb's typed
-slots rightly refuse, and the run counted them as errkb's misses.)
+slots rightly refuse, and the run counted them as errkb's misses. Version 6 printed a value
+used twice, ``{name}`` then ``{name!r}``, the first way both times.)
 
 Collisions are handled with an *oracle*: each record's pattern
 (``errkb.records.patterns.compile_record``:
@@ -56,7 +57,7 @@ from errkb.records.slots import SlotKind, sample
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
-LOGS_VERSION = 6
+LOGS_VERSION = 7
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
 #: Planted error instances per 10^6 bytes of log.
@@ -265,33 +266,35 @@ def render(
     slot: ``len(window_shape)`` is an integer though its name says "shape", ``list(x)`` a list.
     A placeholder of unknown kind gets a value chosen by its name.
     """
-    texts: dict[str, str] = {}
     captures: dict[str, str] = {}
+    textual: dict[str, bool] = {}  # the value is text a repr quotes (a word, a path ...)
+    printed: list[str] = []  # each occurrence as it prints: {x!r} quoted, {x} as it is
     literals = [t for t in template.literals if t]
     for i, ph in enumerate(template.placeholders):
-        if ph.name in texts:
-            continue
         slot = kinds[i] if i < len(kinds) else SlotKind.GENERIC
-        kind = "word" if slot is SlotKind.REPR else _kind(ph)
-        for _ in range(8):
-            if rng is None:
-                neutral = slot not in (SlotKind.GENERIC, SlotKind.REPR)
-                value = sample(slot, i) if neutral else f"Zq{i}x"
-            else:
-                value = _typed_value(slot, ph, rng) or _value(kind, rng)
-            # A value holding the template's own text would make the captures ambiguous.
-            if not any(lit in value for lit in literals):
-                break
-        else:
-            return None
-        # repr(x) prints what {x!r} does: a str value is quoted either way.
-        is_repr = ph.is_repr or ph.name.startswith("repr(") or slot is SlotKind.REPR
         typed = slot not in (SlotKind.GENERIC, SlotKind.REPR)
-        quoted = is_repr and not typed and kind in ("word", "path", "url", "error")
-        texts[ph.name] = repr(value) if quoted else value
-        captures[ph.name] = value
+        if ph.name not in captures:
+            kind = "word" if slot is SlotKind.REPR else _kind(ph)
+            for _ in range(8):
+                if rng is None:
+                    value = sample(slot, i) if typed else f"Zq{i}x"
+                else:
+                    value = _typed_value(slot, ph, rng) or _value(kind, rng)
+                # A value holding the template's own text would make the captures ambiguous.
+                if not any(lit in value for lit in literals):
+                    break
+            else:
+                return None
+            captures[ph.name] = value
+            textual[ph.name] = not typed and kind in ("word", "path", "url", "error")
+        # repr(x) prints what {x!r} does: a str value is quoted either way. The same value
+        # printed twice, once plainly and once as a repr, is quoted only there.
+        is_repr = ph.is_repr or ph.name.startswith("repr(") or slot is SlotKind.REPR
+        value = captures[ph.name]
+        printed.append(repr(value) if is_repr and textual[ph.name] else value)
+    occurrences = iter(printed)
     message = "".join(
-        s.text if isinstance(s, Literal) else texts[s.name] for s in template.segments
+        s.text if isinstance(s, Literal) else next(occurrences) for s in template.segments
     )
     return Rendered(message, captures)
 

@@ -98,6 +98,9 @@ def test_render_values_avoid_literal_text() -> None:
         "Must provide equal length {len(window_shape)} window_shape and {len(axis)} axes",
         "No layer starts with {prefix!r}: {list(hlg.layers)}",
         "Got dtype {w.dtype} for {type(w).__name__}, scale {x:.3f} of {sorted(keys)}",
+        # One value printed plainly, then as a repr: quoted only the second time.
+        "Key '{name}.type' (or 'copyable') is required for hook {name!r}",
+        "Explode a function with {nout} outputs, a list of {nout} items, not {len(meta)}.",
     ],
 )
 def test_a_rendering_prints_each_slot_as_its_code_would(template: str) -> None:

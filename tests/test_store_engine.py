@@ -59,6 +59,8 @@ def _seeds() -> list[RecordJSON]:
 class CountingFeed:
     """``FEED``, counting the records it is asked to derive."""
 
+    compiler = FEED.compiler
+
     def __init__(self) -> None:
         self.derived: list[str] = []
 
@@ -141,6 +143,61 @@ def test_an_update_replaces_the_spec_and_retired_records_have_none_read(store: A
     assert specs[seeds[0]["id"]].template == changed["errorMessage"]
     assert seeds[1]["id"] not in specs  # retired by the full apply
     assert query(store, "SELECT count(*) FROM pattern_specs")[0][0] == len(seeds)
+
+
+def test_specs_of_another_compiler_are_compiled_again_by_the_next_write(store: Any) -> None:
+    seeds = _seeds()
+    with store.write() as tx:
+        tx.apply(
+            [Incoming(r, None) for r in seeds],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=FEED,
+        )
+    assert store.meta_value("compiler") == FEED.compiler
+    with store.snapshot() as view:
+        current = {s.record_id: s for s in view.pattern_specs([r["id"] for r in seeds])}
+    # What an older errkb left: its compiler noted, a spec it compiled otherwise, words of it.
+    kept = seeds[1]["id"]
+    with store.write() as tx:
+        tx.set_meta("compiler", "0")
+        tx.sql.execute(
+            "UPDATE pattern_specs SET kinds = '[]', words = '[\"zzold\"]' WHERE record_id = ?",
+            (kept,),
+        )
+    with store.snapshot() as view:
+        assert view.pattern_specs([kept])[0] != current[kept]
+    changed = dict(seeds[0], errorMessage="Brand new message about {thing} here")
+    feed = CountingFeed()
+    with store.write() as tx:
+        tx.apply(
+            [
+                Incoming(changed, None, derived=derive(changed)),
+                *(Incoming(r, None) for r in seeds[1:]),
+            ],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=feed,
+        )
+    # Every record it kept compiled again, the one it wrote not twice; the index re-ranked.
+    assert sorted(feed.derived) == sorted(r["id"] for r in seeds[1:])
+    assert store.meta_value("compiler") == FEED.compiler
+    with store.snapshot() as view:
+        assert view.pattern_specs([kept])[0] == current[kept]
+        assert "zzold" not in {token for _rid, token, _rank in view.token_rows()}
+    _index_is_whole(store)  # ranked from every live record's new words
+    feed = CountingFeed()
+    with store.write() as tx:  # this compiler's specs: nothing compiled again
+        tx.apply(
+            [Incoming(r, None) for r in seeds[1:]],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=feed,
+        )
+    assert feed.derived == []
 
 
 def test_a_spec_survives_its_columns() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from errkb.match.index import TOKENS_PER_RECORD, rank_words, template_tokens
-from errkb.records.patterns import compile_record
+from errkb.records.patterns import COMPILER_VERSION, compile_record
 from errkb.records.template import Template, parse_template
 from errkb.store.engine import spec_columns
 
@@ -103,6 +103,8 @@ def rerank(
 
 class _Feed:
     """``derive`` and ``rank`` as the store's ``Feed``."""
+
+    compiler = str(COMPILER_VERSION)
 
     def derive(self, record: RecordJSON) -> Derived:
         return derive(record)

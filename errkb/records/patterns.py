@@ -36,6 +36,14 @@ from errkb.records.template import Literal, Placeholder, Template, parse_templat
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4
+#: The version of what ``compile_record`` makes of a record (its regex, slot kinds, anchor,
+#: literals): bump it with any change that can give a record another ``PatternSpec``. A
+#: knowledge base stores each record's spec at sync time and notes this version (meta
+#: ``compiler``); the next write into one compiled by another version compiles every record
+#: it keeps again (``errkb.store.engine.UnitOfWork.apply``), so an upgrade reaches the records
+#: a sync leaves unchanged. 2: a value printed plainly twice takes one kind
+#: (``errkb.records.slots.infer_kinds``).
+COMPILER_VERSION = 2
 #: Each regex metacharacter and its escape: a translation, not a regex, since explain escapes a
 #: template's first literal for each program it builds (``matcher.regex_lead``) and a cold explain
 #: compiles no pattern it does not need.

@@ -390,6 +390,8 @@ _LIVE_WORDS = (
 )
 _SOME_LIVE_WORDS = _LIVE_WORDS + " AND s.record_id $IDS"
 _STALE_INDEX = "SELECT value FROM meta WHERE key = 'match_index'"
+#: Meta key: the compiler version (``Feed.compiler``) every stored ``pattern_specs`` row is of.
+COMPILER_KEY = "compiler"
 
 
 def _spec_values(item: _Classified, feed: Feed) -> tuple[object, ...]:
@@ -541,6 +543,9 @@ class UnitOfWork:
         """
         sql = self.sql
         old = self._copy_unchanged(incoming)  # a rebuild's old file, else ""
+        # Asked before the records are written: the specs kept from before are then all
+        # there is (a rebuild's copies of them included).
+        stale = self._compiled_by_another(feed)
         started = now_iso()
         row = sql.one(
             'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
@@ -614,10 +619,37 @@ class UnitOfWork:
                 vid,
             ),
         )
-        if counts.added or counts.updated or counts.retired or old:
-            self.rebuild_index(feed, previous)
+        if stale:
+            self._recompile(vid, feed)
+        self.set_meta(COMPILER_KEY, feed.compiler)
+        if counts.added or counts.updated or counts.retired or old or stale:
+            self.rebuild_index(feed, None if stale else previous)
         self.bump_state(dataset_version)
         return vid, counts
+
+    def _compiled_by_another(self, feed: Feed) -> bool:
+        """Whether stored specs were compiled by another compiler than ``feed``'s.
+
+        A database whose specs predate the ``compiler`` key counts as another's; one with no
+        spec stored (new, or before migration 0006: ``fill_specs``) has nothing to redo.
+        """
+        noted = self.sql.one("SELECT value FROM meta WHERE key = ?", (COMPILER_KEY,))
+        if noted is not None and str(noted[0]) == feed.compiler:
+            return False
+        return self.sql.one("SELECT 1 FROM pattern_specs LIMIT 1") is not None
+
+    def _recompile(self, vid: int, feed: Feed) -> None:
+        """Compile again every record this apply did not write (the rest came compiled now).
+
+        One pass over the records when errkb is upgraded: serial, in this transaction (at
+        150,000 records about a minute); the index is then ranked whole from the new words.
+        """
+        self.sql.execute(
+            "DELETE FROM pattern_specs WHERE record_id IN "
+            "(SELECT id FROM records WHERE changed_in <> ?)",
+            (vid,),
+        )
+        self.fill_specs(feed)
 
     def _copy_unchanged(self, incoming: Iterable[Incoming]) -> str:
         """A rebuild's first step (``Rebuild.copy``); the schema its old records are read from."""
@@ -842,7 +874,12 @@ class StoreEngine:
         One write transaction of its own.
         """
         with self.write() as tx:
+            # Specs kept from before are another compiler's unless noted: left for the next
+            # sync to compile again (``apply``); a table filled here from empty is this one's.
+            empty = tx.sql.one("SELECT 1 FROM pattern_specs LIMIT 1") is None
             tx.fill_specs(feed)
+            if empty:
+                tx.set_meta(COMPILER_KEY, feed.compiler)
             tx.rebuild_index(feed)
             tx.bump_state(None)
 

@@ -134,6 +134,10 @@ class Feed(Protocol):
     index's (token, record id, rank) rows: rarity is a property of the whole knowledge base.
     """
 
+    #: The version of the compiler ``derive`` runs (``records.patterns.COMPILER_VERSION``):
+    #: the store recompiles what an older one compiled.
+    compiler: str
+
     def derive(self, record: RecordJSON) -> Derived: ...
     def rank(
         self, words: Iterable[tuple[str, Sequence[str]]]

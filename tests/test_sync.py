@@ -211,6 +211,28 @@ def test_same_version_from_a_local_tree_is_a_noop(store: Store, site: Path) -> N
     assert report.status is SyncStatus.UP_TO_DATE and state(store) == snapshot
 
 
+def test_same_version_after_an_upgrade_compiles_the_records_again(store: Store, site: Path) -> None:
+    from errkb.match.feed import FEED
+
+    sync(store, site / "v1")
+    live = query(store, "SELECT count(*) FROM records")[0][0]
+    assert store.meta_value("compiler") == FEED.compiler
+    # What an older errkb left: its compiler noted, a spec it compiled otherwise.
+    with store.write() as tx:
+        tx.set_meta("compiler", "0")
+        tx.sql.execute("UPDATE pattern_specs SET regex = 'old'")  # type: ignore[attr-defined]
+    state_before = store.meta_value("state")
+    report = sync(store, site / "v1")
+    assert report.status is SyncStatus.UP_TO_DATE and report.recompiled == live
+    assert report.summary() == f"already at {V1}; {live} records compiled again for this errkb"
+    assert report.to_dict()["recompiled"] == live
+    assert query(store, "SELECT count(*) FROM pattern_specs WHERE regex = 'old'")[0][0] == 0
+    assert store.meta_value("compiler") == FEED.compiler
+    assert store.meta_value("state") != state_before  # readers drop what they compiled
+    again = sync(store, site / "v1")
+    assert again.recompiled == 0 and again.summary() == f"already at {V1}: nothing to do"
+
+
 def test_older_version_is_refused_unless_allowed(store: Store, server: Server) -> None:
     sync(store, f"{server.base}/v1")
     snapshot = state(store)

@@ -122,6 +122,9 @@ class SyncReport:
     revalidation: Revalidation = field(default_factory=Revalidation)
     #: what the site's schema.json requires that errkb does not know (never fatal)
     warnings: tuple[str, ...] = ()
+    #: records whose compiled matcher was rebuilt though the dataset was current: an older
+    #: errkb compiled them (``records.patterns.COMPILER_VERSION``)
+    recompiled: int = 0
 
     @property
     def changed(self) -> bool:
@@ -135,7 +138,10 @@ class SyncReport:
     def summary(self) -> str:
         """Return the one line the CLI prints at the end."""
         if self.status is SyncStatus.UP_TO_DATE:
-            return f"already at {self.dataset_version or 'that version'}: nothing to do"
+            current = f"already at {self.dataset_version or 'that version'}"
+            if self.recompiled:
+                return f"{current}; {self.recompiled} records compiled again for this errkb"
+            return f"{current}: nothing to do"
         c = self.counts
         line = (
             f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, "
@@ -193,6 +199,7 @@ class SyncReport:
             "otherFiles": [{"name": n, "path": p} for n, p in self.other_files],
             "revalidated": self.revalidation.to_dict(),
             "warnings": list(self.warnings),
+            "recompiled": self.recompiled,
         }
 
 

@@ -545,7 +545,7 @@ class UnitOfWork:
         old = self._copy_unchanged(incoming)  # a rebuild's old file, else ""
         # Asked before the records are written: the specs kept from before are then all
         # there is (a rebuild's copies of them included).
-        stale = self._compiled_by_another(feed)
+        stale = self.compiled_by_another(feed)
         started = now_iso()
         row = sql.one(
             'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
@@ -620,14 +620,14 @@ class UnitOfWork:
             ),
         )
         if stale:
-            self._recompile(vid, feed)
+            self.recompile(feed, written_in=vid)
         self.set_meta(COMPILER_KEY, feed.compiler)
         if counts.added or counts.updated or counts.retired or old or stale:
             self.rebuild_index(feed, None if stale else previous)
         self.bump_state(dataset_version)
         return vid, counts
 
-    def _compiled_by_another(self, feed: Feed) -> bool:
+    def compiled_by_another(self, feed: Feed) -> bool:
         """Whether stored specs were compiled by another compiler than ``feed``'s.
 
         A database whose specs predate the ``compiler`` key counts as another's; one with no
@@ -638,18 +638,21 @@ class UnitOfWork:
             return False
         return self.sql.one("SELECT 1 FROM pattern_specs LIMIT 1") is not None
 
-    def _recompile(self, vid: int, feed: Feed) -> None:
-        """Compile again every record this apply did not write (the rest came compiled now).
+    def recompile(self, feed: Feed, *, written_in: int | None = None) -> int:
+        """Compile every record again but those version ``written_in`` wrote; the count.
 
-        One pass over the records when errkb is upgraded: serial, in this transaction (at
-        150,000 records about a minute); the index is then ranked whole from the new words.
+        One pass over the records when errkb is upgraded: serial, in this transaction; the
+        caller then ranks the index whole from the new words and notes the compiler.
         """
-        self.sql.execute(
-            "DELETE FROM pattern_specs WHERE record_id IN "
-            "(SELECT id FROM records WHERE changed_in <> ?)",
-            (vid,),
-        )
-        self.fill_specs(feed)
+        if written_in is None:
+            self.sql.execute("DELETE FROM pattern_specs")
+        else:
+            self.sql.execute(
+                "DELETE FROM pattern_specs WHERE record_id IN "
+                "(SELECT id FROM records WHERE changed_in <> ?)",
+                (written_in,),
+            )
+        return self.fill_specs(feed)
 
     def _copy_unchanged(self, incoming: Iterable[Incoming]) -> str:
         """A rebuild's first step (``Rebuild.copy``); the schema its old records are read from."""
@@ -882,6 +885,24 @@ class StoreEngine:
                 tx.set_meta(COMPILER_KEY, feed.compiler)
             tx.rebuild_index(feed)
             tx.bump_state(None)
+
+    def recompile(self, feed: Feed) -> int:
+        """Compile again the records another compiler version compiled (see ``apply``).
+
+        For a sync that finds the dataset unchanged after an upgrade: nothing else writes.
+        One write transaction of its own, when there is anything to do; the records compiled.
+        """
+        if self.meta_value(COMPILER_KEY) == feed.compiler:
+            return 0
+        with self.write() as tx:
+            if not tx.compiled_by_another(feed):
+                tx.set_meta(COMPILER_KEY, feed.compiler)
+                return 0
+            count = tx.recompile(feed)
+            tx.set_meta(COMPILER_KEY, feed.compiler)
+            tx.rebuild_index(feed)
+            tx.bump_state(None)
+        return count
 
     def meta_value(self, key: str) -> str | None:
         """One meta key: what the explain path reads, without the sync's bulky state."""

@@ -322,6 +322,10 @@ class Store(Protocol):
         """Derive missing compiled matchers and rebuild the match index, in one transaction."""
         ...
 
+    def recompile(self, feed: Feed) -> int:
+        """Compile again what another compiler version compiled; the records compiled."""
+        ...
+
     def sync_lock(self) -> AbstractContextManager[Path]:
         """Held for a whole sync or rollback; ``SyncLockedError`` at once if another holds it."""
         ...

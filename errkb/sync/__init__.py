@@ -362,7 +362,10 @@ def sync(
         if isinstance(planned, SyncReport):
             if cache is not None:
                 cache.clear()
-            return replace(planned, elapsed=time.monotonic() - started)
+            # The dataset is as stored, errkb may not be: records an older errkb compiled are
+            # compiled again here (a sync that writes does it in its own transaction).
+            recompiled = 0 if dry_run else store.recompile(FEED)
+            return replace(planned, recompiled=recompiled, elapsed=time.monotonic() - started)
         if tree is None:
             _check_downgrade(planned, allow_downgrade)
         limit.check(planned.source)

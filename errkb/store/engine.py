@@ -390,6 +390,8 @@ _LIVE_WORDS = (
 )
 _SOME_LIVE_WORDS = _LIVE_WORDS + " AND s.record_id $IDS"
 _STALE_INDEX = "SELECT value FROM meta WHERE key = 'match_index'"
+#: Records ``fill_specs`` reads, compiles and writes at a time (bounds its memory).
+_FILL_CHUNK = 2_000
 #: Meta key: the compiler version (``Feed.compiler``) every stored ``pattern_specs`` row is of.
 COMPILER_KEY = "compiler"
 
@@ -461,20 +463,30 @@ class UnitOfWork:
     def fill_specs(self, feed: Feed) -> int:
         """Derive the ``pattern_specs`` row of every record that has none; return the count.
 
-        A database from before migration 0006 has none: the first writable open fills them.
+        A database from before migration 0006 has none: the first writable open fills them;
+        after an upgrade of errkb, ``recompile`` empties the table for it. The records are read
+        ``_FILL_CHUNK`` at a time: reading all of them first held every record's JSON at once
+        (721 MB at 150,000 records).
         """
-        missing = self.sql.rows(
-            "SELECT r.raw_json FROM records r WHERE NOT EXISTS "
-            "(SELECT 1 FROM pattern_specs s WHERE s.record_id = r.id)"
-        )
-        rows = []
-        for (raw,) in list(missing):
-            obj = json.loads(raw)
-            derived = feed.derive(obj)
-            words = compact_json(list(derived.words))
-            rows.append((str(obj["id"]), *derived.spec, words))
-        self.sql.insert_rows("pattern_specs", _SPEC_TABLE_COLUMNS, rows)
-        return len(rows)
+        missing = [
+            str(row[0])
+            for row in self.sql.rows(
+                "SELECT r.id FROM records r WHERE NOT EXISTS "
+                "(SELECT 1 FROM pattern_specs s WHERE s.record_id = r.id)"
+            )
+        ]
+        for start in range(0, len(missing), _FILL_CHUNK):
+            rows = []
+            chunk = missing[start : start + _FILL_CHUNK]
+            for (raw,) in list(
+                self.sql.in_ids("SELECT raw_json FROM records WHERE id $IDS", chunk)
+            ):
+                obj = json.loads(raw)
+                derived = feed.derive(obj)
+                words = compact_json(list(derived.words))
+                rows.append((str(obj["id"]), *derived.spec, words))
+            self.sql.insert_rows("pattern_specs", _SPEC_TABLE_COLUMNS, rows)
+        return len(missing)
 
     def rebuild_index(
         self, feed: Feed, previous: Mapping[str, Sequence[str] | None] | None = None

@@ -697,7 +697,7 @@ class KnowledgeBase:
 
         self._writable("sync it")
         report = sync(self.store, source, **options)
-        if report.changed:
+        if report.changed or report.recompiled:  # the anchors and literals may differ too
             # After the commit, outside its transaction: a SIGKILL now loses only these
             # files, which the next large input builds.
             self._after_commit(lambda: SyncInterruptedError(interrupted_message(report)))

@@ -457,6 +457,31 @@ def test_a_sync_builds_every_anchor_file_for_its_state(
     assert compiles == []
 
 
+def test_a_sync_that_compiles_the_records_again_builds_the_anchor_files_again(
+    db_target: str, compiles: list[int], small_gate: None, tmp_path: Path
+) -> None:
+    import json
+
+    from published import build_tree
+
+    records = [json.loads(p.read_text())["record"] for p in sorted(DATASET.glob("*.txt"))]
+    tree = build_tree(tmp_path / "site", records, "2026-09-01T00:00:00.000Z")
+    with errkb.open(db_target, bundled=False) as kb:
+        kb.scan_engine = "hyperscan"
+        assert kb.sync(tree).changed
+        with kb.store.write() as tx:
+            tx.set_meta("compiler", "0")  # what an older errkb noted
+        compiles.clear()
+        report = kb.sync(tree)  # the same version: nothing to apply, all to compile again
+        assert report.recompiled and not report.changed
+        assert compiles  # for the new state: the anchors come from the new specs
+        state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        db = kb.path
+    assert state is not None
+    stored = anchordb.read_anchor_db(_files(db)["recordanchors"], state, version, "hyperscan")
+    assert stored.words
+
+
 def test_explain_after_a_sync_compiles_nothing(
     tmp_path: Path, compiles: list[int], small_gate: None
 ) -> None:

@@ -142,6 +142,35 @@ def test_a_full_sync_changing_nearly_everything_builds_a_new_file(
     assert _dump(built) == _dump(plain)
 
 
+def test_a_fresh_build_compiles_again_what_an_older_errkb_compiled(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.match.feed import FEED
+
+    tree2, _records = _second_version(tmp_path)
+    built = tmp_path / "built.sqlite3"
+    store = _opened(built, tree)
+    with store.write() as tx:  # what an older errkb left: its compiler, its specs
+        tx.set_meta("compiler", "0")
+        tx.sql.execute("UPDATE pattern_specs SET regex = 'old'")  # type: ignore[attr-defined]
+    monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    before = os.stat(built).st_ino
+    report = sync(store, tree2)
+    assert report.counts.unchanged == 5  # copied from the old file, specs and all
+    assert os.stat(built).st_ino != before  # a new file was put in place
+    store.close()
+    conn = sqlite3.connect(built)
+    try:
+        assert conn.execute(
+            "SELECT count(*) FROM pattern_specs WHERE regex = 'old'"
+        ).fetchone() == (0,)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'compiler'").fetchone() == (
+            FEED.compiler,
+        )
+    finally:
+        conn.close()
+
+
 def test_a_sync_changing_few_records_keeps_the_one_transaction(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

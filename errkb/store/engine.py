@@ -654,14 +654,16 @@ class UnitOfWork:
         """Compile every record again but those version ``written_in`` wrote; the count.
 
         One pass over the records when errkb is upgraded: serial, in this transaction; the
-        caller then ranks the index whole from the new words and notes the compiler.
+        caller then ranks the index whole from the new words and notes the compiler. Retired
+        records too (one retired by ``written_in`` was not written by it): a record that
+        comes back keeps its row.
         """
         if written_in is None:
             self.sql.execute("DELETE FROM pattern_specs")
         else:
             self.sql.execute(
                 "DELETE FROM pattern_specs WHERE record_id IN "
-                "(SELECT id FROM records WHERE changed_in <> ?)",
+                "(SELECT id FROM records WHERE changed_in <> ? OR retired = TRUE)",
                 (written_in,),
             )
         return self.fill_specs(feed)

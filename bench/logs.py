@@ -25,10 +25,9 @@ printed a value its code cannot print, such as ``(2,)`` for a ``len()``, which e
 slots rightly refuse, and the run counted them as errkb's misses. Version 6 printed a value
 used twice, ``{name}`` then ``{name!r}``, the first way both times.)
 
-Collisions are handled with an *oracle*: each record's pattern
-(``errkb.records.patterns.compile_record``:
-the template made an end-anchored RE2 regex with typed slots, compiled as a sync compiles it,
-the record's anchor as prefilter) run over the
+Collisions are handled with an *oracle*: each record's pattern, compiled as a sync compiles
+it (``errkb.match.feed.compile_json``: the template made an end-anchored RE2 regex with typed
+slots, the record's anchor as prefilter), run over the
 planted message and over each value. A value that makes another record match, or is itself a
 record's message, is re-rolled; a template that another, less specific record matches whatever
 the values is kept, and that record is listed in ``overlaps`` (errkb may report it too: the run
@@ -52,7 +51,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from errkb.records.patterns import compile_re2, compile_record
+from errkb.match.feed import compile_json
+from errkb.records.patterns import compile_re2
 from errkb.records.slots import SlotKind, sample
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
@@ -124,18 +124,10 @@ class Oracle:
         self.kinds: dict[str, tuple[SlotKind, ...]] = {}
         by_anchor: dict[str, list[str]] = {}
         for r in records:
-            # Compiled as a sync compiles it (``errkb.match.feed.derive``): the slot kinds come
-            # from the template and the raise site's sourceCode, and a value of another kind is
-            # no match, so the oracle and errkb agree on what a rendering matches.
-            spec = compile_record(
-                r["id"],
-                r["errorMessage"],
-                r["messagePattern"],
-                error_class=r.get("errorClass"),
-                file_path=str(r.get("filePath") or ""),
-                line_number=r.get("lineNumber"),
-                source_code=r.get("sourceCode"),
-            )
+            # Compiled as a sync compiles it: the slot kinds come from the template and the
+            # raise site's sourceCode, and a value of another kind is no match, so the oracle
+            # and errkb agree on what a rendering matches.
+            spec = compile_json(r)
             self.regex[r["id"]] = spec.regex
             self.literal[r["id"]] = spec.literal_length
             self.kinds[r["id"]] = tuple(SlotKind(k) for k in spec.kinds)

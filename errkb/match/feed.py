@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from errkb.match.index import TOKENS_PER_RECORD, rank_words, template_tokens
-from errkb.records.patterns import COMPILER_VERSION, compile_record
+from errkb.records.patterns import COMPILER_VERSION, PatternSpec, compile_record
 from errkb.records.template import Template, parse_template
 from errkb.store.engine import spec_columns
 
@@ -32,13 +32,10 @@ def words_of(error_message: str | Template) -> tuple[str, ...]:
     return tuple(dict.fromkeys(template_tokens(template)))
 
 
-def derive(record: RecordJSON) -> Derived:
-    """The compiled matcher and index words of one validated record (one template parse)."""
-    from errkb.store.values import Derived
-
+def compile_json(record: RecordJSON, template: Template | None = None) -> PatternSpec:
+    """A record's compiled matcher, from its JSON as a sync compiles it (sourceCode included)."""
     message = str(record["errorMessage"])
-    template = parse_template(message)
-    spec = compile_record(
+    return compile_record(
         str(record["id"]),
         message,
         str(record.get("messagePattern") or ""),
@@ -46,9 +43,16 @@ def derive(record: RecordJSON) -> Derived:
         file_path=str(record.get("filePath") or ""),
         line_number=record.get("lineNumber"),
         source_code=record.get("sourceCode"),
-        template=template,
+        template=template if template is not None else parse_template(message),
     )
-    return Derived(spec_columns(spec), words_of(template))
+
+
+def derive(record: RecordJSON) -> Derived:
+    """The compiled matcher and index words of one validated record (one template parse)."""
+    from errkb.store.values import Derived
+
+    template = parse_template(str(record["errorMessage"]))
+    return Derived(spec_columns(compile_json(record, template)), words_of(template))
 
 
 #: Past this share of the live records, ``rerank`` leaves the index to be ranked whole: one

@@ -56,6 +56,19 @@ def _seeds() -> list[RecordJSON]:
     return [json.loads(p.read_text())["record"] for p in sorted(DATASET.glob("*.txt"))]
 
 
+def _ingest(store: Any, incoming: list[Incoming], feed: Any = FEED, *, full: bool = False) -> None:
+    """One ingest of ``incoming`` in a write transaction of its own."""
+    with store.write() as tx:
+        tx.apply(
+            incoming,
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=feed,
+            full=full,
+        )
+
+
 class CountingFeed:
     """``FEED``, counting the records it is asked to derive."""
 
@@ -92,14 +105,7 @@ def test_apply_writes_what_it_is_fed_and_derives_only_the_rest(store: Any) -> No
     seeds = _seeds()
     fed = [Incoming(r, None, derived=derive(r)) for r in seeds[1:]]
     feed = CountingFeed()
-    with store.write() as tx:
-        tx.apply(
-            [Incoming(seeds[0], None), *fed],
-            kind=VersionKind.INGEST,
-            source="t",
-            dataset_version=None,
-            feed=feed,
-        )
+    _ingest(store, [Incoming(seeds[0], None), *fed], feed)
     assert feed.derived == [seeds[0]["id"]]  # the one that came without
     with store.snapshot() as view:
         got = {s.record_id: s for s in view.pattern_specs([r["id"] for r in seeds])}
@@ -120,24 +126,9 @@ def test_apply_writes_what_it_is_fed_and_derives_only_the_rest(store: Any) -> No
 
 def test_an_update_replaces_the_spec_and_retired_records_have_none_read(store: Any) -> None:
     seeds = _seeds()
-    with store.write() as tx:
-        tx.apply(
-            [Incoming(r, None) for r in seeds],
-            kind=VersionKind.INGEST,
-            source="t",
-            dataset_version=None,
-            feed=FEED,
-        )
+    _ingest(store, [Incoming(r, None) for r in seeds])
     changed = dict(seeds[0], errorMessage="Brand new message about {thing} here")
-    with store.write() as tx:
-        tx.apply(
-            [Incoming(changed, None), *(Incoming(r, None) for r in seeds[2:])],
-            kind=VersionKind.INGEST,
-            source="t",
-            dataset_version=None,
-            feed=FEED,
-            full=True,
-        )
+    _ingest(store, [Incoming(changed, None), *(Incoming(r, None) for r in seeds[2:])], full=True)
     with store.snapshot() as view:
         specs = {s.record_id: s for s in view.pattern_specs([r["id"] for r in seeds])}
     assert specs[seeds[0]["id"]].template == changed["errorMessage"]
@@ -147,14 +138,7 @@ def test_an_update_replaces_the_spec_and_retired_records_have_none_read(store: A
 
 def test_specs_of_another_compiler_are_compiled_again_by_the_next_write(store: Any) -> None:
     seeds = _seeds()
-    with store.write() as tx:
-        tx.apply(
-            [Incoming(r, None) for r in seeds],
-            kind=VersionKind.INGEST,
-            source="t",
-            dataset_version=None,
-            feed=FEED,
-        )
+    _ingest(store, [Incoming(r, None) for r in seeds])
     assert store.meta_value("compiler") == FEED.compiler
     with store.snapshot() as view:
         current = {s.record_id: s for s in view.pattern_specs([r["id"] for r in seeds])}
@@ -170,17 +154,14 @@ def test_specs_of_another_compiler_are_compiled_again_by_the_next_write(store: A
         assert view.pattern_specs([kept])[0] != current[kept]
     changed = dict(seeds[0], errorMessage="Brand new message about {thing} here")
     feed = CountingFeed()
-    with store.write() as tx:
-        tx.apply(
-            [
-                Incoming(changed, None, derived=derive(changed)),
-                *(Incoming(r, None) for r in seeds[1:]),
-            ],
-            kind=VersionKind.INGEST,
-            source="t",
-            dataset_version=None,
-            feed=feed,
-        )
+    _ingest(
+        store,
+        [
+            Incoming(changed, None, derived=derive(changed)),
+            *(Incoming(r, None) for r in seeds[1:]),
+        ],
+        feed,
+    )
     # Every record it kept compiled again, the one it wrote not twice; the index re-ranked.
     assert sorted(feed.derived) == sorted(r["id"] for r in seeds[1:])
     assert store.meta_value("compiler") == FEED.compiler
@@ -189,14 +170,8 @@ def test_specs_of_another_compiler_are_compiled_again_by_the_next_write(store: A
         assert "zzold" not in {token for _rid, token, _rank in view.token_rows()}
     _index_is_whole(store)  # ranked from every live record's new words
     feed = CountingFeed()
-    with store.write() as tx:  # this compiler's specs: nothing compiled again
-        tx.apply(
-            [Incoming(r, None) for r in seeds[1:]],
-            kind=VersionKind.INGEST,
-            source="t",
-            dataset_version=None,
-            feed=feed,
-        )
+    # This compiler's specs: nothing compiled again.
+    _ingest(store, [Incoming(r, None) for r in seeds[1:]], feed)
     assert feed.derived == []
 
 
@@ -285,15 +260,7 @@ def test_an_apply_rewrites_only_the_match_index_rows_that_change(store: Any) -> 
     from published import make_record
 
     def apply(records: Sequence[RecordJSON], feed: Any, *, full: bool = False) -> None:
-        with store.write() as tx:
-            tx.apply(
-                [Incoming(r, None, derived=derive(r)) for r in records],
-                kind=VersionKind.INGEST,
-                source="t",
-                dataset_version=None,
-                feed=feed,
-                full=full,
-            )
+        _ingest(store, [Incoming(r, None, derived=derive(r)) for r in records], feed, full=full)
 
     first = [make_record(n, f"org/repo-{n % 4}") for n in range(40)]
     apply(first, FEED)

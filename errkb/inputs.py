@@ -207,15 +207,15 @@ def decompress_input(data: bytes, name: str, limit: int = MAX_INPUT_BYTES) -> by
     Read back one chunk at a time, so a small bomb costs at most ``limit`` plus one chunk before
     it is refused; a damaged or truncated stream is an :class:`InputError` naming ``name``.
     """
+    kind = compression_of(data)
+    if kind is None:
+        return data  # before the imports: plain text, nearly every input, loads none of them
     import bz2
     import gzip
     import io
     import lzma
     import zlib
 
-    kind = compression_of(data)
-    if kind is None:
-        return data
     raw = io.BytesIO(data)
     out = bytearray()
     try:

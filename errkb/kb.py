@@ -155,7 +155,7 @@ class KnowledgeBase:
         deadline: Deadline | None = None,
     ) -> Report:
         """``explain`` of ``data`` (parsed into ``events``) over an open read view."""
-        from errkb.match.scan import SCAN_ABOVE
+        from errkb.match import SCAN_ABOVE
 
         return self._report(
             view, events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline

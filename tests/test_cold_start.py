@@ -53,6 +53,11 @@ NOT_ON_EXPLAIN = {
     "hashlib": "OpenSSL: only a large input builds or reads the anchor table",
     "base64": "only errkb check decodes a Quanto quantization map",
     "bisect": "only a container's values are told apart by it",
+    "errkb.match.scan": "the anchor table: only a large input loads it",
+    "errkb.match.anchordb": "the anchor pass's automaton: only a large input runs it",
+    "gzip": "only a compressed input is decompressed (told by its first bytes)",
+    "bz2": "only a compressed input is decompressed",
+    "lzma": "only a compressed input is decompressed",
 }
 
 

@@ -18,9 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb
+from errkb.match import SCAN_ABOVE
 from errkb.match.decide import BASE_EXACT, CLASS_BONUS, MESSAGE_FIRST_PENALTY
 from errkb.match.msgfirst import covered_lines, message_starts
-from errkb.match.scan import ENGINES, SCAN_ABOVE
+from errkb.match.scan import ENGINES
 from errkb.parse.events import EventKind, Frame, LogEvent
 from errkb.parse.prefixes import RULES
 from tests.cli import run

@@ -14,7 +14,7 @@ import pytest
 import errkb
 from bench import corpus as bc
 from errkb.maint.extract import extract
-from errkb.match import scan
+from errkb.match import SCAN_ABOVE, scan
 from errkb.match.index import candidate_ids, message_tokens
 from errkb.records.template import parse_template
 from tests.conftest import DATASET
@@ -123,7 +123,7 @@ def test_a_large_input_stores_the_table_beside_the_database(kb: errkb.KnowledgeB
     small = kb.explain((EXAMPLES / "quanto-incompatible-scale.log").read_text())
     assert not path.exists()  # a one-shot small explain never builds or reads it
     data = _big_input()
-    assert len(data) >= scan.SCAN_ABOVE
+    assert len(data) >= SCAN_ABOVE
     fresh = errkb.open(kb.path)
     report = fresh.explain(data)
     assert path.exists()

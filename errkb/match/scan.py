@@ -46,9 +46,6 @@ if TYPE_CHECKING:
     from errkb.store import ReadView
 
 FORMAT = "errkb-anchors 1"
-#: Inputs at least this large (characters or bytes) load the table: their distinct messages
-#: outnumber what the one-off load costs. Smaller ones ask the index in SQLite.
-SCAN_ABOVE = 1 << 18
 
 
 def anchor_path(db_path: Path) -> Path:

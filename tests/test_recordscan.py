@@ -625,3 +625,28 @@ def test_which_exception_lines_read_alone_only_the_parser_reads(
         at += len(line)
     lines = [(n, starts[n]) for n in (1, 3, 5, 7, 9, 10)]
     assert recordscan.wrapped_exceptions(text.encode(), lines, anchors) == [1, 5]
+
+
+def test_prepare_loads_the_record_anchors_so_no_explain_does(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _mixed_log().encode()
+    expected = rs_kb.explain(data).to_dict()  # the files beside the knowledge base exist
+    loads: list[int] = []
+    real = recordanchors.RecordAnchors.__init__
+
+    def counted(self: recordanchors.RecordAnchors, *args: Any, **kwargs: Any) -> None:
+        loads.append(1)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(recordanchors.RecordAnchors, "__init__", counted)
+    with errkb.open(rs_kb.path) as kb:  # a serving process, before its first request
+        kb.prepare()
+        assert loads == [1]
+        assert kb.explain(data).to_dict() == expected
+        assert kb.prepare() is False  # the same state: nothing is loaded again
+        assert loads == [1]
+    with errkb.open(rs_kb.path) as kb:
+        kb.record_scan = False  # the region parse reads large inputs: nothing to load
+        kb.prepare()
+        assert loads == [1]

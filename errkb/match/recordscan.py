@@ -261,6 +261,12 @@ def _shapes() -> Any:
         return _shape_automaton
 
 
+def prepare_passes() -> None:
+    """Build the shape pass's automaton and import numpy now (``KnowledgeBase.prepare``)."""
+    _shapes()
+    newline_index(b"\n")
+
+
 @dataclass(frozen=True)
 class Shapes:
     """The shape pass's lines (1-based numbers, ascending) and each line's start offset.

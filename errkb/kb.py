@@ -25,7 +25,7 @@ from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Confidence, KnowledgeBaseInfo, Match, RecordView, Report, Unmatched
-from errkb.store import ReadView, RecordJSON, Store, open_store
+from errkb.store import ReadView, RecordJSON, Store, gc_paused, open_store
 
 if TYPE_CHECKING:
     from errkb.deadline import Deadline
@@ -219,15 +219,20 @@ class KnowledgeBase:
         chosen = Limits() if isinstance(limits, _Default) else limits or UNLIMITED
         folded = Folded(chosen)
         try:
-            record_scan(
-                raw,
-                anchors,
-                decide_events,
-                folded,
-                found=lambda data, lines: found_at(data, lines, matcher),
-                checkpoint=checkpoint,
-                json_lines=json_lines,
-            )
+            # The scan makes millions of small acyclic objects (lines, events, hits) and
+            # frees them by reference counting; the cyclic collector's passes over them found
+            # nothing to collect and took 0.57 s of a 4.7 s scan (dense 50 MB bench log, 150k
+            # records: 751 young, 68 middle and 7 full collections, 0 objects collected).
+            with gc_paused():
+                record_scan(
+                    raw,
+                    anchors,
+                    decide_events,
+                    folded,
+                    found=lambda data, lines: found_at(data, lines, matcher),
+                    checkpoint=checkpoint,
+                    json_lines=json_lines,
+                )
         except TooManyShapes:
             return None  # millions of exception lines: the region parse folds them as it goes
         suggestions = similar_matches(folded.unmatched_events(MAX_SIMILAR_QUERIES), matcher, lookup)

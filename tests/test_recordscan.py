@@ -650,3 +650,28 @@ def test_prepare_loads_the_record_anchors_so_no_explain_does(
         kb.record_scan = False  # the region parse reads large inputs: nothing to load
         kb.prepare()
         assert loads == [1]
+
+
+def test_the_cyclic_collector_rests_during_the_scan_and_resumes_after(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    seen: list[bool] = []
+    real = recordscan.record_scan
+
+    def watched(*args: Any, **kwargs: Any) -> recordscan.ScanCounts:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(recordscan, "record_scan", watched)
+    assert gc.isenabled()
+    report = rs_kb.explain(_mixed_log().encode())
+    assert report.exact and seen == [False]
+    assert gc.isenabled()  # back on, as it was
+    gc.disable()
+    try:
+        rs_kb.explain(_mixed_log().encode())
+        assert gc.isenabled() is False  # a caller's own choice is left as it was
+    finally:
+        gc.enable()

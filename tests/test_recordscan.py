@@ -675,3 +675,19 @@ def test_the_cyclic_collector_rests_during_the_scan_and_resumes_after(
         assert gc.isenabled() is False  # a caller's own choice is left as it was
     finally:
         gc.enable()
+
+
+def test_a_log_with_a_few_shape_lines_a_kilobyte_stays_in_the_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The dense bench log has about three shape lines a kilobyte; four copies of it (200 MB)
+    # passed the old bound of one a kilobyte and went to the far slower region parse.
+    monkeypatch.setattr(recordscan, "MIN_SHAPE_LINES", 100)
+    line = b"2026-12-01 10:00:00 INFO step 1 loss=0.41 lr=2.0e-04 weight and scale loaded ok\n"
+    dense = (line * 3 + b"ValueError: boom\n") * 150  # 150 shape lines in 40 KB
+    assert len(dense) // 1000 < 150 <= len(dense) // recordscan.SHAPE_LINE_BYTES
+    shapes = recordscan.shape_lines(dense, recordscan.line_index(dense))
+    assert len(shapes.exceptions) == 150
+    hostile = b"ValueError: x\n" * 2000  # a shape line every 14 bytes
+    with pytest.raises(recordscan.TooManyShapes):
+        recordscan.shape_lines(hostile, recordscan.line_index(hostile))

@@ -193,6 +193,19 @@ def test_anchors_and_their_escaped_forms() -> None:
     [
         ("ValueError: bad value", "", False, ("ValueError", "bad value")),
         ("[pod/x] 10:00Z KeyError: 'k'", "[pod/x] 10:00Z ", True, ("KeyError", "'k'")),
+        # The header's timestamp with other digits (GitHub Actions prints one per line).
+        (
+            "2024-07-08T16:59:07.1284290Z requests.exceptions.ReadTimeout: timed out",
+            "2024-07-08T16:59:07.1266411Z ",
+            True,
+            ("requests.exceptions.ReadTimeout", "timed out"),
+        ),
+        (
+            "2024-07-08T16:59:07 x ReadTimeout: timed out",
+            "2024-07-08T16:59:07.1266411Z ",
+            True,
+            None,
+        ),
         ("CannotInvert: singular", "", True, ("CannotInvert", "singular")),
         ("CannotInvert: singular", "", False, None),  # no error word, no traceback
         ("2026-12-01 ERROR x - OSError: disk full", "", False, ("OSError", "disk full")),
@@ -691,3 +704,37 @@ def test_a_log_with_a_few_shape_lines_a_kilobyte_stays_in_the_scan(
     hostile = b"ValueError: x\n" * 2000  # a shape line every 14 bytes
     with pytest.raises(recordscan.TooManyShapes):
         recordscan.shape_lines(hostile, recordscan.line_index(hostile))
+
+
+def test_an_exception_behind_a_timestamp_per_line_is_read_as_the_parse_reads_it(
+    rs_kb: errkb.KnowledgeBase, small_gate: None
+) -> None:
+    # GitHub Actions' timestamps: no line repeats the header's prefix, and the middle class of
+    # this chain ends in no error word, so only the walk from its header finds its exception
+    # line (a real CI log of 395 KB, shared/reallogs/drci's error_log1.txt, lost it once the
+    # scan read it).
+    from tests.test_regions import _timestamped_traceback
+
+    filler = [f"2024-07-08T16:58:{n % 60:02d}.{n:07d}Z step {n} ok" for n in range(300)]
+    chain = [
+        *_timestamped_traceback("TimeoutError", "The read operation timed out", 1000000),
+        "2024-07-08T16:59:07.1100000Z ",
+        "2024-07-08T16:59:07.1100001Z During handling of the above exception, another "
+        "exception occurred:",
+        "2024-07-08T16:59:07.1100002Z ",
+        *_timestamped_traceback("requests.exceptions.ReadTimeout", "Read timed out.", 2000000),
+        "2024-07-08T16:59:07.1200000Z ",
+        "2024-07-08T16:59:07.1200001Z The above exception was the direct cause of the "
+        "following exception:",
+        "2024-07-08T16:59:07.1200002Z ",
+        *_timestamped_traceback("OSError", "We couldn't connect to the hub.", 3000000),
+    ]
+    data = ("\n".join(filler[:100] + chain + filler[100:]) + "\n").encode()
+    scanned, parsed = _both(rs_kb, data)
+    assert scanned == parsed
+    assert [(u["class"], u["line"]) for u in scanned["unmatched"]] == [
+        ("TimeoutError", 118),
+        ("requests.exceptions.ReadTimeout", 139),
+        ("OSError", 160),
+    ]
+

@@ -239,3 +239,38 @@ def test_a_narrowed_parse_numbers_every_line_as_the_input_does(narrow_above: int
     assert narrowed == whole
     wrapped = [n for n in narrowed if n[0].startswith("Quanto layer 'enc.7'")]
     assert wrapped and wrapped[0][3] == (at + 1, at + 2)
+
+
+def _timestamped_traceback(cls: str, message: str, first: int) -> list[str]:
+    """A traceback as GitHub Actions prints it: a timestamp of one shape, other digits per line."""
+    frames = [
+        f'  File "/opt/conda/lib/python3.10/site-packages/requests/adapters.py", line {n}, in send'
+        for n in range(700, 708)
+    ]
+    body = [
+        "Traceback (most recent call last):",
+        *(line for frame in frames for line in (frame, "    return self.send(request)")),
+        f"{cls}: {message}",
+    ]
+    return [f"2024-07-08T16:59:07.{first + k:07d}Z {line}" for k, line in enumerate(body)]
+
+
+def test_a_traceback_behind_a_timestamp_per_line_ends_at_its_exception_line() -> None:
+    lines = _timestamped_traceback("requests.exceptions.ReadTimeout", "Read timed out.", 1265835)
+    data = "\n".join(lines).encode() + b"\n"
+    start, number = regions.exception_line(data, 0, 1)
+    assert number == 18 and data[start:].startswith(b"2024-07-08T16:59:07.1265852Z requests.")
+
+
+def test_a_narrowed_parse_finds_an_exception_behind_a_timestamp_per_line(
+    narrow_above: int,
+) -> None:
+    # Its class ends in no error word: the window around the header must reach its line.
+    filler = [f"2024-07-08T16:59:{n % 60:02d}.{n:07d}Z step {n} ok" for n in range(2000)]
+    tb = _timestamped_traceback("requests.exceptions.ReadTimeout", "Read timed out.", 4000000)
+    text = "\n".join(filler[:1000] + tb + filler[1000:]) + "\n"
+    assert len(text) > narrow_above
+    found = [
+        e for e in regions.parse_input(text) if e.exc_class == "requests.exceptions.ReadTimeout"
+    ]
+    assert [(e.message, e.lines[0]) for e in found] == [("Read timed out.", 1018)]

@@ -244,26 +244,40 @@ def _cut(data: bytes, window: list[int]) -> tuple[int, bytes]:
     return first, data[begin : _forward(data, end_anchor, end - end_number)]
 
 
+#: Every digit as "0": two timestamps of one format are then the same bytes.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+
+
 def exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
     """(Start, line number) of the line ending the traceback whose header starts at ``header``.
 
     After the header come frames and source lines, indented (behind the header's own prefix
-    when every line carries one, as docker compose and kubectl print them); the first line
-    that is not is the exception line. At most ``TRACEBACK_REACH`` lines are walked; when none
-    is found, the header itself is returned.
+    when every line carries one, as docker compose and kubectl print them, or a prefix of its
+    shape: a timestamp that changes per line, as GitHub Actions prints one, the same text
+    with other digits); the first line that is not is the exception line. At most
+    ``TRACEBACK_REACH`` lines are walked; when none is found, the header itself is returned.
     """
     eol = data.find(b"\n", header)
     if eol < 0:
         return header, number
     keyword = data.find(b"Traceback", header, eol)
     prefix = data[header:keyword] if keyword > header else b""
+    shape = prefix.translate(_DIGITS_AS_ZERO) if prefix.strip() else b""
     position = eol + 1
     for walked in range(1, TRACEBACK_REACH + 1):
         if position >= len(data):
             break
         end = data.find(b"\n", position)
         end = len(data) if end < 0 else end
-        body = position + len(prefix) if prefix and data.startswith(prefix, position) else position
+        body = position
+        if prefix and (
+            data.startswith(prefix, position)
+            or (
+                shape
+                and data[position : position + len(prefix)].translate(_DIGITS_AS_ZERO) == shape
+            )
+        ):
+            body = position + len(prefix)
         if body < end and data[body] not in b" \t":
             return position, number + walked
         position = end + 1

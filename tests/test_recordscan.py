@@ -738,3 +738,21 @@ def test_an_exception_behind_a_timestamp_per_line_is_read_as_the_parse_reads_it(
         ("OSError", 160),
     ]
 
+
+def test_an_input_large_enough_for_the_anchor_table_is_scanned_as_the_whole_parse_reads_it(
+    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # From 256 KiB (SCAN_ABOVE) the scan reads it, not only past the region parse's 1 MiB:
+    # below that the region parse read every line and built the buffer pass's automaton.
+    from errkb.match import SCAN_ABOVE
+
+    data = _mixed_log(scale=40).encode()
+    assert SCAN_ABOVE <= len(data) <= regions.NARROW_ABOVE
+    scans = _counted_scans(monkeypatch)
+    scanned, parsed = _both(rs_kb, data)
+    assert len(scans) == 1 and scans[0].anchor_lines > 0
+    assert scanned == parsed
+    small = data[: SCAN_ABOVE - 1]
+    small = small[: small.rindex(b"\n") + 1]
+    rs_kb.explain(small)
+    assert len(scans) == 1  # a smaller input is parsed whole

@@ -246,6 +246,10 @@ def child_warm(db: str, example: str, tracebacks: str, anchors: str, result: str
     kb.explain(Path(example).read_bytes())
     first = time.perf_counter() - started
     warm_rss = rss_bytes()
+    # Then prepared as a serving process is (``errkb serve`` calls it after each sync): the
+    # suggestions' related-record index, built by the first unmatched exception otherwise
+    # (~1 s at 150k records, inside the loop below), and the large inputs' anchors.
+    kb.prepare()
     cases = json.loads(Path(tracebacks).read_text(encoding="utf-8"))
     times: list[float] = []
     correct = 0

@@ -57,7 +57,7 @@ from errkb.records.slots import SlotKind, sample
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
-LOGS_VERSION = 7
+LOGS_VERSION = 8
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
 #: Planted error instances per 10^6 bytes of log.
@@ -259,13 +259,14 @@ def render(
     A placeholder of unknown kind gets a value chosen by its name.
     """
     captures: dict[str, str] = {}
+    values: dict[str, str] = {}  # each placeholder's value, before it is printed
     textual: dict[str, bool] = {}  # the value is text a repr quotes (a word, a path ...)
     printed: list[str] = []  # each occurrence as it prints: {x!r} quoted, {x} as it is
     literals = [t for t in template.literals if t]
     for i, ph in enumerate(template.placeholders):
         slot = kinds[i] if i < len(kinds) else SlotKind.GENERIC
         typed = slot not in (SlotKind.GENERIC, SlotKind.REPR)
-        if ph.name not in captures:
+        if ph.name not in values:
             kind = "word" if slot is SlotKind.REPR else _kind(ph)
             for _ in range(8):
                 if rng is None:
@@ -277,13 +278,18 @@ def render(
                     break
             else:
                 return None
-            captures[ph.name] = value
+            values[ph.name] = value
             textual[ph.name] = not typed and kind in ("word", "path", "url", "error")
         # repr(x) prints what {x!r} does: a str value is quoted either way. The same value
         # printed twice, once plainly and once as a repr, is quoted only there.
         is_repr = ph.is_repr or ph.name.startswith("repr(") or slot is SlotKind.REPR
-        value = captures[ph.name]
-        printed.append(repr(value) if is_repr and textual[ph.name] else value)
+        value = values[ph.name]
+        shown = repr(value) if is_repr and textual[ph.name] else value
+        printed.append(shown)
+        # What errkb captures, from the first occurrence: a ``!r`` group is unquoted, but a
+        # plain group's value is the text printed there, quotes and all (``{repr(x) if x
+        # else 'unset'}`` is the quoted text; so is a slot errkb knows prints a repr).
+        captures.setdefault(ph.name, value if ph.is_repr else shown)
     occurrences = iter(printed)
     message = "".join(
         s.text if isinstance(s, Literal) else next(occurrences) for s in template.segments

@@ -23,6 +23,7 @@ from bench import logs as bl
 from bench import run as br
 from errkb.maint.extract import extract
 from errkb.records import check_record, upstream
+from errkb.records.slots import SlotKind
 from errkb.records.template import parse_template
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -221,3 +222,28 @@ def test_cold_start_figure_against_a_revision(tmp_path: Path) -> None:
         assert wall > 0 and cpu > 0
     verdicts = [line for line in proc.stdout.splitlines() if line.startswith(("PASS", "MISS"))]
     assert len(verdicts) == 2 and "x import click" in verdicts[0] and "commit HEAD" in verdicts[1]
+
+
+@pytest.mark.parametrize(
+    ("template", "kinds", "quoted"),
+    [
+        ("Layer {name!r} failed", (), False),  # a !r group is unquoted by errkb
+        ("currently {repr(default) if default is not None else 'not set'} here", (), True),
+        ("a forwardref={validator_type} validator here", (SlotKind.REPR,), True),
+        ("value {name} then {name!r} again", (), False),  # the first occurrence is plain
+    ],
+)
+def test_the_truth_holds_what_errkb_captures_where_the_value_prints(
+    template: str, kinds: tuple[SlotKind, ...], quoted: bool
+) -> None:
+    # A repr printed in a plain slot is the slot's value, quotes and all: the 500k run
+    # counted errkb's right capture "'alpha'" as wrong against a truth of "alpha".
+    parsed = parse_template(template)
+    name = parsed.placeholders[0].name
+    for seed in range(20):
+        rendered = bl.render(parsed, random.Random(seed), kinds)
+        assert rendered is not None
+        value = rendered.captures[name]
+        if value.isalpha() or "'" in value:
+            assert (value[:1] == "'") is quoted, (template, value)
+            assert value in rendered.message

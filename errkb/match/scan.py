@@ -77,9 +77,12 @@ def build_body(rows: Iterable[tuple[str, str, int]]) -> str:
 _Entry = tuple[str, tuple[str, ...]]
 #: A rank-0 word's records as ``candidates`` reads them: those with no other indexed word, and
 #: the others keyed by their rank-1 word (the rarer one), each with the words it needs beyond
-#: that; every record with its position in the word's entry list, so the candidates keep the
-#: list's order.
-_Keyed = dict[str, tuple[tuple[int, str, tuple[str, ...]], ...]]
+#: that as stored (comma-separated, split only for a record whose rank-1 word the message
+#: holds: splitting and interning every record's words was three quarters of parsing a word,
+#: 272-293 ms against 72-101 ms for the 3,559 words of the bench's 2,000 single tracebacks at
+#: 500,000 records, a quarter of their warm latency); every record with its position in the
+#: word's entry list, so the candidates keep the list's order.
+_Keyed = dict[str, list[tuple[int, str, str]]]
 _Selects = tuple[tuple[tuple[int, str], ...], _Keyed]
 #: Parsed entries (records) a table keeps at most; past this many the least recently used words
 #: are dropped, and parsed again if asked for. A dense 50 MB scan at 500,000 records parses 70%
@@ -135,7 +138,9 @@ class AnchorTable:
         bare, keyed = self._build(word)
         rows = [(pos, rid, frozenset[str]()) for pos, rid in bare]
         rows += [
-            (p, r, frozenset((k, *rest))) for k, group in keyed.items() for p, r, rest in group
+            (p, r, frozenset((k, *rest.split(","))) if rest else frozenset((k,)))
+            for k, group in keyed.items()
+            for p, r, rest in group
         ]
         rows.sort(key=lambda row: row[0])
         return tuple((rid, others) for _pos, rid, others in rows)
@@ -143,18 +148,18 @@ class AnchorTable:
     def _build(self, word: str) -> _Selects:
         intern = self._words.setdefault
         bare: list[tuple[int, str]] = []
-        keyed: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}
+        keyed: _Keyed = {}
         for pos, entry in enumerate(self._raw[word].split(" ")):
             rid, _, others = entry.partition(":")
             if others:
-                first, *rest = others.split(",")
+                first, _, rest = others.partition(",")
                 group = keyed.get(first)
                 if group is None:
                     group = keyed[intern(first, first)] = []
-                group.append((pos, rid, tuple(map(intern, rest, rest))))
+                group.append((pos, rid, rest))
             else:
                 bare.append((pos, rid))
-        return tuple(bare), {key: tuple(group) for key, group in keyed.items()}
+        return tuple(bare), keyed
 
     def _selects(self, word: str) -> _Selects:
         parsed = self._parsed.get(word)
@@ -237,7 +242,7 @@ class AnchorTable:
             hits = list(bare)
             for key in keyed.keys() & present:
                 for pos, rid, rest in keyed[key]:
-                    if not rest or present.issuperset(rest):
+                    if not rest or present.issuperset(rest.split(",")):
                         hits.append((pos, rid))
             if len(hits) > 1:
                 hits.sort()

@@ -134,6 +134,11 @@ def test_many_anchors_compile_in_chunks_with_the_same_hits(
     assert chunked.serialised is not None and chunked.serialised.startswith(b"3 ")
     loaded = anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
     assert not loaded.compiled
+    # Loaded, it keeps no view into the file read (Hyperscan copied each image), so it is
+    # never written back without its images.
+    assert loaded.serialised is None
+    with pytest.raises(ValueError, match="not stored again"):
+        anchordb.encode(loaded, "7", "v1")
     for seed in range(3):
         data = _log(seed + 40)
         want = whole.hits(data)

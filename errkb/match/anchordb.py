@@ -204,7 +204,9 @@ class AnchorDB:
         if len(self.ends) != self._count:
             raise ValueError("one end flag per word")
         self.engine = engine
-        #: The Hyperscan images as stored (a view into the file read, when loaded).
+        #: The Hyperscan images this process compiled, to be stored (``encode``). None when
+        #: they were loaded: Hyperscan copies each image into its own database, and the view
+        #: into the file read kept the whole file alive beside it (110 MB at 500k records).
         self.serialised: bytes | memoryview | None = None
         #: True when this process compiled the automaton (Aho-Corasick always: it has no
         #: serialised form); False when Hyperscan loaded a stored image.
@@ -319,6 +321,7 @@ class AnchorDB:
         import hyperscan
 
         databases: list[Any] = []
+        compiling = serialised is None
         if serialised is None:
             _trim()  # what the caller freed before (the rows it derived the words from)
             images: list[bytes] = []
@@ -371,7 +374,8 @@ class AnchorDB:
             del images, literals, numbers, part
         for image in _split_images(serialised):
             databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
-        self.serialised = serialised
+        self.serialised = serialised if compiling else None
+        del serialised
         scratches = [hyperscan.Scratch(database) for database in databases]
         lock = threading.Lock()  # one scratch space each: scans of one database take turns
 
@@ -826,6 +830,8 @@ def _header(state: str, version: str | None, engine: str, body: bytes | memoryvi
 
 def encode(db: AnchorDB, state: str, version: str | None) -> bytes:
     """The file image of ``db`` for this state and dataset version."""
+    if db.engine == "hyperscan" and db.serialised is None:
+        raise ValueError("a loaded Hyperscan database is not stored again: its images are gone")
     table = b"%d %d %d\n" % (len(db), len(db.blob), SHORT_ENDED)
     body = b"".join((table, db.blob, db.ends, db.serialised or b""))
     return _header(state, version, db.engine, body) + body

@@ -222,7 +222,15 @@ class KnowledgeBase:
         decide_events, matcher, lookup, checkpoint, sample = self._deciding(
             view, cache, state, dataset_version, deadline, anchors=True, similar=False
         )
-        chosen = Limits() if isinstance(limits, _Default) else limits or UNLIMITED
+        if isinstance(limits, _Default):
+            from errkb.parse.regions import NARROW_ABOVE
+
+            # Cut past the region parse's gate only: an input of at most 1 MiB (every serving
+            # call's text) holds too few lines for an unbounded report, and was always
+            # reported whole; the scan reading it from 256 KiB on does not change that.
+            chosen = Limits() if len(raw) > NARROW_ABOVE else UNLIMITED
+        else:
+            chosen = limits or UNLIMITED
         folded = Folded(chosen)
         try:
             # The scan makes millions of small acyclic objects (lines, events, hits) and

@@ -244,6 +244,24 @@ def test_distinct_captures_of_one_record_are_capped_with_exact_counts(
     assert len(everything.exact) == 60 and everything.omitted is None
 
 
+def test_the_default_cuts_start_past_the_region_parse_s_gate(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scan reads from 256 KiB on, but a report of at most 1 MiB (every serving call's
+    # text) was never cut and is not now: 300 distinct captures past the 200 a record keeps.
+    import errkb.match
+
+    data = _one_record_log(300)
+    monkeypatch.setattr(errkb.match, "SCAN_ABOVE", 4096)  # "from 256 KiB", a few KB here
+    monkeypatch.setattr(regions, "NARROW_ABOVE", len(data))
+    scans = _counted_scans(monkeypatch)
+    whole = rs_kb.explain(data)
+    assert len(scans) == 1 and len(whole.exact) == 300 and whole.omitted is None
+    monkeypatch.setattr(regions, "NARROW_ABOVE", len(data) - 1)
+    cut = rs_kb.explain(data)
+    assert len(cut.exact) == 200 and cut.omitted is not None and cut.omitted.matches == 100
+
+
 def test_distinct_unknown_exceptions_are_capped_with_exact_counts(
     rs_kb: errkb.KnowledgeBase, small_gate: None
 ) -> None:

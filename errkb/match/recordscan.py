@@ -776,26 +776,18 @@ def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
-#: Every ASCII digit as "0" (``regions.exception_line``'s rule for a prefix that changes per line).
-_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
-
-
 def exception_of(text: str, prefix: str = "", *, traceback: bool = False) -> tuple[str, str] | None:
     """(class, message) of an exception line, or None when ``text`` is not one.
 
     ``traceback``: the line ends a traceback (any class name, behind the header's ``prefix``);
     otherwise the class must look like one on its own (``is_exception_class``).
     """
+    from errkb.parse.regions import has_prefix
     from errkb.parse.vocabulary import is_exception_class
 
-    body = text
-    if prefix and (
-        text.startswith(prefix)
-        or text[: len(prefix)].translate(_DIGITS_AS_ZERO) == prefix.translate(_DIGITS_AS_ZERO)
-    ):
-        # The header's prefix, or one of its shape (a timestamp per line: the walk that found
-        # this line, ``regions.exception_line``, passed over such prefixes).
-        body = text[len(prefix) :]
+    # The header's prefix, or one of its shape: the walk that found this line
+    # (``regions.exception_line``) passed over such prefixes.
+    body = text[len(prefix) :] if has_prefix(text, prefix) else text
     body = body.strip()
     if not body:
         return None

@@ -244,8 +244,25 @@ def _cut(data: bytes, window: list[int]) -> tuple[int, bytes]:
     return first, data[begin : _forward(data, end_anchor, end - end_number)]
 
 
-#: Every digit as "0": two timestamps of one format are then the same bytes.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+#: Every digit as "0": two timestamps of one format are then the same text.
+_ZEROS_BYTES = bytes.maketrans(b"123456789", b"000000000")
+_ZEROS_TEXT = str.maketrans("123456789", "000000000")
+
+
+def _shape(text: str | bytes) -> str | bytes:
+    return text.translate(_ZEROS_BYTES) if isinstance(text, bytes) else text.translate(_ZEROS_TEXT)
+
+
+def has_prefix(line: str | bytes, prefix: str | bytes, at: int = 0) -> bool:
+    """Whether ``line`` holds a traceback header's ``prefix`` at ``at``.
+
+    As it is, or of its shape: the same text with other digits (a timestamp per line, as
+    GitHub Actions prints one).
+    """
+    if not prefix:
+        return False
+    piece = line[at : at + len(prefix)]
+    return piece == prefix or (bool(prefix.strip()) and _shape(piece) == _shape(prefix))
 
 
 def exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
@@ -262,22 +279,13 @@ def exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
         return header, number
     keyword = data.find(b"Traceback", header, eol)
     prefix = data[header:keyword] if keyword > header else b""
-    shape = prefix.translate(_DIGITS_AS_ZERO) if prefix.strip() else b""
     position = eol + 1
     for walked in range(1, TRACEBACK_REACH + 1):
         if position >= len(data):
             break
         end = data.find(b"\n", position)
         end = len(data) if end < 0 else end
-        body = position
-        if prefix and (
-            data.startswith(prefix, position)
-            or (
-                shape
-                and data[position : position + len(prefix)].translate(_DIGITS_AS_ZERO) == shape
-            )
-        ):
-            body = position + len(prefix)
+        body = position + len(prefix) if has_prefix(data, prefix, position) else position
         if body < end and data[body] not in b" \t":
             return position, number + walked
         position = end + 1

@@ -45,7 +45,8 @@ class _Default:
     """The type of ``DEFAULT``: a report's default ``Limits``."""
 
 
-#: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()``.
+#: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()`` for an input
+#: over 1 MiB (``regions.NARROW_ABOVE``), none for a smaller one.
 DEFAULT = _Default()
 
 
@@ -113,8 +114,9 @@ class KnowledgeBase:
 
         ``deadline`` is checked between steps; past it (or once cancelled) the call raises
         ``CancelledError`` within a few milliseconds of work. A large input's report keeps at
-        most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all), counts
-        exact, and says what it cut (``Report.omitted``).
+        most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all; by default,
+        an input of at most 1 MiB keeps all), counts exact, and says what it cut
+        (``Report.omitted``).
         """
         from errkb.parse.regions import parse_input
 

@@ -408,12 +408,19 @@ class KnowledgeBase:
             # input or a long-running process (second report on) does, once per state.
             want = anchors or (self._explains > 1 and not self.prepare_ahead)
             table = self._table
+            record_anchors = self._anchors if self._state == state else None
         if table is None and want:
             table = self._anchor_table(view, state, dataset_version, wait=anchors)
             if table is not None and not anchors:
                 # A long-running process (its second report): suggestions from memory too.
                 table.build_related()
-        matcher = IndexedMatcher(view, cache, table, admits_known)
+        matcher = IndexedMatcher(
+            view,
+            cache,
+            table,
+            admits_known,
+            record_anchors.may_match if record_anchors is not None else None,
+        )
         records: dict[str, RecordJSON | None] = {}
 
         def lookup(rid: str) -> RecordJSON | None:

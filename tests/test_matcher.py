@@ -1,11 +1,16 @@
-"""The matchers' helpers (errkb.match.matcher): the masked templates similar ranks."""
+"""The matchers (errkb.match.matcher): masked templates, lazy regexes, programs, candidates."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import errkb
 from errkb.match.matcher import masked_template
 from errkb.records.template import parse_template
 from tests.conftest import load_seed_envelopes
@@ -138,3 +143,45 @@ def test_a_regex_re2_refuses_raises_its_error() -> None:
 
     with pytest.raises(re2.error):
         Program("(?P<c0>")
+
+
+def test_a_candidate_whose_literals_the_message_lacks_is_not_read_once_anchors_are_loaded(
+    empty_kb: errkb.KnowledgeBase,
+    tmp_path: Path,
+    seed_records: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Three records the index offers for one message (the same words: they differ in
+    # punctuation, which it does not index); the message holds the literals of one. Once
+    # the record anchors are loaded (``prepare``), the other two rows are not read, and the
+    # report is the one the index alone gives.
+    from errkb.match import matcher
+    from tests.conftest import QUANTO_ID, make_record
+
+    base = seed_records[QUANTO_ID]
+    templates = [
+        "weight shape mismatch for {name} in layer {layer}",
+        "weight shape mismatch for {name} (in layer {layer})",
+        "weight shape mismatch for {name} in layer [{layer}]",
+    ]
+    records = [make_record(base, t, file_path=f"m{n}.py") for n, t in enumerate(templates)]
+    (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in records))
+    empty_kb.ingest([tmp_path / "r.jsonl"])
+    text = "ValueError: weight shape mismatch for q_proj in layer 7\n"
+    read: list[str] = []
+    real = matcher._load_specs
+
+    def counted(view: Any, ids: Any) -> Any:
+        read.extend(ids)
+        return real(view, ids)
+
+    monkeypatch.setattr(matcher, "_load_specs", counted)
+    plain = empty_kb.explain(text).to_dict()
+    assert set(read) >= {r["id"] for r in records}
+    with errkb.open(empty_kb.path) as fresh:
+        fresh.prepare()
+        read.clear()
+        prepared = fresh.explain(text).to_dict()
+    assert read == [records[0]["id"]]
+    assert prepared == plain
+    assert [m["id"] for m in prepared["matches"]] == [records[0]["id"]]

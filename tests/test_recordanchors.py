@@ -176,3 +176,28 @@ def test_a_stored_anchor_database_with_other_end_flags_is_replaced(tmp_path: Pat
     again = RecordAnchors(lambda: ROWS, "ahocorasick", store_at=path, state="7")
     assert again.db.ends == first.db.ends != plain.ends
     assert anchordb.read_anchor_db(path, "7", None, "ahocorasick").ends == first.db.ends
+
+
+def test_a_record_is_found_by_its_id_and_a_text_lacking_its_literals_cannot_match() -> None:
+    anchors = RecordAnchors(ROWS, "ahocorasick")
+    maps = anchors.maps
+    for number, row in enumerate(ROWS):
+        assert maps.position(row[0]) == number
+    assert maps.position("0" * 16) is None and maps.position("z" * 17) is None
+    dtype = "c" * 16
+    assert anchors.may_match(dtype, "bad dtype for w in layer 3")
+    assert not anchors.may_match(dtype, "bad dtype for w at step 3")  # " in layer" missing
+    assert not anchors.may_match("a" * 16, "nothing to do here")
+    # A record the maps do not hold (no anchor, no stored spec) may match anything.
+    assert anchors.may_match("e" * 16, "anything")
+
+
+def test_ids_out_of_order_are_not_found_rather_than_found_wrong() -> None:
+    # Rows in another order than the ids' own (a collation that sorts otherwise): a lookup
+    # may miss, and then says "may match"; it never names another record.
+    shuffled = [ROWS[2], ROWS[0], ROWS[3], ROWS[1]]
+    anchors = RecordAnchors(shuffled, "ahocorasick")
+    for row in shuffled:
+        found = anchors.maps.position(row[0])
+        assert found is None or anchors.maps.record_id(found) == row[0]
+        assert anchors.may_match(row[0], row[2][0] + " in layer")

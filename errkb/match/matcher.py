@@ -240,6 +240,10 @@ class SpecCache:
                 self._masked.update((rid, known[rid]) for rid in missing)
         return sorted((rid, text) for rid, text in known.items() if text is not None)
 
+    def holds(self, rid: str) -> bool:
+        """Whether ``rid``'s spec has been read (compiled or known to be absent)."""
+        return rid in self._entries
+
     def get_many(self, view: ReadView, ids: Sequence[str]) -> list[tuple[PatternSpec, Any]]:
         """The compiled (spec, regex) of each id, loading and compiling the missing ones."""
         found: dict[str, tuple[PatternSpec, Any] | None] = {}
@@ -530,11 +534,15 @@ class IndexedMatcher:
         cache: SpecCache,
         table: AnchorTable | None = None,
         admits: Admits | None = None,
+        may_match: Callable[[str, str], bool] | None = None,
     ) -> None:
         self._view = view
         self._cache = cache
         self._table = table
         self._admits = admits
+        # ``RecordAnchors.may_match`` where the record anchors are loaded: a candidate whose
+        # literals a text lacks is dropped before its spec row is read.
+        self._may_match = may_match
         self._seen: set[str] = set()
 
     @property
@@ -553,6 +561,12 @@ class IndexedMatcher:
     def find(self, text: str, among: Sequence[str] | None = None) -> list[Hit]:
         """Hits on ``text``; with ``among``, those ids are the candidates (a superset is fine)."""
         ids = sorted(set(self.candidate_ids(text) if among is None else among))
+        may_match = self._may_match
+        if may_match is not None and among is None:
+            # Only the rows not read yet: a cached record's literals are tested by its
+            # ``LazyRegex`` as cheaply. (``among`` names records a line's rejects kept.)
+            cached = self._cache.holds
+            ids = [rid for rid in ids if cached(rid) or may_match(rid, text)]
         self._seen.update(ids)
         if len(self._seen) > self._cache.size:
             self._cache.reserve(len(self._seen))

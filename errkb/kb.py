@@ -194,9 +194,12 @@ class KnowledgeBase:
         from errkb.parse.containers import MAX_DOCUMENT_CHARS
 
         # JSON lines in a plain log: the container path decodes them unless the input is
-        # too large to decode as a document (then it is all plain text).
-        chars = len(raw) if raw.isascii() else len(raw.decode("utf-8", "replace"))
-        return raw, chars <= MAX_DOCUMENT_CHARS
+        # too large to decode as a document (then it is all plain text). A decode never
+        # makes more characters than bytes, so only a larger input is decoded to count them
+        # (0.11 s for the 50 MB bench log, every scan).
+        if len(raw) <= MAX_DOCUMENT_CHARS or raw.isascii():
+            return raw, len(raw) <= MAX_DOCUMENT_CHARS
+        return raw, len(raw.decode("utf-8", "replace")) <= MAX_DOCUMENT_CHARS
 
     def _scanned(
         self,
@@ -419,7 +422,7 @@ class KnowledgeBase:
             cache,
             table,
             admits_known,
-            record_anchors.may_match if record_anchors is not None else None,
+            record_anchors.matchable if record_anchors is not None else None,
         )
         records: dict[str, RecordJSON | None] = {}
 

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 import errkb
 from errkb.match.matcher import masked_template
-from errkb.records.template import parse_template
+from errkb.records.patterns import PatternOrigin, PatternSpec
+from errkb.records.slots import SlotKind
+from errkb.records.template import Placeholder, parse_template
 from tests.conftest import load_seed_envelopes
 
 #: Pieces a template is made of, the ones the parse treats specially included.
@@ -115,6 +117,83 @@ def test_a_program_answers_as_re2_compile(template: str, pieces: list[str]) -> N
                 assert (ours.start(), ours.end()) == (theirs.start(), theirs.end())
                 for name in (f"c{i}" for i in range(len(spec.names))):
                     assert ours.group(name) == theirs.group(name)
+
+
+#: Pieces of ASCII templates for the byte-by-byte programs: placeholders of every form next to
+#: separators, quotes, brackets and backslashes (what the slot grammars stop at).
+BYTE_TEMPLATE_PIECES = ["{}", "{x!r}", "{n:d}", "{v:,}", "{s:>8}", "{f:.2f}", "%s", "%d", "{p}"]
+BYTE_TEMPLATE_PIECES += [" ", "'", '"', "(", ")", "[", "]", ", ", ": ", "\\", ".", " in ", "x"]
+#: Values and junk for their texts: non-ASCII characters of 2, 3 and 4 bytes, and what the
+#: grammars treat specially.
+BYTE_TEXT_PIECES = ["é", "日本", "\U0001f600", "'é'", '"日"', "\\", "\\é", "(1, 2)", "[3]", "x.y"]
+BYTE_TEXT_PIECES += ["<é>", "1.5", "-3", "1,000", "   7", "a b", "\n", ". end", "ü\n", "torch"]
+
+
+@given(
+    st.lists(st.sampled_from(BYTE_TEMPLATE_PIECES), min_size=1, max_size=6),
+    st.lists(st.sampled_from(list(SlotKind)), max_size=6),
+    st.lists(st.lists(st.sampled_from(BYTE_TEXT_PIECES), max_size=4), max_size=6),
+    st.lists(st.sampled_from(BYTE_TEXT_PIECES), max_size=3),
+)
+def test_a_byte_safe_regex_answers_byte_by_byte_as_it_does_by_characters(
+    pieces: list[str], kinds: list[SlotKind], values: list[list[str]], around: list[str]
+) -> None:
+    # A template's own regex, typed or not, on texts that put non-ASCII characters inside,
+    # before and after every value: read as Latin-1 bytes, RE2 finds the same match, the
+    # same captures, or none, wherever ``byte_safe`` says so.
+    from dataclasses import replace
+
+    from errkb.match.matcher import Program, byte_safe, regex_lead
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_record, template_regex
+
+    template_text = "".join(pieces)
+    spec = compile_record("r" * 16, template_text, upstream.message_pattern(template_text))
+    template = parse_template(template_text)
+    if not template.placeholders:
+        return
+    kinds = (kinds * len(template.placeholders))[: len(template.placeholders)] or []
+    spec = replace(spec, regex=template_regex(template, tuple(kinds)))
+    if not byte_safe(spec):
+        adjacent = any(
+            isinstance(a, Placeholder) and isinstance(b, Placeholder)
+            for a, b in zip(template.segments, template.segments[1:], strict=False)
+        )
+        assert adjacent or spec.origin is PatternOrigin.MESSAGE_PATTERN
+        return
+    rendered = template.render(
+        {
+            p.name: "".join(values[i % len(values)]) if values else "é"
+            for i, p in enumerate(template.placeholders)
+        }
+    )
+    lead = regex_lead(spec)
+    for text in (rendered, "".join(around) + rendered, rendered + "".join(around)):
+        for chars, by_bytes in (
+            (Program(spec.regex), Program(spec.regex, latin1=True)),
+            (Program(spec.regex, lead), Program(spec.regex, lead, latin1=True)),
+        ):
+            ours, theirs = by_bytes.search(text), chars.search(text)
+            assert (ours is None) == (theirs is None), text
+            if ours is not None and theirs is not None:
+                assert (ours.start(), ours.end()) == (theirs.start(), theirs.end()), text
+                for name in (f"c{i}" for i in range(len(spec.names))):
+                    assert ours.group(name) == theirs.group(name), text
+
+
+def test_only_a_template_s_own_ascii_regex_without_adjacent_slots_is_byte_safe() -> None:
+    from errkb.match.matcher import byte_safe
+    from errkb.records import upstream
+    from errkb.records.patterns import compile_record
+
+    def spec(template: str, pattern: str | None = None) -> PatternSpec:
+        return compile_record("r" * 16, template, pattern or upstream.message_pattern(template))
+
+    assert byte_safe(spec("bad {a} and bad {b}"))
+    assert not byte_safe(spec("bad {a}{b}"))  # a character could split between them
+    assert not byte_safe(spec("bad {a} in é"))
+    assert not byte_safe(spec("call"))  # no placeholder: a fixed message compiles nothing
+    assert not byte_safe(spec("bad {n}", r"bad (\d+)|worse"))  # a hand-written pattern
 
 
 def test_the_leading_literal_is_searched_from_each_place_it_is() -> None:

@@ -186,6 +186,10 @@ def test_a_record_is_found_by_its_id_and_a_text_lacking_its_literals_cannot_matc
     assert maps.position("0" * 16) is None and maps.position("z" * 17) is None
     dtype = "c" * 16
     assert anchors.may_match(dtype, "bad dtype for w in layer 3")
+    assert anchors.matchable(["e" * 16, dtype, "a" * 16], "bad dtype for w in layer 3") == [
+        "e" * 16,
+        dtype,
+    ]
     assert not anchors.may_match(dtype, "bad dtype for w at step 3")  # " in layer" missing
     assert not anchors.may_match("a" * 16, "nothing to do here")
     # A record the maps do not hold (no anchor, no stored spec) may match anything.
@@ -201,3 +205,18 @@ def test_ids_out_of_order_are_not_found_rather_than_found_wrong() -> None:
         found = anchors.maps.position(row[0])
         assert found is None or anchors.maps.record_id(found) == row[0]
         assert anchors.may_match(row[0], row[2][0] + " in layer")
+    assert anchors._id_table() is None  # not in byte order: each id is bisected
+
+
+def test_one_search_over_the_id_table_finds_what_the_bisection_finds() -> None:
+    asked = [r[0] for r in ROWS] + ["0" * 16, "c" * 15, "c" * 17, "", "cccccccccccccccd", "é" * 8]
+    uniform = RecordAnchors(ROWS, "ahocorasick")
+    assert uniform._id_table() is not None
+    assert uniform._positions(asked) == [uniform.maps.position(rid) for rid in asked]
+    assert uniform._positions(asked)[:4] == [0, 1, 2, 3]
+    # Ids of other lengths: no fixed-width table, the same answers by bisection.
+    mixed = RecordAnchors(
+        [*ROWS, _row("f" * 20, "tail {x}", ("tail ",), fixed=False)], "ahocorasick"
+    )
+    assert mixed._id_table() is None
+    assert mixed._positions([*asked, "f" * 20]) == [*uniform._positions(asked), 4]

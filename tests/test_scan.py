@@ -344,3 +344,27 @@ def test_a_write_builds_the_files_without_the_scan_s_structures(
     buffer = scan.BufferScan(table, "ahocorasick")  # its words: either engine's
     assert stored.words == scan.scan_words(table.raw_items()) == tuple(buffer._words)
     assert len(stored.words) > 100
+
+
+@pytest.mark.parametrize("width", ["uniform", "mixed"])
+def test_related_counts_shared_words_for_ids_of_one_width_or_many(width: str) -> None:
+    # The table's entries as stored (a rank-0 word, then each record with its other words);
+    # ids of one width live in a byte array, others as strings: the same answer, which is a
+    # count of the tokens each record is indexed by, most first, ties by id.
+    from errkb.match.scan import _Related
+
+    ids = ["a" * 16, "b" * 16, "c" * 16, "d" * 16]
+    if width == "mixed":
+        ids = ["a" * 16, "bb", "c" * 20, "d"]
+    a, b, c, d = ids
+    raw = {"shape": f"{a}:weight,scale {b}:scale {c}", "weight": f"{d}:zebra", "zebra": f"{c}"}
+    words = {a: {"shape", "weight", "scale"}, b: {"shape", "scale"}, c: {"shape", "zebra"}}
+    words[d] = {"weight", "zebra"}
+    related = _Related(raw)
+    assert isinstance(related._ids, list) == (width == "mixed")
+    for tokens in (["shape"], ["scale", "weight"], ["zebra", "shape", "nothing"], ["nothing"]):
+        counts = {rid: len(words[rid] & set(tokens)) for rid in ids}
+        want = sorted((rid for rid in ids if counts[rid]), key=lambda r: (-counts[r], r))
+        assert related.top(tokens, 10) == want, tokens
+        assert related.top(tokens, 1) == want[:1]
+    assert related.top(["x" * 300], 5) == []  # longer than any word: never found

@@ -431,6 +431,14 @@ class KnowledgeBase:
                 records[rid] = view.raw_record(rid)
             return records[rid]
 
+        def prefetch(rids: Sequence[str]) -> None:
+            # One query per chunk for a batch's matches, not one per record.
+            missing = [rid for rid in rids if rid not in records]
+            if missing:
+                read = view.raw_records(missing)
+                for rid in missing:
+                    records[rid] = read.get(rid)
+
         def decide_events(
             some: list[LogEvent], can_match: Callable[[LogEvent], bool] | None = None
         ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
@@ -443,6 +451,7 @@ class KnowledgeBase:
                 checkpoint=checkpoint,
                 similar=similar,
                 can_match=can_match,
+                prefetch=prefetch,
             )
 
         return decide_events, matcher, lookup, checkpoint, sample

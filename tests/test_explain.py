@@ -219,3 +219,34 @@ def test_repr_capture_stays_tight_when_the_message_ran_on(kb: errkb.KnowledgeBas
     (match,) = kb.explain(text).exact
     assert match.id == COMFY_ID
     assert match.capture_dict["scale_shape"] == "(1, 8)"
+
+
+def test_a_report_reads_its_matches_records_in_one_batch(
+    kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every example log together: one match per record, each record read once, all of them
+    # in one ``raw_records`` call rather than one query per match.
+    from errkb.store.sqlite import SqliteView
+
+    alone: list[str] = []
+    batches: list[list[str]] = []
+    real_one, real_many = SqliteView.raw_record, SqliteView.raw_records
+
+    def one(self: SqliteView, rid: str) -> Any:
+        alone.append(rid)
+        return real_one(self, rid)
+
+    def many(self: SqliteView, rids: Any) -> Any:
+        batches.append(list(rids))
+        return real_many(self, rids)
+
+    text = "\n".join((EXAMPLES / n).read_text() for n in sorted(EXPECTED))
+    before = kb.explain(text).to_dict()
+    monkeypatch.setattr(SqliteView, "raw_record", one)
+    monkeypatch.setattr(SqliteView, "raw_records", many)
+    with errkb.open(kb.path) as fresh:
+        report = fresh.explain(text)
+    assert report.to_dict() == before
+    ids = sorted({m.id for m in report.exact})
+    assert len(ids) == len({EXPECTED[n][0] for n in EXPECTED}) > 1
+    assert alone == [] and len(batches) == 1 and set(ids) <= set(batches[0])

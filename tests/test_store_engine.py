@@ -291,3 +291,15 @@ def test_an_apply_rewrites_only_the_match_index_rows_that_change(store: Any) -> 
     apply(first[:5], feed, full=True)
     apply(first[:7], feed, full=True)
     _index_is_whole(store)
+
+
+def test_records_read_together_are_each_record_as_read_alone(store: Any) -> None:
+    seeds = _seeds()
+    _ingest(store, [Incoming(r, None) for r in seeds])
+    ids = [r["id"] for r in seeds]
+    with store.snapshot() as view:
+        alone = {rid: view.raw_record(rid) for rid in ids}
+        together = view.raw_records([*reversed(ids), "0" * 16, ids[0]])
+        again = view.raw_records(ids)  # PostgreSQL: from the state's record cache this time
+    assert together == alone == again
+    assert "0" * 16 not in together and len(together) == len(seeds) > 1

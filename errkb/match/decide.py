@@ -145,6 +145,7 @@ def decide(
     checkpoint: Callable[[], None] | None = None,
     similar: bool = True,
     can_match: Callable[[LogEvent], bool] | None = None,
+    prefetch: Callable[[Sequence[str]], object] | None = None,
 ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
     """Turn parsed events into matches (exact first, in input order) and unmatched exceptions.
 
@@ -156,7 +157,8 @@ def decide(
     ``RecordAnchors.hit_lines``); such an event is not looked up and
     goes where an event without hits goes. A FOUND event, an event from a container and a
     message that may continue on further lines (a join can make an anchor) are always looked
-    up.
+    up. ``prefetch`` is told, once, every record the matches will look up (their own and
+    their alternatives'), so that a store reads them together (``ReadView.raw_records``).
     """
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
@@ -293,6 +295,10 @@ def decide(
                 )
 
     matches: list[Match] = []
+    if prefetch is not None and found:
+        wanted = {rid for rid, _captures in found}
+        wanted.update(alt for entry in found.values() for alt in entry.alternatives)
+        prefetch(sorted(wanted))
     for (rid, captures), entry in sorted(
         found.items(), key=lambda kv: min(e.lines[0] for e in kv[1].events if e.lines)
     ):

@@ -169,6 +169,18 @@ def spec_from(row: Sequence[Any]) -> PatternSpec:
     return PatternSpec(**values)
 
 
+def raw_record_texts(sql: Sql, ids: Sequence[str]) -> dict[str, str]:
+    """The stored JSON text of each record of ``ids`` that exists (retired ones too), by id.
+
+    One query per chunk of ids, not one per record: a dense log's report holds ~5,000
+    matches, each with its record, and on PostgreSQL each query is a round trip.
+    """
+    return {str(rid): str(text) for rid, text in sql.in_ids(_RAW_SQL, sorted(set(ids)))}
+
+
+_RAW_SQL = "SELECT id, raw_json FROM records WHERE id $IDS"
+
+
 def pattern_specs(sql: Sql, ids: Sequence[str]) -> list[PatternSpec]:
     """The stored ``PatternSpec`` of each live record of ``ids`` that has one."""
     return [spec_from(row) for row in sql.in_ids(_SPEC_SQL, sorted(set(ids)))]

@@ -47,7 +47,7 @@ from errkb.errors import (
     SyncLockedError,
 )
 from errkb.store import engine
-from errkb.store.engine import StoreEngine, UnitOfWork
+from errkb.store.engine import StoreEngine, UnitOfWork, raw_record_texts
 from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
 from errkb.store.sqlite import busy_timeout_ms
 
@@ -323,6 +323,27 @@ class PgView(PgSql):
         # Decoded per call, as SQLite does: callers get their own dict to keep or change.
         decoded: RecordJSON = json.loads(text)
         return decoded
+
+    def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
+        state, cache = self._state, self._records
+        texts: dict[str, str | None] = {}
+        unknown: list[str] = []
+        for rid in dict.fromkeys(record_ids):
+            known, text = (False, None)
+            if state is not None and cache is not None:
+                known, text = cache.get(state, rid)
+            if known:
+                texts[rid] = text
+            else:
+                unknown.append(rid)
+        if unknown:
+            read = raw_record_texts(self, unknown)
+            for rid in unknown:
+                texts[rid] = read.get(rid)
+                if state is not None and cache is not None:
+                    cache.put(state, rid, texts[rid])
+        # Decoded per call, as ``raw_record`` does.
+        return {rid: json.loads(text) for rid, text in texts.items() if text is not None}
 
     def _raw_text(self, record_id: str) -> str | None:
         row = self.one("SELECT raw_json FROM records WHERE id = %s", (record_id,))

@@ -43,7 +43,7 @@ from errkb.errors import (
 )
 from errkb.records.fields import CHILD_FIELDS
 from errkb.store import engine
-from errkb.store.engine import StoreEngine, UnitOfWork
+from errkb.store.engine import StoreEngine, UnitOfWork, raw_record_texts
 from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
 
 if TYPE_CHECKING:
@@ -152,6 +152,9 @@ class SqliteView(SqliteSql):
             return None
         decoded: RecordJSON = json.loads(row[0])
         return decoded
+
+    def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
+        return {rid: json.loads(text) for rid, text in raw_record_texts(self, record_ids).items()}
 
     def candidate_ids(self, tokens: Sequence[str]) -> list[str]:
         if not tokens:

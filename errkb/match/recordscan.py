@@ -833,6 +833,9 @@ class Folded:
         self._per_record: dict[str, int] = {}
         self._unmatched: dict[tuple[str | None, str], Unmatched] = {}
         self._unmatched_lines: dict[tuple[str | None, str], set[int]] = {}
+        # Each entry's first line, kept as lines are added: sorting by it took a ``min`` over
+        # every entry's set of lines, 3% of a warm dense scan (py-spy).
+        self._unmatched_first: dict[tuple[str | None, str], int] = {}
         self.cut_matches = 0
         self.cut_match_occurrences = 0
         self.cut_records: dict[str, int] = {}
@@ -888,18 +891,21 @@ class Folded:
                     self.cut_unmatched_occurrences += u.occurrences
                     continue
                 self._unmatched[key] = u
-                self._unmatched_lines[key] = set(u.lines or (u.line,))
+                self._unmatched_lines[key] = seen = set(u.lines or (u.line,))
+                self._unmatched_first[key] = min(seen)
                 continue
             lines = self._unmatched_lines[key]
             new = set(u.lines or (u.line,)) - lines
             lines.update(new)
+            if new:
+                self._unmatched_first[key] = min(self._unmatched_first[key], min(new))
             extra = u.occurrences - (len(u.lines or (u.line,)) - len(new))
             self._unmatched[key] = replace(held, occurrences=held.occurrences + max(extra, 0))
 
     def _first_line(self, item: tuple[tuple[str | None, str], Unmatched]) -> int:
         # Where the entry is first seen in the input, whichever batch or pass added it first
         # (the region parse's order): windows are decided before the lines outside them.
-        return min(self._unmatched_lines[item[0]], default=item[1].line)
+        return self._unmatched_first.get(item[0], item[1].line)
 
     def unmatched_events(self, count: int) -> list[LogEvent]:
         """The first ``count`` distinct unmatched messages as events (for suggestions)."""

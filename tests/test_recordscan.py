@@ -774,3 +774,21 @@ def test_an_input_large_enough_for_the_anchor_table_is_scanned_as_the_whole_pars
     small = small[: small.rindex(b"\n") + 1]
     rs_kb.explain(small)
     assert len(scans) == 1  # a smaller input is parsed whole
+
+
+def test_a_large_scan_gives_the_heap_back_once_and_a_small_input_never(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb import kb as kb_module
+    from errkb.match import anchordb
+
+    calls: list[int] = []
+    data = (_filler(200) + _traceback("ValueError", MESSAGE.format(p="blocks.2"))).encode()
+    rs_kb.explain(data)  # the anchors built (their compile gives the heap back too)
+    monkeypatch.setattr(anchordb, "release_heap", lambda: calls.append(1))
+    monkeypatch.setattr(kb_module, "RELEASE_ABOVE", len(data))
+    scanned = rs_kb.explain(data)
+    assert calls == [1]
+    rs_kb.explain(data[:-1])  # a byte smaller: scanned alike, nothing given back
+    assert calls == [1]
+    assert [m.id for m in scanned.exact] == [COMFY]

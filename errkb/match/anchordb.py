@@ -41,7 +41,7 @@ loads them and a knowledge base mounted read-only afterwards compiles nothing. A
 records that build is 10.3 s of CPU (about 7 s of it Hyperscan compiling 214,907 anchors in
 parts of at most ``CHUNK_WORDS``; Python preparing them 1.6 s, reading their rows 0.8 s), 42 MB
 written, and the process peaks at 494 MB (655 MB compiling one database); with glibc's free
-heap trimmed around each compile (``_trim``) and the words held as one blob, 349 MB (main's
+heap trimmed around each compile (``release_heap``) and the words held as one blob, 349 MB (main's
 472 MB in the same session, loaded; one database: 592 MB). One database scans faster (the
 sparse 50 MB log: 0.22 s of CPU against 0.41 s for three parts of 72k, each part a whole
 pass over the input), but issue 20 bounds the sync at 512 MB and a 500k knowledge base needs
@@ -64,6 +64,7 @@ operations too. Python then runs once per distinct hit line, not once per hit or
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -323,7 +324,7 @@ class AnchorDB:
         databases: list[Any] = []
         compiling = serialised is None
         if serialised is None:
-            _trim()  # what the caller freed before (the rows it derived the words from)
+            release_heap()  # what the caller freed before (the rows it derived the words from)
             images: list[bytes] = []
             encoded = self._encoded()
             count = len(encoded)
@@ -369,7 +370,7 @@ class AnchorDB:
                 # loaded back from it below): at 150k records each part's database and
                 # image were ~8 MB each, and a 500k build compiles eight parts.
                 del database
-                _trim()  # what the compile freed goes back to the system before the next
+                release_heap()  # what the compile freed goes back to the system before the next
             serialised = _join_images(images)
             del images, literals, numbers, part
         for image in _split_images(serialised):
@@ -573,19 +574,28 @@ class AnchorDB:
         return ids[keep], ends[keep]
 
 
-def _trim() -> None:
+def release_heap() -> None:
     """Give the C heap's free memory back to the system (glibc's ``malloc_trim``).
 
     Hyperscan's compile allocates and frees hundreds of MB; glibc keeps what was freed in its
     heap, so a sync process that had compiled the record anchors (215k words) still held
     371 MB, and everything built after counted on top of it. Elsewhere, nothing.
     """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    # Looked up once: each ``ctypes.CDLL`` made a cycle of nine objects for the collector.
     try:
         import ctypes
 
-        ctypes.CDLL(None).malloc_trim(0)
+        found: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
-        pass
+        return None
+    return found
 
 
 def _join_images(images: Sequence[bytes]) -> bytes:

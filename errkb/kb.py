@@ -133,8 +133,8 @@ class KnowledgeBase:
 
                 # What the scan freed (its windows' events, hit arrays, decoded lines, the
                 # folded entries) stays in glibc's heap: at 500k records a prepared process
-                # held 516 MB after the dense 50 MB scan, 434 MB with it given back
-                # (``malloc_trim``, 3 ms).
+                # held 515 MB after the dense 50 MB scan, 482 MB with it given back
+                # (``malloc_trim``, 3 ms; the report still held).
                 release_heap()
             if report is not None:
                 return report

@@ -552,6 +552,7 @@ class KnowledgeBase:
                 table = self._anchor_table(view, state, dataset_version)
                 if table is not None:
                     table.build_related()  # its suggestion index too: no request builds it
+                    table.warm()
             if self.record_scan and not anchors_ready:
                 from errkb.match.recordscan import prepare_passes
 

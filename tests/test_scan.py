@@ -368,3 +368,21 @@ def test_related_counts_shared_words_for_ids_of_one_width_or_many(width: str) ->
         assert related.top(tokens, 10) == want, tokens
         assert related.top(tokens, 1) == want[:1]
     assert related.top(["x" * 300], 5) == []  # longer than any word: never found
+
+
+def test_a_warmed_table_holds_its_largest_words_and_gives_the_same_candidates(
+    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]]
+) -> None:
+    messages = _messages(records)
+    with big_kb.store.snapshot() as view:
+        body = scan.build_body(view.token_rows())
+    cold, warmed = scan.AnchorTable(body), scan.AnchorTable(body, parsed_max=200)
+    held = warmed.warm()
+    sizes = {w: len(cold.entries(w)) for w in cold.words()}
+    biggest = max(sizes.values())
+    assert 100 <= held <= 100 + biggest  # half the bound, give or take the last word parsed
+    parsed = set(warmed._parsed)
+    # The largest lists first: none left out is larger than the smallest one parsed.
+    assert max(sizes[w] for w in sizes if w not in parsed) <= min(sizes[w] for w in parsed)
+    for message in messages:
+        assert warmed.candidates(message) == cold.candidates(message), message

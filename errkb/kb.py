@@ -533,7 +533,8 @@ class KnowledgeBase:
     def prepare(self) -> bool:
         """Load what a large input's explain reads, for the current state; True if it changed.
 
-        The anchor table and its suggestion index, and, when ``record_scan`` is on, the
+        The anchor table (its longest entry lists parsed ahead: ``AnchorTable.warm``) and its
+        suggestion index, and, when ``record_scan`` is on, the
         record-driven scan's anchors (``<db>.recordanchors`` and its maps) and its shape
         pass: a first large input paid 0.22-0.24 s of CPU for them (150k records, the bench's
         sparse 50 MB log: 1.13-1.40 s against 0.79-0.88 s once they were loaded). A

@@ -741,6 +741,27 @@ def iter_find(data: bytes, needle: bytes) -> Iterator[int]:
 _WORD_TABLE: npt.NDArray[np.bool_] | None = None
 
 
+def sorted_positions(table: npt.NDArray[np.bytes_], keys: Sequence[bytes]) -> list[int | None]:
+    """Each key's index in ``table`` (sorted, fixed-width bytes), None where it is not there.
+
+    One ``searchsorted`` for all of them (numpy; the caller imported it). A key longer than
+    the table's width would be cut to fit, and an empty one pads to nothing: neither is
+    looked up. The table's entries must not end in NUL, which such an array strips.
+    """
+    import numpy as np
+
+    width = table.dtype.itemsize
+    if not len(table):
+        return [None] * len(keys)
+    wanted = np.array(keys, dtype=table.dtype)
+    at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
+    equal = (table[at] == wanted).tolist()
+    return [
+        int(k) if same and 0 < len(key) <= width else None
+        for k, same, key in zip(at.tolist(), equal, keys, strict=True)
+    ]
+
+
 def _numpy() -> None:
     """Prepare numpy's import for one BLAS thread (errkb does no linear algebra).
 

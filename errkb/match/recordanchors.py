@@ -521,17 +521,9 @@ class RecordAnchors:
         table = self._id_table()
         if table is None:
             return [self.maps.position(rid) for rid in rids]
-        import numpy as np
+        from errkb.match.anchordb import sorted_positions
 
-        keys = [rid.encode("utf-8") for rid in rids]
-        width = table.dtype.itemsize
-        wanted = np.array(keys, dtype=table.dtype)
-        at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
-        equal = (table[at] == wanted).tolist()
-        return [
-            int(k) if same and len(key) == width else None
-            for k, same, key in zip(at.tolist(), equal, keys, strict=True)
-        ]
+        return sorted_positions(table, [rid.encode("utf-8") for rid in rids])
 
     def _id_table(self) -> npt.NDArray[np.bytes_] | None:
         """The ids as one sorted fixed-width numpy array over the maps' blob, or None.

@@ -318,23 +318,12 @@ class _Related:
         self._count = len(ids)
 
     def _spans(self, tokens: Sequence[str]) -> list[tuple[int, int]]:
-        import numpy as np
+        from errkb.match.anchordb import sorted_positions
 
-        table = self._words
         keys = [t.encode("utf-8") for t in dict.fromkeys(tokens)]
-        if not keys or not len(table):
-            return []
-        width = table.dtype.itemsize
-        keys = [k for k in keys if len(k) <= width and k]
-        if not keys:
-            return []
-        wanted = np.array(keys, dtype=table.dtype)
-        at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
         bounds = self._bounds
         return [
-            (bounds[k], bounds[k + 1])
-            for k, same in zip(at.tolist(), (table[at] == wanted).tolist(), strict=True)
-            if same
+            (bounds[k], bounds[k + 1]) for k in sorted_positions(self._words, keys) if k is not None
         ]
 
     def top(self, tokens: Sequence[str], limit: int) -> list[str]:

@@ -432,8 +432,9 @@ class Program:
         import re2
         from re2 import _re2
 
-        options = latin1_options() if latin1 else re2_options()
-        program = _re2.RE2(regex.encode("latin-1" if latin1 else "utf-8"), options)
+        program = _re2.RE2(
+            regex.encode("latin-1" if latin1 else "utf-8"), re2_options(latin1=latin1)
+        )
         if not program.ok():
             raise re2.error(program.error())
         self._program = program
@@ -458,18 +459,6 @@ class Program:
                 return Found(text, encoded, spans, self._groups)
             at = encoded.find(lead, at + 1)
         return None
-
-
-@functools.cache
-def latin1_options() -> Any:
-    """``re2_options`` with RE2 reading bytes as Latin-1 characters (``Program``'s ``latin1``)."""
-    import re2
-
-    options = re2.Options()
-    options.log_errors = False
-    options.max_mem = 8 << 20
-    options.encoding = re2.Options.Encoding.LATIN1
-    return options
 
 
 def byte_safe(spec: PatternSpec) -> bool:

@@ -292,9 +292,6 @@ def compile_error(regex: str) -> str | None:
     return None
 
 
-_OPTIONS: Any = None
-
-
 @functools.lru_cache(maxsize=16)
 def compile_re2(regex: str) -> Any:
     """Compile under RE2 with quiet options (RE2 otherwise logs every error to stderr).
@@ -309,18 +306,22 @@ def compile_re2(regex: str) -> Any:
     return re2.compile(regex, re2_options())
 
 
-def re2_options() -> Any:
-    """The RE2 options every dataset regex is compiled with (quiet, bounded memory), made once."""
-    global _OPTIONS
-    if _OPTIONS is None:
-        import re2
+@functools.cache
+def re2_options(*, latin1: bool = False) -> Any:
+    """The RE2 options every dataset regex is compiled with (quiet, bounded memory), made once.
 
-        options = re2.Options()
-        options.log_errors = False
-        # Bound the automaton's memory: a hostile pattern gets an error, not gigabytes.
-        options.max_mem = 8 << 20
-        _OPTIONS = options
-    return _OPTIONS
+    ``latin1``: the same, with RE2 reading bytes as Latin-1 characters (the matcher's
+    byte-by-byte programs, ``errkb.match.matcher.byte_safe``).
+    """
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False
+    # Bound the automaton's memory: a hostile pattern gets an error, not gigabytes.
+    options.max_mem = 8 << 20
+    if latin1:
+        options.encoding = re2.Options.Encoding.LATIN1
+    return options
 
 
 def _agrees(regex: str, template: Template) -> bool:

@@ -310,44 +310,28 @@ class PgView(PgSql):
         return None if found is None else str(found[0])
 
     def raw_record(self, record_id: str) -> RecordJSON | None:
-        state, cache = self._state, self._records
-        if state is not None and cache is not None:
-            known, text = cache.get(state, record_id)
-            if not known:
-                text = self._raw_text(record_id)
-                cache.put(state, record_id, text)
-        else:
-            text = self._raw_text(record_id)
-        if text is None:
-            return None
-        # Decoded per call, as SQLite does: callers get their own dict to keep or change.
-        decoded: RecordJSON = json.loads(text)
-        return decoded
+        return self.raw_records([record_id]).get(record_id)
 
     def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
         state, cache = self._state, self._records
         texts: dict[str, str | None] = {}
-        unknown: list[str] = []
-        for rid in dict.fromkeys(record_ids):
-            known, text = (False, None)
-            if state is not None and cache is not None:
+        unknown = list(dict.fromkeys(record_ids))
+        if state is not None and cache is not None:
+            # The state's shared texts first; only the others are read, in one query.
+            unknown = []
+            for rid in dict.fromkeys(record_ids):
                 known, text = cache.get(state, rid)
-            if known:
-                texts[rid] = text
-            else:
-                unknown.append(rid)
-        if unknown:
-            read = raw_record_texts(self, unknown)
-            for rid in unknown:
-                texts[rid] = read.get(rid)
-                if state is not None and cache is not None:
-                    cache.put(state, rid, texts[rid])
-        # Decoded per call, as ``raw_record`` does.
+                if known:
+                    texts[rid] = text
+                else:
+                    unknown.append(rid)
+        read = raw_record_texts(self, unknown) if unknown else {}
+        for rid in unknown:
+            texts[rid] = read.get(rid)
+            if state is not None and cache is not None:
+                cache.put(state, rid, texts[rid])
+        # Decoded per call, as SQLite does: callers get their own dicts to keep or change.
         return {rid: json.loads(text) for rid, text in texts.items() if text is not None}
-
-    def _raw_text(self, record_id: str) -> str | None:
-        row = self.one("SELECT raw_json FROM records WHERE id = %s", (record_id,))
-        return None if row is None else str(row[0])
 
     def candidate_ids(self, tokens: Sequence[str]) -> list[str]:
         if not tokens:

@@ -557,7 +557,8 @@ class KnowledgeBase:
             if self.record_scan and not anchors_ready:
                 from errkb.match.recordscan import prepare_passes
 
-                self._record_anchors(view, state, dataset_version)
+                # With the id table the single-traceback path's literal test reads.
+                self._record_anchors(view, state, dataset_version).id_table()
                 prepare_passes()
         return changed
 

@@ -205,18 +205,18 @@ def test_ids_out_of_order_are_not_found_rather_than_found_wrong() -> None:
         found = anchors.maps.position(row[0])
         assert found is None or anchors.maps.record_id(found) == row[0]
         assert anchors.may_match(row[0], row[2][0] + " in layer")
-    assert anchors._id_table() is None  # not in byte order: each id is bisected
+    assert anchors.id_table() is None  # not in byte order: each id is bisected
 
 
 def test_one_search_over_the_id_table_finds_what_the_bisection_finds() -> None:
     asked = [r[0] for r in ROWS] + ["0" * 16, "c" * 15, "c" * 17, "", "cccccccccccccccd", "é" * 8]
     uniform = RecordAnchors(ROWS, "ahocorasick")
-    assert uniform._id_table() is not None
+    assert uniform.id_table() is not None
     assert uniform._positions(asked) == [uniform.maps.position(rid) for rid in asked]
     assert uniform._positions(asked)[:4] == [0, 1, 2, 3]
     # Ids of other lengths: no fixed-width table, the same answers by bisection.
     mixed = RecordAnchors(
         [*ROWS, _row("f" * 20, "tail {x}", ("tail ",), fixed=False)], "ahocorasick"
     )
-    assert mixed._id_table() is None
+    assert mixed.id_table() is None
     assert mixed._positions([*asked, "f" * 20]) == [*uniform._positions(asked), 4]

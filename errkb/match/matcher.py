@@ -603,8 +603,8 @@ class IndexedMatcher:
             cached = self._cache.holds
             unread = [rid for rid in ids if not cached(rid)]
             if unread:
-                kept = set(matchable(unread, text))
-                ids = [rid for rid in ids if rid in kept or cached(rid)]
+                dropped = set(unread).difference(matchable(unread, text))
+                ids = [rid for rid in ids if rid not in dropped]
         self._seen.update(ids)
         if len(self._seen) > self._cache.size:
             self._cache.reserve(len(self._seen))

@@ -42,6 +42,12 @@ def big_kb(tmp_path: Path, records: list[dict[str, Any]]) -> Iterator[errkb.Know
         yield kb
 
 
+def _body(kb: errkb.KnowledgeBase) -> str:
+    """The anchor table's body as a sync stores it, from ``kb``'s match index."""
+    with kb.store.snapshot() as view:
+        return scan.build_body(view.token_rows())
+
+
 def _messages(records: list[dict[str, Any]]) -> list[str]:
     rng = random.Random(7)
     out: list[str] = []
@@ -195,8 +201,7 @@ def scan_kb(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, An
     source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     kb = errkb.open(folder / "kb.sqlite3", bundled=False)
     kb.ingest([source])
-    with kb.store.snapshot() as view:
-        return scan.AnchorTable(scan.build_body(view.token_rows()))
+    return scan.AnchorTable(_body(kb))
 
 
 def _buffer(records: list[dict[str, Any]]) -> tuple[bytes, set[int]]:
@@ -269,8 +274,7 @@ def test_a_bounded_table_gives_the_same_candidates(
     # A table that may keep only a few parsed entries drops and re-parses words as it goes; the
     # candidates (and the public entries) must be exactly those of a table that keeps them all.
     messages = _messages(records)
-    with big_kb.store.snapshot() as view:
-        body = scan.build_body(view.token_rows())
+    body = _body(big_kb)
     whole = scan.AnchorTable(body)
     bounded = scan.AnchorTable(body, parsed_max=64)
     most, words = 0, set(whole.words())
@@ -374,8 +378,7 @@ def test_a_warmed_table_holds_its_largest_words_and_gives_the_same_candidates(
     big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]]
 ) -> None:
     messages = _messages(records)
-    with big_kb.store.snapshot() as view:
-        body = scan.build_body(view.token_rows())
+    body = _body(big_kb)
     cold, warmed = scan.AnchorTable(body), scan.AnchorTable(body, parsed_max=200)
     held = warmed.warm()
     sizes = {w: len(cold.entries(w)) for w in cold.words()}

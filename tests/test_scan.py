@@ -247,10 +247,10 @@ def test_the_buffer_pass_finds_each_message_line_with_either_engine(
         if any(
             max(sorted(others | {w}), key=len) in scanner._words
             and len(max(sorted(others | {w}), key=len)) >= scan.MIN_SCAN_WORD
-            for w in scan.message_tokens(text)
+            for w in message_tokens(text)
             if w in scan_kb.words()
             for _rid, others in scan_kb.entries(w)
-            if (others | {w}) <= set(scan.message_tokens(text))
+            if (others | {w}) <= set(message_tokens(text))
         ):
             reference.append(start)
     assert found == reference

@@ -26,7 +26,6 @@ wildcards would "explain" any message (``errkb lint`` reports them).
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 import threading
 from collections import OrderedDict
@@ -478,13 +477,19 @@ def byte_safe(spec: PatternSpec) -> bool:
         return False
     if not (spec.regex.isascii() and spec.template.isascii()):
         return False
-    from errkb.records.template import Placeholder, parse_template
-
-    segments = parse_template(spec.template).segments
-    return not any(
-        isinstance(a, Placeholder) and isinstance(b, Placeholder)
-        for a, b in itertools.pairwise(segments)
-    )
+    # Side by side, one slot's group closes right where the next one's opens; a literal
+    # between them ending in ")" is escaped (an odd run of backslashes before it). Read off
+    # the regex, not parsed again from the template: this runs at every compile.
+    regex = spec.regex
+    at = regex.find(")(?P<c")
+    while at >= 0:
+        before = at
+        while before > 0 and regex[before - 1] == "\\":
+            before -= 1
+        if (at - before) % 2 == 0:
+            return False
+        at = regex.find(")(?P<c", at + 1)
+    return True
 
 
 def regex_lead(spec: PatternSpec) -> str:

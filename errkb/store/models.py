@@ -68,6 +68,10 @@ class RecordRow(Base):
     added_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
     changed_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
 
+    # Liveness by id from the index alone (migration 0007): in SQLite ``retired`` sits after
+    # ``raw_json``, so reading it from the row walked the row's overflow pages.
+    __table_args__ = (Index("ix_records_live", "id", "retired"),)
+
 
 class SolutionRow(Base):
     __tablename__ = "record_solutions"

@@ -60,6 +60,33 @@ def test_migrations_create_the_schema_the_models_describe(tmp_path: Path) -> Non
     assert conn2.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_records_liveness_is_read_from_the_live_index(tmp_path: Path) -> None:
+    # ``retired`` comes after ``raw_json`` in a row: read from the row it walked the row's
+    # overflow pages (migration 0007). The spec rows' join, a look-up of ids and the anchor
+    # build's ordered scan of live records read the covering index alone.
+    from errkb.store import engine
+
+    store = Store(tmp_path / "plan.sqlite3")
+    store.ensure_schema()
+    conn = sqlite3.connect(store.path)
+    queries = {
+        "spec rows": engine._SPEC_SQL.replace("$IDS", "IN (?, ?)"),
+        "anchor rows": engine._ANCHOR_SQL,
+        "live ids": "SELECT id FROM records WHERE retired = FALSE AND id IN (?, ?)",
+    }
+    for name, sql in queries.items():
+        params = ("a", "b")[: sql.count("?")]
+        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+        on_records = [step for step in plan if step.split()[1] in ("r", "records")]
+        assert on_records, (name, plan)
+        # Each step on records reads the index alone, never a record's row.
+        assert all("USING COVERING INDEX ix_records_live" in step for step in on_records), (
+            name,
+            plan,
+        )
+    conn.close()
+
+
 def test_a_database_from_a_newer_errkb_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "newer.sqlite3"
     Store(path).ensure_schema()

@@ -313,13 +313,14 @@ class PgView(PgSql):
         return self.raw_records([record_id]).get(record_id)
 
     def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
-        state, cache = self._state, self._records
+        state = self._state
+        cache = self._records if state is not None else None
         texts: dict[str, str | None] = {}
         unknown = list(dict.fromkeys(record_ids))
-        if state is not None and cache is not None:
+        if cache is not None and state is not None:
             # The state's shared texts first; only the others are read, in one query.
-            unknown = []
-            for rid in dict.fromkeys(record_ids):
+            asked, unknown = unknown, []
+            for rid in asked:
                 known, text = cache.get(state, rid)
                 if known:
                     texts[rid] = text
@@ -328,7 +329,7 @@ class PgView(PgSql):
         read = raw_record_texts(self, unknown) if unknown else {}
         for rid in unknown:
             texts[rid] = read.get(rid)
-            if state is not None and cache is not None:
+            if cache is not None and state is not None:
                 cache.put(state, rid, texts[rid])
         # Decoded per call, as SQLite does: callers get their own dicts to keep or change.
         return {rid: json.loads(text) for rid, text in texts.items() if text is not None}

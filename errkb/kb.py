@@ -587,7 +587,7 @@ class KnowledgeBase:
         if self.store.read_only:
             return
         from errkb.match.anchordb import anchordb_path, default_engine, release_heap
-        from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
+        from errkb.match.recordanchors import record_anchordb_path, store_record_anchors
         from errkb.match.scan import body_items, buffer_anchor_db, scan_words, table_body
 
         engine = self.scan_engine or default_engine()
@@ -599,7 +599,7 @@ class KnowledgeBase:
             # are what a later explain reads, and the structures a scan would use (a
             # frozenset per record for the buffer pass, the table's dict of every word) are
             # never made here. Held together they were the sync's peak.
-            RecordAnchors(
+            store_record_anchors(
                 view.anchor_rows,
                 engine,
                 store_at=record_anchordb_path(self.store.path),

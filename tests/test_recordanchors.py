@@ -178,6 +178,82 @@ def test_a_stored_anchor_database_with_other_end_flags_is_replaced(tmp_path: Pat
     assert anchordb.read_anchor_db(path, "7", None, "ahocorasick").ends == first.db.ends
 
 
+def _hyperscan_only() -> None:
+    if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
+        pytest.fail("hyperscan is not installed: install errkb[fast]")
+
+
+def test_a_build_for_storage_writes_what_a_scan_builds_and_loads_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The files a sync stores (never loaded to scan with) are byte for byte those a scan
+    # that compiled them itself stores, and a scan then loads them without compiling.
+    _hyperscan_only()
+    import hyperscan
+
+    (tmp_path / "kb.sqlite3").write_bytes(b"")
+    built = tmp_path / "kb.sqlite3.recordanchors"
+    with monkeypatch.context() as patched:
+
+        def no_load(*_args: object) -> None:
+            raise AssertionError("the build loaded a database to scan with")
+
+        patched.setattr(hyperscan, "loadb", no_load)
+        recordanchors.store_record_anchors(
+            lambda: ROWS, "hyperscan", store_at=built, state="7", dataset_version="v1"
+        )
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "kb.sqlite3").write_bytes(b"")
+    scanned = other / "kb.sqlite3.recordanchors"
+    fresh = RecordAnchors(
+        lambda: ROWS, "hyperscan", store_at=scanned, state="7", dataset_version="v1"
+    )
+    assert fresh.db.compiled
+    assert built.read_bytes() == scanned.read_bytes()
+    assert maps_path(built).read_bytes() == maps_path(scanned).read_bytes()
+
+    def no_rows() -> list[AnchorRow]:
+        raise AssertionError("the stored files were not used")
+
+    loaded = RecordAnchors(no_rows, "hyperscan", store_at=built, state="7", dataset_version="v1")
+    assert not loaded.db.compiled
+    for seed in range(20, 23):
+        assert loaded.hit_lines(_log(seed)) == fresh.hit_lines(_log(seed))
+
+
+def test_a_build_for_storage_keeps_current_files_and_replaces_stale_ones(tmp_path: Path) -> None:
+    _hyperscan_only()
+    (tmp_path / "kb.sqlite3").write_bytes(b"")
+    path = tmp_path / "kb.sqlite3.recordanchors"
+    calls: list[int] = []
+
+    def rows() -> list[AnchorRow]:
+        calls.append(1)
+        return ROWS
+
+    def build(state: str) -> None:
+        recordanchors.store_record_anchors(
+            rows, "hyperscan", store_at=path, state=state, dataset_version=None
+        )
+
+    build("7")
+    first = path.read_bytes()
+    build("7")
+    assert calls == [1]  # current: the rows are not read again
+    maps_path(path).unlink()
+    build("7")  # the maps alone are missing: derived again, the database kept as it is
+    assert calls == [1, 1] and path.read_bytes() == first
+    assert read_maps(
+        maps_path(path), "7", None, anchordb.read_anchor_db(path, "7", None, "hyperscan").digest
+    )
+    path.write_bytes(first[: len(first) // 2])  # truncated: built again
+    build("7")
+    assert calls == [1, 1, 1] and path.read_bytes() == first
+    build("8")  # another state: built again for it
+    assert anchordb.read_anchor_db(path, "8", None, "hyperscan").ends == record_maps(ROWS)[0].ends
+
+
 def test_a_record_is_found_by_its_id_and_a_text_lacking_its_literals_cannot_match() -> None:
     anchors = RecordAnchors(ROWS, "ahocorasick")
     maps = anchors.maps

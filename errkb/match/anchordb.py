@@ -324,55 +324,7 @@ class AnchorDB:
         databases: list[Any] = []
         compiling = serialised is None
         if serialised is None:
-            release_heap()  # what the caller freed before (the rows it derived the words from)
-            images: list[bytes] = []
-            encoded = self._encoded()
-            count = len(encoded)
-            literals: list[bytes] = []
-            numbers: list[int] = []
-            for index, word in enumerate(encoded):
-                if _short_ended(word, self.ends[index]):
-                    # The word and what may follow it where its condition holds, numbered
-                    # past the words by the bytes they add (``hit_arrays`` maps them back).
-                    literals.extend(word + follow for follow in _FOLLOWS)
-                    numbers.extend([count + index] * len(_FOLLOWS))
-                    literals.append(word + b"\r\n")
-                    numbers.append(2 * count + index)
-                else:
-                    literals.append(word)
-                    numbers.append(index)
-            del encoded
-            # Parts by length, shortest first: a part of long literals scans faster (the
-            # sparse 50 MB log, 150k records: parts of 4-33, 33-54 and 54-563 bytes took
-            # 0.17, 0.12 and 0.09 s, 0.35-0.40 s in all, against 0.39-0.44 s for parts in
-            # word order).
-            order = sorted(range(len(literals)), key=lambda k: len(literals[k]))
-            literals = [literals[k] for k in order]
-            numbers = [numbers[k] for k in order]
-            del order
-            # At most ``CHUNK_WORDS`` anchors per database (equal parts), compiled one after
-            # the other: the compile's memory follows the part, not the knowledge base.
-            parts = -(-len(literals) // CHUNK_WORDS)
-            size = -(-len(literals) // parts)
-            part: list[bytes] = []
-            for base in range(0, len(literals), size):
-                part = literals[base : base + size]
-                database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                database.compile(
-                    expressions=part,
-                    ids=numbers[base : base + size],
-                    elements=len(part),
-                    flags=0,
-                    literal=True,
-                )
-                images.append(hyperscan.dumpb(database))
-                # Only the image is kept while the next part compiles (the database is
-                # loaded back from it below): at 150k records each part's database and
-                # image were ~8 MB each, and a 500k build compiles eight parts.
-                del database
-                release_heap()  # what the compile freed goes back to the system before the next
-            serialised = _join_images(images)
-            del images, literals, numbers, part
+            serialised = _join_images(compile_images(self._encoded(), self.ends))
         for image in _split_images(serialised):
             databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
         self.serialised = serialised if compiling else None
@@ -596,6 +548,106 @@ def _malloc_trim() -> Callable[[int], int] | None:
     except (OSError, AttributeError):
         return None
     return found
+
+
+def compile_images(encoded: list[bytes], ends: bytes) -> list[bytes]:
+    """The Hyperscan images of ``encoded`` (``AnchorDB``'s words, end flags ``ends``), in parts.
+
+    ``encoded`` is consumed (emptied): the literals replace it. Only each part's image is kept
+    while the next part compiles.
+    """
+    import hyperscan
+
+    release_heap()  # what the caller freed before (the rows it derived the words from)
+    images: list[bytes] = []
+    count = len(encoded)
+    literals: list[bytes] = []
+    numbers: list[int] = []
+    for index, word in enumerate(encoded):
+        if _short_ended(word, ends[index]):
+            # The word and what may follow it where its condition holds, numbered past the
+            # words by the bytes they add (``hit_arrays`` maps them back).
+            literals.extend(word + follow for follow in _FOLLOWS)
+            numbers.extend([count + index] * len(_FOLLOWS))
+            literals.append(word + b"\r\n")
+            numbers.append(2 * count + index)
+        else:
+            literals.append(word)
+            numbers.append(index)
+    encoded.clear()
+    # Parts by length, shortest first: a part of long literals scans faster (the sparse 50 MB
+    # log, 150k records: parts of 4-33, 33-54 and 54-563 bytes took 0.17, 0.12 and 0.09 s,
+    # 0.35-0.40 s in all, against 0.39-0.44 s for parts in word order).
+    order = sorted(range(len(literals)), key=lambda k: len(literals[k]))
+    literals = [literals[k] for k in order]
+    numbers = [numbers[k] for k in order]
+    del order
+    # At most ``CHUNK_WORDS`` anchors per database (equal parts), compiled one after the
+    # other: the compile's memory follows the part, not the knowledge base.
+    parts = -(-len(literals) // CHUNK_WORDS) if literals else 0
+    size = -(-len(literals) // parts) if parts else 1
+    for base in range(0, len(literals), size):
+        part = literals[base : base + size]
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(
+            expressions=part,
+            ids=numbers[base : base + size],
+            elements=len(part),
+            flags=0,
+            literal=True,
+        )
+        images.append(hyperscan.dumpb(database))
+        # Only the image is kept while the next part compiles (a scan loads the database back
+        # from it): at 150k records each part's database and image were ~8 MB each, and a
+        # 500k build compiles eight parts.
+        del database, part
+        release_heap()  # what the compile freed goes back to the system before the next
+    return images
+
+
+def store_compiled(
+    path: Path,
+    blob: bytes,
+    ends: bytes,
+    state: str,
+    version: str | None,
+    database: Path,
+) -> bool:
+    """Compile ``blob``'s words for Hyperscan and store them at ``path``, never loaded here.
+
+    What ``read_anchor_db`` reads, written by a process that will not scan with it (a sync's
+    ``build_anchor_files``): no database is loaded back from its images and the file is
+    written from its parts, not joined first, so the images are the one copy held beside the
+    words. At 500k records the images are ~80 MB; loading them back (another copy inside
+    Hyperscan), joining them and the file's body (two more) were the top of the sync's peak.
+    False when the directory refuses the file (as ``write_anchor_db``).
+    """
+    images = compile_images(blob.split(b"\n")[:-1], ends)
+    count = blob.count(b"\n")
+    table = b" ".join(b"%d" % n for n in (len(images), *map(len, images))) + b"\n"
+    parts = [b"%d %d %d\n" % (count, len(blob), SHORT_ENDED), blob, ends, table, *images]
+    return store_beside(path, _with_header(state, version, "hyperscan", parts), database)
+
+
+def _with_header(
+    state: str, version: str | None, engine: str, parts: Sequence[bytes | memoryview]
+) -> list[bytes | memoryview]:
+    """``parts`` (a body, in pieces) after the file's header for their join."""
+    import hashlib  # OpenSSL costs ~3 ms at import: only a large input gets here
+
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    size = sum(len(part) for part in parts)
+    head = b"%s %s %s %s %s %d\n" % (
+        FORMAT,
+        state.encode(),
+        (version or "-").encode(),
+        engine.encode(),
+        digest.hexdigest().encode(),
+        size,
+    )
+    return [head, *parts]
 
 
 def _join_images(images: Sequence[bytes]) -> bytes:
@@ -846,17 +898,7 @@ def _word_bytes() -> npt.NDArray[np.bool_]:
 
 # ---------------------------------------------------------------------------- the stored file
 def _header(state: str, version: str | None, engine: str, body: bytes | memoryview) -> bytes:
-    import hashlib  # OpenSSL costs ~3 ms at import: only a large input gets here
-
-    digest = hashlib.sha256(body).hexdigest()
-    return b"%s %s %s %s %s %d\n" % (
-        FORMAT,
-        state.encode(),
-        (version or "-").encode(),
-        engine.encode(),
-        digest.encode(),
-        len(body),
-    )
+    return bytes(_with_header(state, version, engine, [body])[0])
 
 
 def encode(db: AnchorDB, state: str, version: str | None) -> bytes:
@@ -959,12 +1001,13 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
     return store_beside(path, encode(db, state, version), path.with_suffix(""))
 
 
-def store_beside(path: Path, image: bytes, database: Path) -> bool:
-    """Write ``image`` to ``path`` atomically, readable as ``database`` is; False when refused.
+def store_beside(path: Path, image: bytes | Sequence[bytes | memoryview], database: Path) -> bool:
+    """Write ``image`` (bytes, or its pieces in order) to ``path`` atomically; False if refused.
 
-    What every file derived from a knowledge base is written with (the anchor databases, the
-    record scan's maps): a temporary name in the same directory, synced, renamed over
-    ``path``; never a temporary file left behind, a Ctrl-C included.
+    The file is readable as ``database`` is. What every file derived from a knowledge base
+    is written with (the anchor databases, the record scan's maps): a temporary name in the
+    same directory, synced, renamed over ``path``; never a temporary file left behind, a
+    Ctrl-C included.
     """
     import os
     import tempfile
@@ -982,7 +1025,8 @@ def store_beside(path: Path, image: bytes, database: Path) -> bool:
             except OSError:
                 mode = 0o644
             os.fchmod(fh.fileno(), mode)
-            fh.write(image)
+            for piece in (image,) if isinstance(image, bytes) else image:
+                fh.write(piece)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -52,7 +52,9 @@ from errkb.match.anchordb import (
     default_engine,
     load_anchor_db,
     read_anchor_db,
+    release_heap,
     store_beside,
+    store_compiled,
     write_anchor_db,
 )
 
@@ -411,6 +413,55 @@ def write_maps(
         encode_maps(maps, state, version, words_digest),
         path.with_suffix("").with_suffix(""),
     )
+
+
+def store_record_anchors(
+    rows: Callable[[], Iterable[AnchorRow]],
+    engine: str | None,
+    *,
+    store_at: Path,
+    state: str,
+    dataset_version: str | None,
+) -> None:
+    """Make the files ``RecordAnchors`` loads for this state current, loading nothing to scan.
+
+    What a write's ``build_anchor_files`` calls: the process that commits never scans with
+    them, so the maps are written and dropped before Hyperscan compiles, and the compiled
+    images are written as they are (``anchordb.store_compiled``), never loaded back. At 500k
+    records (``python -m bench.anchorbuild DB all``) the build through ``RecordAnchors``
+    peaked at 642 MiB; the maps (~100 MB of arrays and lists) stayed alive through every
+    part's compile, and at the end the images, their join, the databases loaded from them and
+    the file's body were held at once. Files already current (as ``RecordAnchors`` reads
+    them) are left alone; with another engine than Hyperscan nothing is compiled to store
+    apart from the words, and ``RecordAnchors`` stores them.
+    """
+    engine = engine or default_engine()
+    if engine != "hyperscan":
+        RecordAnchors(rows, engine, store_at=store_at, state=state, dataset_version=dataset_version)
+        return
+    import hashlib
+
+    try:
+        db: AnchorDB | None = read_anchor_db(store_at, state, dataset_version, engine)
+    except AnchorDatabaseError:
+        db = None
+    where = maps_path(store_at)
+    if db is not None:
+        stored = read_maps(where, state, dataset_version, db.digest)
+        if stored is not None and len(stored) == len(db) and stored.ends == db.ends:
+            return
+    maps, words = record_maps(rows())
+    ends = maps.ends
+    blob = "".join(w + "\n" for w in words).encode("utf-8")
+    del words
+    digest = hashlib.sha256(blob).hexdigest()
+    write_maps(where, maps, state, dataset_version, digest)
+    del maps
+    if db is not None and db.blob == blob and db.ends == ends:
+        return  # the stored database holds these very words: only the maps were missing
+    del db
+    release_heap()
+    store_compiled(store_at, blob, ends, state, dataset_version, store_at.with_suffix(""))
 
 
 class RecordAnchors:

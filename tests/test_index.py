@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from errkb.match.index import (
     candidate_ids,
     choose_tokens,
     message_tokens,
+    rank_words,
     related_ids,
     template_tokens,
 )
@@ -115,3 +118,22 @@ def test_masked_templates_are_cached_per_state(kb: errkb.KnowledgeBase) -> None:
     assert again == sorted([*want, *cache.masked(view, [LINEAR_ID])])
     # Each id is asked for once, the missing one included: the second call asked only LINEAR_ID.
     assert counting.asked == [*ids, LINEAR_ID]
+
+
+def test_ranked_rows_are_the_rarest_words_per_record_by_id_in_any_input_order() -> None:
+    # The definition, written out plainly: every record's words by (how many records hold
+    # them, longer first, then the word), the first four, records by id.
+    rng = random.Random(4)
+    vocabulary = [f"w{n}" * rng.randint(1, 3) for n in range(40)]
+    records = [(f"{n:016x}", rng.sample(vocabulary, rng.randint(0, 7))) for n in range(300)]
+    holders = Counter(w for _rid, words in records for w in words)
+    want = [
+        (w, rid, rank)
+        for rid, words in sorted(records)
+        for rank, w in enumerate(sorted(words, key=lambda w: (holders[w], -len(w), w))[:4])
+    ]
+    assert list(rank_words(records)) == want  # by id already
+    shuffled = records[:]
+    rng.shuffle(shuffled)
+    assert list(rank_words(shuffled)) == want
+    assert list(rank_words([])) == []

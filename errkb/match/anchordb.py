@@ -65,8 +65,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -324,7 +325,7 @@ class AnchorDB:
         databases: list[Any] = []
         compiling = serialised is None
         if serialised is None:
-            serialised = _join_images(compile_images(self._encoded(), self.ends))
+            serialised = _join_images(list(compile_images(self._encoded(), self.ends)))
         for image in _split_images(serialised):
             databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
         self.serialised = serialised if compiling else None
@@ -550,16 +551,16 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return found
 
 
-def compile_images(encoded: list[bytes], ends: bytes) -> list[bytes]:
+def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[bytes]:
     """The Hyperscan images of ``encoded`` (``AnchorDB``'s words, end flags ``ends``), in parts.
 
-    ``encoded`` is consumed (emptied): the literals replace it. Only each part's image is kept
-    while the next part compiles.
+    ``encoded`` is consumed (emptied): the literals replace it, and each part's literals are
+    dropped once it is compiled, so the last part compiles beside its own literals only (at
+    500k records ~1M literals, ~110 MB as bytes and ints, were all held to the end).
     """
     import hyperscan
 
     release_heap()  # what the caller freed before (the rows it derived the words from)
-    images: list[bytes] = []
     count = len(encoded)
     literals: list[bytes] = []
     numbers: list[int] = []
@@ -578,31 +579,34 @@ def compile_images(encoded: list[bytes], ends: bytes) -> list[bytes]:
     # Parts by length, shortest first: a part of long literals scans faster (the sparse 50 MB
     # log, 150k records: parts of 4-33, 33-54 and 54-563 bytes took 0.17, 0.12 and 0.09 s,
     # 0.35-0.40 s in all, against 0.39-0.44 s for parts in word order).
-    order = sorted(range(len(literals)), key=lambda k: len(literals[k]))
-    literals = [literals[k] for k in order]
-    numbers = [numbers[k] for k in order]
-    del order
+    sizes = [len(literal) for literal in literals]
+    order = sorted(range(len(sizes)), key=sizes.__getitem__)
+    del sizes
     # At most ``CHUNK_WORDS`` anchors per database (equal parts), compiled one after the
     # other: the compile's memory follows the part, not the knowledge base.
-    parts = -(-len(literals) // CHUNK_WORDS) if literals else 0
-    size = -(-len(literals) // parts) if parts else 1
-    for base in range(0, len(literals), size):
-        part = literals[base : base + size]
-        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        database.compile(
-            expressions=part,
-            ids=numbers[base : base + size],
-            elements=len(part),
-            flags=0,
-            literal=True,
+    parts = -(-len(order) // CHUNK_WORDS) if order else 0
+    size = -(-len(order) // parts) if parts else 1
+    pending = [
+        (
+            [literals[k] for k in order[base : base + size]],
+            [numbers[k] for k in order[base : base + size]],
         )
-        images.append(hyperscan.dumpb(database))
+        for base in range(0, len(order), size)
+    ]
+    del literals, numbers, order
+    pending.reverse()  # popped from the end: shortest first
+    while pending:
+        part, ids = pending.pop()
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(expressions=part, ids=ids, elements=len(part), flags=0, literal=True)
+        del part, ids
+        image = hyperscan.dumpb(database)
         # Only the image is kept while the next part compiles (a scan loads the database back
         # from it): at 150k records each part's database and image were ~8 MB each, and a
         # 500k build compiles eight parts.
-        del database, part
+        del database
         release_heap()  # what the compile freed goes back to the system before the next
-    return images
+        yield image
 
 
 def store_compiled(
@@ -616,38 +620,53 @@ def store_compiled(
     """Compile ``blob``'s words for Hyperscan and store them at ``path``, never loaded here.
 
     What ``read_anchor_db`` reads, written by a process that will not scan with it (a sync's
-    ``build_anchor_files``): no database is loaded back from its images and the file is
-    written from its parts, not joined first, so the images are the one copy held beside the
-    words. At 500k records the images are ~80 MB; loading them back (another copy inside
+    ``build_anchor_files``): no database is loaded back from its images, and each image goes
+    to a temporary file as it is compiled, so the words and one part are all that is held.
+    At 500k records the images are ~80 MB; loading them back (another copy inside
     Hyperscan), joining them and the file's body (two more) were the top of the sync's peak.
     False when the directory refuses the file (as ``write_anchor_db``).
     """
-    images = compile_images(blob.split(b"\n")[:-1], ends)
+    import hashlib
+    import tempfile
+
     count = blob.count(b"\n")
-    table = b" ".join(b"%d" % n for n in (len(images), *map(len, images))) + b"\n"
-    parts = [b"%d %d %d\n" % (count, len(blob), SHORT_ENDED), blob, ends, table, *images]
-    return store_beside(path, _with_header(state, version, "hyperscan", parts), database)
+    lengths: list[int] = []
+    try:
+        with tempfile.TemporaryFile(
+            prefix=f".{path.name}.", suffix=".images", dir=path.parent
+        ) as spool:
+            for image in compile_images(blob.split(b"\n")[:-1], ends):
+                spool.write(image)
+                lengths.append(len(image))
+                del image
+
+            def images() -> Iterator[bytes]:
+                spool.seek(0)
+                while chunk := spool.read(1 << 23):
+                    yield chunk
+
+            table = b" ".join(b"%d" % n for n in (len(lengths), *lengths)) + b"\n"
+            head = [b"%d %d %d\n" % (count, len(blob), SHORT_ENDED), blob, ends, table]
+            digest = hashlib.sha256()
+            for piece in itertools.chain(head, images()):
+                digest.update(piece)
+            size = sum(map(len, head)) + sum(lengths)
+            header = _head(state, version, "hyperscan", digest.hexdigest(), size)
+            return store_beside(path, itertools.chain([header], head, images()), database)
+    except OSError:
+        return False  # the directory refused the spool (or the disk filled): as refused
 
 
-def _with_header(
-    state: str, version: str | None, engine: str, parts: Sequence[bytes | memoryview]
-) -> list[bytes | memoryview]:
-    """``parts`` (a body, in pieces) after the file's header for their join."""
-    import hashlib  # OpenSSL costs ~3 ms at import: only a large input gets here
-
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part)
-    size = sum(len(part) for part in parts)
-    head = b"%s %s %s %s %s %d\n" % (
+def _head(state: str, version: str | None, engine: str, digest: str, size: int) -> bytes:
+    """A stored database's header line: format, key, the body's sha256 and length."""
+    return b"%s %s %s %s %s %d\n" % (
         FORMAT,
         state.encode(),
         (version or "-").encode(),
         engine.encode(),
-        digest.hexdigest().encode(),
+        digest.encode(),
         size,
     )
-    return [head, *parts]
 
 
 def _join_images(images: Sequence[bytes]) -> bytes:
@@ -898,7 +917,9 @@ def _word_bytes() -> npt.NDArray[np.bool_]:
 
 # ---------------------------------------------------------------------------- the stored file
 def _header(state: str, version: str | None, engine: str, body: bytes | memoryview) -> bytes:
-    return bytes(_with_header(state, version, engine, [body])[0])
+    import hashlib  # OpenSSL costs ~3 ms at import: only a large input gets here
+
+    return _head(state, version, engine, hashlib.sha256(body).hexdigest(), len(body))
 
 
 def encode(db: AnchorDB, state: str, version: str | None) -> bytes:
@@ -1001,7 +1022,7 @@ def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -
     return store_beside(path, encode(db, state, version), path.with_suffix(""))
 
 
-def store_beside(path: Path, image: bytes | Sequence[bytes | memoryview], database: Path) -> bool:
+def store_beside(path: Path, image: bytes | Iterable[bytes], database: Path) -> bool:
     """Write ``image`` (bytes, or its pieces in order) to ``path`` atomically; False if refused.
 
     The file is readable as ``database`` is. What every file derived from a knowledge base

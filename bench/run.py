@@ -37,6 +37,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -88,6 +89,41 @@ class ChildRun:
     seconds: float
     max_rss: int
     returncode: int
+    #: The largest sum of the RSS of the command and every process under it, sampled every
+    #: ``TREE_SAMPLE_S`` (-1 where ``/proc`` is not there). ``max_rss`` is one process's peak
+    #: (GNU time's is the largest of the command and its reaped children, never their sum);
+    #: issue 20 bounds the whole process tree, a sync's workers included.
+    tree_rss: int = -1
+
+
+#: Seconds between samples of a measured command's process tree.
+TREE_SAMPLE_S = 0.1
+
+
+def _tree_rss(root: int) -> int:
+    """The summed VmRSS (bytes) of ``root`` and every process under it; 0 once it is gone."""
+    total, todo, seen = 0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            status = Path(f"/proc/{pid}/status").read_text(encoding="ascii", errors="replace")
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii")
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+        todo.extend(int(c) for c in children.split())
+    return total
+
+
+def _watch_tree(proc: subprocess.Popen[bytes], peak: list[int]) -> None:
+    while proc.poll() is None:
+        peak[0] = max(peak[0], _tree_rss(proc.pid))
+        time.sleep(TREE_SAMPLE_S)
 
 
 def run_measured(
@@ -116,8 +152,15 @@ def run_measured(
                 env=child_env(),
                 cwd=TARGET.cwd,
             )
+            peak = [0 if Path("/proc/self/status").exists() else -1]
+            watcher = None
+            if peak[0] == 0:
+                watcher = threading.Thread(target=_watch_tree, args=(proc, peak), daemon=True)
+                watcher.start()
             returncode = proc.wait()
             seconds = time.perf_counter() - start
+            if watcher is not None:
+                watcher.join()
         finally:
             for fh in (out, inp):
                 if fh is not None:
@@ -125,7 +168,7 @@ def run_measured(
         # GNU time writes "Command exited with non-zero status N" first when it did.
         lines = rss_file.read().split()
         max_rss = int(lines[-1]) * 1024 if gnu_time.exists() and lines else -1
-    return ChildRun(seconds, max_rss, returncode)
+    return ChildRun(seconds, max_rss, returncode, peak[0])
 
 
 def child_env() -> dict[str, str]:
@@ -1011,10 +1054,14 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
     s = r["sync"]
     floor = s["tree_parse"]
     for key, label, limit in (
-        ("full", "full sync, fresh DB", 90),
+        ("full", "full sync, fresh DB", 60),  # issue 20
         ("resync", "unchanged re-sync", 5),
     ):
         run_ = s[key]
+        # The process tree's summed peak where it was sampled (a sync's workers included),
+        # else the one process's.
+        tree = run_.get("tree_rss", -1)
+        peak = max(run_["max_rss"], tree)
         base, base_label = (
             (floor["seconds"], "parse tree JSON")
             if key == "full"
@@ -1023,12 +1070,13 @@ def figures(r: dict[str, Any], quick: bool) -> list[Figure]:
         out.append(
             Figure(
                 f"sync: {label}",
-                f"{run_['seconds']:.1f} s, peak RSS {_mib(run_['max_rss'])}",
+                f"{run_['seconds']:.1f} s, peak RSS {_mib(run_['max_rss'])}"
+                + (f", process tree {_mib(tree)}" if tree >= 0 else ""),
                 f"{base_label} {base:.1f} s"
                 + (f", {_mib(floor['max_rss'])}" if key == "full" else ""),
                 f"{run_['seconds'] / base:.2f}x",
                 f"<= {limit} s, RSS <= 512 MB",
-                _status(run_["seconds"] <= limit and run_["max_rss"] <= 512 * MB),
+                _status(run_["seconds"] <= limit and peak <= 512 * MB),
             )
         )
     mem = w["rss_warm"] - w["rss_after_import"]

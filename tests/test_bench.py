@@ -247,3 +247,22 @@ def test_the_truth_holds_what_errkb_captures_where_the_value_prints(
         if value.isalpha() or "'" in value:
             assert (value[:1] == "'") is quoted, (template, value)
             assert value in rendered.message
+
+
+def test_a_measured_command_s_process_tree_is_summed() -> None:
+    # A parent that holds little and a child that holds 80 MiB: the sampled tree counts the
+    # child (the parent alone is ~10 MiB), and never less than the one process GNU time saw.
+    child = (
+        "b = bytearray(80 * 2**20); b[::4096] = b'x' * len(b[::4096]); import time; time.sleep(1.5)"
+    )
+    run_ = br.run_measured(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])",
+        ]
+    )
+    assert run_.returncode == 0
+    assert run_.tree_rss >= 80 * 2**20
+    if run_.max_rss >= 0:
+        assert run_.tree_rss >= run_.max_rss - 16 * 2**20  # sampled: the tail may be missed

@@ -296,3 +296,27 @@ def test_one_search_over_the_id_table_finds_what_the_bisection_finds() -> None:
     )
     assert mixed.id_table() is None
     assert mixed._positions([*asked, "f" * 20]) == [*uniform._positions(asked), 4]
+
+
+def test_deferred_rejects_keep_the_lines_hit_lines_keeps_each_rejected_once() -> None:
+    import numpy as np
+
+    anchors = RecordAnchors(ROWS, "ahocorasick")
+    for seed in range(30, 34):
+        data = _log(seed)
+        whole = anchors.hit_lines(data)
+        calls: list[int] = []
+
+        def even(lines: np.ndarray, calls: list[int] = calls) -> np.ndarray:
+            calls.append(len(lines))
+            return np.asarray(lines % 2 == 0)
+
+        now, later = anchors.split_hit_lines(data, wanted=even)
+        waiting = len(later)
+        assert set(now) <= set(whole)
+        odd = later.take(lambda lines: np.asarray(lines % 2 == 1))
+        assert all(n % 2 == 0 for n, _o in odd)
+        rest = later.take()
+        assert len(later) == 0 and later.take() == []
+        assert sorted([*now, *odd, *rest]) == whole
+        assert waiting > 0 and calls == [calls[0]]  # some lines waited; the predicate ran once

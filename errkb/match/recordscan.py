@@ -16,7 +16,12 @@ the lines that can hold a known message and the lines shaped like an exception:
 2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
    kept only when it holds every literal of one of the records that anchor stands for (a C
    substring test each); a hit by an escaped form is kept as is (the literals are escaped
-   there too).
+   there too). The rejects that run in Python run first on the lines a window can open
+   from (near a keyword line, in a traceback: ``_parseable``, arrays, the shape pass run
+   first), then on the others the windows take in (``_within``), and on the rest only if
+   the message-first pass needs them (``recordanchors.Deferred``). At 500k records the
+   sparse 50 MB log's warm scan took 1.57 -> 1.33 s of CPU and the keyword-less 20 MB one
+   0.63 -> 0.54 s, with the same reports (the dense one 6.49 -> 6.38 s).
 3. **Shape pass** (``shape_lines``): one small Aho-Corasick pass for traceback headers (any
    ``Traceback``, so rich panels and exception groups too), chain sentences and exception
    lines (``Error:``, ``Exception:`` ...). Each traceback's extent is walked once
@@ -1003,16 +1008,18 @@ def record_scan(
     to_line = line_index(data, newlines)
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     raw: list[Hits] = []
-    hits = anchors.hit_lines(data, newlines, raw)
-    can_match = Possible({n for n, _o in hits}, LineRecords(data, anchors, raw[0]))
-
     shapes = shape_lines(data, to_line)
+    tracebacks = _Tracebacks(data, shapes)
+    near = _Near(shapes.keywords)
+    # The rejects in Python run first on the lines a window can start from (near an error
+    # word, or in a traceback), then on the rest that the windows take in; the others wait
+    # for the message-first pass, which alone reads them (``Deferred``).
+    parseable = _parseable(shapes, tracebacks) if newlines is not None else None  # numpy
+    hits, later = anchors.split_hit_lines(data, newlines, raw, parseable)
     objects: list[tuple[int, int]] = []
     # A frame line or the source line under one is never an occurrence (the parser skips
     # both); the exception line that ends their traceback brings the whole traceback.
     hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
-    tracebacks = _Tracebacks(data, shapes)
-    near = _Near(shapes.keywords)
     # A hit line is parsed where the region parse would have parsed it: near a line with an
     # error word, or inside a traceback. The others can hold only a message-first find.
     # A bare traceback header is never an occurrence, whatever record's literals it holds
@@ -1030,6 +1037,11 @@ def record_scan(
     else:
         plain_hits = [n for n, _o in parsed_hits]
     spans = windows(plain_hits, tracebacks, total)
+    # What decide is told can match: every kept line inside a window (``Possible``).
+    inside = [(n, o) for n, o in later.take(_within(spans)) if not _in_frames(data, o)]
+    if inside:
+        hits = sorted([*hits, *inside])
+    can_match = Possible({n for n, _o in hits}, LineRecords(data, anchors, raw[0]))
     if checkpoint is not None:
         checkpoint()
     # Exception lines outside every window, and the traceback ends of headers outside them:
@@ -1126,7 +1138,8 @@ def record_scan(
         shape_unmatched.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
     folded.add_unmatched(shape_unmatched)
     if found is not None and not folded.exact:
-        uncovered = [(n, o) for n, o in hits if n not in covered]
+        rest = [(n, o) for n, o in later.take() if not _in_frames(data, o)]
+        uncovered = [(n, o) for n, o in sorted([*hits, *rest]) if n not in covered]
         extra = found(data, uncovered)
         if extra:
             matches, _none = decide(extra)
@@ -1201,6 +1214,66 @@ def _in_frames(data: bytes, start: int) -> bool:
     before = data.rfind(b"\n", 0, start - 1) + 1
     above = data[before : start - 1]
     return b'File "' in above and _FRAME.search(above) is not None
+
+
+def _parseable(
+    shapes: Shapes, tracebacks: _Tracebacks
+) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]:
+    """Which lines (0-based) a window may open from: near a keyword line or in a traceback.
+
+    A superset of ``_Near.has`` or ``_Tracebacks.around`` (whose lines alone open windows):
+    a line at most ``BEFORE`` before or ``AFTER`` after a keyword line, or between a header
+    and the furthest its traceback reaches (its end and ``AFTER`` lines, or
+    ``PREFIXED_REACH`` lines) over every header up to it. Arrays, no loop over lines.
+    """
+    import numpy as np
+
+    keywords = np.asarray(shapes.keywords, dtype=np.int64)
+    headers = np.asarray(shapes.headers, dtype=np.int64)
+    reach = (
+        np.maximum.accumulate(
+            np.asarray(
+                [max(tracebacks.end(h) + AFTER, h + PREFIXED_REACH) for h in shapes.headers],
+                dtype=np.int64,
+            )
+        )
+        if len(headers)
+        else headers
+    )
+
+    def wanted(lines: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        number = lines + 1
+        out = np.zeros(len(lines), dtype=bool)
+        if len(keywords):
+            k = np.searchsorted(keywords, number - AFTER, side="left")
+            found = k < len(keywords)
+            out[found] = keywords[k[found]] <= number[found] + BEFORE
+        if len(headers):
+            j = np.searchsorted(headers, number, side="right") - 1
+            found = j >= 0
+            out[found] |= reach[j[found]] >= number[found]
+        return out
+
+    return wanted
+
+
+def _within(spans: Sequence[list[int]]) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]:
+    """Which lines (0-based) fall inside ``spans`` (sorted, disjoint, 1-based, inclusive)."""
+    import numpy as np
+
+    firsts = np.asarray([first for first, _last in spans], dtype=np.int64)
+    lasts = np.asarray([last for _first, last in spans], dtype=np.int64)
+
+    def wanted(lines: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        number = lines + 1
+        out = np.zeros(len(lines), dtype=bool)
+        if len(firsts):
+            j = np.searchsorted(firsts, number, side="right") - 1
+            found = j >= 0
+            out[found] = lasts[j[found]] >= number[found]
+        return out
+
+    return wanted
 
 
 class _Near:

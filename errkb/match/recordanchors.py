@@ -201,6 +201,42 @@ class RecordMaps:
         return None
 
 
+def one_line_literal(literal: str) -> str:
+    """What the one-line rejects test of a template literal: "" when it cannot be tested.
+
+    The literal stripped, as the anchor is, but for one space at an edge, which is kept: the
+    pattern matches the literal's own characters, so a message holding ``%r side`` holds
+    `` side`` with its space wherever it is printed on one line, and a line holding only
+    ``Consider`` cannot print it (at 500k records that one record kept 17,466 filler lines of
+    the dense bench log for the parser). Two or more spaces, or other whitespace, at an edge
+    are stripped as before (renderers may change them). A literal over several lines: "".
+    """
+    core = literal.strip()
+    if not core or "\n" in core:
+        return ""
+    lead = literal[0] == " " and literal[1:2] != " " and literal[1:2].strip() != ""
+    trail = literal[-1] == " " and literal[-2:-1] != " " and literal[-2:-1].strip() != ""
+    return (" " if lead else "") + core + (" " if trail else "")
+
+
+def holds(text: str, literal: str) -> bool:
+    """Whether ``text`` (one line) may print ``literal`` (``one_line_literal``'s form).
+
+    A kept edge space may be where a renderer wrapped the message: the literal's core at the
+    start (a leading space) or at the end (a trailing one) of the line's text counts too.
+    """
+    if literal in text:
+        return True
+    lead, trail = literal[:1] == " ", literal[-1:] == " "
+    if not (lead or trail):
+        return False
+    core = literal.strip(" ")
+    body = text.strip()
+    if lead and trail:
+        return body == core or body.startswith(core + " ") or body.endswith(" " + core)
+    return body.startswith(core) if lead else body.endswith(core)
+
+
 def _stands_for(
     by_word: dict[str, int], more: dict[str, list[int]], word: str, record: int
 ) -> None:
@@ -254,7 +290,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         _stands_for(by_word, more, line, record)
         plain.add(line)
         # The rejects test one line: literals that fit on it, stripped as the anchor is.
-        kept = [part for lit in lits for part in (lit.strip(),) if part and "\n" not in part]
+        kept = [part for lit in lits if (part := one_line_literal(lit))]
         encoded = "".join(part + "\n" for part in kept).encode("utf-8")
         literals += encoded
         size += len(encoded)
@@ -268,6 +304,8 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         # or a quote closes it. Half the records of a large dataset are such single words
         # or phrases ("call", "True"), and their lines are everywhere.
         fixed.append(1 if is_fixed else 0)
+        # A literal with an edge space is never sure: the anchor's hit does not say the space
+        # is there (``holds``).
         sure_of.append(not is_fixed and all(part in line for part in kept))
         if line.isascii() and line.isprintable() and unescaped(line):
             continue  # every escaped form is the line itself (``escaped_forms``)
@@ -307,7 +345,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
 
 #: The first word of a stored maps file's header line (then its state, dataset version and
 #: the sha256 of the body after the header).
-MAPS_FORMAT = "errkb-recordmaps/3"
+MAPS_FORMAT = "errkb-recordmaps/4"
 
 
 def maps_path(anchordb_path: Path) -> Path:
@@ -576,7 +614,7 @@ class RecordAnchors:
                     maps.literal_offsets[record] : maps.literal_offsets[record + 1]
                 ]
                 if chunk and not all(
-                    part in text for part in chunk.decode("utf-8").split("\n")[:-1]
+                    holds(text, part) for part in chunk.decode("utf-8").split("\n")[:-1]
                 ):
                     continue
             kept.append(rid)
@@ -731,7 +769,7 @@ class RecordAnchors:
                         keep = True
                         break
                     continue
-                if all(lit in text for lit in literals):
+                if all(holds(text, lit) for lit in literals):
                     keep = True
                     break
         if keep:

@@ -105,7 +105,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from errkb.match.anchordb import Hits
-from errkb.match.recordanchors import RecordAnchors
+from errkb.match.recordanchors import RecordAnchors, holds
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
@@ -186,7 +186,7 @@ class LineRecords:
                     continue
                 if not lits:
                     return None  # a hand-written pattern: the index's words decide
-                if all(lit in text for lit in lits):
+                if all(holds(text, lit) for lit in lits):
                     passed[rid] = None
         return tuple(passed)
 

@@ -318,6 +318,64 @@ def test_both_engines_give_the_same_hits_with_end_conditions(tmp_path: Path) -> 
         assert loaded.hits(data, whole_words=False) == fallback.hits(data, whole_words=False)
 
 
+#: Words with ``edges`` bits (``AnchorDB.hits``): a space before, after, both, none; the
+#: last also has an end condition.
+EDGED = ["side", "Pending:", "usage", "back", "call"]
+EDGE_FLAGS = bytes(
+    [anchordb.EDGE_BEFORE, anchordb.EDGE_AFTER, anchordb.EDGE_BEFORE | anchordb.EDGE_AFTER, 0, 0]
+)
+
+
+def _naive_edged(data: bytes) -> list[tuple[int, int, int]]:
+    """(line, line start, word) of every hit of ``EDGED`` whose sides hold, by brute force."""
+    out = set()
+    for index, word in enumerate(EDGED):
+        needle = word.encode()
+        at = data.find(needle)
+        while at >= 0:
+            end = at + len(needle)
+            before_ok = at == 0 or data[at - 1] in anchordb.EDGE_BYTES
+            after_ok = end == len(data) or data[end] in anchordb.EDGE_BYTES
+            flags = EDGE_FLAGS[index]
+            if (before_ok or not flags & anchordb.EDGE_BEFORE) and (
+                after_ok or not flags & anchordb.EDGE_AFTER
+            ):
+                line_start = data.rfind(b"\n", 0, at) + 1
+                out.add((data.count(b"\n", 0, at), line_start, index))
+            at = data.find(needle, at + 1)
+    return sorted(out)
+
+
+def _edged_log(seed: int) -> bytes:
+    rng = random.Random(seed)
+    pieces = [*EDGED, "x", ":", " ", "\t", "\r\n", "\n", "é", "\u00a0", "\x1f", "'"]
+    return "".join(rng.choice(pieces) for _ in range(3000)).encode()
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_a_word_with_edge_bits_hits_only_where_its_sides_hold(engine: str) -> None:
+    db = AnchorDB(EDGED, engine)
+    for seed in range(5):
+        data = _edged_log(seed)
+        hits = db.hits(data, whole_words=False, edges=EDGE_FLAGS)
+        got = list(zip(hits.lines, hits.line_starts, hits.words, strict=True))
+        assert got == _naive_edged(data), seed
+        ids, ends = db._raw(data)
+        counted = anchordb._hits_counted(data, ids, ends, db, False, EDGE_FLAGS)
+        assert counted == hits, seed
+        # Edges only take hits away: without them every hit of these words counts.
+        assert len(db.hits(data, whole_words=False).words) > len(hits.words)
+    # The buffer's or the line's edge, CRLF and a non-ASCII space count as a side's space.
+    for text, lines in [
+        (b"side", [0]),
+        (b"xside\nside x\n\tside\n\xc2\xa0side", [1, 2, 3]),
+        (b"usage\r\nx usage: 1\nusage", [0, 2]),
+        (b"Pending:3\nPending: 3\nPending:", [1, 2]),
+        (b"back:x\nxback", [0, 1]),
+    ]:
+        assert db.hits(text, whole_words=False, edges=EDGE_FLAGS).lines == lines, text
+
+
 def test_bad_end_flags_are_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "kb.sqlite3.anchordb"
     db = AnchorDB(ENDED, "ahocorasick", ends=b"\x01\x02\x00")  # a flag is 0 or 1

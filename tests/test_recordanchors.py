@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -364,3 +365,96 @@ def test_a_kept_edge_space_is_held_on_the_line_or_where_it_wrapped(
     text: str, literal: str, held: bool
 ) -> None:
     assert recordanchors.holds(text, literal) is held
+
+
+@pytest.mark.parametrize(
+    ("line", "kept", "bits"),
+    [
+        ("side", [" side"], anchordb.EDGE_BEFORE),
+        ("Pending:", ["Pending: "], anchordb.EDGE_AFTER),
+        ("usage", [" usage "], anchordb.EDGE_BEFORE | anchordb.EDGE_AFTER),
+        ("usage", ["usage", " usage "], 0),  # the first literal whose core is the line
+        ("usage", ["token ", " usage "], anchordb.EDGE_BEFORE | anchordb.EDGE_AFTER),
+        ("usage", [" usages"], 0),  # another core: the hit says nothing of its sides
+        ("x", [], 0),
+    ],
+)
+def test_an_anchor_lines_edges_are_its_literals_kept_spaces(
+    line: str, kept: list[str], bits: int
+) -> None:
+    assert recordanchors.record_edges(line, kept) == bits
+
+
+#: Records whose anchor is a literal with a kept edge space: before (" side"), after
+#: ("Pending: "), both (" usage "); two records of one word, one needing no side ("back");
+#: a quoted one, whose escaped form must get no side; a fixed message with a space.
+EDGE_ROWS = [
+    _row("e" * 16, " side", (" side",), fixed=False),
+    _row("f" * 16, "Pending: ", ("Pending: ",), fixed=False),
+    _row("g" * 16, " usage ", (" usage ",), fixed=False),
+    _row("h" * 16, " back", (" back",), fixed=False),
+    _row("i" * 16, "back", ("back",), fixed=False),
+    _row("j" * 16, " can't go", (" can't go",), fixed=False),
+    _row("k" * 16, " fill", (" fill",), fixed=True),
+]
+
+
+def test_the_maps_keep_the_sides_every_record_of_a_word_needs() -> None:
+    maps, words = record_maps(EDGE_ROWS)
+    edges = dict(zip(words, maps.edges, strict=True))
+    assert edges["side"] == anchordb.EDGE_BEFORE
+    assert edges["Pending:"] == anchordb.EDGE_AFTER
+    assert edges["usage"] == anchordb.EDGE_BEFORE | anchordb.EDGE_AFTER
+    assert edges["back"] == 0  # "back" alone needs no space beside it
+    assert edges["can't go"] == anchordb.EDGE_BEFORE
+    assert edges["can\\'t go"] == 0  # an escaped form: its line is decoded later
+    assert edges["fill"] == 0  # a fixed message: its end condition decides
+
+
+def _edge_log(seed: int) -> bytes:
+    rng = random.Random(seed)
+    pieces = [
+        *("side", "Pending:", "usage", "back", "can't go", "can\\'t go", "fill"),
+        *(" ", " ", "x", ":", "\t", "\n", "\r\n", "é", "\u00a0", "'"),
+    ]
+    return "".join(rng.choice(pieces) for _ in range(3000)).encode()
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_the_edges_drop_only_hits_the_rejects_would_drop(
+    engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    anchors = RecordAnchors(EDGE_ROWS, engine)
+    unedged = RecordAnchors(EDGE_ROWS, engine)
+    unedged.maps = dataclasses.replace(unedged.maps, edges=bytes(len(unedged.maps)))
+    for seed in range(40, 46):
+        data = _edge_log(seed)
+        raw: list[anchordb.Hits] = []
+        every: list[anchordb.Hits] = []
+        assert anchors.hit_lines(data, raw=raw) == unedged.hit_lines(data, raw=every), seed
+        # The work the edges save: hits that never reach the rejects in Python.
+        assert len(raw[0].words) < len(every[0].words), seed
+
+    def no_numpy() -> None:
+        raise ImportError("capped")
+
+    monkeypatch.setattr(anchordb, "_numpy", no_numpy)
+    for seed in range(46, 49):
+        data = _edge_log(seed)
+        assert anchors.hit_lines(data) == unedged.hit_lines(data), seed
+
+
+def test_stored_maps_keep_their_edges_and_bad_edges_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "kb.sqlite3.recordanchors"
+    (tmp_path / "kb.sqlite3").write_bytes(b"")
+    anchors = RecordAnchors(lambda: EDGE_ROWS, "ahocorasick", store_at=path, state="7")
+    stored = maps_path(path)
+    maps = read_maps(stored, "7", None, anchors.db.digest)
+    assert maps is not None and maps.edges == record_maps(EDGE_ROWS)[0].edges
+    assert set(maps.edges) == {0, 1, 2, 3}
+    stored.write_bytes(recordanchors.encode_maps(maps, "7", None, anchors.db.digest))
+    assert read_maps(stored, "7", None, anchors.db.digest) == maps  # written again: the same
+    # An edge byte of 4 (no such bit) in a file whose digest is redone: refused, not used.
+    bad = dataclasses.replace(maps, edges=b"\x04" + maps.edges[1:])
+    stored.write_bytes(recordanchors.encode_maps(bad, "7", None, anchors.db.digest))
+    assert read_maps(stored, "7", None, anchors.db.digest) is None

@@ -159,6 +159,13 @@ START_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3"
 #: literals each would be ten times as many to compile.
 SHORT_ENDED = 8
 _FOLLOWS = [bytes((b,)) for b in CLOSER_BYTES + b"\n"]
+#: ``edges`` bits (``AnchorDB.hits``): a space or the line's start must come before a hit of
+#: the word, a space or the line's end after it.
+EDGE_BEFORE, EDGE_AFTER = 1, 2
+#: The bytes that may stand on such a side of a hit: a space, a newline, and the bytes a run
+#: of whitespace to the line's edge may hold (``TRAILING_BYTES``: ASCII whitespace, the
+#: separators ``str.strip`` removes, every byte of a non-ASCII character).
+EDGE_BYTES = TRAILING_BYTES + b"\n"
 #: Steps the array walk back over trailing bytes takes before the few hits left are
 #: finished one by one (a line ending in a long run of spaces).
 _TRAIL_STEPS = 32
@@ -368,6 +375,7 @@ class AnchorDB:
         *,
         whole_words: bool = True,
         newlines: npt.NDArray[np.int64] | None = None,
+        edges: bytes | None = None,
     ) -> Hits:
         r"""The whole-word hits in ``data``, mapped to lines, each (line, word) once.
 
@@ -379,6 +387,9 @@ class AnchorDB:
         whose address space is capped below what OpenBLAS maps at import), a count of
         newlines between consecutive hits. ``newlines``: ``data``'s newline offsets
         (``newline_offsets``) when the caller has them already, so they are found once a scan.
+        ``edges`` (with ``whole_words=False``): a byte per word, ``EDGE_BEFORE`` and
+        ``EDGE_AFTER`` bits: a hit of such a word counts only where a space or the line's edge
+        (past ``TRAILING_BYTES``) is on that side of it (``recordanchors.RecordMaps.edges``).
         """
         ids, ends = self._raw(data)
         if not ids and (whole_words or self.engine != "hyperscan" or not self._short_ended()):
@@ -387,8 +398,8 @@ class AnchorDB:
             _numpy()
             import numpy  # noqa: F401
         except ImportError:
-            return _hits_counted(data, ids, ends, self, whole_words)
-        return self._hits_numpy(data, ids, ends, whole_words, newlines)
+            return _hits_counted(data, ids, ends, self, whole_words, edges)
+        return self._hits_numpy(data, ids, ends, whole_words, newlines, edges)
 
     def _hits_numpy(
         self,
@@ -397,8 +408,11 @@ class AnchorDB:
         ends_list: list[int],
         whole_words: bool = True,
         newlines: npt.NDArray[np.int64] | None = None,
+        edges: bytes | None = None,
     ) -> Hits:
-        lines, ids, line_starts = self.hit_arrays(data, ids_list, ends_list, whole_words, newlines)
+        lines, ids, line_starts = self.hit_arrays(
+            data, ids_list, ends_list, whole_words, newlines, edges
+        )
         return Hits(lines.tolist(), line_starts.tolist(), ids.tolist())
 
     def hit_arrays(
@@ -408,6 +422,7 @@ class AnchorDB:
         ends_list: list[int] | None = None,
         whole_words: bool = True,
         newlines: npt.NDArray[np.int64] | None = None,
+        edges: bytes | None = None,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """``hits`` as numpy arrays (0-based lines, word ids, line starts), for array callers.
 
@@ -447,6 +462,8 @@ class AnchorDB:
             ids, ends = ids[keep], ends[keep]
         if not whole_words and self.ends.count(1):
             ids, ends = self._ended(data, buf, ids, ends, newlines)
+        if not whole_words and edges is not None and len(ids):
+            ids, ends = self._edged(buf, ids, ends, edges)
         # The line of a hit's last byte (a word holds no newline).
         lines = np.searchsorted(newlines, ends - 1).astype(np.int64)
         # One row per (line, word), ascending: a line holding a word twice is looked at once.
@@ -482,6 +499,35 @@ class AnchorDB:
                     ids.append(index)
                     ends.append(text_end)
         return ids, ends
+
+    def _edged(
+        self,
+        buf: npt.NDArray[np.uint8],
+        ids: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        edges: bytes,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """The hits left once words with ``edges`` bits are kept only where the sides hold."""
+        import numpy as np
+
+        flags = np.frombuffer(edges, dtype=np.uint8)[ids]
+        flagged = np.flatnonzero(flags)
+        if not len(flagged):
+            return ids, ends
+        edge = _byte_table(EDGE_BYTES)
+        at, wants = ends[flagged], flags[flagged]
+        keep_flagged = np.ones(len(flagged), dtype=bool)
+        # After: the byte that follows the hit is an edge byte, or there is none.
+        after = (wants & EDGE_AFTER) != 0
+        inside = after & (at < len(buf))
+        keep_flagged[inside] = edge[buf[at[inside]]]
+        # Before: the byte before the hit's first one.
+        start = at - self.lengths()[ids[flagged]]
+        before = ((wants & EDGE_BEFORE) != 0) & (start > 0)
+        keep_flagged[before] &= edge[buf[start[before] - 1]]
+        keep = np.ones(len(ids), dtype=bool)
+        keep[flagged] = keep_flagged
+        return ids[keep], ends[keep]
 
     def _ended(
         self,
@@ -701,10 +747,16 @@ _WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 
 def _hits_counted(
-    data: bytes, ids: list[int], ends: list[int], db: AnchorDB, whole_words: bool = True
+    data: bytes,
+    ids: list[int],
+    ends: list[int],
+    db: AnchorDB,
+    whole_words: bool = True,
+    edges: bytes | None = None,
 ) -> Hits:
     """``AnchorDB.hits`` without numpy: per hit, not per line (newlines counted in C)."""
     lengths = [len(w) for w in db._encoded()]
+    sides = edges if edges is not None and not whole_words else bytes(len(db))
     flags = db.ends if not whole_words else bytes(len(db))
     kept: set[tuple[int, int]] = set()
     size = len(data)
@@ -719,6 +771,12 @@ def _hits_counted(
     for index, end in zip(ids, ends, strict=True):
         if not whole_words:
             if flags[index] and not _ends_line(data, end):
+                continue
+            side = sides[index]
+            if side & EDGE_AFTER and end < size and data[end] not in EDGE_BYTES:
+                continue
+            start = end - lengths[index]
+            if side & EDGE_BEFORE and start > 0 and data[start - 1] not in EDGE_BYTES:
                 continue
             kept.add((end - 1, index))
             continue

@@ -46,6 +46,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb.match.anchordb import (
+    EDGE_AFTER,
+    EDGE_BEFORE,
     AnchorDatabaseError,
     AnchorDB,
     Hits,
@@ -152,13 +154,16 @@ class RecordMaps:
     fixed message (``AnchorDB.ends``); ``literals[literal_offsets[r]:literal_offsets[r+1]]``:
     record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8);
     ``fixed[r]``: 1 when its template has no placeholder; ``ids[id_offsets[r]:id_offsets[r +
-    1]]``: record ``r``'s id (UTF-8), for the candidates a hit line names (``record_id``).
+    1]]``: record ``r``'s id (UTF-8), for the candidates a hit line names (``record_id``);
+    ``edges[w]``: the sides (``anchordb.EDGE_BEFORE``, ``EDGE_AFTER``) on which every record
+    ``w`` stands for keeps a space beside it (``record_edges``).
     """
 
     complete: bool
     plain: bytes
     sure: bytes
     ends: bytes
+    edges: bytes
     word_offsets: array.array[int]
     word_records: array.array[int]
     literal_offsets: array.array[int]
@@ -237,6 +242,23 @@ def holds(text: str, literal: str) -> bool:
     return body.startswith(core) if lead else body.endswith(core)
 
 
+def record_edges(line: str, kept: Sequence[str]) -> int:
+    """The ``edges`` bits of anchor ``line``: the edge spaces of its literal among ``kept``.
+
+    The first of the record's one-line literals whose core the line is decides. Such a
+    literal holds on a line only where a hit of its core has a space, or nothing but
+    whitespace up to the line's edge, on that side (``holds``): the anchor pass tests that
+    byte as arrays, so a hit it fails never reaches the rejects in Python. At 500k records
+    the dense bench log's hits of ``usage`` (153,956, inside ``token usage: 0.32``), of
+    ``Pending`` (``Pending: 3 reqs``), ``handler``, ``Error`` and ``side`` were 272k of its
+    458k, each a reject in Python; ``usage `` with its space is on 5 lines.
+    """
+    for part in kept:
+        if part.strip(" ") == line:
+            return (EDGE_BEFORE if part[0] == " " else 0) | (EDGE_AFTER if part[-1] == " " else 0)
+    return 0
+
+
 def _stands_for(
     by_word: dict[str, int], more: dict[str, list[int]], word: str, record: int
 ) -> None:
@@ -271,6 +293,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
     ids = bytearray()
     id_size = 0
     fixed = bytearray()
+    edge_of = bytearray()  # per record: its anchor's ``record_edges`` (0 when fixed)
     sure_of: list[bool] = []  # per record: not fixed and its literals all inside its anchor
     unescaped = _UNESCAPED.fullmatch
     complete = True  # every row read once: ``rows`` may be the store's stream
@@ -304,6 +327,8 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         # or a quote closes it. Half the records of a large dataset are such single words
         # or phrases ("call", "True"), and their lines are everywhere.
         fixed.append(1 if is_fixed else 0)
+        # A fixed message's reject is where it ends, not its literals: no edge.
+        edge_of.append(0 if is_fixed else record_edges(line, kept))
         # A literal with an edge space is never sure: the anchor's hit does not say the space
         # is there (``holds``).
         sure_of.append(not is_fixed and all(part in line for part in kept))
@@ -317,6 +342,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
     plain_flags = bytearray(len(words))
     sure = bytearray(len(words))
     ends = bytearray(len(words))
+    edges = bytearray(len(words))
     for w, word in enumerate(words):
         first = by_word.pop(word)
         records = more.pop(word, None) or [first]
@@ -327,11 +353,20 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
             # A plain hit checks every record the word stands for (escaped-form ones too).
             sure[w] = any(sure_of[r] for r in records)
             ends[w] = all(fixed[r] for r in records)
+            # Every escaped form holds a backslash or an ``&`` (``escaped_forms``): a word
+            # without either stands for each of its records as that record's own line, and
+            # its hit needs the sides all of them need.
+            if "\\" not in word and "&" not in word:
+                side = EDGE_BEFORE | EDGE_AFTER
+                for r in records:
+                    side &= edge_of[r]
+                edges[w] = side
     maps = RecordMaps(
         complete=complete,
         plain=bytes(plain_flags),
         sure=bytes(sure),
         ends=bytes(ends),
+        edges=bytes(edges),
         word_offsets=word_offsets,
         word_records=word_records,
         literal_offsets=literal_offsets,
@@ -345,7 +380,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
 
 #: The first word of a stored maps file's header line (then its state, dataset version and
 #: the sha256 of the body after the header).
-MAPS_FORMAT = "errkb-recordmaps/4"
+MAPS_FORMAT = "errkb-recordmaps/5"
 
 
 def maps_path(anchordb_path: Path) -> Path:
@@ -364,7 +399,7 @@ def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest:
     r"""The stored form of ``maps``: a header line, a table line, then the arrays (data only).
 
     Table: ``<words> <records> <word records> <literal bytes> <id bytes> <complete 0/1> <words
-    sha256>``; then plain, sure, ends (a byte per word), fixed (a byte per record), word
+    sha256>``; then plain, sure, ends, edges (a byte per word), fixed (a byte per record), word
     offsets, word records, literal offsets, id offsets (little-endian uint32), the literals
     and the ids.
     """
@@ -383,6 +418,7 @@ def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest:
             maps.plain,
             maps.sure,
             maps.ends,
+            maps.edges,
             maps.fixed,
             _packed(maps.word_offsets),
             _packed(maps.word_records),
@@ -416,8 +452,8 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
     words, records, entries, size, id_size, complete = map(int, fields[:6])
     if fields[6].decode("ascii", "replace") != words_digest or complete > 1:
         return None
-    cut = [words, words, words, records, 4 * (words + 1), 4 * entries, 4 * (records + 1)]
-    cut += [4 * (records + 1), size, id_size]
+    cut = [words, words, words, words, records, 4 * (words + 1), 4 * entries]
+    cut += [4 * (records + 1), 4 * (records + 1), size, id_size]
     if sum(cut) != len(rest):
         return None
     parts: list[bytes] = []
@@ -425,8 +461,8 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
     for length in cut:
         parts.append(rest[at : at + length])
         at += length
-    plain, sure, ends, fixed = parts[:4]
-    word_offsets, word_records, literal_offsets, id_offsets = map(_unpacked, parts[4:8])
+    plain, sure, ends, edges, fixed = parts[:5]
+    word_offsets, word_records, literal_offsets, id_offsets = map(_unpacked, parts[5:9])
     # Offsets that end where their arrays do and record numbers in range: a file that
     # passes these indexes nothing outside itself.
     if (
@@ -438,6 +474,7 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
         or id_offsets[-1] != id_size
         or (entries and max(word_records) >= records)
         or any(flags.strip(b"\x00\x01") for flags in (plain, sure, ends, fixed))
+        or edges.strip(b"\x00\x01\x02\x03")
     ):
         return None
     return RecordMaps(
@@ -445,13 +482,14 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
         plain=plain,
         sure=sure,
         ends=ends,
+        edges=edges,
         word_offsets=word_offsets,
         word_records=word_records,
         literal_offsets=literal_offsets,
-        literals=parts[8],
+        literals=parts[9],
         fixed=fixed,
         id_offsets=id_offsets,
-        ids=parts[9],
+        ids=parts[10],
     )
 
 
@@ -707,13 +745,15 @@ class RecordAnchors:
             _numpy()
             import numpy as np
         except ImportError:
-            hits = self.db.hits(data, whole_words=False)
+            hits = self.db.hits(data, whole_words=False, edges=self.maps.edges)
             if raw is not None:
                 raw.append(hits)
             words = self.db.words  # decoded once: ``AnchorDB.word`` needs numpy
             kept = self._rejected(data, hits.lines, hits.line_starts, hits.words, words.__getitem__)
             return kept, Deferred(self, data)
-        lines, ids, starts = self.db.hit_arrays(data, whole_words=False, newlines=newlines)
+        lines, ids, starts = self.db.hit_arrays(
+            data, whole_words=False, newlines=newlines, edges=self.maps.edges
+        )
         if raw is not None:
             raw.append(Hits(lines.tolist(), starts.tolist(), ids.tolist()))
         if not len(lines):

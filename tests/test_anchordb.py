@@ -696,3 +696,73 @@ def test_an_interrupted_write_leaves_no_temporary_file(
     with pytest.raises(KeyboardInterrupt):
         anchordb.write_anchor_db(path, AnchorDB(WORDS, "ahocorasick"), "7", "v1")
     assert list(tmp_path.iterdir()) == []
+
+
+#: Plain words, words holding a backslash or an ampersand (a repr's or an HTML page's escaped
+#: form) and a word holding a quote: each gated one hits only on a line holding its byte.
+ESCAPED = ["load", "can\\'t load", "a &amp; b", "x\\n", "gamma", "it's"]
+
+
+def _escaped_log(seed: int) -> bytes:
+    """Lines of plain pieces, one in five with gated ones among them."""
+    rng = random.Random(seed)
+    plain = ["load", "gamma", "can", "t load", " ", "x", "é", "s"]
+    gated = [*plain, *ESCAPED, "\\", "&", "'", "can't load"]
+    lines = [
+        "".join(rng.choice(gated if n % 5 == 0 else plain) for _ in range(rng.randrange(9)))
+        for n in range(600)
+    ]
+    return "\n".join(lines).encode()
+
+
+def test_gated_words_compile_in_parts_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert [anchordb.gate_of(w.encode()) for w in ESCAPED] == [
+        *(b"p", b"e", b"e", b"e", b"p", b"q")
+    ]
+    monkeypatch.setattr(anchordb, "CHUNK_WORDS", 2)
+    words = [w.encode() for w in ESCAPED]
+    gates = [gate for _image, gate in anchordb.compile_images(words, bytes(len(ESCAPED)))]
+    assert gates == [b"p", b"e", b"e", b"q"]
+    # A table whose letters do not name every image, or name no gate, is not one.
+    payload = anchordb._join_images([(b"ab", b"p"), (b"c", b"e")])
+    assert payload.startswith(b"2 2 1 pe\n")
+    assert anchordb._split_images(payload) == [(b"ab", b"p"), (b"c", b"e")]
+    for bad in (b"2 2 1 p\nabc", b"2 2 1 px\nabc", b"2 2 1\nabc", b"1 3 -\nabc", b"0 p\n"):
+        with pytest.raises(RuntimeError, match="not a table"):
+            anchordb._split_images(bad)
+
+
+def test_gated_parts_scan_only_the_lines_that_hold_their_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
+        pytest.fail("hyperscan is not installed")
+    monkeypatch.setattr(anchordb, "CHUNK_WORDS", 2)  # parts: one plain, two "e", one "q"
+    monkeypatch.setattr(anchordb, "GATE_LINE_BYTES", 8)  # a small log's lines gathered
+    db = AnchorDB(ESCAPED, "hyperscan")
+    fallback = AnchorDB(ESCAPED, "ahocorasick")
+    for seed in range(6):
+        data = _escaped_log(seed)
+        for whole_words in (True, False):
+            assert db.hits(data, whole_words=whole_words) == fallback.hits(
+                data, whole_words=whole_words
+            ), seed
+        assert {1, 2, 3} & set(db.hits(data, whole_words=False).words)  # not vacuous
+        assert 5 in db.hits(data, whole_words=False).words
+        escapes = anchordb.gated_lines(data, anchordb.GATES[b"e"]).text
+        quotes = anchordb.gated_lines(data, anchordb.GATES[b"q"]).text
+        assert 0 < len(escapes) < len(data) / 3 and 0 < len(quotes) < len(data) / 3
+        db.hits(data)
+        assert db.scanned == len(data) + 2 * len(escapes) + len(quotes)  # work counted
+    # Gated bytes at the buffer's edges, and a last line without its newline.
+    for data in (b"\\can\\'t load", b"can\\'t load\\", b"x\nload &amp; a &amp; b", b"&", b"it's"):
+        assert db.hits(data) == fallback.hits(data), data
+    plain = b"load gamma\n" * 50
+    db.hits(plain)
+    assert db.scanned == len(plain)  # no gated byte: the gated parts scan nothing
+    # Too many such lines to gather: the gated parts scan the whole input, same hits.
+    monkeypatch.setattr(anchordb, "GATE_LINE_BYTES", 1_000_000)
+    data = _escaped_log(9)
+    assert anchordb.gated_lines(data, b"'").starts is None
+    assert db.hits(data) == fallback.hits(data)
+    assert db.scanned == 4 * len(data)

@@ -16,10 +16,11 @@ not scan words), so the escaped forms of a message hit the same anchors and need
 
 File format (binary)::
 
-    errkb-anchordb 3 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
+    errkb-anchordb 5 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
     <body>: <word count> <word bytes> <SHORT_ENDED>\n<word>\n...<one end flag byte per word>
             then, for hyperscan, the serialised databases:
-            <count> <length of each>\n<each image>  (at most ``CHUNK_WORDS`` literals each)
+            <count> <length of each> <each one's gate letter: p, or one of GATES>\n<each image>
+            (at most ``CHUNK_WORDS`` literals each; a gate's literals in parts of their own)
 
 Reading does not split the words (``AnchorDB.words`` decodes them when asked): a count of
 their newlines, one UTF-8 check and the flags' values, each one C pass, then Hyperscan's
@@ -63,6 +64,7 @@ operations too. Python then runs once per distinct hit line, not once per hit or
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import itertools
@@ -79,7 +81,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-FORMAT = b"errkb-anchordb 3"
+FORMAT = b"errkb-anchordb 5"
 #: Anchors per Hyperscan database at most (split into equal parts). The 214,907 anchors of
 #: 150k records (interleaved runs, loaded machine, CPU): one database compiled in 7.5 s with
 #: 451 MB of peak memory beyond the process's, three in 6.8-7.0 s with 230-255 MB (715k
@@ -227,6 +229,8 @@ class AnchorDB:
         self._short: list[tuple[int, bytes]] | None = None
         self._digest: str | None = None
         self._raw: Callable[[bytes], tuple[list[int], list[int]]]
+        #: Bytes the last Hyperscan pass handed its databases (work counted, for the tests).
+        self.scanned = 0
         if not self._count:
             self._raw = lambda _data: ([], [])
         elif engine == "hyperscan":
@@ -333,8 +337,10 @@ class AnchorDB:
         compiling = serialised is None
         if serialised is None:
             serialised = _join_images(list(compile_images(self._encoded(), self.ends)))
-        for image in _split_images(serialised):
+        gates: list[bytes] = []
+        for image, gate in _split_images(serialised):
             databases.append(hyperscan.loadb(image, hyperscan.HS_MODE_BLOCK))
+            gates.append(gate)
         self.serialised = serialised if compiling else None
         del serialised
         scratches = [hyperscan.Scratch(database) for database in databases]
@@ -352,12 +358,28 @@ class AnchorDB:
                 return len(ids) >= MAX_HITS  # True stops the scan
 
             with lock:
-                for database, scratch in zip(databases, scratches, strict=True):
+                scanned = 0
+                gathered: dict[bytes, GatedLines] = {}
+                for database, scratch, gate in zip(databases, scratches, gates, strict=True):
                     database.scratch = scratch
+                    text, first, lines = data, len(ends), None
+                    if gate != PLAIN:
+                        # Its literals each hold one of the gate's bytes: only the lines
+                        # that hold one can hold them.
+                        lines = gathered.get(gate)
+                        if lines is None:
+                            lines = gathered[gate] = gated_lines(data, GATES[gate])
+                        text = lines.text
+                    if not text:
+                        continue
                     with contextlib.suppress(hyperscan.ScanTerminated):
-                        database.scan(data, match_event_handler=on_match)
+                        database.scan(text, match_event_handler=on_match)
+                    scanned += len(text)
+                    if lines is not None:
+                        lines.map_back(ends, first)
                     if len(ids) >= MAX_HITS:
                         break
+                self.scanned = scanned
             if data and data[-1] != 10:
                 # A short word with an end condition that ends the buffer: no byte follows
                 # it, so none of its literals can hit.
@@ -597,21 +619,29 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return found
 
 
-def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[bytes]:
+def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, bytes]]:
     """The Hyperscan images of ``encoded`` (``AnchorDB``'s words, end flags ``ends``), in parts.
 
-    ``encoded`` is consumed (emptied): the literals replace it, and each part's literals are
-    dropped once it is compiled, so the last part compiles beside its own literals only (at
-    500k records ~1M literals, ~110 MB as bytes and ints, were all held to the end).
+    Each image comes with its gate's letter (``gate_of``; ``PLAIN``: none): a part's
+    literals all hold one of its gate's bytes, and it is scanned over the lines that hold
+    one alone; the plain parts come first, then each gate's. ``encoded`` is consumed
+    (emptied): the literals replace it, and each
+    part's literals are dropped once it is compiled, so the last part compiles beside its own
+    literals only (at 500k records ~1M literals, ~110 MB as bytes and ints, were all held to
+    the end).
     """
-    import hyperscan
-
     release_heap()  # what the caller freed before (the rows it derived the words from)
     count = len(encoded)
     literals: list[bytes] = []
     numbers: list[int] = []
+    gated: dict[bytes, tuple[list[bytes], list[int]]] = {gate: ([], []) for gate in GATES}
     for index, word in enumerate(encoded):
-        if _short_ended(word, ends[index]):
+        # A two-part literal's second part may be a newline: it stays plain.
+        gate = PLAIN if _short_ended(word, ends[index]) else gate_of(word)
+        if gate != PLAIN:
+            gated[gate][0].append(word)
+            gated[gate][1].append(index)
+        elif _short_ended(word, ends[index]):
             # The word and what may follow it where its condition holds, numbered past the
             # words by the bytes they add (``hit_arrays`` maps them back).
             literals.extend(word + follow for follow in _FOLLOWS)
@@ -622,6 +652,17 @@ def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[bytes]:
             literals.append(word)
             numbers.append(index)
     encoded.clear()
+    for image in _compiled_parts(literals, numbers):
+        yield image, PLAIN
+    for gate, (words, ids) in gated.items():
+        for image in _compiled_parts(words, ids):
+            yield image, gate
+
+
+def _compiled_parts(literals: list[bytes], numbers: list[int]) -> Iterator[bytes]:
+    """The images of ``literals`` (ids ``numbers``) in parts; both lists are emptied."""
+    import hyperscan
+
     # Parts by length, shortest first: a part of long literals scans faster (the sparse 50 MB
     # log, 150k records: parts of 4-33, 33-54 and 54-563 bytes took 0.17, 0.12 and 0.09 s,
     # 0.35-0.40 s in all, against 0.39-0.44 s for parts in word order).
@@ -639,7 +680,9 @@ def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[bytes]:
         )
         for base in range(0, len(order), size)
     ]
-    del literals, numbers, order
+    literals.clear()
+    numbers.clear()
+    del order
     pending.reverse()  # popped from the end: shortest first
     while pending:
         part, ids = pending.pop()
@@ -681,9 +724,11 @@ def store_compiled(
         with tempfile.TemporaryFile(
             prefix=f".{path.name}.", suffix=".images", dir=path.parent
         ) as spool:
-            for image in compile_images(blob.split(b"\n")[:-1], ends):
+            kinds: list[bytes] = []
+            for image, gate in compile_images(blob.split(b"\n")[:-1], ends):
                 spool.write(image)
                 lengths.append(len(image))
+                kinds.append(gate)
                 del image
 
             def images() -> Iterator[bytes]:
@@ -691,7 +736,7 @@ def store_compiled(
                 while chunk := spool.read(1 << 23):
                     yield chunk
 
-            table = b" ".join(b"%d" % n for n in (len(lengths), *lengths)) + b"\n"
+            table = _image_table(lengths, kinds)
             head = [b"%d %d %d\n" % (count, len(blob), SHORT_ENDED), blob, ends, table]
             digest = hashlib.sha256()
             for piece in itertools.chain(head, images()):
@@ -715,14 +760,20 @@ def _head(state: str, version: str | None, engine: str, digest: str, size: int) 
     )
 
 
-def _join_images(images: Sequence[bytes]) -> bytes:
-    r"""Hyperscan images as one payload: ``<count> <length>...\n`` then the images."""
-    table = b" ".join(b"%d" % n for n in (len(images), *map(len, images)))
-    return table + b"\n" + b"".join(images)
+def _image_table(lengths: Sequence[int], gates: Sequence[bytes]) -> bytes:
+    r"""``<count> <length>... <gates>\n``: a gate's letter per image (``gate_of``), or ``-``."""
+    letters = b"".join(gates) or b"-"
+    return b" ".join([b"%d" % n for n in (len(lengths), *lengths)] + [letters]) + b"\n"
 
 
-def _split_images(payload: bytes | memoryview) -> list[bytes]:
-    """The images of ``_join_images``; ``RuntimeError`` for a payload that is not one.
+def _join_images(images: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """Hyperscan images and their gates as one payload: ``_image_table``, then the images."""
+    table = _image_table([len(i) for i, _k in images], [k for _i, k in images])
+    return table + b"".join(image for image, _kind in images)
+
+
+def _split_images(payload: bytes | memoryview) -> list[tuple[bytes, bytes]]:
+    """The images of ``_join_images`` and their gates; ``RuntimeError`` for another payload.
 
     Each image is the one copy ``hyperscan.loadb`` needs (it takes bytes only).
     """
@@ -730,15 +781,24 @@ def _split_images(payload: bytes | memoryview) -> list[bytes]:
     head = bytes(view[:4096])
     cut = head.find(b"\n")
     fields = head[:cut].split(b" ")
-    if cut < 0 or not all(f.isdigit() for f in fields) or int(fields[0]) != len(fields) - 1:
+    numbers, letters = fields[:-1], fields[-1]
+    # A gate's letter per image; "-" for no image.
+    kinds = len(letters) == len(numbers) - 1 and not letters.strip(PLAIN + b"".join(GATES))
+    if (
+        cut < 0
+        or not numbers
+        or not all(f.isdigit() for f in numbers)
+        or int(numbers[0]) != len(numbers) - 1
+        or not (kinds if len(numbers) > 1 else letters == b"-")
+    ):
         raise RuntimeError("hyperscan: not a table of database images")
-    lengths = [int(f) for f in fields[1:]]
+    lengths = [int(f) for f in numbers[1:]]
     if sum(lengths) != len(view) - cut - 1:
         raise RuntimeError("hyperscan: image lengths do not add up to the payload")
-    images: list[bytes] = []
+    images: list[tuple[bytes, bytes]] = []
     at = cut + 1
-    for length in lengths:
-        images.append(bytes(view[at : at + length]))
+    for length, letter in zip(lengths, letters, strict=False):
+        images.append((bytes(view[at : at + length]), bytes((letter,))))
         at += length
     return images
 
@@ -801,6 +861,87 @@ def _hits_counted(
             line_starts.append(line_start)
             out_words.append(index)
     return Hits(lines, line_starts, out_words)
+
+
+#: The letter of a part scanned over the whole input (``compile_images``).
+PLAIN = b"p"
+#: Gates, by letter: a word holding one of a gate's bytes can hit only on a line that holds
+#: it, so its part is scanned over those lines alone (``gated_lines``). Each part is a pass
+#: over the whole input otherwise (0.08 s of CPU on a 50 MB log at 500k records). ``e``:
+#: every escaped form of a literal (a repr's or a JSON string's, an HTML page's:
+#: ``recordanchors.escaped_forms``) holds a backslash or an ampersand; at 500k records
+#: 266,510 of the 729,828 anchor words, where the bench logs' lines holding either are 64
+#: of the sparse log's 354,481 (6.9 KB) and 529 of the dense one's 429,589. ``q``: 79,456
+#: words more hold a quote (a repr's ``'x'``), on 1.9% of the dense log's bytes.
+GATES: dict[bytes, bytes] = {b"e": b"\\&", b"q": b"'"}
+#: Lines holding a gate's byte, one per this many bytes of the input at most, for its parts
+#: to scan those lines alone; past it they scan the whole input (finding the lines is a
+#: Python step each: ~25k on a 50 MB log, a few milliseconds).
+GATE_LINE_BYTES = 2048
+
+
+def gate_of(word: bytes) -> bytes:
+    """The letter of the first gate (``GATES``) one of whose bytes ``word`` holds; ``PLAIN``."""
+    for letter, gate in GATES.items():
+        for byte in gate:
+            if byte in word:
+                return letter
+    return PLAIN
+
+
+@dataclass(frozen=True)
+class GatedLines:
+    """The input's lines that hold one of a gate's bytes, as one text to scan.
+
+    ``text``: those lines, each followed by a newline (no literal holds one, so none hits
+    across two); ``starts[k]``: line ``k``'s offset in ``text``, ``origins[k]`` in the input.
+    ``starts`` None: ``text`` is the input itself (too many such lines to gather).
+    """
+
+    text: bytes
+    starts: list[int] | None
+    origins: list[int]
+
+    def map_back(self, ends: list[int], first: int) -> None:
+        """Turn ``ends[first:]``, hit ends in ``text``, into ends in the input, in place."""
+        starts, origins = self.starts, self.origins
+        if starts is None:
+            return
+        for k in range(first, len(ends)):
+            end = ends[k]
+            line = bisect.bisect_right(starts, end - 1) - 1  # a hit's last byte is on its line
+            ends[k] = origins[line] + end - starts[line]
+
+
+def gated_lines(data: bytes, gate: bytes) -> GatedLines:
+    """The lines of ``data`` that hold one of the bytes of ``gate`` (``GatedLines``)."""
+    needles = [bytes((byte,)) for byte in gate]
+    if not any(needle in data for needle in needles):
+        return GatedLines(b"", [], [])
+    limit = len(data) // GATE_LINE_BYTES + 1
+    spans: dict[int, int] = {}
+    find, rfind = data.find, data.rfind
+    for needle in needles:
+        at = find(needle)
+        while at >= 0:
+            start = rfind(b"\n", 0, at) + 1
+            end = find(b"\n", at)
+            end = len(data) if end < 0 else end
+            spans[start] = end
+            if len(spans) > limit:
+                return GatedLines(data, None, [])
+            at = find(needle, end)
+    starts: list[int] = []
+    origins: list[int] = []
+    pieces: list[bytes] = []
+    size = 0
+    for start in sorted(spans):
+        piece = data[start : spans[start]]
+        starts.append(size)
+        origins.append(start)
+        pieces.append(piece)
+        size += len(piece) + 1
+    return GatedLines(b"\n".join(pieces) + b"\n", starts, origins)
 
 
 def _short_ended(word: bytes, ends: int) -> bool:

@@ -57,6 +57,14 @@ damaged still explains: a writable one rebuilds and stores it (once), a read-onl
 compiles it in memory and says so once (a warning on the ``errkb`` logger). PostgreSQL's files
 live beside its sync lock in the local data directory (``Store.path``): one set per machine.
 
+Each part is a pass over the whole input, so a part is *gated* where it can be
+(``GATES``): the words holding a backslash or an ampersand (every escaped form of a literal)
+or a quote compile in parts of their own, scanned over the lines that hold such a byte alone
+(``gated_lines``), gathered with ``bytes.find`` and mapped back by ``bisect``. At 500k records
+they were four of the eight parts; warm scans of the bench logs, interleaved against the
+ungated build, took dense 4.47 -> 4.19 s, sparse 1.085 -> 0.955 s, keyword-less 0.466 ->
+0.407 s of CPU, with the same reports.
+
 Hits are mapped to lines without a Python loop over lines: a newline index of the buffer
 (``numpy.flatnonzero``) and ``searchsorted`` of the hit offsets; word-boundary tests are array
 operations too. Python then runs once per distinct hit line, not once per hit or per line.

@@ -12,7 +12,10 @@ the lines that can hold a known message and the lines shaped like an exception:
    automaton and what the rejects need (flat arrays) are stored beside the knowledge base
    (``<db>.recordanchors`` and ``.maps``, keyed by state, dataset version, engine and
    sha256); a process reads the rows only when either cannot be used. Hits are mapped to
-   lines by numpy; a fixed message's anchor counts only where it can end the message.
+   lines by numpy; a fixed message's anchor counts only where it can end the message, and
+   a word whose every record keeps an edge space only where that side holds a space
+   (``RecordMaps.edges``); the parts of words holding a backslash, an ampersand or a quote
+   scan the lines holding one alone (``anchordb.GATES``).
 2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
    kept only when it holds every literal of one of the records that anchor stands for (a C
    substring test each); a hit by an escaped form is kept as is (the literals are escaped

@@ -33,17 +33,11 @@ def _naive(words: list[str], data: bytes) -> list[tuple[int, int, int]]:
     """(line index, line start, word index) of every whole-word hit, each once, by brute force."""
     out = set()
     word_byte = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-    for index, word in enumerate(words):
-        needle = word.encode()
-        at = data.find(needle)
-        while at >= 0:
-            end = at + len(needle)
-            before = at > 0 and (data[at - 1] in word_byte or data[at - 1] >= 0x80)
-            after = end < len(data) and (data[end] in word_byte or data[end] >= 0x80)
-            if not before and not after:
-                line_start = data.rfind(b"\n", 0, at) + 1
-                out.add((data.count(b"\n", 0, at), line_start, index))
-            at = data.find(needle, at + 1)
+    for index, at, end in _occurrences(words, data):
+        before = at > 0 and (data[at - 1] in word_byte or data[at - 1] >= 0x80)
+        after = end < len(data) and (data[end] in word_byte or data[end] >= 0x80)
+        if not before and not after:
+            out.add((*_row_of(data, at), index))
     return sorted(out)
 
 
@@ -240,24 +234,33 @@ def test_the_mapping_without_numpy_gives_the_same_hits(engine: str) -> None:
 ENDED = ["call", "Tr.e (é)", "gamma"]
 
 
-def _naive_ended(data: bytes) -> list[tuple[int, int, int]]:
-    """(line, line start, word) of every hit of ``ENDED`` where its condition holds."""
-    out = set()
-    for index, word in enumerate(ENDED):
+def _occurrences(words: list[str], data: bytes) -> Iterator[tuple[int, int, int]]:
+    """(word index, start, end) of every occurrence of each word in ``data``, by brute force."""
+    for index, word in enumerate(words):
         needle = word.encode()
         at = data.find(needle)
         while at >= 0:
-            end = at + len(needle)
-            stop = data.find(b"\n", end)
-            rest = data[end : len(data) if stop < 0 else stop]
-            closer = rest[:1] in [bytes((b,)) for b in anchordb.CLOSER_BYTES]
-            begins = rest[:1] in [bytes((b,)) for b in anchordb.START_BYTES]
-            trailing = begins and not rest.strip(anchordb.TRAILING_BYTES)
-            # A word of 2 has none: every hit counts.
-            if index == 2 or closer or not rest or trailing:
-                line_start = data.rfind(b"\n", 0, at) + 1
-                out.add((data.count(b"\n", 0, at), line_start, index))
+            yield index, at, at + len(needle)
             at = data.find(needle, at + 1)
+
+
+def _row_of(data: bytes, at: int) -> tuple[int, int]:
+    """(line index, line start) of offset ``at``."""
+    return data.count(b"\n", 0, at), data.rfind(b"\n", 0, at) + 1
+
+
+def _naive_ended(data: bytes) -> list[tuple[int, int, int]]:
+    """(line, line start, word) of every hit of ``ENDED`` where its condition holds."""
+    out = set()
+    for index, at, end in _occurrences(ENDED, data):
+        stop = data.find(b"\n", end)
+        rest = data[end : len(data) if stop < 0 else stop]
+        closer = rest[:1] in [bytes((b,)) for b in anchordb.CLOSER_BYTES]
+        begins = rest[:1] in [bytes((b,)) for b in anchordb.START_BYTES]
+        trailing = begins and not rest.strip(anchordb.TRAILING_BYTES)
+        # A word of 2 has none: every hit counts.
+        if index == 2 or closer or not rest or trailing:
+            out.add((*_row_of(data, at), index))
     return sorted(out)
 
 
@@ -318,8 +321,7 @@ def test_both_engines_give_the_same_hits_with_end_conditions(tmp_path: Path) -> 
         assert loaded.hits(data, whole_words=False) == fallback.hits(data, whole_words=False)
 
 
-#: Words with ``edges`` bits (``AnchorDB.hits``): a space before, after, both, none; the
-#: last also has an end condition.
+#: Words with ``edges`` bits (``AnchorDB.hits``): a space before, after, both; two with none.
 EDGED = ["side", "Pending:", "usage", "back", "call"]
 EDGE_FLAGS = bytes(
     [anchordb.EDGE_BEFORE, anchordb.EDGE_AFTER, anchordb.EDGE_BEFORE | anchordb.EDGE_AFTER, 0, 0]
@@ -329,20 +331,14 @@ EDGE_FLAGS = bytes(
 def _naive_edged(data: bytes) -> list[tuple[int, int, int]]:
     """(line, line start, word) of every hit of ``EDGED`` whose sides hold, by brute force."""
     out = set()
-    for index, word in enumerate(EDGED):
-        needle = word.encode()
-        at = data.find(needle)
-        while at >= 0:
-            end = at + len(needle)
-            before_ok = at == 0 or data[at - 1] in anchordb.EDGE_BYTES
-            after_ok = end == len(data) or data[end] in anchordb.EDGE_BYTES
-            flags = EDGE_FLAGS[index]
-            if (before_ok or not flags & anchordb.EDGE_BEFORE) and (
-                after_ok or not flags & anchordb.EDGE_AFTER
-            ):
-                line_start = data.rfind(b"\n", 0, at) + 1
-                out.add((data.count(b"\n", 0, at), line_start, index))
-            at = data.find(needle, at + 1)
+    for index, at, end in _occurrences(EDGED, data):
+        before_ok = at == 0 or data[at - 1] in anchordb.EDGE_BYTES
+        after_ok = end == len(data) or data[end] in anchordb.EDGE_BYTES
+        flags = EDGE_FLAGS[index]
+        if (before_ok or not flags & anchordb.EDGE_BEFORE) and (
+            after_ok or not flags & anchordb.EDGE_AFTER
+        ):
+            out.add((*_row_of(data, at), index))
     return sorted(out)
 
 

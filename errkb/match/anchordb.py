@@ -633,10 +633,9 @@ def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, b
     Each image comes with its gate's letter (``gate_of``; ``PLAIN``: none): a part's
     literals all hold one of its gate's bytes, and it is scanned over the lines that hold
     one alone; the plain parts come first, then each gate's. ``encoded`` is consumed
-    (emptied): the literals replace it, and each
-    part's literals are dropped once it is compiled, so the last part compiles beside its own
-    literals only (at 500k records ~1M literals, ~110 MB as bytes and ints, were all held to
-    the end).
+    (emptied): the literals replace it, and each part's literals are dropped once it is
+    compiled, so the last part compiles beside its own literals only (at 500k records ~1M
+    literals, ~110 MB as bytes and ints, were all held to the end).
     """
     release_heap()  # what the caller freed before (the rows it derived the words from)
     count = len(encoded)

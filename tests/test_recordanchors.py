@@ -458,3 +458,14 @@ def test_stored_maps_keep_their_edges_and_bad_edges_are_refused(tmp_path: Path) 
     bad = dataclasses.replace(maps, edges=b"\x04" + maps.edges[1:])
     stored.write_bytes(recordanchors.encode_maps(bad, "7", None, anchors.db.digest))
     assert read_maps(stored, "7", None, anchors.db.digest) is None
+
+
+def test_every_escaped_form_holds_an_escape_byte() -> None:
+    # The edge bits (``record_maps``) and the anchor pass's "e" gate both rest on this.
+    rng = random.Random(3)
+    alphabet = "ab '\"&<>\\é\t\u2028\u00a0\x85\u3000()"
+    chars = anchordb.ESCAPE_BYTES.decode()
+    for _ in range(20_000):
+        anchor = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 8)))
+        for form in recordanchors.escaped_forms(anchor):
+            assert any(char in form for char in chars), (anchor, form)

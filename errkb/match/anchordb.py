@@ -643,18 +643,17 @@ def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, b
     numbers: list[int] = []
     gated: dict[bytes, tuple[list[bytes], list[int]]] = {gate: ([], []) for gate in GATES}
     for index, word in enumerate(encoded):
-        # A two-part literal's second part may be a newline: it stays plain.
-        gate = PLAIN if _short_ended(word, ends[index]) else gate_of(word)
-        if gate != PLAIN:
-            gated[gate][0].append(word)
-            gated[gate][1].append(index)
-        elif _short_ended(word, ends[index]):
+        if _short_ended(word, ends[index]):
             # The word and what may follow it where its condition holds, numbered past the
-            # words by the bytes they add (``hit_arrays`` maps them back).
+            # words by the bytes they add (``hit_arrays`` maps them back). Never gated: what
+            # follows may be a newline, which no gathered line holds.
             literals.extend(word + follow for follow in _FOLLOWS)
             numbers.extend([count + index] * len(_FOLLOWS))
             literals.append(word + b"\r\n")
             numbers.append(2 * count + index)
+        elif (gate := gate_of(word)) != PLAIN:
+            gated[gate][0].append(word)
+            gated[gate][1].append(index)
         else:
             literals.append(word)
             numbers.append(index)
@@ -872,6 +871,9 @@ def _hits_counted(
 
 #: The letter of a part scanned over the whole input (``compile_images``).
 PLAIN = b"p"
+#: The bytes every escaped form of a literal holds one of (``recordanchors.escaped_forms``:
+#: a repr's or a JSON string's backslash, an HTML entity's ampersand).
+ESCAPE_BYTES = b"\\&"
 #: Gates, by letter: a word holding one of a gate's bytes can hit only on a line that holds
 #: it, so its part is scanned over those lines alone (``gated_lines``). Each part is a pass
 #: over the whole input otherwise (0.08 s of CPU on a 50 MB log at 500k records). ``e``:
@@ -880,7 +882,7 @@ PLAIN = b"p"
 #: 266,510 of the 729,828 anchor words, where the bench logs' lines holding either are 64
 #: of the sparse log's 354,481 (6.9 KB) and 529 of the dense one's 429,589. ``q``: 79,456
 #: words more hold a quote (a repr's ``'x'``), on 1.9% of the dense log's bytes.
-GATES: dict[bytes, bytes] = {b"e": b"\\&", b"q": b"'"}
+GATES: dict[bytes, bytes] = {b"e": ESCAPE_BYTES, b"q": b"'"}
 #: Lines holding a gate's byte, one per this many bytes of the input at most, for its parts
 #: to scan those lines alone; past it they scan the whole input (finding the lines is a
 #: Python step each: ~25k on a 50 MB log, a few milliseconds).

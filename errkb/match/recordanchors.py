@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 from errkb.match.anchordb import (
     EDGE_AFTER,
     EDGE_BEFORE,
+    ESCAPE_BYTES,
     AnchorDatabaseError,
     AnchorDB,
     Hits,
@@ -74,6 +75,7 @@ def record_anchordb_path(db_path: Path) -> Path:
 
 #: Printable ASCII without the characters a repr, a JSON string or HTML escapes.
 _UNESCAPED = re.compile(r"[^\\'\"&<>]*")
+_ESCAPE_CHARS = ESCAPE_BYTES.decode("ascii")
 
 
 def escaped_forms(anchor: str) -> list[str]:
@@ -353,10 +355,10 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
             # A plain hit checks every record the word stands for (escaped-form ones too).
             sure[w] = any(sure_of[r] for r in records)
             ends[w] = all(fixed[r] for r in records)
-            # Every escaped form holds a backslash or an ``&`` (``escaped_forms``): a word
-            # without either stands for each of its records as that record's own line, and
-            # its hit needs the sides all of them need.
-            if "\\" not in word and "&" not in word:
+            # Every escaped form holds one of ``ESCAPE_BYTES``: a word without them stands
+            # for each of its records as that record's own line, and its hit needs the
+            # sides all of them need.
+            if not any(char in word for char in _ESCAPE_CHARS):
                 side = EDGE_BEFORE | EDGE_AFTER
                 for r in records:
                     side &= edge_of[r]

@@ -4,13 +4,25 @@ that only a rule of the table explains (journald's ``-o`` modes, RFC 5424 / RFC 
 from __future__ import annotations
 
 import re
+import string
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import errkb
-from errkb.parse.prefixes import RULES, PrefixRule, compiled, rule_for
+from errkb.parse.prefixes import (
+    RULES,
+    ByFirst,
+    PrefixRule,
+    by_first,
+    compiled,
+    first_chars,
+    rule_for,
+)
 from errkb.parse.text import normalize
 from errkb.parse.traceback import parse_log
+from tests.tiers import examples
 
 
 def test_rule_names_are_unique_identifiers() -> None:
@@ -31,6 +43,102 @@ def test_example_is_stripped_by_exactly_its_rule(rule: PrefixRule) -> None:
     # not a neighbour's branch of the alternation).
     alone = re.compile(rule.shape).match(rule.example)
     assert alone is not None and alone.end() == m.end()
+
+
+ASCII = frozenset(chr(c) for c in range(128))
+DIGITS = frozenset(string.digits)
+
+
+@pytest.mark.parametrize(
+    ("shape", "expected"),
+    [
+        ("abc", frozenset("a")),
+        (r"\[?E", frozenset("[E")),
+        (r"(?:x|yy)z", frozenset("xy")),
+        (r"(?:x|)z", frozenset("xz")),  # an empty branch lets what follows begin the match
+        (r"\d{1,3}", DIGITS),
+        (r"\d{0,3}-", DIGITS | {"-"}),
+        (r"[^a]", ASCII - {"a"}),
+        (r"[a-c_]", frozenset("abc_")),
+        (r"\S", ASCII - frozenset(" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f")),
+        (r"(?=b)b", frozenset("b")),
+        (r"(?<=x)\by", frozenset("y")),
+        (r"(?P<g>q)r", frozenset("q")),
+        (r"(?>a|b)c", frozenset("ab")),
+        ("é|a", frozenset("a")),  # a non-ASCII first character is never told apart
+        (r"(a)\1", frozenset("a")),
+        (r"\1?(a)", None),  # a back reference first: any character
+        (r"a?", None),  # may match empty
+        (r"(?i)a", None),
+        (r"(?i:a)", None),
+    ],
+)
+def test_first_chars_reads_what_a_match_can_begin_with(
+    shape: str, expected: frozenset[str] | None
+) -> None:
+    assert first_chars(shape) == expected
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_every_rule_example_begins_with_one_of_its_first_chars(rule: PrefixRule) -> None:
+    first = first_chars(rule.shape)
+    assert first is None or rule.example[0] in first
+
+
+def test_by_first_leaves_out_only_rules_that_cannot_begin_there() -> None:
+    table = ByFirst(RULES, compiled())
+    assert table["V"] is not None and "K_location" in table["V"].groupindex
+    assert "K_level" not in table["V"].groupindex
+    assert table["é"] is compiled() and table[""] is compiled()
+    # A character no rule begins with: no call at all.
+    assert table["!"] is None
+    # Every character of a subset shares one compiled alternation.
+    assert table["["] is table["["]
+
+
+# Lines made of the examples' prefixes, their pieces and stray characters, so that a rule's
+# shape is tried at every kind of position (a prefix's start, its middle, after another one).
+_PIECES = [rule.example[: len(rule.example) - len(rule.remainder)] for rule in RULES]
+_FRAGMENTS = (
+    st.sampled_from(_PIECES)
+    | st.sampled_from(_PIECES).map(lambda p: p[1:])
+    | st.text(alphabet=st.sampled_from([*"[](){}<>:-|E0123456789 \tMINFOWTaé=/."]), max_size=6)
+)
+
+
+def _same_match(line: str, pos: int) -> None:
+    """The subset for the character at ``pos`` matches there exactly as the whole alternation."""
+    end = min(len(line), pos + 64)
+    want = compiled().match(line, pos, end)
+    rules = by_first()[line[pos] if pos < end else ""]
+    got = None if rules is None else rules.match(line, pos, end)
+    if want is None:
+        assert got is None, (line, pos)
+        return
+    assert got is not None, (line, pos, want)
+    assert (got.lastgroup, got.span()) == (want.lastgroup, want.span())
+    assert {k: v for k, v in got.groupdict().items() if v is not None} == {
+        k: v for k, v in want.groupdict().items() if v is not None
+    }
+
+
+@pytest.mark.parametrize("piece", _PIECES)
+def test_every_character_before_every_prefix_is_dispatched_as_the_whole_alternation(
+    piece: str,
+) -> None:
+    # Each example's prefix with its first character replaced by, or put after, every ASCII
+    # character: a rule left out of a character's subset that can begin there fails here.
+    for code in range(128):
+        for line in (chr(code) + piece[1:], chr(code) + piece):
+            _same_match(line, 0)
+
+
+@settings(max_examples=examples(400), deadline=None, derandomize=True)
+@given(parts=st.lists(_FRAGMENTS, max_size=6))
+def test_the_alternation_by_first_char_matches_as_the_whole_one(parts: list[str]) -> None:
+    line = "".join(parts)
+    for pos in range(len(line) + 1):
+        _same_match(line, pos)
 
 
 MESSAGE = (

@@ -8,7 +8,12 @@ the text that must remain once that rule (and only that rule) stripped it.
 
 All rules are compiled into ONE alternation (each rule a named group ``K_<name>`` that closes
 last, so ``match.lastgroup`` names the rule): stripping a prefix is one regex call per prefix,
-not one per rule, which matters on the per-line hot path of dense logs. Rule order matters where
+not one per rule, which matters on the per-line hot path of dense logs. That call is made with
+the alternation of only the rules that can begin with the character at hand (``by_first``,
+each rule's first characters read from its parsed shape): Python's engine tries every branch
+in turn at the position, and the call that finds no further prefix on a line (one per line)
+was a tenth of a dense scan's CPU (py-spy, the line-level profile of ``_clean_line``); 10 MB
+of the dense bench log now normalises in 0.53 s of CPU instead of 0.67. Rule order matters where
 shapes overlap (``[pod/..]`` and ``[rank0]:`` before the generic ``[tag]``; journald before bare
 timestamps; cloud severity before level words). Every repetition is bounded and every rule is
 anchored at the match position, so no rule can backtrack catastrophically.
@@ -17,12 +22,25 @@ anchored at the match position, so no rule can backtrack catastrophically.
 from __future__ import annotations
 
 import enum
+import importlib
 import re
+import threading
 from dataclasses import dataclass
+from types import ModuleType
 
 from errkb.parse.vocabulary import CLOUD_SEVERITIES, level_alternation
 
-__all__ = ["RULES", "PrefixKind", "PrefixRule", "compiled", "compiled_indented", "rule_for"]
+__all__ = [
+    "RULES",
+    "ByFirst",
+    "PrefixKind",
+    "PrefixRule",
+    "by_first",
+    "compiled",
+    "compiled_indented",
+    "first_chars",
+    "rule_for",
+]
 
 
 class PrefixKind(enum.StrEnum):
@@ -206,14 +224,15 @@ RULES: tuple[PrefixRule, ...] = (
 _GROUP_RE = re.compile(r"\(\?P<(\w+)>")
 
 
-def _compile(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
+def _branch(rule: PrefixRule) -> str:
     # A rule's own groups are namespaced "<rule>__<group>" so that rules can reuse the names
     # their kind reads ("who", "level", ...).
-    branches = []
-    for rule in rules:
-        shape = _GROUP_RE.sub(rf"(?P<{rule.name}__\1>", rule.shape)
-        branches.append(f"(?P<K_{rule.name}>{shape})")
-    return re.compile("|".join(branches))
+    shape = _GROUP_RE.sub(rf"(?P<{rule.name}__\1>", rule.shape)
+    return f"(?P<K_{rule.name}>{shape})"
+
+
+def _compile(rules: tuple[PrefixRule, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(_branch(rule) for rule in rules))
 
 
 _COMPILED = _compile(RULES)
@@ -239,3 +258,178 @@ def compiled_indented() -> re.Pattern[str]:
 def rule_for(match: re.Match[str]) -> PrefixRule:
     """The rule a match of :func:`compiled` came from."""
     return _BY_GROUP[match.lastgroup or ""]
+
+
+# --- the alternation by first character ------------------------------------------------------
+
+#: Every ASCII character: what a shape may begin with when its analysis cannot say.
+_ASCII = frozenset(chr(c) for c in range(128))
+
+
+def _sre() -> tuple[ModuleType, ModuleType] | None:
+    """Python's own regex parser and its constants, or None where this Python has neither."""
+    try:
+        return importlib.import_module("re._parser"), importlib.import_module("re._constants")
+    except ImportError:  # pragma: no cover - Python before 3.11 names them sre_parse
+        return None
+
+
+def first_chars(shape: str) -> frozenset[str] | None:
+    r"""The ASCII characters a match of ``shape`` can begin with (a superset), or None.
+
+    Read from the shape as Python's own regex parser reads it: a literal is itself, a class
+    its ASCII members (a category's found by testing each ASCII character against it, so
+    ``\d``, ``\w`` and ``\s`` mean exactly what the engine means), a group or repeat its
+    content, an alternation the union of its branches; what may match empty (an optional
+    part, a repeat from zero, a lookaround or an anchor) adds what comes after it. None when
+    the shape may match the empty string, or the parser is unavailable or meets an operator
+    this does not know: the rule is then tried before every character. Only ASCII
+    characters are told apart; a line whose character there is not ASCII gets every rule.
+    """
+    sre = _sre()
+    if sre is None:
+        return None
+    parser, consts = sre
+    try:
+        tree = parser.parse(shape)
+        if tree.state.flags & re.IGNORECASE:
+            return None
+        found, nullable = _first_of(list(tree), consts)
+    except (AttributeError, TypeError, ValueError, re.error):  # pragma: no cover - another Python
+        return None
+    if nullable or found is None:
+        return None
+    return frozenset(found)
+
+
+def _first_of(items: list[tuple[object, object]], c: ModuleType) -> tuple[set[str] | None, bool]:
+    """(First characters, may match empty) of a sequence of parsed items; None: any character."""
+    out: set[str] = set()
+    for op, av in items:
+        found, nullable = _first_item(op, av, c)
+        if found is None:
+            return None, True
+        out |= found
+        if not nullable:
+            return out, False
+    return out, True
+
+
+def _first_item(op: object, av: object, c: ModuleType) -> tuple[set[str] | None, bool]:
+    if op is c.LITERAL and isinstance(av, int):
+        return ({chr(av)} if av < 128 else set()), False
+    if op is c.NOT_LITERAL and isinstance(av, int):
+        return set(_ASCII - {chr(av)}), False
+    if op is c.ANY:
+        return set(_ASCII), False
+    if op is c.IN and isinstance(av, list):
+        return _class_members(av, c), False
+    if op in (c.AT, c.ASSERT, c.ASSERT_NOT):
+        return set(), True  # zero width: what follows begins the match
+    if op is c.SUBPATTERN and isinstance(av, tuple):
+        _group, add_flags, _del_flags, sub = av
+        if add_flags & re.IGNORECASE:
+            return None, True
+        return _first_of(list(sub), c)
+    if op is c.ATOMIC_GROUP:
+        return _first_of(list(av), c)  # type: ignore[call-overload]
+    if op is c.BRANCH and isinstance(av, tuple):
+        out: set[str] = set()
+        empty = False
+        for branch in av[1]:
+            found, nullable = _first_of(list(branch), c)
+            if found is None:
+                return None, True
+            out |= found
+            empty = empty or nullable
+        return out, empty
+    if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and isinstance(av, tuple):
+        low, _high, sub = av
+        found, nullable = _first_of(list(sub), c)
+        return found, nullable or low == 0
+    return None, True  # a back reference, a conditional, anything new: any character
+
+
+def _class_members(items: list[tuple[object, object]], c: ModuleType) -> set[str]:
+    """The ASCII members of a character class ``[...]`` as parsed."""
+    members: set[str] = set()
+    negate = False
+    for op, av in items:
+        if op is c.NEGATE:
+            negate = True
+        elif op is c.LITERAL and isinstance(av, int):
+            if av < 128:
+                members.add(chr(av))
+        elif op is c.RANGE and isinstance(av, tuple):
+            low, high = av
+            members.update(chr(k) for k in range(low, min(high, 127) + 1))
+        elif op is c.CATEGORY:
+            members.update(_category(str(av)))
+        else:
+            return set(_ASCII)  # pragma: no cover - a class item this does not know
+    return set(_ASCII - members) if negate else members
+
+
+_CATEGORIES = {
+    "CATEGORY_DIGIT": r"\d",
+    "CATEGORY_NOT_DIGIT": r"\D",
+    "CATEGORY_SPACE": r"\s",
+    "CATEGORY_NOT_SPACE": r"\S",
+    "CATEGORY_WORD": r"\w",
+    "CATEGORY_NOT_WORD": r"\W",
+}
+
+
+def _category(name: str) -> set[str]:
+    """The ASCII members of a category, by the engine itself; every character if unknown."""
+    probe = _CATEGORIES.get(name)
+    if probe is None:
+        return set(_ASCII)  # pragma: no cover - a category this does not know
+    one = re.compile(probe)
+    return {ch for ch in _ASCII if one.fullmatch(ch)}
+
+
+class ByFirst(dict[str, "re.Pattern[str] | None"]):
+    """Character -> the alternation of the rules that can begin with it, or None: no rule can.
+
+    Filled on first use of each character (compiling each distinct subset of rules once), so
+    importing costs nothing and a short input compiles only what its lines need. Leaving out
+    rules that cannot match at a position keeps the alternation's answer: the engine returns
+    the first branch, in table order, that matches there, and a dropped branch matches nowhere
+    that begins with this character. A non-ASCII character (and the empty string, at a line's
+    end) gets the whole alternation.
+    """
+
+    def __init__(self, rules: tuple[PrefixRule, ...], whole: re.Pattern[str]) -> None:
+        super().__init__()
+        self._rules = rules
+        self._whole = whole
+        self._firsts: list[frozenset[str] | None] | None = None
+        self._subsets: dict[tuple[int, ...], re.Pattern[str] | None] = {}
+        self._lock = threading.Lock()
+
+    def __missing__(self, char: str) -> re.Pattern[str] | None:
+        with self._lock:
+            if len(char) != 1 or char not in _ASCII:
+                return self._whole
+            if self._firsts is None:
+                self._firsts = [first_chars(rule.shape) for rule in self._rules]
+            picked = tuple(
+                k for k, first in enumerate(self._firsts) if first is None or char in first
+            )
+            if picked not in self._subsets:
+                self._subsets[picked] = (
+                    re.compile("|".join(_branch(self._rules[k]) for k in picked))
+                    if picked
+                    else None
+                )
+            found = self[char] = self._subsets[picked]
+            return found
+
+
+_BY_FIRST = ByFirst(RULES, _COMPILED)
+
+
+def by_first() -> ByFirst:
+    """The rules' alternation by the first character at the match position (``ByFirst``)."""
+    return _BY_FIRST

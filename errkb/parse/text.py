@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from errkb import _lazy
-from errkb.parse.prefixes import RULES, PrefixKind, PrefixRule, compiled_indented
+from errkb.parse.prefixes import RULES, PrefixKind, PrefixRule, by_first, compiled_indented
 from errkb.parse.prefixes import compiled as compiled_prefixes
 from errkb.parse.vocabulary import GLOG_LEVELS
 
@@ -84,6 +84,9 @@ _progress_re = _lazy.pattern(
 _PREFIX_RE = compiled_prefixes()
 # The rules that may start with whitespace, tried first on an indented line.
 _INDENTED_RE = compiled_indented()
+# The same alternation by the character at the match position: only the rules that can begin
+# there (``prefixes.ByFirst``; None: none can).
+_BY_FIRST = by_first()
 
 
 def _rule_groups() -> dict[str, tuple[PrefixKind, str, str, str, str, str, str]]:
@@ -453,8 +456,12 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
         transport.append(m.group("svc"))
         pos = m.end()
 
+    by_char = _BY_FIRST
     for _ in range(MAX_PREFIXES):
-        m = _PREFIX_RE.match(line, pos, end)
+        rules = by_char[line[pos] if pos < end else ""]
+        if rules is None:
+            break
+        m = rules.match(line, pos, end)
         if m is None or m.end() == pos:
             break
         kind, who, stamp, ranks, word, pad_group, tag_group = _RULE_GROUPS[m.lastgroup or ""]

@@ -11,7 +11,9 @@ timed: entries kept, what ``omitted`` says was cut, the JSON valid against its s
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -379,6 +381,28 @@ def test_the_shape_pass_reads_in_chunks_and_finds_a_word_across_their_edge(
     monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 1 << 20)
     assert shapes == recordscan.shape_lines(data, recordscan.line_index(data))
     assert shapes.headers == [2] and 4 in shapes.exceptions
+
+
+@pytest.mark.parametrize("chunk", [64, 1 << 20])
+def test_every_engine_finds_the_same_shapes(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    # Hyperscan reports where a literal ends, Aho-Corasick where it starts: the shape pass
+    # gives the same lines either way, overlapping words and pytest's newline-led word too.
+    from tests.test_shapes_corpus import SHAPES
+
+    monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", chunk)
+    logs = [
+        _mixed_log(scale=2).encode(),
+        b"ValueError:Error:Exception:\nE   KeyError: 'k'\nE\n+-+---- 1 ----\nMESSAGE=x\n",
+        "╭─ panel ╰─ end\nThe above exception was the direct cause of it\n".encode(),
+        *((SHAPES / name).read_bytes() for name in _shapes_files()[::5]),
+    ]
+    engines = ["ahocorasick"]
+    if importlib.util.find_spec("hyperscan") is not None:
+        engines.append("hyperscan")
+    for data in logs:
+        found = [recordscan.shape_lines(data, recordscan.line_index(data), e) for e in engines]
+        assert all(shapes == found[0] for shapes in found), data[:80]
+    assert len(engines) == 2 or os.environ.get("ERRKB_REQUIRE_EXTRAS") != "1"
 
 
 def test_an_unknown_exception_in_a_window_is_not_looked_up(

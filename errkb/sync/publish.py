@@ -799,7 +799,10 @@ def _rows(stream: _Stream) -> Iterator[Any]:
         if 0 <= end < len(buf):
             char = buf[end]
             if char == ",":
-                stream.pos = end + 1
+                # Past the space a writer may put after the comma (Python's default ", "):
+                # the scanner starts only at a value, and without this every row after the
+                # first window's edge took the careful path (500,000 rows: 4.7 s, now 2.x).
+                stream.pos = _WS.match(buf, end + 1).end()  # type: ignore[union-attr]
                 yield obj
                 continue
             if char == "]":
@@ -814,6 +817,7 @@ def _rows(stream: _Stream) -> Iterator[Any]:
             return
         if char != ",":
             raise stream.error("expected ',' or ']' in the array")
+        stream.peek()  # to the next value: the fast path's scanner does not skip whitespace
 
 
 @dataclass(frozen=True)

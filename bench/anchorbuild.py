@@ -50,16 +50,17 @@ def main(argv: list[str]) -> int:
     if stage == "all":
         kb.build_anchor_files()
     else:
+        from errkb.store import anchors_key
+
         with kb.store.snapshot() as view:
             state = view.meta_value("state") or "0"
-            version = view.meta_value("dataset_version")
             kb._cache_for(state)
             if stage == "recordanchors":
-                kb._record_anchors(view, state, version)
+                kb._record_anchors(view, state)
             else:
-                table = kb._anchor_table(view, state, version)
+                table = kb._anchor_table(view, state)
                 if stage == "anchordb" and table is not None:
-                    kb._buffer_scan(table, state, version)
+                    kb._buffer_scan(table, state, anchors_key(view.meta_value))
     cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
     print(
         f"{stage}: cpu {cpu:.2f} s, wall {wall:.2f} s, rss before {rss0:.0f} MiB, "

@@ -25,7 +25,7 @@ from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Confidence, KnowledgeBaseInfo, Match, RecordView, Report, Unmatched
-from errkb.store import ReadView, RecordJSON, Store, gc_paused, open_store
+from errkb.store import ReadView, RecordJSON, Store, anchors_key, gc_paused, open_store
 
 if TYPE_CHECKING:
     from errkb.deadline import Deadline
@@ -232,11 +232,11 @@ class KnowledgeBase:
         state = view.meta_value("state") or "0"
         dataset_version = view.meta_value("dataset_version")
         cache = self._cache_for(state)
-        anchors = self._record_anchors(view, state, dataset_version)
+        anchors = self._record_anchors(view, state)
         if not anchors.complete:
             return None  # a database from before migration 0006: the region parse reads it
         decide_events, matcher, lookup, checkpoint, sample = self._deciding(
-            view, cache, state, dataset_version, deadline, anchors=True, similar=False
+            view, cache, state, deadline, anchors=True, similar=False
         )
         if isinstance(limits, _Default):
             from errkb.parse.regions import NARROW_ABOVE
@@ -276,10 +276,12 @@ class KnowledgeBase:
             omitted,
         )
 
-    def _record_anchors(
-        self, view: ReadView, state: str, dataset_version: str | None
-    ) -> RecordAnchors:
-        """The state's record anchors (built once, under the build lock; stored beside)."""
+    def _record_anchors(self, view: ReadView, state: str) -> RecordAnchors:
+        """The state's record anchors (built once, under the build lock; stored beside).
+
+        The files beside the knowledge base are keyed by ``anchors_key``: the state of the
+        last write that changed what they are built from.
+        """
         from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
 
         with self._build_lock:
@@ -287,12 +289,13 @@ class KnowledgeBase:
                 anchors = self._anchors
             if anchors is None or anchors.engine != (self.scan_engine or anchors.engine):
                 path = record_anchordb_path(self.store.path)
+                key, version = anchors_key(view.meta_value)
                 anchors = RecordAnchors(
                     view.anchor_rows,  # read only when the stored maps cannot be used
                     self.scan_engine,
                     store_at=path,
-                    state=state,
-                    dataset_version=dataset_version,
+                    state=key,
+                    dataset_version=version,
                 )
                 if anchors.db.fault is not None and self.store.read_only:
                     self._compiled_in_memory(path, anchors.db.fault.value, len(anchors.words))
@@ -340,12 +343,12 @@ class KnowledgeBase:
         dataset_version = view.meta_value("dataset_version")
         cache = self._cache_for(state)
         decide_events, matcher, _lookup, checkpoint, sample = self._deciding(
-            view, cache, state, dataset_version, deadline, anchors=anchors
+            view, cache, state, deadline, anchors=anchors
         )
         table = matcher.table
         scan = None
         if anchors and table is not None and text is not None:
-            scan = self._buffer_scan(table, state, dataset_version)
+            scan = self._buffer_scan(table, state, anchors_key(view.meta_value))
         record_pass = scan is not None and text is not None and self.record_pass
         if record_pass and text is not None:
             from errkb.match.msgfirst import message_first
@@ -380,7 +383,6 @@ class KnowledgeBase:
         view: ReadView,
         cache: SpecCache,
         state: str,
-        dataset_version: str | None,
         deadline: Deadline | None,
         *,
         anchors: bool,
@@ -424,7 +426,7 @@ class KnowledgeBase:
             table = self._table
             record_anchors = self._anchors if self._state == state else None
         if table is None and want:
-            table = self._anchor_table(view, state, dataset_version, wait=anchors)
+            table = self._anchor_table(view, state, wait=anchors)
             if table is not None and not anchors:
                 # A long-running process (its second report): suggestions from memory too.
                 table.build_related()
@@ -479,9 +481,7 @@ class KnowledgeBase:
                 self._state = state
             return self._cache
 
-    def _anchor_table(
-        self, view: ReadView, state: str, dataset_version: str | None, *, wait: bool = True
-    ) -> AnchorTable | None:
+    def _anchor_table(self, view: ReadView, state: str, *, wait: bool = True) -> AnchorTable | None:
         from errkb.match.scan import load_table
 
         # A small input does not wait for another thread's build: the index answers it as well.
@@ -491,7 +491,7 @@ class KnowledgeBase:
             with self._lock:
                 if self._state == state and self._table is not None:
                     return self._table  # built by the thread we waited for
-            table = load_table(view, self.store.path, state, dataset_version)
+            table = load_table(view, self.store.path, *anchors_key(view.meta_value))
             with self._lock:
                 if self._state == state:
                     self._table = table
@@ -500,7 +500,7 @@ class KnowledgeBase:
             self._build_lock.release()
 
     def _buffer_scan(
-        self, table: AnchorTable, state: str, dataset_version: str | None
+        self, table: AnchorTable, state: str, key: tuple[str, str | None]
     ) -> BufferScan:
         """The state's buffer pass over ``table``, built once (under the build lock).
 
@@ -522,8 +522,8 @@ class KnowledgeBase:
                     table,
                     self.scan_engine,
                     store_at=anchordb_path(self.store.path),
-                    state=state,
-                    dataset_version=dataset_version,
+                    state=key[0],
+                    dataset_version=key[1],
                 )
                 with self._lock:
                     if self._state == state:
@@ -543,14 +543,13 @@ class KnowledgeBase:
         """
         with self.store.snapshot() as view:
             state = view.meta_value("state") or "0"
-            dataset_version = view.meta_value("dataset_version")
             with self._lock:
                 changed = state != self._state
                 ready = not changed and self._table is not None
                 anchors_ready = not changed and self._anchors is not None
             if not ready:
                 self._cache_for(state)
-                table = self._anchor_table(view, state, dataset_version)
+                table = self._anchor_table(view, state)
                 if table is not None:
                     table.build_related()  # its suggestion index too: no request builds it
                     table.warm()
@@ -558,7 +557,7 @@ class KnowledgeBase:
                 from errkb.match.recordscan import prepare_passes
 
                 # With the id table the single-traceback path's literal test reads.
-                self._record_anchors(view, state, dataset_version).id_table()
+                self._record_anchors(view, state).id_table()
                 prepare_passes()
         return changed
 
@@ -592,9 +591,10 @@ class KnowledgeBase:
 
         engine = self.scan_engine or default_engine()
         with self.store.snapshot() as view, self._build_lock:
-            state = view.meta_value("state") or "0"
-            dataset_version = view.meta_value("dataset_version")
-            self._cache_for(state)
+            self._cache_for(view.meta_value("state") or "0")
+            # Keyed by the last write that changed what they are built from: a write that
+            # left every input as it was finds them current (``store.anchors_key``).
+            state, dataset_version = anchors_key(view.meta_value)
             # Each file is built (or found current) and dropped before the next: the files
             # are what a later explain reads, and the structures a scan would use (a
             # frozenset per record for the buffer pass, the table's dict of every word) are

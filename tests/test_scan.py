@@ -124,7 +124,9 @@ def _big_input() -> bytes:
     return filler + example + filler
 
 
-def test_a_large_input_stores_the_table_beside_the_database(kb: errkb.KnowledgeBase) -> None:
+def test_a_large_input_stores_the_table_beside_the_database(
+    kb: errkb.KnowledgeBase, tmp_path: Path
+) -> None:
     path = scan.anchor_path(kb.path)
     small = kb.explain((EXAMPLES / "quanto-incompatible-scale.log").read_text())
     assert not path.exists()  # a one-shot small explain never builds or reads it
@@ -137,9 +139,22 @@ def test_a_large_input_stores_the_table_beside_the_database(kb: errkb.KnowledgeB
     state = kb.store.meta_value("state")
     assert header[:3] == ["errkb-anchors", "1", state]
     assert [m.id for m in report.exact] == [m.id for m in small.exact]
-    # A new state (another write) makes the stored table stale: the write builds the new
-    # state's after its commit (``build_anchor_files``), and the old one is never used.
+    # A write that leaves what the table is built from as it was (the same dataset again) is
+    # a new state but the same anchor key (``store.anchors_key``): the stored table stays
+    # current, neither rebuilt nor rewritten, and explains as before.
+    written = path.stat().st_mtime_ns, path.stat().st_ino
     kb.ingest([DATASET])
+    assert kb.store.meta_value("state") != state
+    assert (path.stat().st_mtime_ns, path.stat().st_ino) == written
+    again = errkb.open(kb.path).explain(data).to_dict()
+    assert again["matches"] == report.to_dict()["matches"]
+    # A write that adds a record makes it stale: the write builds the new state's after its
+    # commit (``build_anchor_files``), and the old one is never used.
+    from published import make_record
+
+    added = tmp_path / "added.jsonl"
+    added.write_text(json.dumps(make_record(7, "org/added")) + "\n", encoding="utf-8")
+    kb.ingest([added])
     new_state = kb.store.meta_value("state")
     assert new_state != state
     assert path.read_text(encoding="utf-8").split()[2] == new_state

@@ -20,7 +20,7 @@ from errkb.match.feed import FEED, derive
 from errkb.match.index import choose_tokens
 from errkb.match.matcher import load_specs
 from errkb.records.patterns import compile_record
-from errkb.store import Incoming, RecordJSON, VersionKind, open_store
+from errkb.store import Incoming, RecordJSON, VersionKind, anchors_key, open_store
 from errkb.store.engine import spec_columns, spec_from
 from errkb.store.values import Derived
 from tests.conftest import DATASET, QUANTO_ID, ROOT, is_pg, query
@@ -265,11 +265,11 @@ def test_an_apply_rewrites_only_the_match_index_rows_that_change(store: Any) -> 
     first = [make_record(n, f"org/repo-{n % 4}") for n in range(40)]
     apply(first, FEED)
     _index_is_whole(store)
-    # Two records with new content but their messages (their words) as they were: their
-    # rows only, not the other 38 records'.
+    # Two records with new content but their messages (their words) as they were: no row
+    # changes, none is rewritten (and no other record's words are read: ``test_feed``).
     feed = RerankCounting()
     apply([make_record(n, f"org/repo-{n % 4}", marker="v2") for n in (3, 7)], feed)
-    assert feed.redone == [2]
+    assert feed.redone == [0]
     _index_is_whole(store)
     # A new message with a word of its own and words every record holds: the common words'
     # counts moved, so every record's ranks may: all rows, in bulk.
@@ -291,6 +291,40 @@ def test_an_apply_rewrites_only_the_match_index_rows_that_change(store: Any) -> 
     apply(first[:5], feed, full=True)
     apply(first[:7], feed, full=True)
     _index_is_whole(store)
+
+
+def test_the_anchor_key_moves_only_with_what_the_anchor_files_are_built_from(
+    store: Any,
+) -> None:
+    # The anchor files beside the knowledge base are keyed by ``anchors_key``: the state of
+    # the last write that changed a live record's anchor, literals, regex, template or index
+    # words, or which records are live. Any other write leaves them current.
+    from published import make_record
+
+    def apply(records: Sequence[RecordJSON], *, full: bool = False) -> tuple[str, str]:
+        _ingest(store, [Incoming(r, None, derived=derive(r)) for r in records], full=full)
+        with store.snapshot() as view:
+            state = str(view.meta_value("state"))
+            return state, anchors_key(view.meta_value)[0]
+
+    first = [make_record(n, f"org/repo-{n % 4}") for n in range(12)]
+    state, key = apply(first)
+    assert key == state  # the first write: every input is new
+    # New documentation for two records (a re-analysis upstream): the key stays.
+    state2, key2 = apply([make_record(n, f"org/repo-{n % 4}", marker="v2") for n in (3, 7)])
+    assert (state2 != state, key2) == (True, key)
+    # The same records again: nothing changed at all.
+    assert apply(first[:2])[1] == key
+    # A record whose message changes: its template, literals and words do.
+    gains = {**first[5], "errorMessage": str(first[5]["errorMessage"]) + " zebra"}
+    state3, key3 = apply([gains])
+    assert key3 == state3 != key
+    # A record retired, then brought back, then a new one: the live set changes each time.
+    now = [*first[:5], gains, *first[6:]]
+    for records, full in ((now[:11], True), (now, True), ([make_record(99, "org/new")], False)):
+        before = key3
+        state3, key3 = apply(records, full=full)
+        assert key3 == state3 != before
 
 
 def test_records_read_together_are_each_record_as_read_alone(store: Any) -> None:

@@ -77,8 +77,13 @@ def rerank(
 
     One pass over ``words`` keeps only counts and the words of those records. At 500,000
     records with 1% changed (their messages as they were), the whole index (two million
-    rows) was ranked and written again for 5,535 records' rows.
+    rows) was ranked and written again for 5,535 records' rows. When no record's words
+    changed (each is live with the words it had, or was not live and is not now), no row
+    can change and ``words`` is not read at all: reading every live record's words for the
+    counts was 2.6 s of that incremental sync's 25.
     """
+    if all(_same(before, after.get(rid)) for rid, before in previous.items()):
+        return frozenset(), iter(())
     moved: Counter[str] = Counter()
     for rid, before in previous.items():
         moved.update(after.get(rid, ()))
@@ -103,6 +108,13 @@ def rerank(
                 yield w, rid, rank
 
     return redo, rows()
+
+
+def _same(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
+    """Whether a record's index words (None: not live) are the same before and after."""
+    if before is None or now is None:
+        return before is now
+    return tuple(before) == tuple(now)
 
 
 class _Feed:

@@ -39,6 +39,8 @@ from errkb import records as rec
 from errkb.errors import SchemaVersionError, StoreError
 from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.store.interface import (
+    ANCHORS_STATE_KEY,
+    ANCHORS_VERSION_KEY,
     NO_KEEP,
     SCHEMA_HEAD,
     AnchorRow,
@@ -402,6 +404,16 @@ _LIVE_WORDS = (
 )
 _SOME_LIVE_WORDS = _LIVE_WORDS + " AND s.record_id $IDS"
 _STALE_INDEX = "SELECT value FROM meta WHERE key = 'match_index'"
+_META = "SELECT value FROM meta WHERE key = ?"
+#: What the anchor files are built from, of a record's ``pattern_specs`` row (``anchor_rows``,
+#: and the index words the anchor table ranks), and where each stands in ``_spec_values``.
+_ANCHOR_INPUTS = ("anchor", "literals", "regex", "template", "words")
+_ANCHOR_INPUTS_SQL = (
+    "SELECT r.id, r.retired, "  # noqa: S608 - fixed column names
+    + ", ".join(f"s.{c}" for c in _ANCHOR_INPUTS)
+    + " FROM records r JOIN pattern_specs s ON s.record_id = r.id WHERE r.id $IDS"
+)
+_ANCHOR_INPUT_POSITIONS = tuple(_SPEC_TABLE_COLUMNS.index(c) for c in _ANCHOR_INPUTS)
 #: Records ``fill_specs`` reads, compiles and writes at a time (bounds its memory).
 _FILL_CHUNK = 2_000
 #: Meta key: the compiler version (``Feed.compiler``) every stored ``pattern_specs`` row is of.
@@ -450,6 +462,9 @@ class UnitOfWork:
         self.sql = sql
         self.rebuild = rebuild
         self._copied = rebuild is None
+        #: Whether this unit of work changed what the anchor files are built from: the live
+        #: records, or one's anchor, literals, regex, template or index words (``bump_state``).
+        self.anchors_changed = False
 
     def set_meta(self, key: str, value: str | None) -> None:
         if value is None:
@@ -465,12 +480,22 @@ class UnitOfWork:
         row = self.sql.one("SELECT count(*) FROM dataset_versions")
         return int(row[0]) if row else 0
 
-    def bump_state(self, dataset_version: str | None) -> None:
-        """Record that the knowledge base changed: readers compare ``state`` to reload."""
+    def bump_state(self, dataset_version: str | None, *, anchors: bool = True) -> None:
+        """Record that the knowledge base changed: readers compare ``state`` to reload.
+
+        ``anchors``: the change may reach what the anchor files are built from, which are
+        then keyed by the new state (``interface.anchors_key``); False only where the unit of
+        work proved it did not (``apply``). A store that has no anchor key yet gets one.
+        """
         row = self.sql.one("SELECT value FROM meta WHERE key = 'state'")
-        self.set_meta("state", str(int(row[0]) + 1 if row else 1))
+        state = str(int(row[0]) + 1 if row else 1)
+        self.set_meta("state", state)
         if dataset_version is not None:
             self.set_meta("dataset_version", dataset_version)
+        if anchors or self.sql.one(_META, (ANCHORS_STATE_KEY,)) is None:
+            version = self.sql.one(_META, ("dataset_version",))
+            self.set_meta(ANCHORS_STATE_KEY, state)
+            self.set_meta(ANCHORS_VERSION_KEY, None if version is None else str(version[0]))
 
     def fill_specs(self, feed: Feed) -> int:
         """Derive the ``pattern_specs`` row of every record that has none; return the count.
@@ -652,7 +677,9 @@ class UnitOfWork:
         self.set_meta(COMPILER_KEY, feed.compiler)
         if counts.added or counts.updated or counts.retired or old or stale:
             self.rebuild_index(feed, None if stale else previous)
-        self.bump_state(dataset_version)
+        if old or stale or counts.retired:
+            self.anchors_changed = True
+        self.bump_state(dataset_version, anchors=self.anchors_changed)
         return vid, counts
 
     def compiled_by_another(self, feed: Feed) -> bool:
@@ -724,6 +751,12 @@ class UnitOfWork:
         if source:
             changed = []
         changed_ids = [i.id for i in changed]
+        if not self.anchors_changed:
+            self.anchors_changed = (
+                bool(new)
+                or any(i.write is _Write.FLAG for i in items)
+                or self._anchor_inputs_change(changed, feed)
+            )
         if rows:
             rows.sort(key=lambda i: i.id)
             sql.insert_rows("records", RECORD_COLUMNS, (_record_values(i, vid) for i in rows))
@@ -755,6 +788,28 @@ class UnitOfWork:
         sql.insert_rows(
             "pattern_specs", _SPEC_TABLE_COLUMNS, (_spec_values(i, feed) for i in children)
         )
+
+    def _anchor_inputs_change(self, changed: Sequence[_Classified], feed: Feed) -> bool:
+        """Whether rewriting ``changed`` (before it is written) changes an anchor file's input.
+
+        It does when a record goes from live to retired or back, or its stored anchor,
+        literals, regex, template or index words differ from the new ones (none stored: a
+        database from before migration 0006, which counts as a change).
+        """
+        if not changed:
+            return False
+        stored = {
+            str(row[0]): tuple(row[1:])
+            for row in self.sql.in_ids(_ANCHOR_INPUTS_SQL, [i.id for i in changed])
+        }
+        for item in changed:
+            before = stored.get(item.id)
+            if before is None or bool(before[0]) != item.retired:
+                return True
+            values = _spec_values(item, feed)
+            if tuple(values[p] for p in _ANCHOR_INPUT_POSITIONS) != before[1:]:
+                return True
+        return False
 
     def _words_before(
         self, rids: Sequence[str], previous: dict[str, tuple[str, ...] | None]

@@ -28,7 +28,7 @@ class RecordRow(Base):
     __tablename__ = "records"
 
     id: Mapped[str] = mapped_column(String(16), primary_key=True)
-    repo: Mapped[str] = mapped_column(String, index=True)
+    repo: Mapped[str] = mapped_column(String)
     slug: Mapped[str] = mapped_column(String, index=True)
     error_code: Mapped[str | None] = mapped_column(String)
     error_message: Mapped[str] = mapped_column(Text)
@@ -70,7 +70,12 @@ class RecordRow(Base):
 
     # Liveness by id from the index alone (migration 0007): in SQLite ``retired`` sits after
     # ``raw_json``, so reading it from the row walked the row's overflow pages.
-    __table_args__ = (Index("ix_records_live", "id", "retired"),)
+    # A sync's inventory and the ids of the repositories it keeps from the index alone
+    # (migration 0008): both walked every row before.
+    __table_args__ = (
+        Index("ix_records_live", "id", "retired"),
+        Index("ix_records_inventory", "repo", "id", "retired", "content_hash"),
+    )
 
 
 class SolutionRow(Base):

@@ -183,6 +183,12 @@ def raw_record_texts(sql: Sql, ids: Sequence[str]) -> dict[str, str]:
 _RAW_SQL = "SELECT id, raw_json FROM records WHERE id $IDS"
 
 
+def envelopes_query(*, include_retired: bool, collate: str) -> str:
+    """Every (live, or every) record's stored JSON and dataset version, in id order (export)."""
+    where = "" if include_retired else " WHERE retired = FALSE"
+    return f"SELECT raw_json, dataset_version FROM records{where} ORDER BY id{collate}"  # noqa: S608
+
+
 def pattern_specs(sql: Sql, ids: Sequence[str]) -> list[PatternSpec]:
     """The stored ``PatternSpec`` of each live record of ``ids`` that has one."""
     return [spec_from(row) for row in sql.in_ids(_SPEC_SQL, sorted(set(ids)))]

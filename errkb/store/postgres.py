@@ -47,7 +47,7 @@ from errkb.errors import (
     SyncLockedError,
 )
 from errkb.store import engine
-from errkb.store.engine import StoreEngine, UnitOfWork, raw_record_texts
+from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_record_texts
 from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
 from errkb.store.sqlite import busy_timeout_ms
 
@@ -729,17 +729,12 @@ class PostgresStore(StoreEngine):
         )
 
     # ------------------------------------------------------------------ reads
-
-    # ------------------------------------------------------------------ reads
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:
         import psycopg
 
-        sql = "SELECT raw_json, dataset_version FROM records"
-        if not include_retired:
-            sql += " WHERE NOT retired"
-        sql += ' ORDER BY id COLLATE "C"'
+        sql = envelopes_query(include_retired=include_retired, collate=PgSql.collate)
         try:
             # A server-side cursor: export streams 150k records without holding them all.
             with self._snapshot_conn() as view, view.conn.cursor(name="errkb_export") as cur:

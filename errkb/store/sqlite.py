@@ -43,7 +43,7 @@ from errkb.errors import (
 )
 from errkb.records.fields import CHILD_FIELDS
 from errkb.store import engine
-from errkb.store.engine import StoreEngine, UnitOfWork, raw_record_texts
+from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_record_texts
 from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
 
 if TYPE_CHECKING:
@@ -553,10 +553,7 @@ class SqliteStore(StoreEngine):
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:
-        sql = "SELECT raw_json, dataset_version FROM records"
-        if not include_retired:
-            sql += " WHERE retired = FALSE"
-        sql += " ORDER BY id"
+        sql = envelopes_query(include_retired=include_retired, collate="")
         try:
             # A cursor of its own: export streams 150k records without holding them all.
             for raw, version in self.reader().execute(sql):

@@ -87,6 +87,25 @@ def test_a_records_liveness_is_read_from_the_live_index(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_a_sync_s_inventory_and_kept_ids_read_the_inventory_index(tmp_path: Path) -> None:
+    # Every sync reads each record's id, repository, liveness and content hash, and the live
+    # ids of the repositories it keeps: from the rows they walked every record's overflow
+    # pages (migration 0008). Both read the covering index alone.
+    from errkb.store import engine
+
+    store = Store(tmp_path / "plan.sqlite3")
+    store.ensure_schema()
+    conn = sqlite3.connect(store.path)
+    for sql in (engine._INVENTORY_SQL, engine._KEPT_SQL.format(column="repo", collate="")):
+        sql = sql.replace("$IDS", "IN (?, ?)")
+        params = ("a", "b")[: sql.count("?")]
+        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
+        on_records = [step for step in plan if "records" in step.split()[:2]]
+        assert on_records, (sql, plan)
+        assert all("USING COVERING INDEX ix_records_inventory" in s for s in on_records), plan
+    conn.close()
+
+
 def test_a_database_from_a_newer_errkb_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "newer.sqlite3"
     Store(path).ensure_schema()

@@ -346,15 +346,18 @@ def _kept_ids(sql: Sql, keep: Keep, exclude: set[str]) -> list[str]:
     seen = set(exclude)
     for column, keys in (("repo", sorted(keep.repos)), ("id", sorted(keep.ids))):
         # Only a fixed column name is interpolated; the keys are bound.
-        query = (
-            f"SELECT id FROM records WHERE retired = FALSE AND {column} $IDS "  # noqa: S608
-            f"ORDER BY id{sql.collate}"
-        )
+        query = _KEPT_SQL.format(column=column, collate=sql.collate)
         for (rid,) in sql.in_ids(query, keys):
             if rid not in seen:
                 seen.add(str(rid))
                 out.append(str(rid))
     return out
+
+
+#: A sync's inventory (``StoreEngine.inventory``) and the live ids of the repositories (or
+#: ids) it keeps: both read the covering index ``ix_records_inventory`` alone (migration 0008).
+_INVENTORY_SQL = "SELECT id, repo, retired, content_hash FROM records"
+_KEPT_SQL = "SELECT id FROM records WHERE retired = FALSE AND {column} $IDS ORDER BY id{collate}"
 
 
 def _to_retire(sql: Sql, spare: set[str]) -> list[str]:
@@ -1121,8 +1124,7 @@ class StoreEngine:
     def inventory(self) -> Inventory:
         from errkb.store.values import inventory_from
 
-        sql = "SELECT id, repo, retired, content_hash FROM records"
-        return self._read("reading", lambda v: inventory_from(v.rows(sql)))
+        return self._read("reading", lambda v: inventory_from(v.rows(_INVENTORY_SQL)))
 
     def state_at(self, version_id: int) -> list[Incoming]:
         """Every record as it was right after ``version_id``: live ones, and retired ones.

@@ -327,6 +327,17 @@ def test_the_anchor_key_moves_only_with_what_the_anchor_files_are_built_from(
         assert key3 == state3 != before
 
 
+def test_a_rewrite_that_came_without_its_matcher_is_derived_once(store: Any) -> None:
+    # Telling whether a rewrite changes the anchor files' inputs needs its new spec: derived
+    # once, and the row is written from that same value.
+    seeds = _seeds()
+    _ingest(store, [Incoming(r, None) for r in seeds])
+    feed = CountingFeed()
+    again = [dict(r, documentation=f"{r['documentation']} (again)") for r in seeds]
+    _ingest(store, [Incoming(r, None) for r in again], feed)
+    assert sorted(feed.derived) == sorted(str(r["id"]) for r in seeds)
+
+
 def test_records_read_together_are_each_record_as_read_alone(store: Any) -> None:
     seeds = _seeds()
     _ingest(store, [Incoming(r, None) for r in seeds])

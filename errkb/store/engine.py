@@ -815,6 +815,8 @@ class UnitOfWork:
             before = stored.get(item.id)
             if before is None or bool(before[0]) != item.retired:
                 return True
+            if item.derived is None:
+                item.derived = feed.derive(item.obj)  # kept: its row is written from it next
             values = _spec_values(item, feed)
             if tuple(values[p] for p in _ANCHOR_INPUT_POSITIONS) != before[1:]:
                 return True

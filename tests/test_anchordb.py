@@ -96,6 +96,17 @@ def test_a_stored_database_loads_with_the_same_hits(tmp_path: Path, engine: str)
     assert loaded.hits(data).words == built.hits(data).words
 
 
+@pytest.mark.parametrize("engine", _engines())
+def test_a_database_of_no_words_is_stored_and_read_back(tmp_path: Path, engine: str) -> None:
+    # A knowledge base whose records have no scan word (every word under six letters): the
+    # write after its commit stored the empty database (it raised for Hyperscan: no image).
+    path = tmp_path / "kb.sqlite3.anchordb"
+    built = anchordb.load_anchor_db(path, lambda: [], "7", "v1", engine)
+    assert len(built) == 0 and path.exists()
+    loaded = anchordb.read_anchor_db(path, "7", "v1", engine)
+    assert len(loaded) == 0 and loaded.hits(_log(3)).words == []
+
+
 def _stored(tmp_path: Path, engine: str = "ahocorasick") -> Path:
     path = tmp_path / "kb.sqlite3.anchordb"
     assert anchordb.write_anchor_db(path, AnchorDB(WORDS, engine), "7", "v1")

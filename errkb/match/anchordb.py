@@ -1132,7 +1132,8 @@ def _header(state: str, version: str | None, engine: str, body: bytes | memoryvi
 
 def encode(db: AnchorDB, state: str, version: str | None) -> bytes:
     """The file image of ``db`` for this state and dataset version."""
-    if db.engine == "hyperscan" and db.serialised is None:
+    if db.engine == "hyperscan" and db.serialised is None and len(db):
+        # (A database of no words has no image: stored as its empty word list.)
         raise ValueError("a loaded Hyperscan database is not stored again: its images are gone")
     table = b"%d %d %d\n" % (len(db), len(db.blob), SHORT_ENDED)
     body = b"".join((table, db.blob, db.ends, db.serialised or b""))

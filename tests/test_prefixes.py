@@ -20,7 +20,7 @@ from errkb.parse.prefixes import (
     first_chars,
     rule_for,
 )
-from errkb.parse.text import normalize
+from errkb.parse.text import line_text, normalize
 from errkb.parse.traceback import parse_log
 from tests.tiers import examples
 
@@ -43,6 +43,14 @@ def test_example_is_stripped_by_exactly_its_rule(rule: PrefixRule) -> None:
     # not a neighbour's branch of the alternation).
     alone = re.compile(rule.shape).match(rule.example)
     assert alone is not None and alone.end() == m.end()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_one_line_read_alone_is_cleaned_as_the_normaliser_cleans_it(rule: PrefixRule) -> None:
+    # ``line_text`` (the record scan's rejects ask it where a line's text begins) strips what
+    # ``normalize`` strips, for every rule's example and for its remainder indented.
+    for line in (rule.example, rule.remainder, "    " + rule.remainder):
+        assert line_text(line) == normalize(line).text, line
 
 
 ASCII = frozenset(chr(c) for c in range(128))

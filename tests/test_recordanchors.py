@@ -469,3 +469,52 @@ def test_every_escaped_form_holds_an_escape_byte() -> None:
         anchor = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 8)))
         for form in recordanchors.escaped_forms(anchor):
             assert any(char in form for char in chars), (anchor, form)
+
+
+#: A template over two lines whose second begins with ``graph: `` (sglang's decode lines say
+#: ``cuda graph: True`` in mid-line, on every line), and one record of one line with the same
+#: anchor, which may be printed anywhere.
+GRAPH = "{usage}\ngraph: %s"
+GRAPH_ROWS = [
+    ("e" * 16, "graph:", ("\ngraph: ",), "(?s)^(?:(?P<c0>.+?)\ngraph: (?P<c1>.+?))$", GRAPH),
+]
+GRAPH_LINES = [
+    ("[2026-08-28 05:00:30 TP1] Decode batch. token usage: 0.92, cuda graph: True", False),
+    ("graph: 3", True),
+    ("[pod/enc-0-0/server] 2026-08-28T05:22:24.123000565Z graph: 12", True),  # a prefix
+    ("    graph: 3", True),  # indented
+    ("> graph: 3", True),  # a quoted mail
+    ("cuda graph: True", False),
+    ("ValueError('usage\\ngraph: 3')", True),  # inside a repr: its break is escaped
+    ("\x1b[31mgraph: 3\x1b[0m", True),  # in colours: cleaned before it is read
+    ("[31mgraph: 3", True),  # a colour's remnant
+]
+
+
+def test_a_literal_after_a_line_break_keeps_a_line_only_where_it_begins_it() -> None:
+    maps, words = record_maps(GRAPH_ROWS)
+    graph = words.index("graph:")
+    assert maps.record_literals(0) == ("graph: ",)
+    assert maps.record_line_starts(0) == ("graph:",)
+    assert maps.sure[graph] == 0  # where the line's text begins is tested in the rejects
+    data = "".join(line + "\n" for line, _ in GRAPH_LINES).encode()
+    want = [n for n, (_, kept) in enumerate(GRAPH_LINES, 1) if kept]
+    for engine in _engines():
+        anchors = RecordAnchors(GRAPH_ROWS, engine)
+        assert [n for n, _ in anchors.hit_lines(data)] == want, engine
+        # A message's own text (the single-traceback path's literal test) holds it anywhere.
+        assert anchors.matchable(["e" * 16], "usage: x graph: 3") == ["e" * 16]
+    # The same anchor for a record of one line: that record may print it anywhere.
+    anywhere = [*GRAPH_ROWS, _row("f" * 16, "graph: ", ("graph: ",), fixed=False)]
+    for engine in _engines():
+        lines = RecordAnchors(anywhere, engine).hit_lines(data)
+        assert [n for n, _ in lines] == list(range(1, len(GRAPH_LINES) + 1)), engine
+
+
+def test_stored_maps_keep_which_literals_begin_a_line(tmp_path: Path) -> None:
+    path = tmp_path / "kb.sqlite3.recordanchors"
+    built = RecordAnchors(lambda: GRAPH_ROWS, "ahocorasick", store_at=path, state="3")
+    loaded = read_maps(maps_path(path), "3", None, built.db.digest)
+    assert loaded is not None
+    assert loaded.record_line_starts(0) == ("graph:",)
+    assert loaded.record_literals(0) == ("graph: ",)

@@ -816,3 +816,39 @@ def test_a_large_scan_gives_the_heap_back_once_and_a_small_input_never(
     rs_kb.explain(data[:-1])  # a byte smaller: scanned alike, nothing given back
     assert calls == [1]
     assert [m.id for m in scanned.exact] == [COMFY]
+
+
+def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line(
+    tmp_path: Path, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A record printed over two lines whose second begins with ``graph: ``; sglang's decode
+    # lines say ``cuda graph: True`` in mid-line, here next to error words on every other
+    # line. Only a line that begins with it is kept (the message's own second line): the
+    # same report as the region parse, and the decode lines open no window.
+    from published import make_record
+
+    from errkb.records import upstream
+
+    record = make_record(5, "org/graphs")
+    template = record["errorMessage"] = "{usage}\ngraph: %s"
+    record["messagePattern"] = upstream.message_pattern(template)
+    record["id"] = upstream.record_id("org/graphs", None, template, record["filePath"])
+    record["slug"] = upstream.slug(None, template)
+    source = tmp_path / "graph.jsonl"
+    source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    decode = "[2026-08-28 05:00:{s:02d} TP0] Decode batch. #running-req: 3, cuda graph: True\n"
+    noisy = "".join(
+        decode.format(s=n % 60) + f"2026-08-28 05:00:{n % 60:02d} WARNING retry {n} failed\n"
+        for n in range(400)
+    )
+    message = "Traceback (most recent call last):\n" + '  File "/srv/run.py", line 3, in main\n'
+    message += "SystemExit: usage: run.py [-h]\ngraph: fp8\n"
+    data = (noisy + message + noisy).encode()
+    with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        assert not kb.ingest([source]).problems
+        seen = _counted_scans(monkeypatch)
+        scanned, parsed = _both(kb, data)
+    assert scanned == parsed
+    assert [u["message"] for u in scanned["unmatched"]] == ["usage: run.py [-h]"]
+    assert seen[0].anchor_lines == 1  # the message's second line, of 801 holding the anchor
+    assert seen[0].window_lines <= 10  # its traceback, not the decode lines around it

@@ -154,7 +154,8 @@ class RecordMaps:
     ``sure[w]``: 1 when any plain hit of it keeps its line (a record not fixed whose one-line
     literals all lie inside the word); ``ends[w]``: 1 when every record it stands for is a
     fixed message (``AnchorDB.ends``); ``literals[literal_offsets[r]:literal_offsets[r+1]]``:
-    record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8);
+    record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8), one that
+    must begin its line (``line_starts``) after ``LINE_START``;
     ``fixed[r]``: 1 when its template has no placeholder; ``ids[id_offsets[r]:id_offsets[r +
     1]]``: record ``r``'s id (UTF-8), for the candidates a hit line names (``record_id``);
     ``edges[w]``: the sides (``anchordb.EDGE_BEFORE``, ``EDGE_AFTER``) on which every record
@@ -177,10 +178,19 @@ class RecordMaps:
     def __len__(self) -> int:
         return len(self.plain)
 
+    def _parts(self, record: int) -> list[str]:
+        chunk = self.literals[self.literal_offsets[record] : self.literal_offsets[record + 1]]
+        return chunk.decode("utf-8").split("\n")[:-1]
+
     def record_literals(self, record: int) -> tuple[str, ...]:
         """Record ``record``'s one-line literals."""
-        chunk = self.literals[self.literal_offsets[record] : self.literal_offsets[record + 1]]
-        return tuple(chunk.decode("utf-8").split("\n")[:-1])
+        return tuple(part.removeprefix(LINE_START) for part in self._parts(record))
+
+    def record_line_starts(self, record: int) -> tuple[str, ...]:
+        """The cores of record ``record``'s literals that begin a line (``line_starts``)."""
+        return tuple(
+            part[1:].strip(" ") for part in self._parts(record) if part.startswith(LINE_START)
+        )
 
     def record_id(self, record: int) -> str:
         """Record ``record``'s id."""
@@ -242,6 +252,64 @@ def holds(text: str, literal: str) -> bool:
     if lead and trail:
         return body == core or body.startswith(core + " ") or body.endswith(" " + core)
     return body.startswith(core) if lead else body.endswith(core)
+
+
+#: Bytes that make a line's messages other than plain substrings of it: escapes a span
+#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
+_NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
+
+
+def verbatim(line: bytes) -> bool:
+    """Whether every message the parser reads on ``line`` is a substring of its text.
+
+    Nothing on it that cleaning removes from inside the line (controls, ANSI colours and their
+    remnants such as ``[31m``) or that a message span decodes (a backslash escape, an HTML
+    character reference): then a record whose pattern matches one of its messages holds
+    all its literals on the line itself, and the literal rejects name every candidate.
+    """
+    if len(line.translate(None, _NOT_VERBATIM)) != len(line):
+        return False
+    if b"[" in line and b"m" in line:
+        from errkb.parse.text import _ANSI_REMNANT_RE
+
+        if _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None:
+            return False
+    return True
+
+
+#: Marks, in the maps' literals, a literal that follows a line break in its template: the
+#: record prints its core at the start of a line (``RecordMaps.record_line_starts``).
+LINE_START = "\x01"
+
+
+def line_starts(literals: Sequence[str]) -> list[str]:
+    """The one-line literals among a template's ``literals`` that follow a line break in it.
+
+    A template over several lines prints such a literal at the start of a line (its first
+    printed character, once the line's prefix and indentation are cleaned off); a literal
+    over a break itself is never tested on one line (``one_line_literal``).
+    """
+    return [
+        part
+        for lit in literals
+        if lit.lstrip(" \t").startswith("\n") and (part := one_line_literal(lit))
+    ]
+
+
+def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
+    r"""Whether one of ``cores`` begins ``line`` (``text``, decoded) once its prefix is cleaned.
+
+    True whenever that cannot be told from the line alone: where cleaning or a message span
+    would change more than its prefix (``verbatim``: colours, ``\r`` segments, escapes, a
+    message over several lines quoted inside a repr or a JSON string). Indentation and a
+    mail's ``>`` quoting are not the text.
+    """
+    if not verbatim(line):
+        return True
+    from errkb.parse.text import line_text
+
+    start = line_text(text).lstrip(" \t>")
+    return any(start.startswith(core) for core in cores)
 
 
 def record_edges(line: str, kept: Sequence[str]) -> int:
@@ -314,9 +382,12 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         id_offsets.append(id_size)
         _stands_for(by_word, more, line, record)
         plain.add(line)
-        # The rejects test one line: literals that fit on it, stripped as the anchor is.
+        # The rejects test one line: literals that fit on it, stripped as the anchor is; one
+        # that follows a line break in the template only where it begins the line.
         kept = [part for lit in lits if (part := one_line_literal(lit))]
-        encoded = "".join(part + "\n" for part in kept).encode("utf-8")
+        starts = line_starts(lits) if "\n" in template else []
+        marked = [LINE_START + part if part in starts else part for part in kept]
+        encoded = "".join(part + "\n" for part in marked).encode("utf-8")
         literals += encoded
         size += len(encoded)
         literal_offsets.append(size)
@@ -333,7 +404,9 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         edge_of.append(0 if is_fixed else record_edges(line, kept))
         # A literal with an edge space is never sure: the anchor's hit does not say the space
         # is there (``holds``).
-        sure_of.append(not is_fixed and all(part in line for part in kept))
+        # A literal that must begin the line neither: the hit does not say where the line's
+        # text begins.
+        sure_of.append(not is_fixed and not starts and all(part in line for part in kept))
         if line.isascii() and line.isprintable() and unescaped(line):
             continue  # every escaped form is the line itself (``escaped_forms``)
         for form in escaped_forms(line):
@@ -382,7 +455,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
 
 #: The first word of a stored maps file's header line (then its state, dataset version and
 #: the sha256 of the body after the header).
-MAPS_FORMAT = "errkb-recordmaps/5"
+MAPS_FORMAT = "errkb-recordmaps/6"
 
 
 def maps_path(anchordb_path: Path) -> Path:
@@ -607,7 +680,7 @@ class RecordAnchors:
         self.complete = maps.complete
         self.maps = maps
         self.db = db
-        self._checks: dict[int, tuple[tuple[bool, tuple[str, ...]], ...]] = {}
+        self._checks: dict[int, tuple[tuple[bool, tuple[str, ...], tuple[str, ...]], ...]] = {}
         self._candidates: dict[int, tuple[tuple[str, bool, tuple[str, ...]], ...]] = {}
         # The ids as a sorted numpy array (``id_table``): by ``KnowledgeBase.prepare``, else
         # when first asked.
@@ -623,13 +696,16 @@ class RecordAnchors:
         """Every anchor line and escaped form, sorted (the anchor database's words)."""
         return self.db.words
 
-    def _records_of(self, word: int) -> tuple[tuple[bool, tuple[str, ...]], ...]:
-        """(fixed, literals) of each record ``word`` stands for, decoded on first use."""
+    def _records_of(self, word: int) -> tuple[tuple[bool, tuple[str, ...], tuple[str, ...]], ...]:
+        """(fixed, literals, line starts) of each record ``word`` stands for, decoded once."""
         got = self._checks.get(word)
         if got is None:
             maps = self.maps
             records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
-            got = tuple((maps.fixed[r] == 1, maps.record_literals(r)) for r in records)
+            got = tuple(
+                (maps.fixed[r] == 1, maps.record_literals(r), maps.record_line_starts(r))
+                for r in records
+            )
             self._checks[word] = got
         return got
 
@@ -654,7 +730,8 @@ class RecordAnchors:
                     maps.literal_offsets[record] : maps.literal_offsets[record + 1]
                 ]
                 if chunk and not all(
-                    holds(text, part) for part in chunk.decode("utf-8").split("\n")[:-1]
+                    holds(text, part.removeprefix(LINE_START))
+                    for part in chunk.decode("utf-8").split("\n")[:-1]
                 ):
                     continue
             kept.append(rid)
@@ -805,13 +882,15 @@ class RecordAnchors:
                 continue
             if not text:
                 text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
-            for is_fixed, literals in self._records_of(word):
+            for is_fixed, literals, starts in self._records_of(word):
                 if is_fixed:
                     if _ends_message(text, word_text(word)):
                         keep = True
                         break
                     continue
-                if all(holds(text, lit) for lit in literals):
+                if all(holds(text, lit) for lit in literals) and (
+                    not starts or begins_a_line(line, text, starts)
+                ):
                     keep = True
                     break
         if keep:

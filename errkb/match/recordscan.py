@@ -45,7 +45,7 @@ the lines that can hold a known message and the lines shaped like an exception:
    unknown exception beside a known one) goes unmatched without a candidate look-up
    (10,366 of 18,624 window events on the dense log before the header rule), and where the
    rest take their candidates (``decide.Possible``, ``LineRecords``): an event of one line
-   that the parser reads as it is printed (``_verbatim``: nothing cleaned out of it, no
+   that the parser reads as it is printed (``verbatim``: nothing cleaned out of it, no
    escape a span decodes) can match only records whose every literal is on that line, which
    the literal rejects name; its spans are verified against those records, and the index is
    asked only about a span one of them matched (it is stricter: whole words). On the dense
@@ -108,7 +108,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 from errkb.match.anchordb import Hits
-from errkb.match.recordanchors import RecordAnchors, holds
+from errkb.match.recordanchors import RecordAnchors, holds, verbatim
 from errkb.parse.events import EventKind, LogEvent
 from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
@@ -142,7 +142,7 @@ class LineRecords:
 
     The records of every anchor the pass hit on the line that pass its literal rejects, and
     every fixed record whose word is there; None when the index must say: a line the parser
-    cleans or a span decodes (``_verbatim``), an escaped form's hit, a hand-written pattern's
+    cleans or a span decodes (``verbatim``), an escaped form's hit, a hand-written pattern's
     record (no literals known), a line with a table cell's ``|`` (a fixed message may end
     before a trailer `` |``, which the anchor pass's end condition does not count: its hit is
     not among ``hits``). Collected in the pass itself, this doubled its Python loop (every hit
@@ -173,7 +173,7 @@ class LineRecords:
         begin = hits.line_starts[first]
         end = data.find(b"\n", begin)
         line = data[begin : len(data) if end < 0 else end]
-        if b"|" in line or not _verbatim(line):
+        if b"|" in line or not verbatim(line):
             return None
         text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
         if not text.isascii() and "\u241b" in text:
@@ -192,29 +192,6 @@ class LineRecords:
                 if all(holds(text, lit) for lit in lits):
                     passed[rid] = None
         return tuple(passed)
-
-
-#: Bytes that make a line's messages other than plain substrings of it: escapes a span
-#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
-_NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
-
-
-def _verbatim(line: bytes) -> bool:
-    """Whether every message the parser reads on ``line`` is a substring of its text.
-
-    Nothing on it that cleaning removes from inside the line (controls, ANSI colours and their
-    remnants such as ``[31m``) or that a message span decodes (a backslash escape, an HTML
-    character reference): then a record whose pattern matches one of its messages holds
-    all its literals on the line itself, and the literal rejects name every candidate.
-    """
-    if len(line.translate(None, _NOT_VERBATIM)) != len(line):
-        return False
-    if b"[" in line and b"m" in line:
-        from errkb.parse.text import _ANSI_REMNANT_RE
-
-        if _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None:
-            return False
-    return True
 
 
 # ---------------------------------------------------------------------------- the shape pass

@@ -300,6 +300,17 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
     return NormalizedLog(tuple(out))
 
 
+def line_text(raw: str) -> str:
+    r"""What ``normalize`` leaves of one physical line read alone: its text, prefixes stripped.
+
+    For a line with no control character (no colours, no ``\r`` segments, which ``normalize``
+    cleans first) and not quoted with ``>``. The record scan's rejects ask it where a record
+    whose template spans lines must print a literal at a line's start
+    (``errkb.match.recordanchors``). No stream state: a line is read as the first of its log.
+    """
+    return _clean_line(1, raw, _State()).text
+
+
 def _strip_ansi(text: str) -> str:
     """``_ANSI_RE.sub("", text)``, jumping between escape characters with ``str.find``.
 

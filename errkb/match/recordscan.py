@@ -18,13 +18,14 @@ the lines that can hold a known message and the lines shaped like an exception:
    scan the lines holding one alone (``anchordb.GATES``).
 2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
    kept only when it holds every literal of one of the records that anchor stands for (a C
-   substring test each); a hit by an escaped form is kept as is (the literals are escaped
-   there too). The rejects that run in Python run first on the lines a window can open
-   from (near a keyword line, in a traceback: ``_parseable``, arrays, the shape pass run
-   first), then on the others the windows take in (``_within``), and on the rest only if
-   the message-first pass needs them (``recordanchors.Deferred``). At 500k records the
-   sparse 50 MB log's warm scan took 1.57 -> 1.33 s of CPU and the keyword-less 20 MB one
-   0.63 -> 0.54 s, with the same reports (the dense one 6.49 -> 6.38 s).
+   substring test each; a literal that follows a line break in its template only at the start of
+   the cleaned line: ``recordanchors.begins_a_line``); a hit by an escaped form is kept as is
+   (the literals are escaped there too). The rejects that run in Python run first on the lines a
+   window can open from (near a keyword line, in a traceback: ``_parseable``, arrays, the shape
+   pass run first), then on the others the windows take in (``_within``), and on the rest only
+   if the message-first pass needs them (``recordanchors.Deferred``). At 500k records the sparse
+   50 MB log's warm scan took 1.57 -> 1.33 s of CPU and the keyword-less 20 MB one 0.63 -> 0.54
+   s, with the same reports (the dense one 6.49 -> 6.38 s).
 3. **Shape pass** (``shape_lines``): one small literal pass (Hyperscan, else Aho-Corasick)
    for traceback headers (any ``Traceback``, so rich panels and exception groups too), chain
    sentences and exception lines (``Error:``, ``Exception:`` ...), on the anchor pass's

@@ -57,7 +57,7 @@ from errkb.records.slots import SlotKind, sample
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Bump when generation changes: cached logs of another version are rebuilt.
-LOGS_VERSION = 8
+LOGS_VERSION = 9
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
 #: Planted error instances per 10^6 bytes of log.
@@ -122,6 +122,10 @@ class Oracle:
         #: Each record's slot kinds, one per placeholder (() for a hand-written pattern): what
         #: its code prints there, so a rendering puts a value of that kind in each slot.
         self.kinds: dict[str, tuple[SlotKind, ...]] = {}
+        #: Records with no anchor (no literal the matcher selects them by, e.g. ``Vcs {op!r}
+        #: on {lhs!r} and {rhs!r}.``: ``Vcs`` is too short, ``on`` and ``and`` too common):
+        #: errkb never makes them candidates, so they are not planted.
+        self.unanchored: set[str] = set()
         by_anchor: dict[str, list[str]] = {}
         for r in records:
             # Compiled as a sync compiles it: the slot kinds come from the template and the
@@ -133,6 +137,8 @@ class Oracle:
             self.kinds[r["id"]] = tuple(SlotKind(k) for k in spec.kinds)
             if spec.anchor:
                 by_anchor.setdefault(spec.anchor, []).append(r["id"])
+            else:
+                self.unanchored.add(r["id"])
         self.anchors = list(by_anchor)
         self._targets = [by_anchor[a] for a in self.anchors]
         self._ac = ahocorasick_rs.AhoCorasick(self.anchors)
@@ -390,6 +396,10 @@ class Planter:
         for r in self.records:
             template = parse_template(r["errorMessage"])
             reason = plantable_reason(r, template, counts[r["errorMessage"]] > 1)
+            if reason is None and r["id"] in self.oracle.unanchored:
+                # The module docstring's rule, checked since version 9: version 8 planted a
+                # variant whose one long word became ``Vcs``, and counted errkb's miss of it.
+                reason = "no anchor"
             if reason is None:
                 self._templates[r["id"]] = template
                 self.plantable.append(r)

@@ -518,3 +518,12 @@ def test_stored_maps_keep_which_literals_begin_a_line(tmp_path: Path) -> None:
     assert loaded is not None
     assert loaded.record_line_starts(0) == ("graph:",)
     assert loaded.record_literals(0) == ("graph: ",)
+
+
+def test_a_literal_s_own_marker_character_is_not_taken_for_a_line_start() -> None:
+    # Dataset content is untrusted: a literal that begins with the marker's character is
+    # tested without it (more lines kept, never fewer), and says nothing of a line's start.
+    row = _row("a" * 16, "\x01only here ", ("\x01only here ",), fixed=False)
+    maps, _words = record_maps([row])
+    assert maps.record_literals(0) == ("only here ",)
+    assert maps.record_line_starts(0) == ()

@@ -390,8 +390,9 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         plain.add(line)
         # The rejects test one line: literals that fit on it, stripped as the anchor is; one
         # that follows a line break in the template only where it begins the line.
-        kept = [part for lit in lits if (part := one_line_literal(lit))]
-        starts = line_starts(lits) if "\n" in template else []
+        # (A literal's own leading ``LINE_START`` characters are dropped: the marker is ours.)
+        kept = [part for lit in lits if (part := one_line_literal(lit).lstrip(LINE_START))]
+        starts = [p.lstrip(LINE_START) for p in line_starts(lits)] if "\n" in template else []
         marked = [LINE_START + part if part in starts else part for part in kept]
         encoded = "".join(part + "\n" for part in marked).encode("utf-8")
         literals += encoded

@@ -488,6 +488,8 @@ GRAPH_LINES = [
     ("ValueError('usage\\ngraph: 3')", True),  # inside a repr: its break is escaped
     ("\x1b[31mgraph: 3\x1b[0m", True),  # in colours: cleaned before it is read
     ("[31mgraph: 3", True),  # a colour's remnant
+    ("cuda graph: True\r", False),  # a CRLF line: its \r is not its text
+    ("graph: 3\r", True),
 ]
 
 

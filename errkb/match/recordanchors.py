@@ -308,8 +308,10 @@ def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
     True whenever that cannot be told from the line alone: where cleaning or a message span
     would change more than its prefix (``verbatim``: colours, ``\r`` segments, escapes, a
     message over several lines quoted inside a repr or a JSON string). Indentation and a
-    mail's ``>`` quoting are not the text.
+    mail's ``>`` quoting are not the text, and neither is a CRLF line's ``\r``.
     """
+    if line.endswith(b"\r"):
+        line, text = line[:-1], text[:-1]
     if not verbatim(line):
         return True
     from errkb.parse.text import line_text

@@ -260,6 +260,7 @@ class KnowledgeBase:
                     decide_events,
                     folded,
                     found=lambda data, lines: found_at(data, lines, matcher),
+                    may_match=matcher.may_match_alone,
                     checkpoint=checkpoint,
                     json_lines=json_lines,
                 )

@@ -852,3 +852,47 @@ def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line
     assert [u["message"] for u in scanned["unmatched"]] == ["usage: run.py [-h]"]
     assert seen[0].anchor_lines == 1  # the message's second line, of 801 holding the anchor
     assert seen[0].window_lines <= 10  # its traceback, not the decode lines around it
+
+
+def test_an_exception_line_no_record_can_match_alone_opens_no_window(
+    tmp_path: Path, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ``Error: %r`` holds its one literal on every ``SomethingError: ...`` line; the unknown
+    # tracebacks whose message is no repr are read from their exception line, as any unknown
+    # one outside the windows, and the report is the region parse's. A repr after ``Error: ``,
+    # a quote on the line (its message may end before it) and a message the next line
+    # continues still reach the parser.
+    from published import make_record
+
+    from errkb.records import upstream
+
+    record = make_record(6, "org/errors")
+    template = record["errorMessage"] = "Error: %r"
+    record["messagePattern"] = upstream.message_pattern(template)
+    record["id"] = upstream.record_id("org/errors", None, template, record["filePath"])
+    record["slug"] = upstream.slug(None, template)
+    source = tmp_path / "error.jsonl"
+    source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    unknown = "".join(
+        _filler(3, 10 * n) + _traceback("TimeoutError", f"Timed out waiting for batch {n}")
+        for n in range(60)
+    )
+    known = _traceback("ValueError", "Error: 'shard_7'")
+    quoted = _traceback("RuntimeError", "Worker failed: ValueError(\"Error: 'x'\")")
+    wrapped = _traceback("TimeoutError", "Timed out waiting for batch 99 on Error:")
+    wrapped += "    'shard_9'\n"
+    quiet = _filler(60)  # a region of the parse ends in a quiet stretch
+    data = (unknown + quiet + known + quiet + quoted + quiet + wrapped + quiet).encode()
+    with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
+        assert not kb.ingest([source]).problems
+        seen = _counted_scans(monkeypatch)
+        scanned = kb.explain(data, limits=None).to_dict()
+        kb.record_scan = False
+        parsed = kb.explain(data, limits=None).to_dict()
+    assert scanned == parsed
+    exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
+    assert {m["id"] for m in exact} == {record["id"]}
+    assert sorted(m["captures"]["arg1"] for m in exact) == ["shard_7", "shard_9", "x"]
+    counts = seen[0]
+    assert counts.shape_unmatched >= 60  # the unknown tracebacks, read from their lines
+    assert counts.window_lines < 40  # the known, quoted and wrapped ones' tracebacks alone

@@ -640,6 +640,34 @@ class IndexedMatcher:
                     break
         return hits
 
+    def may_match_alone(self, line: str, among: Sequence[str]) -> bool:
+        """Whether one of ``among`` may match a message read from ``line`` alone.
+
+        For a line with no quote, escape, control or ``|`` (the caller's): every text decide
+        verifies on it, its message and the wrappers' tails inside it, is a suffix of the
+        line, and ``verify`` cuts a container's trailer first. So a record of one line whose
+        own regex finds nothing searched anywhere in the line, nor in the line before such a
+        trailer, has no match there (no captures, placeholder or validator test: never False
+        where ``find`` could hit). A record over several lines, one anchored at the
+        message's start, or one with no known literals, may: True. Whether the message
+        continues on the next lines is not this method's question
+        (``recordscan.wrapped_exceptions`` is asked that).
+        """
+        cut = trailer_start(line)
+        texts = (line,) if cut is None else (line, line[:cut])
+        for spec, regex in self._cache.get_many(self._view, sorted(set(among))):
+            if (
+                regex is None
+                or not spec.literals
+                or "\n" in spec.template
+                # Anchored at the message's start (a template that begins with a value):
+                # searched on the whole line it would be tried at the line's start alone.
+                or spec.regex.startswith("(?s)^")
+                or any(regex.search(text) is not None for text in texts)
+            ):
+                return True
+        return False
+
     def _verify_at(self, spec: PatternSpec, text: str, start: int) -> Hit | None:
         for found_spec, regex in self._cache.get_many(self._view, [spec.record_id]):
             hit = verify(found_spec, regex, text[start:], self._admits)

@@ -6,7 +6,11 @@ warmed as ``bench.run``'s scan child warms it (two explains of a bundled example
 is explained once (the figure ``bench.run`` reports, ``first``) and ``--repeat`` more times
 (``warm``: their median, when the spec cache and the record anchors' memos are full). Each line
 also prints the sha256 of the report's ``to_dict()`` (its first 12 hex digits), so two
-revisions' runs (``PYTHONPATH`` at an exported tree) can be compared for the same answer.
+revisions' runs can be compared for the same answer. Run an older revision from its exported
+tree (``cd`` there, with ``PYTHONPATH`` set to it): ``python -m`` puts the current directory
+first on ``sys.path``, so from this checkout ``PYTHONPATH`` alone still imports this errkb.
+Each revision on its own copy of the knowledge base: a revision rewrites anchor files of
+another format.
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ quoted value; a hit by an escaped form is kept as is. The line-start rule: at 50
 record, ``{gen_usage(dist.script_name)}\ngraph: %s``, kept 52,671 of the dense bench log's
 lines (sglang's ``cuda graph: True`` in every decode line) and opened 31,711 of its windows;
 with the rule the log keeps 12,675 lines instead of 63,643 and its windows hold 140,769
-lines instead of 288,808, the same reports (warm dense scan 5.6-6.0 -> 5.0-5.5 s of CPU).
+lines instead of 288,808, the same reports (warm dense scan 9.4-10.4 -> 7.3-7.5 s of CPU,
+interleaved on a slow machine: ``bench.warm_scan``).
 
 Two files beside the knowledge base, both built after the commit of a write that changes what
 they are built from (``KnowledgeBase.build_anchor_files``), keyed by the anchor key

@@ -649,8 +649,8 @@ class IndexedMatcher:
         own regex finds nothing searched anywhere in the line, nor in the line before such a
         trailer, has no match there (no captures, placeholder or validator test: never False
         where ``find`` could hit). A record over several lines, one anchored at the
-        message's start, or one with no known literals, may: True. Whether the message
-        continues on the next lines is not this method's question
+        message's start, one with no placeholder or no known literals, may: True. Whether
+        the message continues on the next lines is not this method's question
         (``recordscan.wrapped_exceptions`` is asked that).
         """
         cut = trailer_start(line)
@@ -659,6 +659,8 @@ class IndexedMatcher:
             if (
                 regex is None
                 or not spec.literals
+                # No placeholder: its ``LazyRegex`` may test the message whole, never a line.
+                or not spec.names
                 or "\n" in spec.template
                 # Anchored at the message's start (a template that begins with a value):
                 # searched on the whole line it would be tried at the line's start alone.

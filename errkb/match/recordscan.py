@@ -70,7 +70,9 @@ the lines that can hold a known message and the lines shaped like an exception:
    checked, 36 may continue (progress bars after them) and none rejoined holds an anchor:
    no hard window, 20 ms of a 0.3 s scan (loaded machine, CPU).
 6. **Unmatched**: the exception lines the shape pass found outside every window hold no
-   anchor of any record (every record that can match has one), so no record can match them;
+   anchor of any record (every record that can match has one), or only records that cannot
+   match what is read from the line alone (``_may_open``: such a kept line opens no window),
+   so no record can match them;
    each becomes an ``Unmatched`` entry straight from its line (class and message by one
    anchored regex), folded by (class, message), with no parse.
 7. **Found**: as before, when nothing exact was found, the hit lines no event covers go

@@ -818,6 +818,26 @@ def test_a_large_scan_gives_the_heap_back_once_and_a_small_input_never(
     assert [m.id for m in scanned.exact] == [COMFY]
 
 
+def _one_record_kb(tmp_path: Path, template: str, n: int) -> tuple[Path, dict[str, Any]]:
+    """A knowledge base holding one generated record whose message template is ``template``."""
+    from published import make_record
+
+    from errkb.records import upstream
+
+    repo = f"org/one-{n}"
+    record = make_record(n, repo)
+    record["errorMessage"] = template
+    record["messagePattern"] = upstream.message_pattern(template)
+    record["id"] = upstream.record_id(repo, None, template, record["filePath"])
+    record["slug"] = upstream.slug(None, template)
+    source = tmp_path / "record.jsonl"
+    source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    path = tmp_path / "kb.sqlite3"
+    with errkb.open(path, bundled=False) as kb:
+        assert not kb.ingest([source]).problems
+    return path, record
+
+
 def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line(
     tmp_path: Path, small_gate: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -825,17 +845,7 @@ def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line
     # lines say ``cuda graph: True`` in mid-line, here next to error words on every other
     # line. Only a line that begins with it is kept (the message's own second line): the
     # same report as the region parse, and the decode lines open no window.
-    from published import make_record
-
-    from errkb.records import upstream
-
-    record = make_record(5, "org/graphs")
-    template = record["errorMessage"] = "{usage}\ngraph: %s"
-    record["messagePattern"] = upstream.message_pattern(template)
-    record["id"] = upstream.record_id("org/graphs", None, template, record["filePath"])
-    record["slug"] = upstream.slug(None, template)
-    source = tmp_path / "graph.jsonl"
-    source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    path, _record = _one_record_kb(tmp_path, "{usage}\ngraph: %s", 5)
     decode = "[2026-08-28 05:00:{s:02d} TP0] Decode batch. #running-req: 3, cuda graph: True\n"
     noisy = "".join(
         decode.format(s=n % 60) + f"2026-08-28 05:00:{n % 60:02d} WARNING retry {n} failed\n"
@@ -844,8 +854,7 @@ def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line
     message = "Traceback (most recent call last):\n" + '  File "/srv/run.py", line 3, in main\n'
     message += "SystemExit: usage: run.py [-h]\ngraph: fp8\n"
     data = (noisy + message + noisy).encode()
-    with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
-        assert not kb.ingest([source]).problems
+    with errkb.open(path, bundled=False) as kb:
         seen = _counted_scans(monkeypatch)
         scanned, parsed = _both(kb, data)
     assert scanned == parsed
@@ -862,17 +871,7 @@ def test_an_exception_line_no_record_can_match_alone_opens_no_window(
     # one outside the windows, and the report is the region parse's. A repr after ``Error: ``,
     # a quote on the line (its message may end before it) and a message the next line
     # continues still reach the parser.
-    from published import make_record
-
-    from errkb.records import upstream
-
-    record = make_record(6, "org/errors")
-    template = record["errorMessage"] = "Error: %r"
-    record["messagePattern"] = upstream.message_pattern(template)
-    record["id"] = upstream.record_id("org/errors", None, template, record["filePath"])
-    record["slug"] = upstream.slug(None, template)
-    source = tmp_path / "error.jsonl"
-    source.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    path, record = _one_record_kb(tmp_path, "Error: %r", 6)
     unknown = "".join(
         _filler(3, 10 * n) + _traceback("TimeoutError", f"Timed out waiting for batch {n}")
         for n in range(60)
@@ -883,8 +882,7 @@ def test_an_exception_line_no_record_can_match_alone_opens_no_window(
     wrapped += "    'shard_9'\n"
     quiet = _filler(60)  # a region of the parse ends in a quiet stretch
     data = (unknown + quiet + known + quiet + quoted + quiet + wrapped + quiet).encode()
-    with errkb.open(tmp_path / "kb.sqlite3", bundled=False) as kb:
-        assert not kb.ingest([source]).problems
+    with errkb.open(path, bundled=False) as kb:
         seen = _counted_scans(monkeypatch)
         scanned = kb.explain(data, limits=None).to_dict()
         kb.record_scan = False

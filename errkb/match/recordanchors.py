@@ -6,7 +6,7 @@ anchor (its template's longest literal, a multi-line one by its longest line, st
 the anchor's escaped forms (inside a repr, a JSON string, an HTML page), then the literal
 rejects: a line hit by a record's plain anchor is kept only when it holds every literal of
 one of the records that anchor stands for (a literal that follows a line break in a template
-over several lines only where it begins the line once its prefix is cleaned: ``line_starts``,
+over several lines only where it begins the line once its prefix is cleaned: ``LINE_START``,
 ``begins_a_line``); a fixed message (no placeholder) only when its anchor ends the line or a
 quoted value; a hit by an escaped form is kept as is. The line-start rule: at 500k records one
 record, ``{gen_usage(dist.script_name)}\ngraph: %s``, kept 52,671 of the dense bench log's
@@ -67,6 +67,7 @@ from errkb.match.anchordb import (
     store_compiled,
     write_anchor_db,
 )
+from errkb.parse.text import line_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -162,7 +163,7 @@ class RecordMaps:
     literals all lie inside the word); ``ends[w]``: 1 when every record it stands for is a
     fixed message (``AnchorDB.ends``); ``literals[literal_offsets[r]:literal_offsets[r+1]]``:
     record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8), one that
-    must begin its line (``line_starts``) after ``LINE_START``;
+    must begin its line after ``LINE_START``;
     ``fixed[r]``: 1 when its template has no placeholder; ``ids[id_offsets[r]:id_offsets[r +
     1]]``: record ``r``'s id (UTF-8), for the candidates a hit line names (``record_id``);
     ``edges[w]``: the sides (``anchordb.EDGE_BEFORE``, ``EDGE_AFTER``) on which every record
@@ -194,7 +195,7 @@ class RecordMaps:
         return tuple(part.removeprefix(LINE_START) for part in self._parts(record))
 
     def record_line_starts(self, record: int) -> tuple[str, ...]:
-        """The cores of record ``record``'s literals that begin a line (``line_starts``)."""
+        """The cores of record ``record``'s literals that begin a line (``LINE_START``)."""
         return tuple(
             part[1:].strip(" ") for part in self._parts(record) if part.startswith(LINE_START)
         )
@@ -284,23 +285,11 @@ def verbatim(line: bytes) -> bool:
     return True
 
 
-#: Marks, in the maps' literals, a literal that follows a line break in its template: the
-#: record prints its core at the start of a line (``RecordMaps.record_line_starts``).
+#: Marks, in the maps' literals, a literal that follows a line break in its template: a
+#: template over several lines prints it at the start of a line (its first printed character,
+#: once the line's prefix and indentation are cleaned off: ``begins_a_line``); a literal over
+#: a break itself is never tested on one line (``one_line_literal``).
 LINE_START = "\x01"
-
-
-def line_starts(literals: Sequence[str]) -> list[str]:
-    """The one-line literals among a template's ``literals`` that follow a line break in it.
-
-    A template over several lines prints such a literal at the start of a line (its first
-    printed character, once the line's prefix and indentation are cleaned off); a literal
-    over a break itself is never tested on one line (``one_line_literal``).
-    """
-    return [
-        part
-        for lit in literals
-        if lit.lstrip(" \t").startswith("\n") and (part := one_line_literal(lit))
-    ]
 
 
 def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
@@ -315,8 +304,6 @@ def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
         line, text = line[:-1], text[:-1]
     if not verbatim(line):
         return True
-    from errkb.parse.text import line_text
-
     start = line_text(text).lstrip(" \t>")
     return any(start.startswith(core) for core in cores)
 
@@ -392,11 +379,19 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         _stands_for(by_word, more, line, record)
         plain.add(line)
         # The rejects test one line: literals that fit on it, stripped as the anchor is; one
-        # that follows a line break in the template only where it begins the line.
+        # that follows a line break in the template only where it begins the line (marked).
         # (A literal's own leading ``LINE_START`` characters are dropped: the marker is ours.)
-        kept = [part for lit in lits if (part := one_line_literal(lit).lstrip(LINE_START))]
-        starts = [p.lstrip(LINE_START) for p in line_starts(lits)] if "\n" in template else []
-        marked = [LINE_START + part if part in starts else part for part in kept]
+        kept: list[str] = []
+        marked: list[str] = []
+        starts = False
+        for lit in lits:
+            part = one_line_literal(lit).lstrip(LINE_START)
+            if part:
+                kept.append(part)
+                if lit.lstrip(" \t").startswith("\n"):
+                    starts = True
+                    part = LINE_START + part
+                marked.append(part)
         encoded = "".join(part + "\n" for part in marked).encode("utf-8")
         literals += encoded
         size += len(encoded)
@@ -735,15 +730,10 @@ class RecordAnchors:
         maps = self.maps
         kept: list[str] = []
         for rid, record in zip(rids, self._positions(rids), strict=True):
-            if record is not None:
-                chunk = maps.literals[
-                    maps.literal_offsets[record] : maps.literal_offsets[record + 1]
-                ]
-                if chunk and not all(
-                    holds(text, part.removeprefix(LINE_START))
-                    for part in chunk.decode("utf-8").split("\n")[:-1]
-                ):
-                    continue
+            if record is not None and not all(
+                holds(text, part) for part in maps.record_literals(record)
+            ):
+                continue
             kept.append(rid)
         return kept
 

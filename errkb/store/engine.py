@@ -496,15 +496,17 @@ class UnitOfWork:
         then keyed by the new state (``interface.anchors_key``); False only where the unit of
         work proved it did not (``apply``). A store that has no anchor key yet gets one.
         """
-        row = self.sql.one("SELECT value FROM meta WHERE key = 'state'")
+        row = self.sql.one(_META, ("state",))
         state = str(int(row[0]) + 1 if row else 1)
         self.set_meta("state", state)
         if dataset_version is not None:
             self.set_meta("dataset_version", dataset_version)
         if anchors or self.sql.one(_META, (ANCHORS_STATE_KEY,)) is None:
-            version = self.sql.one(_META, ("dataset_version",))
+            if dataset_version is None:  # unchanged by this write: the one stored
+                found = self.sql.one(_META, ("dataset_version",))
+                dataset_version = None if found is None else str(found[0])
             self.set_meta(ANCHORS_STATE_KEY, state)
-            self.set_meta(ANCHORS_VERSION_KEY, None if version is None else str(version[0]))
+            self.set_meta(ANCHORS_VERSION_KEY, dataset_version)
 
     def fill_specs(self, feed: Feed) -> int:
         """Derive the ``pattern_specs`` row of every record that has none; return the count.
@@ -697,7 +699,7 @@ class UnitOfWork:
         A database whose specs predate the ``compiler`` key counts as another's; one with no
         spec stored (new, or before migration 0006: ``fill_specs``) has nothing to redo.
         """
-        noted = self.sql.one("SELECT value FROM meta WHERE key = ?", (COMPILER_KEY,))
+        noted = self.sql.one(_META, (COMPILER_KEY,))
         if noted is not None and str(noted[0]) == feed.compiler:
             return False
         return self.sql.one("SELECT 1 FROM pattern_specs LIMIT 1") is not None

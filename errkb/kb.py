@@ -586,7 +586,7 @@ class KnowledgeBase:
         """
         if self.store.read_only:
             return
-        from errkb.match.anchordb import anchordb_path, default_engine, release_heap
+        from errkb.match.anchordb import anchordb_path, default_engine, release_heap, stored_words
         from errkb.match.recordanchors import record_anchordb_path, store_record_anchors
         from errkb.match.scan import body_items, buffer_anchor_db, scan_words, table_body
 
@@ -609,10 +609,16 @@ class KnowledgeBase:
             )
             release_heap()
             body = table_body(view, self.store.path, state, dataset_version)
+            buffer_at = anchordb_path(self.store.path)
+            if stored_words(buffer_at, state, dataset_version, engine) is not None:
+                # Current and intact: its words came from this table (both files are keyed
+                # by the one write that last changed what they are built from). Reading the
+                # words again only to compare was 0.9 s of a 1% sync at 500k records.
+                return
             words = scan_words(body_items(body))
             del body
             release_heap()
-            buffer_anchor_db(words, anchordb_path(self.store.path), state, dataset_version, engine)
+            buffer_anchor_db(words, buffer_at, state, dataset_version, engine)
             del words
             release_heap()
 

@@ -17,7 +17,7 @@ from errkb.maint.extract import extract
 from errkb.match import SCAN_ABOVE, scan
 from errkb.match.index import candidate_ids, message_tokens
 from errkb.records.template import parse_template
-from tests.conftest import DATASET
+from tests.conftest import DATASET, require_extra
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"
 
@@ -363,6 +363,47 @@ def test_a_write_builds_the_files_without_the_scan_s_structures(
     buffer = scan.BufferScan(table, "ahocorasick")  # its words: either engine's
     assert stored.words == scan.scan_words(table.raw_items()) == tuple(buffer._words)
     assert len(stored.words) > 100
+
+
+@pytest.mark.parametrize("engine", scan.ENGINES)
+@pytest.mark.parametrize("damage", [None, "buffer", "record anchors", "maps"])
+def test_a_write_that_finds_the_files_current_derives_nothing(
+    big_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, damage: str | None, engine: str
+) -> None:
+    # Current and intact: neither the buffer pass's words nor the record maps are derived
+    # again, and no Hyperscan image is loaded. A damaged one of them is built again, alone.
+    from errkb.match import anchordb, recordanchors
+    from errkb.match.anchordb import anchordb_path
+
+    if engine == "hyperscan":
+        require_extra("hyperscan", "fast")
+    big_kb.scan_engine = engine
+    big_kb.build_anchor_files()  # current for this engine
+
+    files = {
+        "buffer": anchordb_path(big_kb.path),
+        "record anchors": recordanchors.record_anchordb_path(big_kb.path),
+        "maps": recordanchors.maps_path(recordanchors.record_anchordb_path(big_kb.path)),
+    }
+    before = {name: path.read_bytes() for name, path in files.items()}
+    if damage is not None:
+        image = bytearray(before[damage])
+        image[-3] ^= 0xFF
+        files[damage].write_bytes(bytes(image))
+    derived: list[str] = []
+    real_words, real_maps = scan.scan_words, recordanchors.record_maps
+    monkeypatch.setattr(scan, "scan_words", lambda *a: derived.append("words") or real_words(*a))
+    monkeypatch.setattr(
+        recordanchors, "record_maps", lambda *a: derived.append("maps") or real_maps(*a)
+    )
+    if damage is None:
+        monkeypatch.setattr(
+            anchordb.AnchorDB, "_hyperscan", lambda *a: pytest.fail("a Hyperscan image was loaded")
+        )
+    big_kb.build_anchor_files()
+    expected = {None: [], "buffer": ["words"], "record anchors": ["maps"], "maps": ["maps"]}
+    assert derived == expected[damage]
+    assert {name: path.read_bytes() for name, path in files.items()} == before
 
 
 @pytest.mark.parametrize("width", ["uniform", "mixed"])

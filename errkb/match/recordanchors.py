@@ -65,6 +65,7 @@ from errkb.match.anchordb import (
     release_heap,
     store_beside,
     store_compiled,
+    stored_words,
     write_anchor_db,
 )
 from errkb.parse.text import line_text
@@ -611,14 +612,13 @@ def store_record_anchors(
         return
     import hashlib
 
-    try:
-        db: AnchorDB | None = read_anchor_db(store_at, state, dataset_version, engine)
-    except AnchorDatabaseError:
-        db = None
+    # Checked as ``RecordAnchors`` would read them, but Hyperscan's images are not loaded:
+    # nothing here scans (``anchordb.stored_words``).
+    db = stored_words(store_at, state, dataset_version, engine)
     where = maps_path(store_at)
     if db is not None:
-        stored = read_maps(where, state, dataset_version, db.digest)
-        if stored is not None and len(stored) == len(db) and stored.ends == db.ends:
+        stored = read_maps(where, state, dataset_version, hashlib.sha256(db.blob).hexdigest())
+        if stored is not None and len(stored) == len(db.ends) and stored.ends == db.ends:
             return
     maps, words = record_maps(rows())
     ends = maps.ends

@@ -6,9 +6,11 @@ import gzip
 import hashlib
 import json
 import socket
+import zlib
 from pathlib import Path
 
 import pytest
+from conftest import require_extra
 from published import build_tree, make_records, serve
 
 from errkb.errors import IntegrityError, NetworkError, SyncError
@@ -165,6 +167,113 @@ def test_verify_file_refuses_mismatches(tree: Path, changes: dict, message: str)
         publish.verify_file(publish.Fetched("i", path), _entry(path, **changes), max_bytes=1 << 30)
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"raw_sha256": "0" * 64}, "decompressed sha256 .* does not match"),
+        ({"raw_bytes": 5}, "decompresses to more than the manifest's rawBytes 5"),
+        ({"raw_bytes": 1 << 20}, "bytes decompressed, but the manifest says 1048576"),
+    ],
+)
+def test_a_streamed_index_is_refused_before_its_end_is_read(
+    tree: Path, changes: dict, message: str
+) -> None:
+    # The decompressed checks move into the one read the parse makes: the rows it yields
+    # before the end are not the answer; ``read_index`` raises before it returns any.
+    path = tree / "data" / "index.json.gz"
+    entry = _entry(path, **changes)
+    content = publish.verify_file(
+        publish.Fetched("i", path), entry, max_bytes=1 << 30, streamed=True
+    )
+    assert content.check is not None  # nothing decompressed yet
+    with pytest.raises(IntegrityError, match=message):
+        publish.read_index(content, "i", VERSION)
+
+
+@pytest.mark.parametrize(
+    ("payload", "own_error"),
+    [
+        (b'{"errors": [{"id": "a", "repo": "o/x"}, }', "not valid JSON"),  # the stream's
+        (b'{"errors": [{"id": "a", "repo": "o/x"}, 2]}', "index row 1 has no string id"),  # a row's
+    ],
+)
+def test_a_streamed_index_that_reads_badly_says_first_that_it_is_not_the_hashed_one(
+    tmp_path: Path, payload: bytes, own_error: str
+) -> None:
+    path = tmp_path / "index.json.gz"
+    path.write_bytes(gzip.compress(payload))
+    fetched = publish.Fetched("i", path)
+    other = publish.verify_file(
+        fetched, _entry(path, raw_sha256="0" * 64), max_bytes=1 << 30, streamed=True
+    )
+    with pytest.raises(IntegrityError, match=r"decompressed sha256 .* does not match"):
+        publish.read_index(other, "i", VERSION)
+    # The very bytes hashed: the reader's own error.
+    same = publish.verify_file(fetched, _entry(path), max_bytes=1 << 30, streamed=True)
+    with pytest.raises(SyncError, match=own_error):
+        publish.read_index(same, "i", VERSION)
+
+
+def test_a_streamed_index_reads_as_a_checked_one(tree: Path) -> None:
+    path = tree / "data" / "index.json.gz"
+    fetched = publish.Fetched("i", path)
+    streamed = publish.verify_file(fetched, _entry(path), max_bytes=1 << 30, streamed=True)
+    checked = publish.verify_file(fetched, _entry(path), max_bytes=1 << 30)
+    assert checked.check is None
+    assert publish.read_index(streamed, "i", VERSION) == publish.read_index(checked, "i", VERSION)
+    # Without the compressed sha256 the bytes are proven only by the decompressed one: checked
+    # before the content is returned, as ever.
+    with pytest.raises(IntegrityError, match="decompressed sha256"):
+        unhashed = _entry(path, sha256=None, raw_sha256="0" * 64)
+        publish.verify_file(fetched, unhashed, max_bytes=1 << 30, streamed=True)
+
+
+def test_a_streamed_bomb_is_refused_at_the_cap(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.gz"
+    bomb.write_bytes(gzip.compress(b"[" + b"1," * (2 << 20) + b"1]"))
+    entry = _entry(bomb, raw_sha256=None, raw_bytes=None)
+    fetched = publish.Fetched("b", bomb)
+    content = publish.verify_file(fetched, entry, max_bytes=1 << 20, streamed=True)
+    with pytest.raises(SyncError, match="decompresses to over the 1048576-byte cap"):
+        publish.read_index(content, "b", VERSION)
+
+
+def _gz(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)  # the same test ids in every process (xdist)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        pytest.param(_gz(b"one member"), id="one-member"),
+        pytest.param(_gz(b"first, ") + _gz(b"second"), id="two-members"),
+        pytest.param(_gz(b"padded") + b"\0" * 10, id="zeros-after"),
+        pytest.param(_gz(b"a") + b"\0\0" + _gz(b"b") + b"\0", id="zeros-between"),
+        pytest.param(_gz(b""), id="empty-member"),
+        pytest.param(b"", id="empty-file"),
+        pytest.param(_gz(bytes(range(256)) * 40_000), id="past-one-read"),
+        pytest.param(_gz(b"cut short" * 100)[:-5], id="truncated"),
+        pytest.param(_gz(b"bad crc")[:-8] + b"\0" * 8, id="bad-crc"),
+        pytest.param(_gz(b"trailing") + b"junk", id="junk-after"),
+        pytest.param(b"not gzip at all", id="not-gzip"),
+    ],
+)
+def test_the_streamed_inflate_reads_what_gzip_reads(tmp_path: Path, image: bytes) -> None:
+    import threading
+
+    path = tmp_path / "f.gz"
+    path.write_bytes(image)
+    try:
+        want: bytes | None = gzip.decompress(image)
+    except (OSError, EOFError, zlib.error):
+        want = None
+    try:
+        got: bytes | None = b"".join(publish._gunzipped(path, threading.Event()))
+    except (OSError, EOFError, zlib.error):
+        got = None
+    assert got == want
+
+
 def test_verify_file_caps_decompression(tmp_path: Path) -> None:
     bomb = tmp_path / "bomb.gz"
     bomb.write_bytes(gzip.compress(b"\0" * (4 << 20)))
@@ -184,6 +293,79 @@ def test_verify_file_refuses_broken_gzip(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- index, repos
+def _awkward_index(rows: int) -> tuple[bytes, list[dict[str, object]]]:
+    """An index whose rows defeat a bulk parse here and there, and the rows it holds."""
+    out = []
+    parts = []
+    for n in range(rows):
+        row: dict[str, object] = {
+            "id": f"r{n:05d}",
+            "repo": f"o/{n % 7}",
+            "msg": f"message {n}: {{value!r}}",
+            "pattern": f"message {n}: (.+?)",
+            "cls": "ValueError",
+        }
+        text = json.dumps(row)
+        if n % 997 == 5:
+            row["msg"] = 'a "}, {" inside a string'  # a cut there does not parse
+            text = json.dumps(row)
+        elif n % 1499 == 9:
+            row["n"] = 2**70  # past orjson's integers
+            text = json.dumps(row)
+        elif n % 1999 == 11:
+            text = text[:-1] + ', "x": NaN}'  # Python's json reads it, orjson does not
+            row["x"] = float("nan")
+        elif n % 2003 == 13:
+            text = text[:-1] + ', "s": "\\ud800"}'  # a lone surrogate
+            row["s"] = "\ud800"
+        parts.append(text)
+        out.append(row)
+    sep = [", ", ",", ",\n  "]
+    body = "".join(parts[n] + (sep[n % 3] if n + 1 < rows else "") for n in range(rows))
+    return f'{{"datasetVersion": "{VERSION}", "errors": [{body}]}}'.encode(), out
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+def test_index_rows_read_in_bulk_are_the_rows_read_one_by_one(
+    bulk: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Windows of 1 MiB: rows cross their edges; some windows hold a row a bulk parse refuses.
+    data, rows = _awkward_index(40_000)
+    assert len(data) > 3 * (1 << 20)
+    calls = {"parsed": 0, "refused": 0}
+    loads = publish._bulk_loads()
+    if bulk and loads is None:
+        require_extra("orjson", "fast")
+
+    def counted(text: str) -> object:
+        assert loads is not None
+        try:
+            found = loads(text)
+        except ValueError:
+            calls["refused"] += 1
+            raise
+        calls["parsed"] += 1
+        return found
+
+    monkeypatch.setattr(publish, "_bulk_loads", lambda: counted if bulk else None)
+    got = publish.read_index(data, "i", VERSION)
+    want: dict[str, list[str]] = {}
+    for row in rows:
+        want.setdefault(str(row["repo"]), []).append(str(row["id"]))
+    assert got.by_repo == want
+    assert got.digests == {
+        repo: publish.rows_digest(
+            (r["id"], r["msg"], r["pattern"], r["cls"]) for r in rows if r["repo"] == repo
+        )
+        for repo in want
+    }
+    # Most windows were read in bulk, and the ones holding a row orjson refuses by the scanner.
+    if bulk:
+        assert calls["parsed"] > 2 and calls["refused"] > 2
+    else:
+        assert calls == {"parsed": 0, "refused": 0}
+
+
 def test_parse_index_groups_ids_by_repo() -> None:
     rows = [{"id": "a", "repo": "o/x"}, {"id": "b", "repo": "o/y"}, {"id": "c", "repo": "o/x"}]
     doc = {"datasetVersion": VERSION, "errors": rows}

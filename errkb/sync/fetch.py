@@ -34,7 +34,6 @@ from errkb.sync import publish
 DEFAULT_WORKERS = 4
 #: Default byte budget of the download cache (about 1.5x the real dataset's repository files).
 DEFAULT_CACHE_MAX_BYTES = 4 * 1024**3
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -177,11 +176,12 @@ def file_sha256(path: Path) -> str:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    # ``file_digest`` reads into one reused buffer, the GIL released while it hashes: the 880
+    # repository files of a 500k-record tree (1.4 GB) took 1.56 s of CPU read a chunk at a
+    # time into new bytes, 1.16 s so (not mmap: a file truncated while mapped kills the
+    # process with SIGBUS).
     with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 class Counter:

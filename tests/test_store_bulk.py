@@ -114,6 +114,44 @@ def test_an_id_repeated_across_chunks_is_indexed_once_with_its_last_content(
         assert ("trigger", "search_records_insert") in _schema_objects(kb.path)
 
 
+def _fts_state(path: Path) -> tuple[int, int]:
+    """(the stored ``automerge`` setting, FTS5's default where none; segments of the index)."""
+    conn = sqlite3.connect(path)
+    try:
+        row = conn.execute("SELECT v FROM search_fts_config WHERE k = 'automerge'").fetchone()
+        (segments,) = conn.execute("SELECT count(DISTINCT segid) FROM search_fts_idx").fetchone()
+    finally:
+        conn.close()
+    return (int(row[0]) if row else 4), int(segments)
+
+
+@pytest.mark.parametrize("setting", [None, 7])
+def test_updates_merge_the_search_index_once_at_the_end_and_keep_its_setting(
+    tmp_path: Path, seed_records: dict[str, Any], setting: int | None
+) -> None:
+    # Row by row (below BULK_SEARCH_MIN): FTS5's merging is off while the apply writes and
+    # one bounded merge folds what it added at the end; the table's own setting comes back.
+    records = _variants(seed_records[QUANTO_ID], 60, "zigzag")
+    with errkb.open(tmp_path / "kb.sqlite3") as kb:
+        if setting is not None:
+            conn = sqlite3.connect(kb.path)
+            with conn:
+                conn.execute(
+                    "INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', ?)", (setting,)
+                )
+            conn.close()
+        want = setting if setting is not None else 4
+        assert kb.ingest([_write(tmp_path / "a.jsonl", records)]).counts.added == 60
+        for n in range(12):  # each apply flushes at least one new segment
+            changed = [dict(r, documentation=f"Round {n} of {r['id']}.") for r in records]
+            assert kb.ingest([_write(tmp_path / f"{n}.jsonl", changed)]).counts.updated == 60
+            automerge, segments = _fts_state(kb.path)
+            assert automerge == want
+            assert segments <= 8, f"round {n}: {segments} segments"
+        fts_integrity(kb)
+        assert len(ids(kb.search("Round 11", limit=100))) == 60
+
+
 class _Failing:
     """A sized stream of records that fails part-way, as a kill or a bad disk would."""
 

@@ -88,7 +88,11 @@ class Sql(Protocol):
 
 
 class BulkSearch(Protocol):
-    """A full-text index filled once at the end of an apply instead of row by row."""
+    """A full-text index's work for one apply, done once at its end (``finish``).
+
+    Filled there instead of row by row (a large apply), or kept row by row with its merging
+    held until there (SQLite's ``_MergeAfter``).
+    """
 
     def added(self, rids: Sequence[str]) -> None: ...
     def finish(self) -> None: ...

@@ -23,7 +23,7 @@ from errkb.records.patterns import compile_record
 from errkb.store import Incoming, RecordJSON, VersionKind, anchors_key, open_store
 from errkb.store.engine import spec_columns, spec_from
 from errkb.store.values import Derived
-from tests.conftest import DATASET, QUANTO_ID, ROOT, is_pg, query
+from tests.conftest import DATASET, QUANTO_ID, ROOT, is_pg, make_record, query
 
 STORE = ROOT / "errkb" / "store"
 
@@ -348,3 +348,47 @@ def test_records_read_together_are_each_record_as_read_alone(store: Any) -> None
         again = view.raw_records(ids)  # PostgreSQL: from the state's record cache this time
     assert together == alone == again
     assert "0" * 16 not in together and len(together) == len(seeds) > 1
+
+
+def test_kept_and_retired_are_what_reading_every_kept_id_gives(store: Any) -> None:
+    # ``apply`` counts the kept records and lists those a full apply retires without reading
+    # the kept repositories' ids; ``classify`` still reads them (``_kept_ids``,
+    # ``_to_retire``). Both, over repositories kept or not, rejects inside and outside them,
+    # this apply's own ids among them, and retired records.
+    import random
+
+    from errkb.store import Keep
+    from errkb.store.engine import _kept_and_retired, _kept_ids, _to_retire
+
+    base = _seeds()[0]
+    records = []
+    for n in range(60):
+        rec = make_record(base, f"Keepword{n} tensor {{name!r}} is odd{n}")
+        rec["repo"] = f"org/r{n % 6}"
+        rec["id"] = f"{n:016x}"
+        records.append(rec)
+    _ingest(store, [Incoming(r, None) for r in records])
+    retired = [r for n, r in enumerate(records) if n % 11 == 3]
+    with store.write() as tx:  # some records retired: never kept, never retired again
+        tx.apply(
+            [Incoming(r, None) for r in records if r not in retired],
+            kind=VersionKind.INGEST,
+            source="t",
+            dataset_version=None,
+            feed=FEED,
+            full=True,
+        )
+    ids = [str(r["id"]) for r in records]
+    rng = random.Random(7)
+    with store.snapshot() as view:
+        for _round in range(40):
+            keep = Keep(
+                frozenset(rng.sample([f"org/r{n}" for n in range(8)], rng.randint(0, 6))),
+                frozenset(rng.sample(ids, rng.randint(0, 6))),
+            )
+            seen = set(rng.sample(ids, rng.randint(0, 30)))
+            kept = _kept_ids(view, keep, seen)
+            for full in (False, True):
+                count, retire = _kept_and_retired(view, keep, seen, full=full)
+                assert count == len(kept), (keep, seen)
+                assert retire == (_to_retire(view, seen.union(kept)) if full else [])

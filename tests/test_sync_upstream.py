@@ -474,6 +474,45 @@ def test_a_repository_file_must_match_the_index_rows_not_only_ids(
     assert store.is_empty()
 
 
+def test_files_rewritten_in_place_are_checked_against_the_index_read_once_more(
+    store: Store, rewritten: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first read sums the digests only of repositories whose fingerprint changed (none
+    # here: every commit is pinned). Files rewritten in place are read all the same; the
+    # first to need its digest reads the index once more, for all of them.
+    sync(store, rewritten[V1])
+    v2 = rewritten[V2]
+    other = v2 / "data" / "repos" / "org" / "repo-2.json"
+    other.write_text(json.dumps(json.loads(other.read_text()), indent=3))  # re-serialised
+    reads: list[bool] = []
+    real = publish.read_index
+
+    def counted(*args: Any, **kwargs: Any) -> publish.IndexRows:
+        rows = real(*args, **kwargs)
+        reads.append(bool(rows.undigested))
+        return rows
+
+    monkeypatch.setattr(publish, "read_index", counted)
+    report = sync(store, v2, plan_workers=0)
+    assert report.revalidation is not None and report.revalidation.rewritten == 1
+    assert report.counts.updated == 1
+    assert reads == [True, False]  # every digest left out at first; then one read for them
+
+
+def test_a_file_rewritten_in_place_that_disagrees_with_the_index_changes_nothing(
+    store: Store, rewritten: dict[str, Path]
+) -> None:
+    sync(store, rewritten[V1])
+    before = export_text(store), history.versions(store)
+    path = rewritten[V2] / "data" / "repos" / "org" / "repo-1.json"
+    items = json.loads(path.read_text())
+    items[0]["errorMessage"] += " x"  # the index still lists the old message
+    path.write_text(json.dumps(items))
+    with pytest.raises(IntegrityError, match="errorMessage, messagePattern or errorClass"):
+        sync(store, rewritten[V2], plan_workers=0)
+    assert (export_text(store), history.versions(store)) == before
+
+
 @pytest.mark.slow
 def test_the_cli_check_and_redirect_option(tmp_path: Path, rewritten: dict[str, Path]) -> None:
     from click.testing import CliRunner

@@ -392,3 +392,39 @@ def test_kept_and_retired_are_what_reading_every_kept_id_gives(store: Any) -> No
                 count, retire = _kept_and_retired(view, keep, seen, full=full)
                 assert count == len(kept), (keep, seen)
                 assert retire == (_to_retire(view, seen.union(kept)) if full else [])
+
+
+def test_an_update_rewrites_only_the_child_and_spec_rows_that_change(
+    store: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Documentation alone (a re-analysis upstream): no child or spec row is touched; new tags:
+    # that table alone; another line number: the spec row alone. What is stored afterwards is
+    # the new content either way.
+    from errkb.store.engine import UnitOfWork
+
+    base = _seeds()[0]
+    records = [make_record(base, f"Rowword{n} tensor {{name!r}} is odd{n}") for n in range(4)]
+    _ingest(store, [Incoming(r, None) for r in records])
+    docs, tags, line, same = (dict(r) for r in records)
+    docs["documentation"] = "Rewritten by a re-analysis."
+    tags["tags"] = [*tags["tags"], "backfilled"]
+    line["lineNumber"] = int(line["lineNumber"] or 0) + 7
+    deleted: dict[str, list[str]] = {}
+    real = UnitOfWork._each_in
+
+    def noted(self: UnitOfWork, statement: str, ids: Sequence[str], params: Any = ()) -> None:
+        if statement.startswith("DELETE FROM"):
+            deleted.setdefault(statement.split()[2], []).extend(ids)
+        real(self, statement, ids, params)
+
+    monkeypatch.setattr(UnitOfWork, "_each_in", noted)
+    _ingest(store, [Incoming(r, None) for r in (docs, tags, line, same)])
+    assert {table: ids for table, ids in deleted.items() if ids} == {
+        "record_tags": [tags["id"]],
+        "pattern_specs": [line["id"]],
+    }
+    for want in (docs, tags, line, same):
+        assert store.raw_record(want["id"]) == want
+    with store.snapshot() as view:
+        specs = {s.record_id: s for s in load_specs(view, [r["id"] for r in records])}
+    assert specs[line["id"]].line_number == line["lineNumber"]

@@ -809,7 +809,6 @@ class UnitOfWork:
         rows = [*new, *changed] if source else new
         if source:
             changed = []
-        changed_ids = [i.id for i in changed]
         if not self.anchors_changed:
             self.anchors_changed = (
                 bool(new)
@@ -827,26 +826,74 @@ class UnitOfWork:
                 ("record_id", "version_id", "change"),
                 ((i.id, vid, ChangeKind.ADDED.value) for i in new),
             )
+        # An updated record's child and spec rows are rewritten only where they change: a
+        # re-analysis upstream rewrites the documentation of every record of a repository and
+        # little else (``_rewritten``).
+        rewrite: dict[str, list[_Classified]] = {}
         if changed:
             sql.executemany(
                 _UPDATE_RECORD, [_update_values(_record_values(i, vid)) for i in changed]
             )
-            for table in (*(f.column for f in CHILD_FIELDS), "pattern_specs"):
+            rewrite = self._rewritten(changed, feed)
+            for table, items_of in rewrite.items():
                 # Only fixed table names (the field table's) are interpolated.
-                self._each_in(f"DELETE FROM {table} WHERE record_id $IDS", changed_ids)  # noqa: S608
+                self._each_in(
+                    f"DELETE FROM {table} WHERE record_id $IDS",  # noqa: S608
+                    [i.id for i in items_of],
+                )
         for flag in (False, True):
             ids = [i.id for i in items if i.write is _Write.FLAG and i.retired is flag]
             self._mark_retired(ids, vid, retired=flag)
-        children = rows + changed
         for f in CHILD_FIELDS:
+            children = rows + rewrite.get(f.column, [])
             sql.insert_rows(
                 f.column,
                 ("record_id", "position", f.value_column),
                 ((i.id, n, text) for i in children for n, text in enumerate(i.obj[f.name])),
             )
         sql.insert_rows(
-            "pattern_specs", _SPEC_TABLE_COLUMNS, (_spec_values(i, feed) for i in children)
+            "pattern_specs",
+            _SPEC_TABLE_COLUMNS,
+            (_spec_values(i, feed) for i in rows + rewrite.get("pattern_specs", [])),
         )
+
+    def _rewritten(
+        self, changed: Sequence[_Classified], feed: Feed
+    ) -> dict[str, list[_Classified]]:
+        """Per child table and ``pattern_specs``: the updated records whose rows there change.
+
+        The stored rows are read and compared with the new ones (a value of another type,
+        or a row missing, counts as a change: the rows are rewritten as before). At 500,000
+        records, the 5,391 records of a 1% sync had only their documentation changed: their
+        three child tables' and their specs' rows were deleted and written again, about half
+        of the 267 MB its commit wrote to the log.
+        """
+        ids = [i.id for i in changed]
+        out: dict[str, list[_Classified]] = {}
+        for f in CHILD_FIELDS:
+            stored: dict[str, list[object]] = {}
+            # Only fixed table and column names (the field table's) are interpolated.
+            query = (
+                f"SELECT record_id, position, {f.value_column} FROM {f.column} "  # noqa: S608
+                "WHERE record_id $IDS"
+            )
+            found = sorted(self.sql.in_ids(query, ids), key=lambda r: (str(r[0]), int(r[1])))
+            for rid, _position, value in found:
+                stored.setdefault(str(rid), []).append(value)
+            out[f.column] = [i for i in changed if stored.get(i.id, []) != list(i.obj[f.name])]
+        columns = ", ".join(_SPEC_TABLE_COLUMNS)
+        specs = {
+            str(row[0]): tuple(row)
+            for row in self.sql.in_ids(
+                f"SELECT {columns} FROM pattern_specs WHERE record_id $IDS",  # noqa: S608
+                ids,
+            )
+        }
+        for item in changed:
+            if item.derived is None:
+                item.derived = feed.derive(item.obj)  # kept: its row is written from it next
+        out["pattern_specs"] = [i for i in changed if specs.get(i.id) != _spec_values(i, feed)]
+        return out
 
     def _anchor_inputs_change(self, changed: Sequence[_Classified], feed: Feed) -> bool:
         """Whether rewriting ``changed`` (before it is written) changes an anchor file's input.

@@ -366,7 +366,7 @@ def test_a_write_builds_the_files_without_the_scan_s_structures(
 
 
 @pytest.mark.parametrize("engine", scan.ENGINES)
-@pytest.mark.parametrize("damage", [None, "buffer", "record anchors", "maps"])
+@pytest.mark.parametrize("damage", [None, "buffer", "record words", "maps", "record images"])
 def test_a_write_that_finds_the_files_current_derives_nothing(
     big_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, damage: str | None, engine: str
 ) -> None:
@@ -374,22 +374,28 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
     # again, and no Hyperscan image is loaded. A damaged one of them is built again, alone.
     from errkb.match import anchordb, recordanchors
     from errkb.match.anchordb import anchordb_path
+    from errkb.store import anchors_key
 
     if engine == "hyperscan":
         require_extra("hyperscan", "fast")
     big_kb.scan_engine = engine
     big_kb.build_anchor_files()  # current for this engine
-
+    record_db = recordanchors.record_anchordb_path(big_kb.path)
     files = {
         "buffer": anchordb_path(big_kb.path),
-        "record anchors": recordanchors.record_anchordb_path(big_kb.path),
-        "maps": recordanchors.maps_path(recordanchors.record_anchordb_path(big_kb.path)),
+        "record": record_db,
+        "maps": recordanchors.maps_path(record_db),
     }
-    before = {name: path.read_bytes() for name, path in files.items()}
+    good = {name: path.read_bytes() for name, path in files.items()}
     if damage is not None:
-        image = bytearray(before[damage])
-        image[-3] ^= 0xFF
-        files[damage].write_bytes(bytes(image))
+        name = damage.split()[0]
+        image = bytearray(good[name])
+        if damage == "record words":  # a byte of its word list (after two header lines)
+            at = image.index(b"\n", image.index(b"\n") + 1) + 2
+        else:  # one of the last bytes (in the record anchors: Hyperscan's images)
+            at = len(image) - 3
+        image[at] ^= 0x01
+        files[name].write_bytes(bytes(image))
     derived: list[str] = []
     real_words, real_maps = scan.scan_words, recordanchors.record_maps
     monkeypatch.setattr(scan, "scan_words", lambda *a: derived.append("words") or real_words(*a))
@@ -401,9 +407,18 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
             anchordb.AnchorDB, "_hyperscan", lambda *a: pytest.fail("a Hyperscan image was loaded")
         )
     big_kb.build_anchor_files()
-    expected = {None: [], "buffer": ["words"], "record anchors": ["maps"], "maps": ["maps"]}
-    assert derived == expected[damage]
-    assert {name: path.read_bytes() for name, path in files.items()} == before
+    after = {name: path.read_bytes() for name, path in files.items()}
+    if damage == "record images" and engine == "hyperscan":
+        # A write does not hash the images it never loads: the explain that loads them does,
+        # and builds the file again (``read_anchor_db`` says why).
+        assert derived == []
+        state, version = anchors_key(big_kb.store.meta_value)
+        with pytest.raises(anchordb.AnchorDatabaseError, match="corrupt"):
+            anchordb.read_anchor_db(record_db, state, version, engine)
+        return
+    expected = {None: [], "buffer": ["words"], "maps": ["maps"]}.get(damage, ["maps"])
+    assert derived == expected
+    assert after == good  # built again where damaged: the same bytes
 
 
 @pytest.mark.parametrize("width", ["uniform", "mixed"])

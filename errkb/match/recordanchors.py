@@ -612,9 +612,10 @@ def store_record_anchors(
         return
     import hashlib
 
-    # Checked as ``RecordAnchors`` would read them, but Hyperscan's images are not loaded:
-    # nothing here scans (``anchordb.stored_words``).
-    db = stored_words(store_at, state, dataset_version, engine)
+    # Checked as ``RecordAnchors`` would read them, but Hyperscan's images are neither loaded
+    # nor hashed: nothing here scans, and the word list is checked against the maps' digest
+    # of it (``anchordb.stored_words``' ``whole``).
+    db = stored_words(store_at, state, dataset_version, engine, whole=False)
     where = maps_path(store_at)
     if db is not None:
         stored = read_maps(where, state, dataset_version, hashlib.sha256(db.blob).hexdigest())
@@ -627,7 +628,12 @@ def store_record_anchors(
     digest = hashlib.sha256(blob).hexdigest()
     write_maps(where, maps, state, dataset_version, digest)
     del maps
-    if db is not None and db.blob == blob and db.ends == ends:
+    if (
+        db is not None
+        and db.blob == blob
+        and db.ends == ends
+        and stored_words(store_at, state, dataset_version, engine) is not None  # whole
+    ):
         return  # the stored database holds these very words: only the maps were missing
     del db
     release_heap()

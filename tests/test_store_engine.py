@@ -329,13 +329,24 @@ def test_the_anchor_key_moves_only_with_what_the_anchor_files_are_built_from(
 
 def test_a_rewrite_that_came_without_its_matcher_is_derived_once(store: Any) -> None:
     # Telling whether a rewrite changes the anchor files' inputs needs its new spec: derived
-    # once, and the row is written from that same value.
+    # once, and the row is written from that same value. A rewrite leaving the matcher's
+    # inputs as stored (documentation alone) is not derived at all: its spec row stays.
     seeds = _seeds()
     _ingest(store, [Incoming(r, None) for r in seeds])
+    with store.snapshot() as view:
+        specs = load_specs(view, [str(r["id"]) for r in seeds])
     feed = CountingFeed()
     again = [dict(r, documentation=f"{r['documentation']} (again)") for r in seeds]
     _ingest(store, [Incoming(r, None) for r in again], feed)
+    assert feed.derived == []
+    with store.snapshot() as view:
+        assert load_specs(view, [str(r["id"]) for r in seeds]) == specs
+    moved = [dict(r, lineNumber=int(r.get("lineNumber") or 0) + 3) for r in again]
+    _ingest(store, [Incoming(r, None) for r in moved], feed)
     assert sorted(feed.derived) == sorted(str(r["id"]) for r in seeds)
+    with store.snapshot() as view:
+        lines = {s.record_id: s.line_number for s in load_specs(view, [r["id"] for r in seeds])}
+    assert lines == {r["id"]: r["lineNumber"] for r in moved}
 
 
 def test_records_read_together_are_each_record_as_read_alone(store: Any) -> None:

@@ -325,3 +325,48 @@ def test_a_kill_during_a_rebuild_leaves_the_old_version_and_the_next_sync_works(
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
     assert not db.with_name(db.name + ".new").exists()
+
+
+@pytest.mark.parametrize("fresh", [False, True])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_version_rewriting_only_documentation_compiles_nothing(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh: bool, workers: int
+) -> None:
+    # A re-analysis upstream: every record's documentation rewritten, its message, pattern,
+    # class, file, line and source as they were. No record is compiled again (in this
+    # process, in a worker, or by the store), in one transaction or a fresh build (the spec
+    # rows copied from the old file), and the specs and match index are those a compile
+    # from scratch gives.
+    from errkb.match import feed as feed_module
+    from errkb.sync import repofile
+
+    records = make_records(60, repos=3)
+    for r in records:
+        r["documentation"] = f"{r['documentation']} (re-analysed)"
+    tree2 = build_tree(tmp_path / "tree2", records, V2)
+    scratch = _opened(tmp_path / "scratch.sqlite3", tree2)
+    scratch.close()
+
+    db = tmp_path / "kb.sqlite3"
+    store = _opened(db, tree)
+    compiled: list[str] = []
+    real_checker, real_feed = repofile.derive, feed_module._Feed.derive
+    monkeypatch.setattr(
+        repofile, "derive", lambda r: compiled.append(str(r["id"])) or real_checker(r)
+    )
+    monkeypatch.setattr(
+        feed_module._Feed,
+        "derive",
+        lambda self, r: compiled.append(str(r["id"])) or real_feed(self, r),
+    )
+    if fresh:
+        monkeypatch.setattr(sqlite_store, "FRESH_BUILD_MIN", 10)
+    before = os.stat(db).st_ino
+    report = sync(store, tree2, plan_workers=workers)
+    assert report.counts.updated == 60
+    assert (os.stat(db).st_ino != before) is fresh
+    assert compiled == []
+    store.close()
+    mine, theirs = _dump(db), _dump(tmp_path / "scratch.sqlite3")
+    assert mine["pattern_specs"] == theirs["pattern_specs"]
+    assert mine["match_tokens"] == theirs["match_tokens"]

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 from errkb import records as rec
 from errkb.errors import SchemaVersionError, StoreError
 from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
+from errkb.records.patterns import SPEC_INPUTS, record_spec_key, spec_key
 from errkb.store.interface import (
     ANCHORS_STATE_KEY,
     ANCHORS_VERSION_KEY,
@@ -409,6 +410,20 @@ def _kept_and_retired(sql: Sql, keep: Keep, seen: set[str], *, full: bool) -> tu
     return kept, sorted(rid for rid in other_ids if rid not in seen and rid not in keep.ids)
 
 
+def _stored_spec_keys(sql: Sql, ids: Sequence[str], source: str = "") -> dict[str, str]:
+    """The spec key of each of ``ids`` stored with a ``pattern_specs`` row.
+
+    ``source``: the schema holding them (a rebuild's old file), else this database.
+    """
+    prefix = f"{source}." if source else ""
+    columns = ", ".join(f"r.{column}" for _name, column in SPEC_INPUTS)
+    query = (
+        f"SELECT {columns} FROM {prefix}records r "  # noqa: S608 - fixed names
+        f"JOIN {prefix}pattern_specs s ON s.record_id = r.id WHERE r.id $IDS"
+    )
+    return {str(row[0]): spec_key(row) for row in sql.in_ids(query, ids)}
+
+
 def _to_retire(sql: Sql, spare: set[str]) -> list[str]:
     """Live records a full unit of work retires: those not in ``spare``."""
     query = f"SELECT id FROM records WHERE retired = FALSE ORDER BY id{sql.collate}"  # noqa: S608
@@ -523,6 +538,8 @@ class UnitOfWork:
         #: Whether this unit of work changed what the anchor files are built from: the live
         #: records, or one's anchor, literals, regex, template or index words (``bump_state``).
         self.anchors_changed = False
+        #: The stored specs are another compiler's (``apply``): none is kept (``_same_specs``).
+        self._specs_stale = False
 
     def set_meta(self, key: str, value: str | None) -> None:
         if value is None:
@@ -655,6 +672,8 @@ class UnitOfWork:
         # Asked before the records are written: the specs kept from before are then all
         # there is (a rebuild's copies of them included).
         stale = self.compiled_by_another(feed)
+        # Specs of another compiler are compiled again, every one: none is kept as stored.
+        self._specs_stale = stale
         started = now_iso()
         row = sql.one(
             'INSERT INTO dataset_versions (dataset_version, kind, source, partial, "full", '
@@ -805,6 +824,10 @@ class UnitOfWork:
                 self._copy_to_history(ids, vid, kind, source)
         new = [i for i in items if i.write is _Write.INSERT]
         changed = [i for i in items if i.write is _Write.UPDATE]
+        # Updated records that came uncompiled (the sync's checker compiles only those whose
+        # matcher inputs changed: ``records.patterns.spec_key``) and whose stored spec row is
+        # of these very inputs keep that row: read before the rows are rewritten.
+        same = self._same_specs(changed, source)
         # A rebuild's new file holds no row of a record it rewrites: one insert, whole.
         rows = [*new, *changed] if source else new
         if source:
@@ -813,7 +836,7 @@ class UnitOfWork:
             self.anchors_changed = (
                 bool(new)
                 or any(i.write is _Write.FLAG for i in items)
-                or self._anchor_inputs_change(changed, feed)
+                or self._anchor_inputs_change(changed, feed, same)
             )
         if rows:
             rows.sort(key=lambda i: i.id)
@@ -834,7 +857,7 @@ class UnitOfWork:
             sql.executemany(
                 _UPDATE_RECORD, [_update_values(_record_values(i, vid)) for i in changed]
             )
-            rewrite = self._rewritten(changed, feed)
+            rewrite = self._rewritten(changed, feed, same)
             for table, items_of in rewrite.items():
                 # Only fixed table names (the field table's) are interpolated.
                 self._each_in(
@@ -851,14 +874,30 @@ class UnitOfWork:
                 ("record_id", "position", f.value_column),
                 ((i.id, n, text) for i in children for n, text in enumerate(i.obj[f.name])),
             )
+        compiled = [i for i in rows if i.id not in same]
         sql.insert_rows(
             "pattern_specs",
             _SPEC_TABLE_COLUMNS,
-            (_spec_values(i, feed) for i in rows + rewrite.get("pattern_specs", [])),
+            (_spec_values(i, feed) for i in compiled + rewrite.get("pattern_specs", [])),
         )
+        if source and len(compiled) < len(rows):  # a rebuild: the kept rows from the old file
+            columns = ", ".join(_SPEC_TABLE_COLUMNS)
+            self._each_in(
+                f"INSERT INTO pattern_specs ({columns}) SELECT {columns} "  # noqa: S608
+                f"FROM {source}.pattern_specs WHERE record_id $IDS",
+                sorted(i.id for i in rows if i.id in same),
+            )
+
+    def _same_specs(self, changed: Sequence[_Classified], source: str) -> frozenset[str]:
+        """Ids of ``changed`` that came uncompiled and whose stored spec has their inputs."""
+        uncompiled = [i for i in changed if i.derived is None]
+        if not uncompiled or self._specs_stale:
+            return frozenset()
+        stored = _stored_spec_keys(self.sql, [i.id for i in uncompiled], source)
+        return frozenset(i.id for i in uncompiled if stored.get(i.id) == record_spec_key(i.obj))
 
     def _rewritten(
-        self, changed: Sequence[_Classified], feed: Feed
+        self, changed: Sequence[_Classified], feed: Feed, same: frozenset[str] = frozenset()
     ) -> dict[str, list[_Classified]]:
         """Per child table and ``pattern_specs``: the updated records whose rows there change.
 
@@ -866,7 +905,8 @@ class UnitOfWork:
         or a row missing, counts as a change: the rows are rewritten as before). At 500,000
         records, the 5,391 records of a 1% sync had only their documentation changed: their
         three child tables' and their specs' rows were deleted and written again, about half
-        of the 267 MB its commit wrote to the log.
+        of the 267 MB its commit wrote to the log. ``same``: ids whose spec row stays as
+        stored (``_same_specs``), neither compiled nor compared.
         """
         ids = [i.id for i in changed]
         out: dict[str, list[_Classified]] = {}
@@ -882,25 +922,29 @@ class UnitOfWork:
                 stored.setdefault(str(rid), []).append(value)
             out[f.column] = [i for i in changed if stored.get(i.id, []) != list(i.obj[f.name])]
         columns = ", ".join(_SPEC_TABLE_COLUMNS)
+        compiled = [i for i in changed if i.id not in same]
         specs = {
             str(row[0]): tuple(row)
             for row in self.sql.in_ids(
                 f"SELECT {columns} FROM pattern_specs WHERE record_id $IDS",  # noqa: S608
-                ids,
+                [i.id for i in compiled],
             )
         }
-        for item in changed:
+        for item in compiled:
             if item.derived is None:
                 item.derived = feed.derive(item.obj)  # kept: its row is written from it next
-        out["pattern_specs"] = [i for i in changed if specs.get(i.id) != _spec_values(i, feed)]
+        out["pattern_specs"] = [i for i in compiled if specs.get(i.id) != _spec_values(i, feed)]
         return out
 
-    def _anchor_inputs_change(self, changed: Sequence[_Classified], feed: Feed) -> bool:
+    def _anchor_inputs_change(
+        self, changed: Sequence[_Classified], feed: Feed, same: frozenset[str] = frozenset()
+    ) -> bool:
         """Whether rewriting ``changed`` (before it is written) changes an anchor file's input.
 
         It does when a record goes from live to retired or back, or its stored anchor,
         literals, regex, template or index words differ from the new ones (none stored: a
-        database from before migration 0006, which counts as a change).
+        database from before migration 0006, which counts as a change). ``same``: ids whose
+        spec stays as stored (``_same_specs``): only their liveness is compared.
         """
         if not changed:
             return False
@@ -912,6 +956,8 @@ class UnitOfWork:
             before = stored.get(item.id)
             if before is None or bool(before[0]) != item.retired:
                 return True
+            if item.id in same:
+                continue
             if item.derived is None:
                 item.derived = feed.derive(item.obj)  # kept: its row is written from it next
             values = _spec_values(item, feed)
@@ -1224,6 +1270,10 @@ class StoreEngine:
         from errkb.store.values import inventory_from
 
         return self._read("reading", lambda v: inventory_from(v.rows(_INVENTORY_SQL)))
+
+    def spec_keys(self, ids: Sequence[str]) -> dict[str, str]:
+        """``records.patterns.spec_key`` of each of ``ids`` stored with its spec row."""
+        return self._read("reading", lambda v: _stored_spec_keys(v, ids))
 
     def state_at(self, version_id: int) -> list[Incoming]:
         """Every record as it was right after ``version_id``: live ones, and retired ones.

@@ -672,6 +672,7 @@ def _plan_published(
                 manifest,
                 digests,
                 listed,
+                store.spec_keys(ids) if stored else None,
             )
             done = check_repo(part, ids, version)
         else:
@@ -739,6 +740,8 @@ def _plan_published(
                         version,
                         digests.get(got.job.repo),
                         unindexed.listed(repos[got.job.repo]) if unindexed else None,
+                        # Stored records' spec keys: those whose inputs stay are not compiled.
+                        store.spec_keys(ids) if stored else None,
                     )
                 )
             window.append((n, got, pending))
@@ -1154,6 +1157,7 @@ def _parse_checked(
     manifest: publish.Manifest,
     digests: Mapping[str, str] | None = None,
     listed: Listed | None = None,
+    specs: Mapping[str, str] | None = None,
 ) -> tuple[RepoFile, Path]:
     """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
 
@@ -1163,7 +1167,8 @@ def _parse_checked(
     path = got.fetched.path
     assert path is not None  # noqa: S101 - not_modified is handled by the caller
     try:
-        return _parse_repo(got.fetched, got.job.repo, ids, stored, limits, digests, listed), path
+        part = _parse_repo(got.fetched, got.job.repo, ids, stored, limits, digests, listed, specs)
+        return part, path
     except IntegrityError:
         if not isinstance(tree, publish.HttpTree):
             raise
@@ -1177,7 +1182,7 @@ def _parse_checked(
         on_bytes=downloaded.add,
     )
     try:
-        found = _parse_repo(again, got.job.repo, ids, stored, limits, digests, listed)
+        found = _parse_repo(again, got.job.repo, ids, stored, limits, digests, listed, specs)
         return found, tmp / "retry.json"
     except IntegrityError as exc:
         _same_manifest(tree, manifest, tmp, [got.job])  # a new version explains it better
@@ -1218,6 +1223,7 @@ def _parse_repo(
     limits: publish.Limits,
     digests: Mapping[str, str] | None = None,
     listed: Listed | None = None,
+    specs: Mapping[str, str] | None = None,
 ) -> RepoFile:
     """Read one repository file and cross-check it against the index (see ``read_repo``)."""
     assert fetched.path is not None  # noqa: S101
@@ -1231,6 +1237,7 @@ def _parse_repo(
         max_values=limits.repo_file_values,
         index_digest=(digests or {}).get(repo),
         listed=listed,
+        specs=specs,
     )
 
 

@@ -80,6 +80,8 @@ class Job:
     digest: str | None = None  #: the index rows' digest of ``repo`` (``read_repo``)
     #: no index: what ``repos.json`` says instead (``read_repo``'s ``listed``)
     listed: Listed | None = None
+    #: stored spec keys of those ids (``read_repo``'s ``specs``)
+    specs: Mapping[str, str] | None = None
 
 
 def _encode(job: Job) -> str:
@@ -95,6 +97,7 @@ def _encode(job: Job) -> str:
             "version": job.version,
             "digest": job.digest,
             "listed": None if job.listed is None else [job.listed.error_count],
+            "specs": dict(job.specs) if job.specs else None,
         }
     )
 
@@ -117,6 +120,7 @@ def check_job(text: str) -> str:
             max_values=spec["maxValues"],
             index_digest=spec.get("digest"),
             listed=None if spec.get("listed") is None else Listed(*spec["listed"]),
+            specs=spec.get("specs"),
         )
     except (ErrkbError, OSError):
         return json.dumps({"fallback": True}) + "\n"

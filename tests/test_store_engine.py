@@ -439,3 +439,17 @@ def test_an_update_rewrites_only_the_child_and_spec_rows_that_change(
     with store.snapshot() as view:
         specs = {s.record_id: s for s in load_specs(view, [r["id"] for r in records])}
     assert specs[line["id"]].line_number == line["lineNumber"]
+
+
+def test_ids_asked_once_per_file_take_few_statement_texts() -> None:
+    # Each distinct IN list is a prepared statement the driver caches: padded, the last
+    # chunk of any count is one of ten sizes; the ids asked are the same set, in order.
+    from errkb.store.engine import _IN_CHUNK, _padded
+
+    sizes = set()
+    for n in range(1, 3 * _IN_CHUNK + 7):
+        ids = [f"{i:016x}" for i in range(n)]
+        padded = _padded(ids)
+        assert padded[:n] == ids and set(padded) == set(ids)
+        sizes.add(len(padded) % _IN_CHUNK or _IN_CHUNK)
+    assert len(sizes) <= 10

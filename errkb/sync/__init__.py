@@ -672,7 +672,7 @@ def _plan_published(
                 manifest,
                 digests,
                 listed,
-                store.spec_keys(ids) if stored else None,
+                _spec_keys(store, ids, stored),
             )
             done = check_repo(part, ids, version)
         else:
@@ -741,7 +741,7 @@ def _plan_published(
                         digests.get(got.job.repo),
                         unindexed.listed(repos[got.job.repo]) if unindexed else None,
                         # Stored records' spec keys: those whose inputs stay are not compiled.
-                        store.spec_keys(ids) if stored else None,
+                        _spec_keys(store, ids, stored),
                     )
                 )
             window.append((n, got, pending))
@@ -857,6 +857,14 @@ class _Revalidation:
             same_body=self.same_body,
             rewritten=self.rewritten,
         )
+
+
+def _spec_keys(
+    store: Store, ids: Sequence[str], stored: Mapping[str, str]
+) -> dict[str, str] | None:
+    """The stored spec keys of those of ``ids`` that are stored (None: none is)."""
+    known = [rid for rid in ids if rid in stored]
+    return store.spec_keys(known) if known else None
 
 
 #: Threads hashing revalidated files ahead of the loop that judges them (``_bodies_judged``).

@@ -635,6 +635,13 @@ def _plan_published(
         cancel=options.deadline.cancel,
     )
     file_limits = replace(limits, repo_file_bytes=repo_max)
+    spec_keys: dict[str, dict[str, str] | None] = {}
+
+    def specs_of(repo: str, ids: Sequence[str]) -> dict[str, str] | None:
+        # Asked once per file, whether a worker or this process checks it.
+        if repo not in spec_keys:
+            spec_keys[repo] = _spec_keys(store, ids, stored)
+        return spec_keys[repo]
 
     def collect(n: int, got: fetching.Got, pending: int | None) -> None:
         # One file's outcome, in the files' order whoever checked it.
@@ -672,7 +679,7 @@ def _plan_published(
                 manifest,
                 digests,
                 listed,
-                _spec_keys(store, ids, stored),
+                specs_of(repo, ids),
             )
             done = check_repo(part, ids, version)
         else:
@@ -741,7 +748,7 @@ def _plan_published(
                         digests.get(got.job.repo),
                         unindexed.listed(repos[got.job.repo]) if unindexed else None,
                         # Stored records' spec keys: those whose inputs stay are not compiled.
-                        _spec_keys(store, ids, stored),
+                        specs_of(got.job.repo, ids),
                     )
                 )
             window.append((n, got, pending))

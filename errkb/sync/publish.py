@@ -993,7 +993,7 @@ def _rows(stream: _Stream) -> Iterator[Any]:
             # from ``pos`` to a "}" followed by "," that parses as the items of one array is
             # exactly the rows the scanner would give one at a time (a value is read the
             # same whatever follows it; a cut inside a string or an object does not parse).
-            # 500,000 index rows: 2.x s of CPU with the scanner, 0.9 s so. A window holding
+            # 500,000 index rows: 2.1-2.8 s of CPU with the scanner, 1.3-1.7 s so. A window holding
             # a row orjson refuses (NaN, a huge integer, a lone surrogate) is read in bulk up
             # to the row before it; the scanner reads that row, then bulk again.
             cut = buf.rfind("},", pos)

@@ -453,3 +453,19 @@ def test_download_connection_refused(tmp_path: Path) -> None:
 def test_download_refuses_other_schemes(tmp_path: Path) -> None:
     with pytest.raises(NetworkError, match="only http and https"):
         publish.download("file:///etc/passwd", tmp_path / "x")
+
+
+def test_a_streamed_read_stopped_early_leaves_no_thread_behind(tmp_path: Path) -> None:
+    # The inflating thread holds at most a few chunks; a reader that stops (an error, a
+    # limit) closes the stream, and the thread ends instead of waiting on a full queue.
+    path = tmp_path / "big.gz"
+    path.write_bytes(gzip.compress(bytes(range(256)) * 200_000, compresslevel=1))
+    entry = _entry(path)
+    content = publish.verify_file(
+        publish.Fetched("b", path), entry, max_bytes=1 << 30, streamed=True
+    )
+    fh = content.open()
+    assert fh.read(1000) == bytes(range(256)) * 3 + bytes(range(232))
+    thread = fh._thread  # type: ignore[attr-defined]
+    fh.close()
+    assert not thread.is_alive()

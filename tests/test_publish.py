@@ -252,6 +252,8 @@ def _gz(data: bytes) -> bytes:
         pytest.param(_gz(b""), id="empty-member"),
         pytest.param(b"", id="empty-file"),
         pytest.param(_gz(bytes(range(256)) * 40_000), id="past-one-read"),
+        # Members each past one capped inflate: what follows one is read once.
+        pytest.param(_gz(b"a" * (9 << 20)) + _gz(b"b" * (5 << 20)) * 2, id="big-members"),
         pytest.param(_gz(b"cut short" * 100)[:-5], id="truncated"),
         pytest.param(_gz(b"bad crc")[:-8] + b"\0" * 8, id="bad-crc"),
         pytest.param(_gz(b"trailing") + b"junk", id="junk-after"),

@@ -27,12 +27,12 @@ import stat
 import threading
 import urllib.parse
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
-from errkb.errors import ErrkbError, IntegrityError, SyncError
+from errkb.errors import IntegrityError, SyncError
 from errkb.records import dataset_version_problem
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient, shown_url
 
@@ -617,9 +617,13 @@ class Content:
         A reader that refused a row hears first whether the file was the one the manifest
         hashed.
         """
-        if self.check is not None:
-            with self.open() as fh:
-                cast(_Checked, fh).finish()
+        check = self.check
+        if check is not None:
+            # In this thread, a chunk at a time (``_gunzip_hash``): no second inflating
+            # thread beside what the refused read still holds (a 4M-row index under a
+            # memory limit ran out of address space there).
+            size, digest = _gunzip_hash(Fetched(self.where, self.path), check.cap, check.size)
+            _raw_matches(self.where, size, digest, check)
 
 
 class _Checked(io.RawIOBase):
@@ -638,10 +642,10 @@ class _Checked(io.RawIOBase):
     def __init__(self, path: Path, check: RawCheck) -> None:
         super().__init__()
         self._check = check
-        self._queue: queue.Queue[bytes | ErrkbError] = queue.Queue(_AHEAD)
+        self._queue: queue.Queue[bytes | BaseException] = queue.Queue(_AHEAD)
         self._stop = threading.Event()
         self._left = b""
-        self._error: ErrkbError | None = None
+        self._error: BaseException | None = None
         self._done = False
         self._thread = threading.Thread(
             target=self._inflate, args=(path,), name="errkb-gunzip", daemon=True
@@ -671,10 +675,13 @@ class _Checked(io.RawIOBase):
                 self._put(b"")
         except (OSError, EOFError, zlib.error) as exc:
             self._put(IntegrityError(f"{check.where}: not a valid gzip file: {exc}"))
-        except ErrkbError as exc:
+        except BaseException as exc:
+            # Ours (the cap, the hashes), or anything else (MemoryError under a memory
+            # limit): the reader raises it; a thread that died silently would leave it
+            # waiting on the queue for ever.
             self._put(exc)
 
-    def _put(self, item: bytes | ErrkbError) -> None:
+    def _put(self, item: bytes | BaseException) -> None:
         while not self._stop.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
@@ -694,7 +701,7 @@ class _Checked(io.RawIOBase):
             if self._done:
                 return b""
             item = self._queue.get()
-            if isinstance(item, ErrkbError):
+            if isinstance(item, BaseException):
                 self._error = item
                 raise item
             if not item:
@@ -753,10 +760,14 @@ def _gunzipped(path: Path, stop: threading.Event) -> Iterator[bytes]:
                         continue
                 inflater, started = zlib.decompressobj(31), True
             out = inflater.decompress(pending, _INFLATED)
-            pending = inflater.unconsumed_tail
             if inflater.eof:
-                pending = inflater.unused_data + pending
+                # What follows the member's end (zlib also leaves it in ``unconsumed_tail``
+                # when the output was capped: taking both read the rest twice, and a bomb of
+                # members doubled it with each one).
+                pending = inflater.unused_data
                 inflater = None
+            else:
+                pending = inflater.unconsumed_tail
             if out:
                 yield out
     if inflater is not None and not stop.is_set():
@@ -923,7 +934,7 @@ def _array_rows(
     meta: dict[str, Any],
     what: str,
     max_row: int = MAX_ROW_BYTES,
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """Yield the rows of the array at ``key`` of a top-level object, or of a bare array.
 
     The top-level object's other members are stored in ``meta`` (they may follow the array,
@@ -1123,7 +1134,12 @@ class _IndexReader:
         try:
             self._read(rows, where)
         except SyncError:
-            if isinstance(raw, Content):
+            if isinstance(raw, Content) and raw.check is not None:
+                # The stream closed and what was read dropped first: confirming reads the
+                # file once more, under whatever memory the refused index left.
+                rows.close()
+                self.by_repo.clear()
+                self.seen.clear()
                 raw.confirm()
             raise
         return meta

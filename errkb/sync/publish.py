@@ -617,13 +617,12 @@ class Content:
         A reader that refused a row hears first whether the file was the one the manifest
         hashed.
         """
-        check = self.check
-        if check is not None:
-            # In this thread, a chunk at a time (``_gunzip_hash``): no second inflating
-            # thread beside what the refused read still holds (a 4M-row index under a
-            # memory limit ran out of address space there).
-            size, digest = _gunzip_hash(Fetched(self.where, self.path), check.cap, check.size)
-            _raw_matches(self.where, size, digest, check)
+        if self.check is not None:
+            # In this thread (``_verified_chunks``): no second inflating thread beside what
+            # the refused read still holds (a 4M-row index under a memory limit ran out of
+            # address space there).
+            for _chunk in _verified_chunks(self.path, self.check):
+                pass
 
 
 class _Checked(io.RawIOBase):
@@ -631,7 +630,7 @@ class _Checked(io.RawIOBase):
 
     The end is refused unless the decompressed size and sha256 match the manifest's.
 
-    The checks and messages of ``_gunzip_hash``, in the one decompression the parse makes:
+    The checks and messages of ``_verified_chunks``, in the one decompression the parse makes:
     at 500,000 records the index (190 MB decompressed) was inflated twice, 0.9 s of a 1%
     sync's 15, and the parse waited on each inflate (0.75 s; zlib and sha256 let go of the
     GIL, so on a second core the thread costs the parse nothing). At most ``_AHEAD`` chunks
@@ -653,32 +652,14 @@ class _Checked(io.RawIOBase):
         self._thread.start()
 
     def _inflate(self, path: Path) -> None:
-        check = self._check
-        digest, total = hashlib.sha256(), 0
         try:
-            for chunk in _gunzipped(path, self._stop):
-                total += len(chunk)
-                if total > check.cap:
-                    raise SyncError(
-                        f"{check.where}: decompresses to over the {check.cap}-byte cap; "
-                        "nothing changed"
-                    )
-                if check.size is not None and total > check.size:
-                    raise IntegrityError(
-                        f"{check.where}: decompresses to more than the manifest's rawBytes "
-                        f"{check.size}; nothing changed"
-                    )
-                digest.update(chunk)
+            for chunk in _verified_chunks(path, self._check, self._stop):
                 self._put(chunk)
-            if not self._stop.is_set():
-                _raw_matches(check.where, total, digest.hexdigest(), check)
-                self._put(b"")
-        except (OSError, EOFError, zlib.error) as exc:
-            self._put(IntegrityError(f"{check.where}: not a valid gzip file: {exc}"))
+            self._put(b"")
         except BaseException as exc:
-            # Ours (the cap, the hashes), or anything else (MemoryError under a memory
-            # limit): the reader raises it; a thread that died silently would leave it
-            # waiting on the queue for ever.
+            # Ours (the cap, the hashes, a broken file), or anything else (MemoryError under
+            # a memory limit): the reader raises it; a thread that died silently would leave
+            # it waiting on the queue for ever.
             self._put(exc)
 
     def _put(self, item: bytes | BaseException) -> None:
@@ -823,34 +804,41 @@ def verify_file(
     check = RawCheck(fetched.where, max_bytes, entry.raw_bytes, entry.raw_sha256)
     if streamed and entry.sha256 is not None:
         return Content(fetched.where, fetched.path, gzip=True, check=check)
-    raw_size, raw_digest = _gunzip_hash(fetched, max_bytes, entry.raw_bytes)
-    _raw_matches(fetched.where, raw_size, raw_digest, check)
+    for _chunk in _verified_chunks(fetched.path, check):
+        pass
     return Content(fetched.where, fetched.path, gzip=True)
 
 
-def _gunzip_hash(fetched: Fetched, max_bytes: int, expected: int | None) -> tuple[int, str]:
-    """Decompressed size and sha256, refused as soon as the size passes a cap."""
-    assert fetched.path is not None  # noqa: S101
-    digest = hashlib.sha256()
-    total = 0
+def _verified_chunks(
+    path: Path, check: RawCheck, stop: threading.Event | None = None
+) -> Iterator[bytes]:
+    """The decompressed bytes of ``path`` a chunk at a time, as its manifest entry says.
+
+    Refused as soon as the size passes the cap or the manifest's ``rawBytes``; at the end
+    the size and sha256 are checked (``_raw_matches``). One chunk in memory at a time: what
+    ``verify_file`` hashes, and what a streamed ``Content`` reads (``_Checked``). ``stop``
+    set: the reader went away, nothing is checked.
+    """
+    stop = stop or threading.Event()
+    digest, total = hashlib.sha256(), 0
     try:
-        with gzip.open(fetched.path, "rb") as fh:
-            while chunk := fh.read(_CHUNK):
-                total += len(chunk)
-                if total > max_bytes:
-                    raise SyncError(
-                        f"{fetched.where}: decompresses to over the {max_bytes}-byte cap; "
-                        "nothing changed"
-                    )
-                if expected is not None and total > expected:
-                    raise IntegrityError(
-                        f"{fetched.where}: decompresses to more than the manifest's rawBytes "
-                        f"{expected}; nothing changed"
-                    )
-                digest.update(chunk)
+        for chunk in _gunzipped(path, stop):
+            total += len(chunk)
+            if total > check.cap:
+                raise SyncError(
+                    f"{check.where}: decompresses to over the {check.cap}-byte cap; nothing changed"
+                )
+            if check.size is not None and total > check.size:
+                raise IntegrityError(
+                    f"{check.where}: decompresses to more than the manifest's rawBytes "
+                    f"{check.size}; nothing changed"
+                )
+            digest.update(chunk)
+            yield chunk
     except (OSError, EOFError, zlib.error) as exc:
-        raise IntegrityError(f"{fetched.where}: not a valid gzip file: {exc}") from None
-    return total, digest.hexdigest()
+        raise IntegrityError(f"{check.where}: not a valid gzip file: {exc}") from None
+    if not stop.is_set():
+        _raw_matches(check.where, total, digest.hexdigest(), check)
 
 
 class _Stream:

@@ -444,7 +444,8 @@ def test_an_update_rewrites_only_the_child_and_spec_rows_that_change(
 def test_ids_asked_once_per_file_take_few_statement_texts() -> None:
     # Each distinct IN list is a prepared statement the driver caches: padded, the last
     # chunk of any count is one of ten sizes; the ids asked are the same set, in order.
-    from errkb.store.engine import _IN_CHUNK, _padded
+    from errkb.store.sqlite import _CHUNK as _IN_CHUNK
+    from errkb.store.sqlite import _padded
 
     sizes = set()
     for n in range(1, 3 * _IN_CHUNK + 7):

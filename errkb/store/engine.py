@@ -430,27 +430,7 @@ def _stored_spec_keys(sql: Sql, ids: Sequence[str], source: str = "") -> dict[st
         f"SELECT {columns} FROM {prefix}records r "  # noqa: S608 - fixed names
         f"JOIN {prefix}pattern_specs s ON s.record_id = r.id WHERE r.id $IDS"
     )
-    return {str(row[0]): spec_key(row) for row in sql.in_ids(query, _padded(ids))}
-
-
-def _padded(ids: Sequence[str]) -> list[str]:
-    """``ids``, the last repeated so their last ``IN`` chunk holds a power of two of them.
-
-    A query asked once per repository file gets a few statement texts, not one per count: the
-    driver caches each prepared statement (SQLite's ``IN`` list of 500 joined ids is a
-    program of its own), and a first sync of 880 files asking once each grew the process by
-    66 MB. Repeating an id changes no answer of ``IN``.
-    """
-    out = list(ids)
-    rest = len(out) % _IN_CHUNK
-    if rest:
-        size = min(1 << (rest - 1).bit_length(), _IN_CHUNK)
-        out += [out[-1]] * (size - rest)
-    return out
-
-
-#: The ``IN`` chunk of both dialects' ``in_ids`` (SQLite's is the smaller): ``_padded``.
-_IN_CHUNK = 500
+    return {str(row[0]): spec_key(row) for row in sql.in_ids(query, ids)}
 
 
 def _to_retire(sql: Sql, spare: set[str]) -> list[str]:

@@ -68,7 +68,7 @@ from errkb.match.anchordb import (
     stored_words,
     write_anchor_db,
 )
-from errkb.parse.text import line_text
+from errkb.parse.text import _ANSI_REMNANT_RE, line_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -278,12 +278,12 @@ def verbatim(line: bytes) -> bool:
     """
     if len(line.translate(None, _NOT_VERBATIM)) != len(line):
         return False
-    if b"[" in line and b"m" in line:
-        from errkb.parse.text import _ANSI_REMNANT_RE
-
-        if _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None:
-            return False
-    return True
+    # A colour's remnant (``[31m``) is cut out of the line's text.
+    return not (
+        b"[" in line
+        and b"m" in line
+        and _ANSI_REMNANT_RE.search(line.decode("utf-8", "replace")) is not None
+    )
 
 
 #: Marks, in the maps' literals, a literal that follows a line break in its template: a

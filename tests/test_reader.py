@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from errkb.errors import InputError
-from errkb.records.reader import read_sources
+from errkb.records.reader import read_file, read_sources
 
 
 def _ids(paths: list[Path]) -> list[str]:
@@ -106,3 +106,30 @@ def test_unreadable_files_become_problems(tmp_path: Path, content: bytes) -> Non
 def test_missing_path_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         list(read_sources([tmp_path / "nope.json"]))
+
+
+@pytest.mark.parametrize(
+    ("text", "floatless"),
+    [
+        ('{"id": "a", "n": 1, "s": "1.5e3"}', True),
+        ('{"id": "a", "n": 1.5}', False),
+        ('{"id": "a", "n": 1e16}', False),
+        ('{"id": "a", "n": NaN}', False),
+        ('{"id": "a", "n": -Infinity}', False),
+        ('[{"id": "a"}, {"id": "b", "n": 2.0}]', False),  # one flag for a whole document
+        ('[{"id": "a"}, {"id": "b", "n": 2}]', True),
+    ],
+)
+def test_items_say_whether_their_parse_read_a_float(
+    tmp_path: Path, text: str, floatless: bool
+) -> None:
+    # ``records.content_hash`` may take orjson's road only for a floatless item: orjson writes
+    # floats in another form than json (1e16 against 1e+16), which would change the hash.
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    items = list(read_file(path))
+    assert items and all(it.problem is None for it in items)
+    assert {it.floatless for it in items} == {floatless}
+    lines = tmp_path / "r.jsonl"
+    lines.write_text('{"id": "a", "n": 1}\n{"id": "b", "n": 0.5}\n', encoding="utf-8")
+    assert [it.floatless for it in read_file(lines)] == [True, False]

@@ -159,3 +159,155 @@ def test_fast_path_never_accepts_what_the_schema_rejects(
         rec[field] = value
     if fast_valid(rec):
         assert schema_validator("record.v2.schema.json").is_valid(rec)
+
+
+# -- the fast encoders (orjson where installed) write json's text, byte for byte ------------
+
+_JSON_SORTED = (
+    __import__("json").JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+)
+_JSON_KEPT = __import__("json").JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _every_code_point() -> list[str]:
+    return [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+
+
+def test_fast_encoders_write_every_code_point_as_json_does() -> None:
+    pytest.importorskip("orjson")  # CI installs errkb[fast]: the comparison always runs there
+    from errkb import records
+
+    points = _every_code_point()
+    # Each code point as a value and as a key, in one object per block of 4,096 (the key order
+    # of the sorted encoder is checked on the way: code point order in both).
+    for start in range(0, len(points), 4096):
+        block = points[start : start + 4096]
+        obj = {f"k{p}": [p, f"x{p}y"] for p in block}
+        obj["mixed"] = "".join(block)
+        assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+        assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
+        assert records._fast(obj, records._SORT_KEYS) is not None  # the fast road was taken
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        0,
+        -1,
+        2**63 - 1,
+        -(2**63),
+        2**64 - 1,
+        True,
+        False,
+        None,
+        [],
+        {},
+        "",
+        [[[]]],
+        {"b": {"d": None, "c": [1, "x"]}, "a": 2},
+    ],
+)
+def test_fast_encoders_agree_on_plain_values(value: Any) -> None:
+    from errkb import records
+
+    obj = {"v": value, "id": "00"}
+    assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+    assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
+    assert records.content_hash(obj, floatless=True) == records.content_hash(obj)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "deep"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [2**64, -(2**63) - 1, 10**40, "\ud800", {"\udfff": 1}, _nested(300)],
+    ids=["u64+1", "i64-1", "10**40", "lone-surrogate", "surrogate-key", "nested-300"],
+)
+def test_what_orjson_refuses_is_written_by_json(value: Any) -> None:
+    from errkb import records
+
+    obj = {"v": value}
+    if records._orjson() is not None:
+        assert records._fast(obj, records._SORT_KEYS) is None  # refused: json writes it
+    assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+    assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
+
+
+@pytest.mark.parametrize("number", [1e16, 1e-5, 1.5, -0.0, 1e300])
+def test_floats_are_written_by_json_unless_floatless_is_claimed(number: float) -> None:
+    from errkb import records
+
+    obj = {"v": number}
+    # The default (and any caller that saw a float) keeps json's text: ``1e+16``, not ``1e16``.
+    assert records.canonical_json(obj) == _JSON_SORTED(obj)
+    assert records.verbatim_json(obj) == _JSON_KEPT(obj)
+    assert (
+        records.content_hash(obj)
+        == __import__("hashlib").sha256(_JSON_SORTED(obj).encode()).hexdigest()
+    )
+
+
+def test_without_orjson_every_encoder_is_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    from errkb import records
+
+    monkeypatch.setattr(records, "_orjson", lambda: None)
+    obj = {"b": "é\u2028", "a": [1, None]}
+    assert records._fast(obj, 0) is None
+    assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+    assert records.decode_json(_JSON_KEPT(obj)) == obj
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1,"b":[1.5,-0.0,1e16,2.5e-300],"c":null}',
+        '{"a":1,"a":2}',
+        "[NaN, Infinity]",
+        "[18446744073709551616]",
+        '["\\ud800"]',
+        "[1E400]",
+        '{"k":"\\u2028é"}',
+        "-0",
+    ],
+)
+def test_decode_json_gives_json_answer(text: str) -> None:
+    import json
+    import math
+
+    from errkb import records
+
+    got, want = records.decode_json(text), json.loads(text)
+    assert repr(got) == repr(want)  # nan != nan: compared by repr, types included
+    if isinstance(want, list) and want and isinstance(want[0], float) and math.isnan(want[0]):
+        assert math.isnan(got[0])
+
+
+def test_decode_json_raises_json_error() -> None:
+    import json
+
+    from errkb import records
+
+    with pytest.raises(json.JSONDecodeError) as caught:
+        records.decode_json('{"a": }')
+    assert caught.value.pos == 6  # json's own error, with its position
+
+
+def test_decode_json_reads_errkb_own_text_by_orjson(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("orjson")
+    from errkb import records
+
+    obj = {"id": "0a", "n": [1, 2**64 - 1, -(2**63)], "s": "é\u2028\t", "f": 0.5, "x": None}
+    text = records.verbatim_json(obj, floatless=False)
+
+    def refuse(_text: str) -> None:
+        raise AssertionError("json.loads was called")
+
+    monkeypatch.setattr(records.json, "loads", refuse)
+    assert records.decode_json(text) == obj  # orjson wrote it back as the same text
+    with pytest.raises(AssertionError):  # a 65-bit integer: orjson's float is not taken
+        records.decode_json('{"n":18446744073709551616}')

@@ -54,6 +54,9 @@ class Item:
     #: Things worth saying that do not make the record invalid (duplicate JSON keys): ingest
     #: shows them as warnings, lint as errors.
     warnings: tuple[Problem, ...] = ()
+    #: Its parse read no float (nor NaN or Infinity): ``records.content_hash`` and friends
+    #: may then take orjson's faster road to the same text (``records._fast``).
+    floatless: bool = False
 
     @property
     def path_prefix(self) -> str:
@@ -221,9 +224,14 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]|\n')
 
 
-def _loads(text: str) -> tuple[Any, list[str]]:
-    """Parse JSON; also return the keys an object repeated (json keeps the last one silently)."""
+def _loads(text: str) -> tuple[Any, list[str], bool]:
+    """Parse JSON: the value, the keys an object repeated, and whether it holds no float.
+
+    ``json`` keeps the last of repeated keys silently; the third value is ``Item.floatless``
+    (no number was read as a float, nor NaN or Infinity).
+    """
     duplicates: list[str] = []
+    floats: list[str] = []
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(items)
@@ -235,10 +243,15 @@ def _loads(text: str) -> tuple[Any, list[str]]:
                 seen.add(key)
         return obj
 
+    def number(text: str) -> float:
+        floats.append(text)  # called for floats only: integers and strings cost nothing
+        return float(text)
+
     try:
-        return json.loads(text, object_pairs_hook=pairs), duplicates
+        doc = json.loads(text, object_pairs_hook=pairs, parse_float=number, parse_constant=number)
     except RecursionError:
         raise _Nested from None
+    return doc, duplicates, not floats
 
 
 def _deep_line(text: str) -> int:
@@ -261,7 +274,7 @@ def _deep_line(text: str) -> int:
 
 def _read_document(source: str, text: str) -> Iterator[Item]:
     try:
-        doc, duplicates = _loads(text)
+        doc, duplicates, floatless = _loads(text)
     except json.JSONDecodeError as exc:
         yield _problem(source, f"line {exc.lineno}", f"invalid JSON: {exc.msg}")
         return
@@ -273,9 +286,10 @@ def _read_document(source: str, text: str) -> Iterator[Item]:
         # Duplicate keys cannot be told apart per element cheaply; they are rare enough to
         # report on the first element of the file.
         for index, element in enumerate(doc):
-            yield _item(source, f"index {index}", element, duplicates if index == 0 else [], check)
+            first = duplicates if index == 0 else []
+            yield _item(source, f"index {index}", element, first, check, floatless)
     else:
-        yield _item(source, "", doc, duplicates, check)
+        yield _item(source, "", doc, duplicates, check, floatless)
 
 
 _NESTED = f"JSON nested too deeply to parse (more than {_DEPTH_REPORTED} levels)"
@@ -286,7 +300,7 @@ def _read_lines(source: str, fh: IO[str]) -> Iterator[Item]:
         if not line.strip():
             continue
         try:
-            obj, duplicates = _loads(line)
+            obj, duplicates, floatless = _loads(line)
         except json.JSONDecodeError as exc:
             yield _problem(source, f"line {lineno}", f"invalid JSON: {exc.msg}")
             continue
@@ -294,7 +308,7 @@ def _read_lines(source: str, fh: IO[str]) -> Iterator[Item]:
             yield _problem(source, f"line {lineno}", _NESTED)
             continue
         check = _SURROGATE_ESCAPE.search(line) is not None
-        yield _item(source, f"line {lineno}", obj, duplicates, check)
+        yield _item(source, f"line {lineno}", obj, duplicates, check, floatless)
 
 
 def lone_surrogate(obj: Any, path: str) -> str | None:
@@ -328,7 +342,12 @@ def _has_surrogate(text: str) -> bool:
 
 
 def _item(
-    source: str, location: str, obj: Any, duplicates: Sequence[str] = (), check: bool = False
+    source: str,
+    location: str,
+    obj: Any,
+    duplicates: Sequence[str] = (),
+    check: bool = False,
+    floatless: bool = False,
 ) -> Item:
     if check and (where := lone_surrogate(obj, "$")) is not None:
         rid = _record_id(obj)
@@ -362,9 +381,10 @@ def _item(
             obj.get("datasetVersion"),
             envelope=obj,
             warnings=warnings,
+            floatless=floatless,
         )
     if isinstance(obj, dict):
-        return Item(source, location, obj, warnings=warnings)
+        return Item(source, location, obj, warnings=warnings, floatless=floatless)
     kind = type(obj).__name__
     return _problem(source, location, f"expected a record or an envelope object, got {kind}")
 

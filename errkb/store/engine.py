@@ -628,12 +628,12 @@ class UnitOfWork:
         """
         if previous is not None and self.sql.one(_STALE_INDEX) is None:
             after = {
-                str(rid): tuple(json.loads(text))
+                str(rid): tuple(rec.decode_json(text))
                 for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, sorted(previous))
             }
             live = self.sql.rows(_LIVE_WORDS)
             redo, rows = feed.rerank(
-                ((str(rid), json.loads(text)) for rid, text in live), previous, after
+                ((str(rid), rec.decode_json(text)) for rid, text in live), previous, after
             )
             if redo is not None:
                 self._each_in("DELETE FROM match_tokens WHERE record_id $IDS", sorted(redo))
@@ -641,7 +641,7 @@ class UnitOfWork:
                 self.sql.insert_rows("match_tokens", ("token", "record_id", "rank"), listed)
                 return len(listed)
         live = self.sql.rows(_LIVE_WORDS)
-        ranked = feed.rank((str(rid), json.loads(text)) for rid, text in live)
+        ranked = feed.rank((str(rid), rec.decode_json(text)) for rid, text in live)
         first = list(itertools.islice(ranked, 1))
         written = 0
 
@@ -986,7 +986,7 @@ class UnitOfWork:
         if not fresh:
             return
         found = {
-            str(rid): tuple(json.loads(text))
+            str(rid): tuple(rec.decode_json(text))
             for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, fresh)
         }
         for rid in fresh:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from errkb.records import decode_json
 from errkb.store.interface import ChangeKind, RecordJSON, VersionKind
 
 
@@ -102,7 +103,7 @@ class Incoming:
     @property
     def obj(self) -> RecordJSON:
         if isinstance(self.data, str):
-            decoded: RecordJSON = json.loads(self.data)
+            decoded: RecordJSON = decode_json(self.data)
             return decoded
         return self.data
 

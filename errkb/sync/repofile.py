@@ -64,7 +64,7 @@ def derived_from(text: str) -> Derived | None:
         return None
     from errkb.store.values import Derived
 
-    words, spec = json.loads(text)
+    words, spec = rec.decode_json(text)
     return Derived(tuple(spec), tuple(words))
 
 
@@ -126,7 +126,7 @@ def read_repo(
         _cross_check(items, repo, index_ids, where)
     if index_digest is not None:
         _check_rows(items, repo, index_digest, where)
-    hashes = tuple(rec.content_hash(it.obj) for it in items)
+    hashes = tuple(rec.content_hash(it.obj, floatless=it.floatless) for it in items)
     to_check = tuple(n for n, it in enumerate(items) if stored.get(it.obj["id"]) != hashes[n])
     known = specs or {}
     same = (
@@ -163,13 +163,15 @@ def check_repo(part: RepoFile, index_ids: Sequence[str], version: str | None) ->
         obj = item.obj
         rid = obj["id"]
         if rid not in bad:
-            text = rec.verbatim_json(obj)
+            text = rec.verbatim_json(obj, floatless=item.floatless)
             # Compiled only where its matcher inputs changed (a re-analysis upstream rewrites
             # documentation, not messages: at 500k records 5,391 records of a 1% sync, 0.75 s
             # of its CPU); the store keeps the others' spec rows (``UnitOfWork._same_specs``).
             same = n in part.same_spec
             derived = derive(obj) if n in new and not same else None
-            content_hash = part.hashes[n] if part.hashes else rec.content_hash(obj)
+            content_hash = (
+                part.hashes[n] if part.hashes else rec.content_hash(obj, floatless=item.floatless)
+            )
             line = spool_line(rid, content_hash, text, version, derived, same_spec=same)
             lines.append((rid, line))
     return Checked(tuple(lines), tuple(found), frozenset(bad), bool(part.broken))

@@ -15,7 +15,7 @@ import pytest
 import errkb
 from errkb.match import anchordb
 from errkb.match.anchordb import AnchorDatabaseError, AnchorDB, AnchorFault
-from tests.conftest import DATASET
+from tests.conftest import DATASET, require_extra
 
 WORDS = ["Traceback", "alpha_beta", "gamma", "delta9", "epsilon", "zeta_eta_theta"]
 
@@ -60,7 +60,7 @@ def test_hits_are_every_whole_word_on_its_line(engine: str) -> None:
 def test_both_engines_give_the_same_hits() -> None:
     engines = _engines()
     if len(engines) < 2:  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed: install errkb[fast] to compare the engines")
+        require_extra("hyperscan", "fast")
     data = _log(11) + b"\n" + _log(12)
     hs, ac = (AnchorDB(WORDS, e).hits(data) for e in engines)
     assert hs.lines == ac.lines
@@ -131,7 +131,7 @@ def test_many_anchors_compile_in_chunks_with_the_same_hits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed")
+        require_extra("hyperscan", "fast")
     whole = AnchorDB(WORDS, "hyperscan")
     monkeypatch.setattr(anchordb, "CHUNK_WORDS", 2)
     path = tmp_path / "kb.sqlite3.anchordb"
@@ -187,7 +187,7 @@ def test_a_changed_byte_or_foreign_file_is_corrupt(tmp_path: Path) -> None:
 
 def test_a_serialised_image_hyperscan_refuses_is_corrupt(tmp_path: Path) -> None:
     if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed")
+        require_extra("hyperscan", "fast")
     db = AnchorDB(WORDS, "hyperscan")
     # A well-formed file (its hash matches) around an image that is not a database.
     broken = AnchorDB(WORDS, "ahocorasick")
@@ -319,7 +319,7 @@ def test_the_short_words_are_found_the_same_with_and_without_numpy(
 def test_both_engines_give_the_same_hits_with_end_conditions(tmp_path: Path) -> None:
     engines = _engines()
     if len(engines) < 2:  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed: install errkb[fast] to compare the engines")
+        require_extra("hyperscan", "fast")
     path = tmp_path / "kb.sqlite3.recordanchors"
     assert anchordb.write_anchor_db(
         path, AnchorDB(ENDED, "hyperscan", ends=b"\x01\x01\x00"), "7", "v1"
@@ -632,6 +632,7 @@ def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr
     from errkb.parse import regions
     from tests.test_recordscan import _mixed_log
 
+    require_extra("hyperscan", "fast")  # the message it checks is Hyperscan's compile
     src, ro = _src_and_ro(tmp_path)
     _synced(src / "kb.sqlite3")
     _files(src / "kb.sqlite3")["recordanchors"].unlink()
@@ -723,6 +724,7 @@ def _escaped_log(seed: int) -> bytes:
 
 
 def test_gated_words_compile_in_parts_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    require_extra("hyperscan", "fast")
     assert [anchordb.gate_of(w.encode()) for w in ESCAPED] == [
         *(b"p", b"e", b"e", b"e", b"p", b"q")
     ]
@@ -743,7 +745,7 @@ def test_gated_parts_scan_only_the_lines_that_hold_their_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed")
+        require_extra("hyperscan", "fast")
     monkeypatch.setattr(anchordb, "CHUNK_WORDS", 2)  # parts: one plain, two "e", one "q"
     monkeypatch.setattr(anchordb, "GATE_LINE_BYTES", 8)  # a small log's lines gathered
     db = AnchorDB(ESCAPED, "hyperscan")

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 import errkb
 from errkb.cli import cli
+from tests.conftest import require_extra
 
 
 @pytest.mark.parametrize("command", [["mcp"], ["mcp", "--http", "127.0.0.1:8765"], ["serve"]])
@@ -118,6 +119,7 @@ def test_a_signal_stops_serve_gracefully_and_finishes_the_request_in_flight(
     served_db: Path, sig: int
 ) -> None:
     """SIGTERM/SIGHUP/SIGINT: exit 0 (not death by the signal), the in-flight answer whole."""
+    require_extra("mcp")
     from tests.conftest import EXAMPLES
 
     served = Served(served_db, "serve", "--port", str(_port()), "--workers", "1")
@@ -176,6 +178,7 @@ def test_binding_beyond_loopback_without_a_token_warns(served_db: Path) -> None:
 
 def test_a_connection_that_sends_no_request_is_closed() -> None:
     """The header-read deadline: a silent connection does not stay open (issue 27, item 9)."""
+    require_extra("uvicorn")
     import socket
     import threading
 
@@ -213,6 +216,7 @@ def test_a_connection_that_sends_no_request_is_closed() -> None:
 )
 def test_a_bad_address_is_a_named_error(host: str, port: int, expected: str) -> None:
     """Not "unexpected ValueError: Port out of range" (issue 27, item 5): a BindError, exit 2."""
+    require_extra("uvicorn")
     from errkb.serve.runner import BindError, bind
 
     with pytest.raises(BindError, match=expected) as raised:

@@ -22,9 +22,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import require_extra
+
 ROOT = Path(__file__).resolve().parent.parent / "errkb"
 #: Modules whose optional dependencies (the errkb[mcp] extra) may be absent.
-OPTIONAL = {"errkb.serve.mcp_tools", "errkb.serve.http"}
+OPTIONAL = {"errkb.serve.mcp_tools", "errkb.serve.http", "errkb.serve.runner"}
 #: ``python -m errkb`` runs the command line when imported: it is a script, not a module.
 SCRIPTS = {"errkb.__main__"}
 
@@ -143,7 +145,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 @pytest.mark.parametrize("module", sorted(set(MODULES) - SCRIPTS))
 def test_every_module_imports(module: str) -> None:
     if module in OPTIONAL:
-        pytest.importorskip("mcp")
+        require_extra("mcp")
+        require_extra("uvicorn")
     importlib.import_module(module)
 
 

@@ -25,6 +25,7 @@ from errkb.match.scan import ENGINES
 from errkb.parse.events import EventKind, Frame, LogEvent
 from errkb.parse.prefixes import RULES
 from tests.cli import run
+from tests.conftest import require_extra
 from tests.test_wrapping import COMFY, near_misses, positives
 from tests.tiers import examples
 
@@ -109,6 +110,8 @@ def _big_log(message_line: int, message: str) -> bytes:
 def test_a_bare_message_in_a_2mb_log_is_found_on_its_line(
     mf_kb: errkb.KnowledgeBase, engine: str
 ) -> None:
+    if engine == "hyperscan":
+        require_extra("hyperscan", "fast")
     mf_kb.scan_engine = engine
     try:
         data = _big_log(12345, MESSAGE)
@@ -126,6 +129,7 @@ def test_a_bare_message_in_a_2mb_log_is_found_on_its_line(
 
 
 def test_both_engines_give_the_same_report(mf_kb: errkb.KnowledgeBase) -> None:
+    require_extra("hyperscan", "fast")
     data = _big_log(777, MESSAGE) + _big_log(5, "Quanto layer 'q' has incompatible scale F32 (16,)")
     reports = []
     for engine in ENGINES:

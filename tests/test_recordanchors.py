@@ -12,6 +12,7 @@ from errkb.match import anchordb, recordanchors
 from errkb.match.recordanchors import RecordAnchors, maps_path, read_maps, record_maps
 from errkb.records.patterns import re2_escape
 from errkb.store.interface import AnchorRow
+from tests.conftest import require_extra
 
 
 def _row(rid: str, template: str, literals: tuple[str, ...], fixed: bool) -> AnchorRow:
@@ -136,7 +137,7 @@ def test_the_kept_lines_are_the_rejects_one_line_at_a_time(
 def test_both_engines_keep_the_same_lines() -> None:
     engines = _engines()
     if len(engines) < 2:  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed: install errkb[fast] to compare the engines")
+        require_extra("hyperscan", "fast")
     hs, ac = (RecordAnchors(ROWS, engine) for engine in engines)
     for seed in range(10, 14):
         data = _log(seed)
@@ -190,7 +191,7 @@ def test_a_stored_anchor_database_with_other_end_flags_is_replaced(tmp_path: Pat
 
 def _hyperscan_only() -> None:
     if "hyperscan" not in _engines():  # pragma: no cover - CI installs errkb[fast]
-        pytest.fail("hyperscan is not installed: install errkb[fast]")
+        require_extra("hyperscan", "fast")
 
 
 def test_a_build_for_storage_writes_what_a_scan_builds_and_loads_nothing(

@@ -27,7 +27,7 @@ from errkb.match.recordscan import Limits, exception_of
 from errkb.match.scan import ENGINES
 from errkb.parse import regions
 from errkb.records import schema_validator
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, require_extra
 from tests.test_wrapping import COMFY
 
 MESSAGE = "Comfy INT8 layer '{p}' has incompatible weight/scale shapes: (4096, 4096) and (4096, 2)"
@@ -136,6 +136,8 @@ def test_the_scan_gives_the_region_parse_s_report(
 def test_both_engines_give_the_same_report(
     rs_kb: errkb.KnowledgeBase, small_gate: None, engine: str
 ) -> None:
+    if engine == "hyperscan":
+        require_extra("hyperscan", "fast")
     data = _mixed_log().encode()
     rs_kb.scan_engine = engine
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import LINEAR_ID, _admin, query
+from conftest import LINEAR_ID, _admin, query, require_extra
 from published import build_tree, make_record
 
 import errkb
@@ -177,6 +177,7 @@ def test_a_read_only_login_reads_and_refuses_writes(pg_url: str) -> None:
 
 
 def test_unreachable_server_is_one_clear_line(tmp_path: Path) -> None:
+    require_extra("psycopg", "postgres")  # without it the line says to install the extra
     url = f"postgresql+psycopg://postgres@/nowhere?host={tmp_path}"
     proc = _errkb(url, "stats")
     assert proc.returncode == 2, proc.stderr

@@ -72,6 +72,20 @@ def anchors_cost(db: Path) -> tuple[float, int]:
     return _cpu() - started, count
 
 
+#: The tables a sync writes, copied in this order (the search tables are filled after).
+_COPIED = (
+    "records",
+    "record_tags",
+    "record_solutions",
+    "record_prevention_tips",
+    "pattern_specs",
+    "match_tokens",
+    "record_history",
+    "dataset_versions",
+    "meta",
+)
+
+
 def sqlite_cost(db: Path) -> list[tuple[str, float]]:
     """CPU seconds of each step of writing ``db``'s rows again by SQLite alone."""
     from errkb.store.sqlite import _BUILD_PRAGMAS, _SEARCH_TRIGGER, bulk_search_sql
@@ -98,17 +112,8 @@ def sqlite_cost(db: Path) -> list[tuple[str, float]]:
             conn.execute(sql, params)
             steps.append((label, _cpu() - started))
 
-        for table in (
-            "records",
-            "record_tags",
-            "record_solutions",
-            "record_prevention_tips",
-            "pattern_specs",
-            "match_tokens",
-            "record_history",
-            "dataset_versions",
-            "meta",
-        ):
+        tables = {name for kind, name, _sql in objects if kind == "table"}
+        for table in _COPIED:
             cols = ", ".join(str(r[1]) for r in conn.execute(f"PRAGMA main.table_info({table})"))
             step(
                 table,
@@ -126,6 +131,15 @@ def sqlite_cost(db: Path) -> list[tuple[str, float]]:
             if kind == "index":
                 step(f"index {name}", sql)
         conn.execute("COMMIT")
+        # A copy that lost rows would time less than the work: each copied table is checked.
+        for name in (*_COPIED, "search_docs"):
+            if name in tables:
+                here, there = (
+                    conn.execute(f"SELECT count(*) FROM {schema}.{name}").fetchone()[0]  # noqa: S608
+                    for schema in ("main", "old")
+                )
+                if here != there:
+                    raise RuntimeError(f"{name}: {here} rows copied of {there}")
         conn.close()
     return steps
 

@@ -266,3 +266,27 @@ def test_a_measured_command_s_process_tree_is_summed() -> None:
     assert run_.tree_rss >= 80 * 2**20
     if run_.max_rss >= 0:
         assert run_.tree_rss >= run_.max_rss - 16 * 2**20  # sampled: the tail may be missed
+
+
+def test_sync_floor_times_each_piece_of_a_synced_tree(
+    tmp_path: Path, small_records: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errkb
+    from bench import sync_floor
+    from tests.conftest import require_extra
+
+    require_extra("hyperscan", "fast")  # the anchors' piece is Hyperscan's compile
+    tree = tmp_path / "tree"
+    bc.write_tree(tree, small_records, bc.DATASET_VERSION)
+    db = tmp_path / "kb.sqlite3"
+    with errkb.open(db, bundled=False) as kb:
+        kb.sync(tree)
+    per, timed = sync_floor.check_cost(tree, files=3, rounds=1)
+    assert per > 0 and 0 < timed <= len(small_records)
+    seconds, literals = sync_floor.anchors_cost(db)
+    assert seconds >= 0 and literals >= len(small_records) // 2
+    labels = [label for label, _seconds in sync_floor.sqlite_cost(db)]  # every row copied
+    assert labels[0] == "records" and "full-text fill" in labels
+    assert any(label.startswith("index ") for label in labels)
+    sync_floor.main([str(db), str(tree), "--files", "2", "--rounds", "1"])
+    assert "of wall time on two cores" in capsys.readouterr().out

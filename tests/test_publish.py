@@ -312,7 +312,7 @@ def _awkward_index(rows: int) -> tuple[bytes, list[dict[str, object]]]:
             row["msg"] = 'a "}, {" inside a string'  # a cut there does not parse
             text = json.dumps(row)
         elif n % 1499 == 9:
-            row["n"] = 2**70  # past orjson's integers
+            row["n"] = 2**70  # orjson reads it as a float: a field no digest holds
             text = json.dumps(row)
         elif n % 1999 == 11:
             text = text[:-1] + ', "x": NaN}'  # Python's json reads it, orjson does not

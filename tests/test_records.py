@@ -232,7 +232,7 @@ def test_what_orjson_refuses_is_written_by_json(value: Any) -> None:
     from errkb import records
 
     obj = {"v": value}
-    if records._orjson() is not None:
+    if records.orjson_functions() is not None:
         assert records._fast(obj, records._SORT_KEYS) is None  # refused: json writes it
     assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
     assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
@@ -255,7 +255,7 @@ def test_floats_are_written_by_json_unless_floatless_is_claimed(number: float) -
 def test_without_orjson_every_encoder_is_json(monkeypatch: pytest.MonkeyPatch) -> None:
     from errkb import records
 
-    monkeypatch.setattr(records, "_orjson", lambda: None)
+    monkeypatch.setattr(records, "orjson_functions", lambda: None)
     obj = {"b": "é\u2028", "a": [1, None]}
     assert records._fast(obj, 0) is None
     assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)

@@ -383,10 +383,11 @@ _VERBATIM = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 @functools.cache
-def _orjson() -> tuple[Callable[[str], Any], Callable[..., bytes]] | None:
+def orjson_functions() -> tuple[Callable[[str], Any], Callable[..., bytes]] | None:
     """Orjson's ``loads`` and ``dumps`` where it is installed (``errkb[fast]``), else None.
 
     Looked up on first use: explain never encodes a record, and its start-up stays lean.
+    Every use of orjson goes through here (a sync's index rows, ``_fast``, ``decode_json``).
     """
     try:
         import orjson
@@ -411,7 +412,7 @@ def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
     writes it. A worker's check of a bench record (read, validate, hash, derive, encode)
     went from 233 to 195 us (60 repository files, interleaved rounds): ~19 s of CPU at 500k.
     """
-    fast = _orjson()
+    fast = orjson_functions()
     if fast is None:
         return None
     try:
@@ -432,7 +433,7 @@ def decode_json(text: str) -> Any:
     words) the check passes: 20,000 stored bench records (2.7 KB each) decoded in 0.13 s
     against 0.21 s, ~2 s of a 500k full sync's transaction, which decodes each once.
     """
-    fast = _orjson()
+    fast = orjson_functions()
     if fast is not None:
         loads, dumps = fast
         try:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
 from errkb.errors import IntegrityError, SyncError
-from errkb.records import dataset_version_problem
+from errkb.records import dataset_version_problem, orjson_functions
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient, shown_url
 
 #: Default cap on any one downloaded (or decompressed) file.
@@ -993,8 +993,10 @@ def _rows(stream: _Stream) -> Iterator[Any]:
             # exactly the rows the scanner would give one at a time (a value is read the
             # same whatever follows it; a cut inside a string or an object does not parse).
             # 500,000 index rows: 2.1-2.8 s of CPU with the scanner, 1.3-1.7 s so. A window holding
-            # a row orjson refuses (NaN, a huge integer, a lone surrogate) is read in bulk up
-            # to the row before it; the scanner reads that row, then bulk again.
+            # a row orjson refuses (NaN, a lone surrogate) is read in bulk up to the row before
+            # it; the scanner reads that row, then bulk again. An integer past 64 bits orjson
+            # reads as a float where the scanner gives an int: only a field that is not a
+            # string can differ so, and no field a sync compares is one in a valid tree.
             cut = buf.rfind("},", pos)
             rows = None
             while rows is None and cut - pos >= _BULK_MIN:
@@ -1044,11 +1046,8 @@ _BULK_MIN = 16 * 1024
 
 def _bulk_loads() -> Callable[[str], Any] | None:
     """The ``loads`` of orjson where it is installed (``errkb[fast]``), else None."""
-    try:
-        import orjson
-    except ImportError:
-        return None
-    return cast(Callable[[str], Any], orjson.loads)
+    fast = orjson_functions()
+    return None if fast is None else fast[0]
 
 
 @dataclass(frozen=True)

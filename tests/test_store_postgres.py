@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from conftest import LINEAR_ID, _admin, query, require_extra
-from published import build_tree, make_record
+from published import build_tree, make_record, make_records
 
 import errkb
 from errkb.errors import (
@@ -363,6 +363,60 @@ def test_token_rows_and_the_anchor_table_match_sqlite(pg_url: str, tmp_path: Pat
         big = "ValueError: " + LINEAR + "\n" + "filler line\n" * 40_000  # over SCAN_ABOVE
         assert [m.id for m in pg.explain(big).matches] == [m.id for m in lite.explain(big).matches]
         assert LINEAR_ID in [m.id for m in pg.explain(big).matches]
+
+
+def test_a_write_merges_the_search_index_once_at_its_end(pg_url: str, tmp_path: Path) -> None:
+    """An apply holds the GIN index's merging while it writes and merges it at the end.
+
+    ``gin_clean_pending_list`` answers how many pending-list pages it merged: none after an
+    errkb write; some after rows the trigger indexed outside one (the measure can see them).
+    """
+    schema = _schema(pg_url)
+    pending = f"SELECT gin_clean_pending_list('{schema}.search_records_tsv'::regclass)"
+    records = make_records(400, repos=4)
+    with errkb.open(pg_url) as kb:
+        kb.sync(build_tree(tmp_path / "t", records, V1))
+    count = f"SELECT count(*) FROM {schema}.records WHERE search_tsv @@ to_tsquery('simple', %s)"
+    with _admin(pg_url) as conn:
+        assert conn.execute(pending).fetchone() == (0,)
+        # The index answers as the vectors do (a scan of the table) for the records' words.
+        for word in ("generated", "layer", "repo"):
+            conn.execute("SET enable_seqscan = on; SET enable_bitmapscan = off")
+            scanned = conn.execute(count, (word,)).fetchone()
+            conn.execute("SET enable_seqscan = off; SET enable_bitmapscan = on")
+            assert conn.execute(count, (word,)).fetchone() == scanned
+            assert scanned is not None and scanned[0] >= len(records)
+        conn.execute(f"UPDATE {schema}.records SET documentation = documentation || ' zq'")
+        assert conn.execute(pending).fetchone()[0] > 0
+
+
+def test_a_writer_that_does_not_own_the_index_leaves_its_merge_to_the_next(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """``gin_clean_pending_list`` wants the index's owner: a writer with grants only writes."""
+    schema = _schema(pg_url)
+    role = f"w_{schema}"
+    with errkb.open(pg_url) as kb:  # the owner makes the schema
+        assert kb.stats().records
+    with _admin(pg_url) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT ALL ON ALL TABLES IN SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT ALL ON ALL SEQUENCES IN SCHEMA {schema} TO {role}")
+    try:
+        writer = pg_url.replace("postgres@", f"{role}@", 1)
+        assert writer != pg_url
+        records = make_records(40, repos=2)
+        with errkb.open(writer) as kb:
+            kb.sync(build_tree(tmp_path / "t", records, V1))
+            assert kb.stats().records == len(records)
+        pending = f"SELECT gin_clean_pending_list('{schema}.search_records_tsv'::regclass)"
+        with _admin(pg_url) as conn:
+            assert conn.execute(pending).fetchone()[0] > 0  # left for the owner's merge
+    finally:
+        with _admin(pg_url) as conn:
+            conn.execute(f"DROP OWNED BY {role}")
+            conn.execute(f"DROP ROLE {role}")
 
 
 # ---------------------------------------------------------------------------- the read path

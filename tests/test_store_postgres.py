@@ -390,6 +390,27 @@ def test_a_write_merges_the_search_index_once_at_its_end(pg_url: str, tmp_path: 
         assert conn.execute(pending).fetchone()[0] > 0
 
 
+def test_a_write_compresses_large_values_with_lz4_where_the_server_can(
+    pg_url: str, tmp_path: Path
+) -> None:
+    schema = _schema(pg_url)
+    records = make_records(30, repos=1)
+    for r in records:
+        r["documentation"] = " ".join(f"word{n}" for n in range(2000))  # past TOAST's 2 KB
+    with errkb.open(pg_url) as kb:
+        kb.sync(build_tree(tmp_path / "t", records, V1))
+    with _admin(pg_url) as conn:
+        row = conn.execute(
+            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
+        ).fetchone()
+        expected = "lz4" if row and row[0] else "pglz"
+        methods = conn.execute(
+            f"SELECT pg_column_compression(documentation), count(*) FROM {schema}.records "
+            "WHERE length(documentation) > 10000 GROUP BY 1"
+        ).fetchall()
+    assert methods == [(expected, len(records))]
+
+
 def test_a_writer_that_does_not_own_the_index_leaves_its_merge_to_the_next(
     pg_url: str, tmp_path: Path
 ) -> None:

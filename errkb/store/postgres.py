@@ -415,6 +415,7 @@ class PostgresStore(StoreEngine):
         self._open_lock = threading.Lock()
         self._closer = Closer()
         self._read_only: bool | None = None
+        self._toast_lz4: bool | None = None
 
     def _fail(self, exc: BaseException, action: str) -> StoreError:
         return translate(exc, self.name, action, self.busy_timeout_ms)
@@ -623,6 +624,8 @@ class PostgresStore(StoreEngine):
                     # Waiting for another writer is bounded like SQLite's busy timeout.
                     conn.execute(f"SET LOCAL lock_timeout = {int(self.busy_timeout_ms)}")
                     conn.execute(_WRITE_LOCK, ("errkb-write.",))
+                    if self._lz4(conn):
+                        conn.execute("SET LOCAL default_toast_compression = 'lz4'")
                 except psycopg.Error as exc:
                     raise self._fail(exc, "taking the write lock") from exc
                 sql = PgWriteSql(conn)
@@ -659,6 +662,22 @@ class PostgresStore(StoreEngine):
         finally:
             with contextlib.suppress(Exception):
                 conn_cm.__exit__(None if failure is None else type(failure), failure, None)
+
+    def _lz4(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the server compresses large values with LZ4 when asked (14+, built with it).
+
+        A record's row holds its JSON and prose, ~4 KB: PostgreSQL compresses it out of line
+        (TOAST), by default with pglz. With LZ4 the records' ``COPY`` of a 60,000-record
+        sync took 10.2-12.0 s of the server's time against 13.5-14.3 s; reads decompress faster
+        too. Values already stored keep their method; any server reads both.
+        """
+        if self._toast_lz4 is None:
+            row = conn.execute(
+                "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
+                "WHERE name = 'default_toast_compression'"
+            ).fetchone()
+            self._toast_lz4 = bool(row and row[0])
+        return self._toast_lz4
 
     def describe(self) -> str:
         return self.name

@@ -390,6 +390,73 @@ def test_a_write_merges_the_search_index_once_at_its_end(pg_url: str, tmp_path: 
         assert conn.execute(pending).fetchone()[0] > 0
 
 
+#: Migration 0005's trigger expressions, over a row's stored columns: the vector the trigger
+#: gave every record before migration 0009.
+VECTOR_0005 = " || ".join(
+    f"setweight(to_tsvector('simple', errkb_search_words({value})), '{weight}')"
+    for value, weight in (
+        ("error_message", "A"),
+        ("slug", "B"),
+        ("error_class", "C"),
+        ("CASE WHEN jsonb_typeof(raw_json::jsonb -> 'tags') = 'array' "
+         "THEN (raw_json::jsonb -> 'tags')::text END", "C"),
+        ("documentation", "D"),
+        ("trigger_scenarios", "D"),
+        ("common_situations", "D"),
+        ("CASE WHEN jsonb_typeof(raw_json::jsonb -> 'solutions') = 'array' "
+         "THEN (raw_json::jsonb -> 'solutions')::text END", "D"),
+    )
+)  # fmt: skip
+
+
+def test_a_bulk_write_gives_each_record_the_vector_the_trigger_would(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second connection computes the vectors of a large insert (``_Vectors``), exactly."""
+    from errkb.store import postgres
+
+    computed: list[int] = []
+    real = postgres._Vectors._receive
+
+    def counted(self: Any, count: int) -> list[str]:
+        got = real(self, count)
+        computed.append(len(got))
+        return got
+
+    monkeypatch.setattr(postgres._Vectors, "_receive", counted)
+    schema = _schema(pg_url)
+    records = make_records(700, repos=3)
+    records[0]["tags"] = ["cuda-oom", "fp8", "a-b-c"]
+    records[1]["solutions"] = ["torch.nn.functional(x) -> y", 'quote"d new\nline ünï-côdé C:\\to']
+    with errkb.open(pg_url) as kb:
+        seeded = len(list(kb.records()))  # the bundled records: too few for a helper
+        assert computed == []
+        kb.sync(build_tree(tmp_path / "t", records, V1))
+    assert sum(computed) == len(records) and max(computed) == postgres.VECTORS_BATCH
+    with _admin(pg_url) as conn:
+        rows = conn.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE search_tsv IS DISTINCT FROM ({VECTOR_0005}))"
+            f" FROM {schema}.records"
+        ).fetchone()
+    assert rows == (len(records) + seeded, 0)
+
+
+def test_a_failing_vector_query_fails_the_write_and_leaves_the_pool_whole(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store import postgres
+
+    with errkb.open(pg_url) as kb:
+        before = kb.stats().records
+        monkeypatch.setattr(postgres, "_VECTORS_SQL", "SELECT no_such_function($1::text)")
+        with pytest.raises(StoreError, match=r"search vectors: .*no_such_function"):
+            kb.sync(build_tree(tmp_path / "t", make_records(600, repos=2), V1))
+        assert kb.stats().records == before  # nothing committed
+        monkeypatch.undo()
+        kb.sync(build_tree(tmp_path / "t2", make_records(600, repos=2), V1))
+        assert kb.stats().records == 600
+
+
 def test_a_write_compresses_large_values_with_lz4_where_the_server_can(
     pg_url: str, tmp_path: Path
 ) -> None:

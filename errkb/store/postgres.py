@@ -617,6 +617,7 @@ class PostgresStore(StoreEngine):
         except psycopg.Error as exc:
             raise self._fail(exc, "writing") from exc
         failure: BaseException | None = None
+        sql: PgWriteSql | None = None
         try:
             with gc_paused():
                 try:
@@ -628,7 +629,7 @@ class PostgresStore(StoreEngine):
                         conn.execute("SET LOCAL default_toast_compression = 'lz4'")
                 except psycopg.Error as exc:
                     raise self._fail(exc, "taking the write lock") from exc
-                sql = PgWriteSql(conn)
+                sql = PgWriteSql(conn, pool)
                 yield UnitOfWork(sql)
                 try:
                     sql.before_commit()
@@ -660,6 +661,9 @@ class PostgresStore(StoreEngine):
                 raise self._fail(exc, "writing") from exc
             raise
         finally:
+            if sql is not None:
+                with contextlib.suppress(Exception):
+                    sql.close()
             with contextlib.suppress(Exception):
                 conn_cm.__exit__(None if failure is None else type(failure), failure, None)
 
@@ -816,6 +820,17 @@ def _revision_of(name: str) -> Callable[[PgView], str | None]:
 class PgWriteSql(PgSql):
     """The engine's ``WriteSql``: one connection inside ``BEGIN``; bulk rows by ``COPY``."""
 
+    #: The search index to merge before the commit (``_GinAfter``), when an apply held it.
+    merge_index: int | None = None
+    #: The connection computing the records' search vectors beside this one (``_Vectors``).
+    vectors: _Vectors | None = None
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], pool: ConnectionPool[Any] | None = None
+    ) -> None:
+        super().__init__(conn)
+        self.pool = pool
+
     def execute(self, sql: str, params: Sequence[object] = ()) -> None:
         self.conn.execute(_pg_sql(sql), params)
 
@@ -826,17 +841,26 @@ class PgWriteSql(PgSql):
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]
     ) -> None:
+        if table == "records" and self.vectors is not None:
+            listed = list(rows)
+            if len(listed) >= VECTORS_MIN:
+                self.vectors.insert(self.conn, columns, listed)
+                return
+            rows = listed
         # Only fixed table and column names are interpolated.
         sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
         with self.conn.cursor() as cur, cur.copy(sql) as copy:
             for row in rows:
                 copy.write_row(row)
 
-    #: The search index to merge before the commit (``_GinAfter``), when an apply held it.
-    merge_index: int | None = None
-
     def bulk_search(self, incoming: Iterable[Incoming]) -> _GinAfter | None:
         return _GinAfter.start(self)
+
+    def close(self) -> None:
+        """Give back the vectors' connection, if one was taken (the transaction has ended)."""
+        if self.vectors is not None:
+            vectors, self.vectors = self.vectors, None
+            vectors.close()
 
     def before_commit(self) -> None:
         """Merge the search index's pending list if an apply held it and the login may."""
@@ -879,11 +903,16 @@ class _GinAfter:
     @classmethod
     def start(cls, sql: PgWriteSql) -> _GinAfter | None:
         row = sql.conn.execute(
-            "SELECT c.oid, pg_has_role(c.relowner, 'USAGE') FROM pg_class c "
-            "WHERE c.oid = to_regclass('search_records_tsv')"
+            "SELECT c.oid, pg_has_role(c.relowner, 'USAGE'), to_regprocedure(%s) IS NOT NULL "
+            "FROM pg_class c WHERE c.oid = to_regclass('search_records_tsv')",
+            (_VECTOR_FUNCTION,),
         ).fetchone()
         if row is None:
             return None  # a schema before migration 0005: no full-text index
+        if row[2] and sql.pool is not None and sql.vectors is None:
+            sql.vectors = _Vectors.take(sql.pool)
+            if sql.vectors is not None:
+                sql.conn.execute("SET LOCAL errkb.search_vectors = 'given'")
         sql.conn.execute(f"SET LOCAL gin_pending_list_limit = {GIN_PENDING_KB}")
         # The merges a larger apply still needs (past the limit) read the list work_mem at a
         # time (the final one, maintenance_work_mem's default, 64 MB).
@@ -897,3 +926,119 @@ class _GinAfter:
 
     def finish(self) -> None:
         return None  # merged before the commit (``PgWriteSql.before_commit``)
+
+
+#: ``errkb_search_vector``'s signature and arguments (migration 0009): the columns of a
+#: record's row the search vector is computed from, in order.
+_VECTOR_FUNCTION = "errkb_search_vector(text, text, text, text, text, text, text)"
+_VECTOR_INPUTS = (
+    "error_message", "slug", "error_class", "raw_json", "documentation", "trigger_scenarios",
+    "common_situations",
+)  # fmt: skip
+#: One batch's vectors: its rows arrive as one JSON array of arrays of the inputs (text or
+#: null), one parameter, which the server reads back to the very same strings.
+_VECTORS_SQL = (  # fixed names only
+    "SELECT errkb_search_vector("  # noqa: S608
+    + ", ".join(f"r.v ->> {i}" for i in range(len(_VECTOR_INPUTS)))
+    + ")::text FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS r(v, n) "
+    "ORDER BY r.n"
+)
+#: Records whose vectors one round trip computes: small enough that the writing connection
+#: waits only for the first batch of each insert, large enough that a round trip is noise.
+VECTORS_BATCH = 256
+#: An insert of fewer records leaves their vectors to the trigger (a round trip saves nothing).
+VECTORS_MIN = 2 * VECTORS_BATCH
+
+
+class _Vectors:
+    """A second connection computing the search vectors of the records the first one writes.
+
+    The trigger of migration 0005 computed each record's vector inside the writing backend:
+    ~100 us a record (the JSON parse of its tags and solutions, eight ``regexp_replace`` and
+    ``to_tsvector``), which kept a large sync's one backend busy while the machine's other
+    core had little to do. Here a pooled connection runs the trigger's own function
+    (``errkb_search_vector``, migration 0009) over each batch of rows while the writer copies
+    the batch before it, and the rows go in with their vectors; the trigger keeps a given
+    vector on INSERT because the transaction says so (``errkb.search_vectors``). The same
+    function of the same values: the same vectors (tested against migration 0005's
+    expressions). Without a free pooled connection the trigger computes them, as before.
+
+    One thread: a batch's query is sent on the helper's libpq connection without waiting, the
+    previous batch is copied, then its answer read. (With the query in a second thread the
+    writer waited 15.9 s for 6.2 s of the helper's work in a 60,000-record sync: each of the
+    thread's wake-ups waited for the copying thread's GIL.)
+    """
+
+    def __init__(self, pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> None:
+        from errkb.records import orjson_functions
+
+        self.pool = pool
+        self.conn = conn
+        fast = orjson_functions()
+        self.dumps: Callable[[object], bytes] = (
+            fast[1] if fast is not None else lambda v: json.dumps(v).encode("utf-8")
+        )
+        self.sent = False
+        #: Records whose vectors this connection computed (tests count them).
+        self.computed = 0
+
+    @classmethod
+    def take(cls, pool: ConnectionPool[Any]) -> _Vectors | None:
+        from psycopg_pool import PoolTimeout
+
+        try:
+            conn = pool.getconn(timeout=1.0)
+        except PoolTimeout:
+            return None  # every pooled connection busy: the trigger computes the vectors
+        return cls(pool, conn)
+
+    def _send(self, rows: Sequence[Sequence[object]], at: Sequence[int]) -> None:
+        payload = self.dumps([[row[i] for i in at] for row in rows])
+        pgconn = self.conn.pgconn
+        pgconn.send_query_params(_VECTORS_SQL.encode(), [payload])  # raises if it cannot
+        self.sent = True
+        while pgconn.flush():  # the whole batch out before the copy starts
+            pass
+
+    def _receive(self, count: int) -> list[str]:
+        from psycopg import pq
+
+        pgconn = self.conn.pgconn
+        self.sent = False
+        result = pgconn.get_result()
+        while pgconn.get_result() is not None:  # the query's end
+            pass
+        if result is None or result.status != pq.ExecStatus.TUPLES_OK:
+            why = result.get_error_message() if result is not None else "no result"
+            raise StoreError(f"search vectors: {why.strip()}")
+        if result.ntuples != count:  # one vector a row, in order: anything else is a fault
+            raise StoreError(f"search vectors: {result.ntuples} computed for {count} records")
+        self.computed += count
+        return [bytes(result.get_value(n, 0) or b"").decode() for n in range(count)]
+
+    def insert(
+        self,
+        conn: psycopg.Connection[Any],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[object]],
+    ) -> None:
+        """``COPY`` ``rows`` into ``records`` on ``conn``, each with its computed vector."""
+        at = [list(columns).index(name) for name in _VECTOR_INPUTS]
+        batches = [rows[i : i + VECTORS_BATCH] for i in range(0, len(rows), VECTORS_BATCH)]
+        sql = f"COPY records ({', '.join(columns)}, search_tsv) FROM STDIN"
+        try:
+            self._send(batches[0], at)
+            with conn.cursor() as cur, cur.copy(sql) as copy:
+                for n, batch in enumerate(batches):
+                    vectors = self._receive(len(batch))
+                    if n + 1 < len(batches):
+                        self._send(batches[n + 1], at)  # computed while this batch is copied
+                    for row, vector in zip(batch, vectors, strict=True):
+                        copy.write_row((*row, vector))
+        finally:
+            if self.sent:  # an error mid-way: the helper's answer read, so it is idle again
+                with contextlib.suppress(Exception):
+                    self._receive(0)
+
+    def close(self) -> None:
+        self.pool.putconn(self.conn)

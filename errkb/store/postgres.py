@@ -890,8 +890,9 @@ class _GinAfter:
     """PostgreSQL's ``BulkSearch``: the GIN index's merging held while a transaction writes.
 
     Each record's vector is computed by the trigger (migration 0005) or given by a second
-    connection (``_Vectors``); what a large apply also paid for was merging them into the GIN index every 4 MB of new entries, a few thousand
-    records apart, each merge touching the posting lists of every common word again. This
+    connection (``_Vectors``); what a large apply also paid for was merging them into the
+    GIN index every 4 MB of new entries, a few thousand records apart, each merge touching the
+    posting lists of every common word again. This
     raises the pending list's limit for the rest of the transaction (``SET LOCAL``) and, when
     the login owns the index as ``gin_clean_pending_list`` requires, merges the list once just
     before the commit (``PgWriteSql.before_commit``: after the retirements and the other

@@ -441,6 +441,35 @@ def test_a_bulk_write_gives_each_record_the_vector_the_trigger_would(
     assert rows == (len(records) + seeded, 0)
 
 
+def test_without_a_free_pooled_connection_the_trigger_computes_the_vectors(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb.store import postgres
+
+    monkeypatch.setenv(postgres.POOL_MAX_ENV, "1")  # the write's own connection is the pool
+    taken: list[object] = []
+    real = postgres._Vectors.take
+
+    def counted(pool: Any) -> Any:
+        got = real(pool)
+        taken.append(got)
+        return got
+
+    monkeypatch.setattr(postgres._Vectors, "take", counted)
+    schema = _schema(pg_url)
+    records = make_records(600, repos=2)
+    with errkb.open(pg_url) as kb:
+        kb.sync(build_tree(tmp_path / "t", records, V1))
+        assert kb.stats().records == len(records)
+    assert taken and all(t is None for t in taken)
+    with _admin(pg_url) as conn:
+        rows = conn.execute(
+            f"SELECT count(*) FILTER (WHERE search_tsv IS DISTINCT FROM ({VECTOR_0005}))"
+            f" FROM {schema}.records"
+        ).fetchone()
+    assert rows == (0,)
+
+
 def test_a_failing_vector_query_fails_the_write_and_leaves_the_pool_whole(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -824,6 +824,7 @@ class PgWriteSql(PgSql):
     merge_index: int | None = None
     #: The connection computing the records' search vectors beside this one (``_Vectors``).
     vectors: _Vectors | None = None
+    _vectors_asked = False
 
     def __init__(
         self, conn: psycopg.Connection[Any], pool: ConnectionPool[Any] | None = None
@@ -841,10 +842,11 @@ class PgWriteSql(PgSql):
     def insert_rows(
         self, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]
     ) -> None:
-        if table == "records" and self.vectors is not None:
+        if table == "records" and self.pool is not None:
             listed = list(rows)
-            if len(listed) >= VECTORS_MIN:
-                self.vectors.insert(self.conn, columns, listed)
+            vectors = self._vectors() if len(listed) >= VECTORS_MIN else None
+            if vectors is not None:
+                vectors.insert(self.conn, columns, listed)
                 return
             rows = listed
         # Only fixed table and column names are interpolated.
@@ -855,6 +857,24 @@ class PgWriteSql(PgSql):
 
     def bulk_search(self, incoming: Iterable[Incoming]) -> _GinAfter | None:
         return _GinAfter.start(self)
+
+    def _vectors(self) -> _Vectors | None:
+        """The connection computing vectors, taken at this transaction's first large insert.
+
+        Asked once: a schema before migration 0009, or no free pooled connection, leaves
+        every vector of the transaction to the trigger.
+        """
+        if self._vectors_asked:
+            return self.vectors
+        self._vectors_asked = True
+        assert self.pool is not None  # noqa: S101 - insert_rows asks only with a pool
+        row = self.conn.execute("SELECT to_regprocedure(%s) IS NOT NULL", (_VECTOR_FUNCTION,))
+        found = row.fetchone()
+        if found and found[0]:
+            self.vectors = _Vectors.take(self.pool)
+            if self.vectors is not None:
+                self.conn.execute("SET LOCAL errkb.search_vectors = 'given'")
+        return self.vectors
 
     def close(self) -> None:
         """Give back the vectors' connection, if one was taken (the transaction has ended)."""
@@ -904,16 +924,11 @@ class _GinAfter:
     @classmethod
     def start(cls, sql: PgWriteSql) -> _GinAfter | None:
         row = sql.conn.execute(
-            "SELECT c.oid, pg_has_role(c.relowner, 'USAGE'), to_regprocedure(%s) IS NOT NULL "
-            "FROM pg_class c WHERE c.oid = to_regclass('search_records_tsv')",
-            (_VECTOR_FUNCTION,),
+            "SELECT c.oid, pg_has_role(c.relowner, 'USAGE') FROM pg_class c "
+            "WHERE c.oid = to_regclass('search_records_tsv')"
         ).fetchone()
         if row is None:
             return None  # a schema before migration 0005: no full-text index
-        if row[2] and sql.pool is not None and sql.vectors is None:
-            sql.vectors = _Vectors.take(sql.pool)
-            if sql.vectors is not None:
-                sql.conn.execute("SET LOCAL errkb.search_vectors = 'given'")
         sql.conn.execute(f"SET LOCAL gin_pending_list_limit = {GIN_PENDING_KB}")
         # The merges a larger apply still needs (past the limit) read the list work_mem at a
         # time (the final one, maintenance_work_mem's default, 64 MB).
@@ -980,13 +995,13 @@ class _Vectors:
             fast[1] if fast is not None else lambda v: json.dumps(v).encode("utf-8")
         )
         self.sent = False
-        #: Records whose vectors this connection computed (tests count them).
-        self.computed = 0
 
     @classmethod
     def take(cls, pool: ConnectionPool[Any]) -> _Vectors | None:
         from psycopg_pool import PoolTimeout
 
+        if pool.max_size < 2:
+            return None  # the write's own connection is the whole pool
         try:
             conn = pool.getconn(timeout=1.0)
         except PoolTimeout:
@@ -1014,7 +1029,6 @@ class _Vectors:
             raise StoreError(f"search vectors: {why.strip()}")
         if result.ntuples != count:  # one vector a row, in order: anything else is a fault
             raise StoreError(f"search vectors: {result.ntuples} computed for {count} records")
-        self.computed += count
         return [bytes(result.get_value(n, 0) or b"").decode() for n in range(count)]
 
     def insert(

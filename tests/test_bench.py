@@ -290,3 +290,39 @@ def test_sync_floor_times_each_piece_of_a_synced_tree(
     assert any(label.startswith("index ") for label in labels)
     sync_floor.main([str(db), str(tree), "--files", "2", "--rounds", "1"])
     assert "of wall time on two cores" in capsys.readouterr().out
+
+
+def test_scan_floor_times_the_native_pieces_of_a_large_explain(
+    tmp_path: Path, small_records: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import errkb
+    from bench import scan_floor
+    from errkb.match import anchordb
+    from tests.conftest import require_extra
+
+    require_extra("hyperscan", "fast")  # the passes and the one-part compile are Hyperscan's
+    db = tmp_path / "kb.sqlite3"
+    tree = tmp_path / "tree"
+    bc.write_tree(tree, small_records, bc.DATASET_VERSION)
+    with errkb.open(db, bundled=False) as kb:
+        kb.sync(tree)
+    log = bl.generate_log(small_records, tmp_path / "x.log", size_mb=0.4, seed=9, rate=300)
+    with errkb.open(db, bundled=False) as kb:
+        matched = {m.id for m in kb.explain(log.path.read_bytes()).exact}
+    assert matched  # the log plants known messages
+    figures = scan_floor.floor_of(str(db), log.path, rounds=1)
+    assert figures["matched_records"] == len(matched)
+    assert figures["bytes"] == log.path.stat().st_size
+    assert all(float(figures[k]) >= 0 for k in ("anchors", "shapes", "newlines", "re2", "rows"))
+    # The one-part database holds every plain literal of the record anchors, and the
+    # module's part size is left as it was.
+    chunk = anchordb.CHUNK_WORDS
+    literals = tmp_path / "plain.txt"
+    count = scan_floor.plain_literals(str(db), literals)
+    got = scan_floor.one_part(literals, [log.path])
+    assert got["literals"] == count > len(matched) // 2
+    assert chunk == anchordb.CHUNK_WORDS  # restored
+    assert set(got["scans"]) == {log.path.name}  # type: ignore[call-overload]
+    scan_floor.main([str(db), str(log.path), "--rounds", "1"])
+    out = capsys.readouterr().out
+    assert f"{len(matched)} records matched" in out and "native floor" in out

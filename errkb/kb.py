@@ -261,6 +261,7 @@ class KnowledgeBase:
                     folded,
                     found=lambda data, lines: found_at(data, lines, matcher),
                     may_match=matcher.may_match_alone,
+                    load=matcher.load,
                     checkpoint=checkpoint,
                     json_lines=json_lines,
                 )

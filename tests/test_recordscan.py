@@ -537,6 +537,7 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
     rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from errkb.match import decide
+    from errkb.match.matcher import IndexedMatcher
     from errkb.store.sqlite import SqliteView
 
     data = _mixed_log(scale=4).encode()
@@ -548,6 +549,8 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
         return real(self, ids)
 
     monkeypatch.setattr(SqliteView, "pattern_specs", counted)
+    # Decide's own batch prefetch: the scan's up-front load (tested below) left out.
+    monkeypatch.setattr(IndexedMatcher, "load", lambda _self, _ids: False)
     reports = []
     for prefetch in (1 << 40, 1):  # never, then every batch
         monkeypatch.setattr(decide, "PREFETCH_EVENTS", prefetch)
@@ -557,6 +560,65 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
     (alone, each), (batched, once) = reports
     assert batched == alone
     assert 0 < once < each
+
+
+def test_the_scan_reads_its_kept_lines_records_together_with_the_same_report(
+    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decide's batch prefetch off (small batches, as a dense log's windows come): without
+    # the scan's up-front load each look-up reads its own one or two specs.
+    from errkb.match import decide
+    from errkb.match.matcher import IndexedMatcher
+    from errkb.store.sqlite import SqliteView
+
+    data = _mixed_log(scale=4).encode()
+    queries: list[int] = []
+    real = SqliteView.pattern_specs
+    loads: list[int] = []
+    real_load = IndexedMatcher.load
+
+    def counted(self: SqliteView, ids: Any) -> Any:
+        queries.append(len(ids))
+        return real(self, ids)
+
+    def load(self: IndexedMatcher, ids: Any) -> bool:
+        loads.append(len(ids))
+        return real_load(self, ids)
+
+    monkeypatch.setattr(SqliteView, "pattern_specs", counted)
+    monkeypatch.setattr(decide, "PREFETCH_EVENTS", 1 << 40)
+    reports = []
+    for loader in (lambda _self, _ids: False, load):
+        monkeypatch.setattr(IndexedMatcher, "load", loader)
+        rs_kb._cache = None  # a new process: no spec loaded yet
+        queries.clear()
+        reports.append((rs_kb.explain(data).to_dict(), len(queries), sum(queries)))
+    (alone, each, read_alone), (together, fewer, read_together) = reports
+    assert together == alone
+    assert sum(loads) > 0  # the kept lines named records
+    assert 0 < fewer < each
+    assert read_together >= read_alone - 1  # the same specs read, not fewer found
+
+
+def test_a_load_larger_than_the_spec_cache_reads_nothing(rs_kb: errkb.KnowledgeBase) -> None:
+    from errkb.match import matcher
+
+    seen: list[int] = []
+    with rs_kb.store.snapshot() as view:
+        cache = matcher.SpecCache()
+        indexed = matcher.IndexedMatcher(view, cache)
+        real = view.pattern_specs
+
+        def counted(ids: Any) -> Any:
+            seen.append(len(ids))
+            return real(ids)
+
+        view.pattern_specs = counted  # type: ignore[method-assign]
+        rid = COMFY
+        assert not indexed.load([])
+        assert not indexed.load([f"no-such-{n}" for n in range(matcher.SPEC_CACHE_MAX)])
+        assert seen == []
+        assert indexed.load([rid, rid]) and seen == [1] and cache.holds(rid)
 
 
 def test_a_plain_hit_line_s_candidates_come_from_the_anchor_pass(

@@ -620,6 +620,24 @@ class IndexedMatcher:
                 hits.append(hit)
         return hits
 
+    def load(self, ids: Sequence[str]) -> bool:
+        """Read (and compile) the specs of ``ids`` ahead, in one query per chunk of ids.
+
+        The record-driven scan names every record its kept lines can match before any is
+        looked up; read one or two at a time by each ``find``, the dense bench log's first
+        scan at 500k records made 3,633 queries for 7,462 specs (0.35 s of CPU), against
+        0.11 s for the same rows read together (``bench.scan_floor``). Nothing is read when
+        ``ids`` would not fit the spec cache's bound (they would push each other out): False.
+        """
+        wanted = sorted(set(ids))
+        if not wanted or len(wanted) > SPEC_CACHE_MAX // 2:
+            return False
+        self._seen.update(wanted)
+        if len(self._seen) > self._cache.size:
+            self._cache.reserve(len(self._seen))
+        self._cache.get_many(self._view, wanted)
+        return True
+
     def find_from(
         self, text: str, starts: Sequence[int], among: Sequence[str] | None = None
     ) -> list[Hit]:

@@ -1033,6 +1033,7 @@ def record_scan(
     checkpoint: Callable[[], None] | None = None,
     json_lines: bool = False,
     may_match: Callable[[str, Sequence[str]], bool] | None = None,
+    load: Callable[[Sequence[str]], object] | None = None,
 ) -> ScanCounts:
     """Scan ``data`` (plain-text bytes) into ``folded``: matches and unmatched entries.
 
@@ -1040,7 +1041,10 @@ def record_scan(
     event covers into ``FOUND`` events (the message-first pass), asked only when nothing
     exact was found, as on the region path. ``json_lines``: the JSON object lines of ``data``
     are read as the container path reads them (``regions.json_line_events``) and left out of
-    the windows, as the container path blanks them from the plain text it parses.
+    the windows, as the container path blanks them from the plain text it parses. ``load``
+    is given, before they are looked up, the records the kept lines name (``LineRecords``):
+    those of the exception lines ``may_match`` is asked about, then those of the lines
+    inside the windows (``IndexedMatcher.load``: read together, not one ``find`` at a time).
     """
     from errkb.match.decide import Possible
     from errkb.match.msgfirst import covered_lines
@@ -1079,6 +1083,8 @@ def record_scan(
         # is read straight from its line as every unknown one outside the windows is (and
         # by the parser where its message may continue: ``wrapped_exceptions``).
         exception_lines = set(shapes.exceptions)
+        if load is not None:
+            load(_named(line_records, [n for n, _o in parsed_hits if n in exception_lines]))
         parsed_hits = [
             (n, o)
             for n, o in parsed_hits
@@ -1095,6 +1101,9 @@ def record_scan(
     if inside:
         hits = sorted([*hits, *inside])
     can_match = Possible({n for n, _o in hits}, line_records)
+    if load is not None:
+        in_spans = _Spans(spans)
+        load(_named(line_records, [n for n, _o in hits if in_spans.has(n)]))
     if checkpoint is not None:
         checkpoint()
     # Exception lines outside every window, and the traceback ends of headers outside them:
@@ -1210,6 +1219,16 @@ def record_scan(
 #: Bytes a line's messages can be quoted by: a line holding one may hold a message that ends
 #: before its quote, which a search to the line's end would not find (``_may_open``).
 _QUOTES = (b"'", b'"', b"`")
+
+
+def _named(line_records: LineRecords, numbers: Sequence[int]) -> list[str]:
+    """Every record ``line_records`` names on the lines ``numbers`` (those it knows)."""
+    named: dict[str, None] = {}
+    for number in numbers:
+        rids = line_records.get(number)
+        if rids:
+            named.update(dict.fromkeys(rids))
+    return list(named)
 
 
 def _may_open(

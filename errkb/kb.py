@@ -558,8 +558,11 @@ class KnowledgeBase:
             if self.record_scan and not anchors_ready:
                 from errkb.match.recordscan import prepare_passes
 
-                # With the id table the single-traceback path's literal test reads.
-                self._record_anchors(view, state).id_table()
+                # With the id table the single-traceback path's literal test reads, and the
+                # arrays the anchor pass derives from its words.
+                anchors = self._record_anchors(view, state)
+                anchors.id_table()
+                anchors.db.prepare()
                 prepare_passes()
         return changed
 

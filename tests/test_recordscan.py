@@ -762,7 +762,13 @@ def test_prepare_loads_the_record_anchors_so_no_explain_does(
     with errkb.open(rs_kb.path) as kb:  # a serving process, before its first request
         kb.prepare()
         assert loads == [1]
+        db = kb._anchors.db if kb._anchors is not None else None
+        # The arrays the anchor pass derives from its words, derived now, not by a request.
+        derived = (db._stop_at, db._lengths, db._short) if db is not None else ()
+        assert derived and all(a is not None for a in derived)
         assert kb.explain(data).to_dict() == expected
+        again = (db._stop_at, db._lengths, db._short)  # type: ignore[union-attr]
+        assert all(now is then for now, then in zip(again, derived, strict=True))
         assert kb.prepare() is False  # the same state: nothing is loaded again
         assert loads == [1]
     with errkb.open(rs_kb.path) as kb:

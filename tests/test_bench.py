@@ -326,3 +326,31 @@ def test_scan_floor_times_the_native_pieces_of_a_large_explain(
     scan_floor.main([str(db), str(log.path), "--rounds", "1"])
     out = capsys.readouterr().out
     assert f"{len(matched)} records matched" in out and "native floor" in out
+
+
+def test_the_scan_child_scores_the_whole_report_when_the_default_one_is_cut(
+    tmp_path: Path, small_records: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The figures time the default call, whose report is bounded; accuracy is judged on the
+    # whole report (a log planting more records than the report lists is not a recall miss).
+    import functools
+
+    import errkb
+    from errkb.match import recordscan
+
+    db = tmp_path / "kb.sqlite3"
+    tree = tmp_path / "tree"
+    bc.write_tree(tree, small_records, bc.DATASET_VERSION)
+    with errkb.open(db, bundled=False) as kb:
+        kb.sync(tree)
+    log = bl.generate_log(small_records, tmp_path / "x.log", size_mb=1.5, seed=9, rate=300)
+    monkeypatch.setattr(recordscan, "Limits", functools.partial(recordscan.Limits, matches=5))
+    result = tmp_path / "scan.json"
+    example = REPO_ROOT / "data" / "examples" / "quanto-incompatible-scale.log"
+    br.child_scan(str(db), str(log.path), str(example), str(result))
+    out = json.loads(result.read_text(encoding="utf-8"))
+    with errkb.open(db, bundled=False) as kb:
+        whole = kb.explain(log.path.read_bytes(), limits=None)
+    assert len(whole.exact) > 5
+    assert out["cut_matches"] == len(whole.exact) - 5
+    assert sorted(m["id"] for m in out["matches"]) == sorted(m.id for m in whole.exact)

@@ -308,7 +308,7 @@ def test_scan_floor_times_the_native_pieces_of_a_large_explain(
         kb.sync(tree)
     log = bl.generate_log(small_records, tmp_path / "x.log", size_mb=0.4, seed=9, rate=300)
     with errkb.open(db, bundled=False) as kb:
-        matched = {m.id for m in kb.explain(log.path.read_bytes()).exact}
+        matched = {m.id for m in kb.explain(log.path.read_bytes(), limits=None).exact}
     assert matched  # the log plants known messages
     figures = scan_floor.floor_of(str(db), log.path, rounds=1)
     assert figures["matched_records"] == len(matched)

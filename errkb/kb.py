@@ -53,6 +53,50 @@ DEFAULT = _Default()
 RELEASE_ABOVE = 8 << 20
 
 
+def _chosen_limits(size: int, limits: Limits | _Default | None) -> Limits:
+    """The ``Limits`` a report of an input of ``size`` bytes keeps (``explain``'s rule)."""
+    from errkb.match.recordscan import UNLIMITED, Limits
+
+    if isinstance(limits, _Default):
+        from errkb.parse.regions import NARROW_ABOVE
+
+        # Cut past the region parse's gate only: an input of at most 1 MiB (every serving
+        # call's text) holds too few lines for an unbounded report, and was always reported
+        # whole; the scan reading it from 256 KiB on does not change that.
+        return Limits() if size > NARROW_ABOVE else UNLIMITED
+    return limits or UNLIMITED
+
+
+def _within(report: Report, limits: Limits) -> Report:
+    """``report`` kept within ``limits``, as the scan folds its own (``recordscan.Folded``).
+
+    Unchanged when it fits: the same entries, in the same order.
+    """
+    from errkb.match.recordscan import Folded
+
+    exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
+    per_record: dict[str, int] = {}
+    for m in exact:
+        per_record[m.id] = per_record.get(m.id, 0) + 1
+    cap = limits.lines_per_entry
+    if (
+        len(exact) <= limits.matches
+        and max(per_record.values(), default=0) <= limits.matches_per_record
+        and len(report.unmatched) <= limits.unmatched
+        and all(len(m.lines) <= cap for m in exact)
+        and all(len(u.lines or (u.line,)) <= cap for u in report.unmatched)
+    ):
+        return report
+    folded = Folded(limits)
+    folded.add_matches(exact)
+    folded.add_unmatched(report.unmatched)
+    matches, unmatched, omitted = folded.result()
+    others = tuple(m for m in report.matches if m.confidence is not Confidence.EXACT)
+    return dataclasses.replace(
+        report, matches=matches + others, unmatched=unmatched, omitted=omitted
+    )
+
+
 class KnowledgeBase:
     """An opened knowledge base. Create it with ``errkb.open()``."""
 
@@ -121,7 +165,7 @@ class KnowledgeBase:
         an input of at most 1 MiB keeps all), counts exact, and says what it cut
         (``Report.omitted``).
         """
-        from errkb.parse.regions import parse_input
+        from errkb.parse.regions import NARROW_ABOVE, parse_input
 
         data = bytes(text) if isinstance(text, bytearray) else text
         scannable = self._scan_input(data) if self.record_scan else None
@@ -140,7 +184,14 @@ class KnowledgeBase:
                 return report
         events = parse_input(data)
         with self.store.snapshot() as view:
-            return self._explain_in(view, data, events, deadline)
+            report = self._explain_in(view, data, events, deadline)
+        if len(data) <= NARROW_ABOVE and isinstance(limits, _Default):
+            return report  # a paste: reported whole, nothing more imported
+        # The region parse reads what the scan does not take (a small input, one the store
+        # cannot scan, one with more shape lines than the scan holds): its report is kept
+        # within the same ``Limits``. 400,000 distinct tracebacks of one record (77.5 MB) gave
+        # 2 GB of JSON here once the scan handed them back.
+        return _within(report, _chosen_limits(len(data), limits))
 
     def explain_files(
         self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
@@ -227,7 +278,7 @@ class KnowledgeBase:
         """
         from errkb.match.decide import MAX_SIMILAR_QUERIES, similar_matches
         from errkb.match.msgfirst import found_at
-        from errkb.match.recordscan import UNLIMITED, Folded, Limits, TooManyShapes, record_scan
+        from errkb.match.recordscan import Folded, TooManyShapes, record_scan
 
         state = view.meta_value("state") or "0"
         dataset_version = view.meta_value("dataset_version")
@@ -238,16 +289,7 @@ class KnowledgeBase:
         decide_events, matcher, lookup, checkpoint, sample = self._deciding(
             view, cache, state, deadline, anchors=True, similar=False
         )
-        if isinstance(limits, _Default):
-            from errkb.parse.regions import NARROW_ABOVE
-
-            # Cut past the region parse's gate only: an input of at most 1 MiB (every serving
-            # call's text) holds too few lines for an unbounded report, and was always
-            # reported whole; the scan reading it from 256 KiB on does not change that.
-            chosen = Limits() if len(raw) > NARROW_ABOVE else UNLIMITED
-        else:
-            chosen = limits or UNLIMITED
-        folded = Folded(chosen)
+        folded = Folded(_chosen_limits(len(raw), limits))
         try:
             # The scan makes millions of small acyclic objects (lines, events, hits) and
             # frees them by reference counting; the cyclic collector's passes over them found

@@ -336,3 +336,37 @@ def test_file_too_large_and_symlink_loops_are_named(tmp_path: Path) -> None:
     loop.symlink_to(loop)
     with pytest.raises(InputError, match=r"loop\.log: symlink loop"):
         read_input(str(loop))
+
+
+@pytest.mark.slow
+def test_a_flood_of_distinct_tracebacks_is_reported_within_the_limits(tmp_path: Path) -> None:
+    # Issue 21's bounded case scaled down: 150,000 tracebacks of distinct unknown exceptions
+    # (300,000 shape lines, past the 250,000 any input may have at one per 256 bytes). The
+    # region parse they went to held every distinct event at once (3.8 GB and 957 MB of JSON
+    # for as many of one record's); the scan counts them all within the input's size.
+    log = tmp_path / "distinct.log"
+    count = 150_000
+    log.write_text(
+        "".join(
+            "Traceback (most recent call last):\n"
+            f'  File "/srv/app/load.py", line {40 + n % 7}, in load\n'
+            f"KeyError: 'session_{n}'\n"
+            for n in range(count)
+        ),
+        encoding="utf-8",
+    )
+    size = log.stat().st_size
+    out = run_errkb(
+        ["--db", str(tmp_path / "kb.sqlite3"), "explain", str(log), "--format", "json"],
+        memory=8 * size + EXPLAIN_BASELINE,
+        timeout=600,
+    )
+    assert out.returncode == 1, out.stderr[-2000:]  # nothing known
+    assert not out.crashed, out.stderr[-2000:]
+    assert len(out.stdout) < size // 20  # the report, not the log again
+    import json
+
+    report = json.loads(out.stdout)
+    listed = sum(u["occurrences"] for u in report["unmatched"])
+    assert len(report["unmatched"]) == 2_000
+    assert listed + report["omitted"]["unmatchedOccurrences"] == count

@@ -362,7 +362,8 @@ def test_more_shape_lines_than_the_scan_holds_is_read_by_the_region_parse(
     with pytest.raises(recordscan.TooManyShapes):
         recordscan.shape_lines(data, recordscan.line_index(data))
     bounded = rs_kb.explain(data).to_dict()
-    assert "omitted" in whole and "omitted" not in bounded  # the scan caps lines; the parse not
+    # Both cut the lines listed alike (the region parse's report is kept within the limits).
+    assert "omitted" in whole and bounded["omitted"] == whole["omitted"]
     assert bounded["matches"] == whole["matches"] == []
 
     def counted(report: dict[str, Any]) -> list[tuple[str, int, list[int]]]:
@@ -816,6 +817,50 @@ def test_a_log_with_a_few_shape_lines_a_kilobyte_stays_in_the_scan(
     hostile = b"ValueError: x\n" * 2000  # a shape line every 14 bytes
     with pytest.raises(recordscan.TooManyShapes):
         recordscan.shape_lines(hostile, recordscan.line_index(hostile))
+
+
+def test_a_flood_of_distinct_tracebacks_stays_in_the_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Issue 21's bounded cases: tracebacks of distinct unknown exceptions, two shape lines
+    # each, one per ~53 bytes (the denser of the two). Past the bound they went to the region
+    # parse, which holds every distinct event at once (3.8 GB for 150,000 of them).
+    monkeypatch.setattr(recordscan, "MIN_SHAPE_LINES", 100)
+    flood = "".join(
+        "Traceback (most recent call last):\n"
+        f'  File "/srv/app/load.py", line {40 + n % 7}, in load\n'
+        f"KeyError: 'session_{n}'\n"
+        for n in range(399_000, 400_000)
+    ).encode()
+    assert len(flood) // 2_000 < 54  # as dense as the bench's 400,000 (42.3 MB, 800,000 lines)
+    shapes = recordscan.shape_lines(flood, recordscan.line_index(flood))
+    assert len(shapes.headers) == len(shapes.exceptions) == 1_000
+
+
+def test_a_large_input_the_scan_hands_back_is_reported_within_the_limits(
+    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The region parse reads what the scan gives up (more shape lines than it holds); its
+    # report is cut as the scan's is, every occurrence still counted.
+    import functools
+
+    body = "".join(
+        f"2026-12-01 10:00:{n % 60:02d} ERROR worker - {MESSAGE.format(p=f'blocks.{n}.attn')}\n"
+        + f"{'x' * 60} filler line {n}\n" * 40
+        for n in range(400)
+    )
+    data = body.encode()
+    assert len(data) > (1 << 20)  # past the region parse's gate: the default limits apply
+    whole = rs_kb.explain(data, limits=None)
+    assert len(whole.exact) == 400
+    monkeypatch.setattr(recordscan, "_max_shape_lines", lambda _size: 10)  # the scan gives up
+    monkeypatch.setattr(recordscan, "Limits", functools.partial(recordscan.Limits, matches=7))
+    cut = rs_kb.explain(data)
+    assert len(cut.exact) == 7 and cut.omitted is not None
+    assert cut.omitted.matches == 393
+    assert sum(m.occurrences for m in cut.exact) + cut.omitted.match_occurrences == 400
+    assert [m.id for m in cut.exact] == [COMFY] * 7
+    # Within the limits it is the region parse's report as it was, entry for entry.
+    roomy = recordscan.Limits(matches=1_000, matches_per_record=1_000)
+    assert rs_kb.explain(data, limits=roomy).to_dict() == rs_kb.explain(data, limits=None).to_dict()
 
 
 def test_an_exception_behind_a_timestamp_per_line_is_read_as_the_parse_reads_it(

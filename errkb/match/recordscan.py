@@ -340,18 +340,24 @@ class TooManyShapes(Exception):
 
 
 #: The shape lines any input may have, and the bytes per further line a larger one is allowed.
-MIN_SHAPE_LINES, SHAPE_LINE_BYTES = 250_000, 256
+MIN_SHAPE_LINES, SHAPE_LINE_BYTES = 250_000, 48
 
 
 def _max_shape_lines(size: int) -> int:
     """Lines the shape pass may name in ``size`` bytes.
 
-    250,000, or one per 256 bytes of a larger input, so that what an abandoned pass held
-    stays within the input's own size. The dense bench log names about three a kilobyte
-    (150,000 in 50 MB); at one a kilobyte, the same log four times over (200 MB, 600,000
-    lines) went to the region parse: 26.5 s of CPU against 3.6 s for a quarter of it, where
-    the scan takes it in 12.5 s (peak RSS 748 MB against 1,088). 3.5 million one-line
-    tracebacks in 50 MB still go there.
+    250,000, or one per 48 bytes of a larger input. ``shape_lines`` asks it of the bytes read
+    so far, so a pass over millions of one-line repeats gives up at 250,000 lines (about 60 MB
+    of sets at ~250 bytes a line), whatever the input's size. The dense bench log names about
+    three a kilobyte (150,000 in 50 MB); at one a kilobyte, the same log four times over (200
+    MB, 600,000 lines) went to the region parse: 26.5 s of CPU against 3.6 s for a quarter of
+    it, where the scan takes it in 12.5 s (peak RSS 748 MB against 1,088). At one per 256
+    bytes issue 21's two bounded cases went there too (400,000 distinct tracebacks, two shape
+    lines each: one per 97 bytes of one record's, one per 53 bytes of unknown ones), whose
+    events, each distinct, the region parse holds all at once: 3.8 GB and 957 MB of JSON for
+    150,000 of the first. The scan reads them within 750 and 648 MiB, reports of 1.15 and 0.20
+    MB. 3.5 million repeats of one line in 50 MB (one per 14 bytes) still go there, which
+    folds them as it goes.
     """
     return max(MIN_SHAPE_LINES, size // SHAPE_LINE_BYTES)
 
@@ -378,7 +384,6 @@ def shape_lines(
     exceptions: dict[int, None] = {}
     hard: dict[int, None] = {}
     starts: dict[int, int] = {}
-    most = _max_shape_lines(len(data))
     # Chunk by chunk (each overlapping the next by a word's length, so no word is cut): the
     # pass returns every hit as a Python tuple, and a line of 5 million error words held them
     # all at once (the Rust side alone asked for 192 MiB on 50 MB). A hit seen twice in an
@@ -406,8 +411,12 @@ def shape_lines(
                     headers[number] = None
                 elif kind == pytest_e:
                     hard[number] = None
-        if len(starts) > most:
-            raise TooManyShapes(f"{len(starts)} shape lines in {len(data)} bytes")
+        # Judged on what has been read so far: a log as dense as its bound allows all along
+        # is read whole, and one of millions of one-line repeats gives up within its first
+        # megabytes (what an abandoned pass holds stays a fraction of the input).
+        read = min(len(data), base + _SHAPE_CHUNK)
+        if len(starts) > _max_shape_lines(read):
+            raise TooManyShapes(f"{len(starts)} shape lines in the first {read} bytes")
     return Shapes(
         sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts, sorted(hard)
     )

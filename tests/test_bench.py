@@ -292,6 +292,18 @@ def test_sync_floor_times_each_piece_of_a_synced_tree(
     assert "of wall time on two cores" in capsys.readouterr().out
 
 
+def _synced(tmp_path: Path, records: list[dict[str, Any]]) -> Path:
+    """A knowledge base synced from ``records`` published as a tree (no bundled records)."""
+    import errkb
+
+    db = tmp_path / "kb.sqlite3"
+    tree = tmp_path / "tree"
+    bc.write_tree(tree, records, bc.DATASET_VERSION)
+    with errkb.open(db, bundled=False) as kb:
+        kb.sync(tree)
+    return db
+
+
 def test_scan_floor_times_the_native_pieces_of_a_large_explain(
     tmp_path: Path, small_records: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -301,11 +313,7 @@ def test_scan_floor_times_the_native_pieces_of_a_large_explain(
     from tests.conftest import require_extra
 
     require_extra("hyperscan", "fast")  # the passes and the one-part compile are Hyperscan's
-    db = tmp_path / "kb.sqlite3"
-    tree = tmp_path / "tree"
-    bc.write_tree(tree, small_records, bc.DATASET_VERSION)
-    with errkb.open(db, bundled=False) as kb:
-        kb.sync(tree)
+    db = _synced(tmp_path, small_records)
     log = bl.generate_log(small_records, tmp_path / "x.log", size_mb=0.4, seed=9, rate=300)
     with errkb.open(db, bundled=False) as kb:
         matched = {m.id for m in kb.explain(log.path.read_bytes(), limits=None).exact}
@@ -338,11 +346,7 @@ def test_the_scan_child_scores_the_whole_report_when_the_default_one_is_cut(
     import errkb
     from errkb.match import recordscan
 
-    db = tmp_path / "kb.sqlite3"
-    tree = tmp_path / "tree"
-    bc.write_tree(tree, small_records, bc.DATASET_VERSION)
-    with errkb.open(db, bundled=False) as kb:
-        kb.sync(tree)
+    db = _synced(tmp_path, small_records)
     log = bl.generate_log(small_records, tmp_path / "x.log", size_mb=1.5, seed=9, rate=300)
     monkeypatch.setattr(recordscan, "Limits", functools.partial(recordscan.Limits, matches=5))
     result = tmp_path / "scan.json"

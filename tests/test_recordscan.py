@@ -358,7 +358,7 @@ def test_more_shape_lines_than_the_scan_holds_is_read_by_the_region_parse(
 
     data = b"ValueError: x\n" * 3000 + b"KeyError: 'last'\n"
     whole = rs_kb.explain(data).to_dict()
-    monkeypatch.setattr(recordscan, "_max_shape_lines", lambda size: 100)
+    monkeypatch.setattr(recordscan, "_max_shape_lines", lambda read, size: 100)
     with pytest.raises(recordscan.TooManyShapes):
         recordscan.shape_lines(data, recordscan.line_index(data))
     bounded = rs_kb.explain(data).to_dict()
@@ -835,6 +835,23 @@ def test_a_flood_of_distinct_tracebacks_stays_in_the_scan(monkeypatch: pytest.Mo
     assert len(shapes.headers) == len(shapes.exceptions) == 1_000
 
 
+def test_a_log_denser_at_its_start_keeps_the_allowance_of_its_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The per-48-bytes rule is judged on what has been read; a log whose first chunk is all
+    # exception lines and whose rest is quiet keeps one line per 256 bytes of its whole size.
+    monkeypatch.setattr(recordscan, "MIN_SHAPE_LINES", 100)
+    monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 4096)
+    dense = b"".join(b"KeyError: 'k%d'\n" % n for n in range(300))  # ~5 KB, 300 lines
+    quiet = b"2026-12-01 10:00:00 INFO step ok, nothing to see here at all\n" * 2_000
+    data = dense + quiet  # ~125 KB: 488 lines allowed by its size, 300 named
+    assert len(dense) // recordscan.SHAPE_LINE_BYTES < 300 <= len(data) // 256
+    shapes = recordscan.shape_lines(data, recordscan.line_index(data))
+    assert len(shapes.exceptions) == 300
+    with pytest.raises(recordscan.TooManyShapes):  # the same start, no quiet rest
+        recordscan.shape_lines(dense * 8, recordscan.line_index(dense * 8))
+
+
 def test_a_large_input_the_scan_hands_back_is_reported_within_the_limits(
     rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -851,7 +868,7 @@ def test_a_large_input_the_scan_hands_back_is_reported_within_the_limits(
     assert len(data) > (1 << 20)  # past the region parse's gate: the default limits apply
     whole = rs_kb.explain(data, limits=None)
     assert len(whole.exact) == 400
-    monkeypatch.setattr(recordscan, "_max_shape_lines", lambda _size: 10)  # the scan gives up
+    monkeypatch.setattr(recordscan, "_max_shape_lines", lambda _r, _s: 10)  # the scan gives up
     monkeypatch.setattr(recordscan, "Limits", functools.partial(recordscan.Limits, matches=7))
     cut = rs_kb.explain(data)
     assert len(cut.exact) == 7 and cut.omitted is not None

@@ -341,14 +341,18 @@ class TooManyShapes(Exception):
 
 #: The shape lines any input may have, and the bytes per further line a larger one is allowed.
 MIN_SHAPE_LINES, SHAPE_LINE_BYTES = 250_000, 48
+#: The bytes of a whole input per shape line it may always have, however dense its start.
+WHOLE_LINE_BYTES = 256
 
 
-def _max_shape_lines(size: int) -> int:
-    """Lines the shape pass may name in ``size`` bytes.
+def _max_shape_lines(read: int, size: int) -> int:
+    """Lines the shape pass may name once it has read ``read`` bytes of ``size``.
 
-    250,000, or one per 48 bytes of a larger input. ``shape_lines`` asks it of the bytes read
-    so far, so a pass over millions of one-line repeats gives up at 250,000 lines (about 60 MB
-    of sets at ~250 bytes a line), whatever the input's size. The dense bench log names about
+    250,000; one per 48 bytes read so far; or one per 256 bytes of the whole input, the
+    most of the three. So a pass over millions of one-line repeats gives up at 250,000 lines
+    (about 60 MB of sets at ~250 bytes a line) or within the input's own size, and a log
+    whose first megabytes are denser than the rest keeps the allowance its size gave it
+    before the per-48-bytes rule (one per 256 bytes of the whole). The dense bench log names about
     three a kilobyte (150,000 in 50 MB); at one a kilobyte, the same log four times over (200
     MB, 600,000 lines) went to the region parse: 26.5 s of CPU against 3.6 s for a quarter of
     it, where the scan takes it in 12.5 s (peak RSS 748 MB against 1,088). At one per 256
@@ -359,7 +363,7 @@ def _max_shape_lines(size: int) -> int:
     MB. 3.5 million repeats of one line in 50 MB (one per 14 bytes) still go there, which
     folds them as it goes.
     """
-    return max(MIN_SHAPE_LINES, size // SHAPE_LINE_BYTES)
+    return max(MIN_SHAPE_LINES, read // SHAPE_LINE_BYTES, size // WHOLE_LINE_BYTES)
 
 
 def shape_lines(
@@ -413,9 +417,9 @@ def shape_lines(
                     hard[number] = None
         # Judged on what has been read so far: a log as dense as its bound allows all along
         # is read whole, and one of millions of one-line repeats gives up within its first
-        # megabytes (what an abandoned pass holds stays a fraction of the input).
+        # megabytes (what an abandoned pass holds stays within the input's size).
         read = min(len(data), base + _SHAPE_CHUNK)
-        if len(starts) > _max_shape_lines(read):
+        if len(starts) > _max_shape_lines(read, len(data)):
             raise TooManyShapes(f"{len(starts)} shape lines in the first {read} bytes")
     return Shapes(
         sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts, sorted(hard)

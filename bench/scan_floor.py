@@ -27,11 +27,13 @@ what the pass would cost were its compile not split to stay within the sync's me
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,11 +48,11 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _best(rounds: int, work: object) -> float:
+def _best(rounds: int, work: Callable[[], object]) -> float:
     best = float("inf")
     for _ in range(rounds):
         started = _cpu()
-        work()  # type: ignore[operator]
+        work()
         best = min(best, _cpu() - started)
     return best
 
@@ -130,9 +132,8 @@ def one_part(literals: Path, logs: list[Path]) -> dict[str, object]:
     scans = {}
     for log in logs:
         data = log.read_bytes()
-        scans[log.name] = _best(
-            2, lambda data=data: database.scan(data, match_event_handler=_count)
-        )
+        scan = functools.partial(database.scan, data, match_event_handler=_count)
+        scans[log.name] = _best(2, scan)
     return {
         "literals": count,
         "compile_cpu": compiled,

@@ -70,27 +70,16 @@ def _chosen_limits(size: int, limits: Limits | _Default | None) -> Limits:
 def _within(report: Report, limits: Limits) -> Report:
     """``report`` kept within ``limits``, as the scan folds its own (``recordscan.Folded``).
 
-    Unchanged when it fits: the same entries, in the same order.
+    Unchanged when nothing is cut: the same entries, in the same order.
     """
     from errkb.match.recordscan import Folded
 
-    exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
-    per_record: dict[str, int] = {}
-    for m in exact:
-        per_record[m.id] = per_record.get(m.id, 0) + 1
-    cap = limits.lines_per_entry
-    if (
-        len(exact) <= limits.matches
-        and max(per_record.values(), default=0) <= limits.matches_per_record
-        and len(report.unmatched) <= limits.unmatched
-        and all(len(m.lines) <= cap for m in exact)
-        and all(len(u.lines or (u.line,)) <= cap for u in report.unmatched)
-    ):
-        return report
     folded = Folded(limits)
-    folded.add_matches(exact)
+    folded.add_matches(report.matches)  # its exact ones (the others are kept below)
     folded.add_unmatched(report.unmatched)
     matches, unmatched, omitted = folded.result()
+    if omitted is None:
+        return report
     others = tuple(m for m in report.matches if m.confidence is not Confidence.EXACT)
     return dataclasses.replace(
         report, matches=matches + others, unmatched=unmatched, omitted=omitted

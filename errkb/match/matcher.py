@@ -610,11 +610,8 @@ class IndexedMatcher:
             if unread:
                 dropped = set(unread).difference(matchable(unread, text))
                 ids = [rid for rid in ids if rid not in dropped]
-        self._seen.update(ids)
-        if len(self._seen) > self._cache.size:
-            self._cache.reserve(len(self._seen))
         hits = []
-        for spec, regex in self._cache.get_many(self._view, ids):
+        for spec, regex in self._specs(ids):
             hit = verify(spec, regex, text, self._admits)
             if hit is not None:
                 hits.append(hit)
@@ -632,11 +629,15 @@ class IndexedMatcher:
         wanted = sorted(set(ids))
         if not wanted or len(wanted) > SPEC_CACHE_MAX // 2:
             return False
-        self._seen.update(wanted)
+        self._specs(wanted)
+        return True
+
+    def _specs(self, ids: Sequence[str]) -> list[tuple[PatternSpec, Any]]:
+        """The (spec, regex) of ``ids``, the cache grown first to hold every id a report met."""
+        self._seen.update(ids)
         if len(self._seen) > self._cache.size:
             self._cache.reserve(len(self._seen))
-        self._cache.get_many(self._view, wanted)
-        return True
+        return self._cache.get_many(self._view, ids)
 
     def find_from(
         self, text: str, starts: Sequence[int], among: Sequence[str] | None = None

@@ -1114,14 +1114,13 @@ def record_scan(
     if inside:
         hits = sorted([*hits, *inside])
     can_match = Possible({n for n, _o in hits}, line_records)
+    in_hit = _Spans(spans)
     if load is not None:
-        in_spans = _Spans(spans)
-        load(_named(line_records, [n for n, _o in hits if in_spans.has(n)]))
+        load(_named(line_records, [n for n, _o in hits if in_hit.has(n)]))
     if checkpoint is not None:
         checkpoint()
     # Exception lines outside every window, and the traceback ends of headers outside them:
     # read from their line alone, unless the full parser must read them (``hard``).
-    in_hit = _Spans(spans)
     headers = set(shapes.headers)
     ends: dict[int, tuple[str, int]] = {}
     line_starts = dict(shapes.starts)

@@ -75,12 +75,12 @@ def _within(report: Report, limits: Limits) -> Report:
     from errkb.match.recordscan import Folded
 
     folded = Folded(limits)
-    folded.add_matches(report.matches)  # its exact ones (the others are kept below)
+    folded.add_matches(report.matches)  # its exact and possible ones (suggestions below)
     folded.add_unmatched(report.unmatched)
     matches, unmatched, omitted = folded.result()
     if omitted is None:
         return report
-    others = tuple(m for m in report.matches if m.confidence is not Confidence.EXACT)
+    others = tuple(m for m in report.matches if m.confidence is Confidence.SIMILAR)
     return dataclasses.replace(
         report, matches=matches + others, unmatched=unmatched, omitted=omitted
     )

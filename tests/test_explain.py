@@ -178,11 +178,29 @@ def test_fixed_message_matches_only_a_whole_message(
 ) -> None:
     from tests.conftest import make_record
 
+    rec = make_record(seed_records[QUANTO_ID], "quantizer registry frozen", file_path="x/y.py")
+    (tmp_path / "r.json").write_text(json.dumps(rec))
+    empty_kb.ingest([tmp_path / "r.json"])
+    assert [m.id for m in empty_kb.match_message("quantizer registry frozen").exact] == [rec["id"]]
+    rest = empty_kb.match_message("the quantizer registry frozen at start").matches
+    assert [m.confidence.value for m in rest] == ["similar"]
+
+
+def test_a_one_word_fixed_message_alone_is_only_possible(
+    empty_kb: errkb.KnowledgeBase, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    # A fixed one-word message (``function``) is generic: the word alone is no answer.
+    from tests.conftest import make_record
+
     rec = make_record(seed_records[QUANTO_ID], "function", file_path="x/y.py")
     (tmp_path / "r.json").write_text(json.dumps(rec))
     empty_kb.ingest([tmp_path / "r.json"])
-    assert [m.id for m in empty_kb.match_message("function").exact] == [rec["id"]]
-    assert empty_kb.match_message("plain @register on an annotated function").exact == ()
+    report = empty_kb.match_message("function")
+    assert report.exact == ()
+    assert [(m.id, m.confidence.value) for m in report.matches] == [(rec["id"], "possible")]
+    assert report.matches[0].decision is not None
+    assert report.matches[0].decision.rule.value == "generic-without-class"
+    assert report.exit_code == 1
 
 
 def test_a_weaker_pattern_overlapping_a_stronger_one_is_only_an_alternative(
@@ -191,14 +209,14 @@ def test_a_weaker_pattern_overlapping_a_stronger_one_is_only_an_alternative(
     from tests.conftest import make_record
 
     base = seed_records[QUANTO_ID]
-    strong = make_record(base, "Direction character U+%x", file_path="a.py")
-    weak = make_record(base, "{msg} Direction {arg!r:.100}.", file_path="b.py")
-    wrapper = make_record(base, "Failed to update weights: {e}.", file_path="c.py")
+    strong = make_record(base, "Unicode direction character U+%x in identifier", file_path="a.py")
+    weak = make_record(base, "{msg} Unicode direction character {arg!r:.100}.", file_path="b.py")
+    wrapper = make_record(base, "Failed to update model weights from disk: {e}.", file_path="c.py")
     (tmp_path / "r.jsonl").write_text("\n".join(json.dumps(r) for r in (strong, weak, wrapper)))
     empty_kb.ingest([tmp_path / "r.jsonl"])
     report = empty_kb.explain(
-        '{"success":false,"message":"Failed to update weights: Direction character U+48226.'
-        '\\nRolling back to original weights."}\n'
+        '{"success":false,"message":"Failed to update model weights from disk: Unicode direction'
+        ' character U+48226 in identifier.\\nRolling back to original weights."}\n'
     )
     ids = [m.id for m in report.exact]
     # the cause and its wrapper are nested: both stand; the weak pattern only overlaps

@@ -1020,9 +1020,48 @@ def test_an_exception_line_no_record_can_match_alone_opens_no_window(
         kb.record_scan = False
         parsed = kb.explain(data, limits=None).to_dict()
     assert scanned == parsed
-    exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
-    assert {m["id"] for m in exact} == {record["id"]}
-    assert sorted(m["captures"]["arg1"] for m in exact) == ["shard_7", "shard_9", "x"]
+    # ``Error: %r`` is generic: its matches are possible ones (no frame in its file), found
+    # and captured the same on both routes.
+    found = [m for m in scanned["matches"] if m["confidence"] != "similar"]
+    assert {m["id"] for m in found} == {record["id"]}
+    assert {m["confidence"] for m in found} == {"possible"}
+    assert sorted(m["captures"]["arg1"] for m in found) == ["shard_7", "shard_9", "x"]
     counts = seen[0]
     assert counts.shape_unmatched >= 60  # the unknown tracebacks, read from their lines
     assert counts.window_lines < 40  # the known, quoted and wrapped ones' tracebacks alone
+
+
+def _match(rid: str, confidence: str, line: int) -> Any:
+    from errkb.report import Confidence, ExceptionInfo, Match
+
+    return Match(
+        id=rid,
+        slug=rid,
+        confidence=Confidence(confidence),
+        score=0.9 if confidence == "exact" else 0.6,
+        captures=(("x", str(line)),) if confidence == "possible" else (),
+        occurrences=1,
+        lines=(line,),
+        exception=ExceptionInfo("ValueError", "m"),
+        record={},
+    )
+
+
+def test_folded_possible_matches_never_take_an_answers_place() -> None:
+    folded = recordscan.Folded(Limits(matches=2))
+    folded.add_matches([_match(f"{n:016x}", "possible", n) for n in range(1, 5)])
+    folded.add_matches([_match("a" * 16, "exact", 9), _match("b" * 16, "exact", 10)])
+    matches, _unmatched, omitted = folded.result()
+    assert [m.confidence.value for m in matches] == ["exact", "exact", "possible", "possible"]
+    assert omitted is not None and omitted.matches == 2  # the two possible ones past the limit
+
+
+def test_folded_an_exact_occurrence_makes_a_possible_match_exact() -> None:
+    from dataclasses import replace
+
+    folded = recordscan.Folded(Limits())
+    first = _match("c" * 16, "possible", 3)
+    folded.add_matches([first])
+    folded.add_matches([replace(first, confidence=first.confidence.EXACT, lines=(7,))])
+    (m,), _u, _o = folded.result()
+    assert m.confidence.value == "exact" and m.lines == (3, 7) and m.occurrences == 2

@@ -32,8 +32,18 @@ from typing import Any, Protocol
 from errkb.match.matcher import Hit, IndexedMatcher, MatcherLike
 from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine
 from errkb.parse.spans import message_spans
-from errkb.records.patterns import PatternSpec
-from errkb.report import Alternative, Confidence, ExceptionInfo, Match, Unmatched
+from errkb.records.patterns import PatternSpec, specificity_of
+from errkb.records.specificity import is_generic
+from errkb.report import (
+    Alternative,
+    Confidence,
+    Decision,
+    DecisionRule,
+    ExceptionInfo,
+    FoundBy,
+    Match,
+    Unmatched,
+)
 
 BASE_EXACT = 0.8
 CLASS_BONUS = 0.1
@@ -43,6 +53,9 @@ FILE_ONLY_BONUS = 0.05
 #: A message the message-first pass found (``errkb.match.msgfirst``) carries less evidence than
 #: one printed as an exception or on an error record: its score is this much lower.
 MESSAGE_FIRST_PENALTY = 0.1
+#: A possible match (its evidence falls short, ``judge``) scores this much at most: below
+#: every exact answer.
+POSSIBLE_MAX = 0.6
 SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
 NEARBY_LINES = 25
@@ -62,6 +75,13 @@ _BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
 _SOURCE_ROOTS = ("python", "src", "lib")
 
 
+#: Exception classes that carry another exception's message as their own: the printed class
+#: says nothing of the record whose message it carries.
+WRAPPER_CLASSES = frozenset(
+    {"RayTaskError", "PythonException", "RemoteTraceback", "ExceptionGroup", "BaseExceptionGroup"}
+)
+
+
 @dataclass
 class _Found:
     """Accumulates one (record, captures) across events."""
@@ -71,6 +91,7 @@ class _Found:
     score: float
     evidence: tuple[str, ...]
     alternatives: dict[str, float]
+    decision: Decision
 
 
 RecordLookup = Callable[[str], Mapping[str, Any] | None]
@@ -203,11 +224,13 @@ def decide(
             else:
                 per_record = _hits(event.message, matcher, found_in, candidates)
         # Rejoining costs candidate look-ups per join: only exceptions (and a split-off part of
-        # one) are tried, not every logger line of a dense log.
+        # one) are tried, not every logger line of a dense log. A first line that only generic
+        # templates matched is tried too: its continuation may name a more specific record.
+        whole_first = _exact(per_record)
         if (
             len(event.message_lines) > 1
             and (event.exc_class is not None or id(event) in split_off)
-            and not _exact(per_record)
+            and not whole_first
         ):
             # A wrapped message (nothing matched, or only a cut-off or broken-up part of it):
             # try it rejoined, longest join first, confirmed by a pattern; without a confirmed
@@ -249,6 +272,21 @@ def decide(
                 used, joined, per_record = best
                 numbers = tuple(line.number for line in event.message_lines[int(headless) : used])
                 event = replace(event, message=joined, lines=numbers)
+        elif (
+            len(event.message_lines) > 1
+            and event.exc_class is not None
+            and _generic_only(per_record)
+        ):
+            # The first line matched only generic templates (pydantic's ``Expected {}`` on
+            # a hard-wrapped ``Expected scalar scale for ... merged-column`` line): read it
+            # with its continuation when the longer text matches a more specific record; the
+            # first line's records then compete with it and become its alternatives.
+            joined_hits = _more_specific_join(event.message_lines, per_record, matcher, found_in)
+            if joined_hits is not None:
+                used, joined, rejoined = joined_hits
+                per_record = {**per_record, **rejoined}
+                numbers = tuple(line.number for line in event.message_lines[:used])
+                event = replace(event, message=joined, lines=numbers)
         if not per_record:
             # A logger line without a match is noise; an exception (or a message a caller
             # handed us directly, which arrives as BARE) deserves a suggestion, and so does a
@@ -261,8 +299,18 @@ def decide(
             continue
         # The whole printed chain's frames: a wrapper's traceback shows where its cause was raised.
         frames = event.chain.frames if event.chain is not None else event.frames
+        judged = {
+            rid: decision
+            for rid, (hit, embedded, claim) in per_record.items()
+            if (decision := judge(hit, event, embedded, claim, frames)) is not None
+        }
+        if len(judged) != len(per_record):
+            # The message-first pass and container strings consider only specific templates.
+            per_record = {rid: per_record[rid] for rid in judged}
+            if not per_record:
+                continue
         scored = {
-            rid: (hit, *_score(hit.spec, event, embedded, frames))
+            rid: (hit, *_score(hit.spec, event, embedded, frames, judged[rid]))
             for rid, (hit, embedded, _claim) in per_record.items()
         }
         # Hits on one event compete when they claim the same text, unless one is nested in the
@@ -270,8 +318,17 @@ def decide(
         # pattern wins, the others become its alternatives; nested hits, a wrapper and its
         # cause, both stand, and so do hits on different texts (each exception of a wrapped
         # list's repr, ``[ValueError('...'), ValueError("...")]``, is its own message).
+        # An exact answer first, then a specific template before a generic one, then the
+        # most literal text.
         ranked = sorted(
-            per_record, key=lambda r: (-scored[r][0].spec.literal_length, -scored[r][1], r)
+            per_record,
+            key=lambda r: (
+                judged[r].confidence is not Confidence.EXACT,
+                judged[r].generic,
+                -scored[r][0].spec.literal_length,
+                -scored[r][1],
+                r,
+            ),
         )
         winners: dict[str, list[str]] = {}
         for rid in ranked:
@@ -282,13 +339,15 @@ def decide(
                 winners[rival].append(rid)
         for winner, losers in winners.items():
             hit, score, evidence = scored[winner]
+            decision = judged[winner]
             key = (winner, hit.captures)
             entry = found.get(key)
             if entry is None:
-                entry = found[key] = _Found(hit, [], score, evidence, {})
+                entry = found[key] = _Found(hit, [], score, evidence, {}, decision)
             entry.events.append(event)
-            if score > entry.score:
-                entry.score, entry.evidence = score, evidence
+            # The match is as sure as its best occurrence: an exact one makes it exact.
+            if (_rank(decision), score) > (_rank(entry.decision), entry.score):
+                entry.score, entry.evidence, entry.decision = score, evidence, decision
             for loser in losers:
                 entry.alternatives[loser] = max(
                     entry.alternatives.get(loser, 0.0), scored[loser][1]
@@ -320,7 +379,7 @@ def decide(
             Match(
                 id=rid,
                 slug=str(rec.get("slug", "")),
-                confidence=Confidence.EXACT,
+                confidence=entry.decision.confidence,
                 score=round(min(entry.score, 1.0), 3),
                 captures=captures,
                 occurrences=occurrences,
@@ -332,8 +391,11 @@ def decide(
                 evidence=entry.evidence,
                 diagnosis=diagnose(rid, dict(captures)) if diagnose else None,
                 validated=bool(has_validator and has_validator(rid)),
+                decision=entry.decision,
             )
         )
+    # The answers first, in input order; the possible matches after them.
+    matches.sort(key=lambda m: m.confidence is not Confidence.EXACT)
     suggestions = similar_matches(unmatched, matcher, record) if similar else []
     leftovers = _dedupe_unmatched(unmatched)
     return tuple(matches) + tuple(suggestions), tuple(leftovers)
@@ -646,11 +708,133 @@ def _is_source_text(hit: Hit, text: str) -> bool:
     return head.endswith(('f"', "f'", 'f"""'))
 
 
+def judge(
+    hit: Hit, event: LogEvent, embedded: bool, claim: str, frames: Sequence[Frame]
+) -> Decision | None:
+    """Decide one occurrence: exact, possible, or (None) not this pass's to consider.
+
+    The rules, in order (the README's "exact and possible"):
+
+    1. A generic template (``errkb.records.specificity``) found by the message-first pass or in
+       a container string is not considered unless its class and frame back it: such a pass
+       has no exception class to check, and ``Python {}`` is on every debug page.
+    2. A printed class that contradicts the record's (not the same, not a known subclass or a
+       wrapper that carries another exception's message) is never exact.
+    3. A specific template's match alone is exact.
+    4. A generic template is exact only as the whole message, printed with the record's class
+       and with a traceback frame in the record's file; else it is possible.
+    """
+    spec = hit.spec
+    score = specificity_of(spec)
+    generic = is_generic(score)
+    found = (
+        FoundBy.MESSAGE_FIRST
+        if event.kind is EventKind.FOUND
+        else FoundBy.CONTAINER
+        if event.origin
+        else FoundBy.PARSER
+    )
+    agrees = None if embedded else class_agrees(event.exc_class, spec.error_class)
+    frame = bool(_frame_agreement(spec, frames)[0])
+    whole = not embedded and hit.start == 0 and claim == event.message.strip()
+    backed = agrees is True and frame and whole
+    if generic and found is not FoundBy.PARSER and not backed:
+        return None
+    if agrees is False:
+        rule = DecisionRule.CLASS_CONTRADICTS
+    elif not generic:
+        rule = DecisionRule.SPECIFIC
+    elif not whole:
+        rule = DecisionRule.GENERIC_INSIDE_LONGER_MESSAGE
+    elif agrees is not True:
+        rule = DecisionRule.GENERIC_WITHOUT_CLASS
+    elif not frame:
+        rule = DecisionRule.GENERIC_WITHOUT_FRAME
+    else:
+        rule = DecisionRule.GENERIC_WITH_CLASS_AND_FRAME
+    return Decision(rule, score, generic, agrees, frame, whole, found)
+
+
+def class_agrees(printed: str | None, expected: str | None) -> bool | None:
+    """Whether the printed class is the record's: True, False (it contradicts), None (unknown).
+
+    The same name (modules aside) agrees; so does a built-in subclass or superclass
+    (``FileNotFoundError`` for ``OSError``), the cause of a wrapper that names it
+    (``RayTaskError(ValueError)``), and any class for a record of ``Exception``. A wrapper that
+    carries another exception's message says nothing (None), and so does a class errkb cannot
+    place (a library's own class may subclass the record's). Only a built-in class printed
+    where the record raises another class contradicts it: Python prints the class raised.
+    """
+    if not printed or not expected:
+        return None
+    want = _short(expected)
+    outer, _paren, inner = printed.partition("(")
+    names = {_short(outer)}
+    if inner:
+        names.add(_short(inner.rstrip(")")))
+    if want in names or want in ("Exception", "BaseException"):
+        return True
+    if _short(outer) in WRAPPER_CLASSES:
+        return None
+    import builtins
+
+    theirs = getattr(builtins, _short(outer), None)
+    if not (isinstance(theirs, type) and issubclass(theirs, BaseException)):
+        return None
+    ours = getattr(builtins, want, None)
+    if isinstance(ours, type) and issubclass(ours, BaseException):
+        return issubclass(theirs, ours) or issubclass(ours, theirs)
+    return False
+
+
+def _short(name: str) -> str:
+    return name.strip().rsplit(".", 1)[-1]
+
+
+def _rank(decision: Decision) -> int:
+    return 1 if decision.confidence is Confidence.EXACT else 0
+
+
+def _generic_only(per_record: Mapping[str, tuple[Hit, bool, str]]) -> bool:
+    """Some hits, and every one of a generic template."""
+    return bool(per_record) and all(
+        is_generic(specificity_of(hit.spec)) for hit, _e, _c in per_record.values()
+    )
+
+
+def _more_specific_join(
+    lines: Sequence[MessageLine],
+    first: Mapping[str, tuple[Hit, bool, str]],
+    matcher: MatcherLike,
+    found_in: dict[str, list[Hit]],
+) -> tuple[int, str, dict[str, tuple[Hit, bool, str]]] | None:
+    """The longest rejoin of ``lines`` whose hits hold a template more specific than ``first``."""
+    if not lines[0].text.strip():
+        return None
+    floor = max(specificity_of(hit.spec) for hit, _e, _c in first.values())
+    for used, joined in rejoins(lines):
+        rejoined = _hits(joined, matcher, found_in)
+        better = {
+            rid: h
+            for rid, h in rejoined.items()
+            if rid not in first and specificity_of(h[0].spec) > floor and _exact({rid: h})
+        }
+        if better:
+            return used, joined, better
+    return None
+
+
 def _score(
-    spec: PatternSpec, event: LogEvent, embedded: bool, frames: Sequence[Frame]
+    spec: PatternSpec,
+    event: LogEvent,
+    embedded: bool,
+    frames: Sequence[Frame],
+    decision: Decision | None = None,
 ) -> tuple[float, tuple[str, ...]]:
     score = BASE_EXACT
     evidence = ["the record's full pattern matched the message"]
+    if decision is not None and decision.confidence is not Confidence.EXACT:
+        evidence.append(_SHORT_OF[decision.rule])
     if event.kind is EventKind.FOUND:
         # No class, no error level, no container field: only the message itself, at a
         # message boundary of a line nothing else explained.
@@ -669,7 +853,24 @@ def _score(
     if frame_score:
         score += frame_score
         evidence.append(frame_note)
+    if decision is not None and decision.confidence is not Confidence.EXACT:
+        score = min(score, POSSIBLE_MAX)
     return round(score, 3), tuple(evidence)
+
+
+#: What a possible match lacked, in words (its ``evidence``).
+_SHORT_OF = {
+    DecisionRule.CLASS_CONTRADICTS: "possible only: the printed class is not the record's",
+    DecisionRule.GENERIC_WITHOUT_CLASS: (
+        "possible only: a generic template, and no exception class of the record's backs it"
+    ),
+    DecisionRule.GENERIC_WITHOUT_FRAME: (
+        "possible only: a generic template, and no traceback frame is in the record's file"
+    ),
+    DecisionRule.GENERIC_INSIDE_LONGER_MESSAGE: (
+        "possible only: a generic template matched part of a longer message"
+    ),
+}
 
 
 def same_file(frame_path: str, record_path: str) -> bool:

@@ -889,7 +889,10 @@ class Folded:
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
         self._matches: dict[tuple[str, tuple[tuple[str, str], ...]], _Entry] = {}
-        self._per_record: dict[str, int] = {}
+        self._per_record: dict[tuple[str, Confidence], int] = {}
+        # Exact and possible entries are held within the limits apart: possible matches come
+        # after the answers and never take an answer's place.
+        self._held = {Confidence.EXACT: 0, Confidence.POSSIBLE: 0}
         self._unmatched: dict[tuple[str | None, str], Unmatched] = {}
         self._unmatched_lines: dict[tuple[str | None, str], set[int]] = {}
         # Each entry's first line, kept as lines are added: sorting by it took a ``min`` over
@@ -904,28 +907,40 @@ class Folded:
 
     @property
     def exact(self) -> bool:
-        return bool(self._matches) or self.cut_matches > 0
+        return self.cut_matches > 0 or any(
+            e.match.confidence is Confidence.EXACT for e in self._matches.values()
+        )
 
     def add_matches(self, matches: Sequence[Match]) -> None:
+        """Fold exact and possible matches (similar suggestions are the caller's)."""
         limits = self.limits
         for m in matches:
-            if m.confidence is not Confidence.EXACT:
+            if m.confidence is Confidence.SIMILAR:
                 continue
             key = (m.id, m.captures)
             entry = self._matches.get(key)
             if entry is None:
-                held = self._per_record.get(m.id, 0)
-                if held >= limits.matches_per_record or len(self._matches) >= limits.matches:
+                per = (m.id, m.confidence)
+                held = self._per_record.get(per, 0)
+                if held >= limits.matches_per_record or self._held[m.confidence] >= limits.matches:
                     self.cut_matches += 1
                     self.cut_match_occurrences += m.occurrences
                     self.cut_records[m.id] = self.cut_records.get(m.id, 0) + 1
                     continue
-                self._per_record[m.id] = held + 1
+                self._per_record[per] = held + 1
+                self._held[m.confidence] += 1
                 self._matches[key] = _Entry(m, set(m.lines), m.occurrences)
                 continue
             entry.occurrences += m.occurrences
             entry.lines.update(m.lines)
             old = entry.match
+            if m.confidence is Confidence.EXACT and old.confidence is not Confidence.EXACT:
+                # One exact occurrence makes the match exact (``decide``'s rule).
+                self._held[Confidence.POSSIBLE] -= 1
+                self._held[Confidence.EXACT] += 1
+                old = entry.match = replace(
+                    old, confidence=m.confidence, decision=m.decision, evidence=m.evidence
+                )
             if m.score > old.score or m.alternatives or (m.root_cause and not old.root_cause):
                 alternatives = {a.id: a for a in old.alternatives}
                 for a in m.alternatives:
@@ -983,7 +998,7 @@ class Folded:
     def result(self) -> tuple[tuple[Match, ...], tuple[Unmatched, ...], Truncation | None]:
         cap = self.limits.lines_per_entry
         matches: list[Match] = []
-        for entry in sorted(self._matches.values(), key=lambda e: min(e.lines, default=0)):
+        for entry in sorted(self._matches.values(), key=_answers_first):
             lines = sorted(entry.lines)
             if len(lines) > cap:
                 self.cut_lines += len(lines) - cap
@@ -1012,6 +1027,11 @@ class Folded:
 
 def _by_score(a: Alternative) -> float:
     return -a.score
+
+
+def _answers_first(entry: _Entry) -> tuple[bool, int]:
+    """Exact matches before possible ones, each in input order."""
+    return entry.match.confidence is not Confidence.EXACT, min(entry.lines, default=0)
 
 
 # ---------------------------------------------------------------------------- the scan

@@ -34,6 +34,7 @@ from typing import Any
 from errkb import _lazy
 from errkb.records import upstream
 from errkb.records.slots import SELF_DELIMITING, TAIL, SlotKind, grammar, infer_kinds
+from errkb.records.specificity import specificity
 from errkb.records.template import Literal, Placeholder, Template, parse_template
 
 #: Prefilter anchors shorter than this match too much text to be useful.
@@ -44,8 +45,9 @@ MIN_ANCHOR_CHARS = 4
 #: ``compiler``); the next write into one compiled by another version compiles every record
 #: it keeps again (``errkb.store.engine.UnitOfWork.apply``), so an upgrade reaches the records
 #: a sync leaves unchanged. 2: a value printed plainly twice takes one kind
-#: (``errkb.records.slots.infer_kinds``).
-COMPILER_VERSION = 2
+#: (``errkb.records.slots.infer_kinds``). 3: each spec carries its template's specificity
+#: (``errkb.records.specificity``).
+COMPILER_VERSION = 3
 #: Each regex metacharacter and its escape: a translation, not a regex, since explain escapes a
 #: template's first literal for each program it builds (``matcher.regex_lead``) and a cold explain
 #: compiles no pattern it does not need.
@@ -103,6 +105,21 @@ class PatternSpec:
     #: template's conversions and format specs and the record's sourceCode); () when not inferred,
     #: and a group with no known kind matches as a generic slot.
     kinds: tuple[str, ...] = ()
+    #: How much of a message the template pins down (``errkb.records.specificity``), computed at
+    #: compile time; None in a row stored before it was (read it through ``specificity_of``).
+    specificity: float | None = None
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _computed_specificity(template: str) -> float:
+    return specificity(template)
+
+
+def specificity_of(spec: PatternSpec) -> float:
+    """The spec's specificity: stored, or computed from its template (rows before it was)."""
+    if spec.specificity is not None:
+        return spec.specificity
+    return _computed_specificity(spec.template)
 
 
 def re2_escape(text: str) -> str:
@@ -178,6 +195,7 @@ def compile_record(
         literals=template.literals if origin is not PatternOrigin.MESSAGE_PATTERN else (),
         # A hand-written messagePattern's groups are its own: their kinds are not known.
         kinds=tuple(k.value for k in kinds) if origin is not PatternOrigin.MESSAGE_PATTERN else (),
+        specificity=specificity(template),
     )
 
 

@@ -48,8 +48,62 @@ if TYPE_CHECKING:
 class Confidence(enum.StrEnum):
     """How sure errkb is that a match explains the exception."""
 
-    EXACT = "exact"  #: the record's full pattern matched the message
+    #: the record's pattern matched, with the evidence its template's specificity needs
+    EXACT = "exact"
+    #: the pattern matched, but the evidence falls short (a generic template without its class
+    #: and frame, a contradicting class): shown after the answers, never counted as known
+    POSSIBLE = "possible"
     SIMILAR = "similar"  #: a suggestion: the closest templates to an unmatched message
+
+
+class DecisionRule(enum.StrEnum):
+    """Which rule of ``errkb.match.decide`` made a match exact or only possible."""
+
+    SPECIFIC = "specific"  #: a specific template: its match alone is the answer
+    #: a generic template backed by the record's class and a frame in its file
+    GENERIC_WITH_CLASS_AND_FRAME = "generic-with-class-and-frame"
+    CLASS_CONTRADICTS = "class-contradicts"  #: the printed class is not the record's
+    GENERIC_WITHOUT_CLASS = "generic-without-class"  #: generic, and no class agrees
+    GENERIC_WITHOUT_FRAME = "generic-without-frame"  #: generic, and no frame in its file
+    #: generic, and it matched only part of a longer message (or one embedded in another)
+    GENERIC_INSIDE_LONGER_MESSAGE = "generic-inside-longer-message"
+
+
+class FoundBy(enum.StrEnum):
+    """Which pass found a matched message."""
+
+    PARSER = "parser"  #: an exception, traceback or error record the parser read
+    MESSAGE_FIRST = "message-first"  #: the message-first pass, at a message boundary of a line
+    CONTAINER = "container"  #: a string decoded from a container (JSON, markup, YAML)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The evidence one match was decided on, and the rule that decided it."""
+
+    rule: DecisionRule
+    specificity: float  #: ``errkb.records.specificity`` of the record's template
+    generic: bool  #: below the specificity line
+    class_agrees: bool | None  #: None: no class to compare
+    frame: bool  #: a traceback frame is in the record's file
+    whole: bool  #: the pattern covered the whole message
+    found: FoundBy
+
+    @property
+    def confidence(self) -> Confidence:
+        exact = self.rule in (DecisionRule.SPECIFIC, DecisionRule.GENERIC_WITH_CLASS_AND_FRAME)
+        return Confidence.EXACT if exact else Confidence.POSSIBLE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule.value,
+            "specificity": self.specificity,
+            "generic": self.generic,
+            "classAgrees": self.class_agrees,
+            "frame": self.frame,
+            "whole": self.whole,
+            "found": self.found.value,
+        }
 
 
 class Condition(enum.StrEnum):
@@ -159,6 +213,8 @@ class Match:
     diagnosis: Diagnosis | None = None  #: when the record has a reference validator
     validated: bool = False  #: the record is backed by a reference validator
     source: str | None = None  #: the input file, when several were explained together
+    #: Why an exact or possible match is what it is (None on similar suggestions).
+    decision: Decision | None = None
 
     @property
     def capture_dict(self) -> dict[str, str]:
@@ -183,6 +239,8 @@ class Match:
         }
         if self.source is not None:
             out["source"] = self.source
+        if self.decision is not None:
+            out["decision"] = self.decision.to_dict()
         return out
 
 
@@ -337,10 +395,13 @@ __all__ = [
     "CheckReport",
     "Condition",
     "Confidence",
+    "Decision",
+    "DecisionRule",
     "Diagnosis",
     "Diagnostics",
     "ExceptionInfo",
     "Finding",
+    "FoundBy",
     "HistoryEntry",
     "IngestReport",
     "KnowledgeBaseInfo",

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0009"
+SCHEMA_HEAD = "0010"
 
 #: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
 RecordJSON = Mapping[str, Any]

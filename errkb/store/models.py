@@ -12,7 +12,7 @@ any record at any applied version can be rebuilt, and a rollback is just another
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import Boolean, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from errkb.store.interface import ChangeKind, VersionKind
@@ -200,3 +200,6 @@ class PatternSpecRow(Base):
     template: Mapped[str] = mapped_column(Text)
     literals: Mapped[str] = mapped_column(Text)
     words: Mapped[str] = mapped_column(Text)
+    #: ``errkb.records.specificity`` of the template; NULL in rows written before migration
+    #: 0010 (read as computed from ``template``).
+    specificity: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -685,7 +685,14 @@ def compile_bytecode() -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench.corpus import build_corpus
-    from bench.logs import LOGS_VERSION, Oracle, generate_log, log_path, single_tracebacks
+    from bench.logs import (
+        LOGS_VERSION,
+        SINGLES_VERSION,
+        Oracle,
+        generate_log,
+        log_path,
+        single_tracebacks,
+    )
     from errkb._resources import examples_dir
 
     quick = args.quick
@@ -698,7 +705,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     path = log_path(corpus.directory, args.log_mb, args.seed, args.rate)
     oracle: Oracle | None = None
     lat_path = (
-        corpus.directory / f"tracebacks-{args.latency_calls}-s{args.seed}-v{LOGS_VERSION}.json"
+        corpus.directory
+        / f"tracebacks-{args.latency_calls}-s{args.seed}-v{LOGS_VERSION}.{SINGLES_VERSION}.json"
     )
     if not lat_path.exists():
         oracle = Oracle(records)

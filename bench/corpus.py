@@ -190,6 +190,46 @@ def extract_real(sources: Sequence[Source]) -> tuple[list[dict[str, Any]], dict[
     return out, per_source
 
 
+def _extract_key(sources: Sequence[Source], extra: Path | None) -> str:
+    """What extraction depends on: the sources, and errkb's extract and record code."""
+    h = hashlib.sha256(
+        json.dumps([[s.repo, str(s.path), list(s.exclude)] for s in sources]).encode()
+    )
+    h.update(sources_fingerprint(extra).encode() if extra is not None else b"-")
+    errkb_dir = Path(__file__).resolve().parent.parent / "errkb"
+    for sub in ("maint", "records"):
+        for path in sorted((errkb_dir / sub).rglob("*.py")):
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cached_extract(
+    out: Path, sources: Sequence[Source], extra: Path | None
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``extract_real``, kept under ``out/real-*.jsonl`` for corpora of other sizes.
+
+    Only with an extra sources directory (the standard corpus extracts in minutes; the extra
+    packages, torch and transformers among them, take much longer).
+    """
+    if extra is None:
+        return extract_real(sources)
+    path = out / f"real-{_extract_key(sources, extra)}.jsonl"
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists():
+        with path.open(encoding="utf-8") as fh:
+            real = [json.loads(line) for line in fh]
+        return real, json.loads(meta.read_text(encoding="utf-8"))
+    real, per_source = extract_real(sources)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for record in real:
+            fh.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    meta.write_text(json.dumps(per_source), encoding="utf-8")
+    tmp.rename(path)
+    return real, per_source
+
+
 def _variant_repos(rng: random.Random, taken: set[str]) -> list[str]:
     repos: list[str] = []
     seen = set(taken)
@@ -377,7 +417,7 @@ def build_corpus(
     if quick:
         wanted = QUICK_SOURCES + (QUICK_EXTRA_SOURCES if extra is not None else ())
         sources = [s for s in sources if s.repo in wanted]
-    real, per_source = extract_real(sources)
+    real, per_source = cached_extract(out, sources, extra)
     if len(real) > records:
         # More real records than asked for: a seeded sample, in extraction order.
         keep = set(random.Random(seed).sample(range(len(real)), records))

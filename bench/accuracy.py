@@ -20,7 +20,10 @@ template, the log, the line, the text and the match's evidence. Also: recall of 
 pattern covers: the right text, the wrong source), ``possible`` matches (read from each
 match's ``confidence``, with ``decision`` read defensively), and exact matches by a record
 whose ``decision.generic`` is true without both class and frame agreeing (0 when errkb gives no
-``decision``). Prints a Markdown table; writes ``accuracy-*.json`` under ``--out``.
+``decision``). An exact answer by a record of the package a tool runs, on that tool's own text
+(pip's ``No matching distribution found for {}`` in pip's output), may be right: it is listed
+apart as unjudged, in neither count. Prints a Markdown table; writes ``accuracy-*.json`` under
+``--out``.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.toollogs import TOOL_PACKAGES
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: Packages installed for the benchmark only: their records join the knowledge base, and the
@@ -92,21 +97,22 @@ def ensure_db(
 ) -> Path:
     """The corpus synced into a database by the errkb under test (cached by both)."""
     db = out / "accuracy-kb" / f"{corpus.directory.name}-{code_hash(errkb_dir)}.sqlite3"
-    if db.exists():
+    # Synced in place (the anchor files beside a database are named after it), then stamped.
+    done = db.with_name(db.name + ".synced")
+    if done.exists():
         return db
     db.parent.mkdir(parents=True, exist_ok=True)
-    tmp = db.with_suffix(".tmp")
-    for stale in db.parent.glob(tmp.name + "*"):
+    for stale in db.parent.glob(db.name + "*"):
         stale.unlink()
     print(f"syncing {corpus.tree} into {db} ...", file=sys.stderr, flush=True)
     subprocess.run(
-        ["nice", errkb, "--db", str(tmp), "sync", "--format", "json", str(corpus.tree)],
+        ["nice", errkb, "--db", str(db), "sync", "--format", "json", str(corpus.tree)],
         check=True,
         env=env,
         cwd=cwd,
         stdout=subprocess.DEVNULL,
     )
-    tmp.rename(db)
+    done.touch()
     return db
 
 
@@ -191,6 +197,7 @@ def score(
     possible = possible_at_planted = 0
     generic_weak = 0
     wrong_source = 0
+    unjudged: list[dict[str, Any]] = []
     per_tool: Counter[str] = Counter()
     missed: list[dict[str, Any]] = []
     for path, label in logs:
@@ -275,6 +282,24 @@ def score(
                     cause = f"unplanted {label['tool']} text"
                     expected = None
                 text = text_lines[ln - 1] if 0 < ln <= len(text_lines) else ""
+                if cause.startswith("unplanted") and text.rstrip().endswith("..."):
+                    cause += " (a line the tool cut short with ...)"
+                own = TOOL_PACKAGES.get(label["tool"], ())
+                if cause.startswith("unplanted") and (m.get("repo") or "") in {
+                    f"pypi/{pkg}" for pkg in own
+                }:
+                    # The tool's own message, its own package's record: maybe right.
+                    unjudged.append(
+                        {
+                            "log": f"{path.parent.name}/{path.name}",
+                            "line": ln,
+                            "id": m["id"],
+                            "repo": m.get("repo"),
+                            "template": m.get("template"),
+                            "text": text.strip()[:240],
+                        }
+                    )
+                    continue
                 wrong.append(
                     {
                         "cause": cause,
@@ -292,7 +317,7 @@ def score(
                         "decision": m.get("decision"),
                     }
                 )
-    answers = right + len(wrong)
+    answers = right + len(wrong)  # the unjudged ones are neither
     return {
         "logs": sum(per_tool.values()),
         "logsByTool": dict(sorted(per_tool.items())),
@@ -312,6 +337,7 @@ def score(
         "possibleAtPlantedRecord": possible_at_planted,
         "genericExactWithoutClassAndFrame": generic_weak,
         "wrongByCause": dict(Counter(w["cause"] for w in wrong).most_common()),
+        "unjudged": unjudged,
         "wrong": wrong,
         "missed": missed,
     }
@@ -336,6 +362,7 @@ def table(columns: dict[str, dict[str, Any]]) -> str:
         ("precision of exact", lambda s: f"{_pct(s['precision'])} "
          f"({s['right']}/{s['exactAnswers']})"),
         ("wrong exact answers", lambda s: f"{s['wrongCount']}"),
+        ("unjudged: a tool's own record on its own text", lambda s: f"{len(s['unjudged'])}"),
         ("wrong-source exact answers", lambda s: f"{s['wrongSource']}"),
         ("`possible` matches (at a planted record's line)",
          lambda s: f"{s['possible']} ({s['possibleAtPlantedRecord']})"),
@@ -574,6 +601,9 @@ def report(results: dict[str, Any], show: int) -> str:
     for name, col in results["columns"].items():
         out.append(f"\n### Wrong exact answers, {name} ({col['wrongCount']})")
         out.append(wrong_listing(col["wrong"], show) or "none")
+        if col["unjudged"]:
+            out.append(f"\nUnjudged exact answers (the tool's own record), {name}:")
+            out += [f"- {json.dumps(x, ensure_ascii=False)}" for x in col["unjudged"][:show]]
         if col["missed"]:
             out.append(f"\nMissed planted records, {name}: {len(col['missed'])}")
             out += [f"- {json.dumps(x, ensure_ascii=False)}" for x in col["missed"][:show]]

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bump when generation changes: cached log sets of another version are rebuilt.
-TOOLLOGS_VERSION = 1
+TOOLLOGS_VERSION = 2
 PYTHON = sys.executable
 
 
@@ -86,8 +86,6 @@ SIBLINGS: tuple[Sibling, ...] = (
             "model.layers.0.self_attn.qkv_proj, got a tensor of shape torch.Size([3])"),
     Sibling("sglang", "sglang/srt/model_executor/model_runner.py", "RuntimeError",
             "Not enough memory. Please try to increase --mem-fraction-static."),
-    Sibling("sglang", "sglang/srt/model_executor/cuda_graph_runner.py", "Exception",
-            "Capture cuda graph failed: CUDA error: out of memory"),
     Sibling("vllm", "vllm/worker/worker.py", "ValueError",
             "The model's max seq len (32768) is larger than the maximum number of tokens that "
             "can be stored in KV cache (21648). Try increasing `gpu_memory_utilization` or "
@@ -329,7 +327,7 @@ with open(os.path.join(_HERE, "plants.json"), encoding="utf-8") as _fh:
 def trigger(key):
     info = PLANTS[key]
     if not info["path"]:
-        print(info["printed"], file=sys.stderr, flush=True)
+        print(info["line"], file=sys.stderr, flush=True)
         return
     spec = importlib.util.spec_from_file_location("_plant_" + key, info["path"])
     module = importlib.util.module_from_spec(spec)
@@ -341,7 +339,12 @@ def trigger(key):
 def write_runtime(work: Path, plants: Sequence[Plant]) -> None:
     """``plantrt.py`` and ``plants.json`` in ``work``: what the tools' programs import."""
     (work / "plantrt.py").write_text(_RUNTIME, encoding="utf-8")
-    table = {p.key: {"path": p.path, "func": p.func, "printed": p.printed} for p in plants}
+    # Only a printed line's text: an error page showing this frame's locals must not show a
+    # raised plant's message (version 1 did, and its line counted as the plant's).
+    table = {
+        p.key: {"path": p.path, "func": p.func} if p.path else {"path": "", "line": p.printed}
+        for p in plants
+    }
     (work / "plants.json").write_text(json.dumps(table), encoding="utf-8")
 
 
@@ -481,8 +484,11 @@ else:
     from django.conf import settings
     from django.urls import path
 
+    from django.http import HttpResponse
+
     def view(request, key):
         plantrt.trigger(key)
+        return HttpResponse("ok")
 
     urlpatterns = [path("run/<str:key>/", view)]
     settings.configure(
@@ -630,6 +636,21 @@ TOOL_SHARE = (
     ("strace", 5), ("pip", 1), ("nbconvert", 5), ("torchrun", 2),
 )  # fmt: skip
 PYTEST_TB = ("long", "short", "native")
+PAGE_TOOLS = ("werkzeug", "django")
+#: The packages each tool runs: a record of one of them answering on the tool's own text may
+#: well be right (pip's ``No matching distribution found for {}`` on pip's output), so the
+#: scorer lists it apart, unjudged.
+TOOL_PACKAGES = {
+    "pytest": ("_pytest", "pytest", "pluggy"),
+    "uvicorn": ("uvicorn", "fastapi", "starlette", "anyio"),
+    "gunicorn": ("gunicorn", "flask", "werkzeug"),
+    "werkzeug": ("werkzeug",),
+    "django": ("django",),
+    "strace": (),
+    "pip": ("pip", "setuptools", "pkg_resources", "distutils"),
+    "nbconvert": ("nbconvert", "nbclient", "jupyter_client", "ipykernel", "IPython"),
+    "torchrun": ("torch",),
+}
 
 
 @dataclass
@@ -645,13 +666,17 @@ class LogSet:
 
 
 def _deal(plants: Sequence[Plant], rng: random.Random) -> dict[str, list[Plant]]:
-    """Share the plants among the tools (each tool a mix of kinds), in ``TOOL_SHARE``."""
+    """Share the plants among the tools (each tool a mix of kinds), in ``TOOL_SHARE``.
+
+    A page shows the exception of its request only: a printed line (slurm's) goes elsewhere.
+    """
     pool = list(plants)
     rng.shuffle(pool)
     dealt: dict[str, list[Plant]] = {}
     for tool, n in TOOL_SHARE:
-        dealt[tool] = pool[:n]
-        pool = pool[n:]
+        fits = [p for p in pool if p.path or tool not in PAGE_TOOLS][:n]
+        dealt[tool] = fits
+        pool = [p for p in pool if p not in fits]
     dealt["pytest"] += pool  # what is left goes to the suite
     return dealt
 

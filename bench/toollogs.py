@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bump when generation changes: cached log sets of another version are rebuilt.
-TOOLLOGS_VERSION = 2
+TOOLLOGS_VERSION = 3
 PYTHON = sys.executable
 
 
@@ -262,13 +262,18 @@ def make_plants(
             continue
         message, captures = got
         key = f"r{len(plants)}"
-        path = root / key / "site-packages" / record["filePath"]
+        # A package's filePath is relative to the package itself (bench.corpus extracts each
+        # one from its own directory): installed, it lives under its name.
+        package = record["repo"].removeprefix("pypi/") if record["repo"].startswith("pypi/") else ""
+        if record["filePath"] == f"{package}.py":  # a single-module distribution (six.py)
+            package = ""
+        path = root / key / "site-packages" / package / record["filePath"]
         if record["repo"] == "python/cpython":
             path = root / key / "lib" / "python3.11" / record["filePath"]
         names = _DEF.findall(record.get("sourceCode") or "")
         func = names[-1] if names and names[-1].isidentifier() else "_raise"
         path.parent.mkdir(parents=True, exist_ok=True)
-        module = _module_of(record["filePath"])
+        module = _module_of(f"{package}/{record['filePath']}" if package else record["filePath"])
         path.write_text(
             _raising_module(cls, module, message, func, int(record.get("lineNumber") or 0)),
             encoding="utf-8",

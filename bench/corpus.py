@@ -49,6 +49,8 @@ DEFAULT_SEED = 6
 QUICK_RECORDS = 4_000
 #: The sources ``--quick`` extracts (a few seconds); the full corpus uses every source.
 QUICK_SOURCES = ("python/cpython", "pypi/click", "pypi/jsonschema", "pypi/alembic")
+#: With an extra sources directory, ``--quick`` also extracts these from it (if there).
+QUICK_EXTRA_SOURCES = ("pypi/werkzeug", "pypi/flask", "pypi/django", "pypi/requests")
 DATASET_VERSION = "2026-08-28T06:17:29.519Z"
 ANALYZED_AT = datetime(2026, 8, 28, 6, 0, 0, tzinfo=UTC)
 DEFAULT_OUT = Path(__file__).resolve().parent / "out"
@@ -100,8 +102,13 @@ class Corpus:
             return [json.loads(line) for line in fh]
 
 
-def default_sources() -> list[Source]:
-    """The standard library, then every package in the running interpreter's site-packages."""
+def default_sources(extra: Path | None = None) -> list[Source]:
+    """The standard library, then every package in site-packages (and ``extra``, if given).
+
+    ``extra`` is a directory of packages installed only for the benchmark (``pip install
+    --target``, see ``bench.accuracy``); a package there replaces the same name installed
+    beside errkb.
+    """
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     # Test suites raise to test the raising; they are not errors users meet in logs.
     sources = [
@@ -111,18 +118,37 @@ def default_sources() -> list[Source]:
             ("test", "tests", "idle_test", "site-packages", "dist-packages", "config-*"),
         )
     ]
+    extras = package_sources(extra) if extra is not None else []
+    taken = {s.repo for s in extras}
     purelib = Path(sysconfig.get_paths()["purelib"])
-    for entry in sorted(purelib.iterdir()):
+    sources += [s for s in package_sources(purelib) if s.repo not in taken]
+    return sources + extras
+
+
+#: Directories ``pip install --target`` writes beside the packages: not packages.
+_NOT_PACKAGES = ("bin", "share", "include", "etc", "lib", "man")
+
+
+def package_sources(directory: Path) -> list[Source]:
+    """One source per importable package (or single module) directly under ``directory``."""
+    sources: list[Source] = []
+    for entry in sorted(directory.iterdir()):
         name = entry.name
         if name.startswith((".", "__")) or name.endswith((".dist-info", ".egg-info", ".pth")):
             continue
-        if name in ("errkb",):  # the system under test is not a dataset repository
+        if name in ("errkb", *_NOT_PACKAGES):  # the system under test is not a dataset repo
             continue
         if entry.is_dir() or name.endswith(".py"):
             pkg = name.removesuffix(".py")
             if re.fullmatch(r"[A-Za-z0-9_.-]+", pkg):
                 sources.append(Source(f"pypi/{pkg}", entry, ("test", "tests", "testing")))
     return sources
+
+
+def sources_fingerprint(directory: Path) -> str:
+    """What an extra sources directory holds (its distributions and versions), in 12 hex."""
+    names = sorted(e.name for e in directory.iterdir() if e.name.endswith(".dist-info"))
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:12]
 
 
 def _sha(repo: str) -> str:
@@ -162,6 +188,46 @@ def extract_real(sources: Sequence[Source]) -> tuple[list[dict[str, Any]], dict[
             per_source[source.repo] = count
     log.info("extracted %d real records (%d files skipped)", len(out), len(skipped))
     return out, per_source
+
+
+def _extract_key(sources: Sequence[Source], extra: Path | None) -> str:
+    """What extraction depends on: the sources, and errkb's extract and record code."""
+    h = hashlib.sha256(
+        json.dumps([[s.repo, str(s.path), list(s.exclude)] for s in sources]).encode()
+    )
+    h.update(sources_fingerprint(extra).encode() if extra is not None else b"-")
+    errkb_dir = Path(__file__).resolve().parent.parent / "errkb"
+    for sub in ("maint", "records"):
+        for path in sorted((errkb_dir / sub).rglob("*.py")):
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def cached_extract(
+    out: Path, sources: Sequence[Source], extra: Path | None
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``extract_real``, kept under ``out/real-*.jsonl`` for corpora of other sizes.
+
+    Only with an extra sources directory (the standard corpus extracts in minutes; the extra
+    packages, torch and transformers among them, take much longer).
+    """
+    if extra is None:
+        return extract_real(sources)
+    path = out / f"real-{_extract_key(sources, extra)}.jsonl"
+    meta = path.with_suffix(".json")
+    if path.exists() and meta.exists():
+        with path.open(encoding="utf-8") as fh:
+            real = [json.loads(line) for line in fh]
+        return real, json.loads(meta.read_text(encoding="utf-8"))
+    real, per_source = extract_real(sources)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        for record in real:
+            fh.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+    meta.write_text(json.dumps(per_source), encoding="utf-8")
+    tmp.rename(path)
+    return real, per_source
 
 
 def _variant_repos(rng: random.Random, taken: set[str]) -> list[str]:
@@ -315,12 +381,16 @@ def write_tree(root: Path, records: Sequence[dict[str, Any]], dataset_version: s
 
 
 # ---------------------------------------------------------------------------- build / cache
-def corpus_dir(out: Path, records: int, seed: int, quick: bool) -> Path:
-    return out / f"corpus-n{records}-s{seed}{'-quick' if quick else ''}"
+def corpus_dir(out: Path, records: int, seed: int, quick: bool, extra: Path | None = None) -> Path:
+    tail = f"-x{sources_fingerprint(extra)}" if extra is not None else ""
+    return out / f"corpus-n{records}-s{seed}{'-quick' if quick else ''}{tail}"
 
 
-def _key(records: int, seed: int, quick: bool) -> dict[str, Any]:
-    return {"version": CORPUS_VERSION, "size": records, "seed": seed, "quick": quick}
+def _key(records: int, seed: int, quick: bool, extra: Path | None = None) -> dict[str, Any]:
+    key: dict[str, Any] = {"version": CORPUS_VERSION, "size": records, "seed": seed, "quick": quick}
+    if extra is not None:
+        key["extraSources"] = sources_fingerprint(extra)
+    return key
 
 
 def build_corpus(
@@ -329,20 +399,25 @@ def build_corpus(
     records: int = DEFAULT_RECORDS,
     seed: int = DEFAULT_SEED,
     quick: bool = False,
+    extra: Path | None = None,
 ) -> Corpus:
-    """Build (or reuse) the corpus of ``records`` records for ``seed``; see the module doc."""
-    directory = corpus_dir(out, records, seed, quick)
+    """Build (or reuse) the corpus of ``records`` records for ``seed``; see the module doc.
+
+    ``extra``: a directory of packages installed for the benchmark, extracted too.
+    """
+    directory = corpus_dir(out, records, seed, quick, extra)
     info_path = directory / "info.json"
-    key = _key(records, seed, quick)
+    key = _key(records, seed, quick, extra)
     if info_path.exists():
         info = json.loads(info_path.read_text(encoding="utf-8"))
         if {k: info.get(k) for k in key} == key:
             return Corpus(directory, info)
     started = time.monotonic()
-    sources = default_sources()
+    sources = default_sources(extra)
     if quick:
-        sources = [s for s in sources if s.repo in QUICK_SOURCES]
-    real, per_source = extract_real(sources)
+        wanted = QUICK_SOURCES + (QUICK_EXTRA_SOURCES if extra is not None else ())
+        sources = [s for s in sources if s.repo in wanted]
+    real, per_source = cached_extract(out, sources, extra)
     if len(real) > records:
         # More real records than asked for: a seeded sample, in extraction order.
         keep = set(random.Random(seed).sample(range(len(real)), records))
@@ -395,9 +470,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--sources", type=Path, default=None, help="also extract the packages installed here"
+    )
     args = parser.parse_args(argv)
     size = args.records or (QUICK_RECORDS if args.quick else DEFAULT_RECORDS)
-    corpus = build_corpus(args.out, records=size, seed=args.seed, quick=args.quick)
+    corpus = build_corpus(
+        args.out, records=size, seed=args.seed, quick=args.quick, extra=args.sources
+    )
     print(corpus.directory)
     print(json.dumps(corpus.info, indent=2))
 

@@ -60,6 +60,8 @@ from errkb.records.template import Literal, Placeholder, Template, parse_templat
 LOGS_VERSION = 9
 #: Planted records need this much literal text: less is a pattern that "explains" anything.
 PLANT_MIN_LITERAL = 12
+#: Bump when ``single_tracebacks``' output changes: cached latency sets are rebuilt.
+SINGLES_VERSION = 2
 #: Planted error instances per 10^6 bytes of log.
 DEFAULT_RATE = 100
 DEFAULT_MB = 50.0
@@ -836,7 +838,12 @@ def generate_log(
 def single_tracebacks(
     records: Sequence[dict[str, Any]], count: int, *, seed: int, oracle: Oracle | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
-    """``count`` single-error logs (plain or sglang traceback), each with its expected record."""
+    """``count`` single-error logs (plain or sglang traceback), each with its expected record.
+
+    Each expected record is ``{"id": record_id, "captures": {...}}``: the captures have their
+    own key, since a placeholder may be named ``id`` (version 1 merged them into one dict, and
+    such a placeholder overwrote the record id).
+    """
     rng = random.Random(seed + 1)
     planter = Planter(records, oracle or Oracle(records), rng, Clock(rng))
     out: list[tuple[str, dict[str, Any]]] = []
@@ -845,7 +852,9 @@ def single_tracebacks(
         record, inst, rendered = next(stream)
         if inst.shape not in ("plain", "sglang", "chained", "kubectl", "vllm"):
             continue
-        out.append(("\n".join(inst.lines) + "\n", {"id": record["id"], **rendered.captures}))
+        out.append(
+            ("\n".join(inst.lines) + "\n", {"id": record["id"], "captures": rendered.captures})
+        )
     return out
 
 

@@ -17,6 +17,9 @@ Measured in one run, on the same machine, against the same corpus and log:
   ``import errkb``);
 * precision, recall and capture accuracy of exact matches against the ground truth, with every
   miss and false hit listed with its cause.
+* issue 45's realistic accuracy (``bench.accuracy``, at ``--records``; ``--no-accuracy`` skips
+  it): real tool output with planted records, near-miss siblings and interpreter errors against
+  a corpus holding many popular packages' records, beside the 3-record knowledge base.
 
 The measurements that need a clean process (``scan``, ``warm``, ``tree``) run as child processes
 of this module (``python -m bench.run _child ...``); the module imports only the standard
@@ -685,7 +688,14 @@ def compile_bytecode() -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from bench.corpus import build_corpus
-    from bench.logs import LOGS_VERSION, Oracle, generate_log, log_path, single_tracebacks
+    from bench.logs import (
+        LOGS_VERSION,
+        SINGLES_VERSION,
+        Oracle,
+        generate_log,
+        log_path,
+        single_tracebacks,
+    )
     from errkb._resources import examples_dir
 
     quick = args.quick
@@ -698,7 +708,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     path = log_path(corpus.directory, args.log_mb, args.seed, args.rate)
     oracle: Oracle | None = None
     lat_path = (
-        corpus.directory / f"tracebacks-{args.latency_calls}-s{args.seed}-v{LOGS_VERSION}.json"
+        corpus.directory
+        / f"tracebacks-{args.latency_calls}-s{args.seed}-v{LOGS_VERSION}.{SINGLES_VERSION}.json"
     )
     if not lat_path.exists():
         oracle = Oracle(records)
@@ -728,9 +739,76 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     timings["log"] = time.perf_counter() - t0
     work = Path(tempfile.mkdtemp(prefix="run-", dir=corpus.directory))
     try:
-        return _measure(args, corpus, records, log, extra, lat_path, work, examples_dir(), timings)
+        results = _measure(
+            args, corpus, records, log, extra, lat_path, work, examples_dir(), timings
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if not args.no_accuracy:
+        results["realistic"] = realistic_accuracy(args)
+        results["figures"] += [asdict(f) for f in realistic_figures(results["realistic"])]
+    return results
+
+
+def realistic_accuracy(args: argparse.Namespace) -> dict[str, Any]:
+    """Issue 45's benchmark (``bench.accuracy``) at this run's scale, by the errkb measured."""
+    from bench.accuracy import DEFAULT_SETS, measure
+
+    t0 = time.perf_counter()
+    out = measure(
+        records=args.records,
+        seed=args.seed,
+        out=args.out,
+        sources=args.sources or args.out / ("sources-quick" if args.quick else "sources"),
+        sets=1 if args.quick else DEFAULT_SETS,
+        quick=args.quick,
+        errkb=ERRKB,
+        env=child_env(),
+        cwd=TARGET.cwd,
+        errkb_dir=TARGET.errkb_dir,
+    )
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def realistic_figures(r: dict[str, Any]) -> list[Figure]:
+    """The realistic-scale rows: the big knowledge base's column, the 3-record one beside it."""
+    cols = r["columns"]
+    big = [k for k in cols if k != "3 records"][-1]
+    b, small = cols[big], cols.get("3 records")
+    logs = f"{b['logs']} real tool/CI logs, {big} KB"
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x * 100:.1f}%"
+
+    base = "-" if small is None else f"3 records: {pct(small['precision'])}"
+    return [
+        Figure(
+            f"realistic: precision of exact ({logs})",
+            f"{pct(b['precision'])} ({b['wrongCount']} wrong of {b['exactAnswers']})",
+            base,
+            "-",
+            ">= 99.5%",
+            _status(b["precision"] is not None and b["precision"] >= 0.995),
+        ),
+        Figure(
+            "realistic: recall of planted records / captures",
+            f"{pct(b['recall'])} ({b['found']}/{b['planted']}) / {pct(b['captureAccuracy'])}",
+            "-" if small is None else f"3 records: {pct(small['recall'])}",
+            "-",
+            "100% / 100%",
+            _status(b["recall"] == 1 and b["captureAccuracy"] == 1),
+        ),
+        Figure(
+            "realistic: wrong-source exact / generic exact without class and frame",
+            f"{b['wrongSource']} / {b['genericExactWithoutClassAndFrame']}",
+            "-",
+            "-",
+            "0 / 0",
+            _status(b["wrongSource"] == 0 and b["genericExactWithoutClassAndFrame"] == 0),
+        ),
+        Figure("realistic: `possible` matches", str(b["possible"]), "-", "-", "-", ""),
+    ]
 
 
 def _measure(
@@ -1176,6 +1254,14 @@ def report(results: dict[str, Any], show: int) -> str:
     rows = [Figure(**f) for f in results["figures"]]
     a = results["accuracy"]
     out = [render_table(rows), ""]
+    if "realistic" in results:
+        from bench.accuracy import table, wrong_listing
+
+        columns = results["realistic"]["columns"]
+        out += ["Realistic accuracy (bench.accuracy):", "", table(columns), ""]
+        for name, col in columns.items():
+            out += [f"Wrong exact answers, {name}: {col['wrongCount']}"]
+            out += [wrong_listing(col["wrong"], show), ""]
     for title, items in (
         ("False hits", a["false_hits"]),
         ("Misses", a["misses"]),
@@ -1230,6 +1316,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--no-grep", action="store_true")
     parser.add_argument("--no-naive", action="store_true")
+    parser.add_argument(
+        "--no-accuracy", action="store_true", help="skip the realistic accuracy bench (issue 45)"
+    )
+    parser.add_argument(
+        "--sources", type=Path, default=None, help="its extra packages (--out/sources)"
+    )
     parser.add_argument("--show", type=int, default=30, help="misses and false hits to print")
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
     parser.add_argument(

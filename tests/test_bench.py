@@ -178,7 +178,7 @@ def test_quick_run(tmp_path: Path) -> None:
     results_path = tmp_path / "results.json"
     proc = subprocess.run(
         [sys.executable, "-m", "bench.run", "--quick", "--out", str(tmp_path / "out"),
-         "--json", str(results_path), "--cold-runs", "2"],
+         "--json", str(results_path), "--cold-runs", "2", "--no-accuracy"],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -361,3 +361,126 @@ def test_the_scan_child_scores_the_whole_report_when_the_default_one_is_cut(
     possible = [m for m in whole.matches if m.confidence.value == "possible"]
     assert out["cut_matches"] == len(whole.exact) - 5 + max(len(possible) - 5, 0)
     assert sorted(m["id"] for m in out["matches"]) == sorted(m.id for m in whole.exact)
+
+
+# ---------------------------------------------------------------------------- bench.accuracy
+def _traceback_text(plant: Any) -> str:
+    """What Python prints when the plant's generated module raises (a real traceback)."""
+    import importlib.util
+    import traceback
+
+    spec = importlib.util.spec_from_file_location(f"_test_plant_{plant.key}", plant.path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        getattr(module, plant.func)()
+    except Exception as exc:
+        return "".join(traceback.format_exception(exc))
+    raise AssertionError(f"{plant.key} did not raise")
+
+
+def test_accuracy_scores_planted_records_and_lists_wrong_exact_answers(
+    tmp_path: Path, kb: Any, envelopes: list[dict[str, Any]]
+) -> None:
+    from bench import accuracy as ba
+    from bench import toollogs as tl
+
+    records = [e["record"] for e in envelopes]
+    oracle = bl.Oracle(records)
+    rng = random.Random(3)
+    planter = bl.Planter(records, oracle, rng, bl.Clock(rng))
+
+    def rendered(record: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+        got = planter.render_clean(record)
+        return None if got is None else (got.message, got.captures)
+
+    # The merged-column record: its slots take what bench.logs renders (the Quanto seed's
+    # ``{scale_slice.get_dtype()}`` gets ``int8``, which its synced pattern refuses).
+    must = [r for r in planter.plantable if "merged-column" in r["errorMessage"]]
+    plants = tl.make_plants(
+        tmp_path / "plants", rng, planter.plantable, rendered,
+        n_records=1, n_siblings=0, n_interpreter=2, must=must,
+    )  # fmt: skip
+    kinds = [p.kind for p in plants]
+    assert kinds.count(tl.PlantKind.RECORD) == 1 and kinds.count(tl.PlantKind.INTERPRETER) == 2
+    record_plant = next(p for p in plants if p.kind is tl.PlantKind.RECORD)
+    # The raising module's path ends with the record's filePath, the class is the record's.
+    by_id = {r["id"]: r for r in records}
+    assert record_plant.path.endswith(by_id[str(record_plant.record)]["filePath"])
+    assert record_plant.printed.startswith(by_id[str(record_plant.record)]["errorClass"] + ": ")
+    text = "INFO starting\n" + "".join(_traceback_text(p) for p in plants) + "INFO done\n"
+    other = "srun: error: node-07: tasks 0-3: Exited with exit code 1\n"
+    logs: list[tuple[Path, dict[str, Any]]] = []
+    for name, body, mine in (("a.log", text, plants), ("b.log", other, [])):
+        (tmp_path / name).write_text(body, encoding="utf-8")
+        rows = [{**tl._plant_row(p), "lines": tl.plant_lines(body, p)} for p in mine]
+        logs.append((tmp_path / name, {"tool": "test", "plants": rows}))
+    explained: dict[str, list[dict[str, Any]]] = {str(path): [] for path, _ in logs}
+    for path, _ in logs:
+        for m in kb.explain(path.read_bytes()).to_dict()["matches"]:
+            explained[str(path)].append(
+                {k: m.get(k) for k in ("id", "confidence", "lines", "captures", "evidence")}
+            )
+    scored = ba.score(logs, explained, None, {})
+    assert (scored["planted"], scored["found"], scored["capturesRight"]) == (1, 1, 1)
+    assert scored["wrongCount"] == 0 and scored["precision"] == 1.0
+    # A hand-made wrong answer: the record "exact" on an interpreter error's line, and on the
+    # other log's slurm line nobody planted.
+    interp = next(r for r in logs[0][1]["plants"] if r["kind"] == "interpreter")
+    explained[str(logs[0][0])].append(
+        {"id": "f" * 16, "confidence": "exact", "lines": interp["lines"][:1], "captures": {},
+         "evidence": ["made up"], "decision": {"generic": True, "classAgrees": False}}
+    )  # fmt: skip
+    explained[str(logs[1][0])].append(
+        {"id": "e" * 16, "confidence": "exact", "lines": [1], "captures": {}, "evidence": []}
+    )
+    scored = ba.score(logs, explained, None, {})
+    assert scored["wrongCount"] == 2 and scored["wrongSource"] == 1
+    assert scored["genericExactWithoutClassAndFrame"] == 1
+    assert scored["wrongByCause"] == {
+        "interpreter error (wrong source)": 1,
+        "unplanted test text": 1,
+    }
+    wrong = {w["id"]: w for w in scored["wrong"]}
+    assert wrong["e" * 16]["text"] == other.strip() and wrong["e" * 16]["line"] == 1
+    assert scored["precision"] == 1 / 3
+    table = ba.table({"3 records": scored})
+    assert "| precision of exact | 33.3% (1/3) |" in table
+
+
+def test_plant_lines_read_a_message_as_each_tool_prints_it() -> None:
+    from bench import toollogs as tl
+
+    plant = tl.Plant(
+        "r0", tl.PlantKind.RECORD, "ValueError: Layer 'a' has \"b\" <c>",
+        "Layer 'a' has \"b\" <c>", "/x.py", "f",
+    )  # fmt: skip
+    text = "\n".join(
+        [
+            "ValueError: Layer 'a' has \"b\" <c>",
+            "<pre>Layer &#x27;a&#x27; has &quot;b&quot; &lt;c&gt;</pre>",
+            'write(2, "ValueError: Layer \'a\' has \\"b\\" <c>\\n", 40) = 40',
+            "Layer 'a' has",
+        ]
+    )
+    assert tl.plant_lines(text, plant) == [1, 2, 3]
+    # A short message is source text too: its line must name the class.
+    short = tl.Plant("i0", tl.PlantKind.INTERPRETER, "KeyError: 'model'", "'model'", "/y.py", "g")
+    assert tl.plant_lines("    return cfg['model']\nKeyError: 'model'", short) == [2]
+
+
+def test_extra_sources_join_the_corpus_and_replace_installed_packages(tmp_path: Path) -> None:
+    (tmp_path / "click").mkdir()
+    (tmp_path / "onefile.py").write_text("", encoding="utf-8")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "click-9.0.dist-info").mkdir()
+    sources = bc.default_sources(tmp_path)
+    by_repo = {s.repo: s.path for s in sources}
+    assert by_repo["pypi/click"] == tmp_path / "click"  # not the one installed beside errkb
+    assert by_repo["pypi/onefile"] == tmp_path / "onefile.py"
+    assert "pypi/bin" not in by_repo and "pypi/errkb" not in by_repo
+    assert sources[0].repo == "python/cpython"
+    before = bc.sources_fingerprint(tmp_path)
+    (tmp_path / "torch-2.13.0.dist-info").mkdir()
+    assert bc.sources_fingerprint(tmp_path) != before

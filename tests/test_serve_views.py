@@ -76,3 +76,27 @@ def test_service_checks_detail_and_offset(kb: errkb.KnowledgeBase) -> None:
         service.explain(BASE, "verbose")
     with pytest.raises(errkb.ErrkbError, match="offset"):
         service.explain(BASE, "full", -1)
+
+
+def test_compact_view_keeps_a_records_possible_matches_apart_from_its_answers() -> None:
+    from errkb.report import Confidence, ExceptionInfo, Match
+    from errkb.serve.views import compact_matches
+
+    def match(confidence: Confidence, value: str) -> Match:
+        return Match(
+            id="a" * 16,
+            slug="s",
+            confidence=confidence,
+            score=0.9,
+            captures=(("x", value),),
+            occurrences=1,
+            lines=(1,),
+            exception=ExceptionInfo("ValueError", value),
+            record={"errorMessage": "Expected {x}"},
+        )
+
+    entries = compact_matches([match(Confidence.EXACT, "1"), match(Confidence.POSSIBLE, "2")])
+    assert [(e["confidence"], e["occurrenceCount"]) for e in entries] == [
+        ("exact", 1),
+        ("possible", 1),
+    ]

@@ -43,8 +43,8 @@ INSTRUCTIONS = (
     "Quote the record's solutions; never invent fixes for errors errkb lists as unmatched. "
     "errkb explains Python errors from the ErrLookup dataset. For a pasted traceback or log, "
     "call explain_log with the whole text: each known error once, with its occurrences, "
-    "captured values, diagnosis and solutions; 'exact' = the record's pattern matched, "
-    "'similar' = only a suggestion. One message: match_message. Words: search_errors. "
+    "values, diagnosis and solutions; 'exact' = the answer, 'possible' = too little "
+    "evidence, 'similar' = a suggestion. One message: match_message. Words: search_errors. "
     "A record in full: get_error. Results too long say truncated: pass nextOffset as offset."
 )
 

@@ -162,10 +162,14 @@ def explanation_view(
 
 
 def compact_matches(matches: Sequence[Match]) -> list[dict[str, Any]]:
-    """One entry per record, in first-seen order, each occurrence with its own captures."""
-    grouped: dict[str, list[Match]] = {}
+    """One entry per record and confidence, in first-seen order, each with its occurrences.
+
+    The answers come first, then the possible and similar ones (``decide``'s order); each
+    occurrence keeps its own captures.
+    """
+    grouped: dict[tuple[str, str], list[Match]] = {}
     for m in matches:
-        grouped.setdefault(m.id, []).append(m)
+        grouped.setdefault((m.id, m.confidence.value), []).append(m)
     return [_compact(group) for group in grouped.values()]
 
 

@@ -71,6 +71,9 @@ def test_a_generic_template_without_its_frame_is_only_possible(
     assert m.decision.class_agrees is True and m.decision.generic
     assert any("possible only" in e for e in m.evidence)
     assert m.to_dict()["decision"]["rule"] == "generic-without-frame"
+    # Still an unknown exception (triage counts it so), with no similar suggestion beside it.
+    assert [u.cls for u in report.unmatched] == ["ValueError"]
+    assert all(m.confidence.value != "similar" for m in report.matches)
 
 
 def test_a_generic_template_with_its_class_and_frame_is_exact(

@@ -183,6 +183,9 @@ def decide(
     """
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
+    # Exceptions only possible matches explain: still unknown (triage counts them so), listed
+    # with their possible matches instead of similar suggestions.
+    unexplained: list[LogEvent] = []
     # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
     found_in: dict[str, list[Hit]] = {}
     pending = list(events)
@@ -337,6 +340,10 @@ def decide(
                 winners[rid] = []
             else:
                 winners[rival].append(rid)
+        if (event.kind is EventKind.BARE or event.exc_class) and all(
+            judged[w].confidence is not Confidence.EXACT for w in winners
+        ):
+            unexplained.append(event)
         for winner, losers in winners.items():
             hit, score, evidence = scored[winner]
             decision = judged[winner]
@@ -397,7 +404,7 @@ def decide(
     # The answers first, in input order; the possible matches after them.
     matches.sort(key=lambda m: m.confidence is not Confidence.EXACT)
     suggestions = similar_matches(unmatched, matcher, record) if similar else []
-    leftovers = _dedupe_unmatched(unmatched)
+    leftovers = _dedupe_unmatched([*unmatched, *unexplained])
     return tuple(matches) + tuple(suggestions), tuple(leftovers)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from errkb.render import OutputFormat, RenderOptions, json_text, renders
+from errkb.render.answers import omitted_note
 from errkb.report import Confidence, Diagnosis, Match, RecordView, Report
 
 Style = Callable[..., str]
@@ -51,6 +52,9 @@ def _style(color: bool) -> Style:
 # ---------------------------------------------------------------------------------------- text
 def _text_report(report: Report, style: Style) -> str:
     out: list[str] = []
+    cut = omitted_note(report.omitted)
+    if cut:
+        out += [style(cut, bold=True), ""]
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
     similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
     for match in exact:
@@ -75,6 +79,8 @@ def _text_report(report: Report, style: Style) -> str:
         out.append("No known error found.")
     else:
         out.append(f"{len(exact)} known error(s) explained (dataset {report.dataset_version}).")
+    if cut:
+        out.append(cut)
     note = report.knowledge_base.note() if report.knowledge_base else None
     if note:
         out.append(note)
@@ -215,6 +221,9 @@ def _wrap(text: str, indent: int, first: str | None = None) -> list[str]:
 # ------------------------------------------------------------------------------------ markdown
 def _markdown_report(report: Report) -> str:
     out: list[str] = []
+    cut = omitted_note(report.omitted)
+    if cut:
+        out += [f"> **{cut}**", ""]
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
     similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
     for m in exact:
@@ -250,6 +259,8 @@ def _markdown_report(report: Report) -> str:
         out.append("")
     if not exact:
         out.append("_No known error found._")
+    if cut:
+        out += ["", f"> **{cut}**"]
     note = report.knowledge_base.note() if report.knowledge_base else None
     if note:
         out += ["", f"_{note}_"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from errkb.render import OutputFormat, RenderOptions, renders
+from errkb.render.answers import omitted_note
 from errkb.report import Confidence, Report
 from errkb.report.triage import Example, TriageReport
 
@@ -40,6 +41,7 @@ mark{background:#ffe27a;color:inherit;padding:0 1px;border-radius:2px}
 mark.value{background:#bfe3ff}
 .new{color:#fff;background:#c62828;border-radius:3px;padding:0 .35em;font-size:.85em}
 .summary{color:#333}.err{color:#b00020}
+.cut{background:#fff3c4;border-left:4px solid #e0a800;padding:.3em .6em;font-weight:600}
 svg text{font:12px system-ui,sans-serif}
 pre.log{background:#fafafa;border:1px solid #e5e5e5;padding:.5em;overflow:auto}
 pre.log .ln{color:#999;display:inline-block;width:6ch;text-align:right;margin-right:1ch}
@@ -219,6 +221,9 @@ def report_html(report: Report, options: RenderOptions) -> str:
         f"explained, {len(report.unmatched)} exception(s) with no known record "
         f"(dataset {esc(report.dataset_version or '?')}).</p>",
     ]
+    cut = omitted_note(report.omitted)
+    if cut:
+        body.append(f'<p class="cut" id="omitted-top">{esc(cut)}</p>')
     body.append(
         '<table class="sortable" id="known"><thead><tr><th>record</th><th>slug</th><th>line</th>'
         "<th>occurrences</th><th>message</th><th>diagnosis</th></tr></thead><tbody>"
@@ -251,6 +256,8 @@ def report_html(report: Report, options: RenderOptions) -> str:
                 for n in m.lines:
                     hits[n] = m.exception.message
         body.append(f"<h2>{esc(name)}</h2>" + _log(text, hits))
+    if cut:
+        body.append(f'<p class="cut" id="omitted-end">{esc(cut)}</p>')
     return _page("errkb explain", body)
 
 

@@ -7,7 +7,9 @@ five-layers log reads as one answer and a table of its occurrences.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +17,8 @@ import errkb
 from errkb.match.recordscan import Limits
 from errkb.render import OutputFormat, render
 from errkb.render.answers import entries, omitted_note
-from errkb.report import Report
+from errkb.report import Confidence, Report
+from errkb.report.triage import KnownGroup, TriageReport
 from tests.conftest import QUANTO_ID
 
 FORMATS = (OutputFormat.TEXT, OutputFormat.MARKDOWN, OutputFormat.HTML)
@@ -86,3 +89,75 @@ def test_entries_fold_a_records_matches_into_one(kb: errkb.KnowledgeBase) -> Non
     ]
     assert entry.diagnosis is not None  # one condition for all: said once
     assert all(o.diagnosis is None for o in entry.occurrences)
+
+
+def test_the_five_layers_log_reads_in_one_screen(kb: errkb.KnowledgeBase) -> None:
+    report = kb.explain(ranks_by_layers())
+    text = render(report, OutputFormat.TEXT)
+    assert text.count("● ValueError") == 1 and text.count("What it means") == 1
+    assert len(text.splitlines()) <= 60  # one entry per occurrence printed 252 lines
+    table = text[text.index("  Occurrences") :].splitlines()
+    assert table[1].split() == ["lines", "prefix"]
+    assert table[2].split() == ["4,", "24,", "44,", "64,", "84", QUANTO_PREFIX.format(0)]
+    assert text.rstrip().splitlines()[-2].startswith("1 known error(s) explained, seen 25×")
+    markdown = render(report, OutputFormat.MARKDOWN)
+    assert markdown.count("### ValueError") == 1 and markdown.count("**How to fix**") == 1
+    assert f"| 4, 24, 44, 64, 84 | `{QUANTO_PREFIX.format(0)}` |" in markdown
+    page = render(report, OutputFormat.HTML)
+    assert page.count('<section class="entry"') == 1 and page.count("<summary>How to fix") == 1
+    assert page.count(QUANTO_PREFIX.format(4)) == 1  # its row in the occurrences table
+
+
+QUANTO_PREFIX = "encoder.block.{}.layer.0.SelfAttention.q"
+
+
+def test_diagnoses_that_differ_are_shown_per_occurrence(kb: errkb.KnowledgeBase) -> None:
+    text = ranks_by_layers(1, 2) + ranks_by_layers(1, 1, scale="(1, 4096)").replace(
+        "block.0.", "block.7."
+    )
+    report = kb.explain(text)
+    (entry,) = entries(report.exact)
+    assert entry.diagnosis is None and entry.varying == ("prefix", "scale_shape")
+    assert [o.diagnosis is not None for o in entry.occurrences] == [True, True, True]
+    out = render(report, OutputFormat.TEXT)
+    assert out.count("      → ") == 3
+    assert "| diagnosis |" in render(report, OutputFormat.MARKDOWN)
+
+
+def test_several_files_are_a_column_of_the_table(kb: errkb.KnowledgeBase) -> None:
+    one, two = ranks_by_layers(1, 2), ranks_by_layers(2, 1)
+    report = Report.merge([("a.log", kb.explain(one)), ("b.log", kb.explain(two))])
+    (entry,) = entries(report.exact)
+    assert entry.sources == ("a.log", "b.log")
+    table = render(report, OutputFormat.TEXT).split("  Occurrences\n")[1].splitlines()
+    assert table[0].split() == ["file", "lines", "prefix"]
+    assert table[1].split()[0] == "a.log" and table[3].split()[0] == "b.log"
+
+
+def test_possible_matches_follow_the_answers_and_are_not_counted(
+    kb: errkb.KnowledgeBase,
+) -> None:
+    report = kb.explain(ranks_by_layers(1, 1))
+    maybe = dataclasses.replace(report.matches[0], confidence=Confidence.POSSIBLE)
+    only = dataclasses.replace(report, matches=(maybe,))
+    assert not only.explained and only.exit_code == 1
+    for fmt in FORMATS:
+        text = render(only, fmt)
+        assert "Possible, not counted" in text and QUANTO_ID in text
+        assert "1 known error" not in text
+    both = dataclasses.replace(report, matches=(*report.matches, maybe))
+    text = render(both, OutputFormat.TEXT)
+    assert text.index("● ValueError") < text.index("Possible, not counted")
+
+
+def test_the_triage_page_folds_a_records_diagnoses(tmp_path: Path) -> None:
+    group = KnownGroup(
+        QUANTO_ID, "slug", "ValueError", 197, 985, ("a.log",), None, None,
+        (("prefix", tuple(f"layer.{k}" for k in range(20))), ("scale_shape", ("(4096,)",))),
+        tuple(f"In layer 'layer.{k}', reshape the scale." for k in range(20)),
+        (),
+    )  # fmt: skip
+    page = render(TriageReport("0", None, 197, 1, (group,), (), ()), OutputFormat.HTML)
+    assert "… (20 distinct)" in page and "layer.3" not in page.split("<details")[0]
+    assert "<summary>19 more diagnoses</summary>" in page
+    assert "<code>scale_shape</code>: (4096,)" in page

@@ -8,7 +8,9 @@ the JSON's ``omitted``), so nothing is cut in silence.
 :func:`entries` folds a report's matches into one :class:`Entry` per record (and input file):
 the record's answer is shown once, then its occurrences as a compact table of the line, the
 captured values that differ between occurrences and the diagnosis where it differs. The JSON
-keeps one match per (record, captures); only the human formats fold.
+keeps one match per (record, captures); only the human formats fold. Matches of ``possible``
+confidence (evidence that falls short) are folded alike by :func:`possible_entries` and shown
+after the answers in one short section, never counted as explained.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from errkb.report import Diagnosis, Match, Report
+from errkb.report import Confidence, Diagnosis, Match, Report
 
 if TYPE_CHECKING:  # cold explain of a paste never creates the class
     from errkb.report.limits import Truncation
@@ -124,4 +126,21 @@ def answered(report: Report) -> tuple[Entry, ...]:
     return entries(report.exact)
 
 
-__all__ = ["Entry", "Occurrence", "answered", "entries", "omitted_note"]
+#: The heading of the short section of ``possible`` matches, after the answers.
+POSSIBLE_TITLE = "Possible, not counted"
+
+
+def possible_entries(report: Report) -> tuple[Entry, ...]:
+    """The entries of ``possible`` matches: shown after the answers, never counted as known."""
+    return entries([m for m in report.matches if m.confidence is Confidence.POSSIBLE])
+
+
+__all__ = [
+    "POSSIBLE_TITLE",
+    "Entry",
+    "Occurrence",
+    "answered",
+    "entries",
+    "omitted_note",
+    "possible_entries",
+]

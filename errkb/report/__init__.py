@@ -49,6 +49,7 @@ class Confidence(enum.StrEnum):
     """How sure errkb is that a match explains the exception."""
 
     EXACT = "exact"  #: the record's full pattern matched the message
+    POSSIBLE = "possible"
     SIMILAR = "similar"  #: a suggestion: the closest templates to an unmatched message
 
 

@@ -161,3 +161,12 @@ def test_the_triage_page_folds_a_records_diagnoses(tmp_path: Path) -> None:
     assert "… (20 distinct)" in page and "layer.3" not in page.split("<details")[0]
     assert "<summary>19 more diagnoses</summary>" in page
     assert "<code>scale_shape</code>: (4096,)" in page
+
+
+def test_markdown_carries_the_unknown_exceptions_and_the_summary(kb: errkb.KnowledgeBase) -> None:
+    report = kb.explain(ranks_by_layers(1, 1) + "RuntimeError: nobody documented this\n")
+    markdown = render(report, OutputFormat.MARKDOWN)
+    assert "### Exceptions with no known record" in markdown
+    assert "- line 5: `RuntimeError: nobody documented this`" in markdown
+    assert "**1 known error(s) explained; 1 exception(s) with no known record (dataset" in markdown
+    assert "**How to fix**" in markdown and "Raised at [`" in markdown

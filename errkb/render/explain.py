@@ -304,8 +304,21 @@ def _markdown_report(report: Report) -> str:
             for m in similar
         ]
         out.append("")
-    if not exact:
-        out.append("_No known error found._")
+    unexplained = [
+        u for u in report.unmatched if not any(s.lines[:1] == (u.line,) for s in similar)
+    ]
+    if unexplained:
+        out += ["### Exceptions with no known record", ""]
+        for u in unexplained:
+            exc = f"{u.cls}: " if u.cls else ""
+            where = f"`{_md_cell(u.source)}` " if u.source else ""
+            seen = f" ({u.occurrences}×)" if u.occurrences > 1 else ""
+            out.append(
+                f"- {where}line {_lines(u.lines or (u.line,), 6)}{seen}: "
+                f"`{_md_cell(_clip(exc + u.message))}`"
+            )
+        out.append("")
+    out.append(f"**{summary_line(report)}**")
     if cut:
         out += ["", f"> **{cut}**"]
     note = report.knowledge_base.note() if report.knowledge_base else None

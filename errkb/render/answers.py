@@ -126,6 +126,30 @@ def answered(report: Report) -> tuple[Entry, ...]:
     return entries(report.exact)
 
 
+def file_answers(report: Report) -> tuple[tuple[str, str, bool], ...]:
+    """Each input of a several-file report: (name, its answer in a few words, read or not).
+
+    The answer names the records explained in that file (slug and occurrences), or says that
+    none was, with its exceptions that no record explains; an input that could not be read
+    says why. Empty for a one-input report.
+    """
+    out = []
+    for f in report.files:
+        if f.error is not None:
+            said = f.error if f.error.startswith(("cannot ", "not ")) else f"not read: {f.error}"
+            out.append((f.source, said, False))
+            continue
+        counts: dict[str, int] = {}
+        for m in report.exact:
+            if m.source == f.source:
+                counts[m.slug] = counts.get(m.slug, 0) + m.occurrences
+        unknown = sum(1 for u in report.unmatched if u.source == f.source)
+        found = ", ".join(f"{slug} ({n}×)" for slug, n in counts.items()) or "no known error"
+        tail = f"; {unknown} exception(s) with no known record" if unknown else ""
+        out.append((f.source, found + tail, True))
+    return tuple(out)
+
+
 #: The heading of the short section of ``possible`` matches, after the answers.
 POSSIBLE_TITLE = "Possible, not counted"
 
@@ -141,6 +165,7 @@ __all__ = [
     "Occurrence",
     "answered",
     "entries",
+    "file_answers",
     "omitted_note",
     "possible_entries",
 ]

@@ -13,7 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from errkb.render import OutputFormat, RenderOptions, json_text, renders
-from errkb.render.answers import POSSIBLE_TITLE, Entry, entries, omitted_note, possible_entries
+from errkb.render.answers import (
+    POSSIBLE_TITLE,
+    Entry,
+    entries,
+    file_answers,
+    omitted_note,
+    possible_entries,
+)
 from errkb.report import Confidence, Diagnosis, Match, RecordView, Report
 
 Style = Callable[..., str]
@@ -55,6 +62,14 @@ def _text_report(report: Report, style: Style) -> str:
     cut = omitted_note(report.omitted)
     if cut:
         out += [style(cut, bold=True), ""]
+    files = file_answers(report)
+    if files:
+        out.append(style("Files:", bold=True))
+        width = max(len(name) for name, _, _ in files)
+        for name, answer, read in files:
+            line = f"  {name.ljust(width)}  {answer}"
+            out.append(line if read else style(line, fg="red"))
+        out.append("")
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
     similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
     for entry in entries(exact):
@@ -108,14 +123,18 @@ def summary_line(report: Report) -> str:
     (seen 25 times). ``No known error found.`` when nothing was explained.
     """
     exact = report.exact
+    unread = len(report.unreadable)
+    lost = f" {unread} of {len(report.files)} input(s) could not be read." if unread else ""
     if not exact:
-        return "No known error found."
+        return "No known error found." + lost
     records = len({m.id for m in exact})
     count = sum(m.occurrences for m in exact)
     seen = f", seen {count}×" if count > records else ""
     unknown = len(report.unmatched)
     tail = f"; {unknown} exception(s) with no known record" if unknown else ""
-    return f"{records} known error(s) explained{seen}{tail} (dataset {report.dataset_version})."
+    return (
+        f"{records} known error(s) explained{seen}{tail} (dataset {report.dataset_version})." + lost
+    )
 
 
 def _text_entry(entry: Entry, style: Style) -> str:
@@ -287,6 +306,14 @@ def _markdown_report(report: Report) -> str:
     cut = omitted_note(report.omitted)
     if cut:
         out += [f"> **{cut}**", ""]
+    files = file_answers(report)
+    if files:
+        out += ["| file | answer |", "|---|---|"]
+        out += [
+            f"| `{_md_cell(name)}` | {_md_cell(answer) if read else f'**{_md_cell(answer)}**'} |"
+            for name, answer, read in files
+        ]
+        out.append("")
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
     similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
     for entry in entries(exact):

@@ -17,7 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from errkb.render import OutputFormat, RenderOptions, renders
-from errkb.render.answers import POSSIBLE_TITLE, Entry, entries, omitted_note, possible_entries
+from errkb.render.answers import (
+    POSSIBLE_TITLE,
+    Entry,
+    entries,
+    file_answers,
+    omitted_note,
+    possible_entries,
+)
 from errkb.report import Confidence, Diagnosis, Report
 from errkb.report.triage import Example, KnownGroup, TriageReport
 
@@ -269,6 +276,17 @@ def report_html(report: Report, options: RenderOptions) -> str:
     cut = omitted_note(report.omitted)
     if cut:
         body.append(f'<p class="cut" id="omitted-top">{esc(cut)}</p>')
+    files = file_answers(report)
+    if files:
+        body.append(
+            '<table id="files"><thead><tr><th>file</th><th>answer</th></tr></thead><tbody>'
+            + "".join(
+                ("<tr>" if read else '<tr class="err">') + f"<td>{esc(_shown_name(name))}</td>"
+                f"<td>{esc(answer)}</td></tr>"
+                for name, answer, read in files
+            )
+            + "</tbody></table>"
+        )
     for entry in entries(exact):
         body.append(_entry_html(entry))
     possible = possible_entries(report)

@@ -135,7 +135,7 @@ def test_the_triage_page_renders_its_tables_chart_and_highlights(
         [k.occurrences for k in report.known] + [u.count for u in report.unknown], reverse=True
     )
     errors = [t for tag, a, t in elements if tag == "li" and a.get("class") == "err"]
-    assert len(errors) == len(report.errors) and any("empty log" in e for e in errors)
+    assert len(errors) == len(report.errors) and any("binary data" in e for e in errors)
 
 
 @pytest.mark.slow

@@ -144,7 +144,8 @@ def test_unknown_messages_group_by_template_with_stable_ids(report, logs) -> Non
 
 def test_every_bad_log_is_one_error_line_and_the_run_goes_on(report) -> None:  # type: ignore[no-untyped-def]
     reasons = {Path(e.file).name: e.reason for e in report.errors}
-    assert reasons["empty.log"] == "empty log"
+    assert "empty.log" not in reasons  # empty is read, and clean: not an error line
+    assert [Path(f).name for f in report.empty] == ["empty.log"]
     assert reasons["binary.log"] == "binary data (NUL bytes), not a log"
     assert reasons["damaged.log.gz"] == "truncated gzip data"
     assert reasons["huge.log"] == f"log larger than {LIMIT} bytes (not read)"
@@ -152,7 +153,7 @@ def test_every_bad_log_is_one_error_line_and_the_run_goes_on(report) -> None:  #
         assert reasons["unreadable.log"].startswith("cannot read: Permission denied")
     assert all("\n" not in r for r in reasons.values())
     assert report.logs == 12 + 4 + (os.geteuid() != 0)
-    assert report.exit_code == 3
+    assert report.exit_code == 1  # unknown errors found: an unreadable log does not hide them
 
 
 def test_json_matches_the_schema_and_rows_the_row_schema(report) -> None:  # type: ignore[no-untyped-def]
@@ -220,8 +221,13 @@ def test_cli_exit_codes(tmp_path: Path, db: Path, logs) -> None:  # type: ignore
     only_known.mkdir()
     (only_known / "a.log").write_text(QUANTO)
     assert run(db, "triage", "-q", str(only_known)).exit_code == 0
-    bad = run(db, "triage", "-q", str(logs[0] / "bad" / "empty.log"), str(only_known))
-    assert bad.exit_code == 3 and "empty log" in bad.output
+    empty = run(db, "triage", "-q", str(logs[0] / "bad" / "empty.log"), str(only_known))
+    assert empty.exit_code == 0 and "1 empty" in empty.output  # empty is not unreadable
+    bad = run(db, "triage", "-q", str(logs[0] / "bad" / "binary.log"), str(only_known))
+    assert bad.exit_code == 3 and "binary data" in bad.output
+    # Unknown errors and an unreadable log: 1, the finding wins; the report says both.
+    both = run(db, "triage", "-q", str(logs[0] / "bad" / "binary.log"), str(logs[0] / "good"))
+    assert both.exit_code == 1 and "binary data" in both.output and "1 unreadable" in both.output
     drafts = tmp_path / "drafts.jsonl"
     assert run(db, "triage", "-q", "--drafts", str(drafts), str(logs[0] / "good")).exit_code == 1
     assert len(drafts.read_text().splitlines()) == 3

@@ -57,7 +57,7 @@ def explain(ctx: click.Context, files: Sequence[str], everything: bool, fmt: str
         report = Report.of_inputs(
             [(name, _explained(kb, name, read, everything)) for name in names]
         )
-    finish(ctx, report, fmt, sources=sources or None)
+    finish(ctx, report, fmt, sources=sources or None, inputs=names)
 
 
 def _explained(

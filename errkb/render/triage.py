@@ -28,10 +28,11 @@ def _clip(text: str, width: int = 100) -> str:
 def summary(report: TriageReport) -> str:
     """One line: what was read and found."""
     logs_known = len({f for k in report.known for f in k.files})
+    empty = f", {len(report.empty)} empty" if report.empty else ""
     return (
         f"triaged {report.logs} log(s), {report.bytes / 1e6:.1f} MB: "
         f"{len(report.known)} known error(s) in {logs_known} log(s), "
-        f"{len(report.unknown)} unknown group(s), {len(report.errors)} unreadable log(s)"
+        f"{len(report.unknown)} unknown group(s), {len(report.errors)} unreadable log(s){empty}"
     )
 
 

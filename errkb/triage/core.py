@@ -12,7 +12,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from errkb import __version__, _json
@@ -140,8 +140,6 @@ def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
         raise InputError(f"{path}: log larger than {limit} bytes (not read)")
     raw = inputs.read_input(path, None, limit)
     data = inputs.decompress_input(raw, path, limit)
-    if not data.strip():
-        raise InputError(f"{path}: empty log")
     if needs_decoding(data) and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         head = data[:4096]
         # UTF-16 without a BOM has NULs in every other byte; anything else with NULs is binary.
@@ -160,6 +158,8 @@ def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogR
     except ErrkbError as exc:
         return LogResult(path, 0, None, None, error=_reason(path, str(exc)))
     first, last = log_times(data, mtime)
+    if not data.strip():  # an empty log is read, and holds no error: not an error line
+        return LogResult(path, size, first, last, empty=True)
     try:
         report = kb.explain(data)
     except ErrkbError as exc:
@@ -178,6 +178,8 @@ def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogR
             m.captures,
             m.exception.message,
             m.diagnosis.explanation if m.diagnosis is not None else None,
+            _first_solution(m.record),
+            m.record.get("githubUrl") if isinstance(m.record.get("githubUrl"), str) else None,
         )
         for m in report.exact
     )
@@ -185,6 +187,14 @@ def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogR
         UnknownHit(u.cls, u.message, u.occurrences, u.lines or (u.line,)) for u in report.unmatched
     )
     return LogResult(path, size, first, last, known, unknown, None, report.dataset_version)
+
+
+def _first_solution(record: Mapping[str, object]) -> str | None:
+    """A record's first solution on one line, or None."""
+    solutions = record.get("solutions")
+    if isinstance(solutions, list) and solutions and isinstance(solutions[0], str):
+        return " ".join(solutions[0].split())
+    return None
 
 
 def _reason(path: str, message: str) -> str:
@@ -252,6 +262,7 @@ def reduce(
         tuple(rows),
         baseline,
         workers_lost,
+        tuple(r.file for r in ok if r.empty),
     )
 
 
@@ -292,6 +303,8 @@ def _known(
                 _capped(h.diagnosis for _, h in pairs if h.diagnosis),
                 tuple(examples[:MAX_EXAMPLES]),
                 baseline is not None and rid not in baseline,
+                next((h.fix for _, h in pairs if h.fix), None),
+                next((h.link for _, h in pairs if h.link), None),
             )
         )
     return tuple(sorted(groups, key=lambda g: (-g.logs, -g.occurrences, g.id)))

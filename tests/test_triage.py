@@ -299,3 +299,49 @@ def test_a_log_that_kills_its_worker_twice_is_an_error_line(db: Path, tmp_path: 
     )
     assert by_file["a.log"].error is None and by_file["a.log"].known  # retried, then triaged
     assert by_file["b.log"].error is None and by_file["b.log"].known
+
+
+MAT = "RuntimeError: mat1 and mat2 shapes cannot be multiplied ({} and {})\n"
+
+
+def _log(folder: Path, name: str, *messages: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(
+        "".join(f"step\nTraceback (most recent call last):\n{m}" for m in messages)
+    )
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        [("128x4096", "1024x512")],  # the same template, other values
+        [("2x3", "5x6"), ("7x7", "9x1")],  # several, each other values
+    ],
+)
+def test_a_baseline_cluster_is_recognised_when_its_values_vary(
+    tmp_path: Path, db: Path, later: list[tuple[str, str]]
+) -> None:
+    _log(tmp_path / "monday", "job.log", MAT.format("4x8", "16x32"))
+    monday = triage([str(tmp_path / "monday")], db=db, jobs=1)
+    (group,) = monday.unknown
+    base = tmp_path / "monday.json"
+    base.write_text(render(monday, OutputFormat.JSON))
+    _log(tmp_path / "tuesday", "job.log", *(MAT.format(a, b) for a, b in later))
+    tuesday = triage([str(tmp_path / "tuesday")], db=db, jobs=1, baseline=str(base))
+    (again,) = tuesday.unknown
+    assert not again.new and again.baseline_clusters == (group.cluster,)
+    assert tuesday.exit_code == 0  # nothing new: a gate passes
+    assert again.cluster == cluster_id(again.error_class, again.template)  # the id stays a hash
+    schema_validator("triage.schema.json").validate(json.loads(render(tuesday, OutputFormat.JSON)))
+
+
+def test_another_template_of_the_same_class_is_still_new(tmp_path: Path, db: Path) -> None:
+    _log(tmp_path / "monday", "job.log", MAT.format("4x8", "16x32"))
+    base = tmp_path / "monday.json"
+    base.write_text(render(triage([str(tmp_path / "monday")], db=db, jobs=1), OutputFormat.JSON))
+    _log(
+        tmp_path / "tuesday", "job.log", "RuntimeError: CUDA error: device-side assert triggered\n"
+    )
+    tuesday = triage([str(tmp_path / "tuesday")], db=db, jobs=1, baseline=str(base))
+    (new,) = tuesday.unknown
+    assert new.new and new.baseline_clusters == () and tuesday.exit_code == 1

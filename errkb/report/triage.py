@@ -87,6 +87,9 @@ class UnknownGroup:
     values: tuple[tuple[str, ...], ...]  #: per varying slot, its distinct values (sorted, capped)
     examples: tuple[Example, ...]
     new: bool = False
+    #: The baseline's clusters this group was recognised as (its own id, or the id of a group
+    #: of the same template whose values differed), sorted; empty without a baseline or if new.
+    baseline_clusters: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -100,6 +103,7 @@ class UnknownGroup:
             "values": [list(v) for v in self.values],
             "examples": [e.to_dict() for e in self.examples],
             "new": self.new,
+            "baselineClusters": list(self.baseline_clusters),
         }
 
 

@@ -13,6 +13,7 @@ import os
 import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from errkb import __version__, _json
@@ -213,8 +214,19 @@ def _span(results: Sequence[LogResult]) -> tuple[str | None, str | None]:
     return (min(firsts) if firsts else None), (max(lasts) if lasts else None)
 
 
-def load_baseline(path: str) -> tuple[set[str], set[str]]:
-    """The known record ids and unknown cluster ids of a previous ``--format json`` run."""
+@dataclass(frozen=True)
+class Baseline:
+    """What a previous ``--format json`` run held: its records, its clusters and their messages."""
+
+    known: frozenset[str]  #: record ids
+    clusters: frozenset[str]  #: unknown groups' cluster ids
+    #: Each unknown group's class and example messages, by cluster id: a later run's messages
+    #: are mined with them, so a group whose values vary is recognised (not ``new``).
+    messages: Mapping[str, tuple[str | None, tuple[str, ...]]]
+
+
+def load_baseline(path: str) -> Baseline:
+    """The record ids, cluster ids and messages of a previous ``--format json`` run."""
     from errkb import inputs
 
     name = os.fspath(path)
@@ -228,10 +240,14 @@ def load_baseline(path: str) -> tuple[set[str], set[str]]:
         k["id"] for k in value["known"] if isinstance(k, dict) and isinstance(k.get("id"), str)
     }
     unknown: list[object] = value["unknown"] if isinstance(value.get("unknown"), list) else []
-    clusters = {
-        u["cluster"] for u in unknown if isinstance(u, dict) and isinstance(u.get("cluster"), str)
-    }
-    return known, clusters
+    groups = [u for u in unknown if isinstance(u, dict) and isinstance(u.get("cluster"), str)]
+    messages: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+    for u in groups:
+        cls = u.get("class") if isinstance(u.get("class"), str) else None
+        examples = u.get("examples")
+        texts = [e.get("message") for e in examples or () if isinstance(e, dict)]
+        messages[u["cluster"]] = (cls, tuple(t for t in texts if isinstance(t, str)))
+    return Baseline(frozenset(known), frozenset(u["cluster"] for u in groups), messages)
 
 
 def reduce(
@@ -247,8 +263,8 @@ def reduce(
     errs = list(errors) + [LogError(r.file, r.error) for r in done if r.error is not None]
     ok = [r for r in done if r.error is None]
     rows: list[Row] = []
-    known = _known(ok, rows, base[0] if base else None)
-    unknown = _unknown(ok, rows, base[1] if base else None)
+    known = _known(ok, rows, set(base.known) if base else None)
+    unknown = _unknown(ok, rows, base)
     versions = sorted({r.dataset_version for r in ok if r.dataset_version})
     rows.sort(key=lambda r: (r.file, r.line, r.kind, r.id, r.message))
     return TriageReport(
@@ -311,7 +327,7 @@ def _known(
 
 
 def _unknown(
-    results: Sequence[LogResult], rows: list[Row], baseline: set[str] | None
+    results: Sequence[LogResult], rows: list[Row], baseline: Baseline | None
 ) -> tuple[UnknownGroup, ...]:
     # Masking costs about 0.2 ms a message: each distinct message is masked once, however many
     # logs repeat it (a nightly run repeats a few hundred messages thousands of times).
@@ -321,10 +337,21 @@ def _unknown(
             key = (hit.error_class, hit.message)
             if key not in signatures:
                 signatures[key] = Signature.of(hit.error_class, hit.message)
+    # The baseline's messages are mined with today's: a group whose values vary since then
+    # merges with the baseline's messages of its template, and is recognised by them.
+    before: dict[tuple[str | None, str], set[str]] = {}
+    for cid, (cls, messages) in (baseline.messages if baseline else {}).items():
+        for message in messages:
+            before.setdefault((cls, message), set()).add(cid)
+            if (cls, message) not in signatures:
+                signatures[cls, message] = Signature.of(cls, message)
     hits = [
         (r, hit, signatures[hit.error_class, hit.message]) for r in results for hit in r.unknown
     ]
     clusters = mine((sig, message) for (_, message), sig in signatures.items())
+    recognised: dict[str, set[str]] = {}
+    for (cls, message), cids in before.items():
+        recognised.setdefault(clusters[signatures[cls, message], message].id, set()).update(cids)
     by_cluster: dict[str, list[tuple[LogResult, UnknownHit]]] = {}
     for r, hit, sig in hits:
         cluster = clusters[sig, hit.message]
@@ -345,6 +372,7 @@ def _unknown(
             key=lambda e: (e.file, e.line, e.message),
         )
         first, last = _span([r for r, _ in pairs])
+        seen = recognised.get(cid, set()) | ({cid} & baseline.clusters if baseline else set())
         groups.append(
             UnknownGroup(
                 cid,
@@ -356,7 +384,8 @@ def _unknown(
                 last,
                 tuple(_capped(s) for s in slots),
                 tuple(examples[:MAX_EXAMPLES]),
-                baseline is not None and cid not in baseline,
+                baseline is not None and not seen,
+                tuple(sorted(seen)),
             )
         )
     return tuple(sorted(groups, key=lambda g: (-g.count, -g.logs, g.cluster)))

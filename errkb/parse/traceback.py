@@ -18,7 +18,6 @@ bounded, and the few regexes are our own, anchored, with bounded repetitions.
 
 from __future__ import annotations
 
-import bisect
 import itertools
 import re
 from collections.abc import Iterator, Sequence
@@ -882,6 +881,8 @@ class _StreamParser:
         rank's copy is), not one more exception. A summary with no traceback above it
         (``--tb=no``) keeps its own text.
         """
+        import bisect  # only for a log with a short summary: cold explain does not import it
+
         shown = message[:-3].rstrip() if message.endswith("...") else message
         if not shown:
             return cls, message

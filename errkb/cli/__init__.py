@@ -153,7 +153,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="errkb")
+@click.version_option(__version__, "-V", "--version", prog_name="errkb")
 @click.option(
     "--db",
     envvar="ERRKB_DB",

@@ -47,6 +47,8 @@ MAX_TERMS = 6
 MAX_LIMIT = 100
 #: A query of at least this many words without an exception line is tried as a message too.
 MESSAGE_WORDS = 4
+#: A record's severities (``schemas/record.v2.schema.json``; a test keeps them equal).
+SEVERITIES = ("critical", "error", "warning", "info")
 #: Share of a candidate's score that comes from message-text similarity (the rest is bm25).
 FUZZ_SHARE = 0.6
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -138,10 +140,81 @@ def similarity(message: str, template: str) -> float:
     return float(fuzz.ratio(left, right)) / 100.0
 
 
+#: Words that say nothing about an error: a query of only these gets a low score, whatever
+#: bm25 says (its best candidate is always 1.0 relative to the others).
+STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "from",
+        "has",
+        "have",
+        "i",
+        "if",
+        "in",
+        "is",
+        "it",
+        "its",
+        "not",
+        "of",
+        "on",
+        "or",
+        "so",
+        "that",
+        "the",
+        "then",
+        "there",
+        "this",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "why",
+        "will",
+        "with",
+        "you",
+    ]
+)
+#: The factor of a query with no word but stop words: what it finds is barely evidence.
+NO_WORDS_FACTOR = 0.2
+
+
+def coverage(message: str, cand: Candidate) -> float:
+    """The factor of a candidate's score from how many of the query's telling words it holds.
+
+    A telling word is one that is not a stop word; the candidate's words are its message
+    template's, slug's and class's. 0.4 + 0.6 x the share held; :data:`NO_WORDS_FACTOR` for a
+    query of stop words only, so "the of and is" scores far below "incompatible scale".
+    """
+    telling = [w for w in words(message) if w not in STOP_WORDS and len(w) > 1]
+    if not telling:
+        return NO_WORDS_FACTOR
+    held = set(words(f"{cand.error_message} {cand.slug} {cand.error_class or ''}"))
+    return 0.4 + 0.6 * sum(1 for w in telling if w in held) / len(telling)
+
+
 def rank(
     message: str, found: list[Candidate], exact: Mapping[str, Candidate]
 ) -> dict[str, tuple[float, Candidate]]:
-    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity."""
+    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity.
+
+    bm25 is relative to the best candidate's (so it ranks, but says nothing of how good the
+    best one is); the :func:`coverage` factor makes the score absolute: a candidate holding
+    few of the query's telling words scores low, however it ranks among the others.
+    """
     scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
     if found:
         best = min(c.bm25 for c in found)  # bm25 is negative: lower is better
@@ -150,8 +223,9 @@ def rank(
                 continue
             text_score = cand.bm25 / best if best < 0 else 0.0
             fuzz_score = similarity(message, cand.error_message)
+            blend = FUZZ_SHARE * fuzz_score + (1 - FUZZ_SHARE) * text_score
             # Below 1.0 always: only the matcher's verdict earns a full score.
-            score = min(0.99, FUZZ_SHARE * fuzz_score + (1 - FUZZ_SHARE) * text_score)
+            score = min(0.99, blend * coverage(message, cand))
             scored[cand.id] = (round(score, 4), cand)
     return scored
 
@@ -173,6 +247,8 @@ def search(
 
     check_limit(limit)
     filters = filters or Filters()
+    if filters.severity is not None and filters.severity not in SEVERITIES:
+        raise UsageError(f"unknown severity {filters.severity!r}: one of {', '.join(SEVERITIES)}")
     text = clean_query(query)
     events = parse_input(text)
     messages: list[str] = []

@@ -64,3 +64,9 @@ def test_entry_point_runs_as_a_user_would(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert QUANTO_ID in proc.stdout
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_flags(flag: str) -> None:
+    result = CliRunner().invoke(cli, [flag])
+    assert result.exit_code == 0 and result.stdout.startswith("errkb, version ")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from errkb.records import schema_validator
 from tests.cli import QUANTO_LOG, run
 from tests.conftest import COMFY_ID, EXAMPLES, LINEAR_ID, QUANTO_ID
 
@@ -133,3 +134,40 @@ def test_explain_several_files_keeps_each_files_line_numbers(db: Path) -> None:
     ]
     text = run(db, "explain", *map(str, logs)).stdout
     assert f"at line 12 of {logs[0]}" in text
+
+
+def test_explain_several_files_answers_each_and_says_which_could_not_be_read(
+    db: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.log"
+    other.write_text("KeyError: 'x'\n")
+    missing = tmp_path / "missing.log"
+    names = [str(QUANTO_LOG), str(missing), str(other)]
+    result = run(db, "explain", *names)
+    assert result.exit_code == 2  # as check: an input could not be read; the others answered
+    lines = result.stdout.splitlines()
+    assert lines[0] == "Files:"
+    assert lines[1].split() == [
+        str(QUANTO_LOG), "quanto-layer-prefix-r-has-incompatible-scale-sc", "(2×)"
+    ]  # fmt: skip
+    assert lines[2].split()[0] == str(missing) and "cannot read" in lines[2]
+    assert lines[3].split()[0] == str(other) and "no known error; 1 exception(s)" in lines[3]
+    assert "How to fix" in result.stdout and "KeyError: 'x'" in result.stdout
+    assert lines[-2].endswith("1 of 3 input(s) could not be read.")
+    data = json.loads(run(db, "explain", "--format", "json", *names).stdout)
+    schema_validator("explanation.schema.json").validate(data)
+    assert [(f["source"], f["error"] is None) for f in data["files"]] == [
+        (str(QUANTO_LOG), True), (str(missing), False), (str(other), True)
+    ]  # fmt: skip
+    assert [m["source"] for m in data["matches"]] == [str(QUANTO_LOG)]
+    markdown = run(db, "explain", "--format", "markdown", *names).stdout
+    assert markdown.startswith("| file | answer |") and f"| `{missing}` | **cannot read" in markdown
+    page = run(db, "explain", "--format", "html", *names).stdout
+    assert '<tr class="err">' in page and "cannot read" in page
+
+
+def test_explain_several_readable_files_exit_as_one(db: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.log"
+    other.write_text("all good\n")
+    assert run(db, "explain", str(QUANTO_LOG), str(other)).exit_code == 0
+    assert run(db, "explain", str(other), str(other)).exit_code == 1

@@ -268,3 +268,18 @@ def test_a_report_reads_its_matches_records_in_one_batch(
     ids = sorted({m.id for m in report.exact})
     assert len(ids) == len({EXPECTED[n][0] for n in EXPECTED}) > 1
     assert alone == [] and len(batches) == 1 and set(ids) <= set(batches[0])
+
+
+def test_a_pytest_short_summary_is_a_copy_not_one_more_exception(kb: errkb.KnowledgeBase) -> None:
+    log = (
+        "    def test_t():\n"
+        ">       raise ValueError('Expected sc' + 'ale for a thing nobody documented, got 3')\n"
+        "E       ValueError: Expected scale for a thing nobody documented, got 3\n"
+        "\n"
+        "test_x.py:2: ValueError\n"
+        "=========================== short test summary info ============================\n"
+        "FAILED test_x.py::test_t - ValueError: Expected sc...\n"
+    )
+    (entry,) = kb.explain(log).unmatched
+    assert (entry.cls, entry.lines, entry.occurrences) == ("ValueError", (3, 7), 2)
+    assert entry.message == "Expected scale for a thing nobody documented, got 3"

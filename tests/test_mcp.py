@@ -258,6 +258,36 @@ def test_dataset_status(service: Service) -> None:
     assert (data["records"], data["repos"]) == (3, 1)
     assert data["lastSync"]["kind"] == "ingest" and data["lastSync"]["source"].endswith("dataset")
     assert data["lastSync"]["at"]
+    assert data["bundledSample"] is True  # only the bundled sample: explain's note says so
+
+
+def test_dataset_status_after_an_ingest_is_not_the_bundled_sample(
+    service: Service, tmp_path: Path, seed_records: dict[str, Any]
+) -> None:
+    service.kb.ingest([ROOT / "data" / "dataset"])  # nothing changes: the sample still
+    assert ok(call(service, "dataset_status", {}))["bundledSample"] is True
+    record = dict(next(iter(seed_records.values())))
+    record["documentation"] = "A note of ours."
+    (tmp_path / "ours.json").write_text(json.dumps(record))
+    service.kb.ingest([tmp_path / "ours.json"])
+    assert ok(call(service, "dataset_status", {}))["bundledSample"] is False
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"query": "scale", "limit": "many"}, "bad arguments to search_errors: limit: must be a "),
+        ({"limit": 3}, "bad arguments to search_errors: query: is required"),
+        ({"query": "q", "limit": 1000}, "limit: must be less than or equal to 100 (got 1000)"),
+    ],
+)
+def test_argument_errors_are_errkb_messages_not_pydantic_text(
+    service: Service, args: dict[str, Any], expected: str
+) -> None:
+    text = error_text(call(service, "search_errors", args))
+    assert expected in text
+    assert "pydantic" not in text and "http" not in text and "type=" not in text
+    assert "\n" not in text  # one line
 
 
 def test_check_checkpoint_under_an_allowed_root(service: Service, allowed: Path) -> None:

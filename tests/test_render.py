@@ -189,3 +189,19 @@ def test_diagnostics_list_the_first_problems_escaped_then_count_the_rest() -> No
         "warning: w.json: odd",
     ]
     assert "\x1b" not in text
+
+
+def test_the_explanation_schema_resolves_without_a_registry(
+    samples: dict[str, list[Any]],
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    root = Path(__file__).resolve().parent.parent / "schemas"
+    schema = json.loads((root / "explanation.schema.json").read_text())
+    record = json.loads((root / "record.v2.schema.json").read_text())
+    # The embedded record schema is the shipped one (minus $schema): it cannot drift.
+    assert schema["$defs"]["record"] == {k: v for k, v in record.items() if k != "$schema"}
+    data = json.loads(render(samples["Report"][0], OutputFormat.JSON))
+    Draft202012Validator(schema).validate(data)  # no registry: the $ref resolves inside
+    data["matches"][0]["record"]["severity"] = "bogus"
+    assert not Draft202012Validator(schema).is_valid(data)  # and the record is still checked

@@ -1,6 +1,8 @@
 """The HTML page (``errkb.render.html``) in a real headless Chromium, not only as a string.
 
-The triage page of a 50-log fixture (``tests/test_triage.make_fixture``) is loaded from a file
+The explain page of the five-ranks × five-layers log (one entry, its fixes and documentation
+in ``<details>``, its occurrences sortable, the message column never breaking words) and the
+triage page of a 50-log fixture (``tests/test_triage.make_fixture``) is loaded from a file
 by Debian's ``chromium`` (``--headless --dump-dom``, scripts running, no network), and the DOM
 it built is checked: one table row per group, the examples' highlighted values, the chart's
 bars, a click on a header sorting the table; a screenshot must be a real PNG. Without the
@@ -20,9 +22,12 @@ import pytest
 
 import errkb
 from errkb.render import OutputFormat, RenderOptions, render
+from errkb.report import Report
 from errkb.report.triage import LogError, TriageReport
 from errkb.triage import triage
 from tests.cli import QUANTO_LOG
+from tests.conftest import QUANTO_ID
+from tests.test_render_answers import ranks_by_layers
 from tests.test_triage import make_fixture
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -130,7 +135,7 @@ def test_the_triage_page_renders_its_tables_chart_and_highlights(
         [k.occurrences for k in report.known] + [u.count for u in report.unknown], reverse=True
     )
     errors = [t for tag, a, t in elements if tag == "li" and a.get("class") == "err"]
-    assert len(errors) == len(report.errors) and any("empty log" in e for e in errors)
+    assert len(errors) == len(report.errors) and any("binary data" in e for e in errors)
 
 
 @pytest.mark.slow
@@ -177,3 +182,87 @@ def test_the_explain_page_shows_the_log_with_matched_lines_marked(tmp_path: Path
     hits = [a["id"] for tag, a, _ in dom(page) if tag == "span" and a.get("class") == "hit"]
     assert hits == [f"L{n}" for n in report.matches[0].lines]
     assert "<mark>Quanto layer" in page or "<mark>ValueError: Quanto layer" in page
+
+
+@pytest.fixture(scope="module")
+def explain_page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
+    """The explain page of the five-ranks × five-layers log read from standard input."""
+    root = tmp_path_factory.mktemp("explain")
+    text = ranks_by_layers() + "RuntimeError: something nobody documented\n"
+    with errkb.open(root / "kb.sqlite3") as kb:
+        report = kb.explain(text)
+    path = root / "explain.html"
+    path.write_text(
+        render(report, OutputFormat.HTML, RenderOptions(sources={"-": text})), encoding="utf-8"
+    )
+    return path, report
+
+
+#: Appended to a page: the computed styles a reader's eye depends on, written into the DOM.
+_STYLES = """<script>
+var m=document.querySelector("section.entry .exc"),s=getComputedStyle(m);
+document.body.setAttribute("data-word-break",s.wordBreak);
+document.body.setAttribute("data-overflow-wrap",s.overflowWrap);
+document.body.setAttribute("data-open",Array.prototype.map.call(
+ document.querySelectorAll("details"),function(d){return d.className+":"+d.open}).join(" "));
+</script></body>"""
+
+
+@pytest.mark.slow
+def test_the_explain_page_is_one_entry_with_its_answer_and_occurrences(
+    explain_page: tuple[Path, Report], tmp_path: Path
+) -> None:
+    path, report = explain_page
+    styled = tmp_path / "styled.html"
+    styled.write_text(path.read_text(encoding="utf-8").replace("</body>", _STYLES))
+    elements = dom(chromium(styled, tmp_path / "profile", "--dump-dom"))
+    body = next(a for tag, a, _ in elements if tag == "body")
+    assert body["data-word-break"] == "normal"  # words in the message never break
+    assert body["data-overflow-wrap"] == "break-word"
+    assert body["data-open"].split() == ["fix:true", "docs:false", "occurrences:true"]
+    sections = [a for tag, a, _ in elements if tag == "section"]
+    assert [a["data-group"] for a in sections] == [QUANTO_ID]
+    headings = {tag: t for tag, a, t in elements if tag == "h1"}
+    assert headings["h1"] == "errkb explain: standard input"
+    assert [t for tag, a, t in elements if tag == "h2" and a.get("class") == "source"] == [
+        "standard input"
+    ]
+    summaries = [t for tag, _, t in elements if tag == "summary"]
+    assert summaries == [
+        "How to fix",
+        "What it means, when it happens, prevention",
+        "Occurrences (5)",
+    ]
+    fixes = [t for tag, a, t in elements if tag == "li"]
+    assert any(t.startswith("Reshape/save _scale") for t in fixes)
+    links = [a["href"] for tag, a, _ in elements if tag == "a"]
+    assert links == [report.exact[0].record["githubUrl"]]
+    rows = [t for tag, a, t in elements if tag == "tr"]
+    assert sum(1 for t in rows if "SelfAttention.q" in t) == 5
+    assert any("something nobody documented" in t for t in rows)  # the unknown exception
+    hits = [a["id"] for tag, a, _ in elements if tag == "span" and a.get("class") == "hit"]
+    assert len(hits) == 25
+    summary = next(t for tag, a, t in elements if a.get("id") == "summary")
+    assert summary.startswith("1 known error(s) explained, seen 25×; 1 exception(s)")
+
+
+@pytest.mark.slow
+def test_the_explain_page_sorts_occurrences_and_needs_no_network(
+    explain_page: tuple[Path, Report], tmp_path: Path
+) -> None:
+    path, _ = explain_page
+    text = path.read_text(encoding="utf-8")
+    assert "http://" not in text.replace("http://www.w3.org", "") and "src=" not in text
+    clicked = tmp_path / "clicked.html"
+    # The "prefix" header, twice: descending.
+    script = (
+        "<script>var h=document.querySelectorAll('table.occurrences th')[2];h.click();h.click()"
+        "</script></body>"
+    )
+    clicked.write_text(text.replace("</body>", script))
+    elements = dom(chromium(clicked, tmp_path / "profile", "--dump-dom"))
+    cells = [t for tag, _, t in elements if tag == "code" and t.startswith("encoder.block.")]
+    assert cells == [f"encoder.block.{k}.layer.0.SelfAttention.q" for k in (4, 3, 2, 1, 0)]
+    shot = tmp_path / "page.png"
+    chromium(path, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1280,1600")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -593,3 +593,33 @@ def test_postgresql_terms_are_never_tsquery_syntax(pg_url: str, term: str) -> No
         assert {c.id for c in view.search([term, "scale"], Filters(), 10, 6)} == {
             QUANTO_ID, COMFY_ID, LINEAR_ID
         }  # fmt: skip
+
+
+def test_scores_tell_stop_words_from_an_on_topic_query(kb: errkb.KnowledgeBase) -> None:
+    stop = kb.search("the of and is")
+    topic = kb.search("incompatible scale")
+    assert topic.results[0].id == QUANTO_ID and topic.results[0].score >= 0.75
+    assert max(r.score for r in stop.results) <= 0.2  # was 0.52: flat beside 0.58
+    assert topic.results[0].score - max(r.score for r in stop.results) >= 0.5
+
+
+def test_unquoted_words_are_one_query_and_a_bad_severity_is_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "kb.sqlite3")
+    runner = CliRunner()
+    words = runner.invoke(cli, ["--db", db, "search", "incompatible", "scale", "--format", "json"])
+    quoted = runner.invoke(cli, ["--db", db, "search", "incompatible scale", "--format", "json"])
+    assert words.exit_code == 0 and words.stdout == quoted.stdout
+    assert json.loads(words.stdout)["results"][0]["id"] == QUANTO_ID
+    bogus = runner.invoke(cli, ["--db", db, "search", "--severity", "bogus", "x"])
+    assert bogus.exit_code == 2 and "'bogus' is not one of" in bogus.stderr
+    with errkb.open(db) as kb, pytest.raises(errkb.UsageError, match="unknown severity 'bogus'"):
+        kb.search("x", severity="bogus")
+
+
+def test_the_severities_are_the_record_schemas() -> None:
+    from errkb.search import SEVERITIES
+
+    schema = json.loads((ROOT / "schemas" / "record.v2.schema.json").read_text())
+    assert list(SEVERITIES) == schema["properties"]["severity"]["enum"]

@@ -344,6 +344,59 @@ def test_pytest_short_frames_e_lines_chain_and_summary() -> None:
     )
 
 
+PYTEST_LONG_CUT = """\
+___________________________________ test_t ____________________________________
+
+    def test_t():
+>       raise ValueError("Expected scalar scale for fused-in-checkpoint QKV checkpoint load")
+E       ValueError: Expected scalar scale for fused-in-checkpoint QKV checkpoint load
+
+test_x.py:2: ValueError
+=========================== short test summary info ============================
+FAILED test_x.py::test_t - ValueError: Expected scalar scale for fused-in-checkp...
+ERROR test_y.py::test_u - KeyError: 'weight'
+FAILED test_x.py::test_v - ValueError: Expected something else entirely
+"""
+
+
+def test_a_short_summary_line_is_a_copy_of_the_traceback_it_abbreviates() -> None:
+    tb, copy, orphan, other = parse_log(PYTEST_LONG_CUT)
+    assert (tb.exc_class, tb.lines) == ("ValueError", (5,))
+    # Line 9 cuts the message with "...": it is the same exception, whole, printed again.
+    assert (copy.exc_class, copy.message, copy.lines) == ("ValueError", tb.message, (9,))
+    # A summary with no traceback above it, or of another message, is the only word of it.
+    assert (orphan.exc_class, orphan.message, orphan.lines) == ("KeyError", "'weight'", (10,))
+    assert (other.kind, other.message, other.lines) == (
+        EventKind.LOG, "Expected something else entirely", (11,)
+    )  # fmt: skip
+
+
+def test_a_qualified_class_in_the_summary_is_the_class_printed_above() -> None:
+    text = (
+        "E   torch._dynamo.exc.Unsupported: call_function in skip_files\n"
+        "\n"
+        "FAILED t.py::x - Unsupported: call_function in skip_f...\n"
+    )
+    tb, copy = parse_log(text)
+    assert (copy.exc_class, copy.message) == (tb.exc_class, tb.message)
+
+
+def test_folding_short_summaries_stays_linear() -> None:
+    def build(n: int) -> str:
+        blocks = [
+            f"E   ValueError: failure number {k} of the run\n\ntest_x.py:{k}: ValueError\n"
+            for k in range(n)
+        ]
+        summary = "".join(
+            f"FAILED test_x.py::t{k} - ValueError: failure number {k} o...\n" for k in range(n)
+        )
+        return "".join(blocks) + "=== short test summary info ===\n" + summary
+
+    events = parse_log(build(50))
+    assert len(events) == 100 and events[50].message == "failure number 0 of the run"
+    assert_linear(build, parse_log, 200)
+
+
 def test_pytest_long_takes_the_class_and_frame_from_the_location_line() -> None:
     text = """\
     def test_x():

@@ -144,7 +144,8 @@ def test_unknown_messages_group_by_template_with_stable_ids(report, logs) -> Non
 
 def test_every_bad_log_is_one_error_line_and_the_run_goes_on(report) -> None:  # type: ignore[no-untyped-def]
     reasons = {Path(e.file).name: e.reason for e in report.errors}
-    assert reasons["empty.log"] == "empty log"
+    assert "empty.log" not in reasons  # empty is read, and clean: not an error line
+    assert [Path(f).name for f in report.empty] == ["empty.log"]
     assert reasons["binary.log"] == "binary data (NUL bytes), not a log"
     assert reasons["damaged.log.gz"] == "truncated gzip data"
     assert reasons["huge.log"] == f"log larger than {LIMIT} bytes (not read)"
@@ -152,7 +153,7 @@ def test_every_bad_log_is_one_error_line_and_the_run_goes_on(report) -> None:  #
         assert reasons["unreadable.log"].startswith("cannot read: Permission denied")
     assert all("\n" not in r for r in reasons.values())
     assert report.logs == 12 + 4 + (os.geteuid() != 0)
-    assert report.exit_code == 3
+    assert report.exit_code == 1  # unknown errors found: an unreadable log does not hide them
 
 
 def test_json_matches_the_schema_and_rows_the_row_schema(report) -> None:  # type: ignore[no-untyped-def]
@@ -220,8 +221,13 @@ def test_cli_exit_codes(tmp_path: Path, db: Path, logs) -> None:  # type: ignore
     only_known.mkdir()
     (only_known / "a.log").write_text(QUANTO)
     assert run(db, "triage", "-q", str(only_known)).exit_code == 0
-    bad = run(db, "triage", "-q", str(logs[0] / "bad" / "empty.log"), str(only_known))
-    assert bad.exit_code == 3 and "empty log" in bad.output
+    empty = run(db, "triage", "-q", str(logs[0] / "bad" / "empty.log"), str(only_known))
+    assert empty.exit_code == 0 and "1 empty" in empty.output  # empty is not unreadable
+    bad = run(db, "triage", "-q", str(logs[0] / "bad" / "binary.log"), str(only_known))
+    assert bad.exit_code == 3 and "binary data" in bad.output
+    # Unknown errors and an unreadable log: 1, the finding wins; the report says both.
+    both = run(db, "triage", "-q", str(logs[0] / "bad" / "binary.log"), str(logs[0] / "good"))
+    assert both.exit_code == 1 and "binary data" in both.output and "1 unreadable" in both.output
     drafts = tmp_path / "drafts.jsonl"
     assert run(db, "triage", "-q", "--drafts", str(drafts), str(logs[0] / "good")).exit_code == 1
     assert len(drafts.read_text().splitlines()) == 3
@@ -293,3 +299,49 @@ def test_a_log_that_kills_its_worker_twice_is_an_error_line(db: Path, tmp_path: 
     )
     assert by_file["a.log"].error is None and by_file["a.log"].known  # retried, then triaged
     assert by_file["b.log"].error is None and by_file["b.log"].known
+
+
+MAT = "RuntimeError: mat1 and mat2 shapes cannot be multiplied ({} and {})\n"
+
+
+def _log(folder: Path, name: str, *messages: str) -> None:
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(
+        "".join(f"step\nTraceback (most recent call last):\n{m}" for m in messages)
+    )
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        [("128x4096", "1024x512")],  # the same template, other values
+        [("2x3", "5x6"), ("7x7", "9x1")],  # several, each other values
+    ],
+)
+def test_a_baseline_cluster_is_recognised_when_its_values_vary(
+    tmp_path: Path, db: Path, later: list[tuple[str, str]]
+) -> None:
+    _log(tmp_path / "monday", "job.log", MAT.format("4x8", "16x32"))
+    monday = triage([str(tmp_path / "monday")], db=db, jobs=1)
+    (group,) = monday.unknown
+    base = tmp_path / "monday.json"
+    base.write_text(render(monday, OutputFormat.JSON))
+    _log(tmp_path / "tuesday", "job.log", *(MAT.format(a, b) for a, b in later))
+    tuesday = triage([str(tmp_path / "tuesday")], db=db, jobs=1, baseline=str(base))
+    (again,) = tuesday.unknown
+    assert not again.new and again.baseline_clusters == (group.cluster,)
+    assert tuesday.exit_code == 0  # nothing new: a gate passes
+    assert again.cluster == cluster_id(again.error_class, again.template)  # the id stays a hash
+    schema_validator("triage.schema.json").validate(json.loads(render(tuesday, OutputFormat.JSON)))
+
+
+def test_another_template_of_the_same_class_is_still_new(tmp_path: Path, db: Path) -> None:
+    _log(tmp_path / "monday", "job.log", MAT.format("4x8", "16x32"))
+    base = tmp_path / "monday.json"
+    base.write_text(render(triage([str(tmp_path / "monday")], db=db, jobs=1), OutputFormat.JSON))
+    _log(
+        tmp_path / "tuesday", "job.log", "RuntimeError: CUDA error: device-side assert triggered\n"
+    )
+    tuesday = triage([str(tmp_path / "tuesday")], db=db, jobs=1, baseline=str(base))
+    (new,) = tuesday.unknown
+    assert new.new and new.baseline_clusters == () and tuesday.exit_code == 1

@@ -153,7 +153,7 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="errkb")
+@click.version_option(__version__, "-V", "--version", prog_name="errkb")
 @click.option(
     "--db",
     envvar="ERRKB_DB",
@@ -227,15 +227,18 @@ def finish(
     show: bool = True,
     diagnostics: Diagnostics | None = None,
     sources: Mapping[str, str] | None = None,
+    inputs: tuple[str, ...] = (),
 ) -> NoReturn:
     """Render ``report`` in ``fmt`` and exit with its exit code.
 
     ``diagnostics`` (problems, notes) go to standard error first; the report to standard output.
+    ``sources`` and ``inputs`` are the inputs' text and names, for the formats that show them.
     """
     if diagnostics is not None:
         out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:
-        out(render(report, fmt, RenderOptions(color=use_color(sys.stdout), sources=sources)))
+        options = RenderOptions(color=use_color(sys.stdout), sources=sources, inputs=inputs)
+        out(render(report, fmt, options))
     ctx.exit(report.exit_code)
 
 

@@ -10,12 +10,17 @@ follow grep: 0 explained, 1 nothing known found).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb, read_input
+from errkb.errors import InputError
 from errkb.report import RecordView, Report
+
+if TYPE_CHECKING:
+    from errkb.kb import KnowledgeBase
 
 
 @cli.command()
@@ -33,6 +38,8 @@ def explain(ctx: click.Context, files: Sequence[str], everything: bool, fmt: str
     """Find known errors in FILES (or standard input) and explain them.
 
     Exit 0 when at least one known error was explained, 1 when none was found, 2 on error.
+    With several FILES, one that cannot be read is one line of the report, the others are
+    explained, and the exit code is 2.
     """
     sources: dict[str, str] = {}
 
@@ -42,8 +49,26 @@ def explain(ctx: click.Context, files: Sequence[str], everything: bool, fmt: str
             sources[name] = data.decode("utf-8", "replace")
         return data
 
-    report = open_kb(ctx).explain_files(files or ("-",), read, everything=everything)
-    finish(ctx, report, fmt, sources=sources or None)
+    kb = open_kb(ctx)
+    names = tuple(files) or ("-",)
+    if len(names) == 1:  # one input: an unreadable one is the command's error (exit 2)
+        report = kb.explain_files(names, read, everything=everything)
+    else:  # several: each its answer, or its one line when it cannot be read (then exit 2)
+        report = Report.of_inputs(
+            [(name, _explained(kb, name, read, everything)) for name in names]
+        )
+    finish(ctx, report, fmt, sources=sources or None, inputs=names)
+
+
+def _explained(
+    kb: KnowledgeBase, name: str, read: Callable[[str], bytes], everything: bool
+) -> Report | str:
+    """One input's report, or the one line saying why it could not be read."""
+    try:
+        return kb.explain_files((name,), read, everything=everything)
+    except InputError as exc:
+        reason = str(exc)
+        return reason[len(name) + 2 :] if reason.startswith(f"{name}: ") else reason
 
 
 @cli.command()

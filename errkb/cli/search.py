@@ -9,15 +9,15 @@ from __future__ import annotations
 import click
 
 from errkb.cli import cli, finish, format_option, open_kb, read_input
-from errkb.search import MAX_LIMIT, SearchReport
+from errkb.search import MAX_LIMIT, SEVERITIES, SearchReport
 
 
 @cli.command("search")
-@click.argument("query")
+@click.argument("query", nargs=-1, required=True)
 @click.option("--repo", metavar="OWNER/NAME", help="Only records of this repository.")
 @click.option("--tag", metavar="TAG", help="Only records with this tag.")
 @click.option("--class", "error_class", metavar="NAME", help="Only records of this error class.")
-@click.option("--severity", metavar="LEVEL", help="Only records of this severity.")
+@click.option("--severity", type=click.Choice(SEVERITIES), help="Only records of this severity.")
 @click.option(
     "--limit",
     type=click.IntRange(1, MAX_LIMIT),
@@ -29,7 +29,7 @@ from errkb.search import MAX_LIMIT, SearchReport
 @click.pass_context
 def search_command(
     ctx: click.Context,
-    query: str,
+    query: tuple[str, ...],
     repo: str | None,
     tag: str | None,
     error_class: str | None,
@@ -39,10 +39,11 @@ def search_command(
 ) -> None:
     """Find records by QUERY: words, an exception message, or a whole traceback or log.
 
-    QUERY "-" reads the query from standard input. Exit 0 when records were found, 1 when none
-    were, 2 on error.
+    QUERY may be several words, quoted or not (``errkb search incompatible scale``); "-" reads
+    the query from standard input. Exit 0 when records were found, 1 when none were, 2 on
+    error.
     """
-    text: str | bytes = read_input("-") if query == "-" else query
+    text: str | bytes = read_input("-") if query == ("-",) else " ".join(query)
     report = open_kb(ctx).search(
         text, repo=repo, tag=tag, error_class=error_class, severity=severity, limit=limit
     )

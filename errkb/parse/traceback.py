@@ -246,6 +246,10 @@ class _StreamParser:
         self._pt_chain: int | None = None
         self._pt_position = 0
         self._pt_link: ChainLink | None = None
+        #: (first message line, message, class) of the events so far, sorted, by short class
+        #: name (the short summary's lookup), and how many events they hold: built lazily.
+        self._messages: dict[str, list[tuple[str, str, str]]] = {}
+        self._indexed = 0
 
     # --- driver -------------------------------------------------------------------------------
 
@@ -826,7 +830,8 @@ class _StreamParser:
             elif body:
                 s = _PYTEST_SUMMARY_RE.match("ERROR " + body)
                 if s is not None and is_exception_class(s.group("cls")):
-                    self._single(EventKind.LOG, s.group("cls"), s.group("msg"), line)
+                    cls, message = self._unabbreviated(s.group("cls"), s.group("msg"))
+                    self._single(EventKind.LOG, cls, message, line)
                 else:
                     self._single(EventKind.LOG, None, body, line)
             return
@@ -854,7 +859,8 @@ class _StreamParser:
             if t.startswith("FAILED "):
                 s = _PYTEST_SUMMARY_RE.match(t)
                 if s is not None:
-                    self._single(EventKind.LOG, s.group("cls"), s.group("msg"), line)
+                    cls, message = self._unabbreviated(s.group("cls"), s.group("msg"))
+                    self._single(EventKind.LOG, cls, message, line)
                     return
             grep = _GREP_RE.match(t) if ":" in t else None
             if grep is not None and ("/" in grep.group("path") or "." in grep.group("path")):
@@ -864,6 +870,34 @@ class _StreamParser:
             return
         if ('"' in t or "'" in t) and _PAYLOAD_RE.search(t) is not None:
             self._single(EventKind.LOG, None, t.strip(), line)
+
+    def _unabbreviated(self, cls: str, message: str) -> tuple[str, str]:
+        """A short-summary line's exception (``FAILED t.py::t - Cls: msg...``), as printed above.
+
+        pytest's short summary repeats each failure's exception on one line: the first line of
+        its message, cut to the terminal's width with ``...``. Printed after the traceback it
+        abbreviates, it is a copy of that exception: it gets that event's class and whole
+        message, so the report folds it into the same entry as one more occurrence (as every
+        rank's copy is), not one more exception. A summary with no traceback above it
+        (``--tb=no``) keeps its own text.
+        """
+        import bisect  # only for a log with a short summary: cold explain does not import it
+
+        shown = message[:-3].rstrip() if message.endswith("...") else message
+        if not shown:
+            return cls, message
+        seen = self._messages
+        for event in self.events[self._indexed :]:  # the events since the last summary line
+            if event.exc_class is not None and event.kind is not EventKind.LOG:
+                texts = seen.setdefault(event.exc_class.rsplit(".", 1)[-1], [])
+                first = event.message.split("\n", 1)[0]
+                bisect.insort(texts, (first, event.message, event.exc_class))
+        self._indexed = len(self.events)
+        texts = seen.get(cls.rsplit(".", 1)[-1], [])
+        at = bisect.bisect_left(texts, (shown,))  # the least first line >= shown
+        if at < len(texts) and texts[at][0].startswith(shown):
+            return texts[at][2], texts[at][1]
+        return cls, message
 
     def _single(
         self,

@@ -57,6 +57,8 @@ class RenderOptions:
     color: bool = False  #: ANSI styling allowed (a terminal, colour not disabled)
     #: The inputs' text by name ("-" for standard input): the HTML page shows the log itself.
     sources: Mapping[str, str] | None = None
+    #: The inputs' names, in order ("-" for standard input): where CI formats put annotations.
+    inputs: tuple[str, ...] = ()
 
 
 Renderer = Callable[[R, RenderOptions], str]
@@ -86,6 +88,10 @@ _MODULES = {
 _FORMAT_MODULES = {
     ("Report", OutputFormat.HTML): "errkb.render.html",
     ("TriageReport", OutputFormat.HTML): "errkb.render.html",
+    ("Report", OutputFormat.GITHUB): "errkb.render.ci",
+    ("Report", OutputFormat.SARIF): "errkb.render.ci",
+    ("TriageReport", OutputFormat.GITHUB): "errkb.render.ci",
+    ("TriageReport", OutputFormat.MARKDOWN): "errkb.render.ci",
 }
 
 

@@ -13,6 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from errkb.render import OutputFormat, RenderOptions, json_text, renders
+from errkb.render.answers import (
+    POSSIBLE_TITLE,
+    Entry,
+    entries,
+    file_answers,
+    omitted_note,
+    possible_entries,
+)
 from errkb.report import Confidence, Diagnosis, Match, RecordView, Report
 
 Style = Callable[..., str]
@@ -51,10 +59,27 @@ def _style(color: bool) -> Style:
 # ---------------------------------------------------------------------------------------- text
 def _text_report(report: Report, style: Style) -> str:
     out: list[str] = []
+    cut = omitted_note(report.omitted)
+    if cut:
+        out += [style(cut, bold=True), ""]
+    files = file_answers(report)
+    if files:
+        out.append(style("Files:", bold=True))
+        width = max(len(name) for name, _, _ in files)
+        for name, answer, read in files:
+            line = f"  {name.ljust(width)}  {answer}"
+            out.append(line if read else style(line, fg="red"))
+        out.append("")
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
     similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
-    for match in exact:
-        out.append(_text_match(match, style))
+    for entry in entries(exact):
+        out.append(_text_entry(entry, style))
+    possible = possible_entries(report)
+    if possible:
+        out.append(style(POSSIBLE_TITLE + ":", bold=True))
+        for e in possible:
+            out.append(f"  {_possible_line(e)}")
+        out.append("")
     if similar:
         out.append(style("Not recognised. Closest known errors (suggestions only):", bold=True))
         for m in similar:
@@ -69,26 +94,65 @@ def _text_report(report: Report, style: Style) -> str:
         out.append(style("Exceptions with no known record:", bold=True))
         for u in unexplained:
             exc = f"{u.cls}: " if u.cls else ""
-            out.append(f"  line {u.line}: {exc}{_clip(u.message)}")
+            where = f"{u.source}:" if u.source else ""
+            out.append(f"  {where}line {_lines(u.lines or (u.line,))}: {exc}{_clip(u.message)}")
         out.append("")
-    if not exact:
-        out.append("No known error found.")
-    else:
-        out.append(f"{len(exact)} known error(s) explained (dataset {report.dataset_version}).")
+    out.append(summary_line(report))
+    if cut:
+        out.append(cut)
     note = report.knowledge_base.note() if report.knowledge_base else None
     if note:
         out.append(note)
     return "\n".join(out) + "\n"
 
 
-def _text_match(m: Match, style: Style) -> str:
+def _possible_line(entry: Entry) -> str:
+    m = entry.first
+    where = ", ".join(entry.sources)
+    lines = sorted({n for o in entry.occurrences for n in o.lines})
+    return (
+        f"line {_lines(lines, 6)}{' of ' + where if where else ''}: {m.id} {m.slug} "
+        f"(score {m.score:.2f}): {_clip(_exception_line(m), 100)}"
+    )
+
+
+def summary_line(report: Report) -> str:
+    """The one line every human format ends with: records explained, exceptions left over.
+
+    Records, not matches, are counted: five layers failing with one record are one known error
+    (seen 25 times). ``No known error found.`` when nothing was explained.
+    """
+    exact = report.exact
+    unread = len(report.unreadable)
+    lost = f" {unread} of {len(report.files)} input(s) could not be read." if unread else ""
+    if not exact:
+        return "No known error found." + lost
+    records = len({m.id for m in exact})
+    count = sum(m.occurrences for m in exact)
+    seen = f", seen {count}×" if count > records else ""
+    unknown = len(report.unmatched)
+    tail = f"; {unknown} exception(s) with no known record" if unknown else ""
+    return (
+        f"{records} known error(s) explained{seen}{tail} (dataset {report.dataset_version})." + lost
+    )
+
+
+def _text_entry(entry: Entry, style: Style) -> str:
+    m = entry.first
     rec = m.record
+    many = len(entry.occurrences) > 1
+    where = entry.sources
     lines = [
         style(f"● {rec.get('errorClass') or 'error'}: {m.slug}", fg="red", bold=True),
-        f"  record {m.id}  ({m.confidence.value}, score {m.score:.2f})",
-        f"  seen {m.occurrences}× at line{'s' if len(m.lines) > 1 else ''} {_lines(m.lines)}"
-        + (f" of {m.source}" if m.source else "")
-        + ("  (root cause)" if m.root_cause else ""),
+        f"  record {m.id}  ({m.confidence.value}, score {m.score:.2f})"
+        + ("  (root cause)" if entry.root_cause else ""),
+        f"  seen {entry.count}×"
+        + (
+            f" at line{'s' if len(m.lines) > 1 else ''} {_lines(m.lines)}"
+            if not many
+            else f", {len(entry.occurrences)} distinct values (below)"
+        )
+        + (f" of {', '.join(where)}" if where else ""),
         "",
         "  " + style(_exception_line(m), fg="yellow"),
         "",
@@ -97,17 +161,41 @@ def _text_match(m: Match, style: Style) -> str:
     ]
     if m.validated:
         lines.append("  Checked by a reference validator (errkb check).")
-    if m.captures:
-        lines += ["", style("  Captured values", bold=True)]
-        width = max(len(k) for k, _ in m.captures)
-        lines += [f"    {k.ljust(width)}  {v}" for k, v in m.captures]
-    if m.diagnosis is not None:
-        lines += ["", style("  Diagnosis", bold=True), *_wrap(_diagnosis_text(m.diagnosis), 4)]
+    if entry.common:
+        title = "Captured values" + (" (the same in every occurrence)" if many else "")
+        lines += ["", style(f"  {title}", bold=True)]
+        width = max(len(k) for k, _ in entry.common)
+        lines += [f"    {k.ljust(width)}  {v}" for k, v in entry.common]
+    if entry.diagnosis is not None:
+        title = "Diagnosis" + (" (the first occurrence's; all have its condition)" if many else "")
+        lines += ["", style(f"  {title}", bold=True), *_wrap(_diagnosis_text(entry.diagnosis), 4)]
     lines += _record_sections(rec, style)
+    if many:
+        lines += ["", style("  Occurrences", bold=True), *_occurrence_table(entry)]
     if m.alternatives:
         alts = ", ".join(f"{a.id} ({a.slug})" for a in m.alternatives)
         lines += ["", f"  Also matched, less specific: {alts}"]
     return "\n".join(lines) + "\n"
+
+
+def _occurrence_table(entry: Entry) -> list[str]:
+    """The text table of an entry's occurrences: source, lines, the values that differ."""
+    sources = bool(entry.sources)
+    head = (["file"] if sources else []) + ["lines", *entry.varying]
+    rows = [
+        ([o.source or "-"] if sources else [])
+        + [_lines(o.lines, 6), *(_clip(v, 60) for _, v in o.values)]
+        for o in entry.occurrences
+    ]
+    widths = [max(len(r[k]) for r in [head, *rows]) for k in range(len(head))]
+    out = ["    " + "  ".join(c.ljust(w) for c, w in zip(head, widths, strict=True)).rstrip()]
+    for o, row in zip(entry.occurrences, rows, strict=True):
+        out.append(
+            "    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        )
+        if o.diagnosis is not None:
+            out += _wrap(_diagnosis_text(o.diagnosis), 8, first="      → ")
+    return out
 
 
 def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
@@ -191,9 +279,9 @@ def _diagnosis_text(diagnosis: Diagnosis) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _lines(lines: Sequence[int]) -> str:
-    shown = ", ".join(str(n) for n in lines[:12])
-    return shown + (f" (+{len(lines) - 12} more)" if len(lines) > 12 else "")
+def _lines(lines: Sequence[int], most: int = 12) -> str:
+    shown = ", ".join(str(n) for n in lines[:most])
+    return shown + (f" (+{len(lines) - most} more)" if len(lines) > most else "")
 
 
 def _clip(text: str, width: int = 160) -> str:
@@ -215,31 +303,26 @@ def _wrap(text: str, indent: int, first: str | None = None) -> list[str]:
 # ------------------------------------------------------------------------------------ markdown
 def _markdown_report(report: Report) -> str:
     out: list[str] = []
+    cut = omitted_note(report.omitted)
+    if cut:
+        out += [f"> **{cut}**", ""]
+    files = file_answers(report)
+    if files:
+        out += ["| file | answer |", "|---|---|"]
+        out += [
+            f"| `{_md_cell(name)}` | {_md_cell(answer) if read else f'**{_md_cell(answer)}**'} |"
+            for name, answer, read in files
+        ]
+        out.append("")
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
     similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
-    for m in exact:
-        rec = m.record
-        out += [
-            f"### {rec.get('errorClass') or 'Error'}: `{m.slug}`",
-            "",
-            f"**Record** `{m.id}` · exact match, score {m.score:.2f} · seen {m.occurrences}× "
-            f"(line{'s' if len(m.lines) > 1 else ''} {_lines(m.lines)})"
-            + (" · root cause" if m.root_cause else ""),
-            "",
-            "```",
-            _exception_line(m),
-            "```",
-            "",
-            f"Raised at [`{rec.get('filePath')}:{rec.get('lineNumber')}`]({rec.get('githubUrl')})",
-            "",
-        ]
-        if m.captures:
-            out += ["| value | captured |", "|---|---|"]
-            out += [f"| `{k}` | `{_md_cell(v)}` |" for k, v in m.captures]
-            out.append("")
-        if m.diagnosis is not None:
-            out += [f"**Diagnosis:** {_diagnosis_text(m.diagnosis)}", ""]
-        out += _markdown_record(rec, m.validated)
+    for entry in entries(exact):
+        out += _markdown_entry(entry)
+    possible = possible_entries(report)
+    if possible:
+        out += [f"### {POSSIBLE_TITLE}", ""]
+        out += [f"- {_md_cell(_possible_line(e))}" for e in possible]
+        out.append("")
     if similar:
         out += ["### Not recognised — closest known errors (suggestions only)", ""]
         out += [
@@ -248,12 +331,88 @@ def _markdown_report(report: Report) -> str:
             for m in similar
         ]
         out.append("")
-    if not exact:
-        out.append("_No known error found._")
+    unexplained = [
+        u for u in report.unmatched if not any(s.lines[:1] == (u.line,) for s in similar)
+    ]
+    if unexplained:
+        out += ["### Exceptions with no known record", ""]
+        for u in unexplained:
+            exc = f"{u.cls}: " if u.cls else ""
+            where = f"`{_md_cell(u.source)}` " if u.source else ""
+            seen = f" ({u.occurrences}×)" if u.occurrences > 1 else ""
+            out.append(
+                f"- {where}line {_lines(u.lines or (u.line,), 6)}{seen}: "
+                f"`{_md_cell(_clip(exc + u.message))}`"
+            )
+        out.append("")
+    out.append(f"**{summary_line(report)}**")
+    if cut:
+        out += ["", f"> **{cut}**"]
     note = report.knowledge_base.note() if report.knowledge_base else None
     if note:
         out += ["", f"_{note}_"]
     return "\n".join(out) + "\n"
+
+
+def _markdown_entry(entry: Entry) -> list[str]:
+    m = entry.first
+    rec = m.record
+    many = len(entry.occurrences) > 1
+    seen = (
+        f"seen {entry.count}× in {len(entry.occurrences)} distinct values (table below)"
+        if many
+        else f"seen {m.occurrences}× (line{'s' if len(m.lines) > 1 else ''} {_lines(m.lines)})"
+    )
+    where = f" in {', '.join(f'`{_md_cell(s)}`' for s in entry.sources)}" if entry.sources else ""
+    out = [
+        f"### {rec.get('errorClass') or 'Error'}: `{m.slug}`",
+        "",
+        f"**Record** `{m.id}` · {m.confidence.value} match, score {m.score:.2f} · {seen}{where}"
+        + (" · root cause" if entry.root_cause else ""),
+        "",
+        "```",
+        _exception_line(m),
+        "```",
+        "",
+        f"Raised at [`{rec.get('filePath')}:{rec.get('lineNumber')}`]({rec.get('githubUrl')})",
+        "",
+    ]
+    if entry.common:
+        title = "captured (every occurrence)" if many else "captured"
+        out += [f"| value | {title} |", "|---|---|"]
+        out += [f"| `{k}` | `{_md_cell(v)}` |" for k, v in entry.common]
+        out.append("")
+    if entry.diagnosis is not None:
+        first = " (the first occurrence's; all have its condition)" if many else ""
+        out += [f"**Diagnosis{first}:** {_diagnosis_text(entry.diagnosis)}", ""]
+    out += _markdown_record(rec, m.validated)
+    if m.alternatives:
+        alts = ", ".join(f"`{a.id}` ({a.slug})" for a in m.alternatives)
+        out += [f"_Also matched, less specific:_ {alts}", ""]
+    if many:
+        out += ["**Occurrences**", "", *_markdown_occurrences(entry), ""]
+    return out
+
+
+def _markdown_occurrences(entry: Entry) -> list[str]:
+    sources = bool(entry.sources)
+    diagnoses = any(o.diagnosis is not None for o in entry.occurrences)
+    head = (
+        (["file"] if sources else [])
+        + ["lines"]
+        + [f"`{_md_cell(k)}`" for k in entry.varying]
+        + (["diagnosis"] if diagnoses else [])
+    )
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for o in entry.occurrences:
+        cells = (
+            ([f"`{_md_cell(o.source or '-')}`"] if sources else [])
+            + [_lines(o.lines, 6)]
+            + [f"`{_md_cell(_clip(v, 80))}`" for _, v in o.values]
+            + ([_md_cell(_diagnosis_text(o.diagnosis)) if o.diagnosis else ""] if diagnoses else [])
+        )
+        out.append("| " + " | ".join(cells) + " |")
+    return out
 
 
 def _markdown_record(rec: Mapping[str, Any], validated: bool) -> list[str]:

@@ -13,11 +13,20 @@ long log).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from errkb.render import OutputFormat, RenderOptions, renders
-from errkb.report import Confidence, Report
-from errkb.report.triage import Example, TriageReport
+from errkb.render.answers import (
+    POSSIBLE_TITLE,
+    Entry,
+    entries,
+    file_answers,
+    omitted_note,
+    possible_entries,
+)
+from errkb.report import Confidence, Diagnosis, Report
+from errkb.report.triage import Example, KnownGroup, TriageReport
 
 #: Lines of a log shown around each matched line when the log is long.
 CONTEXT = 5
@@ -35,11 +44,18 @@ th{background:#f3f3f6;cursor:pointer;user-select:none;white-space:nowrap}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 code,pre,.ex{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}
-.ex{margin:.15em 0;white-space:pre-wrap;word-break:break-all;color:#444}
+.ex{margin:.15em 0;white-space:pre-wrap;overflow-wrap:break-word;color:#444}
+td.ex{overflow-wrap:break-word;word-break:normal;min-width:24ch}
+section.entry{border:1px solid #e2e2e8;border-radius:6px;padding:.2em 1em .6em;margin:1em 0}
+section.entry h2{margin-top:.6em}.meta{color:#555;margin:.1em 0 .5em}
+.exc{background:#fff8e1;padding:.4em .6em;border-radius:4px}
+table.values{width:auto}details{margin:.5em 0}summary{cursor:pointer;font-weight:600}
+pre.example{background:#f6f8fa;padding:.5em;overflow:auto}.note{color:#555}
 mark{background:#ffe27a;color:inherit;padding:0 1px;border-radius:2px}
 mark.value{background:#bfe3ff}
 .new{color:#fff;background:#c62828;border-radius:3px;padding:0 .35em;font-size:.85em}
 .summary{color:#333}.err{color:#b00020}
+.cut{background:#fff3c4;border-left:4px solid #e0a800;padding:.3em .6em;font-weight:600}
 svg text{font:12px system-ui,sans-serif}
 pre.log{background:#fafafa;border:1px solid #e5e5e5;padding:.5em;overflow:auto}
 pre.log .ln{color:#999;display:inline-block;width:6ch;text-align:right;margin-right:1ch}
@@ -137,6 +153,37 @@ def chart(bars: Sequence[tuple[str, int]], *, ident: str = "chart") -> str:
     return "".join(out)
 
 
+#: Distinct values of a capture the triage page shows before folding the rest away.
+SHOWN_VALUES = 3
+
+
+def _known_values(k: KnownGroup) -> str:
+    """A known group's values and diagnoses, compact: one record, one cell, the rest folded.
+
+    A value every occurrence shares is shown as it is; a varying one as its count of distinct
+    values and the first few. The diagnoses (one per layer, say) are one line, the first one,
+    and the others in a ``<details>``.
+    """
+    parts = []
+    for name, values in k.captures:
+        if len(values) == 1:
+            parts.append(f"<code>{esc(name)}</code>: {esc(values[0])}")
+        else:
+            more = f", … ({len(values)} distinct)" if len(values) > SHOWN_VALUES else ""
+            parts.append(f"<code>{esc(name)}</code>: {esc(', '.join(values[:SHOWN_VALUES]))}{more}")
+    out = "; ".join(parts)
+    if k.diagnoses:
+        out += f'<div class="diag">{esc(k.diagnoses[0])}</div>'
+        if len(k.diagnoses) > 1:
+            out += (
+                f'<details class="diag"><summary>{len(k.diagnoses) - 1} more diagnos'
+                f"{'is' if len(k.diagnoses) == 2 else 'es'}</summary>"
+                + "".join(f'<div class="diag">{esc(d)}</div>' for d in k.diagnoses[1:])
+                + "</details>"
+            )
+    return out
+
+
 def _examples(
     group: str, examples: Sequence[Example], spans: Iterable[str], css: str, cols: int
 ) -> str:
@@ -174,15 +221,12 @@ def triage_html(report: TriageReport, options: RenderOptions) -> str:
         "<tbody>"
     )
     for k in report.known:
-        values = "; ".join(f"{n}: {', '.join(v)}" for n, v in k.captures)
         body.append(
             f'<tr data-group="{esc(k.id)}"><td><code>{esc(k.id)}</code>'
             f"{' ' + new if k.new else ''}</td>"
             f'<td>{esc(k.slug)}</td><td class="num">{k.logs}</td>'
             f'<td class="num">{k.occurrences}</td><td>{esc(k.first_seen or "")}</td>'
-            f"<td>{esc(k.last_seen or '')}</td><td>{esc(values)}"
-            + "".join(f'<div class="diag">{esc(d)}</div>' for d in k.diagnoses)
-            + "</td></tr>"
+            f"<td>{esc(k.last_seen or '')}</td><td>{_known_values(k)}</td></tr>"
         )
         spans = [e.message for e in k.examples]
         body.append(_examples(k.id, k.examples, spans, "", 7))
@@ -211,47 +255,247 @@ def triage_html(report: TriageReport, options: RenderOptions) -> str:
 
 @renders(Report, OutputFormat.HTML)
 def report_html(report: Report, options: RenderOptions) -> str:
-    """One log's page: the explanation's table beside the log, its matched lines highlighted."""
+    """One explanation's page: one section per record, its occurrences, then the log itself.
+
+    Each record's answer is shown once (the exception, where it is raised with a link, the
+    captured values every occurrence shares, the diagnosis), its documentation, fixes and
+    example in collapsible ``<details>``, then its occurrences as one table (lines, the values
+    that differ, the diagnosis where it differs); then the exceptions no record explains, the
+    suggestions, and the log with its matched lines highlighted.
+    """
+    from errkb.render.explain import summary_line
+
+    names = sorted((options.sources or {}).keys())
+    shown = [STDIN_NAME if n == "-" else n for n in names]
     exact = [m for m in report.matches if m.confidence is Confidence.EXACT]
+    title = "errkb explain" + (f": {', '.join(shown)}" if shown else "")
     body = [
-        "<h1>errkb explain</h1>",
-        f'<p class="summary" id="summary">{len(exact)} known error(s) '
-        f"explained, {len(report.unmatched)} exception(s) with no known record "
-        f"(dataset {esc(report.dataset_version or '?')}).</p>",
+        f"<h1>{esc(title)}</h1>",
+        f'<p class="summary" id="summary">{esc(summary_line(report))}</p>',
     ]
-    body.append(
-        '<table class="sortable" id="known"><thead><tr><th>record</th><th>slug</th><th>line</th>'
-        "<th>occurrences</th><th>message</th><th>diagnosis</th></tr></thead><tbody>"
-    )
-    for m in exact:
-        captures = [v for _, v in m.captures]
+    cut = omitted_note(report.omitted)
+    if cut:
+        body.append(f'<p class="cut" id="omitted-top">{esc(cut)}</p>')
+    files = file_answers(report)
+    if files:
         body.append(
-            f'<tr data-group="{esc(m.id)}"><td><code>{esc(m.id)}</code></td><td>{esc(m.slug)}</td>'
-            f'<td class="num">{m.lines[0] if m.lines else ""}</td>'
-            f'<td class="num">{m.occurrences}</td><td class="ex">{esc(m.exception.cls or "")}: '
-            f"{highlight(m.exception.message, captures, 'value')}</td>"
-            f"<td>{esc(m.diagnosis.explanation if m.diagnosis else '')}</td></tr>"
+            '<table id="files"><thead><tr><th>file</th><th>answer</th></tr></thead><tbody>'
+            + "".join(
+                ("<tr>" if read else '<tr class="err">') + f"<td>{esc(_shown_name(name))}</td>"
+                f"<td>{esc(answer)}</td></tr>"
+                for name, answer, read in files
+            )
+            + "</tbody></table>"
         )
-    body.append("</tbody></table>")
+    for entry in entries(exact):
+        body.append(_entry_html(entry))
+    possible = possible_entries(report)
+    if possible:
+        body.append(f'<h2>{esc(POSSIBLE_TITLE)}</h2><ul id="possible">')
+        body.extend(
+            f"<li><code>{esc(e.first.id)}</code> {esc(e.first.slug)} (score "
+            f"{e.first.score:.2f}), line {esc(_first_lines(e))}: "
+            f'<span class="ex">{esc(e.first.exception.message)}</span></li>'
+            for e in possible
+        )
+        body.append("</ul>")
+    body += _suggestions_html(report)
     if report.unmatched:
+        sources = any(u.source for u in report.unmatched)
         body.append(
-            '<h2>Exceptions with no known record</h2><table class="sortable" id="unknown">'
-            "<thead><tr><th>line</th><th>class</th><th>message</th></tr></thead><tbody>"
+            f"<h2>Exceptions with no known record ({len(report.unmatched)})</h2>"
+            '<table class="sortable" id="unknown"><thead><tr>'
+            + ("<th>file</th>" if sources else "")
+            + "<th>line</th><th>occurrences</th><th>class</th><th>message</th></tr></thead><tbody>"
         )
         body.extend(
-            f'<tr><td class="num">{u.line}</td><td>{esc(u.cls or "")}</td>'
-            f'<td class="ex">{esc(u.message)}</td></tr>'
+            "<tr>"
+            + (f"<td>{esc(_shown_name(u.source))}</td>" if sources else "")
+            + f'<td class="num">{u.line}</td><td class="num">{u.occurrences}</td>'
+            f'<td>{esc(u.cls or "")}</td><td class="ex">{esc(u.message)}</td></tr>'
             for u in report.unmatched
         )
         body.append("</tbody></table>")
-    for name, text in sorted((options.sources or {}).items()):
+    for name in names:
         hits: dict[int, str] = {}
         for m in exact:
             if m.source in (None, name):
                 for n in m.lines:
                     hits[n] = m.exception.message
-        body.append(f"<h2>{esc(name)}</h2>" + _log(text, hits))
-    return _page("errkb explain", body)
+        text = (options.sources or {})[name]
+        body.append(f'<h2 class="source">{esc(_shown_name(name))}</h2>' + _log(text, hits))
+    note = report.knowledge_base.note() if report.knowledge_base else None
+    if note:
+        body.append(f'<p class="note">{esc(note)}</p>')
+    if cut:
+        body.append(f'<p class="cut" id="omitted-end">{esc(cut)}</p>')
+    return _page(title, body)
+
+
+def _first_lines(entry: Entry) -> str:
+    lines = sorted({n for o in entry.occurrences for n in o.lines})
+    return ", ".join(str(n) for n in lines[:6]) + (" …" if len(lines) > 6 else "")
+
+
+#: How the page names standard input (``-`` on the command line).
+STDIN_NAME = "standard input"
+
+
+def _shown_name(name: str | None) -> str:
+    return STDIN_NAME if name == "-" else (name or "")
+
+
+def _entry_html(entry: Entry) -> str:
+    m = entry.first
+    rec = m.record
+    many = len(entry.occurrences) > 1
+    captures = [v for _, v in m.captures]
+    meta = (
+        f"record <code>{esc(m.id)}</code> · {esc(m.confidence.value)}, score {m.score:.2f} · "
+        f"seen {entry.count}×"
+        + (f" with {len(entry.occurrences)} sets of values" if many else "")
+        + (" · root cause" if entry.root_cause else "")
+        + (" · checked by a reference validator" if m.validated else "")
+    )
+    out = [
+        f'<section class="entry" id="record-{esc(m.id)}" data-group="{esc(m.id)}">',
+        f"<h2>{esc(rec.get('errorClass') or 'Error')}: <code>{esc(m.slug)}</code></h2>",
+        f'<p class="meta">{meta}</p>',
+        f'<div class="ex exc">{esc(m.exception.cls or "")}{": " if m.exception.cls else ""}'
+        f"{highlight(m.exception.message, captures, 'value')}</div>",
+    ]
+    url = rec.get("githubUrl")
+    where = f"{rec.get('filePath')}:{rec.get('lineNumber')}"
+    out.append(
+        "<p>Raised at "
+        + (
+            f'<a class="link" href="{esc(url)}" rel="noreferrer"><code>{esc(where)}</code></a>'
+            if isinstance(url, str) and url.startswith("https://")
+            else f"<code>{esc(where)}</code>"
+        )
+        + "</p>"
+    )
+    if entry.common:
+        out.append(
+            '<table class="values"><thead><tr><th>value</th><th>'
+            + ("captured (every occurrence)" if many else "captured")
+            + "</th></tr></thead><tbody>"
+            + "".join(
+                f"<tr><td><code>{esc(k)}</code></td><td><code>{esc(v)}</code></td></tr>"
+                for k, v in entry.common
+            )
+            + "</tbody></table>"
+        )
+    if entry.diagnosis is not None:
+        first = " (the first occurrence's; all have its condition)" if many else ""
+        out.append(
+            f'<p class="diag"><strong>Diagnosis{first}:</strong> '
+            f"{esc(_diagnosis(entry.diagnosis))}</p>"
+        )
+    out.append(_record_html(rec))
+    if many:
+        out.append(_occurrences_html(entry))
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _diagnosis(d: Diagnosis) -> str:
+    return " ".join(
+        p
+        for p in (d.explanation or d.condition.value, d.expected and f"Expected: {d.expected}.")
+        if p
+    )
+
+
+def _record_html(rec: Mapping[str, Any]) -> str:
+    """The record's documentation and fixes, collapsible; the fix open by default."""
+    parts: list[str] = []
+    solutions = rec.get("solutions") or []
+    if solutions:
+        parts.append(
+            '<details class="fix" open><summary>How to fix</summary><ol>'
+            + "".join(f"<li>{esc(s)}</li>" for s in solutions)
+            + "</ol>"
+            + (
+                f'<pre class="example">{esc(rec["exampleFix"])}</pre>'
+                if rec.get("exampleFix")
+                else ""
+            )
+            + "</details>"
+        )
+    docs = [
+        (title, rec.get(key))
+        for title, key in (
+            ("What it means", "documentation"),
+            ("When it happens", "triggerScenarios"),
+            ("Common situations", "commonSituations"),
+        )
+        if rec.get(key)
+    ]
+    tips = rec.get("preventionTips") or []
+    if docs or tips:
+        parts.append(
+            '<details class="docs"><summary>What it means, when it happens, prevention</summary>'
+            + "".join(f"<p><strong>{t}.</strong> {esc(v)}</p>" for t, v in docs)
+            + ("<ul>" + "".join(f"<li>{esc(t)}</li>" for t in tips) + "</ul>" if tips else "")
+            + "</details>"
+        )
+    return "\n".join(parts)
+
+
+def _occurrences_html(entry: Entry) -> str:
+    sources = bool(entry.sources)
+    diagnoses = any(o.diagnosis is not None for o in entry.occurrences)
+    head = (
+        (["file"] if sources else [])
+        + ["lines", "count"]
+        + list(entry.varying)
+        + (["diagnosis"] if diagnoses else [])
+    )
+    rows = []
+    for o in entry.occurrences:
+        cells = (
+            ([f"<td>{esc(_shown_name(o.source))}</td>"] if sources else [])
+            + [
+                f'<td class="num" data-sort="{o.lines[0] if o.lines else 0}">'
+                + esc(", ".join(str(n) for n in o.lines[:12]))
+                + (f" (+{len(o.lines) - 12} more)" if len(o.lines) > 12 else "")
+                + "</td>",
+                f'<td class="num">{o.count}</td>',
+            ]
+            + [f"<td><code>{esc(v)}</code></td>" for _, v in o.values]
+            + (
+                [f"<td>{esc(_diagnosis(o.diagnosis)) if o.diagnosis else ''}</td>"]
+                if diagnoses
+                else []
+            )
+        )
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f'<details class="occurrences" open><summary>Occurrences ({len(entry.occurrences)})'
+        '</summary><table class="sortable occurrences"><thead><tr>'
+        + "".join(f"<th>{esc(h)}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></details>"
+    )
+
+
+def _suggestions_html(report: Report) -> list[str]:
+    similar = [m for m in report.matches if m.confidence is Confidence.SIMILAR]
+    if not similar:
+        return []
+    return [
+        "<h2>Not recognised: closest known errors (suggestions only)</h2>"
+        '<ul id="similar">'
+        + "".join(
+            f'<li><span class="ex">{esc(m.exception.cls or "")}'
+            f"{': ' if m.exception.cls else ''}{esc(m.exception.message)}</span> "
+            f"~ <code>{esc(m.id)}</code> {esc(m.slug)} (similarity {m.score:.2f})</li>"
+            for m in similar
+        )
+        + "</ul>"
+    ]
 
 
 def _log(text: str, hits: dict[int, str]) -> str:

@@ -28,10 +28,22 @@ def _clip(text: str, width: int = 100) -> str:
 def summary(report: TriageReport) -> str:
     """One line: what was read and found."""
     logs_known = len({f for k in report.known for f in k.files})
+    empty = f", {len(report.empty)} empty" if report.empty else ""
     return (
         f"triaged {report.logs} log(s), {report.bytes / 1e6:.1f} MB: "
         f"{len(report.known)} known error(s) in {logs_known} log(s), "
-        f"{len(report.unknown)} unknown group(s), {len(report.errors)} unreadable log(s)"
+        f"{len(report.unknown)} unknown group(s), {len(report.errors)} unreadable log(s){empty}"
+    )
+
+
+def _cut_note(report: TriageReport) -> str | None:
+    """The line the text summary opens and ends with when it lists only the top groups."""
+    if len(report.known) <= TOP and len(report.unknown) <= TOP:
+        return None
+    return (
+        f"Not listed: groups past the top {TOP} of each kind "
+        f"({max(0, len(report.known) - TOP)} known, {max(0, len(report.unknown) - TOP)} unknown); "
+        "`--format json` or `--format html` lists every group."
     )
 
 
@@ -39,6 +51,9 @@ def summary(report: TriageReport) -> str:
 def triage_text(report: TriageReport, options: RenderOptions) -> str:
     """The summary, then the top known and unknown groups as tables, then the errors."""
     out = [summary(report), ""]
+    cut = _cut_note(report)
+    if cut:
+        out[1:1] = [cut]
     new = report.baseline is not None
     if report.known:
         out.append("Known errors (by logs):")
@@ -65,8 +80,8 @@ def triage_text(report: TriageReport, options: RenderOptions) -> str:
                 e = u.examples[0]
                 out.append(f"  {'':>6} {'':>6}  e.g. {e.file}:{e.line}")
         out.append("")
-    if len(report.known) > TOP or len(report.unknown) > TOP:
-        out.append(f"(the top {TOP} of each shown; --format json lists every group)")
+    if cut:
+        out.append(cut)
     if report.workers_lost:
         out.append(f"{report.workers_lost} worker process(es) died; their logs were retried once.")
     if report.errors:

@@ -269,6 +269,17 @@ class Unmatched:
 
 
 @dataclass(frozen=True)
+class InputFile:
+    """One input of a several-file explain: its name and, when it could not be read, why."""
+
+    source: str  #: the name as given (``-`` for standard input)
+    error: str | None = None  #: one line: why it could not be read; None when it was explained
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "error": self.error}
+
+
+@dataclass(frozen=True)
 class KnowledgeBaseInfo:
     """What the knowledge base held: set on a report only while it is the bundled sample."""
 
@@ -299,6 +310,13 @@ class Report:
     knowledge_base: KnowledgeBaseInfo | None = None
     #: What a large input's report left out (``errkb.report.limits``); None: nothing was cut.
     omitted: Truncation | None = None
+    #: Several inputs: each one in order, those that could not be read with why (else empty).
+    files: tuple[InputFile, ...] = ()
+
+    @property
+    def unreadable(self) -> tuple[InputFile, ...]:
+        """The inputs that could not be read (each is one line of the report)."""
+        return tuple(f for f in self.files if f.error is not None)
 
     @property
     def exact(self) -> tuple[Match, ...]:
@@ -311,12 +329,30 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """Return 0 when a known error was explained, 1 when none was (grep's convention)."""
+        """Return 0 when a known error was explained, 1 when none was (grep's convention).
+
+        2 when some input could not be read, as ``check`` and grep do: the other inputs were
+        still explained and are in the report, but a gate must not read the run as complete.
+        """
+        if self.unreadable:
+            return 2
         return 0 if self.explained else 1
 
     @classmethod
     def merge(cls, named: Sequence[tuple[str, Report]]) -> Report:
         """One report for several inputs; each match and exception says which file it is from."""
+        return cls.of_inputs(named)
+
+    @classmethod
+    def of_inputs(cls, inputs: Sequence[tuple[str, Report | str]]) -> Report:
+        """One report for several inputs, in order: each a report, or why it could not be read.
+
+        Each match and exception says which file it is from; ``files`` lists every input.
+        """
+        named = [(name, r) for name, r in inputs if isinstance(r, Report)]
+        files = tuple(InputFile(name, None if isinstance(r, Report) else r) for name, r in inputs)
+        if not named:
+            return cls(_version(), None, (), (), None, None, files)
         first = named[0][1]
         cuts = [r.omitted for _name, r in named if r.omitted is not None]
         omitted = None
@@ -331,6 +367,7 @@ class Report:
             tuple(replace(u, source=name) for name, r in named for u in r.unmatched),
             first.knowledge_base,
             omitted,
+            files,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -341,7 +378,14 @@ class Report:
             "unmatched": [u.to_dict() for u in self.unmatched],
             **({"knowledgeBase": self.knowledge_base.to_dict()} if self.knowledge_base else {}),
             **({"omitted": self.omitted.to_dict()} if self.omitted else {}),
+            **({"files": [f.to_dict() for f in self.files]} if self.files else {}),
         }
+
+
+def _version() -> str:
+    from errkb import __version__
+
+    return __version__
 
 
 @dataclass(frozen=True)
@@ -404,6 +448,7 @@ __all__ = [
     "FoundBy",
     "HistoryEntry",
     "IngestReport",
+    "InputFile",
     "KnowledgeBaseInfo",
     "LintFinding",
     "LintReport",

@@ -7,9 +7,10 @@ reduce (:mod:`errkb.triage`) folds any number of them into one :class:`TriageRep
 Every collection is sorted by a key of its own content, so the report does not depend on the
 order logs were done in: ``-j 1``, ``-j 8`` and a Dask cluster print the same bytes.
 
-Exit codes: 0 every log was read and nothing unknown was found, 1 unknown errors were found (or
-known ones new since the baseline), 3 some logs could not be read (their lines are in
-``errors``; the others were triaged). A bad option or an unreadable knowledge base is 2.
+Exit codes: 1 unknown errors were found (with a baseline: errors new since then), whether or not
+some logs could not be read; else 3 some logs could not be read (their lines are in ``errors``;
+the others were triaged); else 0. An empty log is read and clean (``empty``), not an error. A
+bad option or an unreadable knowledge base is 2.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class KnownGroup:
     diagnoses: tuple[str, ...]  #: the distinct diagnoses of the reference validator
     examples: tuple[Example, ...]
     new: bool = False  #: not in the baseline run
+    fix: str | None = None  #: the record's first solution, on one line
+    link: str | None = None  #: where the record's message is raised (its GitHub URL)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,8 @@ class KnownGroup:
             "diagnoses": list(self.diagnoses),
             "examples": [e.to_dict() for e in self.examples],
             "new": self.new,
+            "fix": self.fix,
+            "link": self.link,
         }
 
 
@@ -82,6 +87,9 @@ class UnknownGroup:
     values: tuple[tuple[str, ...], ...]  #: per varying slot, its distinct values (sorted, capped)
     examples: tuple[Example, ...]
     new: bool = False
+    #: The baseline's clusters this group was recognised as (its own id, or the id of a group
+    #: of the same template whose values differed), sorted; empty without a baseline or if new.
+    baseline_clusters: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +103,7 @@ class UnknownGroup:
             "values": [list(v) for v in self.values],
             "examples": [e.to_dict() for e in self.examples],
             "new": self.new,
+            "baselineClusters": list(self.baseline_clusters),
         }
 
 
@@ -145,13 +154,26 @@ class TriageReport:
     rows: tuple[Row, ...] = field(default=(), repr=False)
     baseline: str | None = None  #: the baseline file compared against
     workers_lost: int = 0  #: worker processes that died (their logs were retried once)
+    empty: tuple[str, ...] = ()  #: logs that hold nothing (read, and clean), sorted
+
+    @property
+    def found(self) -> bool:
+        """Unknown errors were found, or (with a baseline) errors new since then."""
+        if self.baseline is not None:
+            return any(k.new for k in self.known) or any(u.new for u in self.unknown)
+        return bool(self.unknown)
 
     @property
     def exit_code(self) -> int:
+        """1 when something unknown or new was found, else 3 when some log could not be read.
+
+        A finding wins over an unreadable log, so a CI gate never misses one (the report says
+        both); 0 when every log was read and nothing was found. An empty log is read: clean.
+        """
+        if self.found:
+            return 1
         if self.errors:
             return EXIT_LOG_ERRORS
-        if self.unknown or any(k.new for k in self.known):
-            return 1
         return 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,6 +187,7 @@ class TriageReport:
             "known": [k.to_dict() for k in self.known],
             "unknown": [u.to_dict() for u in self.unknown],
             "errors": [e.to_dict() for e in self.errors],
+            "empty": list(self.empty),
         }
 
 
@@ -181,6 +204,8 @@ class KnownHit:
     captures: tuple[tuple[str, str], ...]
     message: str
     diagnosis: str | None
+    fix: str | None = None  #: the record's first solution, on one line
+    link: str | None = None  #: the record's GitHub URL
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +217,8 @@ class KnownHit:
             "captures": [list(c) for c in self.captures],
             "message": self.message,
             "diagnosis": self.diagnosis,
+            "fix": self.fix,
+            "link": self.link,
         }
 
     @classmethod
@@ -205,6 +232,8 @@ class KnownHit:
             tuple((str(k), str(v)) for k, v in d["captures"]),
             str(d["message"]),
             d["diagnosis"],
+            d.get("fix"),
+            d.get("link"),
         )
 
 
@@ -242,6 +271,7 @@ class LogResult:
     unknown: tuple[UnknownHit, ...] = ()
     error: str | None = None  #: why the log could not be triaged (one line)
     dataset_version: str | None = None
+    empty: bool = False  #: the log holds nothing but white space: read, and clean
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -253,6 +283,7 @@ class LogResult:
             "unknown": [u.to_dict() for u in self.unknown],
             "error": self.error,
             "datasetVersion": self.dataset_version,
+            "empty": self.empty,
         }
 
     @classmethod
@@ -266,4 +297,5 @@ class LogResult:
             tuple(UnknownHit.from_dict(u) for u in d["unknown"]),
             d["error"],
             d.get("datasetVersion"),
+            bool(d.get("empty", False)),
         )

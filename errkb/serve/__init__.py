@@ -277,15 +277,25 @@ class Service:
 
     def status(self) -> dict[str, Any]:
         """Dataset version, record and repository counts, and the last sync."""
+        from errkb._resources import bundled_dataset_dir
+
         self.kb.refresh()
         stats = self.kb.stats()
         last = self.kb.latest_version()
+        # Only the bundled sample while the last version applied is its ingest (every sync,
+        # ingest or rollback after it is a newer version): explain's note says the same.
+        sample = (
+            last is not None
+            and last.kind.value == "ingest"
+            and last.source == str(bundled_dataset_dir())
+        )
         return {
             "errkb": _version(),
             "datasetVersion": stats.dataset_version,
             "records": stats.records,
             "retired": stats.retired,
             "repos": stats.repos,
+            "bundledSample": sample,
             "lastSync": None
             if last is None
             else {

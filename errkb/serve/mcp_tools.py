@@ -4,8 +4,10 @@ Built on the official ``mcp`` SDK 2.x (``mcp.server.mcpserver.MCPServer``), from
 ``errkb[mcp]`` extra. Each tool has a typed input schema (with size caps), a description that
 tells an assistant when to call it, and structured output: the same JSON objects as the CLI's
 ``--format json``. Bad input is a tool error (``is_error``) with a message saying what was
-wrong; the server itself never stops for it. Tools run the synchronous library on worker threads
-(the SDK does this for sync functions), all sharing one ``KnowledgeBase``.
+wrong (arguments that do not fit a tool's schema too: :func:`invalid_arguments`, one clause per
+argument, no pydantic text); the server itself never stops for it. Tools run the synchronous
+library on worker threads (the SDK does this for sync functions), all sharing one
+``KnowledgeBase``.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypeVar
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, ValidationError
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
@@ -117,11 +119,42 @@ Offset = Annotated[
 ]
 
 
+def invalid_arguments(tool: str, exc: ValidationError) -> str:
+    """Arguments that do not fit a tool's input schema, said as errkb says bad input.
+
+    One line per argument: its name, what it must be, and what it was (clipped); no pydantic
+    class names and no documentation URL, which an assistant cannot act on.
+    """
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        what = str(err.get("msg", "invalid")).replace("Input should be", "must be")
+        if err.get("type") == "missing":
+            what = "is required"
+        else:
+            given = repr(err.get("input"))
+            what += f" (got {given if len(given) <= 60 else given[:59] + '…'})"
+        parts.append(f"{where}: {what}")
+    return f"bad arguments to {tool}: " + "; ".join(parts)
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, with argument validation errors in errkb's words."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(invalid_arguments(name, exc.__cause__)) from None
+            raise
+
+
 def build_server(service: Service) -> MCPServer[Any]:
     """An MCP server whose tools answer from ``service`` (one knowledge base for all sessions)."""
     from errkb import __version__
 
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         "errkb", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
 

@@ -37,9 +37,22 @@ def _bundled(filename: str) -> dict[str, Any]:
 
 
 def _load(filename: str) -> dict[str, Any]:
+    """A shipped schema, without the copies of other shipped files it embeds for validators.
+
+    A shipped file may embed a file it refers to under ``$defs`` with that file's ``$id`` (so
+    a plain validator resolves the reference without a registry); here every reference is
+    inlined instead, so those copies are dropped rather than sent twice.
+    """
     from errkb._resources import schema_path
 
     schema: dict[str, Any] = json.loads(schema_path(filename).read_text(encoding="utf-8"))
+    defs = schema.get("$defs")
+    if isinstance(defs, dict):
+        kept = {k: v for k, v in defs.items() if not (isinstance(v, dict) and "$id" in v)}
+        if kept:
+            schema["$defs"] = kept
+        else:
+            del schema["$defs"]
     return schema
 
 

@@ -12,7 +12,8 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from errkb import __version__, _json
@@ -140,8 +141,6 @@ def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
         raise InputError(f"{path}: log larger than {limit} bytes (not read)")
     raw = inputs.read_input(path, None, limit)
     data = inputs.decompress_input(raw, path, limit)
-    if not data.strip():
-        raise InputError(f"{path}: empty log")
     if needs_decoding(data) and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         head = data[:4096]
         # UTF-16 without a BOM has NULs in every other byte; anything else with NULs is binary.
@@ -160,6 +159,8 @@ def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogR
     except ErrkbError as exc:
         return LogResult(path, 0, None, None, error=_reason(path, str(exc)))
     first, last = log_times(data, mtime)
+    if not data.strip():  # an empty log is read, and holds no error: not an error line
+        return LogResult(path, size, first, last, empty=True)
     try:
         report = kb.explain(data)
     except ErrkbError as exc:
@@ -178,6 +179,8 @@ def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogR
             m.captures,
             m.exception.message,
             m.diagnosis.explanation if m.diagnosis is not None else None,
+            _first_solution(m.record),
+            m.record.get("githubUrl") if isinstance(m.record.get("githubUrl"), str) else None,
         )
         for m in report.exact
     )
@@ -185,6 +188,14 @@ def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogR
         UnknownHit(u.cls, u.message, u.occurrences, u.lines or (u.line,)) for u in report.unmatched
     )
     return LogResult(path, size, first, last, known, unknown, None, report.dataset_version)
+
+
+def _first_solution(record: Mapping[str, object]) -> str | None:
+    """A record's first solution on one line, or None."""
+    solutions = record.get("solutions")
+    if isinstance(solutions, list) and solutions and isinstance(solutions[0], str):
+        return " ".join(solutions[0].split())
+    return None
 
 
 def _reason(path: str, message: str) -> str:
@@ -203,8 +214,19 @@ def _span(results: Sequence[LogResult]) -> tuple[str | None, str | None]:
     return (min(firsts) if firsts else None), (max(lasts) if lasts else None)
 
 
-def load_baseline(path: str) -> tuple[set[str], set[str]]:
-    """The known record ids and unknown cluster ids of a previous ``--format json`` run."""
+@dataclass(frozen=True)
+class Baseline:
+    """What a previous ``--format json`` run held: its records, its clusters and their messages."""
+
+    known: frozenset[str]  #: record ids
+    clusters: frozenset[str]  #: unknown groups' cluster ids
+    #: Each unknown group's class and example messages, by cluster id: a later run's messages
+    #: are mined with them, so a group whose values vary is recognised (not ``new``).
+    messages: Mapping[str, tuple[str | None, tuple[str, ...]]]
+
+
+def load_baseline(path: str) -> Baseline:
+    """The record ids, cluster ids and messages of a previous ``--format json`` run."""
     from errkb import inputs
 
     name = os.fspath(path)
@@ -218,10 +240,14 @@ def load_baseline(path: str) -> tuple[set[str], set[str]]:
         k["id"] for k in value["known"] if isinstance(k, dict) and isinstance(k.get("id"), str)
     }
     unknown: list[object] = value["unknown"] if isinstance(value.get("unknown"), list) else []
-    clusters = {
-        u["cluster"] for u in unknown if isinstance(u, dict) and isinstance(u.get("cluster"), str)
-    }
-    return known, clusters
+    groups = [u for u in unknown if isinstance(u, dict) and isinstance(u.get("cluster"), str)]
+    messages: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+    for u in groups:
+        cls = u.get("class") if isinstance(u.get("class"), str) else None
+        examples = u.get("examples")
+        texts = [e.get("message") for e in examples or () if isinstance(e, dict)]
+        messages[u["cluster"]] = (cls, tuple(t for t in texts if isinstance(t, str)))
+    return Baseline(frozenset(known), frozenset(u["cluster"] for u in groups), messages)
 
 
 def reduce(
@@ -237,8 +263,8 @@ def reduce(
     errs = list(errors) + [LogError(r.file, r.error) for r in done if r.error is not None]
     ok = [r for r in done if r.error is None]
     rows: list[Row] = []
-    known = _known(ok, rows, base[0] if base else None)
-    unknown = _unknown(ok, rows, base[1] if base else None)
+    known = _known(ok, rows, set(base.known) if base else None)
+    unknown = _unknown(ok, rows, base)
     versions = sorted({r.dataset_version for r in ok if r.dataset_version})
     rows.sort(key=lambda r: (r.file, r.line, r.kind, r.id, r.message))
     return TriageReport(
@@ -252,6 +278,7 @@ def reduce(
         tuple(rows),
         baseline,
         workers_lost,
+        tuple(r.file for r in ok if r.empty),
     )
 
 
@@ -292,13 +319,15 @@ def _known(
                 _capped(h.diagnosis for _, h in pairs if h.diagnosis),
                 tuple(examples[:MAX_EXAMPLES]),
                 baseline is not None and rid not in baseline,
+                next((h.fix for _, h in pairs if h.fix), None),
+                next((h.link for _, h in pairs if h.link), None),
             )
         )
     return tuple(sorted(groups, key=lambda g: (-g.logs, -g.occurrences, g.id)))
 
 
 def _unknown(
-    results: Sequence[LogResult], rows: list[Row], baseline: set[str] | None
+    results: Sequence[LogResult], rows: list[Row], baseline: Baseline | None
 ) -> tuple[UnknownGroup, ...]:
     # Masking costs about 0.2 ms a message: each distinct message is masked once, however many
     # logs repeat it (a nightly run repeats a few hundred messages thousands of times).
@@ -308,10 +337,21 @@ def _unknown(
             key = (hit.error_class, hit.message)
             if key not in signatures:
                 signatures[key] = Signature.of(hit.error_class, hit.message)
+    # The baseline's messages are mined with today's: a group whose values vary since then
+    # merges with the baseline's messages of its template, and is recognised by them.
+    before: dict[tuple[str | None, str], set[str]] = {}
+    for cid, (cls, messages) in (baseline.messages if baseline else {}).items():
+        for message in messages:
+            before.setdefault((cls, message), set()).add(cid)
+            if (cls, message) not in signatures:
+                signatures[cls, message] = Signature.of(cls, message)
     hits = [
         (r, hit, signatures[hit.error_class, hit.message]) for r in results for hit in r.unknown
     ]
     clusters = mine((sig, message) for (_, message), sig in signatures.items())
+    recognised: dict[str, set[str]] = {}
+    for (cls, message), cids in before.items():
+        recognised.setdefault(clusters[signatures[cls, message], message].id, set()).update(cids)
     by_cluster: dict[str, list[tuple[LogResult, UnknownHit]]] = {}
     for r, hit, sig in hits:
         cluster = clusters[sig, hit.message]
@@ -332,6 +372,7 @@ def _unknown(
             key=lambda e: (e.file, e.line, e.message),
         )
         first, last = _span([r for r, _ in pairs])
+        seen = recognised.get(cid, set()) | ({cid} & baseline.clusters if baseline else set())
         groups.append(
             UnknownGroup(
                 cid,
@@ -343,7 +384,8 @@ def _unknown(
                 last,
                 tuple(_capped(s) for s in slots),
                 tuple(examples[:MAX_EXAMPLES]),
-                baseline is not None and cid not in baseline,
+                baseline is not None and not seen,
+                tuple(sorted(seen)),
             )
         )
     return tuple(sorted(groups, key=lambda g: (-g.count, -g.logs, g.cluster)))

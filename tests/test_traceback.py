@@ -926,3 +926,30 @@ def test_real_ci_syntax_error_message_ends_at_its_line() -> None:
     assert [(e.kind, e.message) for e in events] == [
         (EventKind.TRACEBACK, "invalid decimal literal")
     ]
+
+
+def test_djangos_copy_and_paste_traceback_ends_in_its_exception_type_and_value() -> None:
+    from errkb.parse.traceback import parse_log
+
+    text = (
+        "Request Method: GET\n"
+        "Python Version: 3.11.7\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/venv/django/core/handlers/exception.py", line 55, in inner\n'
+        "    response = get_response(request)\n"
+        '  File "/usr/lib/python3.11/optparse.py", line 708, in _check_callback\n'
+        "    raise OptionError(MESSAGE)\n"
+        "\n"
+        "Exception Type: OptionError at /run/r10/\n"
+        "Exception Value: callback not callable: 'us-east-2'\n"
+    )
+    (event,) = parse_log(text)
+    assert (event.exc_class, event.message, event.lines) == (
+        "OptionError",
+        "callback not callable: 'us-east-2'",
+        (11,),
+    )
+    assert [f.path for f in event.frames][-1] == "/usr/lib/python3.11/optparse.py"
+    # Without the traceback above it, an "Exception Type:" row is no exception.
+    assert parse_log("Exception Type: OptionError at /run/r10/\nException Value: x\n") == []

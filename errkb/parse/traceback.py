@@ -70,6 +70,13 @@ _EXC_LINE_RE = re.compile(
     r"(?:\([A-Za-z_][\w.]{0,255}\))?)"
     r"(?P<colon>: ?(?P<msg>.*))?$"
 )
+# Django's copy-and-paste traceback (the debug page's textarea, its error e-mail) ends with
+# ``Exception Type: pkg.SomeError at /path`` and ``Exception Value: message`` lines.
+_DJANGO_TYPE_RE = re.compile(
+    r"Exception Type: (?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
+    r"(?: at \S.{0,4096})?$"
+)
+_DJANGO_VALUE_RE = re.compile(r"Exception Value: ?(?P<msg>.*)$")
 # A ``Class: message`` line outside any traceback; the class is then checked by name.
 _BARE_RE = re.compile(r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>\S.*)$")
 # ``Class:`` ending its line (a wrapper moved the message to the next line).
@@ -456,7 +463,14 @@ class _StreamParser:
                     if k < n and _FRAME_RE.match(_dedent(lines[k].text, base) or ""):
                         j = k
                         continue
-                    if k < n and path is not None and self._exception_line_at(k):
+                    if (
+                        k < n
+                        and path is not None
+                        and (
+                            self._exception_line_at(k)
+                            or _DJANGO_TYPE_RE.match(lines[k].text.strip())
+                        )
+                    ):
                         j = k
                     break
                 body = _dedent(t, base)
@@ -481,6 +495,10 @@ class _StreamParser:
         if exc.header and not every and not headerless:
             return max(j, h + 1), []  # the traceback was cut off; a new log record follows
         body = _dedent(exc.text, base)
+        if body is not None and frames and body.startswith("Exception Type: "):
+            django = self._django_exception(j, base, every, frames, lines[h].number)
+            if django is not None:
+                return django
         m = _EXC_LINE_RE.match(body) if body is not None else None
         if m is None or (m.group("colon") is None and not is_exception_class(m.group("cls"))):
             return max(j, h + 1), []
@@ -504,6 +522,24 @@ class _StreamParser:
         draft.order = order
         draft.message_lines = wrap
         return j, [draft]
+
+    def _django_exception(
+        self, j: int, base: int, every: bool, frames: list[Frame], order: int
+    ) -> tuple[int, list[_Draft]] | None:
+        """Django's ``Exception Type: X at /path`` + ``Exception Value: msg`` ending at ``j``."""
+        kind = _DJANGO_TYPE_RE.match(_dedent(self.lines[j].text, base) or "")
+        if kind is None or j + 1 >= self.n:
+            return None
+        value = _DJANGO_VALUE_RE.match(_dedent(self.lines[j + 1].text, base) or "")
+        if value is None:
+            return None
+        parts = [value.group("msg")]
+        numbers = [self.lines[j + 1].number]
+        end = self._continuation(j + 2, parts, numbers, every=every, base=base, pytest=False)
+        draft = _Draft(EventKind.TRACEBACK, kind.group("cls"), "\n".join(parts), numbers, frames)
+        draft.order = order
+        draft.message_lines = self._message_lines(parts, j + 1)
+        return end, [draft]
 
     def _wrapped_frames_end(self, j: int, base: int) -> int:
         """Inside an indented block, skip frame lines a handler wrapped at its message column.

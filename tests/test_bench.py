@@ -163,6 +163,10 @@ def test_score_counts_and_explains() -> None:
     causes = sorted(h["cause"].split(":")[0] for h in acc.false_hits)
     assert causes == ["filler line (no error planted here)", "overlap"]
     assert acc.misses[0]["cause"].startswith("found at line(s) [9]")
+    # The planted copy at line 15 reported as a possible match (a generic record without its
+    # class and frame) is counted apart: neither found nor missed.
+    maybe = br.score(predictions, truth, ["line"] * 30, {}, possible=[{"id": "b", "lines": [15]}])
+    assert (maybe.tp, maybe.fn, maybe.possible) == (2, 0, 1)
 
 
 def test_naive_baseline_extrapolates() -> None:

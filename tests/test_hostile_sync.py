@@ -148,6 +148,49 @@ def test_a_manifest_counting_too_many_errors_is_refused_before_the_index(tmp_pat
     assert "counts 4000000 errors, more than 2000000 (the index row limit)" in err
 
 
+def _claim_parts(root: Path, parts: int) -> None:
+    """Every index part of ``root`` says the index has ``parts`` parts (the manifest re-hashed)."""
+    data = root / "data"
+    manifest = json.loads((data / "manifest.json").read_text())
+    for spec in manifest["files"]["index"]["parts"]:
+        path = data / Path(spec["path"]).name
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        raw = json.dumps({**doc, "parts": parts}).encode()
+        body = gzip.compress(raw, mtime=0)
+        path.write_bytes(body)
+        spec.update(
+            bytes=len(body),
+            sha256=hashlib.sha256(body).hexdigest(),
+            rawBytes=len(raw),
+            rawSha256=hashlib.sha256(raw).hexdigest(),
+        )
+    (data / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("claimed", [10**30, publish.MAX_INDEX_PARTS + 1, 4])
+def test_index_parts_claiming_more_parts_than_listed_are_refused(
+    tmp_path: Path, claimed: int
+) -> None:
+    # 10**30 was an unexpected MemoryError at 4.5 GB: every number up to it was made.
+    db = _db_with_a_version(tmp_path)
+    root = build_tree(tmp_path / "hostile", make_records(6, repos=2, start=100), NEW, index_parts=3)
+    _claim_parts(root, claimed)
+    err = _sync_refused(db, root)
+    (line,) = err.splitlines()
+    if claimed > publish.MAX_INDEX_PARTS:
+        assert "index-1.json.gz: the index part says the index has more than 10000 parts" in line
+    else:
+        assert "index part(s) 4 of 4 are not listed in the manifest (it lists 3)" in line
+    assert line.endswith("nothing changed")
+
+
+def test_a_manifest_listing_too_many_index_parts_is_refused_before_any_is_fetched() -> None:
+    listed = [f"/data/index-{n}.json.gz" for n in range(1, publish.MAX_INDEX_PARTS + 2)]
+    manifest = {"schemaVersion": 2, "datasetVersion": NEW, "files": {"index": {"parts": listed}}}
+    with pytest.raises(SyncError, match="m: the manifest lists 10001 index parts, more than"):
+        publish.parse_manifest(json.dumps(manifest).encode(), "m")
+
+
 def test_too_many_repositories_are_refused(tmp_path: Path) -> None:
     entries = [{"repo": f"o/r{n}"} for n in range(5)]
     with pytest.raises(SyncError, match="r: lists more than 3 repositories"):

@@ -260,3 +260,20 @@ def test_not_a_database(tmp_path: Path) -> None:
     db.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(StoreError, match="not an errkb database"):
         errkb.open(db)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["stats"], ["explain", str(EXAMPLES / "quanto-incompatible-scale.log")], ["sync", "/x"]],
+)
+def test_a_malformed_postgresql_url_is_a_usage_error_naming_the_option(
+    command: list[str],
+) -> None:
+    url = "postgresql://reader:s3cret@[::1"
+    with pytest.raises(UsageError, match=r"--db .* not a valid PostgreSQL URL"):
+        open_store(url)
+    proc = _errkb(url, *command)
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("errkb: error: --db (or ERRKB_DB) 'postgresql://***@[::1'")
+    assert "s3cret" not in proc.stderr and "unexpected" not in proc.stderr

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from errkb.triage.templates import Signature, cluster_id, masked, mine, slot_values
+from errkb.triage.templates import (
+    MAX_MESSAGE_TOKENS,
+    Signature,
+    align,
+    cluster_id,
+    masked,
+    mine,
+    slot_values,
+)
+from tests.hostile import Outcome, run_errkb, run_python
+from tests.workcount import assert_linear, cpu_ratio
 
 
 @pytest.mark.parametrize(
@@ -178,3 +192,113 @@ def test_different_text_glued_after_a_value_keeps_two_templates_apart() -> None:
     loader = [("ValueError", f"{v}.__loader__ is None") for v in ("0xc3", "0xd4")]
     got = _clusters(spec + loader)
     assert set(got.values()) == {"<*>.__spec__ is None", "<*>.__loader__ is None"}
+
+
+# ------------------------------------------------------------ hostile lines (issue 50, row 1)
+def _numbers(n: int) -> str:
+    return "bad values " + " ".join(str(k % 10) for k in range(n))
+
+
+def test_a_line_of_thousands_of_numbers_is_mined_in_linear_work() -> None:
+    def run(message: str) -> None:
+        sig = Signature.of("ValueError", message)
+        (cluster,) = set(mine([(sig, message)]).values())
+        slot_values(message, cluster)
+
+    assert_linear(_numbers, run, 300)
+    message = _numbers(8_000)
+    sig = Signature.of("ValueError", message)
+    assert len(sig.masked) == MAX_MESSAGE_TOKENS
+    (cluster,) = set(mine([(sig, message)]).values())
+    values = slot_values(message, cluster)
+    # The rest of the line past the cap is the last value, whole.
+    assert values[-1] == " ".join(str(k % 10) for k in range(MAX_MESSAGE_TOKENS - 3, 8_000))
+    assert len(values) == MAX_MESSAGE_TOKENS - 2
+
+
+def test_align_is_linear_past_its_table_cap() -> None:
+    def run(n: int) -> None:
+        a = ["x"] * 3 + [f"a{k}" for k in range(n)] + ["y"]
+        b = ["x"] * 3 + [f"b{k}" for k in range(n)] + ["y"]
+        steps = align(a, b)
+        assert steps[3] == (False, list(range(3, n + 3)), list(range(3, n + 3)))
+        assert steps[-1] == (True, [n + 3], [n + 3])
+
+    assert_linear(lambda n: n, run, 1_000)
+    # Below the cap, the table's alignment: the longest common subsequence.
+    assert align(["a", "b", "c", "d"], ["a", "c", "d", "e"]) == [
+        (True, [0], [0]),
+        (False, [1], []),
+        (True, [2], [1]),
+        (True, [3], [2]),
+        (False, [], [3]),
+    ]
+
+
+#: Lines that made the masking regex backtrack exponentially or scan far from every start.
+_HOSTILE_MASKING: dict[str, Callable[[int], str]] = {
+    "nested tuples": lambda n: "(" + "(1, 2), " * n,
+    "nested lists": lambda n: "[" + "['a', 1], " * n,
+    "quoted items": lambda n: "(" + "'x'," * n,
+    "dashes": lambda n: "-a" * n,
+    "dict items": lambda n: "{" + "{a}" * n,
+    "unclosed reprs": lambda n: "<a:" * n,
+}
+
+
+def test_masking_hostile_lines_never_backtracks_without_bound() -> None:
+    # "(" and 40 "(1, 2), " took 2**40 steps before each item was an atomic group: run in a
+    # bounded child so a regression fails instead of hanging the run.
+    out = run_python(
+        "import sys\n"
+        "from errkb.triage.templates import tokens\n"
+        "for line in sys.argv[1:]:\n"
+        "    tokens(line)\n"
+        "print('done')\n",
+        *(shape(40) for shape in _HOSTILE_MASKING.values()),
+        timeout=60,
+    )
+    assert (out.returncode, out.stdout.strip()) == (0, "done"), out.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", sorted(_HOSTILE_MASKING))
+def test_masking_cpu_is_linear_in_the_line(shape: str) -> None:
+    build = _HOSTILE_MASKING[shape]
+    assert cpu_ratio(lambda n: build(n)[:n], masked, 16_000, 8) < 8 * 3
+
+
+def _triage_one_line(tmp_path: Path, db: Path, line: str, memory: int) -> Outcome:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "one.log").write_text(
+        'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
+        f"ValueError: {line}\n"
+    )
+    shutil.copyfile(db, tmp_path / "kb.sqlite3")
+    return run_errkb(
+        ["--db", str(tmp_path / "kb.sqlite3"), "triage", "--format", "json", str(logs)],
+        memory=memory,
+        timeout=120,
+    )
+
+
+def test_triage_of_a_line_of_8000_numbers_stays_small(
+    tmp_path: Path, _seeded_template: Path
+) -> None:
+    # 2.36 GB of RSS before (the alignment's table of 8,000 by 8,000 Python ints).
+    out = _triage_one_line(tmp_path, _seeded_template, _numbers(8_000), 512 << 20)
+    assert out.returncode == 1 and not out.crashed, out.stderr
+    (group,) = json.loads(out.stdout)["unknown"]
+    assert group["template"].startswith("bad values <*> <*>")
+
+
+@pytest.mark.slow
+def test_triage_of_a_line_of_a_million_characters_stays_small(
+    tmp_path: Path, _seeded_template: Path
+) -> None:
+    # 16,000 numbers a line was an unexpected MemoryError at 8 GB; a 1 MiB line is the most
+    # the traceback parser reads of a message.
+    out = _triage_one_line(tmp_path, _seeded_template, _numbers(500_000)[: 1 << 20], 512 << 20)
+    assert out.returncode == 1 and not out.crashed, out.stderr
+    assert len(json.loads(out.stdout)["unknown"]) == 1

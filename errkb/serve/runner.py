@@ -14,7 +14,9 @@ was held open forever, 1,214 of them in one attack. Here:
 * SIGTERM, SIGINT and SIGHUP stop accepting, let in-flight requests finish for up to
   ``graceful_seconds``, and return normally (exit 0);
 * ``limit_concurrency`` bounds open connections and requests (past it uvicorn answers 503,
-  JSON with ``Retry-After`` like every errkb error),
+  JSON with ``Retry-After`` like every errkb error), but idle connections never fill it: a
+  new connection that would reach it closes the oldest idle ones (``_Protocol``), so only
+  requests in progress can make a client wait;
   idle keep-alive connections close after ``keep_alive_seconds``, and a connection whose
   request headers are not complete ``header_seconds`` after it opened (or after its last
   response) is closed.
@@ -108,17 +110,53 @@ def warnings_for(options: ServeOptions, policy: Policy) -> list[str]:
 
 
 class _Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on a request's headers."""
+    """uvicorn's h11 protocol: a deadline on headers, idle connections closed to make room.
+
+    Idle connections are closed, oldest first, when a new one would reach
+    ``limit_concurrency``. uvicorn counts every open connection against that limit and answers
+    503 once they reach it, idle ones included: 256 connections that never sent a request made
+    every client's request a 503 until the header deadline closed them, and again as they were
+    re-opened. A connection is idle while no request of it is in progress (its headers not yet
+    complete, or between keep-alive requests); closing one loses nothing a client does not
+    retry. So open connections stay below the limit while any of them is idle, and only
+    requests in progress can fill it.
+    """
 
     header_seconds = ServeOptions.header_seconds
+    #: When the connection last became idle (opened, or its last response sent).
+    idle_since = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.idle_since = self.loop.time()
         self._arm_header_timer()
+        if self.limit_concurrency is not None and len(self.connections) >= self.limit_concurrency:
+            self._make_room(self.limit_concurrency - 1)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
+        self.idle_since = self.loop.time()
         self._arm_header_timer()
+
+    def _idle(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _make_room(self, most: int) -> None:
+        """Close idle connections but this one, oldest first, until ``most`` are open.
+
+        Or until none is idle. Connections already closing count as gone.
+        """
+        others = [c for c in self.connections if c is not self]
+        going = {c for c in others if c.transport.is_closing()}
+        for conn in going:
+            self.connections.discard(conn)  # its connection_lost discards it again
+        idle = sorted(
+            (c for c in others if isinstance(c, _Protocol) and c not in going and c._idle()),
+            key=lambda c: c.idle_since,
+        )
+        for conn in idle[: max(0, len(self.connections) - most)]:
+            self.connections.discard(conn)
+            conn.transport.close()
 
     def _arm_header_timer(self) -> None:
         self.loop.call_later(self.header_seconds, self._header_deadline, self.cycle)

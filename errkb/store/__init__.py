@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING
 
 from errkb import _lazy
+from errkb.errors import UsageError
 from errkb.store.interface import _LAZY as _INTERFACE_LAZY
 from errkb.store.interface import (
     NO_KEEP,
@@ -66,10 +67,33 @@ def open_store(target: str | os.PathLike[str] | None) -> Store:
     if isinstance(resolved, str):
         from errkb.store.postgres import PostgresStore
 
-        return PostgresStore(resolved)
+        return PostgresStore(_checked_server_url(resolved))
     from errkb.store.sqlite import SqliteStore
 
     return SqliteStore(resolved)
+
+
+def _checked_server_url(url: str) -> str:
+    """``url`` when it parses as a URL, else a ``UsageError`` naming the ``--db`` option.
+
+    The driver and the redaction of messages split the URL; a malformed one
+    (``postgresql://[::1``) would be a bare ``ValueError`` there. Host lists and ports are
+    libpq's to judge (``h1:5432,h2:5433`` is one valid netloc), so only the split is checked
+    here. The message shows no user name or password: a URL that does not parse cannot be
+    redacted by its parts.
+    """
+    import urllib.parse
+
+    try:
+        urllib.parse.urlsplit(url)
+    except ValueError as exc:
+        scheme, _sep, rest = url.partition("://")
+        shown = f"{scheme}://{'***@' if '@' in rest else ''}{rest.rpartition('@')[2]}"
+        raise UsageError(
+            f"--db (or ERRKB_DB) {shown!r} is not a valid PostgreSQL URL: {exc} "
+            "(expected postgresql+psycopg://USER@HOST[:PORT]/DB)"
+        ) from None
+    return url
 
 
 __all__ = [

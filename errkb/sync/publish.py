@@ -58,6 +58,9 @@ DEFAULT_MAX_REPO_FILE_VALUES = 2_000_000
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT = DEFAULT_READ_TIMEOUT
 MANIFEST_PATH = "data/manifest.json"
+#: Most parts a split index may be listed in. Each part is one download; upstream splits its
+#: index into a handful. A part's own ``parts`` count must equal the number listed.
+MAX_INDEX_PARTS = 10_000
 #: Where ErrLookup publishes its dataset: what ``errkb sync`` fetches when given no SOURCE.
 DEFAULT_SOURCE = "https://errors.standardbeagle.com"
 #: Environment variable naming another default source (a mirror, a local tree).
@@ -497,6 +500,11 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
             listed = _index_listing(str(key), value)
             if listed is not None:
                 parts.extend(_part_entry(f"{key}{sub}", item, where) for sub, item in listed)
+    if len(parts) > MAX_INDEX_PARTS:
+        raise SyncError(
+            f"{where}: the manifest lists {len(parts)} index parts, more than {MAX_INDEX_PARTS} "
+            "(the index part limit); nothing changed"
+        )
     seen: dict[str, str] = {}
     for part in parts:
         if part.path in seen:
@@ -1246,8 +1254,9 @@ def read_index_parts(
 
     Each part is ``{schemaVersion, datasetVersion, part, parts, errors}`` (upstream's
     ``index-parts.ts``): every part must carry the manifest's ``datasetVersion`` and the same
-    ``parts`` count, and their ``part`` numbers must be 1..parts, each exactly once, one per
-    listed file. Anything else is one error naming the part; nothing is written before.
+    ``parts`` count (at most :data:`MAX_INDEX_PARTS`, checked before anything is made of it),
+    and their ``part`` numbers must be 1..parts, each exactly once, one per listed file. Anything
+    else is one error naming the part; nothing is written before.
     ``digest`` as for ``read_index``.
     """
     reader = _reader(limits, 0, 0, 0, digest)
@@ -1267,6 +1276,13 @@ def read_index_parts(
                 f"{content.where}: an index part needs integer 'part' and 'parts' members "
                 f"(found {meta.get('part')!r} and {meta.get('parts')!r}); nothing changed"
             )
+        if count > MAX_INDEX_PARTS:
+            # Before the numbers 1..parts are listed to find the missing ones (a part saying
+            # 10**30 made them all: a MemoryError at 4.5 GB) or a number is shown.
+            raise IntegrityError(
+                f"{content.where}: the index part says the index has more than "
+                f"{MAX_INDEX_PARTS} parts (the index part limit); nothing changed"
+            )
         if count < 1 or not 1 <= part <= count:
             raise IntegrityError(
                 f"{content.where}: index part {part} of {count} is out of range (parts count "
@@ -1285,11 +1301,14 @@ def read_index_parts(
             f"({', '.join(map(str, sorted(counts)))}); nothing changed"
         )
     total = counts.pop() if counts else 0
-    missing = sorted(set(range(1, total + 1)) - set(numbers))
+    missing = [n for n in range(1, total + 1) if n not in numbers]
     if missing:
+        shown = ", ".join(map(str, missing[:10])) + (
+            f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+        )
         raise IntegrityError(
-            f"{where}: index part(s) {', '.join(map(str, missing))} of {total} are not listed "
-            "in the manifest; nothing changed"
+            f"{where}: index part(s) {shown} of {total} are not listed in the manifest "
+            f"(it lists {len(parts)}); nothing changed"
         )
     return reader.result(where)
 

@@ -14,6 +14,8 @@ masking); see BENCHMARKS.md for pairwise F1, other seeds and what is still lost.
    (``0x7f3a``, UUIDs, long hex), dtypes (``torch.bfloat16``), IP addresses and ``host:port``,
    numbers (with a unit: ``12ms``, ``3.5GiB``). Each becomes ``<*>``; the text between them is
    split at whitespace. Pieces with no space between them are one word (``enc.<*>()``).
+   Linear in the message: no part of the pattern backtracks into an item it matched, and a
+   message is at most :data:`MAX_MESSAGE_TOKENS` tokens (the rest is one last ``<*>``).
 2. **Unmasking what repeats** (:func:`refine`): a masked value with a letter in it that three
    distinct messages hold at one place (class, length, position), and that no other place
    masks, is text (``module 'sqlite3' has no attribute <*>``: +1.0 point of GA). A word that
@@ -64,6 +66,14 @@ MAX_TOKENS = 64
 #: before it (in sorted order, where neighbours are alike): a template seen with thousands
 #: of values merges through its neighbours instead of costing a million comparisons.
 BLOCK_PAIRS = 48
+#: Cells of the table :func:`align` fills at most (a 256 by 256 middle): past it the middle of
+#: two token sequences is one gap, so aligning a line of thousands of tokens (only
+#: :func:`slot_values` does: :func:`mine` compares :data:`MAX_TOKENS` at most) stays linear.
+MAX_CELLS = 1 << 16
+#: Tokens a message is split into at most: the rest of a longer message is one last ``<*>``, so
+#: a line of 8,000 numbers costs what one of 256 tokens does, not 8,000 tokens' objects in every
+#: step. The longest of ``bench/triage.py``'s 6,888 messages has 101 tokens.
+MAX_MESSAGE_TOKENS = 256
 #: What each word of a gap's run beyond the first :data:`RUN_FREE` costs (a new gap costs
 #: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
 RUN_COST = 0.25
@@ -79,7 +89,7 @@ SOFT_PLACES = 3
 
 _Q = r"(?:[^{q}\\\n]|\\.){{0,4000}}"
 _SCALAR = (
-    r"-?\d[\d_.]*(?:[eE][-+]?\d+)?|None|True|False|'[^'\n]{0,400}'|\"[^\"\n]{0,400}\""
+    r"-?\d[\d_.]*(?:[eE][-+]?\d+)?|'[^'\n]{0,400}'|\"[^\"\n]{0,400}\""
     r"|<[A-Za-z_][^<>\n]{0,400}>|[A-Za-z_][\w.]{0,200}"
 )
 _C = r"\s{0,4},\s{0,4}"  # the comma between two items
@@ -88,8 +98,13 @@ _C = r"\s{0,4},\s{0,4}"  # the comma between two items
 def _sequence(item: str, opener: str, closer: str, comma: bool) -> str:
     """A bracketed, comma-separated run of ``item`` (written so that nothing backtracks far).
 
-    ``comma``: a tuple's one item needs its comma (``(2,)``); ``(got 'x')`` is words.
+    ``comma``: a tuple's one item needs its comma (``(2,)``); ``(got 'x')`` is words. Each
+    item is an atomic group: once matched it is never matched again another way, so a run of
+    items that fails to close costs its length, not two to the power of its items (``(`` and
+    ``(1, 2), `` repeated took minutes at 200 characters before). No alternative of an item
+    matches a prefix another would extend (``None`` is a name: the name alternative holds it).
     """
+    item = f"(?>{item})"
     more = f"{item}(?:{_C}{item}){{0,64}}"
     if comma:
         body = rf"(?:{item}{_C}(?:{more}\s{{0,4}},?)?|{item}(?:{_C}{item}){{1,64}}\s{{0,4}},?)?"
@@ -140,7 +155,6 @@ _VALUE = re.compile(
         )
     )
 )
-_SPACE = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
@@ -153,38 +167,44 @@ class Token:
 
 
 def tokens(message: str) -> tuple[Token, ...]:
-    """``message`` split into tokens, each value masked as ``<*>`` (see the module docstring)."""
+    """``message`` split into tokens, each value masked as ``<*>`` (see the module docstring).
+
+    At most :data:`MAX_MESSAGE_TOKENS`: the rest of a longer message is one last ``<*>``.
+    """
     out: list[Token] = []
+    for start, end, value in _pieces(message):
+        spaced = start > 0 and message[start - 1].isspace()
+        # Pieces with no space between them are one word: ``alpha_94()`` and ``enc.<*>()`` are
+        # then one differing position each, not words of different lengths.
+        if out and not spaced:
+            last = out[-1]
+            text = WILDCARD if value else message[start:end]
+            out[-1] = Token(last.masked + text, last.value + message[start:end], last.spaced)
+        elif len(out) == MAX_MESSAGE_TOKENS - 1:
+            out.append(Token(WILDCARD, message[start:].rstrip(), spaced))
+            break
+        else:
+            out.append(Token(WILDCARD if value else message[start:end], message[start:end], spaced))
+    return tuple(out)
+
+
+_WORD = re.compile(r"\S+")
+
+
+def _pieces(message: str) -> Iterator[tuple[int, int, bool]]:
+    """The spans of ``message``'s values and of the words between them, in order, lazily."""
     pos = 0
-
-    def words(text: str) -> None:
-        spaced = False
-        for word in _SPACE.split(text):
-            if word:
-                out.append(Token(word, word, spaced))
-            spaced = True
-
     while (m := _VALUE.search(message, pos)) is not None:
         start, end = m.span()
         # Quotes around a value are the value's: '[1, 'a b']' masks as '[]' does.
         if start > pos and end < len(message) and message[start - 1] == message[end] in "'\"":
             start, end = start - 1, end + 1
-        before = message[pos:start]
-        words(before)
-        spaced = before[-1:].isspace() if before else (pos > 0 and message[pos - 1 : pos].isspace())
-        out.append(Token(WILDCARD, message[start:end], spaced))
+        for word in _WORD.finditer(message, pos, start):
+            yield word.start(), word.end(), False
+        yield start, end, True
         pos = end
-    words(message[pos:])
-    # Pieces with no space between them are one word: ``alpha_94()`` and ``enc.<*>()`` are then
-    # one differing position each, not words of different lengths.
-    joined: list[Token] = []
-    for tok in out:
-        if joined and not tok.spaced:
-            last = joined[-1]
-            joined[-1] = Token(last.masked + tok.masked, last.value + tok.value, last.spaced)
-        else:
-            joined.append(tok)
-    return tuple(joined)
+    for word in _WORD.finditer(message, pos):
+        yield word.start(), word.end(), False
 
 
 def masked(message: str) -> str:
@@ -268,15 +288,40 @@ Step = tuple[bool, list[int], list[int]]
 
 
 def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
-    """The longest common subsequence of ``a`` and ``b`` (equal tokens) as matches and gaps."""
+    """The longest common subsequence of ``a`` and ``b`` (equal tokens) as matches and gaps.
+
+    Linear in memory and time past :data:`MAX_CELLS`: the equal tokens at the start are matched
+    as the table would match them; when the rest would still need more than
+    :data:`MAX_CELLS` cells, the equal tokens at the end are matched too and what lies between
+    is one gap (a message of thousands of tokens is a dump, never compared in :func:`mine`).
+    """
     n, m = len(a), len(b)
-    table = [[0] * (m + 1) for _ in range(n + 1)]
-    for i in range(n - 1, -1, -1):
-        row, below = table[i], table[i + 1]
-        for j in range(m - 1, -1, -1):
-            row[j] = below[j + 1] + 1 if a[i] == b[j] else max(below[j], row[j + 1])
+    head = 0
+    while head < n and head < m and a[head] == b[head]:
+        head += 1
+    tail = 0
+    if (n - head) * (m - head) > MAX_CELLS:
+        while tail < n - head and tail < m - head and a[n - 1 - tail] == b[m - 1 - tail]:
+            tail += 1
+    out: list[Step] = [(True, [k], [k]) for k in range(head)]
+    if (n - head - tail) * (m - head - tail) > MAX_CELLS:
+        out.append((False, list(range(head, n - tail)), list(range(head, m - tail))))
+    else:
+        out += _table_align(a, b, head, n - tail, m - tail)
+    out += [(True, [n - tail + k], [m - tail + k]) for k in range(tail)]
+    return out
+
+
+def _table_align(a: Sequence[str], b: Sequence[str], start: int, n: int, m: int) -> list[Step]:
+    """:func:`align` of ``a[start:n]`` and ``b[start:m]`` by the full table (positions absolute)."""
+    # table[i][j]: the longest common subsequence of a[start + i:n] and b[start + j:m].
+    table = [[0] * (m - start + 1) for _ in range(start, n + 1)]
+    for i in range(n - start - 1, -1, -1):
+        row, below, x = table[i], table[i + 1], a[start + i]
+        for j in range(m - start - 1, -1, -1):
+            row[j] = below[j + 1] + 1 if x == b[start + j] else max(below[j], row[j + 1])
     out: list[Step] = []
-    i = j = 0
+    i = j = start
     gap_a: list[int] = []
     gap_b: list[int] = []
     while i < n or j < m:
@@ -287,7 +332,9 @@ def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
             out.append((True, [i], [j]))
             i += 1
             j += 1
-        elif j < m and (i == n or table[i][j + 1] >= table[i + 1][j]):
+        elif j < m and (
+            i == n or table[i - start][j - start + 1] >= table[i - start + 1][j - start]
+        ):
             gap_b.append(j)
             j += 1
         else:

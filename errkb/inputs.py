@@ -348,9 +348,14 @@ def compression_of(data: bytes) -> str | None:
             return kind
     if data[:3] == b"BZh" and data[3:4] in b"123456789" and data[4:10] in _BZIP2_BLOCKS:
         return "bzip2"
-    if len(data) >= 8 and 0x50 <= data[0] <= 0x5F and data[1:4] == b"\x2a\x4d\x18":
+    if len(data) >= 8 and _skippable(data[:4]):
         return "zstd"  # a skippable frame (metadata) before the first real one
     return None
+
+
+def _skippable(magic: bytes | memoryview) -> bool:
+    """Whether ``magic`` opens a zstd skippable frame (0x184D2A50 to 0x184D2A5F)."""
+    return len(magic) == 4 and 0x50 <= magic[0] <= 0x5F and bytes(magic[1:]) == b"\x2a\x4d\x18"
 
 
 def unreadable_kind(data: bytes) -> str | None:
@@ -464,10 +469,14 @@ def _unzstd(data: bytes, out: _Output, name: str, what: str) -> None:
     pos = 0
     try:
         while pos < len(view):
+            if _skippable(view[pos : pos + 4]):  # metadata the decoder does not take: skipped
+                pos += 8 + int.from_bytes(view[pos + 4 : pos + 8], "little")
+                continue
             frame = zstandard.ZstdDecompressor(max_window_size=_ZSTD_MAX_WINDOW).decompressobj()
             while pos < len(view) and not frame.eof:
-                out.write(frame.decompress(view[pos : pos + _ZSTD_FEED]))
-                pos += _ZSTD_FEED
+                piece = view[pos : pos + _ZSTD_FEED]
+                out.write(frame.decompress(piece))
+                pos += len(piece)
             if not frame.eof:
                 raise InputError(f"{name}: truncated {what}")
             pos -= len(frame.unused_data)

@@ -41,6 +41,7 @@ from errkb.parse.sniff import (
     YAML_FOLD,
     has_yaml_fold,
     looks_like_container,
+    looks_like_mime,
     unescape_markup,
 )
 from errkb.parse.text import replace_surrogates
@@ -162,6 +163,8 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
     """
     if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
         return None
+    if looks_like_mime(text):
+        return _decode_mime(text)
     start = len(text) - len(text.lstrip(" \t\r\n\ufeff"))
     if text.startswith("<", start):
         return _decode_markup(text)
@@ -169,6 +172,28 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
     if decoded is None and has_yaml_fold(text):
         return _decode_yaml(text)
     return decoded
+
+
+# --- MIME mail -------------------------------------------------------------------------------
+
+
+def _decode_mime(text: str) -> Decoded:
+    """A mail's text parts as views (``errkb.parse.mime``); an HTML part's markup decoded too."""
+    from errkb.parse.mime import mime_parts
+
+    views: list[View] = []
+    for part in mime_parts(text):
+        origin = f"MIME part {part.index} ({part.content_type})"
+        if part.content_type == "text/html":
+            inner = _decode_markup(part.text)
+            if inner is not None:
+                views.extend(
+                    View(v.text, tuple(part.lines[n - 1] for n in v.lines), origin, v.value)
+                    for v in inner.views
+                )
+                continue
+        views.append(View(part.text, part.lines, origin, value=False))
+    return Decoded(None, tuple(views))
 
 
 # --- JSON ------------------------------------------------------------------------------------

@@ -491,6 +491,9 @@ def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
         event,
         lines=tuple(view.line(n) for n in event.lines),
         frames=tuple(_frame_at(f, view.line(f.input_line)) for f in event.frames),
+        message_lines=tuple(
+            MessageLine(m.text, view.line(m.number), m.length, m.width) for m in event.message_lines
+        ),
         chain_id=None if event.chain_id is None else (index << 32) + event.chain_id,
         origin=f"{view.origin}:{first}",
     )

@@ -290,6 +290,11 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
         if len(line_map) < len(physical):
             raise ValueError(f"line_map has {len(line_map)} lines, the text {len(physical)}")
         numbers = line_map
+    if may_hold_quoted(text):
+        from errkb.parse.cstrings import unquote_lines
+
+        # strace's data syscalls and quoted dumps: their strings read as lines of their own.
+        numbers, physical = unquote_lines(numbers, physical)
     for number, raw in zip(numbers, physical, strict=False):
         if "\r" in raw:
             for segment in _segments(raw):
@@ -297,6 +302,15 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
         else:
             append(_clean_line(number, raw, state))
     return NormalizedLog(tuple(out))
+
+
+def may_hold_quoted(text: str) -> bool:
+    r"""Whether ``text`` may hold a line ``errkb.parse.cstrings.unquote_lines`` rewrites.
+
+    Two substring tests: a quote, and an escaped line break or an strace write to stdout or
+    stderr (``(2, "``); the module is imported only then.
+    """
+    return '"' in text and ("\\n" in text or '(2, "' in text or '(1, "' in text)
 
 
 def line_text(raw: str) -> str:

@@ -42,6 +42,7 @@ from errkb.parse.sniff import (
     has_yaml_fold,
     looks_like_container,
     looks_like_mime,
+    looks_like_strace,
     unescape_markup,
 )
 from errkb.parse.text import replace_surrogates
@@ -165,6 +166,8 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
         return None
     if looks_like_mime(text):
         return _decode_mime(text)
+    if looks_like_strace(text):
+        return _decode_strace(text)
     start = len(text) - len(text.lstrip(" \t\r\n\ufeff"))
     if text.startswith("<", start):
         return _decode_markup(text)
@@ -194,6 +197,21 @@ def _decode_mime(text: str) -> Decoded:
                 continue
         views.append(View(part.text, part.lines, origin, value=False))
     return Decoded(None, tuple(views))
+
+
+def _decode_strace(text: str) -> Decoded:
+    """The strace output ``text`` as one view of the lines its programs wrote.
+
+    Each data syscall's string is read as lines, joined per process and descriptor
+    (``errkb.parse.cstrings``), on the input lines its pieces begin on.
+    """
+    from errkb.parse.cstrings import unquote_lines
+
+    physical = text.split("\n")
+    if physical and physical[-1] == "":
+        physical.pop()
+    numbers, lines = unquote_lines(range(1, len(physical) + 1), physical)
+    return Decoded(None, (View("\n".join(lines), tuple(numbers), "strace", value=False),))
 
 
 # --- JSON ------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ __all__ = [
     "has_yaml_fold",
     "looks_like_container",
     "looks_like_mime",
+    "looks_like_strace",
     "starts_like_container",
     "unescape_markup",
 ]
@@ -99,6 +100,34 @@ def _field_name(name: str) -> bool:
     return 0 < len(name) <= 76 and name.isascii() and name.isprintable() and " " not in name
 
 
+#: An strace line: an optional ``[pid N]`` or pid, an optional time stamp, then a syscall's
+#: name and its opening parenthesis, a signal (``--- SIG``) or an exit (``+++ exited``).
+_strace_re = _lazy.pattern(
+    r"(?:\[pid\s{1,8}\d{1,10}\]\s{1,8}|\d{1,10}\s{1,8})?(?:\d{1,10}(?::\d{2}:\d{2})?(?:\.\d{1,9})?\s{1,8})?"
+    r"(?:[a-z_][a-z0-9_]{0,31}\(|--- SIG|\+\+\+ (?:exited|killed)|<\.\.\. [a-z_0-9]{1,32} resumed>)"
+)
+#: Lines of a head looked at to tell strace output: every one of them must be strace's.
+STRACE_HEAD_LINES = 8
+
+
+def looks_like_strace(head: str | bytes) -> bool:
+    """Whether ``head`` begins as strace output: its first lines (at least three) all are.
+
+    Such an input is decoded whole (``errkb.parse.cstrings``: each write's string read as
+    lines, joined per process), never scanned as plain text: a line Python wrote in four
+    syscalls is four lines of the file.
+    """
+    if isinstance(head, bytes):
+        head = head[:4096].decode("utf-8", "replace")
+    if not head[:1].isalnum() and not head.startswith("[pid"):
+        return False
+    lines = [line for line in head[:4096].split("\n")[:STRACE_HEAD_LINES] if line.strip()]
+    if len(lines) < 3 or ('(2, "' not in head and '(1, "' not in head):
+        return False
+    pattern = _strace_re()
+    return all(pattern.match(line) is not None for line in lines)
+
+
 def looks_like_container(head: str | bytes) -> bool:
     """Tell cheaply whether input looks like JSON, markup or a folded YAML scalar.
 
@@ -108,7 +137,7 @@ def looks_like_container(head: str | bytes) -> bool:
     too. A YAML fold costs plain text one substring search (a backslash ending a line); only
     then is its line shape looked for.
     """
-    if looks_like_mime(head):
+    if looks_like_mime(head) or looks_like_strace(head):
         return True
     if isinstance(head, bytes):
         start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
@@ -160,7 +189,11 @@ def starts_like_container(head: bytes) -> bool:
     Not just holds JSON lines: such an input is decoded whole, never scanned as plain text.
     """
     start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
-    return _start_bytes_re().match(start) is not None or looks_like_mime(head)
+    return (
+        _start_bytes_re().match(start) is not None
+        or looks_like_mime(head)
+        or looks_like_strace(head)
+    )
 
 
 def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:

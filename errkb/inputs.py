@@ -385,7 +385,8 @@ def unreadable_kind(data: bytes) -> str | None:
     Archives and compressions errkb has no reader for by their magic bytes, a tar archive by
     its ``ustar`` header, and binary data by its first 4 KiB: NUL bytes, a quarter of them or
     one control byte in twenty, unless they fall as UTF-16 text's do (every other byte), which
-    is decoded as text. A log with a few NULs (a writer that crashed mid-line) is text.
+    is decoded as text. A log with a few NULs (a writer that crashed mid-line) is text, and a
+    leading run of NULs is skipped before the 4 KiB are looked at.
     """
     for magic, kind in _UNREADABLE:
         if data.startswith(magic):
@@ -395,6 +396,13 @@ def unreadable_kind(data: bytes) -> str | None:
     head = data[:4096]
     if b"\x00" not in head or head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return None
+    if not head.strip(b"\x00"):
+        # A leading run of NULs (a log file preallocated, then its writer crashed): judged by
+        # what follows it. Nothing but NULs is binary.
+        text = _not_nul().search(data)
+        if text is None:
+            return "binary data (NUL bytes)"
+        head = data[text.start() : text.start() + 4096]
     odd, even = head[1::2].count(0), head[0::2].count(0)
     half = len(head) // 2 or 1
     if min(odd, even) * 10 <= half and max(odd, even) * 10 >= half * 9:
@@ -405,6 +413,7 @@ def unreadable_kind(data: bytes) -> str | None:
     return None
 
 
+_not_nul = _lazy.pattern(rb"[^\x00]")
 #: Bytes no text holds (C0 controls but tab, line ends, form feed and ESC; DEL).
 _CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 

@@ -168,6 +168,7 @@ def test_what_errkb_cannot_read_is_named(data: bytes, kind: str) -> None:
         b"a log whose writer crashed\n" + b"\x00" * 100 + b"and went on\n" + b"x" * 4000,
         "ValueError: x\n".encode("utf-16-le"),  # PowerShell's > without a BOM
         "ValueError: x\n".encode("utf-16"),
+        b"\x00" * 10_000 + b"ValueError: x\n",  # preallocated, then the writer crashed
         b"PK is how this line starts\n",
     ],
 )

@@ -25,6 +25,15 @@ from tests.hostile import Outcome, run_errkb
 MiB = 1 << 20
 
 
+#: One knowledge base per test process, seeded by its first triage (each seeding costs seconds).
+_DB: dict[str, Path] = {}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _shared_db(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _DB["db"] = tmp_path_factory.mktemp("kb") / "kb.sqlite3"
+
+
 def _logs(root: Path) -> Path:
     logs = root / "logs"
     logs.mkdir()
@@ -38,7 +47,15 @@ def _triage(tmp_path: Path, *args: str, memory: int = 1 << 30, timeout: float = 
     With worker processes (``-j 2``) the child is a real interpreter: the pool spawns fresh
     ones, which a forked zygote child does not give them (``tests/zygote.py``).
     """
-    argv = ["--db", str(tmp_path / "kb.sqlite3"), "triage", "-q", "--format", "json", *args]
+    argv = [
+        "--db",
+        str(_DB.get("db", tmp_path / "kb.sqlite3")),
+        "triage",
+        "-q",
+        "--format",
+        "json",
+        *args,
+    ]
     if "-j" in args and args[args.index("-j") + 1] != "1":
         return _spawning(argv, memory=memory, timeout=timeout)
     return run_errkb(argv, memory=memory, timeout=timeout)
@@ -139,21 +156,21 @@ def _gzip_bomb(path: Path, inflated: int) -> None:
 
 def test_bombs_among_the_logs_are_one_line_each_with_two_workers(tmp_path: Path) -> None:
     logs = _logs(tmp_path)
-    _gzip_bomb(logs / "g.log.gz", 48 * MiB)
-    (logs / "b.log.bz2").write_bytes(bz2.compress(b"\0" * (48 * MiB)))
-    (logs / "x.log.xz").write_bytes(lzma.compress(b"\0" * (48 * MiB)))
+    _gzip_bomb(logs / "g.log.gz", 24 * MiB)
+    (logs / "b.log.bz2").write_bytes(bz2.compress(b"\0" * (24 * MiB)))
+    (logs / "x.log.xz").write_bytes(lzma.compress(b"\0" * (24 * MiB)))
     (logs / "n.log.gz").write_bytes(zlib.compress(b"", 9))  # a stray non-gzip: plain bytes
-    _gzip_bomb(tmp_path / "inner.gz", 48 * MiB)
+    _gzip_bomb(tmp_path / "inner.gz", 24 * MiB)
     nested = zlib.compressobj(9, zlib.DEFLATED, 31)
     (logs / "nested.log.gz").write_bytes(
         nested.compress((tmp_path / "inner.gz").read_bytes()) + nested.flush()
     )
-    # Two workers each at a 16 MiB cap: a bomb costs a worker at most the cap plus a chunk.
-    out = _triage(tmp_path, "-j", "2", "--max-log-mib", "16", str(logs), timeout=180)
+    # Two workers each at an 8 MiB cap: a bomb costs a worker at most the cap plus a chunk.
+    out = _triage(tmp_path, "-j", "2", "--max-log-mib", "8", str(logs), timeout=180)
     _clean(out)
     assert out.returncode == 3, out
     reasons = {Path(e["file"]).name: e["reason"] for e in json.loads(out.stdout)["errors"]}
-    cap = f"decompressed input larger than {16 * MiB} bytes"
+    cap = f"decompressed input larger than {8 * MiB} bytes"
     assert reasons == {
         "g.log.gz": cap,
         "b.log.bz2": cap,

@@ -121,7 +121,7 @@ def _peak(fn: object, *args: object) -> tuple[object, int]:
 def test_a_compressed_input_is_held_about_once(codec: object) -> None:
     # Issue 50 row 9: the bytearray and its bytes copy held 1,000 MiB of gzip text twice.
     line = b"2026-12-07 10:00:00 INFO worker 3 step 1200 loss 0.125 lr 3e-4\n"
-    text = line * (40 * MiB // len(line))
+    text = line * ((40 if codec is gzip else 16) * MiB // len(line))  # lzma compresses slowly
     packed = codec.compress(text)  # type: ignore[attr-defined]
     out, peak = _peak(decompress_input, packed, "x.log.gz")
     assert out == text

@@ -178,3 +178,19 @@ def test_bombs_among_the_logs_are_one_line_each_with_two_workers(tmp_path: Path)
         "nested.log.gz": cap,
         "n.log.gz": "binary data (NUL bytes), not a log",
     }, reasons
+
+
+def test_a_bad_baseline_is_refused_before_any_log_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from errkb import triage
+    from errkb.errors import InputError
+    from errkb.triage import pool
+
+    def never(*_args: object, **_kwargs: object) -> object:
+        raise AssertionError("logs were read before the baseline was checked")
+
+    monkeypatch.setattr(pool, "run_local", never)
+    baseline = _write_baseline(tmp_path / "deep.json", b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(InputError, match="nested deeper than 16 levels"):
+        triage.triage([str(_logs(tmp_path))], db=tmp_path / "kb.sqlite3", baseline=str(baseline))

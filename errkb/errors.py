@@ -22,6 +22,10 @@ class InputError(ErrkbError):
     """An input file or stream could not be read or parsed."""
 
 
+class UnreadableInputError(InputError):
+    """An input errkb cannot read as text: an archive, an unknown compression, binary data."""
+
+
 class UsageError(ErrkbError):
     """The caller asked for something that does not make sense (bad option value, unknown id)."""
 

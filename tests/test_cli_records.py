@@ -93,6 +93,10 @@ def test_explain_unreadable_file_exits_2(db: Path, tmp_path: Path) -> None:
 )
 def test_hostile_input_is_answered_without_a_crash(db: Path, payload: bytes) -> None:
     result = run(db, "explain", "--format", "json", input=payload)
+    if payload.startswith(b"\x00\x01\x02"):  # binary: one line saying so (issue 49)
+        assert result.exit_code == 2
+        assert result.stderr.strip() == "errkb: error: -: binary data (NUL bytes), not a log"
+        return
     assert result.exit_code in (0, 1)
     data = json.loads(result.stdout)
     if b"merged-column" in payload:

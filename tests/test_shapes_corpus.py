@@ -44,6 +44,13 @@ def _cases() -> list[Any]:
     ]
 
 
+def _read(name: str) -> bytes:
+    """A corpus file as ``errkb explain`` reads it: compressed ones decompressed by content."""
+    from errkb.inputs import decompress_input
+
+    return decompress_input((SHAPES / name).read_bytes(), name)
+
+
 @pytest.fixture(scope="module")
 def shapes_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeBase]:
     with errkb.open(tmp_path_factory.mktemp("shapes") / "kb.sqlite3") as kb:
@@ -68,7 +75,7 @@ def test_shapes_corpus_size_and_coverage() -> None:
 @pytest.mark.parametrize("name", _cases())
 def test_shapes_log(shapes_kb: errkb.KnowledgeBase, name: str) -> None:
     expected = EXPECTATIONS[name]["matches"]
-    report = shapes_kb.explain((SHAPES / name).read_bytes())
+    report = shapes_kb.explain(_read(name))
     got = [
         {
             "id": m.id,
@@ -85,7 +92,7 @@ def shapes_figures(kb: errkb.KnowledgeBase) -> dict[str, float]:
     """Precision, recall and capture accuracy of exact matches over the whole shapes corpus."""
     tp = fp = fn = captures_ok = 0
     for name, exp in EXPECTATIONS.items():
-        report = kb.explain((SHAPES / name).read_bytes())
+        report = kb.explain(_read(name))
         want = {m["id"]: m["captures"] for m in exp["matches"]}
         got = {m.id: m.capture_dict for m in report.exact}
         tp += len(got.keys() & want.keys())
@@ -190,3 +197,29 @@ def test_a_seed_sibling_never_matches_in_one_shape(shapes_kb: errkb.KnowledgeBas
 def test_seed_siblings_never_match_through_every_shape(shapes_kb: errkb.KnowledgeBase) -> None:
     for name, rid, sibling in SIBLING_CASES:
         _assert_refused(shapes_kb, name, rid, sibling)
+
+
+#: Issue 49's shapes: real strace output, a real zstd archive, a real email package message.
+ISSUE_49 = [
+    name for name in sorted(EXPECTATIONS) if name.startswith(("strace_", "zstd_", "email_qp_"))
+]
+
+
+@pytest.mark.parametrize("name", ISSUE_49)
+def test_issue_49_shapes_read_the_same_on_every_route(
+    shapes_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Whole (a paste), then as a large input: the record scan and the region parse.
+    from errkb.parse import regions
+
+    data = _read(name)
+    whole = shapes_kb.explain(data).to_dict()
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 256)
+    scanned = shapes_kb.explain(data).to_dict()
+    shapes_kb.record_scan = False
+    try:
+        parsed = shapes_kb.explain(data).to_dict()
+    finally:
+        shapes_kb.record_scan = True
+    assert whole == scanned == parsed
+    assert len(ISSUE_49) == 5

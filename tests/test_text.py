@@ -519,3 +519,45 @@ def test_a_log_line_is_an_immutable_value() -> None:
     assert line.header and line._replace(record_prefixes=0).header is False
     with pytest.raises(AttributeError):
         line.text = "other"  # type: ignore[misc]
+
+
+# --- one escape rule for every route (issue 49) ----------------------------------------------
+OSC8 = "\x1b]8;;file:///srv/app/load.py\x1b\\load.py\x1b]8;;\x1b\\"
+ESCAPED = [
+    ("\x1b[1;31mValueError\x1b[0m: x", "ValueError: x"),  # CSI
+    (f"error in {OSC8}: x", "error in load.py: x"),  # OSC 8 hyperlink, ST-ended
+    ("\x1b]9;4;1;50\x07ValueError: x", "ValueError: x"),  # OSC 9;4 progress, BEL-ended
+    ("\x1bP1$r0m\x1b\\ValueError: x", "ValueError: x"),  # DCS
+    ("\x1b_bk;t=1733050000000\x07ValueError: x", "ValueError: x"),  # APC (Buildkite)
+    ("\u241b[31mValueError\u241b[0m: x", "ValueError: x"),  # ESC shown as U+241B
+    ("no escape here: x", "no escape here: x"),
+]
+
+
+@pytest.mark.parametrize(("raw", "clean"), ESCAPED)
+def test_strip_escapes_is_the_rule_normalize_applies(raw: str, clean: str) -> None:
+    assert text_mod.strip_escapes(raw) == clean
+    assert normalize(raw).lines[0].text == clean
+
+
+def test_every_explain_route_strips_the_same_escapes(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An unknown exception line outside every window is read straight from its line by the
+    # record scan: with only CSI stripped there, OSC 8 and OSC 9;4 stayed in its message.
+    import errkb
+    from errkb.parse import regions
+
+    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+    filler = "".join(f"2026-12-01 10:00:00 INFO step {n} loss=0.41\n" for n in range(200))
+    lines = [
+        f"\x1b]9;4;1;{n}\x07KeyError: 'grapefruit {n}' in {OSC8} \x1b]9;4;0\x07" for n in range(3)
+    ]
+    data = (filler + "\n".join(lines) + "\n" + filler).encode()
+    with errkb.open(tmp_path_factory.mktemp("escapes") / "kb.sqlite3") as kb:
+        scanned = kb.explain(data).to_dict()
+        kb.record_scan = False
+        parsed = kb.explain(data).to_dict()
+    assert scanned == parsed
+    messages = {u["message"] for u in scanned["unmatched"]}
+    assert "'grapefruit 1' in load.py" in messages, messages

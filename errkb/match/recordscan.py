@@ -113,6 +113,7 @@ from typing import TYPE_CHECKING, Protocol
 from errkb.match.anchordb import Hits
 from errkb.match.recordanchors import RecordAnchors, holds, verbatim
 from errkb.parse.events import EventKind, LogEvent
+from errkb.parse.text import strip_escapes
 from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
 
@@ -823,7 +824,6 @@ _BARE = re.compile(
     r"(?:^|(?<=[\s|>\]\-]))(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
     r"(?:: (?P<msg>\S.*)|:)$"
 )
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
@@ -832,7 +832,7 @@ def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
     if not clean:
         return raw.decode("utf-8", "replace")
     text = raw[: 1 << 16].decode("utf-8", "replace").rstrip("\r")
-    return _ANSI.sub("", text) if "\x1b" in text else text
+    return strip_escapes(text)  # the parser's one rule: CSI, OSC, DCS, APC
 
 
 def exception_of(text: str, prefix: str = "", *, traceback: bool = False) -> tuple[str, str] | None:

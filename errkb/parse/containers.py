@@ -41,6 +41,8 @@ from errkb.parse.sniff import (
     YAML_FOLD,
     has_yaml_fold,
     looks_like_container,
+    looks_like_mime,
+    looks_like_strace,
     unescape_markup,
 )
 from errkb.parse.text import replace_surrogates
@@ -162,6 +164,10 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
     """
     if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
         return None
+    if looks_like_mime(text):
+        return _decode_mime(text)
+    if looks_like_strace(text):
+        return _decode_strace(text)
     start = len(text) - len(text.lstrip(" \t\r\n\ufeff"))
     if text.startswith("<", start):
         return _decode_markup(text)
@@ -169,6 +175,43 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
     if decoded is None and has_yaml_fold(text):
         return _decode_yaml(text)
     return decoded
+
+
+# --- MIME mail -------------------------------------------------------------------------------
+
+
+def _decode_mime(text: str) -> Decoded:
+    """A mail's text parts as views (``errkb.parse.mime``); an HTML part's markup decoded too."""
+    from errkb.parse.mime import mime_parts
+
+    views: list[View] = []
+    for part in mime_parts(text):
+        origin = f"MIME part {part.index} ({part.content_type})"
+        if part.content_type == "text/html":
+            inner = _decode_markup(part.text)
+            if inner is not None:
+                views.extend(
+                    View(v.text, tuple(part.lines[n - 1] for n in v.lines), origin, v.value)
+                    for v in inner.views
+                )
+                continue
+        views.append(View(part.text, part.lines, origin, value=False))
+    return Decoded(None, tuple(views))
+
+
+def _decode_strace(text: str) -> Decoded:
+    """The strace output ``text`` as one view of the lines its programs wrote.
+
+    Each data syscall's string is read as lines, joined per process and descriptor
+    (``errkb.parse.cstrings``), on the input lines its pieces begin on.
+    """
+    from errkb.parse.cstrings import unquote_lines
+
+    physical = text.split("\n")
+    if physical and physical[-1] == "":
+        physical.pop()
+    numbers, lines = unquote_lines(range(1, len(physical) + 1), physical)
+    return Decoded(None, (View("\n".join(lines), tuple(numbers), "strace", value=False),))
 
 
 # --- JSON ------------------------------------------------------------------------------------

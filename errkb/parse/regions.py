@@ -491,9 +491,22 @@ def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
         event,
         lines=tuple(view.line(n) for n in event.lines),
         frames=tuple(_frame_at(f, view.line(f.input_line)) for f in event.frames),
+        message_lines=_message_lines_at(event.message_lines, view),
         chain_id=None if event.chain_id is None else (index << 32) + event.chain_id,
         origin=f"{view.origin}:{first}",
     )
+
+
+def _message_lines_at(lines: tuple[MessageLine, ...], view: View) -> tuple[MessageLine, ...]:
+    """A view's message lines on the input's line numbers, where each keeps its own line.
+
+    A mail part's lines map one to one (a wrapped message is reported where it begins in the
+    input); a JSON string's lines all sit on the value's one input line, where the matcher
+    tells a wrapped line from the next event by their own numbers: kept as the view's.
+    """
+    moved = tuple(MessageLine(m.text, view.line(m.number), m.length, m.width) for m in lines)
+    numbers = [m.number for m in moved]
+    return moved if numbers == sorted(set(numbers)) else lines  # strictly increasing
 
 
 def _clip_lines(region: bytes) -> bytes:

@@ -1,7 +1,8 @@
 """What every input needs from the container rules, cheaply: a look and undoing entities.
 
-``looks_like_container`` tells JSON, JSON Lines and markup from plain text by a look at the
-first characters and one substring search; ``unescape_markup`` undoes HTML/XML character
+``looks_like_container`` tells JSON, JSON Lines, markup and MIME mail (a header block declaring
+MIME, ``errkb.parse.mime``) from plain text by a look at the first characters and one substring
+search; ``unescape_markup`` undoes HTML/XML character
 references, which the message spans apply to any text (a junit message quoted in a plain log).
 The decoder itself (``errkb.parse.containers``: its values and patterns) is imported only for
 input that looks like a container, so a one-shot ``errkb explain`` of a plain log never pays
@@ -22,6 +23,8 @@ __all__ = [
     "YAML_FOLD",
     "has_yaml_fold",
     "looks_like_container",
+    "looks_like_mime",
+    "looks_like_strace",
     "starts_like_container",
     "unescape_markup",
 ]
@@ -52,6 +55,79 @@ _start_bytes_re = _lazy.pattern(_START_RE.pattern.encode())
 _entity_re = _lazy.pattern(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 
 
+#: Header lines looked at to tell a mail from a log: the first blank line must come first.
+MAX_HEADER_LINES = 200
+_MIME_FIELDS = ("mime-version", "content-type", "content-transfer-encoding")
+
+
+def looks_like_mime(head: str | bytes) -> bool:
+    """Whether ``text`` begins with a mail header block that declares MIME.
+
+    Its first lines (an mbox ``From `` line allowed first) are header fields or their folded
+    continuations up to a blank line, with ``MIME-Version``, ``Content-Type`` or
+    ``Content-Transfer-Encoding`` among them. A log's ``INFO: started`` lines end in no blank
+    line before a MIME field, so a look at a few lines tells them apart.
+    """
+    if isinstance(head, bytes):
+        head = head[:65536].decode("utf-8", "replace")
+    if not head[:1].isalpha():
+        return False  # a header block begins with a field name (or mbox's ``From ``)
+    fields = 0
+    mime = False
+    for index, line in enumerate(head[:65536].split("\n", MAX_HEADER_LINES)):
+        line = line.rstrip("\r")
+        if not line:
+            return mime and fields >= 2
+        if index == MAX_HEADER_LINES:
+            return False
+        if line[0] in " \t" and fields:
+            continue  # a folded header's continuation
+        if index == 0 and line.startswith("From "):
+            continue
+        name, colon, _value = line.partition(":")
+        if not (colon and _field_name(name)):
+            return False
+        fields += 1
+        mime = mime or name.lower() in _MIME_FIELDS
+    return False
+
+
+def _field_name(name: str) -> bool:
+    """A header field's name: 1 to 76 printable ASCII characters, no space.
+
+    Told without a regex: a log's first line is looked at on every input.
+    """
+    return 0 < len(name) <= 76 and name.isascii() and name.isprintable() and " " not in name
+
+
+#: An strace line: an optional ``[pid N]`` or pid, an optional time stamp, then a syscall's
+#: name and its opening parenthesis, a signal (``--- SIG``) or an exit (``+++ exited``).
+_strace_re = _lazy.pattern(
+    r"(?:\[pid\s{1,8}\d{1,10}\]\s{1,8}|\d{1,10}\s{1,8})?(?:\d{1,10}(?::\d{2}:\d{2})?(?:\.\d{1,9})?\s{1,8})?"
+    r"(?:[a-z_][a-z0-9_]{0,31}\(|--- SIG|\+\+\+ (?:exited|killed)|<\.\.\. [a-z_0-9]{1,32} resumed>)"
+)
+#: Lines of a head looked at to tell strace output: every one of them must be strace's.
+STRACE_HEAD_LINES = 8
+
+
+def looks_like_strace(head: str | bytes) -> bool:
+    """Whether ``head`` begins as strace output: its first lines (at least three) all are.
+
+    Such an input is decoded whole (``errkb.parse.cstrings``: each write's string read as
+    lines, joined per process), never scanned as plain text: a line Python wrote in four
+    syscalls is four lines of the file.
+    """
+    if isinstance(head, bytes):
+        head = head[:4096].decode("utf-8", "replace")
+    if not head[:1].isalnum() and not head.startswith("[pid"):
+        return False
+    lines = [line for line in head[:4096].split("\n")[:STRACE_HEAD_LINES] if line.strip()]
+    if len(lines) < 3 or ('(2, "' not in head and '(1, "' not in head):
+        return False
+    pattern = _strace_re()
+    return all(pattern.match(line) is not None for line in lines)
+
+
 def looks_like_container(head: str | bytes) -> bool:
     """Tell cheaply whether input looks like JSON, markup or a folded YAML scalar.
 
@@ -61,6 +137,8 @@ def looks_like_container(head: str | bytes) -> bool:
     too. A YAML fold costs plain text one substring search (a backslash ending a line); only
     then is its line shape looked for.
     """
+    if looks_like_mime(head) or looks_like_strace(head):
+        return True
     if isinstance(head, bytes):
         start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
         return (
@@ -106,9 +184,16 @@ def _backslash_lines(data: _T, needle: _T) -> Iterator[_T]:
 
 
 def starts_like_container(head: bytes) -> bool:
-    """Whether ``head`` begins like a JSON document or markup (not just holds JSON lines)."""
+    """Whether ``head`` begins like a JSON document, markup or a MIME mail.
+
+    Not just holds JSON lines: such an input is decoded whole, never scanned as plain text.
+    """
     start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
-    return _start_bytes_re().match(start) is not None
+    return (
+        _start_bytes_re().match(start) is not None
+        or looks_like_mime(head)
+        or looks_like_strace(head)
+    )
 
 
 def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:

@@ -34,6 +34,7 @@ __all__ = [
     "decode_input",
     "normalize",
     "replace_surrogates",
+    "strip_escapes",
 ]
 
 #: Prefix patterns only ever look at this many characters of a line.
@@ -264,9 +265,7 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
     """
     if text.startswith("\ufeff"):
         text = text[1:]
-    text = replace_surrogates(text)
-    if "\x1b" in text or "\u241b" in text:
-        text = _strip_ansi(text)
+    text = strip_escapes(replace_surrogates(text))
     text = _ANSI_REMNANT_RE.sub("", text)
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
@@ -291,6 +290,11 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
         if len(line_map) < len(physical):
             raise ValueError(f"line_map has {len(line_map)} lines, the text {len(physical)}")
         numbers = line_map
+    if may_hold_quoted(text):
+        from errkb.parse.cstrings import unquote_lines
+
+        # strace's data syscalls and quoted dumps: their strings read as lines of their own.
+        numbers, physical = unquote_lines(numbers, physical)
     for number, raw in zip(numbers, physical, strict=False):
         if "\r" in raw:
             for segment in _segments(raw):
@@ -298,6 +302,15 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
         else:
             append(_clean_line(number, raw, state))
     return NormalizedLog(tuple(out))
+
+
+def may_hold_quoted(text: str) -> bool:
+    r"""Whether ``text`` may hold a line ``errkb.parse.cstrings.unquote_lines`` rewrites.
+
+    Two substring tests: a quote, and an escaped line break or an strace write to stdout or
+    stderr (``(2, "``); the module is imported only then.
+    """
+    return '"' in text and ("\\n" in text or '(2, "' in text or '(1, "' in text)
 
 
 def line_text(raw: str) -> str:
@@ -309,6 +322,19 @@ def line_text(raw: str) -> str:
     (``errkb.match.recordanchors``). No stream state: a line is read as the first of its log.
     """
     return _clean_line(1, raw, _State()).text
+
+
+def strip_escapes(text: str) -> str:
+    """``text`` without terminal escape sequences: the one rule every explain route applies.
+
+    CSI (colours, cursor moves), OSC (titles, OSC 8 hyperlinks, OSC 9;4 progress, ended by BEL
+    or ST), DCS/SOS/PM/APC strings, charset selection and two-byte escapes, each also when its
+    ESC is shown as U+241B. ``normalize`` applies it to the whole text; the record scan
+    (``errkb.match.recordscan``) to each line it reads straight, so both read the same text.
+    """
+    if "\x1b" in text or "\u241b" in text:
+        return _strip_ansi(text)
+    return text
 
 
 def _strip_ansi(text: str) -> str:

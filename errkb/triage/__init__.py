@@ -49,6 +49,8 @@ def triage(
     """Triage every log under ``paths`` with ``jobs`` worker processes (default: CPU count)."""
     from errkb.triage.pool import run_local
 
+    if baseline is not None:
+        load_baseline(baseline)  # a bad baseline is refused before any log is read
     files, errors = expand(paths)
     results, lost = run_local(
         files, db=db, jobs=jobs or os.cpu_count() or 1, limit=limit, progress=progress

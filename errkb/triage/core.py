@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from errkb import __version__, _json
 from errkb.errors import ErrkbError, InputError
+from errkb.inputs import JsonBounds
 from errkb.report.triage import (
     Example,
     KnownGroup,
@@ -129,24 +130,24 @@ def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]
 
 
 def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
-    """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log."""
+    """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log.
+
+    Read through :func:`errkb.inputs.read_regular`: a FIFO (with or without a writer), a device
+    or a socket found in a folder is an error line, never opened blocking; a log over ``limit``
+    is refused from its size, a compressed one past ``limit`` decompressed, and an archive or
+    binary data is named as such (:func:`errkb.inputs.decompress_input`).
+    """
     from errkb import inputs
-    from errkb.parse.text import needs_decoding
 
     try:
-        st = os.stat(path)
+        mtime = os.stat(path).st_mtime
     except OSError as exc:
         raise InputError(inputs.describe_oserror(path, exc)) from None
-    if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-        raise InputError(f"{path}: log larger than {limit} bytes (not read)")
-    raw = inputs.read_input(path, None, limit)
+    raw = inputs.read_regular(path, limit, what="log")
     data = inputs.decompress_input(raw, path, limit)
-    if needs_decoding(data) and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        head = data[:4096]
-        # UTF-16 without a BOM has NULs in every other byte; anything else with NULs is binary.
-        if head.count(b"\x00") * 4 < len(head) or head[1::2].count(0) * 10 < len(head[1::2]) * 9:
-            raise InputError(f"{path}: binary data (NUL bytes), not a log")
-    return data, len(raw), st.st_mtime
+    # An empty log is read (``triage_log`` says it is empty); binary data and archives are
+    # refused by ``decompress_input`` with what they are.
+    return data, len(raw), mtime
 
 
 def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogResult:
@@ -225,29 +226,58 @@ class Baseline:
     messages: Mapping[str, tuple[str | None, tuple[str, ...]]]
 
 
-def load_baseline(path: str) -> Baseline:
-    """The record ids, cluster ids and messages of a previous ``--format json`` run."""
+#: What a ``--baseline`` file may be: a triage ``--format json`` report is a few levels deep
+#: (report, group, captures, values) and holds some tens of values per group; 256 MiB and four
+#: million values is far beyond a real one (500,000 known groups) and bounds what a hostile
+#: file costs the parser (its bytes, then about 100 bytes a value).
+BASELINE_BOUNDS = JsonBounds(max_bytes=256 << 20, max_depth=16, max_values=4_000_000)
+
+
+def load_baseline(path: str, bounds: JsonBounds = BASELINE_BOUNDS) -> Baseline:
+    """The record ids, cluster ids and messages of a previous ``--format json`` run.
+
+    The file is read within ``bounds`` (:func:`errkb.inputs.read_json`: a regular file, its
+    size, depth and value count checked before it is parsed) and must have a triage report's
+    shape: an object with ``known`` and ``unknown`` lists of objects, each with a string
+    ``id`` or ``cluster``. Anything else is one :class:`InputError` line naming the file.
+    """
     from errkb import inputs
 
     name = os.fspath(path)
-    try:
-        value = json.loads(inputs.read_input(name, None, 1 << 28))
-    except ValueError as exc:
-        raise InputError(f"{name}: not a triage JSON report: {exc}") from None
-    if not isinstance(value, dict) or not isinstance(value.get("known"), list):
-        raise InputError(f"{name}: not a triage JSON report (no known[] list)")
-    known = {
-        k["id"] for k in value["known"] if isinstance(k, dict) and isinstance(k.get("id"), str)
-    }
-    unknown: list[object] = value["unknown"] if isinstance(value.get("unknown"), list) else []
-    groups = [u for u in unknown if isinstance(u, dict) and isinstance(u.get("cluster"), str)]
+    value = inputs.read_json(name, bounds, what="triage JSON report")
+    if not isinstance(value, dict):
+        raise InputError(
+            f"{name}: not a triage JSON report: a JSON {type(value).__name__}, not an object"
+        )
+    known, clusters = (_baseline_ids(name, value, key, field) for key, field in _BASELINE_IDS)
     messages: dict[str, tuple[str | None, tuple[str, ...]]] = {}
-    for u in groups:
+    unknown = value.get("unknown")
+    for u in unknown if isinstance(unknown, list) else ():
         cls = u.get("class") if isinstance(u.get("class"), str) else None
         examples = u.get("examples")
         texts = [e.get("message") for e in examples or () if isinstance(e, dict)]
         messages[u["cluster"]] = (cls, tuple(t for t in texts if isinstance(t, str)))
-    return Baseline(frozenset(known), frozenset(u["cluster"] for u in groups), messages)
+    return Baseline(frozenset(known), frozenset(clusters), messages)
+
+
+#: The lists a baseline is read for, and the id field of each of their items.
+_BASELINE_IDS = (("known", "id"), ("unknown", "cluster"))
+
+
+def _baseline_ids(name: str, report: dict[str, object], key: str, field: str) -> set[str]:
+    """The ``field`` of every item of ``report[key]``; InputError unless each has a string one."""
+    items = report.get(key)
+    if not isinstance(items, list):
+        raise InputError(f"{name}: not a triage JSON report: no {key}[] list")
+    ids: set[str] = set()
+    for index, item in enumerate(items):
+        value = item.get(field) if isinstance(item, dict) else None
+        if not isinstance(value, str):
+            raise InputError(
+                f"{name}: not a triage JSON report: {key}[{index}] has no string {field!r}"
+            )
+        ids.add(value)
+    return ids
 
 
 def reduce(

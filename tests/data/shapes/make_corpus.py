@@ -1218,6 +1218,140 @@ def shape_pyyaml() -> None:
         )
 
 
+# ------------------------------------------------------- issue 49: strace, zstd, MIME mail
+#: Files whose expected lines are found by their own reader, not in the written bytes as they are.
+LINES_OF: dict[str, Callable[[bytes, str], list[int]]] = {}
+
+
+def _strace_lines(data: bytes, message: str) -> list[int]:
+    """Where each line holding ``message`` begins in strace output, decoded here on its own.
+
+    strace prints a write's data as a C string; a stream's line begins at the first write after
+    its previous line break (Python writes a traceback's last line in four writes).
+    """
+    import codecs
+
+    regex = message_regex(message)
+    streams: dict[tuple[str, str], tuple[int, str]] = {}
+    found: list[int] = []
+    for number, line in enumerate(data.decode().split("\n"), 1):
+        m = re.match(r'(\d+) [\d:.]+ write\((\d+), "((?:[^"\\]|\\.)*)"', line)
+        if m is None:
+            continue
+        text = codecs.escape_decode(m[3].encode())[0].decode("utf-8", "replace")
+        first, pending = streams.get((m[1], m[2]), (number, ""))
+        if not pending:
+            first = number
+        pending += text
+        while "\n" in pending:
+            done, pending = pending.split("\n", 1)
+            if regex.search(done):
+                found.append(first)
+            first = number
+        streams[m[1], m[2]] = (first, pending)
+    return found
+
+
+def shape_strace() -> None:
+    """Real strace -f -s 1024 -tt of the interpreter raising the case (its stderr writes)."""
+    for case, file in [
+        ("quanto_c", "strace_write_quanto.log"),
+        ("neg_qkv", "strace_write_neg_qkv.log"),
+    ]:
+        out = ROOT / f"{case}.strace"
+        run(
+            [
+                "strace",
+                "-f",
+                "-s",
+                "1024",
+                "-tt",
+                "-e",
+                "trace=write",
+                "-o",
+                str(out),
+                PY,
+                "corpus_cases.py",
+                case,
+            ]
+        )
+        data = out.read_bytes()
+        # A plain "write(" line per write of the program; the interpreter's own start is quiet.
+        emit(
+            file,
+            data,
+            case,
+            "strace -f -s 1024 -tt -e trace=write python corpus_cases.py (real strace)",
+        )
+        LINES_OF[file] = _strace_lines
+
+
+def _unzstd_lines(data: bytes, message: str) -> list[int]:
+    plain = subprocess.run(["zstd", "-q", "-d", "-c"], input=data, capture_output=True, check=True)
+    return expected_lines(plain.stdout, message)
+
+
+def shape_zstd() -> None:
+    """A plain traceback log compressed by the real zstd command line tool."""
+    for case, file in [
+        ("comfy_b", "zstd_cli_comfy.log.zst"),
+        ("neg_qkv", "zstd_cli_neg_qkv.log.zst"),
+    ]:
+        log = ("2026-12-01 06:02:08 INFO loading checkpoint\n" + plain_tb(case)).encode()
+        packed = subprocess.run(
+            ["zstd", "-q", "-19", "-c"], input=log, capture_output=True, check=True
+        )
+        emit(file, packed.stdout, case, "zstd -19 of a plain traceback log (real zstd CLI)")
+        LINES_OF[file] = _unzstd_lines
+
+
+def _qp_lines(data: bytes, message: str) -> list[int]:
+    """Where each line holding ``message`` begins in a quoted-printable mail, counted by hand.
+
+    The body follows the first blank line; a line ending in ``=`` continues on the next one.
+    """
+    import quopri
+
+    regex = message_regex(message)
+    lines = [line.rstrip("\r") for line in data.decode().split("\n")]
+    found: list[int] = []
+    first, pending = 0, ""
+    for number in range(lines.index("") + 2, len(lines) + 1):
+        raw = lines[number - 1]
+        if not pending:
+            first = number
+        if raw.endswith("="):
+            pending += raw[:-1] or "\0"  # a soft break alone on its line still continues
+            continue
+        text = quopri.decodestring((pending.replace("\0", "") + raw).encode()).decode()
+        pending = ""
+        if raw.startswith("<") or "<pre>" in text:
+            break  # the HTML alternative: read once, as plain text
+        if regex.search(text):
+            found.append(first)
+    return found
+
+
+def shape_mime() -> None:
+    """A cron-style mail by the email package: quoted-printable text with an HTML alternative."""
+    case, file = "quanto_a", "email_qp_alternative_quanto.eml"
+    tb = plain_tb(case)
+    msg = email.message.EmailMessage(policy=email.policy.SMTP)
+    msg["From"] = "Cron Daemon <root@gpu7.example.com>"
+    msg["To"] = "ml-team@example.com"
+    msg["Subject"] = "Cron <root@gpu7> python convert_checkpoint.py"
+    msg["Date"] = "Tue, 01 Dec 2026 06:02:08 +0000"
+    msg.set_content("The nightly conversion failed (a=3):\n\n" + tb, cte="quoted-printable")
+    msg.add_alternative(f"<html><body><pre>{html.escape(tb)}</pre></body></html>", subtype="html")
+    emit(
+        file,
+        msg.as_bytes(),
+        case,
+        "email.message quoted-printable text/plain + text/html alternative",
+    )
+    LINES_OF[file] = _qp_lines
+
+
 SHAPES: list[Callable[[], None]] = [
     shape_rich,
     shape_typer,
@@ -1236,6 +1370,9 @@ SHAPES: list[Callable[[], None]] = [
     shape_windows,
     shape_markdown,
     shape_pyyaml,
+    shape_strace,
+    shape_zstd,
+    shape_mime,
 ]
 
 
@@ -1304,7 +1441,7 @@ def main() -> None:
         if exp is None:
             expectations[name] = {"case": case, "shape": note, "negative": True, "matches": []}
             continue
-        lines = expected_lines(data, str(exp["message"]))
+        lines = LINES_OF.get(name, expected_lines)(data, str(exp["message"]))
         if not lines:
             print(f"WARNING: {name}: message not found", file=sys.stderr)
         expectations[name] = {

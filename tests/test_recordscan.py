@@ -193,35 +193,35 @@ def test_anchors_and_their_escaped_forms() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "prefix", "traceback", "expected"),
+    ("line", "prefix", "expected"),
     [
-        ("ValueError: bad value", "", False, ("ValueError", "bad value")),
-        ("[pod/x] 10:00Z KeyError: 'k'", "[pod/x] 10:00Z ", True, ("KeyError", "'k'")),
+        ("ValueError: bad value", None, ("ValueError", "bad value")),
+        ("[pod/x] 10:00Z KeyError: 'k'", "[pod/x] 10:00Z ", ("KeyError", "'k'")),
         # The header's timestamp with other digits (GitHub Actions prints one per line).
         (
             "2024-07-08T16:59:07.1284290Z requests.exceptions.ReadTimeout: timed out",
             "2024-07-08T16:59:07.1266411Z ",
-            True,
             ("requests.exceptions.ReadTimeout", "timed out"),
         ),
-        (
-            "2024-07-08T16:59:07 x ReadTimeout: timed out",
-            "2024-07-08T16:59:07.1266411Z ",
-            True,
-            None,
-        ),
-        ("CannotInvert: singular", "", True, ("CannotInvert", "singular")),
-        ("CannotInvert: singular", "", False, None),  # no error word, no traceback
-        ("2026-12-01 ERROR x - OSError: disk full", "", False, ("OSError", "disk full")),
-        ("Error: plain words", "", False, None),
-        ("just words here", "", False, None),
-        ("just words here", "", True, None),
+        ("2024-07-08T16:59:07 x ReadTimeout: timed out", "2024-07-08T16:59:07.1266411Z ", None),
+        ("CannotInvert: singular", "", ("CannotInvert", "singular")),
+        ("CannotInvert: singular", None, None),  # no error word, no traceback
+        # Where the class begins is the prefix table's word, as the parser reads the line:
+        ("2026-12-01 12:00:01 ERROR x - OSError: disk full", None, ("OSError", "disk full")),
+        ("ERROR:root:ValueError: boom", None, ("ValueError", "boom")),
+        ("[rank3]:ValueError: x", None, ("ValueError", "x")),
+        # ... and a class after words no rule strips is no exception line (nor for the parser).
+        ("2026-12-01 ERROR x - OSError: disk full", None, None),
+        ("Error: plain words", None, None),
+        ("just words here", None, None),
+        ("just words here", "", None),
     ],
 )
 def test_exception_lines_outside_windows(
-    line: str, prefix: str, traceback: bool, expected: tuple[str, str] | None
+    line: str, prefix: str | None, expected: tuple[str, str] | None
 ) -> None:
-    assert exception_of(line, prefix, traceback=traceback) == expected
+    data = f"filler\n{line}\nmore\n".encode()
+    assert exception_of(data, len("filler\n"), prefix) == expected
 
 
 # --------------------------------------------------------------------------- bounded output

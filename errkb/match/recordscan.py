@@ -73,8 +73,10 @@ the lines that can hold a known message and the lines shaped like an exception:
    anchor of any record (every record that can match has one), or only records that cannot
    match what is read from the line alone (``_may_open``: such a kept line opens no window),
    so no record can match them;
-   each becomes an ``Unmatched`` entry straight from its line (class and message by one
-   anchored regex), folded by (class, message), with no parse.
+   each becomes an ``Unmatched`` entry straight from its line, folded by (class, message),
+   with no parse: its class and message are read by the parse room's one line reader
+   (``errkb.parse.traceback.exception_line``: the prefix table, then the parser's shapes), so
+   ``ERROR:root:ValueError: x`` or ``[rank3]:ValueError: x`` reads as on every other route.
 7. **Found**: as before, when nothing exact was found, the hit lines no event covers go
    through the message-first pass (``errkb.match.msgfirst``).
 
@@ -779,7 +781,7 @@ def _wrapped(
         if (
             number + 1 in numbers
             and line[:1] not in b" \t"
-            and exception_of(_line_text(data, end + 1)) is not None
+            and exception_of(data, end + 1) is not None
         ):
             # The next line is an exception line of its own: it begins its own event, which
             # no message continues over (the parser's and decide's rule).
@@ -812,17 +814,6 @@ def _wrapped(
 
 
 # ---------------------------------------------------------------------------- unmatched lines
-#: A traceback's last line: ``pkg.mod.SomeError: message`` or a bare ``SomeError`` (the
-#: parser's own shape, ``<locals>`` and ray's ``RayTaskError(ValueError)`` included).
-_TB_END = re.compile(
-    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.(?:<locals>|[A-Za-z_]\w{0,127})){0,24}"
-    r"(?:\([A-Za-z_][\w.]{0,255}\))?)(?:: ?(?P<msg>.*))?"
-)
-#: ``Class: message`` anywhere on a line outside a traceback, after a word boundary.
-_BARE = re.compile(
-    r"(?:^|(?<=[\s|>\]\-]))(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
-    r"(?:: (?P<msg>\S.*)|:)$"
-)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -835,30 +826,20 @@ def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
 
 
-def exception_of(text: str, prefix: str = "", *, traceback: bool = False) -> tuple[str, str] | None:
-    """(class, message) of an exception line, or None when ``text`` is not one.
+def exception_of(
+    data: bytes, start: int, header_prefix: str | None = None
+) -> tuple[str, str] | None:
+    """(class, message) of the exception line at ``start``, as the parser reads it, or None.
 
-    ``traceback``: the line ends a traceback (any class name, behind the header's ``prefix``);
-    otherwise the class must look like one on its own (``is_exception_class``).
+    The parse room's one line reader (``errkb.parse.traceback.exception_line``: the prefix
+    table, then the parser's shapes); ``header_prefix``: the line ends the traceback whose
+    header carries it ("" for none).
     """
-    from errkb.parse.regions import has_prefix
-    from errkb.parse.vocabulary import is_exception_class
+    from errkb.parse.traceback import exception_line
 
-    # The header's prefix, or one of its shape: the walk that found this line
-    # (``regions.exception_line``) passed over such prefixes.
-    body = text[len(prefix) :] if has_prefix(text, prefix) else text
-    body = body.strip()
-    if not body:
-        return None
-    if traceback:
-        found = _TB_END.fullmatch(body)
-    else:
-        found = _BARE.search(body)
-        if found is not None and not is_exception_class(found.group("cls")):
-            found = None
-    if found is None:
-        return None
-    return found.group("cls"), (found.group("msg") or "").strip()
+    end = data.find(b"\n", start)
+    raw = data[start : len(data) if end < 0 else end][: 1 << 18]
+    return exception_line(raw.decode("utf-8", "replace"), header_prefix)
 
 
 # ---------------------------------------------------------------------------- limits, folding
@@ -1204,9 +1185,7 @@ def record_scan(
         if end_of is not None and in_window.has(end_of[1]):
             continue  # its header's traceback was read in a window
         prefix = end_of[0] if end_of is not None else None
-        parsed = exception_of(
-            _line_text(data, line_starts[number]), prefix or "", traceback=prefix is not None
-        )
+        parsed = exception_of(data, line_starts[number], prefix)
         if parsed is None:
             continue
         shape_unmatched.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))

@@ -835,11 +835,16 @@ def exception_of(
     table, then the parser's shapes); ``header_prefix``: the line ends the traceback whose
     header carries it ("" for none).
     """
+    from errkb.parse.regions import has_prefix
     from errkb.parse.traceback import exception_line
 
     end = data.find(b"\n", start)
-    raw = data[start : len(data) if end < 0 else end][: 1 << 18]
-    return exception_line(raw.decode("utf-8", "replace"), header_prefix)
+    text = data[start : len(data) if end < 0 else end][: 1 << 18].decode("utf-8", "replace")
+    if header_prefix and has_prefix(text, header_prefix):
+        # The header's prefix, or one of its shape: the walk that found this line
+        # (``regions.exception_line``) passed over such prefixes.
+        text = text[len(header_prefix) :]
+    return exception_line(text, ends_traceback=header_prefix is not None)
 
 
 # ---------------------------------------------------------------------------- limits, folding

@@ -991,23 +991,17 @@ def _ipython_function(raw: str) -> str:
 # --- one exception line read alone ------------------------------------------------------------
 
 
-def exception_line(raw: str, header_prefix: str | None = None) -> tuple[str, str] | None:
+def exception_line(raw: str, *, ends_traceback: bool = False) -> tuple[str, str] | None:
     r"""(class, message) of one physical line read alone as the parser reads it, or None.
 
     The one reader of an exception line outside a parse: the line is cleaned as ``normalize``
     cleans it (colours, ``\r`` segments and every prefix of the one table,
     ``errkb.parse.prefixes``), so where its class begins is the table's word, then read by the
-    parser's own shapes. ``header_prefix``: the line ends the traceback whose header carries
-    this prefix, "" for none (``regions.exception_line`` walked over lines of its shape): it is
-    cut first, and any class name then ends the traceback; None: the line is a single one
+    parser's own shapes. ``ends_traceback``: the line ends a traceback (its header's own prefix
+    already cut), so any class name ends it; otherwise the line is a single one
     (``Class: message`` or ``Class:`` with a known class, ``path:12: Class: message``, or
     pytest's ``FAILED node - Class: message``), as ``_single_line`` reports it.
     """
-    from errkb.parse.regions import has_prefix
-
-    ends_traceback = header_prefix is not None
-    if header_prefix and has_prefix(raw, header_prefix):
-        raw = raw[len(header_prefix) :]
     for line in normalize(raw[:MAX_LINE_READ]).lines:
         found = _ending(line.text.strip()) if ends_traceback else _single(line)
         if found is not None:

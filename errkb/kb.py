@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from errkb import __version__, _json
 from errkb.errors import NotFoundError, StoreError, StoreReadOnlyError
+from errkb.explain.routes import DEFAULT_THRESHOLDS, Route, Scannable, Thresholds, choose_route
 from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
@@ -46,24 +47,18 @@ class _Default:
 
 
 #: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()`` for an input
-#: over 1 MiB (``regions.NARROW_ABOVE``), none for a smaller one.
+#: over ``Thresholds.paste_upto``, none for a smaller one.
 DEFAULT = _Default()
-#: Inputs from this size on give the C heap's free memory back after their scan
-#: (``anchordb.release_heap``): a few ms, against a scan of a second or more.
-RELEASE_ABOVE = 8 << 20
 
 
-def _chosen_limits(size: int, limits: Limits | _Default | None) -> Limits:
+def _chosen_limits(size: int, limits: Limits | _Default | None, thresholds: Thresholds) -> Limits:
     """The ``Limits`` a report of an input of ``size`` bytes keeps (``explain``'s rule)."""
     from errkb.match.recordscan import UNLIMITED, Limits
 
     if isinstance(limits, _Default):
-        from errkb.parse.regions import NARROW_ABOVE
-
-        # Cut past the region parse's gate only: an input of at most 1 MiB (every serving
-        # call's text) holds too few lines for an unbounded report, and was always reported
-        # whole; the scan reading it from 256 KiB on does not change that.
-        return Limits() if size > NARROW_ABOVE else UNLIMITED
+        # Cut past a paste's size only: a scanned input of at most that size (every serving
+        # call's text) holds too few lines for an unbounded report.
+        return Limits() if size > thresholds.paste_upto else UNLIMITED
     return limits or UNLIMITED
 
 
@@ -89,8 +84,11 @@ def _within(report: Report, limits: Limits) -> Report:
 class KnowledgeBase:
     """An opened knowledge base. Create it with ``errkb.open()``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
         self.store = store
+        #: The sizes that choose each input's route (``errkb.explain.Thresholds``), unless an
+        #: ``explain`` is given its own.
+        self.thresholds = thresholds
         self._lock = threading.Lock()
         self._cache: SpecCache | None = None
         self._state: str | None = None
@@ -107,15 +105,6 @@ class KnowledgeBase:
         #: it and calls ``prepare()`` from one background thread after each sync, so no request
         #: waits for a build (seconds at 500,000 records).
         self.prepare_ahead = False
-        #: When True, every large input runs the record-driven buffer pass and its FOUND
-        #: events are decided with the parsed ones (reports byte-identical to the default on
-        #: the 150k bench logs, but 1.7-7x more CPU while the structure parser still runs
-        #: too); False (the default) runs it only when parsing explained nothing.
-        self.record_pass = False
-        #: When True (the default), every large plain-text input is read by the record-driven
-        #: scan (``errkb.match.recordscan``: two native passes, the parser only on windows
-        #: around the lines they name) instead of the word-narrowed region parse.
-        self.record_scan = True
         self._anchors: RecordAnchors | None = None
         self._warned_in_memory = False
 
@@ -145,42 +134,42 @@ class KnowledgeBase:
         *,
         deadline: Deadline | None = None,
         limits: Limits | _Default | None = DEFAULT,
+        thresholds: Thresholds | None = None,
     ) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output).
 
         ``deadline`` is checked between steps; past it (or once cancelled) the call raises
         ``CancelledError`` within a few milliseconds of work. A large input's report keeps at
         most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all; by default,
-        an input of at most 1 MiB keeps all), counts exact, and says what it cut
-        (``Report.omitted``).
+        an input of at most ``Thresholds.paste_upto`` keeps all), counts exact, and says what
+        it cut (``Report.omitted``). ``thresholds`` (default: the knowledge base's) choose the
+        route that reads it (``errkb.explain.choose_route``).
         """
-        from errkb.parse.regions import NARROW_ABOVE, parse_input
+        from errkb.parse.regions import parse_input
 
         data = bytes(text) if isinstance(text, bytearray) else text
-        scannable = self._scan_input(data) if self.record_scan else None
-        if scannable is not None:
+        sizes = thresholds or self.thresholds
+        route, scannable = choose_route(data, sizes)
+        if route is Route.SCAN and scannable is not None:
             with self.store.snapshot() as view:
-                report = self._scanned(view, *scannable, deadline, limits)
-            if len(scannable[0]) >= RELEASE_ABOVE:
+                report = self._scanned(view, scannable, deadline, limits, sizes)
+            if len(scannable.data) >= sizes.release_from:
                 from errkb.match.anchordb import release_heap
 
                 # What the scan freed (its windows' events, hit arrays, decoded lines, the
-                # folded entries) stays in glibc's heap: at 500k records a prepared process
-                # held 515 MB after the dense 50 MB scan, 482 MB with it given back
-                # (``malloc_trim``, 3 ms; the report still held).
+                # folded entries) stays in glibc's heap until given back.
                 release_heap()
             if report is not None:
                 return report
-        events = parse_input(data)
+            route = Route.PASTE if len(data) <= sizes.paste_upto else Route.REGIONS
+        events = parse_input(data, narrow_above=sizes.paste_upto)
         with self.store.snapshot() as view:
-            report = self._explain_in(view, data, events, deadline)
-        if len(data) <= NARROW_ABOVE and isinstance(limits, _Default):
+            report = self._explain_in(view, data, events, deadline, sizes)
+        if route is Route.PASTE and isinstance(limits, _Default):
             return report  # a paste: reported whole, nothing more imported
-        # The region parse reads what the scan does not take (a small input, one the store
-        # cannot scan, one with more shape lines than the scan holds): its report is kept
-        # within the same ``Limits``. 400,000 distinct tracebacks of one record (77.5 MB) gave
-        # 2 GB of JSON here once the scan handed them back.
-        return _within(report, _chosen_limits(len(data), limits))
+        # The region parse's report is kept within the same ``Limits`` as the scan's (the
+        # scan hands it what it does not hold: millions of distinct tracebacks).
+        return _within(report, _chosen_limits(len(data), limits, sizes))
 
     def explain_files(
         self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
@@ -206,61 +195,21 @@ class KnowledgeBase:
         data: str | bytes,
         events: list[LogEvent],
         deadline: Deadline | None = None,
+        thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> Report:
         """``explain`` of ``data`` (parsed into ``events``) over an open read view."""
-        from errkb.match import SCAN_ABOVE
-
-        return self._report(
-            view, events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline
-        )
-
-    @staticmethod
-    def _scan_input(data: str | bytes) -> tuple[bytes, bool] | None:
-        """``data`` as the record-driven scan reads it, and whether it decodes JSON lines.
-
-        Its JSON object lines are decoded as the container path would. None when the scan
-        does not apply (small input, UTF-16 or NUL-ridden bytes, an input that begins as a
-        JSON document or markup, or holds YAML's folded scalars).
-        """
-        from errkb.match import SCAN_ABOVE
-        from errkb.parse.regions import NARROW_ABOVE
-
-        # Every input the region parse would narrow, and every one large enough to load the
-        # anchor table (``SCAN_ABOVE``, 256 KiB): from 256 KiB to 1 MiB the region parse read
-        # every line and built the buffer pass's automaton, 1.50-1.83 s for a 600 KB slice of
-        # the dense bench log (150k records, one-shot CLI) against 0.47-0.49 s scanned, the
-        # same matches, captures, scores and unmatched entries.
-        if len(data) <= NARROW_ABOVE and len(data) < SCAN_ABOVE:
-            return None  # imports nothing more: a paste's cold start stays lean
-        from errkb.parse.sniff import has_yaml_fold, looks_like_container, starts_like_container
-        from errkb.parse.text import needs_decoding
-
-        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-        if needs_decoding(raw) or starts_like_container(raw):
-            return None
-        if not looks_like_container(raw):
-            return raw, False
-        if has_yaml_fold(raw):
-            return None  # YAML's folded scalars: the container path rejoins them
-        from errkb.parse.containers import MAX_DOCUMENT_CHARS
-
-        # JSON lines in a plain log: the container path decodes them unless the input is
-        # too large to decode as a document (then it is all plain text). A decode never
-        # makes more characters than bytes, so only a larger input is decoded to count them
-        # (0.11 s for the 50 MB bench log, every scan).
-        if len(raw) <= MAX_DOCUMENT_CHARS or raw.isascii():
-            return raw, len(raw) <= MAX_DOCUMENT_CHARS
-        return raw, len(raw.decode("utf-8", "replace")) <= MAX_DOCUMENT_CHARS
+        large = len(data) >= thresholds.scan_from
+        return self._report(view, events, anchors=large, text=data, deadline=deadline)
 
     def _scanned(
         self,
         view: ReadView,
-        raw: bytes,
-        json_lines: bool,
+        scannable: Scannable,
         deadline: Deadline | None,
         limits: Limits | _Default | None,
+        thresholds: Thresholds,
     ) -> Report | None:
-        """The record-driven scan's report of ``raw``, or None.
+        """The record-driven scan's report of ``scannable``, or None.
 
         None when the store cannot feed it, or when the shape pass names more lines than the
         scan holds (``TooManyShapes``): the region parse reads the input then.
@@ -278,7 +227,8 @@ class KnowledgeBase:
         decide_events, matcher, lookup, checkpoint, sample = self._deciding(
             view, cache, state, deadline, anchors=True, similar=False
         )
-        folded = Folded(_chosen_limits(len(raw), limits))
+        raw = scannable.data
+        folded = Folded(_chosen_limits(len(raw), limits, thresholds))
         try:
             # The scan makes millions of small acyclic objects (lines, events, hits) and
             # frees them by reference counting; the cyclic collector's passes over them found
@@ -294,7 +244,7 @@ class KnowledgeBase:
                     may_match=matcher.may_match_alone,
                     load=matcher.load,
                     checkpoint=checkpoint,
-                    json_lines=json_lines,
+                    json_lines=scannable.json_lines,
                 )
         except TooManyShapes:
             return None  # millions of exception lines: the region parse folds them as it goes
@@ -382,21 +332,8 @@ class KnowledgeBase:
         scan = None
         if anchors and table is not None and text is not None:
             scan = self._buffer_scan(table, state, anchors_key(view.meta_value))
-        record_pass = scan is not None and text is not None and self.record_pass
-        if record_pass and text is not None:
-            from errkb.match.msgfirst import message_first
-
-            # A large input: the record-driven buffer pass (one native pass over every
-            # record's anchor) names the lines that can hold a known message; those no
-            # event covers become FOUND events, decided with the parsed ones, so one
-            # (record, captures) is one match whichever pass saw each occurrence.
-            events = [*events, *message_first(text, events, matcher, scan)]
         matches, unmatched = decide_events(events)
-        if (
-            not record_pass
-            and text is not None
-            and not any(m.confidence is Confidence.EXACT for m in matches)
-        ):
+        if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
             from errkb.match.msgfirst import message_first
 
             # Structure-first parsing explained nothing: the message-first pass looks for
@@ -567,7 +504,7 @@ class KnowledgeBase:
         """Load what a large input's explain reads, for the current state; True if it changed.
 
         The anchor table (its longest entry lists parsed ahead: ``AnchorTable.warm``) and its
-        suggestion index, and, when ``record_scan`` is on, the
+        suggestion index, and the
         record-driven scan's anchors (``<db>.recordanchors`` and its maps) and its shape
         pass: a first large input paid 0.22-0.24 s of CPU for them (150k records, the bench's
         sparse 50 MB log: 1.13-1.40 s against 0.79-0.88 s once they were loaded). A
@@ -586,7 +523,7 @@ class KnowledgeBase:
                 if table is not None:
                     table.build_related()  # its suggestion index too: no request builds it
                     table.warm()
-            if self.record_scan and not anchors_ready:
+            if not anchors_ready:
                 from errkb.match.recordscan import prepare_passes
 
                 # With the id table the single-traceback path's literal test reads, and the
@@ -875,12 +812,18 @@ class KnowledgeBase:
         self.close()
 
 
-def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = True) -> KnowledgeBase:
+def open_kb(
+    target: str | os.PathLike[str] | None = None,
+    *,
+    bundled: bool = True,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> KnowledgeBase:
     """Open (creating and migrating if needed) a knowledge base.
 
     ``target`` is a database path or SQLite URL; by default ``$ERRKB_DB``, else a file in the
     user's data directory. A database errkb creates is filled from the bundled dataset unless
-    ``bundled`` is False. When the default location is not writable, errkb still works: it
+    ``bundled`` is False. ``thresholds``: the sizes that choose each input's explain route
+    (``errkb.explain.Thresholds``). When the default location is not writable, errkb still works: it
     builds a private temporary database from the bundled data for this process.
     """
     explicit = target is not None or bool(os.environ.get("ERRKB_DB"))
@@ -891,7 +834,7 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
         if explicit:
             raise
         store = _temporary_store()
-    kb = KnowledgeBase(store)
+    kb = KnowledgeBase(store, thresholds=thresholds)
     if store.read_only:
         return kb  # read as it is: a reader neither migrates, reindexes nor seeds it
     if store.meta_value("match_index") == "stale":

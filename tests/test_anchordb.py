@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import errkb
+from errkb.explain import Thresholds
 from errkb.match import anchordb
 from errkb.match.anchordb import AnchorDatabaseError, AnchorDB, AnchorFault
 from tests.conftest import DATASET, require_extra
@@ -433,12 +434,8 @@ def test_newline_offsets_are_every_newline_across_slices() -> None:
 
 
 # ------------------------------------------------------------------ built at sync time (issue 21)
-@pytest.fixture
-def small_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inputs above 4 KiB are 'large' (the record-driven scan reads them), in a cheap test."""
-    from errkb.parse import regions
-
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+#: Inputs above 4 KiB are 'large' (the record-driven scan reads them), in a cheap test.
+SMALL = Thresholds(scan_from=4097, paste_upto=4096)
 
 
 @pytest.fixture
@@ -498,14 +495,12 @@ def _damage(path: Path, damage: str) -> None:
 def _explained(db: Path) -> dict[str, Any]:
     with errkb.open(db) as kb:
         kb.scan_engine = "hyperscan"
-        report = kb.explain(_large_log()).to_dict()
+        report = kb.explain(_large_log(), thresholds=SMALL).to_dict()
         assert kb._anchors is not None  # the record-driven scan read it
         return report
 
 
-def test_a_sync_builds_every_anchor_file_for_its_state(
-    db_target: str, compiles: list[int], small_gate: None
-) -> None:
+def test_a_sync_builds_every_anchor_file_for_its_state(db_target: str, compiles: list[int]) -> None:
     # SQLite: beside the file; PostgreSQL: beside its sync lock in the local data directory.
     with errkb.open(db_target, bundled=False) as kb:
         kb.scan_engine = "hyperscan"
@@ -523,12 +518,12 @@ def test_a_sync_builds_every_anchor_file_for_its_state(
     compiles.clear()
     with errkb.open(db_target) as kb:  # another process's view: it loads them
         kb.scan_engine = "hyperscan"
-        assert kb.explain(_large_log()).matches and kb._anchors is not None
+        assert kb.explain(_large_log(), thresholds=SMALL).matches and kb._anchors is not None
     assert compiles == []
 
 
 def test_a_sync_that_compiles_the_records_again_builds_the_anchor_files_again(
-    db_target: str, compiles: list[int], small_gate: None, tmp_path: Path
+    db_target: str, compiles: list[int], tmp_path: Path
 ) -> None:
     import json
 
@@ -552,9 +547,7 @@ def test_a_sync_that_compiles_the_records_again_builds_the_anchor_files_again(
     assert stored.words
 
 
-def test_explain_after_a_sync_compiles_nothing(
-    tmp_path: Path, compiles: list[int], small_gate: None
-) -> None:
+def test_explain_after_a_sync_compiles_nothing(tmp_path: Path, compiles: list[int]) -> None:
     db = tmp_path / "kb.sqlite3"
     _synced(db)
     compiles.clear()
@@ -585,7 +578,7 @@ def _mounted_read_only(src: Path, ro: Path) -> Iterator[None]:
 
 
 def test_a_read_only_knowledge_base_uses_the_sync_built_database(
-    tmp_path: Path, compiles: list[int], small_gate: None
+    tmp_path: Path, compiles: list[int]
 ) -> None:
     src, ro = _src_and_ro(tmp_path)
     _synced(src / "kb.sqlite3")
@@ -604,7 +597,6 @@ def test_a_read_only_knowledge_base_uses_the_sync_built_database(
 def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_says_so_once(
     tmp_path: Path,
     compiles: list[int],
-    small_gate: None,
     damage: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -618,8 +610,8 @@ def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_s
         compiles.clear()
         with errkb.open(ro / "kb.sqlite3") as kb, caplog.at_level("WARNING", "errkb"):
             kb.scan_engine = "hyperscan"
-            assert kb.explain(_large_log()).to_dict() == expected
-            assert kb.explain(_large_log()).to_dict() == expected
+            assert kb.explain(_large_log(), thresholds=SMALL).to_dict() == expected
+            assert kb.explain(_large_log(), thresholds=SMALL).to_dict() == expected
         assert len(compiles) == 1  # once, in memory, for the process
         said = [r.getMessage() for r in caplog.records if "anchor database" in r.getMessage()]
         assert len(said) == 1 and damage in said[0] and "read-only" in said[0]
@@ -654,7 +646,7 @@ def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr
 
 @pytest.mark.parametrize("damage", ["missing", "stale", "truncated", "corrupt"])
 def test_a_writable_knowledge_base_rebuilds_a_bad_file_once(
-    tmp_path: Path, compiles: list[int], small_gate: None, damage: str
+    tmp_path: Path, compiles: list[int], damage: str
 ) -> None:
     db = tmp_path / "kb.sqlite3"
     _synced(db)

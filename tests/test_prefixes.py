@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import errkb
+from errkb.explain import Route, Thresholds, choose_route
 from errkb.parse.prefixes import (
     RULES,
     ByFirst,
@@ -277,18 +278,20 @@ def route_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.Knowled
         yield opened
 
 
-def _routes(kb: errkb.KnowledgeBase, data: bytes) -> dict[str, dict[str, Any]]:
-    """The report of ``data`` by each route: the whole parse, the scan, the region parse."""
-    import errkb.match
-    from errkb.parse import regions
+#: Each route forced on a few kilobytes (``errkb.explain.choose_route``).
+ROUTES = {
+    Route.PASTE: Thresholds(scan_from=1 << 62, paste_upto=1 << 62),
+    Route.SCAN: Thresholds(scan_from=1024, paste_upto=1024),
+    Route.REGIONS: Thresholds(scan_from=1 << 62, paste_upto=1024),
+}
 
-    out = {"paste": kb.explain(data).to_dict()}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(regions, "NARROW_ABOVE", 1024)
-        patch.setattr(errkb.match, "SCAN_ABOVE", 1024)
-        out["scan"] = kb.explain(data).to_dict()
-        patch.setattr(kb, "record_scan", False)
-        out["regions"] = kb.explain(data).to_dict()
+
+def _routes(kb: errkb.KnowledgeBase, data: bytes) -> dict[Route, dict[str, Any]]:
+    """The report of ``data`` by each route: the whole parse, the scan, the region parse."""
+    out = {}
+    for route, sizes in ROUTES.items():
+        assert choose_route(data, sizes)[0] is route
+        out[route] = kb.explain(data, thresholds=sizes).to_dict()
     return out
 
 
@@ -304,9 +307,9 @@ def test_an_exception_line_behind_each_prefix_is_one_report_on_every_route(
     data = _route_log([line for message in messages for line in glued(rule, message)])
     assert len(data) > 1024
     reports = _routes(route_kb, data)
-    assert reports["scan"] == reports["paste"]
-    assert reports["regions"] == reports["paste"]
-    found = {(u["class"], u["message"]) for u in reports["paste"]["unmatched"]}
-    exact = {m["id"] for m in reports["paste"]["matches"] if m["confidence"] == "exact"}
+    assert reports[Route.SCAN] == reports[Route.PASTE]
+    assert reports[Route.REGIONS] == reports[Route.PASTE]
+    found = {(u["class"], u["message"]) for u in reports[Route.PASTE]["unmatched"]}
+    exact = {m["id"] for m in reports[Route.PASTE]["matches"] if m["confidence"] == "exact"}
     assert (("ValueError", UNKNOWN.removeprefix("ValueError: ")) in found) == (case != "known")
     assert bool(exact) == (case != "unknown")

@@ -13,8 +13,9 @@ import pytest
 
 import errkb
 from bench import corpus as bc
+from errkb.explain import DEFAULT_THRESHOLDS
 from errkb.maint.extract import extract
-from errkb.match import SCAN_ABOVE, scan
+from errkb.match import scan
 from errkb.match.index import candidate_ids, message_tokens
 from errkb.records.template import parse_template
 from tests.conftest import DATASET, require_extra
@@ -131,7 +132,7 @@ def test_a_large_input_stores_the_table_beside_the_database(
     small = kb.explain((EXAMPLES / "quanto-incompatible-scale.log").read_text())
     assert not path.exists()  # a one-shot small explain never builds or reads it
     data = _big_input()
-    assert len(data) >= SCAN_ABOVE
+    assert len(data) >= DEFAULT_THRESHOLDS.scan_from
     fresh = errkb.open(kb.path)
     report = fresh.explain(data)
     assert path.exists()

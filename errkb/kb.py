@@ -29,10 +29,9 @@ from errkb.report import Confidence, KnowledgeBaseInfo, Match, RecordView, Repor
 from errkb.store import ReadView, RecordJSON, Store, anchors_key, gc_paused, open_store
 
 if TYPE_CHECKING:
-    from errkb.deadline import Deadline
     from errkb.match.recordanchors import RecordAnchors
     from errkb.match.recordscan import Decider, Limits
-    from errkb.match.scan import AnchorTable, BufferScan
+    from errkb.match.scan import AnchorTable
     from errkb.records import Record
     from errkb.report.check import CheckReport
     from errkb.report.ingest import IngestReport
@@ -93,8 +92,8 @@ class KnowledgeBase:
         self._cache: SpecCache | None = None
         self._state: str | None = None
         self._table: AnchorTable | None = None
-        self._scan: BufferScan | None = None
-        #: The buffer pass's engine (``errkb.match.scan.ENGINES``); None: the fastest installed.
+        #: The record anchors' engine (``errkb.match.anchordb.ENGINES``); None: the fastest
+        #: installed.
         self.scan_engine: str | None = None
         self._explains = 0
         # One anchor-table build at a time: concurrent reports after a sync wait for it (or, for
@@ -132,14 +131,12 @@ class KnowledgeBase:
         self,
         text: str | bytes,
         *,
-        deadline: Deadline | None = None,
         limits: Limits | _Default | None = DEFAULT,
         thresholds: Thresholds | None = None,
     ) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output).
 
-        ``deadline`` is checked between steps; past it (or once cancelled) the call raises
-        ``CancelledError`` within a few milliseconds of work. A large input's report keeps at
+        A large input's report keeps at
         most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all; by default,
         an input of at most ``Thresholds.paste_upto`` keeps all), counts exact, and says what
         it cut (``Report.omitted``). ``thresholds`` (default: the knowledge base's) choose the
@@ -152,7 +149,7 @@ class KnowledgeBase:
         route, scannable = choose_route(data, sizes)
         if route is Route.SCAN and scannable is not None:
             with self.store.snapshot() as view:
-                report = self._scanned(view, scannable, deadline, limits, sizes)
+                report = self._scanned(view, scannable, limits, sizes)
             if len(scannable.data) >= sizes.release_from:
                 from errkb.match.anchordb import release_heap
 
@@ -164,7 +161,7 @@ class KnowledgeBase:
             route = Route.PASTE if len(data) <= sizes.paste_upto else Route.REGIONS
         events = parse_input(data, narrow_above=sizes.paste_upto)
         with self.store.snapshot() as view:
-            report = self._explain_in(view, data, events, deadline, sizes)
+            report = self._explain_in(view, data, events, sizes)
         if route is Route.PASTE and isinstance(limits, _Default):
             return report  # a paste: reported whole, nothing more imported
         # The region parse's report is kept within the same ``Limits`` as the scan's (the
@@ -194,18 +191,16 @@ class KnowledgeBase:
         view: ReadView,
         data: str | bytes,
         events: list[LogEvent],
-        deadline: Deadline | None = None,
         thresholds: Thresholds = DEFAULT_THRESHOLDS,
     ) -> Report:
         """``explain`` of ``data`` (parsed into ``events``) over an open read view."""
         large = len(data) >= thresholds.scan_from
-        return self._report(view, events, anchors=large, text=data, deadline=deadline)
+        return self._report(view, events, anchors=large, text=data)
 
     def _scanned(
         self,
         view: ReadView,
         scannable: Scannable,
-        deadline: Deadline | None,
         limits: Limits | _Default | None,
         thresholds: Thresholds,
     ) -> Report | None:
@@ -224,8 +219,8 @@ class KnowledgeBase:
         anchors = self._record_anchors(view, state)
         if not anchors.complete:
             return None  # a database from before migration 0006: the region parse reads it
-        decide_events, matcher, lookup, checkpoint, sample = self._deciding(
-            view, cache, state, deadline, anchors=True, similar=False
+        decide_events, matcher, lookup, sample = self._deciding(
+            view, cache, state, anchors=True, similar=False
         )
         raw = scannable.data
         folded = Folded(_chosen_limits(len(raw), limits, thresholds))
@@ -243,7 +238,6 @@ class KnowledgeBase:
                     found=lambda data, lines: found_at(data, lines, matcher),
                     may_match=matcher.may_match_alone,
                     load=matcher.load,
-                    checkpoint=checkpoint,
                     json_lines=scannable.json_lines,
                 )
         except TooManyShapes:
@@ -319,30 +313,22 @@ class KnowledgeBase:
         *,
         anchors: bool = False,
         text: str | bytes | None = None,
-        deadline: Deadline | None = None,
     ) -> Report:
         """Decide ``events`` against the state ``view`` reads: one dataset version throughout."""
         state = view.meta_value("state") or "0"
         dataset_version = view.meta_value("dataset_version")
         cache = self._cache_for(state)
-        decide_events, matcher, _lookup, checkpoint, sample = self._deciding(
-            view, cache, state, deadline, anchors=anchors
+        decide_events, matcher, _lookup, sample = self._deciding(
+            view, cache, state, anchors=anchors
         )
-        table = matcher.table
-        scan = None
-        if anchors and table is not None and text is not None:
-            scan = self._buffer_scan(table, state, anchors_key(view.meta_value))
         matches, unmatched = decide_events(events)
         if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
-            from errkb.match.msgfirst import message_first
-
             # Structure-first parsing explained nothing: the message-first pass looks for
-            # known messages on the lines no event covers (a large input through the
-            # buffer pass). Its events only ever give exact matches, never unmatched or
-            # similar entries, so they are decided on their own and put first.
-            if checkpoint is not None:
-                checkpoint()
-            found = message_first(text, events, matcher, scan)
+            # known messages on the lines no event covers (a large input's: the record
+            # anchors' hit lines, as the scan's). Its events only ever give exact matches,
+            # never unmatched or similar entries, so they are decided on their own and put
+            # first.
+            found = self._message_first(view, state, text, events, matcher, large=anchors)
             if found:
                 extra, _none = decide_events(found)
                 matches = extra + matches
@@ -353,7 +339,6 @@ class KnowledgeBase:
         view: ReadView,
         cache: SpecCache,
         state: str,
-        deadline: Deadline | None,
         *,
         anchors: bool,
         similar: bool = True,
@@ -361,22 +346,17 @@ class KnowledgeBase:
         Decider,
         IndexedMatcher,
         Callable[[str], RecordJSON | None],
-        Callable[[], None] | None,
         KnowledgeBaseInfo | None,
     ]:
         """What deciding over ``view`` needs.
 
-        Decide over events, the matcher, record look-up, the deadline's checkpoint and the
-        bundled-sample note.
+        Decide over events, the matcher, record look-up and the bundled-sample note.
         """
         from errkb.validators import admits, diagnose, records_with_validators
 
         # Asked once per match (thousands in a dense log): a set test, not a walk of every
         # validator's rules.
         validated = frozenset(records_with_validators())
-        checkpoint = deadline.check if deadline is not None else None
-        if checkpoint is not None:
-            checkpoint()
 
         def has_validator(rid: str) -> bool:
             return rid in validated
@@ -431,13 +411,12 @@ class KnowledgeBase:
                 lookup,
                 diagnose=diagnose_known,
                 has_validator=has_validator,
-                checkpoint=checkpoint,
                 similar=similar,
                 can_match=can_match,
                 prefetch=prefetch,
             )
 
-        return decide_events, matcher, lookup, checkpoint, sample
+        return decide_events, matcher, lookup, sample
 
     def _cache_for(self, state: str) -> SpecCache:
         # Compiled records are valid for one state of the store: a sync (in any process)
@@ -446,7 +425,6 @@ class KnowledgeBase:
             if self._cache is None or self._state != state:
                 self._cache = SpecCache()
                 self._table = None
-                self._scan = None
                 self._anchors = None
                 self._state = state
             return self._cache
@@ -469,36 +447,36 @@ class KnowledgeBase:
         finally:
             self._build_lock.release()
 
-    def _buffer_scan(
-        self, table: AnchorTable, state: str, key: tuple[str, str | None]
-    ) -> BufferScan:
-        """The state's buffer pass over ``table``, built once (under the build lock).
+    def _message_first(
+        self,
+        view: ReadView,
+        state: str,
+        text: str | bytes,
+        events: Sequence[LogEvent],
+        matcher: IndexedMatcher,
+        *,
+        large: bool,
+    ) -> list[LogEvent]:
+        """``FOUND`` events for the lines of ``text`` no event covers.
 
-        Its automaton comes from the anchor database beside the knowledge base (compiled and
-        stored there on the first large input after a change, ``errkb.match.anchordb``).
+        A large input's candidate lines are the record anchors' hit lines (one whole-buffer
+        pass, the scan's); a small one's, or one whose store cannot feed the record anchors,
+        are all its lines (``msgfirst.message_first``).
         """
-        from errkb.match.anchordb import anchordb_path
-        from errkb.match.scan import BufferScan
+        from errkb.match.msgfirst import covered_lines, found_at, message_first
 
-        with self._build_lock:
-            with self._lock:
-                scan = self._scan
-            if (
-                scan is None
-                or scan.table is not table
-                or scan.engine != (self.scan_engine or scan.engine)
-            ):
-                scan = BufferScan(
-                    table,
-                    self.scan_engine,
-                    store_at=anchordb_path(self.store.path),
-                    state=key[0],
-                    dataset_version=key[1],
-                )
-                with self._lock:
-                    if self._state == state:
-                        self._scan = scan
-            return scan
+        if large:
+            anchors = self._record_anchors(view, state)
+            if anchors.complete:
+                from errkb.parse.text import decode_input, needs_decoding
+
+                raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+                if needs_decoding(raw):
+                    raw = decode_input(raw).encode("utf-8", "surrogatepass")
+                covered = covered_lines(events)
+                lines = [(n, at) for n, at in anchors.hit_lines(raw) if n not in covered]
+                return found_at(raw, lines, matcher)
+        return message_first(text, events, matcher)
 
     def prepare(self) -> bool:
         """Load what a large input's explain reads, for the current state; True if it changed.
@@ -537,30 +515,21 @@ class KnowledgeBase:
     def build_anchor_files(self) -> None:
         """Build, for the store's current state, every file a large input's explain reads.
 
-        The record-driven scan's anchor database (``<db>.recordanchors``), the anchor table
-        (``<db>.anchors``) and the buffer pass's database (``<db>.anchordb``), each beside the
-        knowledge base (a PostgreSQL one: beside its sync lock in the local data directory,
-        per machine), written whole under a temporary name and renamed, keyed by the state,
-        dataset version and engine; a file already current is loaded, not compiled again.
-        ``sync``, ``ingest`` and ``rollback`` call it after their commit, so that no explain
-        compiles them, and a knowledge base mounted read-only afterwards never does: 10.3 s
-        of CPU at 150,000 records, most of it Hyperscan's compile (``errkb.match.anchordb``,
-        ``BENCHMARKS.md``). Nothing here touches the store's transaction.
-
-        The record anchors are all of its peak and most of its CPU (150k records, loaded,
-        ``python bench/anchorbuild.py DB STAGE``: 19.8 s and 355 MiB against 1.5 s and 47 MiB
-        for the table, 2.1 s and 141 MiB for the buffer pass's database through
-        ``BufferScan``). Each file is built and dropped before the next, the buffer pass's
-        words read from the table's body: at 500,000 records the build peaks at 630 MiB and
-        63 s of CPU, main's at 959 MiB and 65 s (same session); what is left is the record
-        anchors' Hyperscan compile, ~170-220 MB beyond the process for each part of ~90k
-        literals (``anchordb.CHUNK_WORDS``), over ~330 MB of maps and literals at 500k.
+        The record anchors (``<db>.recordanchors`` and its maps) and the anchor table
+        (``<db>.anchors``), each beside the knowledge base (a PostgreSQL one: beside its sync
+        lock in the local data directory, per machine), written whole under a temporary name
+        and renamed, keyed by the anchor key (``store.anchors_key``) and engine; a file already
+        current is kept, not compiled again. ``sync``, ``ingest`` and ``rollback`` call it after
+        their commit, so that no explain compiles them and a knowledge base mounted read-only
+        afterwards never does. Each file is built and dropped before the next (held together
+        they were the sync's peak). A file an older errkb left that no route reads (the buffer
+        pass's ``<db>.anchordb``) is removed. Nothing here touches the store's transaction.
         """
         if self.store.read_only:
             return
-        from errkb.match.anchordb import anchordb_path, default_engine, release_heap, stored_words
+        from errkb.match.anchordb import default_engine, release_heap
         from errkb.match.recordanchors import record_anchordb_path, store_record_anchors
-        from errkb.match.scan import body_items, buffer_anchor_db, scan_words, table_body
+        from errkb.match.scan import table_body
 
         engine = self.scan_engine or default_engine()
         with self.store.snapshot() as view, self._build_lock:
@@ -568,10 +537,6 @@ class KnowledgeBase:
             # Keyed by the last write that changed what they are built from: a write that
             # left every input as it was finds them current (``store.anchors_key``).
             state, dataset_version = anchors_key(view.meta_value)
-            # Each file is built (or found current) and dropped before the next: the files
-            # are what a later explain reads, and the structures a scan would use (a
-            # frozenset per record for the buffer pass, the table's dict of every word) are
-            # never made here. Held together they were the sync's peak.
             store_record_anchors(
                 view.anchor_rows,
                 engine,
@@ -580,19 +545,9 @@ class KnowledgeBase:
                 dataset_version=dataset_version,
             )
             release_heap()
-            body = table_body(view, self.store.path, state, dataset_version)
-            buffer_at = anchordb_path(self.store.path)
-            if stored_words(buffer_at, state, dataset_version, engine) is not None:
-                # Current and intact: its words came from this table (both files are keyed
-                # by the one write that last changed what they are built from). Reading the
-                # words again only to compare was 0.9 s of a 1% sync at 500k records.
-                return
-            words = scan_words(body_items(body))
-            del body
+            table_body(view, self.store.path, state, dataset_version)
             release_heap()
-            buffer_anchor_db(words, buffer_at, state, dataset_version, engine)
-            del words
-            release_heap()
+        _remove_stale(self.store.path.with_name(self.store.path.name + ".anchordb"))
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
         """``build_anchor_files`` after a write committed; Ctrl-C raises ``interrupted()``.
@@ -873,6 +828,15 @@ def _bundled_sample(text: str | None, state: str) -> KnowledgeBaseInfo | None:
         return None
     records = value.get("records")
     return KnowledgeBaseInfo(records if isinstance(records, int) else 0, bundled_sample=True)
+
+
+def _remove_stale(path: Path) -> None:
+    """Remove ``path`` when it is a regular file (never a link's target, never a directory)."""
+    try:
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    except OSError:
+        pass  # another process removed it, or the directory is not ours to change
 
 
 def _temporary_store() -> Store:

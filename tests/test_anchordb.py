@@ -395,7 +395,7 @@ def test_the_stored_file_has_the_databases_permissions(tmp_path: Path) -> None:
     db_file = tmp_path / "kb.sqlite3"
     db_file.write_bytes(b"")
     db_file.chmod(0o640)
-    path = anchordb.anchordb_path(db_file)
+    path = db_file.with_name(db_file.name + ".recordanchors")
     assert anchordb.write_anchor_db(path, AnchorDB(WORDS, "ahocorasick"), "7", "v1")
     assert path.stat().st_mode & 0o777 == 0o640
 
@@ -443,14 +443,13 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The anchor count of every Hyperscan database compiled (not loaded) from now on."""
     pytest.importorskip("hyperscan")  # CI installs errkb[fast]; Aho-Corasick has no image
     seen: list[int] = []
-    real = AnchorDB.__init__
+    real = anchordb.compile_images
 
-    def counted(self: AnchorDB, *args: Any, **kwargs: Any) -> None:
-        real(self, *args, **kwargs)
-        if self.compiled and self.words:
-            seen.append(len(self.words))
+    def counted(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, bytes]]:
+        seen.append(len(encoded))
+        return real(encoded, ends)
 
-    monkeypatch.setattr(AnchorDB, "__init__", counted)
+    monkeypatch.setattr(anchordb, "compile_images", counted)
     return seen
 
 
@@ -468,7 +467,6 @@ def _files(db: Path) -> dict[str, Path]:
     return {
         "recordanchors": record_anchordb_path(db),
         "anchors": anchor_path(db),
-        "anchordb": anchordb.anchordb_path(db),
     }
 
 
@@ -511,9 +509,8 @@ def test_a_sync_builds_every_anchor_file_for_its_state(db_target: str, compiles:
     assert state is not None
     files = _files(db)
     assert all(p.is_file() for p in files.values())
-    for name in ("recordanchors", "anchordb"):
-        stored = anchordb.read_anchor_db(files[name], state, version, "hyperscan")
-        assert stored.words and not stored.compiled
+    stored = anchordb.read_anchor_db(files["recordanchors"], state, version, "hyperscan")
+    assert stored.words and not stored.compiled
     assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
     compiles.clear()
     with errkb.open(db_target) as kb:  # another process's view: it loads them

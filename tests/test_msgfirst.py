@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 
 import errkb
 from errkb.explain import DEFAULT_THRESHOLDS, Thresholds
+from errkb.match.anchordb import ENGINES
 from errkb.match.decide import BASE_EXACT, CLASS_BONUS, MESSAGE_FIRST_PENALTY
 from errkb.match.msgfirst import covered_lines, message_starts
-from errkb.match.scan import ENGINES
 from errkb.parse.events import EventKind, Frame, LogEvent
 from errkb.parse.prefixes import RULES
 from tests.cli import run
@@ -262,3 +262,29 @@ def test_a_bare_message_beside_a_parsed_one_is_read_alike_by_the_scan_and_the_re
     regions = mf_kb.explain(data, thresholds=Thresholds(scan_from=len(data) + 1))
     assert scanned.to_dict() == regions.to_dict()
     assert [m.lines[0] for m in regions.exact] == [data.count(b"\n")]
+
+
+def test_a_large_container_s_message_first_lines_are_the_record_anchors_hit_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large markup page (the region parse reads it: the scan cannot) whose one known message
+    # is a bare paragraph: the message-first pass reads the record anchors' hit lines, the
+    # scan's one whole-buffer pass, not every line.
+    from errkb.match import msgfirst
+
+    sizes = Thresholds(scan_from=4096, paste_upto=4096)
+    filler = "".join(f"<p>step {n} loaded the weights and moved on</p>\n" for n in range(400))
+    page = f"<html><body>\n{filler}<p>{MESSAGE}</p>\n{filler}</body></html>\n"
+    read: list[int] = []
+    real = msgfirst.found_at
+
+    def counted(data: bytes, lines: list[tuple[int, int]], matcher: object) -> list[LogEvent]:
+        read.append(len(lines))
+        return real(data, lines, matcher)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(msgfirst, "found_at", counted)
+    with errkb.open(tmp_path / "kb.sqlite3", thresholds=sizes) as kb:
+        report = kb.explain(page)
+        assert kb._anchors is not None  # the record anchors, as the scan loads them
+    assert [(m.id, m.lines) for m in report.exact] == [(COMFY, (402,))]
+    assert read and read[0] < 10  # the hit lines, not the page's 800 lines

@@ -24,9 +24,9 @@ import pytest
 import errkb
 from errkb.explain import DEFAULT_THRESHOLDS, Thresholds
 from errkb.match import recordanchors, recordscan
+from errkb.match.anchordb import ENGINES
 from errkb.match.recordanchors import anchor_line, escaped_forms, record_anchordb_path
 from errkb.match.recordscan import Limits, exception_of
-from errkb.match.scan import ENGINES
 from errkb.parse import regions
 from errkb.records import schema_validator
 from tests.conftest import EXAMPLES, require_extra

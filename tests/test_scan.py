@@ -16,6 +16,7 @@ from bench import corpus as bc
 from errkb.explain import DEFAULT_THRESHOLDS
 from errkb.maint.extract import extract
 from errkb.match import scan
+from errkb.match.anchordb import ENGINES
 from errkb.match.index import candidate_ids, message_tokens
 from errkb.records.template import parse_template
 from tests.conftest import DATASET, require_extra
@@ -200,90 +201,6 @@ def test_reports_are_the_same_with_and_without_the_table(
     assert len(with_table.exact) > 50
 
 
-def _engines() -> list[Any]:
-    try:
-        import hyperscan  # noqa: F401
-
-        fast: Any = "hyperscan"
-    except ImportError:
-        fast = pytest.param("hyperscan", marks=pytest.mark.skip(reason="hyperscan not importable"))
-    return [fast, "ahocorasick"]
-
-
-@pytest.fixture(scope="module")
-def scan_kb(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]) -> Any:
-    folder = tmp_path_factory.mktemp("scan")
-    source = folder / "records.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    kb = errkb.open(folder / "kb.sqlite3", bundled=False)
-    kb.ingest([source])
-    return scan.AnchorTable(_body(kb))
-
-
-def _buffer(records: list[dict[str, Any]]) -> tuple[bytes, set[int]]:
-    """Filler with rendered messages on known lines (some glued to a word: not whole words)."""
-    rng = random.Random(11)
-    lines: list[str] = []
-    wanted: set[int] = set()
-    for r in rng.sample(records, 300):
-        lines += [f"INFO step {rng.randrange(10**6)} ok" for _ in range(rng.randrange(1, 30))]
-        template = parse_template(r["errorMessage"])
-        message = template.render(dict.fromkeys(template.names, "v1"))
-        if rng.random() < 0.2:
-            message = "x" + message.replace(" ", "_")  # no whole words left
-        else:
-            wanted.add(len(lines))
-        lines.append(f"2026-12-01 08:00:00 worker-{rng.randrange(9)} | {message}")
-    offsets, position = [], 0
-    for line in lines:
-        offsets.append(position)
-        position += len(line.encode()) + 1
-    data = ("\n".join(lines) + "\n").encode()
-    return data, {offsets[i] for i in wanted}
-
-
-@pytest.mark.parametrize("engine", _engines())
-def test_the_buffer_pass_finds_each_message_line_with_either_engine(
-    scan_kb: scan.AnchorTable, records: list[dict[str, Any]], engine: str
-) -> None:
-    data, wanted = _buffer(records)
-    scanner = scan.BufferScan(scan_kb, engine)
-    assert scanner.engine == engine and len(scanner) > 50
-    found = scanner.line_offsets(data)
-    assert found == sorted(found)
-    # Every line holding a whole message whose record has a scan word is found; the reference
-    # is the table's own rule applied line by line.
-    lines = data.split(b"\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
-    reference = []
-    for start, line in zip(starts, lines, strict=True):
-        text = line.decode()
-        if any(
-            max(sorted(others | {w}), key=len) in scanner._words
-            and len(max(sorted(others | {w}), key=len)) >= scan.MIN_SCAN_WORD
-            for w in message_tokens(text)
-            if w in scan_kb.words()
-            for _rid, others in scan_kb.entries(w)
-            if (others | {w}) <= set(message_tokens(text))
-        ):
-            reference.append(start)
-    assert found == reference
-    assert len(set(found) & wanted) > 100
-
-
-def test_both_engines_give_the_same_lines(
-    scan_kb: scan.AnchorTable, records: list[dict[str, Any]]
-) -> None:
-    pytest.importorskip("hyperscan")
-    data, _wanted = _buffer(records)
-    fast = scan.BufferScan(scan_kb, "hyperscan").line_offsets(data)
-    assert fast == scan.BufferScan(scan_kb, "ahocorasick").line_offsets(data)
-    with pytest.raises(ValueError, match="unknown scan engine"):
-        scan.BufferScan(scan_kb, "grep")
-
-
 def test_a_bounded_table_gives_the_same_candidates(
     big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]]
 ) -> None:
@@ -349,32 +266,31 @@ def test_a_word_in_use_stays_parsed() -> None:
 def test_a_write_builds_the_files_without_the_scan_s_structures(
     big_kb: errkb.KnowledgeBase,
 ) -> None:
-    # The ingest's ``build_anchor_files`` stored all three files and kept none of what a scan
-    # holds: the buffer pass's words come from the table's body, not from a ``BufferScan``.
-    from errkb.match.anchordb import anchordb_path, default_engine, read_anchor_db
-
-    assert big_kb._anchors is None and big_kb._table is None and big_kb._scan is None
+    # The ingest's ``build_anchor_files`` stored the table and the record anchors and kept
+    # none of what a scan holds; no buffer-pass file (``<db>.anchordb``) is written any more.
+    assert big_kb._anchors is None and big_kb._table is None
     state = str(big_kb.store.meta_value("state"))
     version = big_kb.store.meta_value("dataset_version")
     table = scan.read_table(scan.anchor_path(big_kb.path), state, version)
-    assert table is not None
-    body = scan.anchor_path(big_kb.path).read_text(encoding="utf-8").partition("\n")[2]
-    assert list(scan.body_items(body)) == list(table.raw_items())
-    stored = read_anchor_db(anchordb_path(big_kb.path), state, version, default_engine())
-    buffer = scan.BufferScan(table, "ahocorasick")  # its words: either engine's
-    assert stored.words == scan.scan_words(table.raw_items()) == tuple(buffer._words)
-    assert len(stored.words) > 100
+    assert table is not None and len(table) > 100
+    assert not big_kb.path.with_name(big_kb.path.name + ".anchordb").exists()
 
 
-@pytest.mark.parametrize("engine", scan.ENGINES)
-@pytest.mark.parametrize("damage", [None, "buffer", "record words", "maps", "record images"])
+def test_a_write_removes_the_buffer_pass_s_old_file(big_kb: errkb.KnowledgeBase) -> None:
+    old = big_kb.path.with_name(big_kb.path.name + ".anchordb")
+    old.write_bytes(b"errkb-anchordb 5 ...")
+    big_kb.build_anchor_files()
+    assert not old.exists()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("damage", [None, "record words", "maps", "record images"])
 def test_a_write_that_finds_the_files_current_derives_nothing(
     big_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, damage: str | None, engine: str
 ) -> None:
-    # Current and intact: neither the buffer pass's words nor the record maps are derived
-    # again, and no Hyperscan image is loaded. A damaged one of them is built again, alone.
+    # Current and intact: the record maps are not derived again, and no Hyperscan image is
+    # loaded. A damaged one of them is built again, alone.
     from errkb.match import anchordb, recordanchors
-    from errkb.match.anchordb import anchordb_path
     from errkb.store import anchors_key
 
     if engine == "hyperscan":
@@ -383,7 +299,6 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
     big_kb.build_anchor_files()  # current for this engine
     record_db = recordanchors.record_anchordb_path(big_kb.path)
     files = {
-        "buffer": anchordb_path(big_kb.path),
         "record": record_db,
         "maps": recordanchors.maps_path(record_db),
     }
@@ -398,8 +313,7 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
         image[at] ^= 0x01
         files[name].write_bytes(bytes(image))
     derived: list[str] = []
-    real_words, real_maps = scan.scan_words, recordanchors.record_maps
-    monkeypatch.setattr(scan, "scan_words", lambda *a: derived.append("words") or real_words(*a))
+    real_maps = recordanchors.record_maps
     monkeypatch.setattr(
         recordanchors, "record_maps", lambda *a: derived.append("maps") or real_maps(*a)
     )
@@ -417,7 +331,7 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
         with pytest.raises(anchordb.AnchorDatabaseError, match="corrupt"):
             anchordb.read_anchor_db(record_db, state, version, engine)
         return
-    expected = {None: [], "buffer": ["words"], "maps": ["maps"]}.get(damage, ["maps"])
+    expected = {None: [], "maps": ["maps"]}.get(damage, ["maps"])
     assert derived == expected
     assert after == good  # built again where damaged: the same bytes
 

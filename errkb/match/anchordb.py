@@ -1,18 +1,13 @@
-r"""The anchor database: the buffer pass's compiled automaton, stored beside the knowledge base.
+r"""The anchor database: the record anchors' compiled automaton, stored beside the knowledge base.
 
-The whole-buffer pass (``errkb.match.scan.BufferScan``) looks for every record's scan word (its
-longest indexed word, at least ``MIN_SCAN_WORD`` characters) in one native pass. Compiling that
-automaton is the pass's one large fixed cost: Hyperscan takes seconds for 150,000 literals
-(``SCAN.md``: 24-28 s for 150k-515k literals), so it is compiled once per state of the store
-and stored in ``<db>.anchordb``, and every later process loads it (Hyperscan's own
-``dumpb``/``loadb``: a byte image the library validates itself, nothing in it is executed; never
-pickle). Aho-Corasick (``ahocorasick-rs``, the fallback where Hyperscan's wheel does not
-install) has no serialised form; its automaton is built from the word list the same file holds,
-which costs well under a second.
-
-A scan word is a run of ``\w``: it reads the same inside a repr, a JSON string or an HTML
-page (escaping touches quotes, backslashes, ``<&>`` and non-ASCII only, and non-ASCII words are
-not scan words), so the escaped forms of a message hit the same anchors and need no variants.
+The record scan (``errkb.match.recordanchors.RecordAnchors``) looks for every record's anchor
+and its escaped forms in one native pass over the whole buffer (Hyperscan, else Aho-Corasick).
+Compiling that automaton is the pass's one large fixed cost, so it is compiled once per anchor
+key (``store.anchors_key``) by the write that moves the key and stored in
+``<db>.recordanchors``; every later process loads it (Hyperscan's own ``dumpb``/``loadb``: a
+byte image the library validates itself, nothing in it is executed; never pickle).
+Aho-Corasick has no serialised form; its automaton is built from the word list the same file
+holds.
 
 File format (binary)::
 
@@ -120,11 +115,6 @@ class AnchorDatabaseError(ErrkbError):
         self.path = path
         self.fault = fault
         super().__init__(f"anchor database {path}: {fault.value}: {detail}")
-
-
-def anchordb_path(db_path: Path) -> Path:
-    """Where the anchor database of the knowledge base at ``db_path`` is stored."""
-    return db_path.with_name(db_path.name + ".anchordb")
 
 
 def default_engine() -> str:

@@ -1029,7 +1029,6 @@ def record_scan(
     folded: Folded,
     *,
     found: Callable[[bytes, Sequence[tuple[int, int]]], list[LogEvent]] | None = None,
-    checkpoint: Callable[[], None] | None = None,
     json_lines: bool = False,
     may_match: Callable[[str, Sequence[str]], bool] | None = None,
     load: Callable[[Sequence[str]], object] | None = None,
@@ -1103,8 +1102,6 @@ def record_scan(
     in_hit = _Spans(spans)
     if load is not None:
         load(_named(line_records, [n for n, _o in hits if in_hit.has(n)]))
-    if checkpoint is not None:
-        checkpoint()
     # Exception lines outside every window, and the traceback ends of headers outside them:
     # read from their line alone, unless the full parser must read them (``hard``).
     headers = set(shapes.headers)
@@ -1153,8 +1150,6 @@ def record_scan(
         folded.add_matches(matches)
         folded.add_unmatched(unmatched)
         covered.update(covered_lines(events))
-        if checkpoint is not None:
-            checkpoint()
 
     kinded = sorted([*((span, False) for span in spans), *((span, True) for span in hard)])
     for batch, is_hard in _kinded_batches(kinded):

@@ -29,6 +29,7 @@ from errkb.report import Confidence, KnowledgeBaseInfo, Match, RecordView, Repor
 from errkb.store import ReadView, RecordJSON, Store, anchors_key, gc_paused, open_store
 
 if TYPE_CHECKING:
+    from errkb.match.beside import AnchorFault
     from errkb.match.recordanchors import RecordAnchors
     from errkb.match.recordscan import Decider, Limits
     from errkb.match.scan import AnchorTable
@@ -274,31 +275,39 @@ class KnowledgeBase:
                     state=key,
                     dataset_version=version,
                 )
-                if anchors.db.fault is not None and self.store.read_only:
-                    self._compiled_in_memory(path, anchors.db.fault.value, len(anchors.words))
+                self._say_rebuilt(path, anchors.db.fault, len(anchors.words))
                 with self._lock:
                     if self._state == state:
                         self._anchors = anchors
             return anchors
 
-    def _compiled_in_memory(self, path: Path, fault: str, words: int) -> None:
-        """Say once per knowledge base that a read-only one compiled its anchors in memory.
+    def _say_rebuilt(self, path: Path, fault: AnchorFault | None, words: int) -> None:
+        """Say once per knowledge base that its record anchors' file could not be used.
 
-        A sync builds the file (``build_anchor_files``); a database copied or mounted without
-        it, or from before that, pays the compile in every process that scans a large input
-        (seconds at 150,000 records), which a user should hear about, once, with the fix.
+        A writable knowledge base rebuilt and stored it; that is news only when the file was
+        there and bad (stale, truncated, corrupt, not a regular file). A read-only one compiled
+        it in memory, as every process that scans a large input will (seconds at 150,000
+        records), which a user should hear about, once, with the fix.
         """
-        if self._warned_in_memory:
+        from errkb.match.beside import AnchorFault
+
+        writable = not self.store.read_only
+        if fault is None or self._warned_in_memory or (writable and fault is AnchorFault.MISSING):
             return
         self._warned_in_memory = True
         import logging  # only here: cold start does not pay for it
 
+        if writable:
+            logging.getLogger("errkb").warning(
+                "errkb: the anchor database %s was %s: rebuilt from the knowledge base", path, fault
+            )
+            return
         logging.getLogger("errkb").warning(
             "errkb: the anchor database %s is %s and the knowledge base is read-only: its "
             "%d anchors were compiled in memory for this process (every process will); a sync "
             "where the knowledge base is writable builds and stores it",
             path,
-            fault,
+            fault.value,
             words,
         )
 

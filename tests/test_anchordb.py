@@ -14,8 +14,9 @@ import pytest
 
 import errkb
 from errkb.explain import Thresholds
-from errkb.match import anchordb
+from errkb.match import anchordb, beside
 from errkb.match.anchordb import AnchorDatabaseError, AnchorDB, AnchorFault
+from errkb.store import anchors_key
 from tests.conftest import DATASET, require_extra
 
 WORDS = ["Traceback", "alpha_beta", "gamma", "delta9", "epsilon", "zeta_eta_theta"]
@@ -123,7 +124,7 @@ def _fault(path: Path, state: str = "7", version: str | None = "v1") -> AnchorDa
 
 def test_a_file_of_another_format_is_stale(tmp_path: Path) -> None:
     path = _stored(tmp_path)
-    path.write_bytes(path.read_bytes().replace(anchordb.FORMAT, b"errkb-anchordb 1", 1))
+    path.write_bytes(path.read_bytes().replace(beside.FORMAT, b"errkb-beside 1", 1))
     error = _fault(path)
     assert error.fault is AnchorFault.STALE and "format 1" in str(error)
 
@@ -144,7 +145,7 @@ def test_many_anchors_compile_in_chunks_with_the_same_hits(
     # never written back without its images.
     assert loaded.serialised is None
     with pytest.raises(ValueError, match="not stored again"):
-        anchordb.encode(loaded, "7", "v1")
+        anchordb.encode(loaded)
     for seed in range(3):
         data = _log(seed + 40)
         want = whole.hits(data)
@@ -159,7 +160,7 @@ def test_a_missing_file_is_named_missing(tmp_path: Path) -> None:
 def test_another_state_version_or_engine_is_stale(tmp_path: Path) -> None:
     path = _stored(tmp_path)
     error = _fault(path, state="8")
-    assert error.fault is AnchorFault.STALE and "state 7" in str(error)
+    assert error.fault is AnchorFault.STALE and "recordanchors 7 v1" in str(error)
     assert _fault(path, version="v2").fault is AnchorFault.STALE
     with pytest.raises(AnchorDatabaseError) as info:
         anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
@@ -193,9 +194,9 @@ def test_a_serialised_image_hyperscan_refuses_is_corrupt(tmp_path: Path) -> None
     # A well-formed file (its hash matches) around an image that is not a database.
     broken = AnchorDB(WORDS, "ahocorasick")
     broken.serialised = b"\x00" * 64
-    image = anchordb.encode(broken, "7", "v1").replace(b" ahocorasick ", b" hyperscan ", 1)
     path = tmp_path / "kb.sqlite3.anchordb"
-    path.write_bytes(image)
+    stamp = beside.Stamp(anchordb.KIND, "7", "v1", "hyperscan")
+    assert beside.write(path, stamp, anchordb.encode(broken), tmp_path / "kb.sqlite3")
     with pytest.raises(AnchorDatabaseError) as info:
         anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
     assert info.value.fault is AnchorFault.CORRUPT and "hyperscan" in str(info.value)
@@ -482,7 +483,7 @@ def _damage(path: Path, damage: str) -> None:
     if damage == "missing":
         path.unlink()
     elif damage == "stale":  # another state: "9" prefixed to the header's
-        path.write_bytes(image.replace(anchordb.FORMAT + b" ", anchordb.FORMAT + b" 9", 1))
+        path.write_bytes(image.replace(beside.FORMAT + b" ", beside.FORMAT + b" 9", 1))
     elif damage == "truncated":
         path.write_bytes(image[: len(image) // 2])
     else:  # one byte of the body flipped (the image ends in padding: not there)
@@ -504,7 +505,7 @@ def test_a_sync_builds_every_anchor_file_for_its_state(db_target: str, compiles:
         kb.scan_engine = "hyperscan"
         assert kb.sync(DATASET).changed
         assert compiles  # the sync compiled them, after its commit
-        state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        state, version = anchors_key(kb.store.meta_value)
         db = kb.path
     assert state is not None
     files = _files(db)
@@ -537,7 +538,7 @@ def test_a_sync_that_compiles_the_records_again_builds_the_anchor_files_again(
         report = kb.sync(tree)  # the same version: nothing to apply, all to compile again
         assert report.recompiled and not report.changed
         assert compiles  # for the new state: the anchors come from the new specs
-        state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        state, version = anchors_key(kb.store.meta_value)
         db = kb.path
     assert state is not None
     stored = anchordb.read_anchor_db(_files(db)["recordanchors"], state, version, "hyperscan")

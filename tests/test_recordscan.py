@@ -29,6 +29,7 @@ from errkb.match.recordanchors import anchor_line, escaped_forms, record_anchord
 from errkb.match.recordscan import Limits, exception_of
 from errkb.parse import regions
 from errkb.records import schema_validator
+from errkb.store import anchors_key
 from tests.conftest import EXAMPLES, require_extra
 from tests.test_wrapping import COMFY
 
@@ -452,8 +453,7 @@ def test_a_stored_anchor_database_of_other_words_is_replaced(small_kb: errkb.Kno
     words = small_kb._anchors.words
     path = record_anchordb_path(small_kb.path)
     with small_kb.store.snapshot() as view:
-        state = view.meta_value("state") or "0"
-        version = view.meta_value("dataset_version")
+        state, version = anchors_key(view.meta_value)
     engine = small_kb._anchors.engine
     write_anchor_db(path, AnchorDB((*words[:-1], words[0]), engine), state, version)
     small_kb._anchors = None
@@ -505,7 +505,7 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
     before = small_kb.explain(data).to_dict()
     path = recordanchors.maps_path(record_anchordb_path(small_kb.path))
     image = path.read_bytes()
-    assert image.startswith(recordanchors.MAPS_FORMAT.encode())
+    assert image.startswith(b"errkb-beside 2 " + recordanchors.MAPS_KIND.encode())
     read: list[int] = []
     real = SqliteView.anchor_rows
 
@@ -518,7 +518,7 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
     assert small_kb.explain(data).to_dict() == before
     assert read == []
     with small_kb.store.snapshot() as view:
-        state = view.meta_value("state") or "0"
+        state = anchors_key(view.meta_value)[0]
     damaged = {
         "truncated": image[: len(image) // 2],
         "altered": image[:-2] + bytes([image[-2] ^ 1]) + image[-1:],  # one literal byte

@@ -14,16 +14,13 @@ kept, so a long-running process does not end up holding the whole table parsed.
 
 The table is derived from ``match_tokens``, which every write rebuilds in its own transaction. It
 is stored beside the database in a plain text file (``<db>.anchors``; never pickle: nothing in it
-is executed) keyed by the store's ``state`` counter and dataset version, with a SHA-256 of its
-body: a file from another state or a damaged one is rebuilt from the reader's snapshot, and a
+is executed), one of the files beside the database (``errkb.match.beside``: the anchor key in
+its header): a file of another key or a damaged one is rebuilt from the reader's snapshot, and a
 directory that cannot be written just keeps the table in memory. Loading it costs a read and one
 split per line, so a process pays it only when it pays off: for a large input, or from the
 second explain on in a long-running process; a one-shot ``errkb explain`` of a small paste never
-opens the file.
+opens the file. Its body (UTF-8, ``\n`` line ends)::
 
-File format (UTF-8, ``\n`` line ends)::
-
-    errkb-anchors 1 <state> <dataset version or -> <sha256 of everything after this line>
     <word> TAB <record id>[:<word>,<word>...] [SPACE <record id>[:...]]...
 
 Words are runs of ``\w`` (no tab, space, colon or comma); record ids are ``[0-9a-f]{16}``.
@@ -32,7 +29,6 @@ Words are runs of ``\w`` (no tab, space, colon or comma); record ids are ``[0-9a
 from __future__ import annotations
 
 import array
-import contextlib
 import threading
 from collections.abc import Container, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -46,7 +42,8 @@ if TYPE_CHECKING:
 
     from errkb.store import ReadView
 
-FORMAT = "errkb-anchors 1"
+#: The kind of file (``beside.Stamp``) the table is stored as.
+KIND = "anchors-1"
 
 
 def anchor_path(db_path: Path) -> Path:
@@ -345,49 +342,32 @@ class _Related:
         return [bytes(ids[at]).decode("utf-8") for at in picked]
 
 
-def _header(state: str, dataset_version: str | None, body: bytes) -> str:
-    import hashlib  # OpenSSL costs ~3 ms at import; a small input never builds or reads a table
-
-    return f"{FORMAT} {state} {dataset_version or '-'} {hashlib.sha256(body).hexdigest()}\n"
-
-
 def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTable | None:
     """The table stored at ``path`` if it belongs to this state and is intact; else None."""
     body = _read_body(path, state, dataset_version)
     return None if body is None else AnchorTable(body)
 
 
-def _read_body(path: Path, state: str, dataset_version: str | None) -> str | None:
+def _read_body(
+    path: Path, state: str, dataset_version: str | None, *, verify: bool = False
+) -> str | None:
+    from errkb.match.beside import AnchorDatabaseError, Stamp, read
+
     try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    header, newline, body = data.partition(b"\n")
-    if not newline:
-        return None
-    expected = _header(state, dataset_version, body).encode()
-    if header + newline != expected:
-        return None
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
+        return str(read(path, Stamp(KIND, state, dataset_version), verify=verify), "utf-8")
+    except (AnchorDatabaseError, UnicodeDecodeError):
         return None
 
 
 def write_table(path: Path, state: str, dataset_version: str | None, body: str) -> bool:
-    """Store the table atomically; False (and nothing written) when the directory refuses."""
-    from errkb.atomic import atomic_write_text
-    from errkb.errors import OutputError
+    """Store the table beside the database (``beside.write``); False when refused."""
+    from errkb.match.beside import Stamp, write
 
-    raw = body.encode("utf-8")
-    # A directory that refuses the file (read-only, or the path taken by something that is not
-    # a regular file) costs only the rebuild next time: the table stays in memory.
-    with contextlib.suppress(OSError, OutputError):
-        with atomic_write_text(path) as fh:
-            fh.write(_header(state, dataset_version, raw))
-            fh.write(body)
-        return True
-    return False
+    # A directory that refuses the file costs only the rebuild next time: the table stays in
+    # memory.
+    return write(
+        path, Stamp(KIND, state, dataset_version), body.encode("utf-8"), path.with_suffix("")
+    )
 
 
 def load_table(
@@ -412,7 +392,7 @@ def table_body(view: ReadView, db_path: Path, state: str, dataset_version: str |
     (a dict of every word's entries).
     """
     path = anchor_path(db_path)
-    body = _read_body(path, state, dataset_version)
+    body = _read_body(path, state, dataset_version, verify=True)
     if body is None:
         body = build_body(view.token_rows())
         write_table(path, state, dataset_version, body)

@@ -49,11 +49,11 @@ def main(argv: list[str]) -> int:
     else:
         with kb.store.snapshot() as view:
             state = view.meta_value("state") or "0"
-            kb._cache_for(state)
+            kb._engine._cache_for(state)
             if stage == "recordanchors":
-                kb._record_anchors(view, state)
+                kb._engine._record_anchors(view, state)
             else:
-                kb._anchor_table(view, state)
+                kb._engine._anchor_table(view, state)
     cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
     print(
         f"{stage}: cpu {cpu:.2f} s, wall {wall:.2f} s, rss before {rss0:.0f} MiB, "

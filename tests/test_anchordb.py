@@ -495,7 +495,7 @@ def _explained(db: Path) -> dict[str, Any]:
     with errkb.open(db) as kb:
         kb.scan_engine = "hyperscan"
         report = kb.explain(_large_log(), thresholds=SMALL).to_dict()
-        assert kb._anchors is not None  # the record-driven scan read it
+        assert kb._engine._anchors is not None  # the record-driven scan read it
         return report
 
 
@@ -516,7 +516,9 @@ def test_a_sync_builds_every_anchor_file_for_its_state(db_target: str, compiles:
     compiles.clear()
     with errkb.open(db_target) as kb:  # another process's view: it loads them
         kb.scan_engine = "hyperscan"
-        assert kb.explain(_large_log(), thresholds=SMALL).matches and kb._anchors is not None
+        assert (
+            kb.explain(_large_log(), thresholds=SMALL).matches and kb._engine._anchors is not None
+        )
     assert compiles == []
 
 

@@ -120,7 +120,7 @@ def test_a_bare_message_in_a_2mb_log_is_found_on_its_line(
             (COMFY, CAPTURES, (12345,))
         ]
         # The record-driven scan ran, with this engine.
-        assert mf_kb._anchors is not None and mf_kb._anchors.engine == engine
+        assert mf_kb._engine._anchors is not None and mf_kb._engine._anchors.engine == engine
         # A near-miss sibling in the same place is never the record.
         sibling = MESSAGE.replace("INT8", "W4A4")
         assert mf_kb.explain(_big_log(12345, sibling)).exact == ()
@@ -285,6 +285,6 @@ def test_a_large_container_s_message_first_lines_are_the_record_anchors_hit_line
     monkeypatch.setattr(msgfirst, "found_at", counted)
     with errkb.open(tmp_path / "kb.sqlite3", thresholds=sizes) as kb:
         report = kb.explain(page)
-        assert kb._anchors is not None  # the record anchors, as the scan loads them
+        assert kb._engine._anchors is not None  # the record anchors, as the scan loads them
     assert [(m.id, m.lines) for m in report.exact] == [(COMFY, (402,))]
     assert read and read[0] < 10  # the hit lines, not the page's 800 lines

@@ -141,7 +141,7 @@ def test_the_scan_gives_the_region_parse_s_report(small_kb: errkb.KnowledgeBase)
     ids = {m["id"] for m in scanned["matches"] if m["confidence"] == "exact"}
     assert COMFY in ids and len(ids) >= 2
     assert {u["class"] for u in scanned["unmatched"]} >= {"KeyError", "ZeroDivisionError"}
-    assert small_kb._anchors is not None  # the scan ran, not the region parse
+    assert small_kb._engine._anchors is not None  # the scan ran, not the region parse
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -152,7 +152,7 @@ def test_both_engines_give_the_same_report(small_kb: errkb.KnowledgeBase, engine
     small_kb.scan_engine = engine
     try:
         scanned = small_kb.explain(data).to_dict()
-        assert small_kb._anchors is not None and small_kb._anchors.engine == engine
+        assert small_kb._engine._anchors is not None and small_kb._engine._anchors.engine == engine
     finally:
         small_kb.scan_engine = None
     assert scanned == small_kb.explain(data).to_dict()
@@ -165,14 +165,14 @@ def test_a_str_input_reads_as_its_bytes(small_kb: errkb.KnowledgeBase) -> None:
 
 def test_a_damaged_anchor_database_is_rebuilt(small_kb: errkb.KnowledgeBase) -> None:
     data = _mixed_log().encode()
-    small_kb._anchors = None  # built with the default engine and stored
+    small_kb._engine._anchors = None  # built with the default engine and stored
     before = small_kb.explain(data).to_dict()
     path = record_anchordb_path(small_kb.path)
     assert path.is_file()
     image = path.read_bytes()
     path.write_bytes(image[: len(image) // 2])  # truncated
     small_kb.refresh()
-    small_kb._anchors = None  # a new process: reads the file
+    small_kb._engine._anchors = None  # a new process: reads the file
     assert small_kb.explain(data).to_dict() == before
     assert path.read_bytes() == image  # rebuilt and stored again
 
@@ -315,7 +315,7 @@ def test_a_store_without_every_spec_row_keeps_the_region_parse(tmp_path: Path) -
     recordanchors.maps_path(record_anchordb_path(db)).unlink()
     with errkb.open(db, thresholds=SMALL) as kb:
         report = kb.explain(data).to_dict()
-        assert kb._anchors is not None and not kb._anchors.complete
+        assert kb._engine._anchors is not None and not kb._engine._anchors.complete
     assert report == expected
 
 
@@ -447,16 +447,16 @@ def test_a_stored_anchor_database_of_other_words_is_replaced(small_kb: errkb.Kno
     from errkb.match.anchordb import AnchorDB, read_anchor_db, write_anchor_db
 
     data = _mixed_log().encode()
-    small_kb._anchors = None
+    small_kb._engine._anchors = None
     before = small_kb.explain(data).to_dict()
-    assert small_kb._anchors is not None
-    words = small_kb._anchors.words
+    assert small_kb._engine._anchors is not None
+    words = small_kb._engine._anchors.words
     path = record_anchordb_path(small_kb.path)
     with small_kb.store.snapshot() as view:
         state, version = anchors_key(view.meta_value)
-    engine = small_kb._anchors.engine
+    engine = small_kb._engine._anchors.engine
     write_anchor_db(path, AnchorDB((*words[:-1], words[0]), engine), state, version)
-    small_kb._anchors = None
+    small_kb._engine._anchors = None
     assert small_kb.explain(data).to_dict() == before
     assert read_anchor_db(path, state, version, engine).words == words
 
@@ -501,7 +501,7 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
     from errkb.store.sqlite import SqliteView
 
     data = _mixed_log().encode()
-    small_kb._anchors = None
+    small_kb._engine._anchors = None
     before = small_kb.explain(data).to_dict()
     path = recordanchors.maps_path(record_anchordb_path(small_kb.path))
     image = path.read_bytes()
@@ -514,7 +514,7 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
         return real(self)
 
     monkeypatch.setattr(SqliteView, "anchor_rows", counted)
-    small_kb._anchors = None  # a new process: the maps are read, no row is
+    small_kb._engine._anchors = None  # a new process: the maps are read, no row is
     assert small_kb.explain(data).to_dict() == before
     assert read == []
     with small_kb.store.snapshot() as view:
@@ -527,7 +527,7 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
     }
     for name, bad in damaged.items():
         path.write_bytes(bad)
-        small_kb._anchors = None
+        small_kb._engine._anchors = None
         assert small_kb.explain(data).to_dict() == before, name
         assert path.read_bytes() == image, name  # derived from the rows again, and stored
     assert len(read) == len(damaged)
@@ -554,7 +554,7 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
     reports = []
     for prefetch in (1 << 40, 1):  # never, then every batch
         monkeypatch.setattr(decide, "PREFETCH_EVENTS", prefetch)
-        small_kb._cache = None  # a new process: no spec loaded yet
+        small_kb._engine._cache = None  # a new process: no spec loaded yet
         queries.clear()
         reports.append((small_kb.explain(data).to_dict(), len(queries)))
     (alone, each), (batched, once) = reports
@@ -590,7 +590,7 @@ def test_the_scan_reads_its_kept_lines_records_together_with_the_same_report(
     reports = []
     for loader in (lambda _self, _ids: False, load):
         monkeypatch.setattr(IndexedMatcher, "load", loader)
-        small_kb._cache = None  # a new process: no spec loaded yet
+        small_kb._engine._cache = None  # a new process: no spec loaded yet
         queries.clear()
         reports.append((small_kb.explain(data).to_dict(), len(queries), sum(queries)))
     (alone, each, read_alone), (together, fewer, read_together) = reports
@@ -726,7 +726,7 @@ def test_which_exception_lines_read_alone_only_the_parser_reads(
     small_kb: errkb.KnowledgeBase,
 ) -> None:
     small_kb.explain(_mixed_log().encode())  # the record anchors, built
-    anchors = small_kb._anchors
+    anchors = small_kb._engine._anchors
     assert anchors is not None
     comfy = MESSAGE.format(p="blocks.3")
     text = (
@@ -760,7 +760,7 @@ def test_prepare_loads_the_record_anchors_so_no_explain_does(
     with errkb.open(small_kb.path, thresholds=SMALL) as kb:  # a serving process, at start
         kb.prepare()
         assert loads == [1]
-        db = kb._anchors.db if kb._anchors is not None else None
+        db = kb._engine._anchors.db if kb._engine._anchors is not None else None
         # The arrays the anchor pass derives from its words, derived now, not by a request.
         derived = (db._stop_at, db._lengths, db._short) if db is not None else ()
         assert derived and all(a is not None for a in derived)

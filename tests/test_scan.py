@@ -198,7 +198,7 @@ def test_reports_are_the_same_with_and_without_the_table(
     kb = errkb.open(big_kb.path)
     kb.explain("warm-up")
     with_table = kb.explain(text)  # second report: the anchor table
-    assert kb._table is not None
+    assert kb._engine._table is not None
     assert with_table.to_dict() == without.to_dict()
     assert len(with_table.exact) > 50
 
@@ -270,7 +270,7 @@ def test_a_write_builds_the_files_without_the_scan_s_structures(
 ) -> None:
     # The ingest's ``build_anchor_files`` stored the table and the record anchors and kept
     # none of what a scan holds; no buffer-pass file (``<db>.anchordb``) is written any more.
-    assert big_kb._anchors is None and big_kb._table is None
+    assert big_kb._engine._anchors is None and big_kb._engine._table is None
     state, version = anchors_key(big_kb.store.meta_value)
     table = scan.read_table(scan.anchor_path(big_kb.path), state, version)
     assert table is not None and len(table) > 100

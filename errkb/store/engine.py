@@ -31,7 +31,6 @@ from __future__ import annotations
 import enum
 import itertools
 import json
-import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -584,6 +583,8 @@ class UnitOfWork:
                 dataset_version = None if found is None else str(found[0])
             self.set_meta(ANCHORS_STATE_KEY, state)
             self.set_meta(ANCHORS_VERSION_KEY, dataset_version)
+            import secrets  # only a write needs it: cold explain does not import hashlib
+
             self.set_meta(ANCHORS_NONCE_KEY, secrets.token_hex(8))
 
     def fill_specs(self, feed: Feed) -> int:

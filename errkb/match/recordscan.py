@@ -122,6 +122,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from errkb.match.decide import Possible
+    from errkb.match.recordanchors import Deferred
     from errkb.parse.text import LogLine
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
@@ -1043,168 +1045,260 @@ def record_scan(
     is given, before they are looked up, the records the kept lines name (``LineRecords``):
     those of the exception lines ``may_match`` is asked about, then those of the lines
     inside the windows (``IndexedMatcher.load``: read together, not one ``find`` at a time).
-    """
-    from errkb.match.decide import Possible
-    from errkb.match.msgfirst import covered_lines
-    from errkb.parse.regions import json_line_events, parse_regions
 
+    The steps, in order: the two passes over the whole buffer (``_passes``), the hit lines
+    that open windows (``_open_windows``), the exception lines read alone (``_read_alone``),
+    the hard shapes' windows (``_hard_windows``), the windows parsed and decided
+    (``_decide_windows``), the lines read alone folded (``_fold_read_alone``), and the
+    message-first pass when nothing exact was found (``_message_first``).
+    """
+    scan = _passes(data, anchors)
+    _open_windows(scan, may_match, load, json_lines)
+    _read_alone(scan, json_lines)
+    _hard_windows(scan)
+    window_lines = _decide_windows(scan, decide, folded, json_lines)
+    read_alone = _fold_read_alone(scan, folded)
+    if found is not None and not folded.exact:
+        _message_first(scan, found, decide, folded)
+    return ScanCounts(
+        len(scan.hits),
+        len(scan.spans) + len(scan.hard),
+        window_lines,
+        read_alone,
+        len(scan.hard),
+        sum(last - first + 1 for first, last in scan.hard),
+    )
+
+
+@dataclass
+class _Scan:
+    """What the steps of one ``record_scan`` hand each other (one input, one call)."""
+
+    data: bytes
+    anchors: RecordAnchors
+    total: int  #: the input's lines
+    shapes: Shapes
+    tracebacks: _Tracebacks
+    #: (line number, start offset) of the lines the anchor pass kept, and the rejects deferred.
+    hits: list[tuple[int, int]]
+    later: Deferred
+    line_records: LineRecords
+    #: Hit lines that open a window (plain text), and the JSON object lines among them.
+    plain_hits: list[int] = field(default_factory=list)
+    objects: list[tuple[int, int]] = field(default_factory=list)
+    spans: list[list[int]] = field(default_factory=list)  #: the hit lines' windows
+    hard: list[list[int]] = field(default_factory=list)  #: the hard shapes' windows
+    can_match: Possible | None = None
+    in_hit: _Spans = field(default_factory=lambda: _Spans([]))
+    #: Exception lines read alone; the traceback ends of headers outside the windows (the
+    #: header's prefix and line); every line start known.
+    straight: list[int] = field(default_factory=list)
+    ends: dict[int, tuple[str, int]] = field(default_factory=dict)
+    line_starts: dict[int, int] = field(default_factory=dict)
+    covered: set[int] = field(default_factory=set)  #: lines a decided event covers
+    index: int = 0  #: regions parsed so far (chain ids kept apart across batches)
+
+
+def _passes(data: bytes, anchors: RecordAnchors) -> _Scan:
+    """The anchor pass with its rejects and the shape pass, over the whole buffer once each."""
     newlines = newline_index(data)  # once: the anchor pass and the shape pass both map by it
-    to_line = line_index(data, newlines)
-    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     raw: list[Hits] = []
-    shapes = shape_lines(data, to_line, anchors.engine)  # the anchor pass's engine
+    shapes = shape_lines(data, line_index(data, newlines), anchors.engine)
     tracebacks = _Tracebacks(data, shapes)
-    near = _Near(shapes.keywords)
     # The rejects in Python run first on the lines a window can start from (near an error
     # word, or in a traceback), then on the rest that the windows take in; the others wait
     # for the message-first pass, which alone reads them (``Deferred``).
     parseable = _parseable(shapes, tracebacks) if newlines is not None else None  # numpy
     hits, later = anchors.split_hit_lines(data, newlines, raw, parseable)
-    objects: list[tuple[int, int]] = []
     # A frame line or the source line under one is never an occurrence (the parser skips
     # both); the exception line that ends their traceback brings the whole traceback.
     hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
+    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    line_records = LineRecords(data, anchors, raw[0])
+    return _Scan(data, anchors, total, shapes, tracebacks, hits, later, line_records)
+
+
+def _open_windows(
+    scan: _Scan,
+    may_match: Callable[[str, Sequence[str]], bool] | None,
+    load: Callable[[Sequence[str]], object] | None,
+    json_lines: bool,
+) -> None:
+    """The hit lines that open a window, the windows, and what decide is told can match."""
+    from errkb.match.decide import Possible
+
+    data, shapes = scan.data, scan.shapes
+    near = _Near(shapes.keywords)
     # A hit line is parsed where the region parse would have parsed it: near a line with an
-    # error word, or inside a traceback. The others can hold only a message-first find.
-    # A bare traceback header is never an occurrence, whatever record's literals it holds
-    # ("Traceback {key!r}: {detail}" keeps every header of the dense bench log, 16,749 of
-    # its 23,335 hit lines): it opens no window of its own, so an unknown traceback is read
-    # from its exception line like any outside a window.
+    # error word, or inside a traceback. The others can hold only a message-first find. A
+    # bare traceback header is never an occurrence, whatever record's literals it holds: it
+    # opens no window of its own, so an unknown traceback is read from its exception line
+    # like any outside a window.
     parsed_hits = [
         (n, o)
-        for n, o in hits
-        if not _bare_header(data, o) and (near.has(n) or tracebacks.around(n) is not None)
+        for n, o in scan.hits
+        if not _bare_header(data, o) and (near.has(n) or scan.tracebacks.around(n) is not None)
     ]
-    line_records = LineRecords(data, anchors, raw[0])
     if may_match is not None:
         # An exception line none of whose records can match its message opens no window: it
         # is read straight from its line as every unknown one outside the windows is (and
         # by the parser where its message may continue: ``wrapped_exceptions``).
         exception_lines = set(shapes.exceptions)
         if load is not None:
-            load(_named(line_records, [n for n, _o in parsed_hits if n in exception_lines]))
+            opening = [n for n, _o in parsed_hits if n in exception_lines]
+            load(_named(scan.line_records, opening))
         parsed_hits = [
             (n, o)
             for n, o in parsed_hits
-            if n not in exception_lines or _may_open(data, o, n, line_records, may_match)
+            if n not in exception_lines or _may_open(data, o, n, scan.line_records, may_match)
         ]
     if json_lines:
-        objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
-        plain_hits = [n for n, o in parsed_hits if not data.startswith(b'{"', o)]
+        scan.objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
+        scan.plain_hits = [n for n, o in parsed_hits if not data.startswith(b'{"', o)]
     else:
-        plain_hits = [n for n, _o in parsed_hits]
-    spans = windows(plain_hits, tracebacks, total)
+        scan.plain_hits = [n for n, _o in parsed_hits]
+    scan.spans = windows(scan.plain_hits, scan.tracebacks, scan.total)
     # What decide is told can match: every kept line inside a window (``Possible``).
-    inside = [(n, o) for n, o in later.take(_within(spans)) if not _in_frames(data, o)]
+    inside = [(n, o) for n, o in scan.later.take(_within(scan.spans)) if not _in_frames(data, o)]
     if inside:
-        hits = sorted([*hits, *inside])
-    can_match = Possible({n for n, _o in hits}, line_records)
-    in_hit = _Spans(spans)
+        scan.hits = sorted([*scan.hits, *inside])
+    scan.can_match = Possible({n for n, _o in scan.hits}, scan.line_records)
+    scan.in_hit = _Spans(scan.spans)
     if load is not None:
-        load(_named(line_records, [n for n, _o in hits if in_hit.has(n)]))
-    # Exception lines outside every window, and the traceback ends of headers outside them:
-    # read from their line alone, unless the full parser must read them (``hard``).
+        load(_named(scan.line_records, [n for n, _o in scan.hits if scan.in_hit.has(n)]))
+
+
+def _read_alone(scan: _Scan, json_lines: bool) -> None:
+    """Exception lines outside every window, and the traceback ends of headers outside them.
+
+    Each is read from its line alone (``_fold_read_alone``), unless the full parser must
+    read it (``_hard_windows``).
+    """
+    data, shapes, in_hit = scan.data, scan.shapes, scan.in_hit
     headers = set(shapes.headers)
-    ends: dict[int, tuple[str, int]] = {}
-    line_starts = dict(shapes.starts)
+    scan.line_starts = dict(shapes.starts)
     for header in shapes.headers:
         if in_hit.has(header):
             continue
-        end, end_start = tracebacks.extent(header)
+        end, end_start = scan.tracebacks.extent(header)
         if end > header:
             text = _line_text(data, shapes.starts[header])
-            ends[end] = (text[: text.find("Traceback")], header)
-            line_starts[end] = end_start
-    body = _Spans([[h, tracebacks.end(h) - 1] for h in shapes.headers])
-    straight: list[int] = []
-    for number in sorted({*ends, *shapes.exceptions}):
+            scan.ends[end] = (text[: text.find("Traceback")], header)
+            scan.line_starts[end] = end_start
+    body = _Spans([[h, scan.tracebacks.end(h) - 1] for h in shapes.headers])
+    for number in sorted({*scan.ends, *shapes.exceptions}):
         if number in headers or in_hit.has(number):
             continue
-        if json_lines and data.startswith(b'{"', line_starts[number]):
-            continue  # read as JSON below
-        if number not in ends and body.has(number):
+        if json_lines and data.startswith(b'{"', scan.line_starts[number]):
+            continue  # read as JSON
+        if number not in scan.ends and body.has(number):
             continue  # a frame's source line, not an exception being printed
-        straight.append(number)
-    # The hard shapes: the region parse's own windows around them, read by the full parser
-    # and decided whole (SCAN.md step 6); the hit windows give way to them where they meet.
+        scan.straight.append(number)
+
+
+def _hard_windows(scan: _Scan) -> None:
+    """The hard shapes: the region parse's own windows around them, read by the full parser.
+
+    Decided whole (SCAN.md step 6); the hit windows give way to them where they meet.
+    """
+    data, shapes = scan.data, scan.shapes
     hard_lines = [*shapes.hard, *(n + 1 for n in shapes.hard)]
     # A traceback header in colours (loguru's): where the parser takes its traceback to end
     # is not what the walk over its lines can tell.
     hard_lines += [h for h in shapes.headers if _coloured_header(data, shapes.starts[h])]
-    hard_lines += wrapped_exceptions(data, [(n, line_starts[n]) for n in straight], anchors)
-    hard = hard_spans(data, shapes, tracebacks, hard_lines, total) if hard_lines else []
-    if hard:
-        spans = _clip(spans, _Spans(hard))
+    alone = [(n, scan.line_starts[n]) for n in scan.straight]
+    hard_lines += wrapped_exceptions(data, alone, scan.anchors)
+    if hard_lines:
+        scan.hard = hard_spans(data, shapes, scan.tracebacks, hard_lines, scan.total)
+    if scan.hard:
+        scan.spans = _clip(scan.spans, _Spans(scan.hard))
+
+
+def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bool) -> int:
+    """Parse every window in batches and decide each batch into ``folded``; the lines parsed."""
+    from errkb.match.msgfirst import covered_lines
+    from errkb.parse.regions import json_line_events, parse_regions
+
+    data, shapes = scan.data, scan.shapes
     # Line starts of every window's first and last line, found from the nearest known start.
-    starts = dict(hits)
+    starts = dict(scan.hits)
     starts.update(shapes.starts)
     ordered = sorted(starts)
-    covered: set[int] = set()
-    index = 0
     window_lines = 0
 
     def decided(events: list[LogEvent], plain: bool = False) -> None:
         # Plain windows only: a JSON object line's decoded text is looked up whatever it holds,
         # and so is every event of a hard shape's window (as the region parse looks it up).
-        matches, unmatched = decide(events, can_match if plain else None)
+        matches, unmatched = decide(events, scan.can_match if plain else None)
         folded.add_matches(matches)
         folded.add_unmatched(unmatched)
-        covered.update(covered_lines(events))
+        scan.covered.update(covered_lines(events))
 
-    kinded = sorted([*((span, False) for span in spans), *((span, True) for span in hard)])
+    kinded = sorted([*((span, False) for span in scan.spans), *((s, True) for s in scan.hard)])
     for batch, is_hard in _kinded_batches(kinded):
         regions = list(_cut(data, batch, starts, ordered))
         if json_lines:
             regions = [(first, _blank_objects(region)) for first, region in regions]
         window_lines += sum(last - first + 1 for first, last in batch)
-        events = parse_regions(regions, first_index=index)
-        index += len(regions)
+        events = parse_regions(regions, first_index=scan.index)
+        scan.index += len(regions)
         del regions
         decided(events, plain=not is_hard)
-    in_window = _Spans([*spans, *hard])
-    # JSON object lines: the hit ones, and those shaped like an exception outside windows.
     if json_lines:
+        # JSON object lines: the hit ones, and those shaped like an exception outside windows.
+        in_window = _Spans([*scan.spans, *scan.hard])
         shaped = [
             (n, shapes.starts[n])
             for n in shapes.exceptions
             if not in_window.has(n) and data.startswith(b'{"', shapes.starts[n])
         ]
-        rows = sorted(dict([*objects, *shaped]).items())
+        rows = sorted(dict([*scan.objects, *shaped]).items())
         for batch_from in range(0, len(rows), BATCH_WINDOWS):
             events = []
             for number, offset in rows[batch_from : batch_from + BATCH_WINDOWS]:
-                index += 1
-                events += json_line_events(_line_text(data, offset, clean=False), number, index)
+                scan.index += 1
+                line = _line_text(data, offset, clean=False)
+                events += json_line_events(line, number, scan.index)
             decided(events)
-    # Exception lines outside every window: no anchor on them, so no record can match.
-    shape_unmatched: list[Unmatched] = []
-    for number in straight:
+    return window_lines
+
+
+def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
+    """Fold the exception lines read alone into ``folded``; how many there were.
+
+    No anchor is on them (or none of a record that can match them alone), so no record can
+    match: each is an ``Unmatched`` entry straight from its line.
+    """
+    in_window = _Spans([*scan.spans, *scan.hard])
+    entries: list[Unmatched] = []
+    for number in scan.straight:
         if in_window.has(number):
             continue
-        end_of = ends.get(number)
+        end_of = scan.ends.get(number)
         if end_of is not None and in_window.has(end_of[1]):
             continue  # its header's traceback was read in a window
         prefix = end_of[0] if end_of is not None else None
-        parsed = exception_of(data, line_starts[number], prefix)
+        parsed = exception_of(scan.data, scan.line_starts[number], prefix)
         if parsed is None:
             continue
-        shape_unmatched.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
-    folded.add_unmatched(shape_unmatched)
-    if found is not None and not folded.exact:
-        rest = [(n, o) for n, o in later.take() if not _in_frames(data, o)]
-        uncovered = [(n, o) for n, o in sorted([*hits, *rest]) if n not in covered]
-        extra = found(data, uncovered)
-        if extra:
-            matches, _none = decide(extra)
-            folded.add_matches(matches)
-    return ScanCounts(
-        len(hits),
-        len(spans) + len(hard),
-        window_lines,
-        len(shape_unmatched),
-        len(hard),
-        sum(last - first + 1 for first, last in hard),
-    )
+        entries.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
+    folded.add_unmatched(entries)
+    return len(entries)
+
+
+def _message_first(
+    scan: _Scan,
+    found: Callable[[bytes, Sequence[tuple[int, int]]], list[LogEvent]],
+    decide: Decider,
+    folded: Folded,
+) -> None:
+    """``FOUND`` events for the hit lines no decided event covers, decided into ``folded``."""
+    rest = [(n, o) for n, o in scan.later.take() if not _in_frames(scan.data, o)]
+    uncovered = [(n, o) for n, o in sorted([*scan.hits, *rest]) if n not in scan.covered]
+    extra = found(scan.data, uncovered)
+    if extra:
+        matches, _none = decide(extra)
+        folded.add_matches(matches)
 
 
 #: Bytes a line's messages can be quoted by: a line holding one may hold a message that ends

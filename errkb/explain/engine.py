@@ -448,12 +448,10 @@ class Engine:
         """Load what a large input's explain reads, for the current state; True if it changed.
 
         The anchor table (its longest entry lists parsed ahead: ``AnchorTable.warm``) and its
-        suggestion index, and the
-        record-driven scan's anchors (``<db>.recordanchors`` and its maps) and its shape
-        pass: a first large input paid 0.22-0.24 s of CPU for them (150k records, the bench's
-        sparse 50 MB log: 1.13-1.40 s against 0.79-0.88 s once they were loaded). A
-        long-running process calls this after a sync (``errkb serve`` does, from a background
-        thread, see ``prepare_ahead``) so that no request pays for the loads.
+        suggestion index, and the record scan's anchors (``<db>.recordanchors`` and its maps) and
+        its shape pass, which a first large input would otherwise pay for. A long-running process
+        calls this after a sync (``errkb serve`` does, from a background thread, see
+        ``prepare_ahead``) so that no request pays for the loads.
         """
         with self.store.snapshot() as view:
             state = view.meta_value("state") or "0"

@@ -59,12 +59,9 @@ if TYPE_CHECKING:
 
 #: The kind of file (``beside.Stamp``) the record anchors' automaton is stored as.
 KIND = "recordanchors"
-#: Anchors per Hyperscan database at most (split into equal parts). The 214,907 anchors of
-#: 150k records (interleaved runs, loaded machine, CPU): one database compiled in 7.5 s with
-#: 451 MB of peak memory beyond the process's, three in 6.8-7.0 s with 230-255 MB (715k
-#: anchors, a 500k-record stand-in, as one: 27.3 s and 1.8 GB, inside a sync whose memory
-#: target is 512 MB). Each further database is one more pass over the input: ``hits`` on the
-#: dense 50 MB log took 0.43-0.45 s with one, 0.46-0.49 s with three (+8%).
+#: Anchors per Hyperscan database at most (split into equal parts): a part's compile memory
+#: stays within a sync's budget; each further part is one more pass over the input
+#: (BENCHMARKS.md, "Explain engine figures").
 CHUNK_WORDS = 100_000
 #: Engines of the pass, fastest first.
 ENGINES = ("hyperscan", "ahocorasick")

@@ -8,12 +8,8 @@ rejects: a line hit by a record's plain anchor is kept only when it holds every 
 one of the records that anchor stands for (a literal that follows a line break in a template
 over several lines only where it begins the line once its prefix is cleaned: ``LINE_START``,
 ``begins_a_line``); a fixed message (no placeholder) only when its anchor ends the line or a
-quoted value; a hit by an escaped form is kept as is. The line-start rule: at 500k records one
-record, ``{gen_usage(dist.script_name)}\ngraph: %s``, kept 52,671 of the dense bench log's
-lines (sglang's ``cuda graph: True`` in every decode line) and opened 31,711 of its windows;
-with the rule the log keeps 12,675 lines instead of 63,643 and its windows hold 140,769
-lines instead of 288,808, the same reports (warm dense scan 9.4-10.4 -> 7.3-7.5 s of CPU,
-interleaved on a slow machine: ``bench.warm_scan``).
+quoted value; a hit by an escaped form is kept as is (why the line-start rule: BENCHMARKS.md,
+"Explain engine figures").
 
 Two files beside the knowledge base (``errkb.match.beside``: one header with the anchor key,
 engine and platform; opened as untrusted input), both built after the commit of a write that
@@ -589,11 +585,9 @@ def store_record_anchors(
 
     What a write's ``build_anchor_files`` calls: the process that commits never scans with
     them, so the maps are written and dropped before Hyperscan compiles, and the compiled
-    images are written as they are (``anchordb.store_compiled``), never loaded back. At 500k
-    records (``python -m bench.anchorbuild DB all``) the build through ``RecordAnchors``
-    peaked at 642 MiB; the maps (~100 MB of arrays and lists) stayed alive through every
-    part's compile, and at the end the images, their join, the databases loaded from them and
-    the file's body were held at once. Files already current (as ``RecordAnchors`` reads
+    images are written as they are (``anchordb.store_compiled``), never loaded back, so the
+    maps, the images, their join and the loaded databases are never held at once (the sync's
+    peak: BENCHMARKS.md). Files already current (as ``RecordAnchors`` reads
     them) are left alone; with another engine than Hyperscan nothing is compiled to store
     apart from the words, and ``RecordAnchors`` stores them.
     """

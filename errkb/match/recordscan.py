@@ -1,106 +1,32 @@
-r"""The record-driven scan of a large input: two native passes, Python only on the lines they name.
+r"""The record scan: the SCAN route of a large plain-text input, the parser only where it matters.
 
-Issue 21 (``shared/notes/SCAN.md``). The word-narrowed region parse handed every line near an
-error *word* to the traceback parser: on the dense 50 MB bench log 287k of 431k lines, 14.5 s
-of CPU on a loaded 2-core machine, whatever the knowledge base holds. Here the cost follows
-the lines that can hold a known message and the lines shaped like an exception:
+Contract: for every input it reads, ``record_scan`` folds into ``Folded`` the report the region
+parse would give (``tests/test_recordscan.py`` compares the two, the shapes corpus included),
+within ``Limits`` (counts exact, ``Truncation`` says what was cut), in memory bounded by the
+input's size (``_max_shape_lines``: past it, ``TooManyShapes`` hands the input to the region
+parse). It is a pipeline of named steps over one ``_Scan``:
 
-1. **Anchor pass** (``errkb.match.recordanchors.RecordAnchors``): one native pass (Hyperscan,
-   else Aho-Corasick) over every record's anchor, its template's longest literal
-   (``PatternSpec.anchor``, a multi-line one by its longest line), plus its escaped forms
-   (inside a repr, a JSON string, an HTML page), so a message quoted by any of them hits. The
-   automaton and what the rejects need (flat arrays) are stored beside the knowledge base
-   (``<db>.recordanchors`` and ``.maps``, keyed by state, dataset version, engine and
-   sha256); a process reads the rows only when either cannot be used. Hits are mapped to
-   lines by numpy; a fixed message's anchor counts only where it can end the message, and
-   a word whose every record keeps an edge space only where that side holds a space
-   (``RecordMaps.edges``); the parts of words holding a backslash, an ampersand or a quote
-   scan the lines holding one alone (``anchordb.GATES``).
-2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
-   kept only when it holds every literal of one of the records that anchor stands for (a C
-   substring test each; a literal that follows a line break in its template only at the start of
-   the cleaned line: ``recordanchors.begins_a_line``); a hit by an escaped form is kept as is
-   (the literals are escaped there too). The rejects that run in Python run first on the lines a
-   window can open from (near a keyword line, in a traceback: ``_parseable``, arrays, the shape
-   pass run first), then on the others the windows take in (``_within``), and on the rest only
-   if the message-first pass needs them (``recordanchors.Deferred``). At 500k records the sparse
-   50 MB log's warm scan took 1.57 -> 1.33 s of CPU and the keyword-less 20 MB one 0.63 -> 0.54
-   s, with the same reports (the dense one 6.49 -> 6.38 s).
-3. **Shape pass** (``shape_lines``): one small literal pass (Hyperscan, else Aho-Corasick)
-   for traceback headers (any ``Traceback``, so rich panels and exception groups too), chain
-   sentences and exception lines (``Error:``, ``Exception:`` ...), on the anchor pass's
-   engine. Each traceback's extent is walked once (``regions.exception_line``).
-4. **Windows**: each kept hit line becomes a window for today's parser: the whole traceback
-   it is in (with the tracebacks chained to it, so root causes and chain frames are as
-   before), else the line with ``BEFORE``/``AFTER`` lines around it (a message continues on
-   the next lines); a window that takes in a traceback header takes in its whole traceback,
-   and one that would begin inside a traceback begins at its header. A bare traceback
-   header is never an occurrence and opens no window: on the dense bench log one record
-   (``Traceback {key!r}: {detail}``, literals ``Traceback`` and ``:`` once stripped) kept
-   all 16,502 headers, 16,749 of the 23,335 hit lines, so every unknown traceback was
-   parsed; without them the windows hold 6,586 events' lines and the parse took 0.87 s
-   instead of 1.98 s (loaded machine, CPU). Only these windows are parsed, so every shape
-   the parser knows keeps working, and the parse runs in batches (``BATCH_WINDOWS``)
-   decided one at a time (bounded memory). Decide is told which events can match
-   (``decide``'s ``can_match``): an event of one printed line on no kept hit line (an
-   unknown exception beside a known one) goes unmatched without a candidate look-up
-   (10,366 of 18,624 window events on the dense log before the header rule), and where the
-   rest take their candidates (``decide.Possible``, ``LineRecords``): an event of one line
-   that the parser reads as it is printed (``verbatim``: nothing cleaned out of it, no
-   escape a span decodes) can match only records whose every literal is on that line, which
-   the literal rejects name; its spans are verified against those records, and the index is
-   asked only about a span one of them matched (it is stricter: whole words). On the dense
-   bench log 6,141 of 6,265 such events, 2.2 records each; the index walked 9,474 span
-   texts before (6.1 candidates each, every one's spec loaded), 2,422 now (the rest are
-   messages over several lines, which a join can make match).
-5. **Hard shapes** (SCAN.md step 6): what the parser reads from more than one line, where
-   no one line holds a record's anchor with its literals: a rich or typer panel (its corners),
-   an exception group, pytest's ``E   `` lines, journald's ``MESSAGE=`` fields, a traceback
-   header in colours (``Shapes.hard``), and an exception line otherwise read alone (step 6)
-   that is indented or whose message may continue on the lines after it
-   (``wrapped_exceptions``: the next line is cleaned as the parser cleans it, one call for
-   all of them; a line that may continue it is rejoined and run through the anchor pass and
-   its rejects). Around each, the region parse's own window (``_Regions``: its windows
-   follow from the keyword lines, computed from a quiet one on with
-   ``regions.region_windows``) is parsed and decided whole, the hit windows giving way to
-   it where they meet: such a log reads as the region parse reads it (every file of the
-   shapes corpus, 18 of which lost their match before: a rich panel's or an email's wrapped
-   message, read from its first line alone, was reported unmatched and cut at the wrap).
-   The bench logs have none: on the quick dense log (3 MB) 589 lines read alone are
-   checked, 36 may continue (progress bars after them) and none rejoined holds an anchor:
-   no hard window, 20 ms of a 0.3 s scan (loaded machine, CPU).
-6. **Unmatched**: the exception lines the shape pass found outside every window hold no
-   anchor of any record (every record that can match has one), or only records that cannot
-   match what is read from the line alone (``_may_open``: such a kept line opens no window),
-   so no record can match them;
-   each becomes an ``Unmatched`` entry straight from its line, folded by (class, message),
-   with no parse: its class and message are read by the parse room's one line reader
-   (``errkb.parse.traceback.exception_line``: the prefix table, then the parser's shapes), so
-   ``ERROR:root:ValueError: x`` or ``[rank3]:ValueError: x`` reads as on every other route.
-7. **Found**: as before, when nothing exact was found, the hit lines no event covers go
-   through the message-first pass (``errkb.match.msgfirst``).
+1. ``_passes``: the one whole-buffer pass of the record anchors (``RecordAnchors``: every
+   record's anchor and escaped forms, native, with the literal rejects; hits mapped to lines
+   by numpy) and the shape pass (``shape_lines``: traceback headers, chain sentences,
+   exception lines, the hard shapes), each over the buffer once.
+2. ``_open_windows``: a kept hit line near an error word or inside a traceback opens a window
+   (``windows``: its whole traceback, chained ones included, else ``BEFORE``/``AFTER`` lines);
+   a bare traceback header never does, nor an exception line none of whose records can match
+   it alone (``_may_open``). Decide is told which events can match (``decide.Possible``).
+3. ``_read_alone``: exception lines outside every window, read from their line alone.
+4. ``_hard_windows``: what only the full parser reads from several lines (panels, exception
+   groups, pytest ``E`` lines, journald fields, coloured headers, a message that may continue
+   on the next lines: ``wrapped_exceptions``) is parsed in the region parse's own window.
+5. ``_decide_windows``: the windows parsed (``parse.regions.parse_regions``) and decided in
+   batches (``BATCH_WINDOWS``), JSON object lines as the container path reads them.
+6. ``_fold_read_alone``: each line read alone becomes an ``Unmatched`` entry, its class and
+   message read by the parse room's one line reader (``parse.traceback.exception_line``).
+7. ``_message_first``: when nothing exact was found, the hit lines no event covers go through
+   the message-first pass (``errkb.match.msgfirst``).
 
-What is kept per report is bounded (``Limits``, ``errkb.report.Truncation``): distinct
-matches per record, matches in all, lines listed per entry and distinct unmatched entries;
-counts stay exact and the report says what was cut.
-
-Where the CPU goes (dense 50 MB, 150k records, a fresh process as ``bench.run`` times it,
-2-core machine shared with three other jobs, 6.8 s in all, instrumented): the record
-anchors 0.82 s (the stored maps 0.55, the anchor database 0.27: ``RecordMaps``; deriving
-them from every record's row took 2.1 s, reading the rows 0.85 of it), the anchor pass and
-its rejects 0.66 s, the shape pass 0.17 s, the parse of the windows 0.90 s, decide 3.3 s
-(candidates and their specs up front 1.0, verification 1.5 of which RE2 compiles 0.7, the
-rest scoring and matches), the report 0.2 s. With the candidates from the lines (above) and
-RE2's programs searched directly (``matcher.Program``), py-spy on the same log (a loaded
-machine: shares, not seconds) puts decide at 40% of the process's samples instead of 45%:
-RE2 compiles (~5,200 hit records) and their first searches, which build each program's DFA,
-are two thirds of what is left, the record rows of the matches (one query and one JSON
-decode each) a seventh; then the parse of the windows (15%), the record anchors' load
-(11%) and the anchor pass (11%). Searched anchored where the regex begins with a literal
-(``matcher.Program``'s ``lead``), those first searches build no reversed program and DFA:
-1.00 s of CPU became 0.11 s, and the compiles themselves (12.5%, ~0.19 ms each) are now
-decide's largest part. SCAN.md's step 5 (events per hit line without the parser) is not
-built: the hit lines' windows still go through the parser (21%).
+Measured figures (what each step costs, and why it is built so) are in BENCHMARKS.md,
+"Explain engine figures (moved from docstrings)".
 """
 
 from __future__ import annotations
@@ -337,9 +263,8 @@ class Shapes:
 class TooManyShapes(Exception):
     """The shape pass named more lines than the record scan holds: the region parse reads it.
 
-    Its per-line sets cost about 250 bytes a line; 3.5 million one-line tracebacks in 50 MB
-    (the hostile-input suite's case) would take a gigabyte, where the region parse folds the
-    repeats as it goes and stays within twice the input.
+    Its per-line sets cost a few hundred bytes a line; the region parse folds repeats as it
+    goes and stays within twice the input.
     """
 
 
@@ -352,20 +277,11 @@ WHOLE_LINE_BYTES = 256
 def _max_shape_lines(read: int, size: int) -> int:
     """Lines the shape pass may name once it has read ``read`` bytes of ``size``.
 
-    250,000; one per 48 bytes read so far; or one per 256 bytes of the whole input, the
-    most of the three. So a pass over millions of one-line repeats gives up at 250,000 lines
-    (about 60 MB of sets at ~250 bytes a line) or within the input's own size, and a log
-    whose first megabytes are denser than the rest keeps the allowance its size gave it
-    before the per-48-bytes rule (one per 256 bytes of the whole). The dense bench log names about
-    three a kilobyte (150,000 in 50 MB); at one a kilobyte, the same log four times over (200
-    MB, 600,000 lines) went to the region parse: 26.5 s of CPU against 3.6 s for a quarter of
-    it, where the scan takes it in 12.5 s (peak RSS 748 MB against 1,088). At one per 256
-    bytes issue 21's two bounded cases went there too (400,000 distinct tracebacks, two shape
-    lines each: one per 97 bytes of one record's, one per 53 bytes of unknown ones), whose
-    events, each distinct, the region parse holds all at once: 3.8 GB and 957 MB of JSON for
-    150,000 of the first. The scan reads them within 750 and 648 MiB, reports of 1.15 and 0.20
-    MB. 3.5 million repeats of one line in 50 MB (one per 14 bytes) still go there, which
-    folds them as it goes.
+    ``MIN_SHAPE_LINES``; one per ``SHAPE_LINE_BYTES`` read so far; or one per
+    ``WHOLE_LINE_BYTES`` of the whole input, the most of the three. So a pass over millions of
+    one-line repeats gives up within the input's own size (the region parse folds them as it
+    goes), and a log whose first megabytes are denser than the rest keeps the allowance its
+    size gave it. Why these bounds: BENCHMARKS.md, "Explain engine figures".
     """
     return max(MIN_SHAPE_LINES, read // SHAPE_LINE_BYTES, size // WHOLE_LINE_BYTES)
 

@@ -1,16 +1,15 @@
 r"""The anchor table: every record's candidates found in memory, with no query per message.
 
 A message can match a record only if it holds every word the match index stores for that record
-(``errkb.match.index``: rank 0 is the record's rarest word). Asking SQLite for the candidates
-of each distinct message costs ~140 µs a query; a dense 50 MB log has ~26,000 distinct messages,
-so the queries were ~40% of its scan. The anchor table is the same index held as a dictionary:
-rank-0 word -> the records it selects, each with its other indexed words. The candidates of a
-message are then a dictionary look-up per word of the message, one set intersection with the
-rank-1 words of the records it selects and a subset test for the few left — the very rule of
-``candidate_ids`` (same words, same 500-word cap), so the records verified under RE2, and hence
-every answer, are the same whichever path found them. A word's entries are parsed on its first
-look-up (tuples of interned words, not frozensets) and at most ``PARSED_ENTRIES_MAX`` of them are
-kept, so a long-running process does not end up holding the whole table parsed.
+(``errkb.match.index``: rank 0 is the record's rarest word). Asking SQLite for the candidates of
+each distinct message is one query each, most of a dense log's scan once. The anchor table is the
+same index held as a dictionary: rank-0 word -> the records it selects, each with its other indexed
+words. The candidates of a message are then a dictionary look-up per word of the message, one set
+intersection with the rank-1 words of the records it selects and a subset test for the few left —
+the very rule of ``candidate_ids`` (same words, same 500-word cap), so the records verified under
+RE2, and hence every answer, are the same whichever path found them. A word's entries are parsed on
+its first look-up (tuples of interned words, not frozensets) and at most ``PARSED_ENTRIES_MAX`` of
+them are kept, so a long-running process does not end up holding the whole table parsed.
 
 The table is derived from ``match_tokens``, which every write rebuilds in its own transaction. It
 is stored beside the database in a plain text file (``<db>.anchors``; never pickle: nothing in it

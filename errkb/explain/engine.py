@@ -101,7 +101,7 @@ class Engine:
         #: waits for a build (seconds at 500,000 records).
         self.prepare_ahead = False
         self._anchors: RecordAnchors | None = None
-        self._warned_in_memory = False
+        self._warned: set[Path] = set()  # the files beside the database said to be bad
 
     def explain(
         self,
@@ -233,40 +233,49 @@ class Engine:
                     dataset_version=version,
                 )
                 self._say_rebuilt(path, anchors.db.fault, len(anchors.words))
+                for bad, fault in anchors.faults.items():
+                    self._say_rebuilt(bad, fault)
                 with self._lock:
                     if self._state == state:
                         self._anchors = anchors
             return anchors
 
-    def _say_rebuilt(self, path: Path, fault: AnchorFault | None, words: int) -> None:
-        """Say once per knowledge base that its record anchors' file could not be used.
+    def _say_rebuilt(self, path: Path, fault: AnchorFault | None, words: int = -1) -> None:
+        """Say once per file that a file beside the database could not be used.
 
         A writable knowledge base rebuilt and stored it; that is news only when the file was
-        there and bad (stale, truncated, corrupt, not a regular file). A read-only one compiled
-        it in memory, as every process that scans a large input will (seconds at 150,000
-        records), which a user should hear about, once, with the fix.
+        there and bad (stale, truncated, corrupt, not a regular file). A read-only one used
+        the database's rows instead (the record anchors, ``words`` of them: compiled in memory,
+        as every process that scans a large input will, which a user should hear about, once,
+        with the fix).
         """
         from errkb.match.beside import AnchorFault
 
         writable = not self.store.read_only
-        if fault is None or self._warned_in_memory or (writable and fault is AnchorFault.MISSING):
+        if fault is None or path in self._warned or (writable and fault is AnchorFault.MISSING):
             return
-        self._warned_in_memory = True
+        self._warned.add(path)
         import logging  # only here: cold start does not pay for it
 
+        log = logging.getLogger("errkb")
         if writable:
-            logging.getLogger("errkb").warning(
-                "errkb: the anchor database %s was %s: rebuilt from the knowledge base", path, fault
+            log.warning("errkb: %s was %s: rebuilt from the knowledge base", path, fault.value)
+        elif words >= 0:
+            log.warning(
+                "errkb: the anchor database %s is %s and the knowledge base is read-only: its "
+                "%d anchors were compiled in memory for this process (every process will); a "
+                "sync where the knowledge base is writable builds and stores it",
+                path,
+                fault.value,
+                words,
             )
-            return
-        logging.getLogger("errkb").warning(
-            "errkb: the anchor database %s is %s and the knowledge base is read-only: its "
-            "%d anchors were compiled in memory for this process (every process will); a sync "
-            "where the knowledge base is writable builds and stores it",
-            path,
-            fault.value,
-            words,
-        )
+        else:
+            log.warning(
+                "errkb: %s is %s and the knowledge base is read-only: read from its rows for "
+                "this process; a sync where it is writable stores it again",
+                path,
+                fault.value,
+            )
 
     def message_in(self, view: ReadView, message: str, exc_class: str | None = None) -> Report:
         """``match_message`` over an open read view."""
@@ -405,7 +414,11 @@ class Engine:
             with self._lock:
                 if self._state == state and self._table is not None:
                     return self._table  # built by the thread we waited for
-            table = load_table(view, self.store.path, *anchors_key(view.meta_value))
+            faults: dict[Path, AnchorFault] = {}
+            key, version = anchors_key(view.meta_value)
+            table = load_table(view, self.store.path, key, version, faults)
+            for bad, fault in faults.items():
+                self._say_rebuilt(bad, fault)
             with self._lock:
                 if self._state == state:
                     self._table = table

@@ -49,6 +49,7 @@ from errkb.match.anchordb import (
     ESCAPE_BYTES,
     AnchorDatabaseError,
     AnchorDB,
+    AnchorFault,
     Hits,
     default_engine,
     load_anchor_db,
@@ -500,18 +501,35 @@ def encode_maps(maps: RecordMaps, words_digest: str) -> bytes:
 
 
 def read_maps(
-    path: Path, state: str, version: str | None, words_digest: str, *, verify: bool = False
+    path: Path,
+    state: str,
+    version: str | None,
+    words_digest: str,
+    *,
+    verify: bool = False,
+    faults: dict[Path, AnchorFault] | None = None,
 ) -> RecordMaps | None:
     """The maps stored at ``path`` for this key, dataset version and words, else None.
 
     None when ``beside.read`` refuses the file, or it was made for other words
     (``words_digest``, the anchor database's) or is inconsistent (lengths, offsets out of
     bounds): the caller derives them from the rows. ``verify``: the body's sha256 is checked.
+    ``faults``: given, why the file was not used is noted there.
     """
     try:
         body = bytes(read_beside(path, Stamp(MAPS_KIND, state, version), verify=verify))
-    except AnchorDatabaseError:
+        maps = _maps_of(body, words_digest)
+    except AnchorDatabaseError as exc:
+        if faults is not None:
+            faults[path] = exc.fault
         return None
+    if maps is None and faults is not None:
+        faults[path] = AnchorFault.CORRUPT
+    return maps
+
+
+def _maps_of(body: bytes, words_digest: str) -> RecordMaps | None:
+    """The maps ``body`` holds when it is consistent and made for these words, else None."""
     table, newline, rest = body.partition(b"\n")
     fields = table.split(b" ")
     if not newline or len(fields) != 7 or not all(f.isdigit() for f in fields[:6]):
@@ -649,6 +667,8 @@ class RecordAnchors:
         # are missing, stale or damaged.
         maps = None
         db: AnchorDB | None = None
+        #: The files beside the database found bad (not merely missing), and why.
+        self.faults: dict[Path, AnchorFault] = {}
         if callable(rows) and store_at is not None:
             # The stored anchor database holds the words; the maps what the rejects need of
             # them, tied to those very words by their sha256.
@@ -657,7 +677,9 @@ class RecordAnchors:
             except AnchorDatabaseError:
                 db = None
             if db is not None:
-                maps = read_maps(maps_path(store_at), state, dataset_version, db.digest)
+                maps = read_maps(
+                    maps_path(store_at), state, dataset_version, db.digest, faults=self.faults
+                )
                 if maps is not None and (len(maps) != len(db) or maps.ends != db.ends):
                     maps = None
         if maps is None or db is None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from errkb.match.beside import AnchorFault
     from errkb.store import ReadView
 
 #: The kind of file (``beside.Stamp``) the table is stored as.
@@ -348,13 +349,21 @@ def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTab
 
 
 def _read_body(
-    path: Path, state: str, dataset_version: str | None, *, verify: bool = False
+    path: Path,
+    state: str,
+    dataset_version: str | None,
+    *,
+    verify: bool = False,
+    faults: dict[Path, AnchorFault] | None = None,
 ) -> str | None:
-    from errkb.match.beside import AnchorDatabaseError, Stamp, read
+    from errkb.match.beside import AnchorDatabaseError, AnchorFault, Stamp, read
 
     try:
         return str(read(path, Stamp(KIND, state, dataset_version), verify=verify), "utf-8")
-    except (AnchorDatabaseError, UnicodeDecodeError):
+    except (AnchorDatabaseError, UnicodeDecodeError) as exc:
+        if faults is not None:
+            bad = exc.fault if isinstance(exc, AnchorDatabaseError) else AnchorFault.CORRUPT
+            faults[path] = bad
         return None
 
 
@@ -370,12 +379,20 @@ def write_table(path: Path, state: str, dataset_version: str | None, body: str) 
 
 
 def load_table(
-    view: ReadView, db_path: Path | None, state: str, dataset_version: str | None
+    view: ReadView,
+    db_path: Path | None,
+    state: str,
+    dataset_version: str | None,
+    faults: dict[Path, AnchorFault] | None = None,
 ) -> AnchorTable:
-    """The anchor table of the snapshot ``view`` reads: from its file, else built (and stored)."""
+    """The anchor table of the snapshot ``view`` reads: from its file, else built (and stored).
+
+    ``faults``: given, why a stored file was not used is noted there.
+    """
     path = anchor_path(db_path) if db_path is not None else None
     if path is not None:
-        table = read_table(path, state, dataset_version)
+        body = _read_body(path, state, dataset_version, faults=faults)
+        table = None if body is None else AnchorTable(body)
         if table is not None:
             return table
     body = build_body(view.token_rows())

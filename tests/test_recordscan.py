@@ -325,7 +325,11 @@ def test_the_cli_says_what_it_cut_and_all_lists_everything(tmp_path: Path) -> No
 
     db = tmp_path / "kb.sqlite3"
     log = tmp_path / "big.log"
-    log.write_bytes(_one_record_log(Limits().matches_per_record + 10))
+    data = _one_record_log(Limits().matches_per_record + 10)
+    # Past a paste's size (``Thresholds.paste_upto``): the command line's report is cut.
+    filler = _filler(1 + (DEFAULT_THRESHOLDS.paste_upto - len(data)) // 60).encode()
+    log.write_bytes(data + filler)
+    assert log.stat().st_size > DEFAULT_THRESHOLDS.paste_upto
     cut = run(db, "explain", "--format", "json", str(log))
     assert cut.exit_code == 0, cut.output
     out = json.loads(cut.stdout)

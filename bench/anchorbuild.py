@@ -1,8 +1,7 @@
 """Memory and CPU of ``KnowledgeBase.build_anchor_files``, whole or one file at a time.
 
-``python -m bench.anchorbuild DB [all|recordanchors|anchors|anchordb]``: removes the file(s)
-the stage builds (``anchordb`` keeps ``.anchors`` so only the buffer pass's database is
-compiled), runs the stage in this fresh process and prints its CPU (user+sys), the RSS
+``python -m bench.anchorbuild DB [all|recordanchors|anchors]``: removes the file(s) the stage
+builds, runs the stage in this fresh process and prints its CPU (user+sys), the RSS
 before it and the process's VmHWM after, in MiB. Issue 20 bounds the sync process tree.
 """
 
@@ -28,7 +27,6 @@ def _cpu() -> float:
 
 def main(argv: list[str]) -> int:
     from errkb.kb import open_kb
-    from errkb.match.anchordb import anchordb_path
     from errkb.match.recordanchors import maps_path, record_anchordb_path
     from errkb.match.scan import anchor_path
 
@@ -38,7 +36,6 @@ def main(argv: list[str]) -> int:
     files = {
         "recordanchors": [record_anchordb_path(db), maps_path(record_anchordb_path(db))],
         "anchors": [anchor_path(db)],
-        "anchordb": [anchordb_path(db)],
     }
     for name, paths in files.items():
         if stage in ("all", name):
@@ -50,17 +47,13 @@ def main(argv: list[str]) -> int:
     if stage == "all":
         kb.build_anchor_files()
     else:
-        from errkb.store import anchors_key
-
         with kb.store.snapshot() as view:
             state = view.meta_value("state") or "0"
-            kb._cache_for(state)
+            kb._engine._cache_for(state)
             if stage == "recordanchors":
-                kb._record_anchors(view, state)
+                kb._engine._record_anchors(view, state)
             else:
-                table = kb._anchor_table(view, state)
-                if stage == "anchordb" and table is not None:
-                    kb._buffer_scan(table, state, anchors_key(view.meta_value))
+                kb._engine._anchor_table(view, state)
     cpu, wall = _cpu() - cpu0, time.monotonic() - wall0
     print(
         f"{stage}: cpu {cpu:.2f} s, wall {wall:.2f} s, rss before {rss0:.0f} MiB, "

@@ -36,11 +36,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench import publish_tree as publish
 from errkb._resources import bundled_dataset_dir
 from errkb.maint.extract import Field, Text, build_template, extract, github_url
 from errkb.records import check_record, upstream
 from errkb.records.template import Literal, Placeholder, parse_template
-from errkb.sync import publish
 
 #: Bump when generation changes: cached corpora of another version are rebuilt.
 CORPUS_VERSION = 2

@@ -91,7 +91,7 @@ def _record_anchors(kb: object) -> RecordAnchors:
     """The knowledge base's record anchors, as its explain loads them."""
     with kb.store.snapshot() as view:  # type: ignore[attr-defined]
         state = view.meta_value("state") or "0"
-        return kb._record_anchors(view, state)  # type: ignore[attr-defined,no-any-return]
+        return kb._engine._record_anchors(view, state)  # type: ignore[attr-defined,no-any-return]
 
 
 def plain_literals(db: str, out: Path) -> int:

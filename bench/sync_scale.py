@@ -141,7 +141,7 @@ def changed_tree(corpus_dir: Path, share: float, seed: int = 6) -> Path:
     """
     import random
 
-    from errkb.sync import publish
+    from bench import publish_tree as publish
 
     out = bench_run.REPO_ROOT / "bench" / "out" / f"changed-{corpus_dir.name}-{share:g}"
     if (out / "tree" / "data" / "manifest.json").exists():

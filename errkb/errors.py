@@ -106,7 +106,3 @@ class SyncInterruptedError(ErrkbError):
     """Ctrl-C after a sync committed: the new version is in place (the message says which)."""
 
     exit_code = 130
-
-
-class CancelledError(ErrkbError):
-    """The work was cancelled, or ran past its deadline (``errkb.deadline.Deadline``)."""

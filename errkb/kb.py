@@ -1,37 +1,33 @@
-"""The knowledge base: the library's front door (``errkb.open()``).
+"""The knowledge base: the library's front door (``errkb.open()``), a facade.
 
-A ``KnowledgeBase`` wraps one store (``errkb.store``). Candidates for a message come from the
-match index in the database and are compiled on first use into a cache shared by threads
-(bounded, one per state of the store). It is safe to share between threads: each thread reads
-through its own connection, and every explain runs inside one read transaction, so an answer is
-consistent with exactly one dataset version even while a sync commits a new one. When the store
-changes (a sync in another process), the next explain notices the changed state counter and
-starts a fresh cache; ``refresh()`` does it on demand.
+A ``KnowledgeBase`` wraps one store (``errkb.store``) and is every caller's way to it: explain,
+search and check's records are answered over one store snapshot each; ``sync``, ``ingest`` and
+``rollback`` write, then build the files beside the database; ``versions``, ``history``, ``get``,
+``view`` and ``stats`` read. The explain engine itself (route choice, the per-state caches and
+files, report folding) is ``errkb.explain.Engine``, one per knowledge base. It is safe to share
+between threads: each thread reads through its own connection, and every explain runs inside
+one read transaction, so an answer is consistent with exactly one dataset version even while a
+sync commits a new one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from errkb import __version__, _json
+from errkb import _json
 from errkb.errors import NotFoundError, StoreError, StoreReadOnlyError
-from errkb.match.decide import decide
-from errkb.match.matcher import IndexedMatcher, SpecCache
-from errkb.parse.events import EventKind, LogEvent
-from errkb.report import Confidence, KnowledgeBaseInfo, Match, RecordView, Report, Unmatched
-from errkb.store import ReadView, RecordJSON, Store, anchors_key, gc_paused, open_store
+from errkb.explain.engine import BUNDLED_SAMPLE_KEY, DEFAULT, DefaultLimits, Engine
+from errkb.explain.routes import DEFAULT_THRESHOLDS, Thresholds
+from errkb.parse.events import LogEvent
+from errkb.report import RecordView, Report
+from errkb.store import Store, open_store
 
 if TYPE_CHECKING:
-    from errkb.deadline import Deadline
-    from errkb.match.recordanchors import RecordAnchors
-    from errkb.match.recordscan import Decider, Limits
-    from errkb.match.scan import AnchorTable, BufferScan
+    from errkb.match.recordscan import Limits
     from errkb.records import Record
     from errkb.report.check import CheckReport
     from errkb.report.ingest import IngestReport
@@ -41,83 +37,35 @@ if TYPE_CHECKING:
     from errkb.store import VersionInfo
 
 
-class _Default:
-    """The type of ``DEFAULT``: a report's default ``Limits``."""
-
-
-#: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()`` for an input
-#: over 1 MiB (``regions.NARROW_ABOVE``), none for a smaller one.
-DEFAULT = _Default()
-#: Inputs from this size on give the C heap's free memory back after their scan
-#: (``anchordb.release_heap``): a few ms, against a scan of a second or more.
-RELEASE_ABOVE = 8 << 20
-
-
-def _chosen_limits(size: int, limits: Limits | _Default | None) -> Limits:
-    """The ``Limits`` a report of an input of ``size`` bytes keeps (``explain``'s rule)."""
-    from errkb.match.recordscan import UNLIMITED, Limits
-
-    if isinstance(limits, _Default):
-        from errkb.parse.regions import NARROW_ABOVE
-
-        # Cut past the region parse's gate only: an input of at most 1 MiB (every serving
-        # call's text) holds too few lines for an unbounded report, and was always reported
-        # whole; the scan reading it from 256 KiB on does not change that.
-        return Limits() if size > NARROW_ABOVE else UNLIMITED
-    return limits or UNLIMITED
-
-
-def _within(report: Report, limits: Limits) -> Report:
-    """``report`` kept within ``limits``, as the scan folds its own (``recordscan.Folded``).
-
-    Unchanged when nothing is cut: the same entries, in the same order.
-    """
-    from errkb.match.recordscan import Folded
-
-    folded = Folded(limits)
-    folded.add_matches(report.matches)  # its exact and possible ones (suggestions below)
-    folded.add_unmatched(report.unmatched)
-    matches, unmatched, omitted = folded.result()
-    if omitted is None:
-        return report
-    others = tuple(m for m in report.matches if m.confidence is Confidence.SIMILAR)
-    return dataclasses.replace(
-        report, matches=matches + others, unmatched=unmatched, omitted=omitted
-    )
-
-
 class KnowledgeBase:
     """An opened knowledge base. Create it with ``errkb.open()``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
         self.store = store
-        self._lock = threading.Lock()
-        self._cache: SpecCache | None = None
-        self._state: str | None = None
-        self._table: AnchorTable | None = None
-        self._scan: BufferScan | None = None
-        #: The buffer pass's engine (``errkb.match.scan.ENGINES``); None: the fastest installed.
-        self.scan_engine: str | None = None
-        self._explains = 0
-        # One anchor-table build at a time: concurrent reports after a sync wait for it (or, for
-        # a small input, go on with the database's index) instead of each building their own.
-        self._build_lock = threading.Lock()
-        #: When True, a small input never builds the anchor table: it uses the table once
-        #: ``prepare()`` has loaded it, else the database's index. A long-running server sets
-        #: it and calls ``prepare()`` from one background thread after each sync, so no request
-        #: waits for a build (seconds at 500,000 records).
-        self.prepare_ahead = False
-        #: When True, every large input runs the record-driven buffer pass and its FOUND
-        #: events are decided with the parsed ones (reports byte-identical to the default on
-        #: the 150k bench logs, but 1.7-7x more CPU while the structure parser still runs
-        #: too); False (the default) runs it only when parsing explained nothing.
-        self.record_pass = False
-        #: When True (the default), every large plain-text input is read by the record-driven
-        #: scan (``errkb.match.recordscan``: two native passes, the parser only on windows
-        #: around the lines they name) instead of the word-narrowed region parse.
-        self.record_scan = True
-        self._anchors: RecordAnchors | None = None
-        self._warned_in_memory = False
+        self._engine = Engine(store, thresholds)
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The sizes that choose each input's route, unless an ``explain`` is given its own."""
+        return self._engine.thresholds
+
+    @property
+    def scan_engine(self) -> str | None:
+        """The record anchors' engine (``errkb.match.anchordb.ENGINES``); None: the fastest."""
+        return self._engine.scan_engine
+
+    @scan_engine.setter
+    def scan_engine(self, engine: str | None) -> None:
+        self._engine.scan_engine = engine
+
+    @property
+    def prepare_ahead(self) -> bool:
+        """True: a small input never builds the anchor table (``Engine.prepare_ahead``)."""
+        return self._engine.prepare_ahead
+
+    @prepare_ahead.setter
+    def prepare_ahead(self, ahead: bool) -> None:
+        self._engine.prepare_ahead = ahead
 
     @property
     def path(self) -> Path:
@@ -143,44 +91,18 @@ class KnowledgeBase:
         self,
         text: str | bytes,
         *,
-        deadline: Deadline | None = None,
-        limits: Limits | _Default | None = DEFAULT,
+        limits: Limits | DefaultLimits | None = DEFAULT,
+        thresholds: Thresholds | None = None,
     ) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output).
 
-        ``deadline`` is checked between steps; past it (or once cancelled) the call raises
-        ``CancelledError`` within a few milliseconds of work. A large input's report keeps at
-        most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all; by default,
-        an input of at most 1 MiB keeps all), counts exact, and says what it cut
-        (``Report.omitted``).
+        A large input's report keeps at most ``limits`` entries
+        (``errkb.match.recordscan.Limits``; None keeps all; by default, an input of at most
+        ``Thresholds.paste_upto`` keeps all), counts exact, and says what it cut
+        (``Report.omitted``). ``thresholds`` (default: the knowledge base's) choose the route
+        that reads it (``errkb.explain.choose_route``).
         """
-        from errkb.parse.regions import NARROW_ABOVE, parse_input
-
-        data = bytes(text) if isinstance(text, bytearray) else text
-        scannable = self._scan_input(data) if self.record_scan else None
-        if scannable is not None:
-            with self.store.snapshot() as view:
-                report = self._scanned(view, *scannable, deadline, limits)
-            if len(scannable[0]) >= RELEASE_ABOVE:
-                from errkb.match.anchordb import release_heap
-
-                # What the scan freed (its windows' events, hit arrays, decoded lines, the
-                # folded entries) stays in glibc's heap: at 500k records a prepared process
-                # held 515 MB after the dense 50 MB scan, 482 MB with it given back
-                # (``malloc_trim``, 3 ms; the report still held).
-                release_heap()
-            if report is not None:
-                return report
-        events = parse_input(data)
-        with self.store.snapshot() as view:
-            report = self._explain_in(view, data, events, deadline)
-        if len(data) <= NARROW_ABOVE and isinstance(limits, _Default):
-            return report  # a paste: reported whole, nothing more imported
-        # The region parse reads what the scan does not take (a small input, one the store
-        # cannot scan, one with more shape lines than the scan holds): its report is kept
-        # within the same ``Limits``. 400,000 distinct tracebacks of one record (77.5 MB) gave
-        # 2 GB of JSON here once the scan handed them back.
-        return _within(report, _chosen_limits(len(data), limits))
+        return self._engine.explain(text, limits=limits, thresholds=thresholds)
 
     def explain_files(
         self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
@@ -190,7 +112,7 @@ class KnowledgeBase:
         One input gives its report as it is; several give one merged report in which each match
         names its file and keeps that file's own line numbers. ``everything``: no ``Limits``.
         """
-        limits: Limits | _Default | None = None if everything else DEFAULT
+        limits: Limits | DefaultLimits | None = None if everything else DEFAULT
         if len(names) == 1:
             return self.explain(read(names[0]), limits=limits)
         return Report.merge([(name, self.explain(read(name), limits=limits)) for name in names])
@@ -198,464 +120,22 @@ class KnowledgeBase:
     def match_message(self, message: str, exc_class: str | None = None) -> Report:
         """Explain one exception message (what a bot has when it catches an error)."""
         with self.store.snapshot() as view:
-            return self._message_in(view, message, exc_class)
-
-    def _explain_in(
-        self,
-        view: ReadView,
-        data: str | bytes,
-        events: list[LogEvent],
-        deadline: Deadline | None = None,
-    ) -> Report:
-        """``explain`` of ``data`` (parsed into ``events``) over an open read view."""
-        from errkb.match import SCAN_ABOVE
-
-        return self._report(
-            view, events, anchors=len(data) >= SCAN_ABOVE, text=data, deadline=deadline
-        )
-
-    @staticmethod
-    def _scan_input(data: str | bytes) -> tuple[bytes, bool] | None:
-        """``data`` as the record-driven scan reads it, and whether it decodes JSON lines.
-
-        Its JSON object lines are decoded as the container path would. None when the scan
-        does not apply (small input, UTF-16 or NUL-ridden bytes, an input that begins as a
-        JSON document or markup, or holds YAML's folded scalars).
-        """
-        from errkb.match import SCAN_ABOVE
-        from errkb.parse.regions import NARROW_ABOVE
-
-        # Every input the region parse would narrow, and every one large enough to load the
-        # anchor table (``SCAN_ABOVE``, 256 KiB): from 256 KiB to 1 MiB the region parse read
-        # every line and built the buffer pass's automaton, 1.50-1.83 s for a 600 KB slice of
-        # the dense bench log (150k records, one-shot CLI) against 0.47-0.49 s scanned, the
-        # same matches, captures, scores and unmatched entries.
-        if len(data) <= NARROW_ABOVE and len(data) < SCAN_ABOVE:
-            return None  # imports nothing more: a paste's cold start stays lean
-        from errkb.parse.sniff import has_yaml_fold, looks_like_container, starts_like_container
-        from errkb.parse.text import needs_decoding
-
-        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-        if needs_decoding(raw) or starts_like_container(raw):
-            return None
-        if not looks_like_container(raw):
-            return raw, False
-        if has_yaml_fold(raw):
-            return None  # YAML's folded scalars: the container path rejoins them
-        from errkb.parse.containers import MAX_DOCUMENT_CHARS
-
-        # JSON lines in a plain log: the container path decodes them unless the input is
-        # too large to decode as a document (then it is all plain text). A decode never
-        # makes more characters than bytes, so only a larger input is decoded to count them
-        # (0.11 s for the 50 MB bench log, every scan).
-        if len(raw) <= MAX_DOCUMENT_CHARS or raw.isascii():
-            return raw, len(raw) <= MAX_DOCUMENT_CHARS
-        return raw, len(raw.decode("utf-8", "replace")) <= MAX_DOCUMENT_CHARS
-
-    def _scanned(
-        self,
-        view: ReadView,
-        raw: bytes,
-        json_lines: bool,
-        deadline: Deadline | None,
-        limits: Limits | _Default | None,
-    ) -> Report | None:
-        """The record-driven scan's report of ``raw``, or None.
-
-        None when the store cannot feed it, or when the shape pass names more lines than the
-        scan holds (``TooManyShapes``): the region parse reads the input then.
-        """
-        from errkb.match.decide import MAX_SIMILAR_QUERIES, similar_matches
-        from errkb.match.msgfirst import found_at
-        from errkb.match.recordscan import Folded, TooManyShapes, record_scan
-
-        state = view.meta_value("state") or "0"
-        dataset_version = view.meta_value("dataset_version")
-        cache = self._cache_for(state)
-        anchors = self._record_anchors(view, state)
-        if not anchors.complete:
-            return None  # a database from before migration 0006: the region parse reads it
-        decide_events, matcher, lookup, checkpoint, sample = self._deciding(
-            view, cache, state, deadline, anchors=True, similar=False
-        )
-        folded = Folded(_chosen_limits(len(raw), limits))
-        try:
-            # The scan makes millions of small acyclic objects (lines, events, hits) and
-            # frees them by reference counting; the cyclic collector's passes over them found
-            # nothing to collect and took 0.57 s of a 4.7 s scan (dense 50 MB bench log, 150k
-            # records: 751 young, 68 middle and 7 full collections, 0 objects collected).
-            with gc_paused():
-                record_scan(
-                    raw,
-                    anchors,
-                    decide_events,
-                    folded,
-                    found=lambda data, lines: found_at(data, lines, matcher),
-                    may_match=matcher.may_match_alone,
-                    load=matcher.load,
-                    checkpoint=checkpoint,
-                    json_lines=json_lines,
-                )
-        except TooManyShapes:
-            return None  # millions of exception lines: the region parse folds them as it goes
-        suggestions = similar_matches(folded.unmatched_events(MAX_SIMILAR_QUERIES), matcher, lookup)
-        matches, unmatched, omitted = folded.result()
-        return Report(
-            __version__,
-            dataset_version,
-            matches + tuple(suggestions),
-            unmatched,
-            sample,
-            omitted,
-        )
-
-    def _record_anchors(self, view: ReadView, state: str) -> RecordAnchors:
-        """The state's record anchors (built once, under the build lock; stored beside).
-
-        The files beside the knowledge base are keyed by ``anchors_key``: the state of the
-        last write that changed what they are built from.
-        """
-        from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
-
-        with self._build_lock:
-            with self._lock:
-                anchors = self._anchors
-            if anchors is None or anchors.engine != (self.scan_engine or anchors.engine):
-                path = record_anchordb_path(self.store.path)
-                key, version = anchors_key(view.meta_value)
-                anchors = RecordAnchors(
-                    view.anchor_rows,  # read only when the stored maps cannot be used
-                    self.scan_engine,
-                    store_at=path,
-                    state=key,
-                    dataset_version=version,
-                )
-                if anchors.db.fault is not None and self.store.read_only:
-                    self._compiled_in_memory(path, anchors.db.fault.value, len(anchors.words))
-                with self._lock:
-                    if self._state == state:
-                        self._anchors = anchors
-            return anchors
-
-    def _compiled_in_memory(self, path: Path, fault: str, words: int) -> None:
-        """Say once per knowledge base that a read-only one compiled its anchors in memory.
-
-        A sync builds the file (``build_anchor_files``); a database copied or mounted without
-        it, or from before that, pays the compile in every process that scans a large input
-        (seconds at 150,000 records), which a user should hear about, once, with the fix.
-        """
-        if self._warned_in_memory:
-            return
-        self._warned_in_memory = True
-        import logging  # only here: cold start does not pay for it
-
-        logging.getLogger("errkb").warning(
-            "errkb: the anchor database %s is %s and the knowledge base is read-only: its "
-            "%d anchors were compiled in memory for this process (every process will); a sync "
-            "where the knowledge base is writable builds and stores it",
-            path,
-            fault,
-            words,
-        )
-
-    def _message_in(self, view: ReadView, message: str, exc_class: str | None = None) -> Report:
-        """``match_message`` over an open read view."""
-        return self._report(view, [LogEvent(EventKind.BARE, exc_class, message, (1,))])
-
-    def _report(
-        self,
-        view: ReadView,
-        events: list[LogEvent],
-        *,
-        anchors: bool = False,
-        text: str | bytes | None = None,
-        deadline: Deadline | None = None,
-    ) -> Report:
-        """Decide ``events`` against the state ``view`` reads: one dataset version throughout."""
-        state = view.meta_value("state") or "0"
-        dataset_version = view.meta_value("dataset_version")
-        cache = self._cache_for(state)
-        decide_events, matcher, _lookup, checkpoint, sample = self._deciding(
-            view, cache, state, deadline, anchors=anchors
-        )
-        table = matcher.table
-        scan = None
-        if anchors and table is not None and text is not None:
-            scan = self._buffer_scan(table, state, anchors_key(view.meta_value))
-        record_pass = scan is not None and text is not None and self.record_pass
-        if record_pass and text is not None:
-            from errkb.match.msgfirst import message_first
-
-            # A large input: the record-driven buffer pass (one native pass over every
-            # record's anchor) names the lines that can hold a known message; those no
-            # event covers become FOUND events, decided with the parsed ones, so one
-            # (record, captures) is one match whichever pass saw each occurrence.
-            events = [*events, *message_first(text, events, matcher, scan)]
-        matches, unmatched = decide_events(events)
-        if (
-            not record_pass
-            and text is not None
-            and not any(m.confidence is Confidence.EXACT for m in matches)
-        ):
-            from errkb.match.msgfirst import message_first
-
-            # Structure-first parsing explained nothing: the message-first pass looks for
-            # known messages on the lines no event covers (a large input through the
-            # buffer pass). Its events only ever give exact matches, never unmatched or
-            # similar entries, so they are decided on their own and put first.
-            if checkpoint is not None:
-                checkpoint()
-            found = message_first(text, events, matcher, scan)
-            if found:
-                extra, _none = decide_events(found)
-                matches = extra + matches
-        return Report(__version__, dataset_version, matches, unmatched, sample)
-
-    def _deciding(
-        self,
-        view: ReadView,
-        cache: SpecCache,
-        state: str,
-        deadline: Deadline | None,
-        *,
-        anchors: bool,
-        similar: bool = True,
-    ) -> tuple[
-        Decider,
-        IndexedMatcher,
-        Callable[[str], RecordJSON | None],
-        Callable[[], None] | None,
-        KnowledgeBaseInfo | None,
-    ]:
-        """What deciding over ``view`` needs.
-
-        Decide over events, the matcher, record look-up, the deadline's checkpoint and the
-        bundled-sample note.
-        """
-        from errkb.validators import admits, diagnose, records_with_validators
-
-        # Asked once per match (thousands in a dense log): a set test, not a walk of every
-        # validator's rules.
-        validated = frozenset(records_with_validators())
-        checkpoint = deadline.check if deadline is not None else None
-        if checkpoint is not None:
-            checkpoint()
-
-        def has_validator(rid: str) -> bool:
-            return rid in validated
-
-        def diagnose_known(rid: str, captures: Mapping[str, str]) -> object:
-            return diagnose(rid, captures) if rid in validated else None
-
-        def admits_known(rid: str, captures: Mapping[str, str]) -> bool:
-            return rid not in validated or admits(rid, captures)
-
-        sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
-        with self._lock:
-            self._explains += 1
-            # A one-shot CLI run of a small paste never loads the anchor table; a large
-            # input or a long-running process (second report on) does, once per state.
-            want = anchors or (self._explains > 1 and not self.prepare_ahead)
-            table = self._table
-            record_anchors = self._anchors if self._state == state else None
-        if table is None and want:
-            table = self._anchor_table(view, state, wait=anchors)
-            if table is not None and not anchors:
-                # A long-running process (its second report): suggestions from memory too.
-                table.build_related()
-        matcher = IndexedMatcher(
-            view,
-            cache,
-            table,
-            admits_known,
-            record_anchors.matchable if record_anchors is not None else None,
-        )
-        records: dict[str, RecordJSON | None] = {}
-
-        def lookup(rid: str) -> RecordJSON | None:
-            if rid not in records:
-                records[rid] = view.raw_record(rid)
-            return records[rid]
-
-        def prefetch(rids: Sequence[str]) -> None:
-            # One query per chunk for a batch's matches, not one per record.
-            missing = [rid for rid in rids if rid not in records]
-            if missing:
-                read = view.raw_records(missing)
-                for rid in missing:
-                    records[rid] = read.get(rid)
-
-        def decide_events(
-            some: list[LogEvent], can_match: Callable[[LogEvent], bool] | None = None
-        ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
-            return decide(
-                some,
-                matcher,
-                lookup,
-                diagnose=diagnose_known,
-                has_validator=has_validator,
-                checkpoint=checkpoint,
-                similar=similar,
-                can_match=can_match,
-                prefetch=prefetch,
-            )
-
-        return decide_events, matcher, lookup, checkpoint, sample
-
-    def _cache_for(self, state: str) -> SpecCache:
-        # Compiled records are valid for one state of the store: a sync (in any process)
-        # bumps the state, and the next report starts a fresh cache and anchor table.
-        with self._lock:
-            if self._cache is None or self._state != state:
-                self._cache = SpecCache()
-                self._table = None
-                self._scan = None
-                self._anchors = None
-                self._state = state
-            return self._cache
-
-    def _anchor_table(self, view: ReadView, state: str, *, wait: bool = True) -> AnchorTable | None:
-        from errkb.match.scan import load_table
-
-        # A small input does not wait for another thread's build: the index answers it as well.
-        if not self._build_lock.acquire(blocking=wait):
-            return None
-        try:
-            with self._lock:
-                if self._state == state and self._table is not None:
-                    return self._table  # built by the thread we waited for
-            table = load_table(view, self.store.path, *anchors_key(view.meta_value))
-            with self._lock:
-                if self._state == state:
-                    self._table = table
-            return table
-        finally:
-            self._build_lock.release()
-
-    def _buffer_scan(
-        self, table: AnchorTable, state: str, key: tuple[str, str | None]
-    ) -> BufferScan:
-        """The state's buffer pass over ``table``, built once (under the build lock).
-
-        Its automaton comes from the anchor database beside the knowledge base (compiled and
-        stored there on the first large input after a change, ``errkb.match.anchordb``).
-        """
-        from errkb.match.anchordb import anchordb_path
-        from errkb.match.scan import BufferScan
-
-        with self._build_lock:
-            with self._lock:
-                scan = self._scan
-            if (
-                scan is None
-                or scan.table is not table
-                or scan.engine != (self.scan_engine or scan.engine)
-            ):
-                scan = BufferScan(
-                    table,
-                    self.scan_engine,
-                    store_at=anchordb_path(self.store.path),
-                    state=key[0],
-                    dataset_version=key[1],
-                )
-                with self._lock:
-                    if self._state == state:
-                        self._scan = scan
-            return scan
+            return self._engine.message_in(view, message, exc_class)
 
     def prepare(self) -> bool:
         """Load what a large input's explain reads, for the current state; True if it changed.
 
-        The anchor table (its longest entry lists parsed ahead: ``AnchorTable.warm``) and its
-        suggestion index, and, when ``record_scan`` is on, the
-        record-driven scan's anchors (``<db>.recordanchors`` and its maps) and its shape
-        pass: a first large input paid 0.22-0.24 s of CPU for them (150k records, the bench's
-        sparse 50 MB log: 1.13-1.40 s against 0.79-0.88 s once they were loaded). A
-        long-running process calls this after a sync (``errkb serve`` does, from a background
-        thread, see ``prepare_ahead``) so that no request pays for the loads.
+        A long-running process calls this after a sync (``errkb serve`` does, from a
+        background thread, see ``prepare_ahead``) so that no request pays for the loads.
         """
-        with self.store.snapshot() as view:
-            state = view.meta_value("state") or "0"
-            with self._lock:
-                changed = state != self._state
-                ready = not changed and self._table is not None
-                anchors_ready = not changed and self._anchors is not None
-            if not ready:
-                self._cache_for(state)
-                table = self._anchor_table(view, state)
-                if table is not None:
-                    table.build_related()  # its suggestion index too: no request builds it
-                    table.warm()
-            if self.record_scan and not anchors_ready:
-                from errkb.match.recordscan import prepare_passes
-
-                # With the id table the single-traceback path's literal test reads, and the
-                # arrays the anchor pass derives from its words.
-                anchors = self._record_anchors(view, state)
-                anchors.id_table()
-                anchors.db.prepare()
-                prepare_passes()
-        return changed
+        return self._engine.prepare()
 
     def build_anchor_files(self) -> None:
         """Build, for the store's current state, every file a large input's explain reads.
 
-        The record-driven scan's anchor database (``<db>.recordanchors``), the anchor table
-        (``<db>.anchors``) and the buffer pass's database (``<db>.anchordb``), each beside the
-        knowledge base (a PostgreSQL one: beside its sync lock in the local data directory,
-        per machine), written whole under a temporary name and renamed, keyed by the state,
-        dataset version and engine; a file already current is loaded, not compiled again.
-        ``sync``, ``ingest`` and ``rollback`` call it after their commit, so that no explain
-        compiles them, and a knowledge base mounted read-only afterwards never does: 10.3 s
-        of CPU at 150,000 records, most of it Hyperscan's compile (``errkb.match.anchordb``,
-        ``BENCHMARKS.md``). Nothing here touches the store's transaction.
-
-        The record anchors are all of its peak and most of its CPU (150k records, loaded,
-        ``python bench/anchorbuild.py DB STAGE``: 19.8 s and 355 MiB against 1.5 s and 47 MiB
-        for the table, 2.1 s and 141 MiB for the buffer pass's database through
-        ``BufferScan``). Each file is built and dropped before the next, the buffer pass's
-        words read from the table's body: at 500,000 records the build peaks at 630 MiB and
-        63 s of CPU, main's at 959 MiB and 65 s (same session); what is left is the record
-        anchors' Hyperscan compile, ~170-220 MB beyond the process for each part of ~90k
-        literals (``anchordb.CHUNK_WORDS``), over ~330 MB of maps and literals at 500k.
+        ``sync``, ``ingest`` and ``rollback`` call it after their commit (``Engine``).
         """
-        if self.store.read_only:
-            return
-        from errkb.match.anchordb import anchordb_path, default_engine, release_heap, stored_words
-        from errkb.match.recordanchors import record_anchordb_path, store_record_anchors
-        from errkb.match.scan import body_items, buffer_anchor_db, scan_words, table_body
-
-        engine = self.scan_engine or default_engine()
-        with self.store.snapshot() as view, self._build_lock:
-            self._cache_for(view.meta_value("state") or "0")
-            # Keyed by the last write that changed what they are built from: a write that
-            # left every input as it was finds them current (``store.anchors_key``).
-            state, dataset_version = anchors_key(view.meta_value)
-            # Each file is built (or found current) and dropped before the next: the files
-            # are what a later explain reads, and the structures a scan would use (a
-            # frozenset per record for the buffer pass, the table's dict of every word) are
-            # never made here. Held together they were the sync's peak.
-            store_record_anchors(
-                view.anchor_rows,
-                engine,
-                store_at=record_anchordb_path(self.store.path),
-                state=state,
-                dataset_version=dataset_version,
-            )
-            release_heap()
-            body = table_body(view, self.store.path, state, dataset_version)
-            buffer_at = anchordb_path(self.store.path)
-            if stored_words(buffer_at, state, dataset_version, engine) is not None:
-                # Current and intact: its words came from this table (both files are keyed
-                # by the one write that last changed what they are built from). Reading the
-                # words again only to compare was 0.9 s of a 1% sync at 500k records.
-                return
-            words = scan_words(body_items(body))
-            del body
-            release_heap()
-            buffer_anchor_db(words, buffer_at, state, dataset_version, engine)
-            del words
-            release_heap()
+        self._engine.build_anchor_files()
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
         """``build_anchor_files`` after a write committed; Ctrl-C raises ``interrupted()``.
@@ -673,11 +153,7 @@ class KnowledgeBase:
 
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""
-        with self.store.snapshot() as view:
-            state = view.meta_value("state") or "0"
-        changed = state != self._state
-        self._cache_for(state)
-        return changed
+        return self._engine.refresh()
 
     # ------------------------------------------------------------------ search
     def search(
@@ -703,8 +179,8 @@ class KnowledgeBase:
 
             def explained(text: str, events: list[LogEvent]) -> Report:
                 if events:
-                    return self._explain_in(view, text, events)
-                return self._message_in(view, text)
+                    return self._engine.explain_in(view, text, events)
+                return self._engine.message_in(view, text)
 
             return search(view, explained, query, filters, limit)
 
@@ -875,12 +351,18 @@ class KnowledgeBase:
         self.close()
 
 
-def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = True) -> KnowledgeBase:
+def open_kb(
+    target: str | os.PathLike[str] | None = None,
+    *,
+    bundled: bool = True,
+    thresholds: Thresholds = DEFAULT_THRESHOLDS,
+) -> KnowledgeBase:
     """Open (creating and migrating if needed) a knowledge base.
 
     ``target`` is a database path or SQLite URL; by default ``$ERRKB_DB``, else a file in the
     user's data directory. A database errkb creates is filled from the bundled dataset unless
-    ``bundled`` is False. When the default location is not writable, errkb still works: it
+    ``bundled`` is False. ``thresholds``: the sizes that choose each input's explain route
+    (``errkb.explain.Thresholds``). When the default location is not writable, errkb still works: it
     builds a private temporary database from the bundled data for this process.
     """
     explicit = target is not None or bool(os.environ.get("ERRKB_DB"))
@@ -891,7 +373,7 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
         if explicit:
             raise
         store = _temporary_store()
-    kb = KnowledgeBase(store)
+    kb = KnowledgeBase(store, thresholds=thresholds)
     if store.read_only:
         return kb  # read as it is: a reader neither migrates, reindexes nor seeds it
     if store.meta_value("match_index") == "stale":
@@ -909,27 +391,6 @@ def open_kb(target: str | os.PathLike[str] | None = None, *, bundled: bool = Tru
             with store.write() as tx:
                 tx.set_meta(BUNDLED_SAMPLE_KEY, _json.dumps(value))
     return kb
-
-
-#: Meta key written after the bundled sample is ingested into a new database: the store's state
-#: counter then. Every later change (sync, ingest, rollback) bumps the counter, so the key is
-#: true only while the sample is all there is, nothing has to clear it, and explain, which
-#: reads the counter anyway, pays one more meta read for it.
-BUNDLED_SAMPLE_KEY = "bundled_sample"
-
-
-def _bundled_sample(text: str | None, state: str) -> KnowledgeBaseInfo | None:
-    """The bundled-sample note's facts, while the store is in the state the seeding left."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or value.get("state") != state:
-        return None
-    records = value.get("records")
-    return KnowledgeBaseInfo(records if isinstance(records, int) else 0, bundled_sample=True)
 
 
 def _temporary_store() -> Store:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.publish_tree import write_tree
 from errkb import records as rec
 from errkb.records import upstream
-from errkb.sync.publish import write_tree
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEED_DIR = REPO_ROOT / "data" / "dataset"

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 import errkb
-from errkb.match import anchordb
+from errkb.explain import Thresholds
+from errkb.match import anchordb, beside
 from errkb.match.anchordb import AnchorDatabaseError, AnchorDB, AnchorFault
+from errkb.store import anchors_key
 from tests.conftest import DATASET, require_extra
 
 WORDS = ["Traceback", "alpha_beta", "gamma", "delta9", "epsilon", "zeta_eta_theta"]
@@ -122,7 +124,7 @@ def _fault(path: Path, state: str = "7", version: str | None = "v1") -> AnchorDa
 
 def test_a_file_of_another_format_is_stale(tmp_path: Path) -> None:
     path = _stored(tmp_path)
-    path.write_bytes(path.read_bytes().replace(anchordb.FORMAT, b"errkb-anchordb 1", 1))
+    path.write_bytes(path.read_bytes().replace(beside.FORMAT, b"errkb-beside 1", 1))
     error = _fault(path)
     assert error.fault is AnchorFault.STALE and "format 1" in str(error)
 
@@ -143,7 +145,7 @@ def test_many_anchors_compile_in_chunks_with_the_same_hits(
     # never written back without its images.
     assert loaded.serialised is None
     with pytest.raises(ValueError, match="not stored again"):
-        anchordb.encode(loaded, "7", "v1")
+        anchordb.encode(loaded)
     for seed in range(3):
         data = _log(seed + 40)
         want = whole.hits(data)
@@ -158,7 +160,7 @@ def test_a_missing_file_is_named_missing(tmp_path: Path) -> None:
 def test_another_state_version_or_engine_is_stale(tmp_path: Path) -> None:
     path = _stored(tmp_path)
     error = _fault(path, state="8")
-    assert error.fault is AnchorFault.STALE and "state 7" in str(error)
+    assert error.fault is AnchorFault.STALE and "recordanchors 7 v1" in str(error)
     assert _fault(path, version="v2").fault is AnchorFault.STALE
     with pytest.raises(AnchorDatabaseError) as info:
         anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
@@ -192,9 +194,9 @@ def test_a_serialised_image_hyperscan_refuses_is_corrupt(tmp_path: Path) -> None
     # A well-formed file (its hash matches) around an image that is not a database.
     broken = AnchorDB(WORDS, "ahocorasick")
     broken.serialised = b"\x00" * 64
-    image = anchordb.encode(broken, "7", "v1").replace(b" ahocorasick ", b" hyperscan ", 1)
     path = tmp_path / "kb.sqlite3.anchordb"
-    path.write_bytes(image)
+    stamp = beside.Stamp(anchordb.KIND, "7", "v1", "hyperscan")
+    assert beside.write(path, stamp, anchordb.encode(broken), tmp_path / "kb.sqlite3")
     with pytest.raises(AnchorDatabaseError) as info:
         anchordb.read_anchor_db(path, "7", "v1", "hyperscan")
     assert info.value.fault is AnchorFault.CORRUPT and "hyperscan" in str(info.value)
@@ -394,7 +396,7 @@ def test_the_stored_file_has_the_databases_permissions(tmp_path: Path) -> None:
     db_file = tmp_path / "kb.sqlite3"
     db_file.write_bytes(b"")
     db_file.chmod(0o640)
-    path = anchordb.anchordb_path(db_file)
+    path = db_file.with_name(db_file.name + ".recordanchors")
     assert anchordb.write_anchor_db(path, AnchorDB(WORDS, "ahocorasick"), "7", "v1")
     assert path.stat().st_mode & 0o777 == 0o640
 
@@ -433,12 +435,8 @@ def test_newline_offsets_are_every_newline_across_slices() -> None:
 
 
 # ------------------------------------------------------------------ built at sync time (issue 21)
-@pytest.fixture
-def small_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inputs above 4 KiB are 'large' (the record-driven scan reads them), in a cheap test."""
-    from errkb.parse import regions
-
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+#: Inputs above 4 KiB are 'large' (the record-driven scan reads them), in a cheap test.
+SMALL = Thresholds(scan_from=4097, paste_upto=4096)
 
 
 @pytest.fixture
@@ -446,14 +444,13 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The anchor count of every Hyperscan database compiled (not loaded) from now on."""
     pytest.importorskip("hyperscan")  # CI installs errkb[fast]; Aho-Corasick has no image
     seen: list[int] = []
-    real = AnchorDB.__init__
+    real = anchordb.compile_images
 
-    def counted(self: AnchorDB, *args: Any, **kwargs: Any) -> None:
-        real(self, *args, **kwargs)
-        if self.compiled and self.words:
-            seen.append(len(self.words))
+    def counted(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, bytes]]:
+        seen.append(len(encoded))
+        return real(encoded, ends)
 
-    monkeypatch.setattr(AnchorDB, "__init__", counted)
+    monkeypatch.setattr(anchordb, "compile_images", counted)
     return seen
 
 
@@ -471,7 +468,6 @@ def _files(db: Path) -> dict[str, Path]:
     return {
         "recordanchors": record_anchordb_path(db),
         "anchors": anchor_path(db),
-        "anchordb": anchordb.anchordb_path(db),
     }
 
 
@@ -487,7 +483,7 @@ def _damage(path: Path, damage: str) -> None:
     if damage == "missing":
         path.unlink()
     elif damage == "stale":  # another state: "9" prefixed to the header's
-        path.write_bytes(image.replace(anchordb.FORMAT + b" ", anchordb.FORMAT + b" 9", 1))
+        path.write_bytes(image.replace(beside.FORMAT + b" ", beside.FORMAT + b" 9", 1))
     elif damage == "truncated":
         path.write_bytes(image[: len(image) // 2])
     else:  # one byte of the body flipped (the image ends in padding: not there)
@@ -498,37 +494,36 @@ def _damage(path: Path, damage: str) -> None:
 def _explained(db: Path) -> dict[str, Any]:
     with errkb.open(db) as kb:
         kb.scan_engine = "hyperscan"
-        report = kb.explain(_large_log()).to_dict()
-        assert kb._anchors is not None  # the record-driven scan read it
+        report = kb.explain(_large_log(), thresholds=SMALL).to_dict()
+        assert kb._engine._anchors is not None  # the record-driven scan read it
         return report
 
 
-def test_a_sync_builds_every_anchor_file_for_its_state(
-    db_target: str, compiles: list[int], small_gate: None
-) -> None:
+def test_a_sync_builds_every_anchor_file_for_its_state(db_target: str, compiles: list[int]) -> None:
     # SQLite: beside the file; PostgreSQL: beside its sync lock in the local data directory.
     with errkb.open(db_target, bundled=False) as kb:
         kb.scan_engine = "hyperscan"
         assert kb.sync(DATASET).changed
         assert compiles  # the sync compiled them, after its commit
-        state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        state, version = anchors_key(kb.store.meta_value)
         db = kb.path
     assert state is not None
     files = _files(db)
     assert all(p.is_file() for p in files.values())
-    for name in ("recordanchors", "anchordb"):
-        stored = anchordb.read_anchor_db(files[name], state, version, "hyperscan")
-        assert stored.words and not stored.compiled
+    stored = anchordb.read_anchor_db(files["recordanchors"], state, version, "hyperscan")
+    assert stored.words and not stored.compiled
     assert not [p for p in db.parent.iterdir() if p.name.endswith(".tmp")]
     compiles.clear()
     with errkb.open(db_target) as kb:  # another process's view: it loads them
         kb.scan_engine = "hyperscan"
-        assert kb.explain(_large_log()).matches and kb._anchors is not None
+        assert (
+            kb.explain(_large_log(), thresholds=SMALL).matches and kb._engine._anchors is not None
+        )
     assert compiles == []
 
 
 def test_a_sync_that_compiles_the_records_again_builds_the_anchor_files_again(
-    db_target: str, compiles: list[int], small_gate: None, tmp_path: Path
+    db_target: str, compiles: list[int], tmp_path: Path
 ) -> None:
     import json
 
@@ -545,16 +540,14 @@ def test_a_sync_that_compiles_the_records_again_builds_the_anchor_files_again(
         report = kb.sync(tree)  # the same version: nothing to apply, all to compile again
         assert report.recompiled and not report.changed
         assert compiles  # for the new state: the anchors come from the new specs
-        state, version = kb.store.meta_value("state"), kb.store.meta_value("dataset_version")
+        state, version = anchors_key(kb.store.meta_value)
         db = kb.path
     assert state is not None
     stored = anchordb.read_anchor_db(_files(db)["recordanchors"], state, version, "hyperscan")
     assert stored.words
 
 
-def test_explain_after_a_sync_compiles_nothing(
-    tmp_path: Path, compiles: list[int], small_gate: None
-) -> None:
+def test_explain_after_a_sync_compiles_nothing(tmp_path: Path, compiles: list[int]) -> None:
     db = tmp_path / "kb.sqlite3"
     _synced(db)
     compiles.clear()
@@ -585,7 +578,7 @@ def _mounted_read_only(src: Path, ro: Path) -> Iterator[None]:
 
 
 def test_a_read_only_knowledge_base_uses_the_sync_built_database(
-    tmp_path: Path, compiles: list[int], small_gate: None
+    tmp_path: Path, compiles: list[int]
 ) -> None:
     src, ro = _src_and_ro(tmp_path)
     _synced(src / "kb.sqlite3")
@@ -604,7 +597,6 @@ def test_a_read_only_knowledge_base_uses_the_sync_built_database(
 def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_says_so_once(
     tmp_path: Path,
     compiles: list[int],
-    small_gate: None,
     damage: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -618,8 +610,8 @@ def test_a_read_only_knowledge_base_without_a_good_file_compiles_in_memory_and_s
         compiles.clear()
         with errkb.open(ro / "kb.sqlite3") as kb, caplog.at_level("WARNING", "errkb"):
             kb.scan_engine = "hyperscan"
-            assert kb.explain(_large_log()).to_dict() == expected
-            assert kb.explain(_large_log()).to_dict() == expected
+            assert kb.explain(_large_log(), thresholds=SMALL).to_dict() == expected
+            assert kb.explain(_large_log(), thresholds=SMALL).to_dict() == expected
         assert len(compiles) == 1  # once, in memory, for the process
         said = [r.getMessage() for r in caplog.records if "anchor database" in r.getMessage()]
         assert len(said) == 1 and damage in said[0] and "read-only" in said[0]
@@ -654,7 +646,7 @@ def test_errkb_explain_on_a_read_only_kb_without_the_file_says_so_once_on_stderr
 
 @pytest.mark.parametrize("damage", ["missing", "stale", "truncated", "corrupt"])
 def test_a_writable_knowledge_base_rebuilds_a_bad_file_once(
-    tmp_path: Path, compiles: list[int], small_gate: None, damage: str
+    tmp_path: Path, compiles: list[int], damage: str
 ) -> None:
     db = tmp_path / "kb.sqlite3"
     _synced(db)

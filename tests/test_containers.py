@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb
-from errkb.parse import regions
 from errkb.parse.containers import (
     decode_containers,
     looks_like_container,
@@ -405,9 +404,7 @@ def _structlog_lines(size: int) -> tuple[str, list[int]]:
     return "\n".join(lines) + "\n", errors
 
 
-def test_a_one_line_value_without_an_error_word_is_a_candidate_until_narrowed(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_one_line_value_without_an_error_word_is_a_candidate_until_narrowed() -> None:
     small = '{"detail": "Quanto layer \'a\' has incompatible scale F32 (1,)", "n": 1}\n'
     (event,) = parse_input(small)
     assert (event.exc_class, event.message, event.lines) == (
@@ -418,13 +415,12 @@ def test_a_one_line_value_without_an_error_word_is_a_candidate_until_narrowed(
     # In a large input such a line is narrowed away (as a plain-text line would be); the
     # exceptions on lines with an error word are all still found, at their lines. (Narrowing
     # from 64 KiB here: the same path as past 1 MiB, on a twentieth of the input.)
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 1 << 16)
     text, errors = _structlog_lines(3 << 16)
     big = small + text
-    found = [e for e in parse_input(big) if e.exc_class == "ValueError"]
+    found = [e for e in parse_input(big, 1 << 16) if e.exc_class == "ValueError"]
     assert [e.lines[0] for e in found] == [k + 1 for k in errors]
     assert all(e.message == QUANTO for e in found)
-    assert not [e for e in parse_input(big) if e.lines == (1,)]
+    assert not [e for e in parse_input(big, 1 << 16) if e.lines == (1,)]
 
 
 def _parse_seconds(text: str) -> float:

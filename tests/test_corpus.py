@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import errkb
+from errkb.explain import Thresholds
 
 CORPUS = Path(__file__).parent / "data" / "corpus"
 EXPECTATIONS: dict[str, Any] = json.loads((CORPUS / "expectations.json").read_text())
@@ -36,9 +37,11 @@ def test_corpus_size_and_coverage() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS))
-def test_corpus_log(corpus_kb: errkb.KnowledgeBase, name: str) -> None:
+def test_corpus_log(
+    corpus_kb: errkb.KnowledgeBase, name: str, thresholds: Thresholds | None = None
+) -> None:
     expected = EXPECTATIONS[name]["matches"]
-    report = corpus_kb.explain((CORPUS / name).read_bytes())
+    report = corpus_kb.explain((CORPUS / name).read_bytes(), thresholds=thresholds)
     got = [{"id": m.id, "captures": m.capture_dict} for m in report.exact]
     assert got == [{"id": e["id"], "captures": e["captures"]} for e in expected], name
     for match, exp in zip(report.exact, expected, strict=True):
@@ -74,11 +77,7 @@ def test_corpus_figures(corpus_kb: errkb.KnowledgeBase) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTATIONS))
-def test_corpus_log_when_narrowed(
-    corpus_kb: errkb.KnowledgeBase, name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Large inputs are parsed region by region: the corpus must explain exactly the same."""
-    import errkb.parse.regions
-
-    monkeypatch.setattr(errkb.parse.regions, "NARROW_ABOVE", 0)
-    test_corpus_log(corpus_kb, name)
+def test_corpus_log_when_narrowed(corpus_kb: errkb.KnowledgeBase, name: str) -> None:
+    """Large inputs are scanned (or parsed region by region): the corpus must explain exactly
+    the same."""
+    test_corpus_log(corpus_kb, name, Thresholds(scan_from=0, paste_upto=0))

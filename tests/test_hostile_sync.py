@@ -197,7 +197,7 @@ def test_too_many_repositories_are_refused(tmp_path: Path) -> None:
         publish.parse_repos(json.dumps(entries).encode(), "r", max_repos=3)
     rows = [{"id": str(n), "repo": f"o/r{n}"} for n in range(5)]
     with pytest.raises(SyncError, match="i: names more than 3 repositories"):
-        publish.parse_index(json.dumps(rows).encode(), "i", NEW, max_repos=3)
+        publish.read_index(json.dumps(rows).encode(), "i", NEW, max_repos=3)
 
 
 def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:
@@ -207,7 +207,7 @@ def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:
     content = tmp_path / "i.json.gz"
     content.write_bytes(gzip.compress(text))
     # Rows of 6 KB straddle the 1 MiB window many times, multi-byte characters included.
-    got = publish.parse_index(publish.Content("i", content, gzip=True), "i", NEW)
+    got = publish.read_index(publish.Content("i", content, gzip=True), "i", NEW).by_repo
     assert got == {"o/x": [f"id{n}" for n in range(1000)]}
     for bad, message in [
         (b'{"errors": [{"id": "a", "repo": "o/x"}', "expected ',' or ']'"),
@@ -220,9 +220,9 @@ def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:
         ),
     ]:
         with pytest.raises((IntegrityError, SyncError), match=message):
-            publish.parse_index(bad, "i", NEW)
+            publish.read_index(bad, "i", NEW)
     with pytest.raises(SyncError, match="no 'errors' array"):
-        publish.parse_index(b'{"errors": 3}', "i", NEW)
+        publish.read_index(b'{"errors": 3}', "i", NEW)
 
 
 def test_a_400_megabyte_repository_file_is_refused_before_reading(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 import errkb
 from errkb.match.index import (
     candidate_ids,
-    choose_tokens,
+    index_rows,
     message_tokens,
     rank_words,
     related_ids,
@@ -40,7 +41,7 @@ def test_template_tokens_are_whole_words_only(message: str, tokens: list[str]) -
 
 
 def test_rarest_words_rank_first() -> None:
-    rows = choose_tokens(
+    rows = _rows(
         [
             ("a" * 16, "shared words here {x} alpha"),
             ("b" * 16, "shared words here {x} beta"),
@@ -137,3 +138,7 @@ def test_ranked_rows_are_the_rarest_words_per_record_by_id_in_any_input_order() 
     rng.shuffle(shuffled)
     assert list(rank_words(shuffled)) == want
     assert list(rank_words([])) == []
+
+
+def _rows(records: Iterable[tuple[str, str]]) -> list[tuple[str, str, int]]:
+    return list(index_rows(records))

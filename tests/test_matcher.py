@@ -269,5 +269,5 @@ def test_a_candidate_whose_literals_the_message_lacks_is_not_read_once_anchors_a
 def test_prepare_builds_the_id_table_the_literal_test_reads(kb: errkb.KnowledgeBase) -> None:
     # 117 ms at 500k records: paid after a sync by ``prepare``, not by the first request.
     kb.prepare()
-    anchors = kb._anchors
+    anchors = kb._engine._anchors
     assert anchors is not None and anchors._ids_built

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb
-from errkb.match import SCAN_ABOVE
+from errkb.explain import DEFAULT_THRESHOLDS, Thresholds
+from errkb.match.anchordb import ENGINES
 from errkb.match.decide import BASE_EXACT, CLASS_BONUS, MESSAGE_FIRST_PENALTY
 from errkb.match.msgfirst import covered_lines, message_starts
-from errkb.match.scan import ENGINES
 from errkb.parse.events import EventKind, Frame, LogEvent
 from errkb.parse.prefixes import RULES
 from tests.cli import run
@@ -102,7 +102,7 @@ def _big_log(message_line: int, message: str) -> bytes:
     lines = [filler.format(s=n % 60, n=n) for n in range(1, 20001)]
     lines[message_line - 1] = f"2026-12-01 10:00:00 INFO step 3; {message}\n"
     data = "".join(lines).encode()
-    assert len(data) > 2_000_000 > SCAN_ABOVE
+    assert len(data) > 2_000_000 > DEFAULT_THRESHOLDS.scan_from
     return data
 
 
@@ -120,7 +120,7 @@ def test_a_bare_message_in_a_2mb_log_is_found_on_its_line(
             (COMFY, CAPTURES, (12345,))
         ]
         # The record-driven scan ran, with this engine.
-        assert mf_kb._anchors is not None and mf_kb._anchors.engine == engine
+        assert mf_kb._engine._anchors is not None and mf_kb._engine._anchors.engine == engine
         # A near-miss sibling in the same place is never the record.
         sibling = MESSAGE.replace("INT8", "W4A4")
         assert mf_kb.explain(_big_log(12345, sibling)).exact == ()
@@ -252,22 +252,39 @@ def test_the_pass_runs_when_structure_first_explains_nothing(mf_kb: errkb.Knowle
     assert [(m.id, m.lines) for m in both.exact] == [("5c84e15f4be2c1a6", (1,))]
 
 
-def test_the_record_pass_finds_a_bare_message_beside_a_parsed_one(
+def test_a_bare_message_beside_a_parsed_one_is_read_alike_by_the_scan_and_the_region_parse(
     mf_kb: errkb.KnowledgeBase,
 ) -> None:
     # A parsed, explained exception elsewhere in the log hides the bare message from the
-    # default fallback (it runs only when nothing was explained); the record pass, run on
-    # every large input, finds it too, and one report gives both.
+    # fallback (it runs only when nothing was explained), on both large-input routes.
     data = _big_log(12345, MESSAGE) + b"\nValueError: " + MESSAGE.encode() + b"\n"
     scanned = mf_kb.explain(data)  # the record-driven scan: the same rule as the region path
-    try:
-        mf_kb.record_scan = False
-        default = mf_kb.explain(data)
-        mf_kb.record_pass = True
-        both = mf_kb.explain(data)
-    finally:
-        mf_kb.record_pass = False
-        mf_kb.record_scan = True
-    assert scanned.to_dict() == default.to_dict()
-    assert [m.lines[0] for m in default.exact] == [data.count(b"\n")]
-    assert [(m.id, m.lines) for m in both.exact] == [(COMFY, (12345, data.count(b"\n")))]
+    regions = mf_kb.explain(data, thresholds=Thresholds(scan_from=len(data) + 1))
+    assert scanned.to_dict() == regions.to_dict()
+    assert [m.lines[0] for m in regions.exact] == [data.count(b"\n")]
+
+
+def test_a_large_container_s_message_first_lines_are_the_record_anchors_hit_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A large markup page (the region parse reads it: the scan cannot) whose one known message
+    # is a bare paragraph: the message-first pass reads the record anchors' hit lines, the
+    # scan's one whole-buffer pass, not every line.
+    from errkb.match import msgfirst
+
+    sizes = Thresholds(scan_from=4096, paste_upto=4096)
+    filler = "".join(f"<p>step {n} loaded the weights and moved on</p>\n" for n in range(400))
+    page = f"<html><body>\n{filler}<p>{MESSAGE}</p>\n{filler}</body></html>\n"
+    read: list[int] = []
+    real = msgfirst.found_at
+
+    def counted(data: bytes, lines: list[tuple[int, int]], matcher: object) -> list[LogEvent]:
+        read.append(len(lines))
+        return real(data, lines, matcher)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(msgfirst, "found_at", counted)
+    with errkb.open(tmp_path / "kb.sqlite3", thresholds=sizes) as kb:
+        report = kb.explain(page)
+        assert kb._engine._anchors is not None  # the record anchors, as the scan loads them
+    assert [(m.id, m.lines) for m in report.exact] == [(COMFY, (402,))]
+    assert read and read[0] < 10  # the hit lines, not the page's 800 lines

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import errkb
+from errkb.explain import Route, Thresholds, choose_route
 from errkb.parse.prefixes import (
     RULES,
     ByFirst,
@@ -235,3 +238,78 @@ def test_journald_shape_needs_host_and_pid() -> None:
     # A timestamp followed by ordinary words keeps the words: only "host ident[pid]: " is journald.
     (line,) = normalize("2026-12-01T06:02:08+0000 Worker failed: ValueError: x").lines
     assert line.text == "Worker failed: ValueError: x"
+
+
+# --------------------------------------------------------------------------- every explain route
+#: A known record's message (the bundled Comfy INT8 record) and one no record holds.
+KNOWN = (
+    "ValueError: Comfy INT8 layer 'blocks.3' has incompatible weight/scale shapes: "
+    "(4096, 4096) and (4096, 2)"
+)
+UNKNOWN = "ValueError: widget 7 went missing from the tray"
+ROUTE_FILLER = "2026-12-01 10:00:{s:02d} INFO step {n} loss=0.41 lr=2.0e-04 weights loaded\n"
+
+
+def glued(rule: PrefixRule, message: str) -> list[str]:
+    """``message`` (an exception line) behind ``rule``'s prefix: as its example prints it, and
+    glued on without the prefix's trailing space where the rule's shape allows that
+    (torchrun's ``[rank3]:ValueError: x``)."""
+    tail = "ValueError: x"
+    cut = len(rule.example) - (len(tail) if rule.example.endswith(tail) else len(rule.remainder))
+    prefix = rule.example[:cut]
+    lines = [prefix + message]
+    tight = prefix.rstrip(" ")
+    found = re.compile(rule.shape).match(tight + message)
+    if tight != prefix and found is not None and found.end() == len(tight):
+        lines.append(tight + message)
+    return lines
+
+
+def _route_log(lines: list[str]) -> bytes:
+    parts = [ROUTE_FILLER.format(s=n % 60, n=n) for n in range(60)]
+    for k, line in enumerate(lines):
+        parts.insert(20 + 20 * k, line + "\n")
+    return "".join(parts).encode()
+
+
+@pytest.fixture(scope="module")
+def route_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeBase]:
+    with errkb.open(tmp_path_factory.mktemp("routes") / "kb.sqlite3") as opened:
+        yield opened
+
+
+#: Each route forced on a few kilobytes (``errkb.explain.choose_route``).
+ROUTES = {
+    Route.PASTE: Thresholds(scan_from=1 << 62, paste_upto=1 << 62),
+    Route.SCAN: Thresholds(scan_from=1024, paste_upto=1024),
+    Route.REGIONS: Thresholds(scan_from=1 << 62, paste_upto=1024),
+}
+
+
+def _routes(kb: errkb.KnowledgeBase, data: bytes) -> dict[Route, dict[str, Any]]:
+    """The report of ``data`` by each route: the whole parse, the scan, the region parse."""
+    out = {}
+    for route, sizes in ROUTES.items():
+        assert choose_route(data, sizes)[0] is route
+        out[route] = kb.explain(data, thresholds=sizes).to_dict()
+    return out
+
+
+@pytest.mark.parametrize("case", ["known", "unknown", "both"])
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_an_exception_line_behind_each_prefix_is_one_report_on_every_route(
+    route_kb: errkb.KnowledgeBase, rule: PrefixRule, case: str
+) -> None:
+    # The scan reads an exception line outside its windows by the parse room's one reader
+    # (the prefix table, then the parser's shapes): ``ERROR:root:ValueError: x`` (logging's
+    # default format) or ``[rank3]:ValueError: x`` is the same unmatched entry everywhere.
+    messages = {"known": [KNOWN], "unknown": [UNKNOWN], "both": [KNOWN, UNKNOWN]}[case]
+    data = _route_log([line for message in messages for line in glued(rule, message)])
+    assert len(data) > 1024
+    reports = _routes(route_kb, data)
+    assert reports[Route.SCAN] == reports[Route.PASTE]
+    assert reports[Route.REGIONS] == reports[Route.PASTE]
+    found = {(u["class"], u["message"]) for u in reports[Route.PASTE]["unmatched"]}
+    exact = {m["id"] for m in reports[Route.PASTE]["matches"] if m["confidence"] == "exact"}
+    assert (("ValueError", UNKNOWN.removeprefix("ValueError: ")) in found) == (case != "known")
+    assert bool(exact) == (case != "unknown")

@@ -368,25 +368,25 @@ def test_index_rows_read_in_bulk_are_the_rows_read_one_by_one(
         assert calls == {"parsed": 0, "refused": 0}
 
 
-def test_parse_index_groups_ids_by_repo() -> None:
+def test_read_index_groups_ids_by_repo() -> None:
     rows = [{"id": "a", "repo": "o/x"}, {"id": "b", "repo": "o/y"}, {"id": "c", "repo": "o/x"}]
     doc = {"datasetVersion": VERSION, "errors": rows}
-    assert publish.parse_index(json.dumps(doc).encode(), "i", VERSION) == {
+    assert publish.read_index(json.dumps(doc).encode(), "i", VERSION).by_repo == {
         "o/x": ["a", "c"],
         "o/y": ["b"],
     }
-    assert publish.parse_index(json.dumps(rows).encode(), "i", VERSION)["o/y"] == ["b"]
+    assert publish.read_index(json.dumps(rows).encode(), "i", VERSION).by_repo["o/y"] == ["b"]
 
 
-def test_parse_index_refuses_duplicates_and_other_versions() -> None:
+def test_read_index_refuses_duplicates_and_other_versions() -> None:
     rows = [{"id": "a", "repo": "o/x"}, {"id": "a", "repo": "o/y"}]
     with pytest.raises(IntegrityError, match="ids listed more than once: a"):
-        publish.parse_index(json.dumps(rows).encode(), "i", VERSION)
+        publish.read_index(json.dumps(rows).encode(), "i", VERSION)
     doc = {"datasetVersion": "2020-01-01T00:00:00Z", "errors": []}
     with pytest.raises(IntegrityError, match="index is for datasetVersion 2020"):
-        publish.parse_index(json.dumps(doc).encode(), "i", VERSION)
+        publish.read_index(json.dumps(doc).encode(), "i", VERSION)
     with pytest.raises(SyncError, match="row 0 has no string id"):
-        publish.parse_index(b'[{"id": 1, "repo": "o/x"}]', "i", VERSION)
+        publish.read_index(b'[{"id": 1, "repo": "o/x"}]', "i", VERSION)
 
 
 def test_parse_repos_accepts_both_shapes() -> None:

@@ -153,7 +153,9 @@ def _stored(tmp_path: Path) -> tuple[Path, str]:
 
 def test_stored_maps_load_as_written(tmp_path: Path) -> None:
     path, digest = _stored(tmp_path)
-    assert path.read_bytes().startswith(recordanchors.MAPS_FORMAT.encode() + b" 7 - ")
+    assert path.read_bytes().startswith(
+        b"errkb-beside 2 " + recordanchors.MAPS_KIND.encode() + b" 7 - "
+    )
     maps = read_maps(path, "7", None, digest)
     want, _words = record_maps(ROWS)
     assert maps == want
@@ -162,7 +164,9 @@ def test_stored_maps_load_as_written(tmp_path: Path) -> None:
 
 
 def test_stored_maps_whose_offsets_leave_their_arrays_are_refused(tmp_path: Path) -> None:
-    # A body that hashes right (its header rewritten to match) but indexes outside itself.
+    # A body whose header is right (written by the one writer) but indexes outside itself.
+    from errkb.match import beside
+
     path, digest = _stored(tmp_path)
     image = path.read_bytes()
     header, _, body = image.partition(b"\n")
@@ -171,9 +175,10 @@ def test_stored_maps_whose_offsets_leave_their_arrays_are_refused(tmp_path: Path
     at = 3 * words + records + 4 * (words + 1)  # the word records: one out of range
     bad = rest[:at] + (records + 5).to_bytes(4, "little") + rest[at + 4 :]
     forged = table + b"\n" + bad
-    path.write_bytes(recordanchors._maps_header("7", None, forged) + forged)
+    stamp = beside.Stamp(recordanchors.MAPS_KIND, "7", None)
+    assert beside.write(path, stamp, forged, tmp_path / "kb.sqlite3")
     assert read_maps(path, "7", None, digest) is None
-    assert header.startswith(recordanchors.MAPS_FORMAT.encode())
+    assert header.startswith(b"errkb-beside 2 " + recordanchors.MAPS_KIND.encode())
 
 
 def test_a_stored_anchor_database_with_other_end_flags_is_replaced(tmp_path: Path) -> None:
@@ -453,11 +458,11 @@ def test_stored_maps_keep_their_edges_and_bad_edges_are_refused(tmp_path: Path) 
     maps = read_maps(stored, "7", None, anchors.db.digest)
     assert maps is not None and maps.edges == record_maps(EDGE_ROWS)[0].edges
     assert set(maps.edges) == {0, 1, 2, 3}
-    stored.write_bytes(recordanchors.encode_maps(maps, "7", None, anchors.db.digest))
+    recordanchors.write_maps(stored, maps, "7", None, anchors.db.digest)
     assert read_maps(stored, "7", None, anchors.db.digest) == maps  # written again: the same
     # An edge byte of 4 (no such bit) in a file whose digest is redone: refused, not used.
     bad = dataclasses.replace(maps, edges=b"\x04" + maps.edges[1:])
-    stored.write_bytes(recordanchors.encode_maps(bad, "7", None, anchors.db.digest))
+    recordanchors.write_maps(stored, bad, "7", None, anchors.db.digest)
     assert read_maps(stored, "7", None, anchors.db.digest) is None
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -173,6 +174,15 @@ def _every_code_point() -> list[str]:
     return [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
 
 
+def canonical_json(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
+    """Key-sorted compact JSON as ``content_hash`` hashes it (its fast road when ``floatless``)."""
+    from errkb import records
+
+    if floatless and (text := records._fast(obj, records._SORT_KEYS)) is not None:
+        return text.decode("utf-8")
+    return records._CANONICAL(obj)
+
+
 def test_fast_encoders_write_every_code_point_as_json_does() -> None:
     pytest.importorskip("orjson")  # CI installs errkb[fast]: the comparison always runs there
     from errkb import records
@@ -184,7 +194,7 @@ def test_fast_encoders_write_every_code_point_as_json_does() -> None:
         block = points[start : start + 4096]
         obj = {f"k{p}": [p, f"x{p}y"] for p in block}
         obj["mixed"] = "".join(block)
-        assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+        assert canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
         assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
         assert records._fast(obj, records._SORT_KEYS) is not None  # the fast road was taken
 
@@ -211,7 +221,7 @@ def test_fast_encoders_agree_on_plain_values(value: Any) -> None:
     from errkb import records
 
     obj = {"v": value, "id": "00"}
-    assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+    assert canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
     assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
     assert records.content_hash(obj, floatless=True) == records.content_hash(obj)
 
@@ -234,7 +244,7 @@ def test_what_orjson_refuses_is_written_by_json(value: Any) -> None:
     obj = {"v": value}
     if records.orjson_functions() is not None:
         assert records._fast(obj, records._SORT_KEYS) is None  # refused: json writes it
-    assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+    assert canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
     assert records.verbatim_json(obj, floatless=True) == _JSON_KEPT(obj)
 
 
@@ -244,7 +254,7 @@ def test_floats_are_written_by_json_unless_floatless_is_claimed(number: float) -
 
     obj = {"v": number}
     # The default (and any caller that saw a float) keeps json's text: ``1e+16``, not ``1e16``.
-    assert records.canonical_json(obj) == _JSON_SORTED(obj)
+    assert canonical_json(obj) == _JSON_SORTED(obj)
     assert records.verbatim_json(obj) == _JSON_KEPT(obj)
     assert (
         records.content_hash(obj)
@@ -258,7 +268,7 @@ def test_without_orjson_every_encoder_is_json(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(records, "orjson_functions", lambda: None)
     obj = {"b": "é\u2028", "a": [1, None]}
     assert records._fast(obj, 0) is None
-    assert records.canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
+    assert canonical_json(obj, floatless=True) == _JSON_SORTED(obj)
     assert records.decode_json(_JSON_KEPT(obj)) == obj
 
 

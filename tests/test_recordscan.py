@@ -2,15 +2,16 @@
 
 Every large plain-text input goes through two native passes (anchors, shapes) and the parser
 only on windows around the lines they name. These tests compare it with the word-narrowed
-region parse on the same input (``KnowledgeBase.record_scan = False``): the whole report
-(matches, captures, lines, scores, unmatched entries, suggestions). The size gate is lowered
-(``NARROW_ABOVE``) so that both paths run on a few kilobytes in the default tier; one slow
+region parse on the same input (``Thresholds`` whose ``scan_from`` no input reaches): the whole
+report (matches, captures, lines, scores, unmatched entries, suggestions). The sizes are lowered
+(``Thresholds``, passed in) so that both paths run on a few kilobytes in the default tier; one slow
 test does the same above the real gate. The bounds on what a report keeps are counted, not
 timed: entries kept, what ``omitted`` says was cut, the JSON valid against its schema.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -21,12 +22,14 @@ from typing import Any
 import pytest
 
 import errkb
+from errkb.explain import DEFAULT_THRESHOLDS, Thresholds
 from errkb.match import recordanchors, recordscan
+from errkb.match.anchordb import ENGINES
 from errkb.match.recordanchors import anchor_line, escaped_forms, record_anchordb_path
 from errkb.match.recordscan import Limits, exception_of
-from errkb.match.scan import ENGINES
 from errkb.parse import regions
 from errkb.records import schema_validator
+from errkb.store import anchors_key
 from tests.conftest import EXAMPLES, require_extra
 from tests.test_wrapping import COMFY
 
@@ -40,10 +43,21 @@ def rs_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeB
         yield kb
 
 
-@pytest.fixture
-def small_gate(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inputs above 4 KiB are 'large': both paths narrow, in a cheap test."""
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
+#: Inputs above 4 KiB are 'large': both paths narrow, in a cheap test.
+SMALL = Thresholds(scan_from=4097, paste_upto=4096)
+
+
+@pytest.fixture(scope="module")
+def small_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[errkb.KnowledgeBase]:
+    """A knowledge base whose explain reads inputs above 4 KiB as large (``SMALL``)."""
+    path = tmp_path_factory.mktemp("recordscan-small") / "kb.sqlite3"
+    with errkb.open(path, thresholds=SMALL) as kb:
+        yield kb
+
+
+def regions_of(thresholds: Thresholds) -> Thresholds:
+    """``thresholds`` with the scan never chosen: a large input goes to the region parse."""
+    return dataclasses.replace(thresholds, scan_from=1 << 62)
 
 
 def _filler(count: int, start: int = 0) -> str:
@@ -110,69 +124,65 @@ def _counted_scans(monkeypatch: pytest.MonkeyPatch) -> list[recordscan.ScanCount
     return seen
 
 
-def _both(kb: errkb.KnowledgeBase, data: str | bytes) -> tuple[dict[str, Any], dict[str, Any]]:
-    scanned = kb.explain(data).to_dict()
-    kb.record_scan = False
-    try:
-        parsed = kb.explain(data).to_dict()
-    finally:
-        kb.record_scan = True
+def _both(
+    kb: errkb.KnowledgeBase, data: str | bytes, thresholds: Thresholds | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The report of ``data`` by the scan, and by the region parse (the test oracle)."""
+    sizes = thresholds or kb.thresholds
+    scanned = kb.explain(data, thresholds=sizes).to_dict()
+    parsed = kb.explain(data, thresholds=regions_of(sizes)).to_dict()
     return scanned, parsed
 
 
-def test_the_scan_gives_the_region_parse_s_report(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
-) -> None:
+def test_the_scan_gives_the_region_parse_s_report(small_kb: errkb.KnowledgeBase) -> None:
     data = _mixed_log().encode()
-    scanned, parsed = _both(rs_kb, data)
+    scanned, parsed = _both(small_kb, data)
     assert scanned == parsed
     ids = {m["id"] for m in scanned["matches"] if m["confidence"] == "exact"}
     assert COMFY in ids and len(ids) >= 2
     assert {u["class"] for u in scanned["unmatched"]} >= {"KeyError", "ZeroDivisionError"}
-    assert rs_kb._anchors is not None  # the scan ran, not the region parse
+    assert small_kb._engine._anchors is not None  # the scan ran, not the region parse
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_both_engines_give_the_same_report(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, engine: str
-) -> None:
+def test_both_engines_give_the_same_report(small_kb: errkb.KnowledgeBase, engine: str) -> None:
     if engine == "hyperscan":
         require_extra("hyperscan", "fast")
     data = _mixed_log().encode()
-    rs_kb.scan_engine = engine
+    small_kb.scan_engine = engine
     try:
-        scanned = rs_kb.explain(data).to_dict()
-        assert rs_kb._anchors is not None and rs_kb._anchors.engine == engine
+        scanned = small_kb.explain(data).to_dict()
+        assert small_kb._engine._anchors is not None and small_kb._engine._anchors.engine == engine
     finally:
-        rs_kb.scan_engine = None
-    assert scanned == rs_kb.explain(data).to_dict()
+        small_kb.scan_engine = None
+    assert scanned == small_kb.explain(data).to_dict()
 
 
-def test_a_str_input_reads_as_its_bytes(rs_kb: errkb.KnowledgeBase, small_gate: None) -> None:
+def test_a_str_input_reads_as_its_bytes(small_kb: errkb.KnowledgeBase) -> None:
     text = _mixed_log()
-    assert rs_kb.explain(text).to_dict() == rs_kb.explain(text.encode()).to_dict()
+    assert small_kb.explain(text).to_dict() == small_kb.explain(text.encode()).to_dict()
 
 
-def test_a_damaged_anchor_database_is_rebuilt(rs_kb: errkb.KnowledgeBase, small_gate: None) -> None:
+def test_a_damaged_anchor_database_is_rebuilt(small_kb: errkb.KnowledgeBase) -> None:
     data = _mixed_log().encode()
-    rs_kb._anchors = None  # built with the default engine and stored
-    before = rs_kb.explain(data).to_dict()
-    path = record_anchordb_path(rs_kb.path)
+    small_kb._engine._anchors = None  # built with the default engine and stored
+    before = small_kb.explain(data).to_dict()
+    path = record_anchordb_path(small_kb.path)
     assert path.is_file()
     image = path.read_bytes()
     path.write_bytes(image[: len(image) // 2])  # truncated
-    rs_kb.refresh()
-    rs_kb._anchors = None  # a new process: reads the file
-    assert rs_kb.explain(data).to_dict() == before
+    small_kb.refresh()
+    small_kb._engine._anchors = None  # a new process: reads the file
+    assert small_kb.explain(data).to_dict() == before
     assert path.read_bytes() == image  # rebuilt and stored again
 
 
 def test_the_scan_parses_only_windows_around_hit_lines(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen = _counted_scans(monkeypatch)
     data = _mixed_log(scale=20).encode()
-    rs_kb.explain(data)
+    small_kb.explain(data)
     (counts,) = seen
     total = data.count(b"\n")
     # The filler (most of the log) is never parsed: the windows cover a small part of it.
@@ -193,35 +203,35 @@ def test_anchors_and_their_escaped_forms() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "prefix", "traceback", "expected"),
+    ("line", "prefix", "expected"),
     [
-        ("ValueError: bad value", "", False, ("ValueError", "bad value")),
-        ("[pod/x] 10:00Z KeyError: 'k'", "[pod/x] 10:00Z ", True, ("KeyError", "'k'")),
+        ("ValueError: bad value", None, ("ValueError", "bad value")),
+        ("[pod/x] 10:00Z KeyError: 'k'", "[pod/x] 10:00Z ", ("KeyError", "'k'")),
         # The header's timestamp with other digits (GitHub Actions prints one per line).
         (
             "2024-07-08T16:59:07.1284290Z requests.exceptions.ReadTimeout: timed out",
             "2024-07-08T16:59:07.1266411Z ",
-            True,
             ("requests.exceptions.ReadTimeout", "timed out"),
         ),
-        (
-            "2024-07-08T16:59:07 x ReadTimeout: timed out",
-            "2024-07-08T16:59:07.1266411Z ",
-            True,
-            None,
-        ),
-        ("CannotInvert: singular", "", True, ("CannotInvert", "singular")),
-        ("CannotInvert: singular", "", False, None),  # no error word, no traceback
-        ("2026-12-01 ERROR x - OSError: disk full", "", False, ("OSError", "disk full")),
-        ("Error: plain words", "", False, None),
-        ("just words here", "", False, None),
-        ("just words here", "", True, None),
+        ("2024-07-08T16:59:07 x ReadTimeout: timed out", "2024-07-08T16:59:07.1266411Z ", None),
+        ("CannotInvert: singular", "", ("CannotInvert", "singular")),
+        ("CannotInvert: singular", None, None),  # no error word, no traceback
+        # Where the class begins is the prefix table's word, as the parser reads the line:
+        ("2026-12-01 12:00:01 ERROR x - OSError: disk full", None, ("OSError", "disk full")),
+        ("ERROR:root:ValueError: boom", None, ("ValueError", "boom")),
+        ("[rank3]:ValueError: x", None, ("ValueError", "x")),
+        # ... and a class after words no rule strips is no exception line (nor for the parser).
+        ("2026-12-01 ERROR x - OSError: disk full", None, None),
+        ("Error: plain words", None, None),
+        ("just words here", None, None),
+        ("just words here", "", None),
     ],
 )
 def test_exception_lines_outside_windows(
-    line: str, prefix: str, traceback: bool, expected: tuple[str, str] | None
+    line: str, prefix: str | None, expected: tuple[str, str] | None
 ) -> None:
-    assert exception_of(line, prefix, traceback=traceback) == expected
+    data = f"filler\n{line}\nmore\n".encode()
+    assert exception_of(data, len("filler\n"), prefix) == expected
 
 
 # --------------------------------------------------------------------------- bounded output
@@ -233,10 +243,10 @@ def _one_record_log(count: int) -> bytes:
 
 
 def test_distinct_captures_of_one_record_are_capped_with_exact_counts(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
+    small_kb: errkb.KnowledgeBase,
 ) -> None:
     data = _one_record_log(60)
-    report = rs_kb.explain(data, limits=Limits(matches_per_record=10, lines_per_entry=5))
+    report = small_kb.explain(data, limits=Limits(matches_per_record=10, lines_per_entry=5))
     assert [m.id for m in report.exact] == [COMFY] * 10
     assert report.omitted is not None
     assert report.omitted.matches == 50 and report.omitted.match_occurrences == 50
@@ -244,36 +254,32 @@ def test_distinct_captures_of_one_record_are_capped_with_exact_counts(
     out = report.to_dict()
     schema_validator("explanation.schema.json").validate(out)
     assert out["omitted"]["how"].startswith("counts are exact")
-    everything = rs_kb.explain(data, limits=None)
+    everything = small_kb.explain(data, limits=None)
     assert len(everything.exact) == 60 and everything.omitted is None
 
 
 def test_the_default_cuts_start_past_the_region_parse_s_gate(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The scan reads from 256 KiB on, but a report of at most 1 MiB (every serving call's
     # text) was never cut and is not now: 300 distinct captures past the 200 a record keeps.
-    import errkb.match
-
     data = _one_record_log(300)
-    monkeypatch.setattr(errkb.match, "SCAN_ABOVE", 4096)  # "from 256 KiB", a few KB here
-    monkeypatch.setattr(regions, "NARROW_ABOVE", len(data))
     scans = _counted_scans(monkeypatch)
-    whole = rs_kb.explain(data)
+    # "from 256 KiB", a few KB here
+    whole = small_kb.explain(data, thresholds=Thresholds(scan_from=4096, paste_upto=len(data)))
     assert len(scans) == 1 and len(whole.exact) == 300 and whole.omitted is None
-    monkeypatch.setattr(regions, "NARROW_ABOVE", len(data) - 1)
-    cut = rs_kb.explain(data)
+    cut = small_kb.explain(data, thresholds=Thresholds(scan_from=4096, paste_upto=len(data) - 1))
     assert len(cut.exact) == 200 and cut.omitted is not None and cut.omitted.matches == 100
 
 
 def test_distinct_unknown_exceptions_are_capped_with_exact_counts(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
+    small_kb: errkb.KnowledgeBase,
 ) -> None:
     data = "".join(
         _traceback("KeyError", f"'session_{n}'") + _traceback("KeyError", "'again'")
         for n in range(40)
     ).encode()
-    report = rs_kb.explain(data, limits=Limits(unmatched=8, lines_per_entry=5))
+    report = small_kb.explain(data, limits=Limits(unmatched=8, lines_per_entry=5))
     assert len(report.unmatched) == 8
     again = next(u for u in report.unmatched if u.message == "'again'")
     assert again.occurrences == 40 and len(again.lines) == 5  # lines capped, count exact
@@ -288,19 +294,17 @@ def test_the_scan_matches_the_region_parse_above_the_real_gate(
     rs_kb: errkb.KnowledgeBase,
 ) -> None:
     data = _mixed_log(scale=400).encode()
-    assert len(data) > regions.NARROW_ABOVE
+    assert len(data) > DEFAULT_THRESHOLDS.paste_upto
     scanned, parsed = _both(rs_kb, data)
     assert scanned == parsed
 
 
-def test_a_store_without_every_spec_row_keeps_the_region_parse(
-    tmp_path: Path, small_gate: None
-) -> None:
+def test_a_store_without_every_spec_row_keeps_the_region_parse(tmp_path: Path) -> None:
     import sqlite3
 
     db = tmp_path / "kb.sqlite3"
     data = _mixed_log().encode()
-    with errkb.open(db) as kb:
+    with errkb.open(db, thresholds=SMALL) as kb:
         expected = kb.explain(data).to_dict()
     # A database written before migration 0006 (read-only, not reindexed) lacks spec rows:
     # the scan cannot know those records' anchors, so it must not run.
@@ -309,21 +313,23 @@ def test_a_store_without_every_spec_row_keeps_the_region_parse(
     # The errkb that wrote such a database wrote no maps beside it (the file is keyed by the
     # state, which this edit behind errkb's back does not bump).
     recordanchors.maps_path(record_anchordb_path(db)).unlink()
-    with errkb.open(db) as kb:
+    with errkb.open(db, thresholds=SMALL) as kb:
         report = kb.explain(data).to_dict()
-        assert kb._anchors is not None and not kb._anchors.complete
+        assert kb._engine._anchors is not None and not kb._engine._anchors.complete
     assert report == expected
 
 
 @pytest.mark.slow
-def test_the_cli_says_what_it_cut_and_all_lists_everything(
-    tmp_path: Path, small_gate: None
-) -> None:
+def test_the_cli_says_what_it_cut_and_all_lists_everything(tmp_path: Path) -> None:
     from tests.cli import run
 
     db = tmp_path / "kb.sqlite3"
     log = tmp_path / "big.log"
-    log.write_bytes(_one_record_log(Limits().matches_per_record + 10))
+    data = _one_record_log(Limits().matches_per_record + 10)
+    # Past a paste's size (``Thresholds.paste_upto``): the command line's report is cut.
+    filler = _filler(1 + (DEFAULT_THRESHOLDS.paste_upto - len(data)) // 60).encode()
+    log.write_bytes(data + filler)
+    assert log.stat().st_size > DEFAULT_THRESHOLDS.paste_upto
     cut = run(db, "explain", "--format", "json", str(log))
     assert cut.exit_code == 0, cut.output
     out = json.loads(cut.stdout)
@@ -350,18 +356,18 @@ def test_every_backend_gives_each_live_record_s_anchor_row(db_target: str) -> No
 
 
 def test_more_shape_lines_than_the_scan_holds_is_read_by_the_region_parse(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Millions of one-line tracebacks would cost the shape pass's per-line sets a gigabyte:
     # past its bound the region parse reads the input, and every occurrence is still counted.
     from errkb.match import recordscan
 
     data = b"ValueError: x\n" * 3000 + b"KeyError: 'last'\n"
-    whole = rs_kb.explain(data).to_dict()
+    whole = small_kb.explain(data).to_dict()
     monkeypatch.setattr(recordscan, "_max_shape_lines", lambda read, size: 100)
     with pytest.raises(recordscan.TooManyShapes):
         recordscan.shape_lines(data, recordscan.line_index(data))
-    bounded = rs_kb.explain(data).to_dict()
+    bounded = small_kb.explain(data).to_dict()
     # Both cut the lines listed alike (the region parse's report is kept within the limits).
     assert "omitted" in whole and bounded["omitted"] == whole["omitted"]
     assert bounded["matches"] == whole["matches"] == []
@@ -409,7 +415,7 @@ def test_every_engine_finds_the_same_shapes(monkeypatch: pytest.MonkeyPatch, chu
 
 
 def test_an_unknown_exception_in_a_window_is_not_looked_up(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The unknown traceback printed right after a known one is in its window: no anchor hit
     # its line, so decide takes it as unmatched without a candidate look-up; the report is
@@ -430,40 +436,37 @@ def test_an_unknown_exception_in_a_window_is_not_looked_up(
         return real(self, text, among)
 
     monkeypatch.setattr(IndexedMatcher, "find", find)
-    scanned = rs_kb.explain(data).to_dict()
+    scanned = small_kb.explain(data).to_dict()
     assert looked and not any("session_77" in text for text in looked)
-    scanned, parsed = _both(rs_kb, data)
+    scanned, parsed = _both(small_kb, data)
     assert scanned == parsed
     assert any("session_77" in text for text in looked)  # the region parse looks it up
     assert [u["class"] for u in scanned["unmatched"]] == ["KeyError"]
     assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]
 
 
-def test_a_stored_anchor_database_of_other_words_is_replaced(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
-) -> None:
+def test_a_stored_anchor_database_of_other_words_is_replaced(small_kb: errkb.KnowledgeBase) -> None:
     # Valid for this state, but not these rows' words (one missing, one duplicated in its
     # place: as many words): never scanned with, rebuilt from the rows and stored again.
     from errkb.match.anchordb import AnchorDB, read_anchor_db, write_anchor_db
 
     data = _mixed_log().encode()
-    rs_kb._anchors = None
-    before = rs_kb.explain(data).to_dict()
-    assert rs_kb._anchors is not None
-    words = rs_kb._anchors.words
-    path = record_anchordb_path(rs_kb.path)
-    with rs_kb.store.snapshot() as view:
-        state = view.meta_value("state") or "0"
-        version = view.meta_value("dataset_version")
-    engine = rs_kb._anchors.engine
+    small_kb._engine._anchors = None
+    before = small_kb.explain(data).to_dict()
+    assert small_kb._engine._anchors is not None
+    words = small_kb._engine._anchors.words
+    path = record_anchordb_path(small_kb.path)
+    with small_kb.store.snapshot() as view:
+        state, version = anchors_key(view.meta_value)
+    engine = small_kb._engine._anchors.engine
     write_anchor_db(path, AnchorDB((*words[:-1], words[0]), engine), state, version)
-    rs_kb._anchors = None
-    assert rs_kb.explain(data).to_dict() == before
+    small_kb._engine._anchors = None
+    assert small_kb.explain(data).to_dict() == before
     assert read_anchor_db(path, state, version, engine).words == words
 
 
 def test_a_window_beginning_inside_a_traceback_takes_in_all_of_it(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
+    small_kb: errkb.KnowledgeBase,
 ) -> None:
     # The known traceback's window opens one line before its header: on the exception line
     # of an unknown traceback printed right before it, whose class has no error word. Cut
@@ -475,7 +478,7 @@ def test_a_window_beginning_inside_a_traceback_takes_in_all_of_it(
         + _traceback("ValueError", MESSAGE.format(p="blocks.9"))
         + _filler(60, 100)
     ).encode()
-    scanned, parsed = _both(rs_kb, data)
+    scanned, parsed = _both(small_kb, data)
     assert scanned == parsed
     assert [u["class"] for u in scanned["unmatched"]] == ["CannotInvert"]
     assert [m["id"] for m in scanned["matches"] if m["confidence"] == "exact"] == [COMFY]
@@ -497,16 +500,16 @@ def test_only_a_bare_traceback_header_opens_no_window(line: bytes, expected: boo
 
 
 def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from errkb.store.sqlite import SqliteView
 
     data = _mixed_log().encode()
-    rs_kb._anchors = None
-    before = rs_kb.explain(data).to_dict()
-    path = recordanchors.maps_path(record_anchordb_path(rs_kb.path))
+    small_kb._engine._anchors = None
+    before = small_kb.explain(data).to_dict()
+    path = recordanchors.maps_path(record_anchordb_path(small_kb.path))
     image = path.read_bytes()
-    assert image.startswith(recordanchors.MAPS_FORMAT.encode())
+    assert image.startswith(b"errkb-beside 2 " + recordanchors.MAPS_KIND.encode())
     read: list[int] = []
     real = SqliteView.anchor_rows
 
@@ -515,11 +518,11 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
         return real(self)
 
     monkeypatch.setattr(SqliteView, "anchor_rows", counted)
-    rs_kb._anchors = None  # a new process: the maps are read, no row is
-    assert rs_kb.explain(data).to_dict() == before
+    small_kb._engine._anchors = None  # a new process: the maps are read, no row is
+    assert small_kb.explain(data).to_dict() == before
     assert read == []
-    with rs_kb.store.snapshot() as view:
-        state = view.meta_value("state") or "0"
+    with small_kb.store.snapshot() as view:
+        state = anchors_key(view.meta_value)[0]
     damaged = {
         "truncated": image[: len(image) // 2],
         "altered": image[:-2] + bytes([image[-2] ^ 1]) + image[-1:],  # one literal byte
@@ -528,14 +531,14 @@ def test_the_stored_maps_spare_reading_every_row_and_a_bad_file_is_rebuilt(
     }
     for name, bad in damaged.items():
         path.write_bytes(bad)
-        rs_kb._anchors = None
-        assert rs_kb.explain(data).to_dict() == before, name
+        small_kb._engine._anchors = None
+        assert small_kb.explain(data).to_dict() == before, name
         assert path.read_bytes() == image, name  # derived from the rows again, and stored
     assert len(read) == len(damaged)
 
 
 def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from errkb.match import decide
     from errkb.match.matcher import IndexedMatcher
@@ -555,16 +558,16 @@ def test_a_batch_loads_its_candidates_specs_up_front_with_the_same_report(
     reports = []
     for prefetch in (1 << 40, 1):  # never, then every batch
         monkeypatch.setattr(decide, "PREFETCH_EVENTS", prefetch)
-        rs_kb._cache = None  # a new process: no spec loaded yet
+        small_kb._engine._cache = None  # a new process: no spec loaded yet
         queries.clear()
-        reports.append((rs_kb.explain(data).to_dict(), len(queries)))
+        reports.append((small_kb.explain(data).to_dict(), len(queries)))
     (alone, each), (batched, once) = reports
     assert batched == alone
     assert 0 < once < each
 
 
 def test_the_scan_reads_its_kept_lines_records_together_with_the_same_report(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Decide's batch prefetch off (small batches, as a dense log's windows come): without
     # the scan's up-front load each look-up reads its own one or two specs.
@@ -591,9 +594,9 @@ def test_the_scan_reads_its_kept_lines_records_together_with_the_same_report(
     reports = []
     for loader in (lambda _self, _ids: False, load):
         monkeypatch.setattr(IndexedMatcher, "load", loader)
-        rs_kb._cache = None  # a new process: no spec loaded yet
+        small_kb._engine._cache = None  # a new process: no spec loaded yet
         queries.clear()
-        reports.append((rs_kb.explain(data).to_dict(), len(queries), sum(queries)))
+        reports.append((small_kb.explain(data).to_dict(), len(queries), sum(queries)))
     (alone, each, read_alone), (together, fewer, read_together) = reports
     assert together == alone
     assert sum(loads) > 0  # the kept lines named records
@@ -623,7 +626,7 @@ def test_a_load_larger_than_the_spec_cache_reads_nothing(rs_kb: errkb.KnowledgeB
 
 
 def test_a_plain_hit_line_s_candidates_come_from_the_anchor_pass(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A hit line the parser reads as it is: the records that passed its literal rejects are
     # its message's candidates (no index walk); one glued to a word before it ("xComfy")
@@ -642,10 +645,10 @@ def test_a_plain_hit_line_s_candidates_come_from_the_anchor_pass(
         return real(self, text)
 
     monkeypatch.setattr(IndexedMatcher, "candidate_ids", candidate_ids)
-    scanned = rs_kb.explain(data).to_dict()
+    scanned = small_kb.explain(data).to_dict()
     assert not any("mlp.up" in text for text in asked)
     assert any("mlp.dn" in text for text in asked)
-    assert scanned == _both(rs_kb, data)[1]
+    assert scanned == _both(small_kb, data)[1]
     exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
     # The glued one is no occurrence: the index, not the pattern, says so.
     assert [(m["id"], m["captures"]["prefix"], m["lines"]) for m in exact] == [
@@ -661,16 +664,15 @@ def _shapes_files() -> list[str]:
 
 @pytest.mark.parametrize("name", _shapes_files())
 def test_every_shapes_corpus_log_scans_as_the_region_parse_reads_it(
-    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, name: str
+    rs_kb: errkb.KnowledgeBase, name: str
 ) -> None:
     # The gate so low that each file of the corpus (logs made by real renderers: rich panels,
     # exception groups, pytest blocks, containers, wrapped messages) is a "large" input: the
     # record scan's report is the region parse's, whole.
     from tests.test_shapes_corpus import SHAPES
 
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 256)
     data = (SHAPES / name).read_bytes()
-    scanned, parsed = _both(rs_kb, data)
+    scanned, parsed = _both(rs_kb, data, Thresholds(scan_from=257, paste_upto=256))
     if name in SUMMARY_OUTSIDE_WINDOWS:
         # Known gap (issue 47 item 7, the scan's side is match/recordscan's): the parser reads
         # pytest's cut short-summary line as a copy of the traceback above it; the scan reads
@@ -723,26 +725,25 @@ def test_a_hard_shape_s_window_is_read_whole_and_the_common_log_opens_none(
     from tests.test_shapes_corpus import SHAPES
 
     seen = _counted_scans(monkeypatch)
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
     panel = (SHAPES / "rich_install_w80_comfy.log").read_text(encoding="utf-8")
     plain = _mixed_log()
     data = (_filler(50) + panel + plain).encode()
-    scanned, parsed = _both(rs_kb, data)
+    scanned, parsed = _both(rs_kb, data, SMALL)
     assert scanned == parsed
     exact = [m for m in scanned["matches"] if m["confidence"] == "exact"]
     shift = 50
     assert any(m["id"] == COMFY and m["lines"] == [73 + shift] for m in exact)
     assert seen[0].hard_windows >= 1
     seen.clear()
-    rs_kb.explain(plain.encode())
+    rs_kb.explain(plain.encode(), thresholds=SMALL)
     assert seen[0].hard_windows == 0 and seen[0].hard_lines == 0
 
 
 def test_which_exception_lines_read_alone_only_the_parser_reads(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
+    small_kb: errkb.KnowledgeBase,
 ) -> None:
-    rs_kb.explain(_mixed_log().encode())  # the record anchors, built
-    anchors = rs_kb._anchors
+    small_kb.explain(_mixed_log().encode())  # the record anchors, built
+    anchors = small_kb._engine._anchors
     assert anchors is not None
     comfy = MESSAGE.format(p="blocks.3")
     text = (
@@ -761,10 +762,10 @@ def test_which_exception_lines_read_alone_only_the_parser_reads(
 
 
 def test_prepare_loads_the_record_anchors_so_no_explain_does(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = _mixed_log().encode()
-    expected = rs_kb.explain(data).to_dict()  # the files beside the knowledge base exist
+    expected = small_kb.explain(data).to_dict()  # the files beside the knowledge base exist
     loads: list[int] = []
     real = recordanchors.RecordAnchors.__init__
 
@@ -773,10 +774,10 @@ def test_prepare_loads_the_record_anchors_so_no_explain_does(
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(recordanchors.RecordAnchors, "__init__", counted)
-    with errkb.open(rs_kb.path) as kb:  # a serving process, before its first request
+    with errkb.open(small_kb.path, thresholds=SMALL) as kb:  # a serving process, at start
         kb.prepare()
         assert loads == [1]
-        db = kb._anchors.db if kb._anchors is not None else None
+        db = kb._engine._anchors.db if kb._engine._anchors is not None else None
         # The arrays the anchor pass derives from its words, derived now, not by a request.
         derived = (db._stop_at, db._lengths, db._short) if db is not None else ()
         assert derived and all(a is not None for a in derived)
@@ -785,14 +786,10 @@ def test_prepare_loads_the_record_anchors_so_no_explain_does(
         assert all(now is then for now, then in zip(again, derived, strict=True))
         assert kb.prepare() is False  # the same state: nothing is loaded again
         assert loads == [1]
-    with errkb.open(rs_kb.path) as kb:
-        kb.record_scan = False  # the region parse reads large inputs: nothing to load
-        kb.prepare()
-        assert loads == [1]
 
 
 def test_the_cyclic_collector_rests_during_the_scan_and_resumes_after(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import gc
 
@@ -805,12 +802,12 @@ def test_the_cyclic_collector_rests_during_the_scan_and_resumes_after(
 
     monkeypatch.setattr(recordscan, "record_scan", watched)
     assert gc.isenabled()
-    report = rs_kb.explain(_mixed_log().encode())
+    report = small_kb.explain(_mixed_log().encode())
     assert report.exact and seen == [False]
     assert gc.isenabled()  # back on, as it was
     gc.disable()
     try:
-        rs_kb.explain(_mixed_log().encode())
+        small_kb.explain(_mixed_log().encode())
         assert gc.isenabled() is False  # a caller's own choice is left as it was
     finally:
         gc.enable()
@@ -894,7 +891,7 @@ def test_a_large_input_the_scan_hands_back_is_reported_within_the_limits(
 
 
 def test_an_exception_behind_a_timestamp_per_line_is_read_as_the_parse_reads_it(
-    rs_kb: errkb.KnowledgeBase, small_gate: None
+    small_kb: errkb.KnowledgeBase,
 ) -> None:
     # GitHub Actions' timestamps: no line repeats the header's prefix, and the middle class of
     # this chain ends in no error word, so only the walk from its header finds its exception
@@ -917,7 +914,7 @@ def test_an_exception_behind_a_timestamp_per_line_is_read_as_the_parse_reads_it(
         *_timestamped_traceback("OSError", "We couldn't connect to the hub.", 3000000),
     ]
     data = ("\n".join(filler[:100] + chain + filler[100:]) + "\n").encode()
-    scanned, parsed = _both(rs_kb, data)
+    scanned, parsed = _both(small_kb, data)
     assert scanned == parsed
     assert [(u["class"], u["line"]) for u in scanned["unmatched"]] == [
         ("TimeoutError", 118),
@@ -929,36 +926,33 @@ def test_an_exception_behind_a_timestamp_per_line_is_read_as_the_parse_reads_it(
 def test_an_input_large_enough_for_the_anchor_table_is_scanned_as_the_whole_parse_reads_it(
     rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # From 256 KiB (SCAN_ABOVE) the scan reads it, not only past the region parse's 1 MiB:
-    # below that the region parse read every line and built the buffer pass's automaton.
-    from errkb.match import SCAN_ABOVE
-
+    # From 256 KiB (``scan_from``) the scan reads it, not only past a paste's 1 MiB.
+    scan_from = DEFAULT_THRESHOLDS.scan_from
     data = _mixed_log(scale=40).encode()
-    assert SCAN_ABOVE <= len(data) <= regions.NARROW_ABOVE
+    assert scan_from <= len(data) <= DEFAULT_THRESHOLDS.paste_upto
     scans = _counted_scans(monkeypatch)
     scanned, parsed = _both(rs_kb, data)
     assert len(scans) == 1 and scans[0].anchor_lines > 0
     assert scanned == parsed
-    small = data[: SCAN_ABOVE - 1]
+    small = data[: scan_from - 1]
     small = small[: small.rindex(b"\n") + 1]
     rs_kb.explain(small)
     assert len(scans) == 1  # a smaller input is parsed whole
 
 
 def test_a_large_scan_gives_the_heap_back_once_and_a_small_input_never(
-    rs_kb: errkb.KnowledgeBase, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from errkb import kb as kb_module
     from errkb.match import anchordb
 
     calls: list[int] = []
     data = (_filler(200) + _traceback("ValueError", MESSAGE.format(p="blocks.2"))).encode()
-    rs_kb.explain(data)  # the anchors built (their compile gives the heap back too)
+    small_kb.explain(data)  # the anchors built (their compile gives the heap back too)
     monkeypatch.setattr(anchordb, "release_heap", lambda: calls.append(1))
-    monkeypatch.setattr(kb_module, "RELEASE_ABOVE", len(data))
-    scanned = rs_kb.explain(data)
+    sizes = dataclasses.replace(SMALL, release_from=len(data))
+    scanned = small_kb.explain(data, thresholds=sizes)
     assert calls == [1]
-    rs_kb.explain(data[:-1])  # a byte smaller: scanned alike, nothing given back
+    small_kb.explain(data[:-1], thresholds=sizes)  # a byte smaller: nothing given back
     assert calls == [1]
     assert [m.id for m in scanned.exact] == [COMFY]
 
@@ -984,7 +978,7 @@ def _one_record_kb(tmp_path: Path, template: str, n: int) -> tuple[Path, dict[st
 
 
 def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line(
-    tmp_path: Path, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A record printed over two lines whose second begins with ``graph: ``; sglang's decode
     # lines say ``cuda graph: True`` in mid-line, here next to error words on every other
@@ -999,7 +993,7 @@ def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line
     message = "Traceback (most recent call last):\n" + '  File "/srv/run.py", line 3, in main\n'
     message += "SystemExit: usage: run.py [-h]\ngraph: fp8\n"
     data = (noisy + message + noisy).encode()
-    with errkb.open(path, bundled=False) as kb:
+    with errkb.open(path, bundled=False, thresholds=SMALL) as kb:
         seen = _counted_scans(monkeypatch)
         scanned, parsed = _both(kb, data)
     assert scanned == parsed
@@ -1009,7 +1003,7 @@ def test_a_literal_after_a_line_break_opens_a_window_only_where_it_begins_a_line
 
 
 def test_an_exception_line_no_record_can_match_alone_opens_no_window(
-    tmp_path: Path, small_gate: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # ``Error: %r`` holds its one literal on every ``SomethingError: ...`` line; the unknown
     # tracebacks whose message is no repr are read from their exception line, as any unknown
@@ -1027,11 +1021,10 @@ def test_an_exception_line_no_record_can_match_alone_opens_no_window(
     wrapped += "    'shard_9'\n"
     quiet = _filler(60)  # a region of the parse ends in a quiet stretch
     data = (unknown + quiet + known + quiet + quoted + quiet + wrapped + quiet).encode()
-    with errkb.open(path, bundled=False) as kb:
+    with errkb.open(path, bundled=False, thresholds=SMALL) as kb:
         seen = _counted_scans(monkeypatch)
         scanned = kb.explain(data, limits=None).to_dict()
-        kb.record_scan = False
-        parsed = kb.explain(data, limits=None).to_dict()
+        parsed = kb.explain(data, limits=None, thresholds=regions_of(SMALL)).to_dict()
     assert scanned == parsed
     # ``Error: %r`` is generic: its matches are possible ones (no frame in its file), found
     # and captured the same on both routes.

@@ -45,11 +45,10 @@ def _summary(events: list) -> list[tuple[str | None, str, tuple[int, ...], int]]
 
 
 @pytest.fixture
-def narrow_above(monkeypatch: pytest.MonkeyPatch) -> int:
+def narrow_above() -> int:
     """Narrowing from 64 KiB: the same code path as past 1 MiB, on a log a sixteenth the size
     (the whole parse it is compared with cost ~2 s of CPU a case at full size)."""
-    monkeypatch.setattr(regions, "NARROW_ABOVE", 1 << 16)
-    return regions.NARROW_ABOVE
+    return 1 << 16
 
 
 @pytest.mark.slow
@@ -64,9 +63,9 @@ def test_narrowed_parse_finds_what_a_whole_parse_finds(seed: int, narrow_above: 
     text, wanted = _big_log(seed, lines=4_000)
     assert len(text) > narrow_above
     whole = parse_log(text)
-    narrowed = regions.parse_input(text)
+    narrowed = regions.parse_input(text, narrow_above)
     assert _summary(narrowed) == _summary(whole)
-    assert regions.parse_input(text.encode()) == narrowed
+    assert regions.parse_input(text.encode(), narrow_above) == narrowed
     quanto_lines = sorted(e.lines[0] for e in narrowed if "Quanto" in e.message)
     assert quanto_lines == wanted  # the 1-based number of each block's last line
 
@@ -235,7 +234,7 @@ def test_a_narrowed_parse_numbers_every_line_as_the_input_does(narrow_above: int
     text = "\n".join(lines)
     assert len(text) > narrow_above
     whole = _numbers(parse_log(text))
-    narrowed = _numbers(regions.parse_input(text.encode()))
+    narrowed = _numbers(regions.parse_input(text.encode(), narrow_above))
     assert narrowed == whole
     wrapped = [n for n in narrowed if n[0].startswith("Quanto layer 'enc.7'")]
     assert wrapped and wrapped[0][3] == (at + 1, at + 2)
@@ -271,6 +270,8 @@ def test_a_narrowed_parse_finds_an_exception_behind_a_timestamp_per_line(
     text = "\n".join(filler[:1000] + tb + filler[1000:]) + "\n"
     assert len(text) > narrow_above
     found = [
-        e for e in regions.parse_input(text) if e.exc_class == "requests.exceptions.ReadTimeout"
+        e
+        for e in regions.parse_input(text, narrow_above)
+        if e.exc_class == "requests.exceptions.ReadTimeout"
     ]
     assert [(e.message, e.lines[0]) for e in found] == [("Read timed out.", 1018)]

@@ -13,10 +13,13 @@ import pytest
 
 import errkb
 from bench import corpus as bc
+from errkb.explain import DEFAULT_THRESHOLDS
 from errkb.maint.extract import extract
-from errkb.match import SCAN_ABOVE, scan
+from errkb.match import scan
+from errkb.match.anchordb import ENGINES
 from errkb.match.index import candidate_ids, message_tokens
 from errkb.records.template import parse_template
+from errkb.store import anchors_key
 from tests.conftest import DATASET, require_extra
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"
@@ -131,13 +134,14 @@ def test_a_large_input_stores_the_table_beside_the_database(
     small = kb.explain((EXAMPLES / "quanto-incompatible-scale.log").read_text())
     assert not path.exists()  # a one-shot small explain never builds or reads it
     data = _big_input()
-    assert len(data) >= SCAN_ABOVE
+    assert len(data) >= DEFAULT_THRESHOLDS.scan_from
     fresh = errkb.open(kb.path)
     report = fresh.explain(data)
     assert path.exists()
     header = path.read_text(encoding="utf-8").splitlines()[0].split()
     state = kb.store.meta_value("state")
-    assert header[:3] == ["errkb-anchors", "1", state]
+    key = anchors_key(kb.store.meta_value)[0]
+    assert header[:4] == ["errkb-beside", "2", scan.KIND, key]
     assert [m.id for m in report.exact] == [m.id for m in small.exact]
     # A write that leaves what the table is built from as it was (the same dataset again) is
     # a new state but the same anchor key (``store.anchors_key``): the stored table stays
@@ -155,13 +159,13 @@ def test_a_large_input_stores_the_table_beside_the_database(
     added = tmp_path / "added.jsonl"
     added.write_text(json.dumps(make_record(7, "org/added")) + "\n", encoding="utf-8")
     kb.ingest([added])
-    new_state = kb.store.meta_value("state")
-    assert new_state != state
-    assert path.read_text(encoding="utf-8").split()[2] == new_state
-    assert scan.read_table(path, str(state), kb.store.meta_value("dataset_version")) is None
+    new_key = anchors_key(kb.store.meta_value)[0]
+    assert new_key != key
+    assert path.read_text(encoding="utf-8").split()[3] == new_key
+    assert scan.read_table(path, key, kb.store.meta_value("dataset_version")) is None
     path.unlink()  # a write by an older errkb, or a file lost: the next large input builds it
     errkb.open(kb.path).explain(data)
-    assert path.read_text(encoding="utf-8").split()[2] == new_state
+    assert path.read_text(encoding="utf-8").split()[3] == new_key
 
 
 def test_a_damaged_or_unwritable_table_is_rebuilt_in_memory(kb: errkb.KnowledgeBase) -> None:
@@ -169,10 +173,10 @@ def test_a_damaged_or_unwritable_table_is_rebuilt_in_memory(kb: errkb.KnowledgeB
     want = errkb.open(kb.path).explain(data).to_dict()
     path = scan.anchor_path(kb.path)
     text = path.read_text(encoding="utf-8")
-    # Same header, body changed: the hash no longer agrees, so the file is not trusted.
+    # Same header, body changed: the CRC no longer agrees, so the file is not trusted.
     path.write_text(text.replace("Quanto", "Qu4nto"), encoding="utf-8")
-    state = str(kb.store.meta_value("state"))
-    assert scan.read_table(path, state, kb.store.meta_value("dataset_version")) is None
+    key, version = anchors_key(kb.store.meta_value)
+    assert scan.read_table(path, key, version) is None
     assert errkb.open(kb.path).explain(data).to_dict() == want
     path.unlink()
     path.mkdir()  # nothing can be written there
@@ -194,93 +198,9 @@ def test_reports_are_the_same_with_and_without_the_table(
     kb = errkb.open(big_kb.path)
     kb.explain("warm-up")
     with_table = kb.explain(text)  # second report: the anchor table
-    assert kb._table is not None
+    assert kb._engine._table is not None
     assert with_table.to_dict() == without.to_dict()
     assert len(with_table.exact) > 50
-
-
-def _engines() -> list[Any]:
-    try:
-        import hyperscan  # noqa: F401
-
-        fast: Any = "hyperscan"
-    except ImportError:
-        fast = pytest.param("hyperscan", marks=pytest.mark.skip(reason="hyperscan not importable"))
-    return [fast, "ahocorasick"]
-
-
-@pytest.fixture(scope="module")
-def scan_kb(tmp_path_factory: pytest.TempPathFactory, records: list[dict[str, Any]]) -> Any:
-    folder = tmp_path_factory.mktemp("scan")
-    source = folder / "records.jsonl"
-    source.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    kb = errkb.open(folder / "kb.sqlite3", bundled=False)
-    kb.ingest([source])
-    return scan.AnchorTable(_body(kb))
-
-
-def _buffer(records: list[dict[str, Any]]) -> tuple[bytes, set[int]]:
-    """Filler with rendered messages on known lines (some glued to a word: not whole words)."""
-    rng = random.Random(11)
-    lines: list[str] = []
-    wanted: set[int] = set()
-    for r in rng.sample(records, 300):
-        lines += [f"INFO step {rng.randrange(10**6)} ok" for _ in range(rng.randrange(1, 30))]
-        template = parse_template(r["errorMessage"])
-        message = template.render(dict.fromkeys(template.names, "v1"))
-        if rng.random() < 0.2:
-            message = "x" + message.replace(" ", "_")  # no whole words left
-        else:
-            wanted.add(len(lines))
-        lines.append(f"2026-12-01 08:00:00 worker-{rng.randrange(9)} | {message}")
-    offsets, position = [], 0
-    for line in lines:
-        offsets.append(position)
-        position += len(line.encode()) + 1
-    data = ("\n".join(lines) + "\n").encode()
-    return data, {offsets[i] for i in wanted}
-
-
-@pytest.mark.parametrize("engine", _engines())
-def test_the_buffer_pass_finds_each_message_line_with_either_engine(
-    scan_kb: scan.AnchorTable, records: list[dict[str, Any]], engine: str
-) -> None:
-    data, wanted = _buffer(records)
-    scanner = scan.BufferScan(scan_kb, engine)
-    assert scanner.engine == engine and len(scanner) > 50
-    found = scanner.line_offsets(data)
-    assert found == sorted(found)
-    # Every line holding a whole message whose record has a scan word is found; the reference
-    # is the table's own rule applied line by line.
-    lines = data.split(b"\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
-    reference = []
-    for start, line in zip(starts, lines, strict=True):
-        text = line.decode()
-        if any(
-            max(sorted(others | {w}), key=len) in scanner._words
-            and len(max(sorted(others | {w}), key=len)) >= scan.MIN_SCAN_WORD
-            for w in message_tokens(text)
-            if w in scan_kb.words()
-            for _rid, others in scan_kb.entries(w)
-            if (others | {w}) <= set(message_tokens(text))
-        ):
-            reference.append(start)
-    assert found == reference
-    assert len(set(found) & wanted) > 100
-
-
-def test_both_engines_give_the_same_lines(
-    scan_kb: scan.AnchorTable, records: list[dict[str, Any]]
-) -> None:
-    pytest.importorskip("hyperscan")
-    data, _wanted = _buffer(records)
-    fast = scan.BufferScan(scan_kb, "hyperscan").line_offsets(data)
-    assert fast == scan.BufferScan(scan_kb, "ahocorasick").line_offsets(data)
-    with pytest.raises(ValueError, match="unknown scan engine"):
-        scan.BufferScan(scan_kb, "grep")
 
 
 def test_a_bounded_table_gives_the_same_candidates(
@@ -348,33 +268,30 @@ def test_a_word_in_use_stays_parsed() -> None:
 def test_a_write_builds_the_files_without_the_scan_s_structures(
     big_kb: errkb.KnowledgeBase,
 ) -> None:
-    # The ingest's ``build_anchor_files`` stored all three files and kept none of what a scan
-    # holds: the buffer pass's words come from the table's body, not from a ``BufferScan``.
-    from errkb.match.anchordb import anchordb_path, default_engine, read_anchor_db
-
-    assert big_kb._anchors is None and big_kb._table is None and big_kb._scan is None
-    state = str(big_kb.store.meta_value("state"))
-    version = big_kb.store.meta_value("dataset_version")
+    # The ingest's ``build_anchor_files`` stored the table and the record anchors and kept
+    # none of what a scan holds; no buffer-pass file (``<db>.anchordb``) is written any more.
+    assert big_kb._engine._anchors is None and big_kb._engine._table is None
+    state, version = anchors_key(big_kb.store.meta_value)
     table = scan.read_table(scan.anchor_path(big_kb.path), state, version)
-    assert table is not None
-    body = scan.anchor_path(big_kb.path).read_text(encoding="utf-8").partition("\n")[2]
-    assert list(scan.body_items(body)) == list(table.raw_items())
-    stored = read_anchor_db(anchordb_path(big_kb.path), state, version, default_engine())
-    buffer = scan.BufferScan(table, "ahocorasick")  # its words: either engine's
-    assert stored.words == scan.scan_words(table.raw_items()) == tuple(buffer._words)
-    assert len(stored.words) > 100
+    assert table is not None and len(table) > 100
+    assert not big_kb.path.with_name(big_kb.path.name + ".anchordb").exists()
 
 
-@pytest.mark.parametrize("engine", scan.ENGINES)
-@pytest.mark.parametrize("damage", [None, "buffer", "record words", "maps", "record images"])
+def test_a_write_removes_the_buffer_pass_s_old_file(big_kb: errkb.KnowledgeBase) -> None:
+    old = big_kb.path.with_name(big_kb.path.name + ".anchordb")
+    old.write_bytes(b"errkb-anchordb 5 ...")
+    big_kb.build_anchor_files()
+    assert not old.exists()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("damage", [None, "record words", "maps", "record images"])
 def test_a_write_that_finds_the_files_current_derives_nothing(
     big_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch, damage: str | None, engine: str
 ) -> None:
-    # Current and intact: neither the buffer pass's words nor the record maps are derived
-    # again, and no Hyperscan image is loaded. A damaged one of them is built again, alone.
+    # Current and intact: the record maps are not derived again, and no Hyperscan image is
+    # loaded. A damaged one of them is built again, alone.
     from errkb.match import anchordb, recordanchors
-    from errkb.match.anchordb import anchordb_path
-    from errkb.store import anchors_key
 
     if engine == "hyperscan":
         require_extra("hyperscan", "fast")
@@ -382,7 +299,6 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
     big_kb.build_anchor_files()  # current for this engine
     record_db = recordanchors.record_anchordb_path(big_kb.path)
     files = {
-        "buffer": anchordb_path(big_kb.path),
         "record": record_db,
         "maps": recordanchors.maps_path(record_db),
     }
@@ -397,8 +313,7 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
         image[at] ^= 0x01
         files[name].write_bytes(bytes(image))
     derived: list[str] = []
-    real_words, real_maps = scan.scan_words, recordanchors.record_maps
-    monkeypatch.setattr(scan, "scan_words", lambda *a: derived.append("words") or real_words(*a))
+    real_maps = recordanchors.record_maps
     monkeypatch.setattr(
         recordanchors, "record_maps", lambda *a: derived.append("maps") or real_maps(*a)
     )
@@ -408,15 +323,9 @@ def test_a_write_that_finds_the_files_current_derives_nothing(
         )
     big_kb.build_anchor_files()
     after = {name: path.read_bytes() for name, path in files.items()}
-    if damage == "record images" and engine == "hyperscan":
-        # A write does not hash the images it never loads: the explain that loads them does,
-        # and builds the file again (``read_anchor_db`` says why).
-        assert derived == []
-        state, version = anchors_key(big_kb.store.meta_value)
-        with pytest.raises(anchordb.AnchorDatabaseError, match="corrupt"):
-            anchordb.read_anchor_db(record_db, state, version, engine)
-        return
-    expected = {None: [], "buffer": ["words"], "maps": ["maps"]}.get(damage, ["maps"])
+    # A write checks a file's whole body (its sha256) before it keeps it: damage in the
+    # images it never loads is found here too, and the files are built again.
+    expected = {None: [], "maps": ["maps"]}.get(damage, ["maps"])
     assert derived == expected
     assert after == good  # built again where damaged: the same bytes
 

@@ -55,10 +55,10 @@ def test_preparing_builds_each_states_table_on_its_own_thread(
     service = Service.create(kb)
     with service.preparing(interval=0.01):
         assert kb.prepare_ahead
-        wait_for(lambda: kb._table is not None)
+        wait_for(lambda: kb._engine._table is not None)
         for _ in range(3):
             assert exact_ids(service.explain(TEXT)) == [QUANTO_ID]
-        first = kb._table
+        first = kb._engine._table
         # A write (a sync in another process does the same) moves the store to a new state:
         # the watcher notices and builds that state's table; requests meanwhile still answer.
         added = make_record(seed_records[QUANTO_ID], "Zanzibar tensor {name!r} is sideways")
@@ -72,7 +72,7 @@ def test_preparing_builds_each_states_table_on_its_own_thread(
         writer.join()
         message = service.match("Zanzibar tensor 'w.0' is sideways")
         assert exact_ids(message) == [added["id"]]
-        wait_for(lambda: kb._table is not None and kb._table is not first)
+        wait_for(lambda: kb._engine._table is not None and kb._engine._table is not first)
         assert exact_ids(service.explain(TEXT)) == [QUANTO_ID]
     assert not kb.prepare_ahead
     # Two states, two loads on the watcher's thread and the writer's build: no request built
@@ -83,7 +83,7 @@ def test_preparing_builds_each_states_table_on_its_own_thread(
 def test_a_small_input_does_not_wait_for_another_threads_build(kb: errkb.KnowledgeBase) -> None:
     kb.explain(TEXT)  # a long-running process: from the second report on, the table is wanted
     results: list[list[str]] = []
-    with kb._build_lock:  # another thread is building the table
+    with kb._engine._build_lock:  # another thread is building the table
         worker = threading.Thread(
             target=lambda: results.append(exact_ids(kb.explain(TEXT).to_dict()))
         )
@@ -91,9 +91,9 @@ def test_a_small_input_does_not_wait_for_another_threads_build(kb: errkb.Knowled
         worker.join(timeout=30)
         assert not worker.is_alive(), "a small explain waited for the build"
     assert results == [[QUANTO_ID]]
-    assert kb._table is None  # it answered from the database's index
+    assert kb._engine._table is None  # it answered from the database's index
     assert exact_ids(kb.explain(TEXT).to_dict()) == [QUANTO_ID]
-    assert kb._table is not None  # and builds it itself once nobody else is
+    assert kb._engine._table is not None  # and builds it itself once nobody else is
 
 
 def test_bundled_schemas_write_references_in(monkeypatch: pytest.MonkeyPatch) -> None:

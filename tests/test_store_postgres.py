@@ -360,7 +360,7 @@ def test_token_rows_and_the_anchor_table_match_sqlite(pg_url: str, tmp_path: Pat
         with pg.store.snapshot() as pv:
             again = load_table(pv, pg.store.path, state, version)
         assert again.candidates(LINEAR) == table.candidates(LINEAR) == [LINEAR_ID]
-        big = "ValueError: " + LINEAR + "\n" + "filler line\n" * 40_000  # over SCAN_ABOVE
+        big = "ValueError: " + LINEAR + "\n" + "filler line\n" * 40_000  # over Thresholds.scan_from
         assert [m.id for m in pg.explain(big).matches] == [m.id for m in lite.explain(big).matches]
         assert LINEAR_ID in [m.id for m in pg.explain(big).matches]
 

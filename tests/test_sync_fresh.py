@@ -69,7 +69,10 @@ def _dump(db: Path) -> dict[str, list[tuple[object, ...]]]:
         out["history"] = sorted(conn.execute(HISTORY).fetchall())
         out["versions"] = sorted(conn.execute(VERSIONS).fetchall())
         out["meta"] = sorted(
-            conn.execute("SELECT key, value FROM meta WHERE key NOT IN ('sync_state')").fetchall()
+            # The anchor key's nonce is random per write (``store.anchors_key``).
+            conn.execute(
+                "SELECT key, value FROM meta WHERE key NOT IN ('sync_state', 'anchors_nonce')"
+            ).fetchall()
         )
         return out
     finally:

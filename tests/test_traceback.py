@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from errkb.parse.events import ChainLink, EventKind, LogEvent
 from errkb.parse.spans import message_spans
 from errkb.parse.text import decode_input
-from errkb.parse.traceback import is_exception_class, parse_log
+from errkb.parse.traceback import exception_line, is_exception_class, parse_log
 from tests.tiers import examples
 from tests.workcount import assert_linear
 
@@ -953,3 +953,27 @@ def test_djangos_copy_and_paste_traceback_ends_in_its_exception_type_and_value()
     assert [f.path for f in event.frames][-1] == "/usr/lib/python3.11/optparse.py"
     # Without the traceback above it, an "Exception Type:" row is no exception.
     assert parse_log("Exception Type: OptionError at /run/r10/\nException Value: x\n") == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ValueError: bad value",
+        "ERROR:root:ValueError: boom",
+        "[rank3]:ValueError: x",
+        "2026-12-01 12:00:01 ERROR x - OSError: disk full",
+        "\x1b[31mKeyError: 'k'\x1b[0m",
+        "app.py:12: UserWarning: careful",
+        "FAILED tests/test_x.py::test_y - AssertionError: no",
+        "CannotInvert: singular",
+        "worker died ValueError: x",
+        "    ValueError: indented",
+        "just words",
+    ],
+)
+def test_one_line_read_alone_is_what_the_parser_reads(line: str) -> None:
+    # ``exception_line`` is the one reader of an exception line outside a parse (the record
+    # scan's unmatched lines): the class and message the parser finds on that line alone.
+    events = [e for e in parse_log(line) if e.exc_class is not None]
+    expected = (events[0].exc_class, events[0].message) if events else None
+    assert exception_line(line) == expected

@@ -1,69 +1,34 @@
-r"""The anchor database: the buffer pass's compiled automaton, stored beside the knowledge base.
+r"""The anchor database: the record anchors' compiled automaton, stored beside the knowledge base.
 
-The whole-buffer pass (``errkb.match.scan.BufferScan``) looks for every record's scan word (its
-longest indexed word, at least ``MIN_SCAN_WORD`` characters) in one native pass. Compiling that
-automaton is the pass's one large fixed cost: Hyperscan takes seconds for 150,000 literals
-(``SCAN.md``: 24-28 s for 150k-515k literals), so it is compiled once per state of the store
-and stored in ``<db>.anchordb``, and every later process loads it (Hyperscan's own
-``dumpb``/``loadb``: a byte image the library validates itself, nothing in it is executed; never
-pickle). Aho-Corasick (``ahocorasick-rs``, the fallback where Hyperscan's wheel does not
-install) has no serialised form; its automaton is built from the word list the same file holds,
-which costs well under a second.
+The record scan (``errkb.match.recordanchors.RecordAnchors``) looks for every record's anchor
+and its escaped forms in one native pass over the whole buffer (Hyperscan, else Aho-Corasick).
+Compiling that automaton is the pass's one large fixed cost, so it is compiled once per anchor
+key (``store.anchors_key``) by the write that moves the key and stored in
+``<db>.recordanchors``; every later process loads it (Hyperscan's own ``dumpb``/``loadb``: a
+byte image the library validates itself, nothing in it is executed; never pickle).
+Aho-Corasick has no serialised form; its automaton is built from the word list the same file
+holds.
 
-A scan word is a run of ``\w``: it reads the same inside a repr, a JSON string or an HTML
-page (escaping touches quotes, backslashes, ``<&>`` and non-ASCII only, and non-ASCII words are
-not scan words), so the escaped forms of a message hit the same anchors and need no variants.
+The file is one of the files beside the database (``errkb.match.beside``: one header, the
+anchor key, engine and platform, opened as untrusted input). Its body::
 
-File format (binary)::
-
-    errkb-anchordb 5 <state> <dataset version or -> <engine> <sha256 of body> <body length>\n
-    <body>: <word count> <word bytes> <SHORT_ENDED>\n<word>\n...<one end flag byte per word>
-            then, for hyperscan, the serialised databases:
-            <count> <length of each> <each one's gate letter: p, or one of GATES>\n<each image>
-            (at most ``CHUNK_WORDS`` literals each; a gate's literals in parts of their own)
+    <word count> <word bytes> <SHORT_ENDED>\n<word>\n...<one end flag byte per word>
+    then, for hyperscan, the serialised databases:
+    <count> <length of each> <each one's gate letter: p, or one of GATES>\n<each image>
+    (at most ``CHUNK_WORDS`` literals each; a gate's literals in parts of their own)
 
 Reading does not split the words (``AnchorDB.words`` decodes them when asked): a count of
 their newlines, one UTF-8 check and the flags' values, each one C pass, then Hyperscan's
-``loadb``.
+``loadb``, which validates its images itself. A file that cannot be used raises
+``AnchorDatabaseError`` naming it and the fault (``AnchorFault``); ``load_anchor_db`` rebuilds
+on any of them and stores the new file, unless asked to refuse (``rebuild=False``). A knowledge
+base whose file is missing, stale or damaged still explains: a writable one rebuilds and stores
+it (once), a read-only one compiles it in memory (``KnowledgeBase`` says so once).
 
-Reading refuses, with ``AnchorDatabaseError`` naming the file and the fault
-(``AnchorFault``), a file that is missing, from another state, dataset version or engine
-(stale), shorter than its header says (truncated), or whose body does not hash to its header,
-whose word list is broken, or which Hyperscan will not load (corrupt). ``load_anchor_db``
-rebuilds on any of these and stores the new file (atomically; a directory that refuses it
-keeps the database in memory), unless asked to refuse (``rebuild=False``), where the error
-propagates.
-
-Both stored databases (this one and the record-driven scan's ``<db>.recordanchors``) are
-built by the write that changes the store's state: ``KnowledgeBase.sync``, ``ingest`` and
-``rollback`` call ``KnowledgeBase.build_anchor_files`` after their commit (outside the
-transaction, so a SIGKILL there loses only files the next large input rebuilds), so explain
-loads them and a knowledge base mounted read-only afterwards compiles nothing. At 150,000
-records that build is 10.3 s of CPU (about 7 s of it Hyperscan compiling 214,907 anchors in
-parts of at most ``CHUNK_WORDS``; Python preparing them 1.6 s, reading their rows 0.8 s), 42 MB
-written, and the process peaks at 494 MB (655 MB compiling one database); with glibc's free
-heap trimmed around each compile (``release_heap``) and the words held as one blob, 349 MB (main's
-472 MB in the same session, loaded; one database: 592 MB). One database scans faster (the
-sparse 50 MB log: 0.22 s of CPU against 0.41 s for three parts of 72k, each part a whole
-pass over the input), but issue 20 bounds the sync at 512 MB and a 500k knowledge base needs
-parts anyway (715k literals as one: 1.88 GB). The parts compile one after the other: two at
-once on two threads (the binding lets go of the GIL) took 12.0 s of wall time instead of 19.2
-on this loaded 2-core machine, for the same CPU and 324 MB of compile memory instead of 190. A
-background child after the sync returns would hide the wall time but not the CPU, and a sync
-that has returned would leave a knowledge base that is not ready (an image built by ``RUN
-errkb sync`` would ship without the files and compile them in every process that mounts it
-read-only): the sync waits for them. A knowledge base whose file is missing, stale or
-damaged still explains: a writable one rebuilds and stores it (once), a read-only one
-compiles it in memory and says so once (a warning on the ``errkb`` logger). PostgreSQL's files
-live beside its sync lock in the local data directory (``Store.path``): one set per machine.
-
-Each part is a pass over the whole input, so a part is *gated* where it can be
+Each Hyperscan part is a pass over the whole input, so a part is *gated* where it can be
 (``GATES``): the words holding a backslash or an ampersand (every escaped form of a literal)
 or a quote compile in parts of their own, scanned over the lines that hold such a byte alone
-(``gated_lines``), gathered with ``bytes.find`` and mapped back by ``bisect``. At 500k records
-they were four of the eight parts; warm scans of the bench logs, interleaved against the
-ungated build, took dense 4.47 -> 4.19 s, sparse 1.085 -> 0.955 s, keyword-less 0.466 ->
-0.407 s of CPU, with the same reports.
+(``gated_lines``), gathered with ``bytes.find`` and mapped back by ``bisect``.
 
 Hits are mapped to lines without a Python loop over lines: a newline index of the buffer
 (``numpy.flatnonzero``) and ``searchsorted`` of the hit offsets; word-boundary tests are array
@@ -77,54 +42,32 @@ import contextlib
 import functools
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from errkb.errors import ErrkbError
+from errkb.match.beside import AnchorDatabaseError as AnchorDatabaseError
+from errkb.match.beside import AnchorFault as AnchorFault
+from errkb.match.beside import Stamp
+from errkb.match.beside import read as read_beside
+from errkb.match.beside import write as write_beside
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-FORMAT = b"errkb-anchordb 5"
-#: Anchors per Hyperscan database at most (split into equal parts). The 214,907 anchors of
-#: 150k records (interleaved runs, loaded machine, CPU): one database compiled in 7.5 s with
-#: 451 MB of peak memory beyond the process's, three in 6.8-7.0 s with 230-255 MB (715k
-#: anchors, a 500k-record stand-in, as one: 27.3 s and 1.8 GB, inside a sync whose memory
-#: target is 512 MB). Each further database is one more pass over the input: ``hits`` on the
-#: dense 50 MB log took 0.43-0.45 s with one, 0.46-0.49 s with three (+8%).
+#: The kind of file (``beside.Stamp``) the record anchors' automaton is stored as.
+KIND = "recordanchors"
+#: Anchors per Hyperscan database at most (split into equal parts): a part's compile memory
+#: stays within a sync's budget; each further part is one more pass over the input
+#: (BENCHMARKS.md, "Explain engine figures").
 CHUNK_WORDS = 100_000
 #: Engines of the pass, fastest first.
 ENGINES = ("hyperscan", "ahocorasick")
 #: Raw hits the pass keeps at most (see ``scan.MAX_SCAN_HITS``): a log of nothing but scan
 #: words keeps what it found so far; the pass only adds findings, it never hides one.
 MAX_HITS = 2_000_000
-
-
-class AnchorFault(StrEnum):
-    """Why a stored anchor database was not used."""
-
-    MISSING = "missing"
-    STALE = "stale"
-    TRUNCATED = "truncated"
-    CORRUPT = "corrupt"
-
-
-class AnchorDatabaseError(ErrkbError):
-    """A stored anchor database cannot be used (missing, stale, truncated or corrupt)."""
-
-    def __init__(self, path: Path, fault: AnchorFault, detail: str) -> None:
-        self.path = path
-        self.fault = fault
-        super().__init__(f"anchor database {path}: {fault.value}: {detail}")
-
-
-def anchordb_path(db_path: Path) -> Path:
-    """Where the anchor database of the knowledge base at ``db_path`` is stored."""
-    return db_path.with_name(db_path.name + ".anchordb")
 
 
 def default_engine() -> str:
@@ -738,7 +681,6 @@ def store_compiled(
     Hyperscan), joining them and the file's body (two more) were the top of the sync's peak.
     False when the directory refuses the file (as ``write_anchor_db``).
     """
-    import hashlib
     import tempfile
 
     count = blob.count(b"\n")
@@ -761,26 +703,15 @@ def store_compiled(
 
             table = _image_table(lengths, kinds)
             head = [b"%d %d %d\n" % (count, len(blob), SHORT_ENDED), blob, ends, table]
-            digest = hashlib.sha256()
-            for piece in itertools.chain(head, images()):
-                digest.update(piece)
-            size = sum(map(len, head)) + sum(lengths)
-            header = _head(state, version, "hyperscan", digest.hexdigest(), size)
-            return store_beside(path, itertools.chain([header], head, images()), database)
+            stamp = Stamp(KIND, state, version, "hyperscan")
+
+            def pieces() -> Iterator[bytes]:
+                return itertools.chain(head, images())
+
+            checked = sum(map(len, head[:3]))  # Hyperscan validates its images itself
+            return write_beside(path, stamp, pieces, database, checked=checked)
     except OSError:
         return False  # the directory refused the spool (or the disk filled): as refused
-
-
-def _head(state: str, version: str | None, engine: str, digest: str, size: int) -> bytes:
-    """A stored database's header line: format, key, the body's sha256 and length."""
-    return b"%s %s %s %s %s %d\n" % (
-        FORMAT,
-        state.encode(),
-        (version or "-").encode(),
-        engine.encode(),
-        digest.encode(),
-        size,
-    )
 
 
 def _image_table(lengths: Sequence[int], gates: Sequence[bytes]) -> bytes:
@@ -1141,20 +1072,18 @@ def _word_bytes() -> npt.NDArray[np.bool_]:
 
 
 # ---------------------------------------------------------------------------- the stored file
-def _header(state: str, version: str | None, engine: str, body: bytes | memoryview) -> bytes:
-    import hashlib  # OpenSSL costs ~3 ms at import: only a large input gets here
-
-    return _head(state, version, engine, hashlib.sha256(body).hexdigest(), len(body))
-
-
-def encode(db: AnchorDB, state: str, version: str | None) -> bytes:
-    """The file image of ``db`` for this state and dataset version."""
+def encode(db: AnchorDB) -> bytes:
+    """The stored body of ``db`` (``beside`` puts the header in front)."""
     if db.engine == "hyperscan" and db.serialised is None and len(db):
         # (A database of no words has no image: stored as its empty word list.)
         raise ValueError("a loaded Hyperscan database is not stored again: its images are gone")
+    return _words_part(db) + (db.serialised or b"")
+
+
+def _words_part(db: AnchorDB) -> bytes:
+    """The body's part before the engine's images: its table, words and end flags."""
     table = b"%d %d %d\n" % (len(db), len(db.blob), SHORT_ENDED)
-    body = b"".join((table, db.blob, db.ends, db.serialised or b""))
-    return _header(state, version, db.engine, body) + body
+    return b"".join((table, db.blob, db.ends))
 
 
 def read_anchor_db(path: Path, state: str, version: str | None, engine: str) -> AnchorDB:
@@ -1176,78 +1105,26 @@ class StoredWords:
 
 
 def stored_words(
-    path: Path, state: str, version: str | None, engine: str, *, whole: bool = True
+    path: Path, state: str, version: str | None, engine: str, *, verify: bool = False
 ) -> StoredWords | None:
     """The words of the database at ``path`` when it is current and intact, else None.
 
-    Every check ``read_anchor_db`` makes (format, state, dataset version, engine, length,
-    sha256, the word table) but the engine's own load of its images: what a write's
-    ``build_anchor_files`` needs to find a file current without deserialising Hyperscan's
-    databases (at 500k records 0.5 s of an incremental sync for nothing it used).
-    ``whole=False`` leaves out the sha256 of the body: the caller checks the words against
-    another record of them (the maps' digest of the word list), and whoever loads the images
-    checks the sha256 first (``read_anchor_db``: damage there is found, and the file built
-    again, by the explain that would use it). At 500k records the sha256 of the 116 MB body
-    was 0.35 s of a 1% sync.
+    Every check ``read_anchor_db`` makes but the engine's own load of its images: what a
+    write's ``build_anchor_files`` needs to find a file current without deserialising
+    Hyperscan's databases. ``verify``: the body's sha256 is checked too.
     """
     try:
-        return _read_stored(path, state, version, engine, whole=whole)
+        return _read_stored(path, state, version, engine, verify=verify)
     except AnchorDatabaseError:
         return None
 
 
 def _read_stored(
-    path: Path, state: str, version: str | None, engine: str, *, whole: bool = True
+    path: Path, state: str, version: str | None, engine: str, *, verify: bool = False
 ) -> StoredWords:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise AnchorDatabaseError(path, AnchorFault.MISSING, "no such file") from None
-    except OSError as exc:
-        raise AnchorDatabaseError(path, AnchorFault.MISSING, exc.strerror or str(exc)) from None
-    # Offsets into the one buffer read, not slices of it: a 35 MB file was copied five
-    # times over (0.14 s of a 0.39 s load at 150k records).
-    cut = data.find(b"\n", 0, 4096)
-    newline = b"\n" if cut >= 0 else b""
-    header = data[:cut] if cut >= 0 else data[:4096]
-    body = memoryview(data)[cut + 1 :] if cut >= 0 else memoryview(b"")
-    fields = header.split(b" ")
-    name, version_field = FORMAT.split(b" ")
-    if newline and len(fields) >= 2 and fields[0] == name and fields[1] != version_field:
-        raise AnchorDatabaseError(
-            path,
-            AnchorFault.STALE,
-            f"format {fields[1].decode('ascii', 'replace')}; this errkb reads "
-            f"{version_field.decode()}",
-        )
-    if not newline or len(fields) != 7 or b" ".join(fields[:2]) != FORMAT:
-        fault = AnchorFault.TRUNCATED if not newline and FORMAT.startswith(data[:16]) else None
-        raise AnchorDatabaseError(
-            path, fault or AnchorFault.CORRUPT, "not an errkb anchor database"
-        )
-    got_state, got_version, got_engine, _digest, size = (
-        f.decode("ascii", "replace") for f in fields[2:]
-    )
-    want = (state, version or "-", engine)
-    if (got_state, got_version, got_engine) != want:
-        raise AnchorDatabaseError(
-            path,
-            AnchorFault.STALE,
-            f"built for state {got_state}, dataset {got_version}, engine {got_engine}; "
-            f"the knowledge base is at state {state}, dataset {version or '-'}, engine {engine}",
-        )
-    if not size.isdigit():
-        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, f"bad body length {size!r}")
-    if len(body) < int(size):
-        raise AnchorDatabaseError(
-            path, AnchorFault.TRUNCATED, f"{len(body)} of {size} body bytes present"
-        )
-    altered = whole and _header(state, version, engine, body) != header + newline
-    if len(body) > int(size) or altered:
-        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "body does not match its sha256")
-    at = cut + 1
-    stop = data.find(b"\n", at, at + 64)
-    counts = data[at:stop].split(b" ") if stop >= 0 else []
+    body = read_beside(path, Stamp(KIND, state, version, engine), verify=verify)
+    stop = _find(body, b"\n", 0, 64)
+    counts = bytes(body[:stop]).split(b" ") if stop >= 0 else []
     if len(counts) != 3 or not all(c.isdigit() for c in counts):
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "word list: bad table")
     count, blob_size, short = map(int, counts)
@@ -1259,12 +1136,12 @@ def _read_stored(
             f"this errkb compiles those of at most {SHORT_ENDED}",
         )
     at = stop + 1
-    blob = data[at : at + blob_size]
-    ends = data[at + blob_size : at + blob_size + count]
+    blob = bytes(body[at : at + blob_size])
+    ends = bytes(body[at + blob_size : at + blob_size + count])
     # The words are not split or decoded here (``AnchorDB.words`` does it when asked): a
-    # count of their newlines and the flags' values, each one C pass. Damage shows in the
-    # sha256; a file built to hold invalid UTF-8 decodes with replacement characters, which
-    # no input's text holds where its bytes are (the anchor never matches there).
+    # count of their newlines and the flags' values, each one C pass. A file built to hold
+    # invalid UTF-8 decodes with replacement characters, which no input's text holds where
+    # its bytes are (the anchor never matches there).
     if (
         len(blob) != blob_size
         or len(ends) != count
@@ -1273,55 +1150,22 @@ def _read_stored(
         or ends.strip(b"\x00\x01")
     ):
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "word list: bad lengths or flags")
-    serialised = memoryview(data)[at + blob_size + count :] if engine == "hyperscan" else None
+    serialised = body[at + blob_size + count :] if engine == "hyperscan" else None
+    if serialised is None and len(body) != at + blob_size + count:
+        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "bytes after the word list")
     return StoredWords(blob, ends, serialised)
 
 
+def _find(view: memoryview, needle: bytes, start: int, stop: int) -> int:
+    """``bytes.find`` over a memoryview's first bytes (no copy of the rest)."""
+    return bytes(view[start:stop]).find(needle)
+
+
 def write_anchor_db(path: Path, db: AnchorDB, state: str, version: str | None) -> bool:
-    """Store ``db`` atomically (a temporary file renamed over ``path``); False when refused.
-
-    A directory that refuses the file costs only the rebuild next time: nothing half-written
-    is ever left at ``path`` (a reader would refuse it anyway: length and sha256).
-    """
-    return store_beside(path, encode(db, state, version), path.with_suffix(""))
-
-
-def store_beside(path: Path, image: bytes | Iterable[bytes], database: Path) -> bool:
-    """Write ``image`` (bytes, or its pieces in order) to ``path`` atomically; False if refused.
-
-    The file is readable as ``database`` is. What every file derived from a knowledge base
-    is written with (the anchor databases, the record scan's maps): a temporary name in the
-    same directory, synced, renamed over ``path``; never a temporary file left behind, a
-    Ctrl-C included.
-    """
-    import os
-    import tempfile
-
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError:
-        return False
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            # Whoever may read the database may read what is derived from it: its permission
-            # bits (a temporary file is created 0600).
-            try:
-                mode = database.stat().st_mode & 0o666
-            except OSError:
-                mode = 0o644
-            os.fchmod(fh.fileno(), mode)
-            for piece in (image,) if isinstance(image, bytes) else image:
-                fh.write(piece)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, OSError):
-            return False
-        raise
-    return True
+    """Store ``db`` beside the database (``beside.write``); False when the directory refuses it."""
+    stamp = Stamp(KIND, state, version, db.engine)
+    checked = len(_words_part(db))  # Hyperscan validates its images itself
+    return write_beside(path, stamp, encode(db), path.with_suffix(""), checked=checked)
 
 
 def load_anchor_db(

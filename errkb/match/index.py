@@ -54,19 +54,13 @@ def message_tokens(text: str) -> list[str]:
     return list(seen)[:MAX_QUERY_TOKENS]
 
 
-def choose_tokens(
-    records: Iterable[tuple[str, str]],
-) -> list[tuple[str, str, int]]:
+def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
     """(token, record id, rank) rows: each record's rarest words across ``records``.
 
-    ``records`` are (id, errorMessage) pairs. Ties in rarity go to the longer word (more
-    selective), then alphabetical order, so the index is deterministic.
+    ``records`` are (id, errorMessage) pairs, streamed in record id order (the index's key
+    order). Ties in rarity go to the longer word (more selective), then alphabetical order,
+    so the index is deterministic.
     """
-    return list(index_rows(records))
-
-
-def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
-    """``choose_tokens`` as a stream, in record id order (the index's key order)."""
     return rank_words(
         (rid, dict.fromkeys(template_tokens(parse_template(message)))) for rid, message in records
     )

@@ -8,37 +8,28 @@ rejects: a line hit by a record's plain anchor is kept only when it holds every 
 one of the records that anchor stands for (a literal that follows a line break in a template
 over several lines only where it begins the line once its prefix is cleaned: ``LINE_START``,
 ``begins_a_line``); a fixed message (no placeholder) only when its anchor ends the line or a
-quoted value; a hit by an escaped form is kept as is. The line-start rule: at 500k records one
-record, ``{gen_usage(dist.script_name)}\ngraph: %s``, kept 52,671 of the dense bench log's
-lines (sglang's ``cuda graph: True`` in every decode line) and opened 31,711 of its windows;
-with the rule the log keeps 12,675 lines instead of 63,643 and its windows hold 140,769
-lines instead of 288,808, the same reports (warm dense scan 9.4-10.4 -> 7.3-7.5 s of CPU,
-interleaved on a slow machine: ``bench.warm_scan``).
+quoted value; a hit by an escaped form is kept as is (why the line-start rule: BENCHMARKS.md,
+"Explain engine figures").
 
-Two files beside the knowledge base, both built after the commit of a write that changes what
-they are built from (``KnowledgeBase.build_anchor_files``), keyed by the anchor key
-(``store.anchors_key``), dataset version and a sha256 of their body:
+Two files beside the knowledge base (``errkb.match.beside``: one header with the anchor key,
+engine and platform; opened as untrusted input), both built after the commit of a write that
+changes what they are built from (``KnowledgeBase.build_anchor_files``):
 
-- ``<db>.recordanchors``: the words and their automaton (``errkb.match.anchordb``'s format,
+- ``<db>.recordanchors``: the words and their automaton (``errkb.match.anchordb``'s body,
   Hyperscan's own serialisation). A word whose records are all fixed messages is compiled
-  with its end-of-message condition (``AnchorDB.ends``): on the sparse bench log 168k raw
-  hits, mostly such records' short anchors inside filler lines, each a Python callback and a
-  reject, for 3,429 kept lines.
+  with its end-of-message condition (``AnchorDB.ends``).
 - ``<db>.recordanchors.maps``: what the rejects need, as flat arrays (``RecordMaps``): per
   word its records (offsets into one array of record numbers), whether it is a plain anchor,
   whether any hit keeps its line outright (``sure``: a record whose literals all lie inside
   the anchor), its end flag; per record its literals (offsets into one UTF-8 blob) and
-  whether it is fixed. Reading it is a sha256, a few ``array.frombytes`` and no parse:
-  nothing is decoded until a hit needs it. The JSON form it replaces (a dict of 150k
-  literal tuples, tuples of record ids) took 0.55 s of CPU to read at 150k records; both
-  files now load in 0.24-0.27 s against main's 1.38-1.68 s (fresh processes, loaded
-  machine), most of it reading 42 MB, their sha256 and Hyperscan's ``loadb``.
+  whether it is fixed. Reading it is a few ``array.frombytes`` and no parse: nothing is
+  decoded until a hit needs it.
 
-Both are refused when missing, stale (another state, dataset version, engine or format),
-truncated, altered (sha256) or inconsistent (lengths, offsets); the maps also when they were
-made for other words (the anchor database's words, by their sha256). Then the rows are read
-(``ReadView.anchor_rows``: no template parsed), both are derived again and stored
-(``anchordb.store_beside``), or kept in memory where the directory refuses them.
+Both are refused when ``beside.read`` refuses them (missing, stale, truncated, not a regular
+file) or inconsistent (lengths, offsets, flags); the maps also when they were made for other
+words (the anchor database's words, by their sha256). Then the rows are read
+(``ReadView.anchor_rows``: no template parsed), both are derived again and stored, or kept in
+memory where the directory refuses them.
 """
 
 from __future__ import annotations
@@ -58,16 +49,19 @@ from errkb.match.anchordb import (
     ESCAPE_BYTES,
     AnchorDatabaseError,
     AnchorDB,
+    AnchorFault,
     Hits,
     default_engine,
     load_anchor_db,
     read_anchor_db,
     release_heap,
-    store_beside,
     store_compiled,
     stored_words,
     write_anchor_db,
 )
+from errkb.match.beside import Stamp
+from errkb.match.beside import read as read_beside
+from errkb.match.beside import write as write_beside
 from errkb.parse.text import _ANSI_REMNANT_RE, line_text
 
 if TYPE_CHECKING:
@@ -461,7 +455,8 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
 
 #: The first word of a stored maps file's header line (then its state, dataset version and
 #: the sha256 of the body after the header).
-MAPS_FORMAT = "errkb-recordmaps/6"
+#: The kind of file (``beside.Stamp``) the maps are stored as (its body's version in its name).
+MAPS_KIND = "recordmaps-6"
 
 
 def maps_path(anchordb_path: Path) -> Path:
@@ -469,15 +464,8 @@ def maps_path(anchordb_path: Path) -> Path:
     return anchordb_path.with_name(anchordb_path.name + ".maps")
 
 
-def _maps_header(state: str, version: str | None, body: bytes) -> bytes:
-    import hashlib
-
-    digest = hashlib.sha256(body).hexdigest()
-    return f"{MAPS_FORMAT} {state} {version or '-'} {digest}\n".encode()
-
-
-def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest: str) -> bytes:
-    r"""The stored form of ``maps``: a header line, a table line, then the arrays (data only).
+def encode_maps(maps: RecordMaps, words_digest: str) -> bytes:
+    r"""The stored body of ``maps``: a table line, then the arrays (data only).
 
     Table: ``<words> <records> <word records> <literal bytes> <id bytes> <complete 0/1> <words
     sha256>``; then plain, sure, ends, edges (a byte per word), fixed (a byte per record), word
@@ -509,23 +497,39 @@ def encode_maps(maps: RecordMaps, state: str, version: str | None, words_digest:
             maps.ids,
         )
     )
-    return _maps_header(state, version, body) + body
+    return body
 
 
-def read_maps(path: Path, state: str, version: str | None, words_digest: str) -> RecordMaps | None:
-    """The maps stored at ``path`` for this state, dataset version and words, else None.
+def read_maps(
+    path: Path,
+    state: str,
+    version: str | None,
+    words_digest: str,
+    *,
+    verify: bool = False,
+    faults: dict[Path, AnchorFault] | None = None,
+) -> RecordMaps | None:
+    """The maps stored at ``path`` for this key, dataset version and words, else None.
 
-    None when the file is missing, of another state, version or format (stale), truncated or
-    altered (its sha256), made for other words (``words_digest``, the anchor database's) or
-    inconsistent (lengths, offsets out of bounds): the caller derives them from the rows.
+    None when ``beside.read`` refuses the file, or it was made for other words
+    (``words_digest``, the anchor database's) or is inconsistent (lengths, offsets out of
+    bounds): the caller derives them from the rows. ``verify``: the body's sha256 is checked.
+    ``faults``: given, why the file was not used is noted there.
     """
     try:
-        image = path.read_bytes()
-    except OSError:
+        body = bytes(read_beside(path, Stamp(MAPS_KIND, state, version), verify=verify))
+        maps = _maps_of(body, words_digest)
+    except AnchorDatabaseError as exc:
+        if faults is not None:
+            faults[path] = exc.fault
         return None
-    header, newline, body = image.partition(b"\n")
-    if not newline or header + newline != _maps_header(state, version, body):
-        return None
+    if maps is None and faults is not None:
+        faults[path] = AnchorFault.CORRUPT
+    return maps
+
+
+def _maps_of(body: bytes, words_digest: str) -> RecordMaps | None:
+    """The maps ``body`` holds when it is consistent and made for these words, else None."""
     table, newline, rest = body.partition(b"\n")
     fields = table.split(b" ")
     if not newline or len(fields) != 7 or not all(f.isdigit() for f in fields[:6]):
@@ -577,11 +581,12 @@ def read_maps(path: Path, state: str, version: str | None, words_digest: str) ->
 def write_maps(
     path: Path, maps: RecordMaps, state: str, version: str | None, words_digest: str
 ) -> bool:
-    """Store ``maps`` atomically (a temporary file renamed over ``path``); False if refused."""
+    """Store ``maps`` beside the database (``beside.write``); False if refused."""
     # ``<db>.recordanchors.maps``: the database's permission bits.
-    return store_beside(
+    return write_beside(
         path,
-        encode_maps(maps, state, version, words_digest),
+        Stamp(MAPS_KIND, state, version),
+        encode_maps(maps, words_digest),
         path.with_suffix("").with_suffix(""),
     )
 
@@ -598,11 +603,9 @@ def store_record_anchors(
 
     What a write's ``build_anchor_files`` calls: the process that commits never scans with
     them, so the maps are written and dropped before Hyperscan compiles, and the compiled
-    images are written as they are (``anchordb.store_compiled``), never loaded back. At 500k
-    records (``python -m bench.anchorbuild DB all``) the build through ``RecordAnchors``
-    peaked at 642 MiB; the maps (~100 MB of arrays and lists) stayed alive through every
-    part's compile, and at the end the images, their join, the databases loaded from them and
-    the file's body were held at once. Files already current (as ``RecordAnchors`` reads
+    images are written as they are (``anchordb.store_compiled``), never loaded back, so the
+    maps, the images, their join and the loaded databases are never held at once (the sync's
+    peak: BENCHMARKS.md). Files already current (as ``RecordAnchors`` reads
     them) are left alone; with another engine than Hyperscan nothing is compiled to store
     apart from the words, and ``RecordAnchors`` stores them.
     """
@@ -612,13 +615,14 @@ def store_record_anchors(
         return
     import hashlib
 
-    # Checked as ``RecordAnchors`` would read them, but Hyperscan's images are neither loaded
-    # nor hashed: nothing here scans, and the word list is checked against the maps' digest
-    # of it (``anchordb.stored_words``' ``whole``).
-    db = stored_words(store_at, state, dataset_version, engine, whole=False)
+    # Checked as ``RecordAnchors`` would read them and by their sha256 (a write keeps only
+    # files whose bodies hash to their headers), but Hyperscan's images are not loaded:
+    # nothing here scans.
+    db = stored_words(store_at, state, dataset_version, engine, verify=True)
     where = maps_path(store_at)
     if db is not None:
-        stored = read_maps(where, state, dataset_version, hashlib.sha256(db.blob).hexdigest())
+        words_digest = hashlib.sha256(db.blob).hexdigest()
+        stored = read_maps(where, state, dataset_version, words_digest, verify=True)
         if stored is not None and len(stored) == len(db.ends) and stored.ends == db.ends:
             return
     # What the write left behind goes back to the system first: the compile below is the
@@ -639,7 +643,7 @@ def store_record_anchors(
         db is not None
         and db.blob == blob
         and db.ends == ends
-        and stored_words(store_at, state, dataset_version, engine) is not None  # whole
+        and stored_words(store_at, state, dataset_version, engine, verify=True) is not None
     ):
         return  # the stored database holds these very words: only the maps were missing
     del db
@@ -663,6 +667,8 @@ class RecordAnchors:
         # are missing, stale or damaged.
         maps = None
         db: AnchorDB | None = None
+        #: The files beside the database found bad (not merely missing), and why.
+        self.faults: dict[Path, AnchorFault] = {}
         if callable(rows) and store_at is not None:
             # The stored anchor database holds the words; the maps what the rejects need of
             # them, tied to those very words by their sha256.
@@ -671,7 +677,9 @@ class RecordAnchors:
             except AnchorDatabaseError:
                 db = None
             if db is not None:
-                maps = read_maps(maps_path(store_at), state, dataset_version, db.digest)
+                maps = read_maps(
+                    maps_path(store_at), state, dataset_version, db.digest, faults=self.faults
+                )
                 if maps is not None and (len(maps) != len(db) or maps.ends != db.ends):
                     maps = None
         if maps is None or db is None:

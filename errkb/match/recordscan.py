@@ -1,104 +1,32 @@
-r"""The record-driven scan of a large input: two native passes, Python only on the lines they name.
+r"""The record scan: the SCAN route of a large plain-text input, the parser only where it matters.
 
-Issue 21 (``shared/notes/SCAN.md``). The word-narrowed region parse handed every line near an
-error *word* to the traceback parser: on the dense 50 MB bench log 287k of 431k lines, 14.5 s
-of CPU on a loaded 2-core machine, whatever the knowledge base holds. Here the cost follows
-the lines that can hold a known message and the lines shaped like an exception:
+Contract: for every input it reads, ``record_scan`` folds into ``Folded`` the report the region
+parse would give (``tests/test_recordscan.py`` compares the two, the shapes corpus included),
+within ``Limits`` (counts exact, ``Truncation`` says what was cut), in memory bounded by the
+input's size (``_max_shape_lines``: past it, ``TooManyShapes`` hands the input to the region
+parse). It is a pipeline of named steps over one ``_Scan``:
 
-1. **Anchor pass** (``errkb.match.recordanchors.RecordAnchors``): one native pass (Hyperscan,
-   else Aho-Corasick) over every record's anchor, its template's longest literal
-   (``PatternSpec.anchor``, a multi-line one by its longest line), plus its escaped forms
-   (inside a repr, a JSON string, an HTML page), so a message quoted by any of them hits. The
-   automaton and what the rejects need (flat arrays) are stored beside the knowledge base
-   (``<db>.recordanchors`` and ``.maps``, keyed by state, dataset version, engine and
-   sha256); a process reads the rows only when either cannot be used. Hits are mapped to
-   lines by numpy; a fixed message's anchor counts only where it can end the message, and
-   a word whose every record keeps an edge space only where that side holds a space
-   (``RecordMaps.edges``); the parts of words holding a backslash, an ampersand or a quote
-   scan the lines holding one alone (``anchordb.GATES``).
-2. **Literal rejects** (``RecordAnchors.hit_lines``): a line hit by a record's plain anchor is
-   kept only when it holds every literal of one of the records that anchor stands for (a C
-   substring test each; a literal that follows a line break in its template only at the start of
-   the cleaned line: ``recordanchors.begins_a_line``); a hit by an escaped form is kept as is
-   (the literals are escaped there too). The rejects that run in Python run first on the lines a
-   window can open from (near a keyword line, in a traceback: ``_parseable``, arrays, the shape
-   pass run first), then on the others the windows take in (``_within``), and on the rest only
-   if the message-first pass needs them (``recordanchors.Deferred``). At 500k records the sparse
-   50 MB log's warm scan took 1.57 -> 1.33 s of CPU and the keyword-less 20 MB one 0.63 -> 0.54
-   s, with the same reports (the dense one 6.49 -> 6.38 s).
-3. **Shape pass** (``shape_lines``): one small literal pass (Hyperscan, else Aho-Corasick)
-   for traceback headers (any ``Traceback``, so rich panels and exception groups too), chain
-   sentences and exception lines (``Error:``, ``Exception:`` ...), on the anchor pass's
-   engine. Each traceback's extent is walked once (``regions.exception_line``).
-4. **Windows**: each kept hit line becomes a window for today's parser: the whole traceback
-   it is in (with the tracebacks chained to it, so root causes and chain frames are as
-   before), else the line with ``BEFORE``/``AFTER`` lines around it (a message continues on
-   the next lines); a window that takes in a traceback header takes in its whole traceback,
-   and one that would begin inside a traceback begins at its header. A bare traceback
-   header is never an occurrence and opens no window: on the dense bench log one record
-   (``Traceback {key!r}: {detail}``, literals ``Traceback`` and ``:`` once stripped) kept
-   all 16,502 headers, 16,749 of the 23,335 hit lines, so every unknown traceback was
-   parsed; without them the windows hold 6,586 events' lines and the parse took 0.87 s
-   instead of 1.98 s (loaded machine, CPU). Only these windows are parsed, so every shape
-   the parser knows keeps working, and the parse runs in batches (``BATCH_WINDOWS``)
-   decided one at a time (bounded memory). Decide is told which events can match
-   (``decide``'s ``can_match``): an event of one printed line on no kept hit line (an
-   unknown exception beside a known one) goes unmatched without a candidate look-up
-   (10,366 of 18,624 window events on the dense log before the header rule), and where the
-   rest take their candidates (``decide.Possible``, ``LineRecords``): an event of one line
-   that the parser reads as it is printed (``verbatim``: nothing cleaned out of it, no
-   escape a span decodes) can match only records whose every literal is on that line, which
-   the literal rejects name; its spans are verified against those records, and the index is
-   asked only about a span one of them matched (it is stricter: whole words). On the dense
-   bench log 6,141 of 6,265 such events, 2.2 records each; the index walked 9,474 span
-   texts before (6.1 candidates each, every one's spec loaded), 2,422 now (the rest are
-   messages over several lines, which a join can make match).
-5. **Hard shapes** (SCAN.md step 6): what the parser reads from more than one line, where
-   no one line holds a record's anchor with its literals: a rich or typer panel (its corners),
-   an exception group, pytest's ``E   `` lines, journald's ``MESSAGE=`` fields, a traceback
-   header in colours (``Shapes.hard``), and an exception line otherwise read alone (step 6)
-   that is indented or whose message may continue on the lines after it
-   (``wrapped_exceptions``: the next line is cleaned as the parser cleans it, one call for
-   all of them; a line that may continue it is rejoined and run through the anchor pass and
-   its rejects). Around each, the region parse's own window (``_Regions``: its windows
-   follow from the keyword lines, computed from a quiet one on with
-   ``regions.region_windows``) is parsed and decided whole, the hit windows giving way to
-   it where they meet: such a log reads as the region parse reads it (every file of the
-   shapes corpus, 18 of which lost their match before: a rich panel's or an email's wrapped
-   message, read from its first line alone, was reported unmatched and cut at the wrap).
-   The bench logs have none: on the quick dense log (3 MB) 589 lines read alone are
-   checked, 36 may continue (progress bars after them) and none rejoined holds an anchor:
-   no hard window, 20 ms of a 0.3 s scan (loaded machine, CPU).
-6. **Unmatched**: the exception lines the shape pass found outside every window hold no
-   anchor of any record (every record that can match has one), or only records that cannot
-   match what is read from the line alone (``_may_open``: such a kept line opens no window),
-   so no record can match them;
-   each becomes an ``Unmatched`` entry straight from its line (class and message by one
-   anchored regex), folded by (class, message), with no parse.
-7. **Found**: as before, when nothing exact was found, the hit lines no event covers go
-   through the message-first pass (``errkb.match.msgfirst``).
+1. ``_passes``: the one whole-buffer pass of the record anchors (``RecordAnchors``: every
+   record's anchor and escaped forms, native, with the literal rejects; hits mapped to lines
+   by numpy) and the shape pass (``shape_lines``: traceback headers, chain sentences,
+   exception lines, the hard shapes), each over the buffer once.
+2. ``_open_windows``: a kept hit line near an error word or inside a traceback opens a window
+   (``windows``: its whole traceback, chained ones included, else ``BEFORE``/``AFTER`` lines);
+   a bare traceback header never does, nor an exception line none of whose records can match
+   it alone (``_may_open``). Decide is told which events can match (``decide.Possible``).
+3. ``_read_alone``: exception lines outside every window, read from their line alone.
+4. ``_hard_windows``: what only the full parser reads from several lines (panels, exception
+   groups, pytest ``E`` lines, journald fields, coloured headers, a message that may continue
+   on the next lines: ``wrapped_exceptions``) is parsed in the region parse's own window.
+5. ``_decide_windows``: the windows parsed (``parse.regions.parse_regions``) and decided in
+   batches (``BATCH_WINDOWS``), JSON object lines as the container path reads them.
+6. ``_fold_read_alone``: each line read alone becomes an ``Unmatched`` entry, its class and
+   message read by the parse room's one line reader (``parse.traceback.exception_line``).
+7. ``_message_first``: when nothing exact was found, the hit lines no event covers go through
+   the message-first pass (``errkb.match.msgfirst``).
 
-What is kept per report is bounded (``Limits``, ``errkb.report.Truncation``): distinct
-matches per record, matches in all, lines listed per entry and distinct unmatched entries;
-counts stay exact and the report says what was cut.
-
-Where the CPU goes (dense 50 MB, 150k records, a fresh process as ``bench.run`` times it,
-2-core machine shared with three other jobs, 6.8 s in all, instrumented): the record
-anchors 0.82 s (the stored maps 0.55, the anchor database 0.27: ``RecordMaps``; deriving
-them from every record's row took 2.1 s, reading the rows 0.85 of it), the anchor pass and
-its rejects 0.66 s, the shape pass 0.17 s, the parse of the windows 0.90 s, decide 3.3 s
-(candidates and their specs up front 1.0, verification 1.5 of which RE2 compiles 0.7, the
-rest scoring and matches), the report 0.2 s. With the candidates from the lines (above) and
-RE2's programs searched directly (``matcher.Program``), py-spy on the same log (a loaded
-machine: shares, not seconds) puts decide at 40% of the process's samples instead of 45%:
-RE2 compiles (~5,200 hit records) and their first searches, which build each program's DFA,
-are two thirds of what is left, the record rows of the matches (one query and one JSON
-decode each) a seventh; then the parse of the windows (15%), the record anchors' load
-(11%) and the anchor pass (11%). Searched anchored where the regex begins with a literal
-(``matcher.Program``'s ``lead``), those first searches build no reversed program and DFA:
-1.00 s of CPU became 0.11 s, and the compiles themselves (12.5%, ~0.19 ms each) are now
-decide's largest part. SCAN.md's step 5 (events per hit line without the parser) is not
-built: the hit lines' windows still go through the parser (21%).
+Measured figures (what each step costs, and why it is built so) are in BENCHMARKS.md,
+"Explain engine figures (moved from docstrings)".
 """
 
 from __future__ import annotations
@@ -121,6 +49,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from errkb.match.decide import Possible
+    from errkb.match.recordanchors import Deferred
     from errkb.parse.text import LogLine
 
 #: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
@@ -334,9 +264,8 @@ class Shapes:
 class TooManyShapes(Exception):
     """The shape pass named more lines than the record scan holds: the region parse reads it.
 
-    Its per-line sets cost about 250 bytes a line; 3.5 million one-line tracebacks in 50 MB
-    (the hostile-input suite's case) would take a gigabyte, where the region parse folds the
-    repeats as it goes and stays within twice the input.
+    Its per-line sets cost a few hundred bytes a line; the region parse folds repeats as it
+    goes and stays within twice the input.
     """
 
 
@@ -349,20 +278,11 @@ WHOLE_LINE_BYTES = 256
 def _max_shape_lines(read: int, size: int) -> int:
     """Lines the shape pass may name once it has read ``read`` bytes of ``size``.
 
-    250,000; one per 48 bytes read so far; or one per 256 bytes of the whole input, the
-    most of the three. So a pass over millions of one-line repeats gives up at 250,000 lines
-    (about 60 MB of sets at ~250 bytes a line) or within the input's own size, and a log
-    whose first megabytes are denser than the rest keeps the allowance its size gave it
-    before the per-48-bytes rule (one per 256 bytes of the whole). The dense bench log names about
-    three a kilobyte (150,000 in 50 MB); at one a kilobyte, the same log four times over (200
-    MB, 600,000 lines) went to the region parse: 26.5 s of CPU against 3.6 s for a quarter of
-    it, where the scan takes it in 12.5 s (peak RSS 748 MB against 1,088). At one per 256
-    bytes issue 21's two bounded cases went there too (400,000 distinct tracebacks, two shape
-    lines each: one per 97 bytes of one record's, one per 53 bytes of unknown ones), whose
-    events, each distinct, the region parse holds all at once: 3.8 GB and 957 MB of JSON for
-    150,000 of the first. The scan reads them within 750 and 648 MiB, reports of 1.15 and 0.20
-    MB. 3.5 million repeats of one line in 50 MB (one per 14 bytes) still go there, which
-    folds them as it goes.
+    ``MIN_SHAPE_LINES``; one per ``SHAPE_LINE_BYTES`` read so far; or one per
+    ``WHOLE_LINE_BYTES`` of the whole input, the most of the three. So a pass over millions of
+    one-line repeats gives up within the input's own size (the region parse folds them as it
+    goes), and a log whose first megabytes are denser than the rest keeps the allowance its
+    size gave it. Why these bounds: BENCHMARKS.md, "Explain engine figures".
     """
     return max(MIN_SHAPE_LINES, read // SHAPE_LINE_BYTES, size // WHOLE_LINE_BYTES)
 
@@ -780,7 +700,7 @@ def _wrapped(
         if (
             number + 1 in numbers
             and line[:1] not in b" \t"
-            and exception_of(_line_text(data, end + 1)) is not None
+            and exception_of(data, end + 1) is not None
         ):
             # The next line is an exception line of its own: it begins its own event, which
             # no message continues over (the parser's and decide's rule).
@@ -813,17 +733,6 @@ def _wrapped(
 
 
 # ---------------------------------------------------------------------------- unmatched lines
-#: A traceback's last line: ``pkg.mod.SomeError: message`` or a bare ``SomeError`` (the
-#: parser's own shape, ``<locals>`` and ray's ``RayTaskError(ValueError)`` included).
-_TB_END = re.compile(
-    r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.(?:<locals>|[A-Za-z_]\w{0,127})){0,24}"
-    r"(?:\([A-Za-z_][\w.]{0,255}\))?)(?:: ?(?P<msg>.*))?"
-)
-#: ``Class: message`` anywhere on a line outside a traceback, after a word boundary.
-_BARE = re.compile(
-    r"(?:^|(?<=[\s|>\]\-]))(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
-    r"(?:: (?P<msg>\S.*)|:)$"
-)
 
 
 def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
@@ -835,30 +744,25 @@ def _line_text(data: bytes, start: int, *, clean: bool = True) -> str:
     return strip_escapes(text)  # the parser's one rule: CSI, OSC, DCS, APC
 
 
-def exception_of(text: str, prefix: str = "", *, traceback: bool = False) -> tuple[str, str] | None:
-    """(class, message) of an exception line, or None when ``text`` is not one.
+def exception_of(
+    data: bytes, start: int, header_prefix: str | None = None
+) -> tuple[str, str] | None:
+    """(class, message) of the exception line at ``start``, as the parser reads it, or None.
 
-    ``traceback``: the line ends a traceback (any class name, behind the header's ``prefix``);
-    otherwise the class must look like one on its own (``is_exception_class``).
+    The parse room's one line reader (``errkb.parse.traceback.exception_line``: the prefix
+    table, then the parser's shapes); ``header_prefix``: the line ends the traceback whose
+    header carries it ("" for none).
     """
     from errkb.parse.regions import has_prefix
-    from errkb.parse.vocabulary import is_exception_class
+    from errkb.parse.traceback import exception_line
 
-    # The header's prefix, or one of its shape: the walk that found this line
-    # (``regions.exception_line``) passed over such prefixes.
-    body = text[len(prefix) :] if has_prefix(text, prefix) else text
-    body = body.strip()
-    if not body:
-        return None
-    if traceback:
-        found = _TB_END.fullmatch(body)
-    else:
-        found = _BARE.search(body)
-        if found is not None and not is_exception_class(found.group("cls")):
-            found = None
-    if found is None:
-        return None
-    return found.group("cls"), (found.group("msg") or "").strip()
+    end = data.find(b"\n", start)
+    text = data[start : len(data) if end < 0 else end][: 1 << 18].decode("utf-8", "replace")
+    if header_prefix and has_prefix(text, header_prefix):
+        # The header's prefix, or one of its shape: the walk that found this line
+        # (``regions.exception_line``) passed over such prefixes.
+        text = text[len(header_prefix) :]
+    return exception_line(text, ends_traceback=header_prefix is not None)
 
 
 # ---------------------------------------------------------------------------- limits, folding
@@ -1063,7 +967,6 @@ def record_scan(
     folded: Folded,
     *,
     found: Callable[[bytes, Sequence[tuple[int, int]]], list[LogEvent]] | None = None,
-    checkpoint: Callable[[], None] | None = None,
     json_lines: bool = False,
     may_match: Callable[[str, Sequence[str]], bool] | None = None,
     load: Callable[[Sequence[str]], object] | None = None,
@@ -1078,174 +981,260 @@ def record_scan(
     is given, before they are looked up, the records the kept lines name (``LineRecords``):
     those of the exception lines ``may_match`` is asked about, then those of the lines
     inside the windows (``IndexedMatcher.load``: read together, not one ``find`` at a time).
-    """
-    from errkb.match.decide import Possible
-    from errkb.match.msgfirst import covered_lines
-    from errkb.parse.regions import json_line_events, parse_regions
 
+    The steps, in order: the two passes over the whole buffer (``_passes``), the hit lines
+    that open windows (``_open_windows``), the exception lines read alone (``_read_alone``),
+    the hard shapes' windows (``_hard_windows``), the windows parsed and decided
+    (``_decide_windows``), the lines read alone folded (``_fold_read_alone``), and the
+    message-first pass when nothing exact was found (``_message_first``).
+    """
+    scan = _passes(data, anchors)
+    _open_windows(scan, may_match, load, json_lines)
+    _read_alone(scan, json_lines)
+    _hard_windows(scan)
+    window_lines = _decide_windows(scan, decide, folded, json_lines)
+    read_alone = _fold_read_alone(scan, folded)
+    if found is not None and not folded.exact:
+        _message_first(scan, found, decide, folded)
+    return ScanCounts(
+        len(scan.hits),
+        len(scan.spans) + len(scan.hard),
+        window_lines,
+        read_alone,
+        len(scan.hard),
+        sum(last - first + 1 for first, last in scan.hard),
+    )
+
+
+@dataclass
+class _Scan:
+    """What the steps of one ``record_scan`` hand each other (one input, one call)."""
+
+    data: bytes
+    anchors: RecordAnchors
+    total: int  #: the input's lines
+    shapes: Shapes
+    tracebacks: _Tracebacks
+    #: (line number, start offset) of the lines the anchor pass kept, and the rejects deferred.
+    hits: list[tuple[int, int]]
+    later: Deferred
+    line_records: LineRecords
+    #: Hit lines that open a window (plain text), and the JSON object lines among them.
+    plain_hits: list[int] = field(default_factory=list)
+    objects: list[tuple[int, int]] = field(default_factory=list)
+    spans: list[list[int]] = field(default_factory=list)  #: the hit lines' windows
+    hard: list[list[int]] = field(default_factory=list)  #: the hard shapes' windows
+    can_match: Possible | None = None
+    in_hit: _Spans = field(default_factory=lambda: _Spans([]))
+    #: Exception lines read alone; the traceback ends of headers outside the windows (the
+    #: header's prefix and line); every line start known.
+    straight: list[int] = field(default_factory=list)
+    ends: dict[int, tuple[str, int]] = field(default_factory=dict)
+    line_starts: dict[int, int] = field(default_factory=dict)
+    covered: set[int] = field(default_factory=set)  #: lines a decided event covers
+    index: int = 0  #: regions parsed so far (chain ids kept apart across batches)
+
+
+def _passes(data: bytes, anchors: RecordAnchors) -> _Scan:
+    """The anchor pass with its rejects and the shape pass, over the whole buffer once each."""
     newlines = newline_index(data)  # once: the anchor pass and the shape pass both map by it
-    to_line = line_index(data, newlines)
-    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     raw: list[Hits] = []
-    shapes = shape_lines(data, to_line, anchors.engine)  # the anchor pass's engine
+    shapes = shape_lines(data, line_index(data, newlines), anchors.engine)
     tracebacks = _Tracebacks(data, shapes)
-    near = _Near(shapes.keywords)
     # The rejects in Python run first on the lines a window can start from (near an error
     # word, or in a traceback), then on the rest that the windows take in; the others wait
     # for the message-first pass, which alone reads them (``Deferred``).
     parseable = _parseable(shapes, tracebacks) if newlines is not None else None  # numpy
     hits, later = anchors.split_hit_lines(data, newlines, raw, parseable)
-    objects: list[tuple[int, int]] = []
     # A frame line or the source line under one is never an occurrence (the parser skips
     # both); the exception line that ends their traceback brings the whole traceback.
     hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
+    total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    line_records = LineRecords(data, anchors, raw[0])
+    return _Scan(data, anchors, total, shapes, tracebacks, hits, later, line_records)
+
+
+def _open_windows(
+    scan: _Scan,
+    may_match: Callable[[str, Sequence[str]], bool] | None,
+    load: Callable[[Sequence[str]], object] | None,
+    json_lines: bool,
+) -> None:
+    """The hit lines that open a window, the windows, and what decide is told can match."""
+    from errkb.match.decide import Possible
+
+    data, shapes = scan.data, scan.shapes
+    near = _Near(shapes.keywords)
     # A hit line is parsed where the region parse would have parsed it: near a line with an
-    # error word, or inside a traceback. The others can hold only a message-first find.
-    # A bare traceback header is never an occurrence, whatever record's literals it holds
-    # ("Traceback {key!r}: {detail}" keeps every header of the dense bench log, 16,749 of
-    # its 23,335 hit lines): it opens no window of its own, so an unknown traceback is read
-    # from its exception line like any outside a window.
+    # error word, or inside a traceback. The others can hold only a message-first find. A
+    # bare traceback header is never an occurrence, whatever record's literals it holds: it
+    # opens no window of its own, so an unknown traceback is read from its exception line
+    # like any outside a window.
     parsed_hits = [
         (n, o)
-        for n, o in hits
-        if not _bare_header(data, o) and (near.has(n) or tracebacks.around(n) is not None)
+        for n, o in scan.hits
+        if not _bare_header(data, o) and (near.has(n) or scan.tracebacks.around(n) is not None)
     ]
-    line_records = LineRecords(data, anchors, raw[0])
     if may_match is not None:
         # An exception line none of whose records can match its message opens no window: it
         # is read straight from its line as every unknown one outside the windows is (and
         # by the parser where its message may continue: ``wrapped_exceptions``).
         exception_lines = set(shapes.exceptions)
         if load is not None:
-            load(_named(line_records, [n for n, _o in parsed_hits if n in exception_lines]))
+            opening = [n for n, _o in parsed_hits if n in exception_lines]
+            load(_named(scan.line_records, opening))
         parsed_hits = [
             (n, o)
             for n, o in parsed_hits
-            if n not in exception_lines or _may_open(data, o, n, line_records, may_match)
+            if n not in exception_lines or _may_open(data, o, n, scan.line_records, may_match)
         ]
     if json_lines:
-        objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
-        plain_hits = [n for n, o in parsed_hits if not data.startswith(b'{"', o)]
+        scan.objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
+        scan.plain_hits = [n for n, o in parsed_hits if not data.startswith(b'{"', o)]
     else:
-        plain_hits = [n for n, _o in parsed_hits]
-    spans = windows(plain_hits, tracebacks, total)
+        scan.plain_hits = [n for n, _o in parsed_hits]
+    scan.spans = windows(scan.plain_hits, scan.tracebacks, scan.total)
     # What decide is told can match: every kept line inside a window (``Possible``).
-    inside = [(n, o) for n, o in later.take(_within(spans)) if not _in_frames(data, o)]
+    inside = [(n, o) for n, o in scan.later.take(_within(scan.spans)) if not _in_frames(data, o)]
     if inside:
-        hits = sorted([*hits, *inside])
-    can_match = Possible({n for n, _o in hits}, line_records)
-    in_hit = _Spans(spans)
+        scan.hits = sorted([*scan.hits, *inside])
+    scan.can_match = Possible({n for n, _o in scan.hits}, scan.line_records)
+    scan.in_hit = _Spans(scan.spans)
     if load is not None:
-        load(_named(line_records, [n for n, _o in hits if in_hit.has(n)]))
-    if checkpoint is not None:
-        checkpoint()
-    # Exception lines outside every window, and the traceback ends of headers outside them:
-    # read from their line alone, unless the full parser must read them (``hard``).
+        load(_named(scan.line_records, [n for n, _o in scan.hits if scan.in_hit.has(n)]))
+
+
+def _read_alone(scan: _Scan, json_lines: bool) -> None:
+    """Exception lines outside every window, and the traceback ends of headers outside them.
+
+    Each is read from its line alone (``_fold_read_alone``), unless the full parser must
+    read it (``_hard_windows``).
+    """
+    data, shapes, in_hit = scan.data, scan.shapes, scan.in_hit
     headers = set(shapes.headers)
-    ends: dict[int, tuple[str, int]] = {}
-    line_starts = dict(shapes.starts)
+    scan.line_starts = dict(shapes.starts)
     for header in shapes.headers:
         if in_hit.has(header):
             continue
-        end, end_start = tracebacks.extent(header)
+        end, end_start = scan.tracebacks.extent(header)
         if end > header:
             text = _line_text(data, shapes.starts[header])
-            ends[end] = (text[: text.find("Traceback")], header)
-            line_starts[end] = end_start
-    body = _Spans([[h, tracebacks.end(h) - 1] for h in shapes.headers])
-    straight: list[int] = []
-    for number in sorted({*ends, *shapes.exceptions}):
+            scan.ends[end] = (text[: text.find("Traceback")], header)
+            scan.line_starts[end] = end_start
+    body = _Spans([[h, scan.tracebacks.end(h) - 1] for h in shapes.headers])
+    for number in sorted({*scan.ends, *shapes.exceptions}):
         if number in headers or in_hit.has(number):
             continue
-        if json_lines and data.startswith(b'{"', line_starts[number]):
-            continue  # read as JSON below
-        if number not in ends and body.has(number):
+        if json_lines and data.startswith(b'{"', scan.line_starts[number]):
+            continue  # read as JSON
+        if number not in scan.ends and body.has(number):
             continue  # a frame's source line, not an exception being printed
-        straight.append(number)
-    # The hard shapes: the region parse's own windows around them, read by the full parser
-    # and decided whole (SCAN.md step 6); the hit windows give way to them where they meet.
+        scan.straight.append(number)
+
+
+def _hard_windows(scan: _Scan) -> None:
+    """The hard shapes: the region parse's own windows around them, read by the full parser.
+
+    Decided whole (SCAN.md step 6); the hit windows give way to them where they meet.
+    """
+    data, shapes = scan.data, scan.shapes
     hard_lines = [*shapes.hard, *(n + 1 for n in shapes.hard)]
     # A traceback header in colours (loguru's): where the parser takes its traceback to end
     # is not what the walk over its lines can tell.
     hard_lines += [h for h in shapes.headers if _coloured_header(data, shapes.starts[h])]
-    hard_lines += wrapped_exceptions(data, [(n, line_starts[n]) for n in straight], anchors)
-    hard = hard_spans(data, shapes, tracebacks, hard_lines, total) if hard_lines else []
-    if hard:
-        spans = _clip(spans, _Spans(hard))
+    alone = [(n, scan.line_starts[n]) for n in scan.straight]
+    hard_lines += wrapped_exceptions(data, alone, scan.anchors)
+    if hard_lines:
+        scan.hard = hard_spans(data, shapes, scan.tracebacks, hard_lines, scan.total)
+    if scan.hard:
+        scan.spans = _clip(scan.spans, _Spans(scan.hard))
+
+
+def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bool) -> int:
+    """Parse every window in batches and decide each batch into ``folded``; the lines parsed."""
+    from errkb.match.msgfirst import covered_lines
+    from errkb.parse.regions import json_line_events, parse_regions
+
+    data, shapes = scan.data, scan.shapes
     # Line starts of every window's first and last line, found from the nearest known start.
-    starts = dict(hits)
+    starts = dict(scan.hits)
     starts.update(shapes.starts)
     ordered = sorted(starts)
-    covered: set[int] = set()
-    index = 0
     window_lines = 0
 
     def decided(events: list[LogEvent], plain: bool = False) -> None:
         # Plain windows only: a JSON object line's decoded text is looked up whatever it holds,
         # and so is every event of a hard shape's window (as the region parse looks it up).
-        matches, unmatched = decide(events, can_match if plain else None)
+        matches, unmatched = decide(events, scan.can_match if plain else None)
         folded.add_matches(matches)
         folded.add_unmatched(unmatched)
-        covered.update(covered_lines(events))
-        if checkpoint is not None:
-            checkpoint()
+        scan.covered.update(covered_lines(events))
 
-    kinded = sorted([*((span, False) for span in spans), *((span, True) for span in hard)])
+    kinded = sorted([*((span, False) for span in scan.spans), *((s, True) for s in scan.hard)])
     for batch, is_hard in _kinded_batches(kinded):
         regions = list(_cut(data, batch, starts, ordered))
         if json_lines:
             regions = [(first, _blank_objects(region)) for first, region in regions]
         window_lines += sum(last - first + 1 for first, last in batch)
-        events = parse_regions(regions, first_index=index)
-        index += len(regions)
+        events = parse_regions(regions, first_index=scan.index)
+        scan.index += len(regions)
         del regions
         decided(events, plain=not is_hard)
-    in_window = _Spans([*spans, *hard])
-    # JSON object lines: the hit ones, and those shaped like an exception outside windows.
     if json_lines:
+        # JSON object lines: the hit ones, and those shaped like an exception outside windows.
+        in_window = _Spans([*scan.spans, *scan.hard])
         shaped = [
             (n, shapes.starts[n])
             for n in shapes.exceptions
             if not in_window.has(n) and data.startswith(b'{"', shapes.starts[n])
         ]
-        rows = sorted(dict([*objects, *shaped]).items())
+        rows = sorted(dict([*scan.objects, *shaped]).items())
         for batch_from in range(0, len(rows), BATCH_WINDOWS):
             events = []
             for number, offset in rows[batch_from : batch_from + BATCH_WINDOWS]:
-                index += 1
-                events += json_line_events(_line_text(data, offset, clean=False), number, index)
+                scan.index += 1
+                line = _line_text(data, offset, clean=False)
+                events += json_line_events(line, number, scan.index)
             decided(events)
-    # Exception lines outside every window: no anchor on them, so no record can match.
-    shape_unmatched: list[Unmatched] = []
-    for number in straight:
+    return window_lines
+
+
+def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
+    """Fold the exception lines read alone into ``folded``; how many there were.
+
+    No anchor is on them (or none of a record that can match them alone), so no record can
+    match: each is an ``Unmatched`` entry straight from its line.
+    """
+    in_window = _Spans([*scan.spans, *scan.hard])
+    entries: list[Unmatched] = []
+    for number in scan.straight:
         if in_window.has(number):
             continue
-        end_of = ends.get(number)
+        end_of = scan.ends.get(number)
         if end_of is not None and in_window.has(end_of[1]):
             continue  # its header's traceback was read in a window
         prefix = end_of[0] if end_of is not None else None
-        parsed = exception_of(
-            _line_text(data, line_starts[number]), prefix or "", traceback=prefix is not None
-        )
+        parsed = exception_of(scan.data, scan.line_starts[number], prefix)
         if parsed is None:
             continue
-        shape_unmatched.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
-    folded.add_unmatched(shape_unmatched)
-    if found is not None and not folded.exact:
-        rest = [(n, o) for n, o in later.take() if not _in_frames(data, o)]
-        uncovered = [(n, o) for n, o in sorted([*hits, *rest]) if n not in covered]
-        extra = found(data, uncovered)
-        if extra:
-            matches, _none = decide(extra)
-            folded.add_matches(matches)
-    return ScanCounts(
-        len(hits),
-        len(spans) + len(hard),
-        window_lines,
-        len(shape_unmatched),
-        len(hard),
-        sum(last - first + 1 for first, last in hard),
-    )
+        entries.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
+    folded.add_unmatched(entries)
+    return len(entries)
+
+
+def _message_first(
+    scan: _Scan,
+    found: Callable[[bytes, Sequence[tuple[int, int]]], list[LogEvent]],
+    decide: Decider,
+    folded: Folded,
+) -> None:
+    """``FOUND`` events for the hit lines no decided event covers, decided into ``folded``."""
+    rest = [(n, o) for n, o in scan.later.take() if not _in_frames(scan.data, o)]
+    uncovered = [(n, o) for n, o in sorted([*scan.hits, *rest]) if n not in scan.covered]
+    extra = found(scan.data, uncovered)
+    if extra:
+        matches, _none = decide(extra)
+        folded.add_matches(matches)
 
 
 #: Bytes a line's messages can be quoted by: a line holding one may hold a message that ends

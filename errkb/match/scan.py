@@ -1,29 +1,25 @@
 r"""The anchor table: every record's candidates found in memory, with no query per message.
 
 A message can match a record only if it holds every word the match index stores for that record
-(``errkb.match.index``: rank 0 is the record's rarest word). Asking SQLite for the candidates
-of each distinct message costs ~140 µs a query; a dense 50 MB log has ~26,000 distinct messages,
-so the queries were ~40% of its scan. The anchor table is the same index held as a dictionary:
-rank-0 word -> the records it selects, each with its other indexed words. The candidates of a
-message are then a dictionary look-up per word of the message, one set intersection with the
-rank-1 words of the records it selects and a subset test for the few left — the very rule of
-``candidate_ids`` (same words, same 500-word cap), so the records verified under RE2, and hence
-every answer, are the same whichever path found them. A word's entries are parsed on its first
-look-up (tuples of interned words, not frozensets) and at most ``PARSED_ENTRIES_MAX`` of them are
-kept, so a long-running process does not end up holding the whole table parsed.
+(``errkb.match.index``: rank 0 is the record's rarest word). Asking SQLite for the candidates of
+each distinct message is one query each, most of a dense log's scan once. The anchor table is the
+same index held as a dictionary: rank-0 word -> the records it selects, each with its other indexed
+words. The candidates of a message are then a dictionary look-up per word of the message, one set
+intersection with the rank-1 words of the records it selects and a subset test for the few left —
+the very rule of ``candidate_ids`` (same words, same 500-word cap), so the records verified under
+RE2, and hence every answer, are the same whichever path found them. A word's entries are parsed on
+its first look-up (tuples of interned words, not frozensets) and at most ``PARSED_ENTRIES_MAX`` of
+them are kept, so a long-running process does not end up holding the whole table parsed.
 
 The table is derived from ``match_tokens``, which every write rebuilds in its own transaction. It
 is stored beside the database in a plain text file (``<db>.anchors``; never pickle: nothing in it
-is executed) keyed by the store's ``state`` counter and dataset version, with a SHA-256 of its
-body: a file from another state or a damaged one is rebuilt from the reader's snapshot, and a
+is executed), one of the files beside the database (``errkb.match.beside``: the anchor key in
+its header): a file of another key or a damaged one is rebuilt from the reader's snapshot, and a
 directory that cannot be written just keeps the table in memory. Loading it costs a read and one
 split per line, so a process pays it only when it pays off: for a large input, or from the
 second explain on in a long-running process; a one-shot ``errkb explain`` of a small paste never
-opens the file.
+opens the file. Its body (UTF-8, ``\n`` line ends)::
 
-File format (UTF-8, ``\n`` line ends)::
-
-    errkb-anchors 1 <state> <dataset version or -> <sha256 of everything after this line>
     <word> TAB <record id>[:<word>,<word>...] [SPACE <record id>[:...]]...
 
 Words are runs of ``\w`` (no tab, space, colon or comma); record ids are ``[0-9a-f]{16}``.
@@ -32,24 +28,22 @@ Words are runs of ``\w`` (no tab, space, colon or comma); record ids are ``[0-9a
 from __future__ import annotations
 
 import array
-import contextlib
-import re
 import threading
 from collections.abc import Container, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from errkb.match.anchordb import ENGINES, default_engine
 from errkb.match.index import message_tokens
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from errkb.match.anchordb import AnchorDB
+    from errkb.match.beside import AnchorFault
     from errkb.store import ReadView
 
-FORMAT = "errkb-anchors 1"
+#: The kind of file (``beside.Stamp``) the table is stored as.
+KIND = "anchors-1"
 
 
 def anchor_path(db_path: Path) -> Path:
@@ -348,58 +342,57 @@ class _Related:
         return [bytes(ids[at]).decode("utf-8") for at in picked]
 
 
-def _header(state: str, dataset_version: str | None, body: bytes) -> str:
-    import hashlib  # OpenSSL costs ~3 ms at import; a small input never builds or reads a table
-
-    return f"{FORMAT} {state} {dataset_version or '-'} {hashlib.sha256(body).hexdigest()}\n"
-
-
 def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTable | None:
     """The table stored at ``path`` if it belongs to this state and is intact; else None."""
     body = _read_body(path, state, dataset_version)
     return None if body is None else AnchorTable(body)
 
 
-def _read_body(path: Path, state: str, dataset_version: str | None) -> str | None:
+def _read_body(
+    path: Path,
+    state: str,
+    dataset_version: str | None,
+    *,
+    verify: bool = False,
+    faults: dict[Path, AnchorFault] | None = None,
+) -> str | None:
+    from errkb.match.beside import AnchorDatabaseError, AnchorFault, Stamp, read
+
     try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    header, newline, body = data.partition(b"\n")
-    if not newline:
-        return None
-    expected = _header(state, dataset_version, body).encode()
-    if header + newline != expected:
-        return None
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
+        return str(read(path, Stamp(KIND, state, dataset_version), verify=verify), "utf-8")
+    except (AnchorDatabaseError, UnicodeDecodeError) as exc:
+        if faults is not None:
+            bad = exc.fault if isinstance(exc, AnchorDatabaseError) else AnchorFault.CORRUPT
+            faults[path] = bad
         return None
 
 
 def write_table(path: Path, state: str, dataset_version: str | None, body: str) -> bool:
-    """Store the table atomically; False (and nothing written) when the directory refuses."""
-    from errkb.atomic import atomic_write_text
-    from errkb.errors import OutputError
+    """Store the table beside the database (``beside.write``); False when refused."""
+    from errkb.match.beside import Stamp, write
 
-    raw = body.encode("utf-8")
-    # A directory that refuses the file (read-only, or the path taken by something that is not
-    # a regular file) costs only the rebuild next time: the table stays in memory.
-    with contextlib.suppress(OSError, OutputError):
-        with atomic_write_text(path) as fh:
-            fh.write(_header(state, dataset_version, raw))
-            fh.write(body)
-        return True
-    return False
+    # A directory that refuses the file costs only the rebuild next time: the table stays in
+    # memory.
+    return write(
+        path, Stamp(KIND, state, dataset_version), body.encode("utf-8"), path.with_suffix("")
+    )
 
 
 def load_table(
-    view: ReadView, db_path: Path | None, state: str, dataset_version: str | None
+    view: ReadView,
+    db_path: Path | None,
+    state: str,
+    dataset_version: str | None,
+    faults: dict[Path, AnchorFault] | None = None,
 ) -> AnchorTable:
-    """The anchor table of the snapshot ``view`` reads: from its file, else built (and stored)."""
+    """The anchor table of the snapshot ``view`` reads: from its file, else built (and stored).
+
+    ``faults``: given, why a stored file was not used is noted there.
+    """
     path = anchor_path(db_path) if db_path is not None else None
     if path is not None:
-        table = read_table(path, state, dataset_version)
+        body = _read_body(path, state, dataset_version, faults=faults)
+        table = None if body is None else AnchorTable(body)
         if table is not None:
             return table
     body = build_body(view.token_rows())
@@ -411,199 +404,26 @@ def load_table(
 def table_body(view: ReadView, db_path: Path, state: str, dataset_version: str | None) -> str:
     """The table's body for ``view``'s state: its file's if current, else built and stored.
 
-    ``KnowledgeBase.build_anchor_files`` reads the buffer pass's words from it (``body_items``)
-    without holding an ``AnchorTable`` (a dict of every word's entries) beside it.
+    ``KnowledgeBase.build_anchor_files`` builds the file with it, holding no ``AnchorTable``
+    (a dict of every word's entries).
     """
     path = anchor_path(db_path)
-    body = _read_body(path, state, dataset_version)
+    body = _read_body(path, state, dataset_version, verify=True)
     if body is None:
         body = build_body(view.token_rows())
         write_table(path, state, dataset_version, body)
     return body
 
 
-def body_items(body: str) -> Iterator[tuple[str, str]]:
-    """(rank-0 word, raw entries) of each line of a table's body: ``AnchorTable.raw_items``."""
-    start = 0
-    while start < len(body):
-        end = body.find("\n", start)
-        if end < 0:
-            end = len(body)
-        word, _, entries = body[start:end].partition("\t")
-        yield word, entries
-        start = end + 1
+# ------------------------------------------------------------------ the old buffer pass's shape
+class BufferScan(Protocol):
+    """The shape ``msgfirst.message_first``'s ``scan`` parameter names; nothing makes one.
 
-
-# ---------------------------------------------------------------------------- the buffer pass
-#: Scan words shorter than this are left out of the buffer pass: short words are everywhere in
-#: a log, and each hit costs a Python check.
-MIN_SCAN_WORD = 6
-_LINE_WORD = re.compile(r"\w+")
-#: Every byte that is not an ASCII word byte, mapped to a space (a byte >= 0x80 never gets here).
-_NON_WORD = bytes(
-    b if chr(b).isascii() and (chr(b).isalnum() or b == 0x5F) else 0x20 for b in range(256)
-)
-
-
-def _line_words(line: bytes) -> frozenset[str]:
-    r"""Every ``\w`` word of ``line``, short ones too: a superset of the table's tokens.
-
-    An ASCII line is split by one byte translation (about 10x faster than a regex ``findall``,
-    which was a third of a sparse scan); a line with other bytes is decoded and read by the
-    regex, whose ``\w`` knows non-ASCII letters.
+    The whole-buffer pass over the table's words is gone: a large input's message-first lines
+    are the record anchors' hit lines (``recordanchors.RecordAnchors.hit_lines``). This
+    protocol stays only while that parameter does.
     """
-    if line.isascii():
-        return frozenset(line.translate(_NON_WORD).decode("ascii").split())
-    return frozenset(_LINE_WORD.findall(line.decode("utf-8", "replace")))
-
-
-def scan_entries(items: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, list[str]]]:
-    """(scan word, record id, its other indexed words) of each record that has a scan word.
-
-    ``items``: the table's (rank-0 word, raw entries) (``AnchorTable.raw_items``). A record's
-    scan word is its longest indexed word, the alphabetically first of equally long ones.
-    """
-    for word, raw in items:
-        for entry in raw.split(" "):
-            rid, _, others = entry.partition(":")
-            if not others:
-                every = [word]
-            else:
-                every = others.split(",")
-                every.append(word)
-            longest = max(sorted(every), key=len)
-            if len(longest) < MIN_SCAN_WORD or not longest.isascii():
-                continue
-            yield longest, rid, [w for w in every if w != longest]
-
-
-def scan_words(items: Iterable[tuple[str, str]]) -> tuple[str, ...]:
-    """The buffer pass's words (``BufferScan``'s, sorted) from the table's raw items.
-
-    What ``KnowledgeBase.build_anchor_files`` needs to compile ``<db>.anchordb``: the words
-    alone, not the per-record look-ups a scan reads (a frozenset per record).
-    """
-    return tuple(sorted({longest for longest, _rid, _rest in scan_entries(items)}))
-
-
-def buffer_anchor_db(
-    words: tuple[str, ...],
-    store_at: Path | None,
-    state: str,
-    dataset_version: str | None,
-    engine: str,
-) -> AnchorDB:
-    """The buffer pass's anchor database of ``words``: stored if current, else compiled (stored)."""
-    from errkb.match.anchordb import AnchorDB, load_anchor_db, write_anchor_db
-
-    # The compiled automaton comes from the anchor database beside the knowledge base
-    # (``errkb.match.anchordb``), compiled and stored there when missing, stale or damaged.
-    anchors = load_anchor_db(store_at, lambda: words, state, dataset_version, engine)
-    if anchors.words != words:
-        # Stored for the same state but from other words (a table rebuilt differently):
-        # never scan with it; this process's own words are compiled and stored.
-        anchors = AnchorDB(words, engine)
-        if store_at is not None:
-            write_anchor_db(store_at, anchors, state, dataset_version)
-    return anchors
-
-
-class BufferScan:
-    """One pass over a whole input for every record's scan word; hits verified per line.
-
-    A record's scan word is its longest indexed word (at least ``MIN_SCAN_WORD`` characters). A
-    hit counts when it is a whole word (ASCII boundaries; a word touching a non-ASCII byte is
-    left to the table's own rule) and its line holds every indexed word of one of the records
-    it selects. Both engines report the same hits; ``lines`` is the same for either.
-    """
-
-    def __init__(
-        self,
-        table: AnchorTable,
-        engine: str | None = None,
-        *,
-        store_at: Path | None = None,
-        state: str = "0",
-        dataset_version: str | None = None,
-    ) -> None:
-        self.engine = engine or default_engine()
-        self.table = table
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown scan engine {self.engine!r} (one of {', '.join(ENGINES)})")
-        # Per scan word: the records it alone selects, and the other words each of its other
-        # records needs, keyed by one of them, so a line is checked with a look-up per word it
-        # holds, not a subset test per record (a common scan word selects a thousand records).
-        # Read from the table's raw lines, not its parsed entries: a build touches every
-        # record, and a frozenset per record was most of its cost.
-        words: dict[str, tuple[list[str], dict[str, list[tuple[frozenset[str], str]]]]] = {}
-        for longest, rid, rest in scan_entries(table.raw_items()):
-            alone, keyed = words.setdefault(longest, ([], {}))
-            if rest:
-                keyed.setdefault(rest[0], []).append((frozenset(rest), rid))
-            else:
-                alone.append(rid)
-        self._words = sorted(words)
-        self._alone = [tuple(words[w][0]) for w in self._words]
-        self._keyed = [
-            {key: tuple(group) for key, group in words[w][1].items()} for w in self._words
-        ]
-        del words
-        self.anchors = buffer_anchor_db(
-            tuple(self._words), store_at, state, dataset_version, self.engine
-        )
-
-    def __len__(self) -> int:
-        return len(self._words)
-
-    def line_offsets(self, data: bytes) -> list[int]:
-        """Start offsets of the lines holding a verified hit, ascending, each once."""
-        return [offset for _number, offset in self.lines(data)]
-
-    def lines(self, data: bytes, skip: Container[int] = ()) -> list[tuple[int, int]]:
-        """(1-based line number, start offset) of each line holding a verified hit, ascending.
-
-        Lines whose number is in ``skip`` are left out before their words are read (the
-        message-first pass skips the lines an event already covers).
-        """
-        return [(number, offset) for number, offset, _ids in self.line_candidates(data, skip)]
 
     def line_candidates(
-        self, data: bytes, skip: Container[int] = ()
-    ) -> list[tuple[int, int, tuple[str, ...]]]:
-        """``lines`` with the ids of the records each line holds every indexed word of."""
-        # The whole-word hits, mapped to lines by the anchor database (arrays), grouped ...
-        hits = self.anchors.hits(data)
-        words = hits.words
-        numbers: list[int] = []
-        starts: list[int] = []
-        bounds: list[int] = []
-        previous = -1
-        for k, at in enumerate(hits.lines):
-            if at != previous:
-                numbers.append(at + 1)
-                starts.append(hits.line_starts[k])
-                bounds.append(k)
-                previous = at
-        bounds.append(len(words))
-        # ... then each hit line once, in order: its words read once however many scan words
-        # it holds.
-        found: list[tuple[int, int, tuple[str, ...]]] = []
-        for k, number in enumerate(numbers):
-            if number in skip:
-                continue
-            line_start = starts[k]
-            line_end = data.find(b"\n", line_start)
-            line = data[line_start : len(data) if line_end < 0 else line_end]
-            present = _line_words(line)
-            ids: list[str] = []
-            for index in words[bounds[k] : bounds[k + 1]]:
-                ids.extend(self._alone[index])
-                keyed = self._keyed[index]
-                if keyed:
-                    # One C set intersection, not a look-up per word of the line (a sparse
-                    # log's long filler lines made those most of the pass).
-                    for key in keyed.keys() & present:
-                        ids.extend(rid for rest, rid in keyed[key] if rest <= present)
-            if ids:
-                found.append((number, line_start, tuple(sorted(set(ids)))))
-        return found
+        self, data: bytes, covered: Container[int]
+    ) -> Iterable[tuple[int, int, Sequence[str] | None]]: ...

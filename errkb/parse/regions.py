@@ -311,8 +311,8 @@ def _forward(data: bytes, line_start: int, count: int) -> int:
     return end
 
 
-def parse_input(data: str | bytes) -> list[LogEvent]:
-    """Parse a log into events: whole when small, region by region when large.
+def parse_input(data: str | bytes, narrow_above: int = NARROW_ABOVE) -> list[LogEvent]:
+    """Parse a log into events: whole up to ``narrow_above``, region by region past it.
 
     Large bytes are narrowed before decoding, so a 200 MB log is never held as text whole;
     input that looks like UTF-16 (BOM or NULs) is decoded first, since its keywords are not
@@ -322,25 +322,25 @@ def parse_input(data: str | bytes) -> list[LogEvent]:
     from errkb.parse.text import decode_input
 
     if isinstance(data, bytes) and (
-        len(data) <= NARROW_ABOVE
+        len(data) <= narrow_above
         or data.startswith((b"\xff\xfe", b"\xfe\xff"))
         or b"\x00" in data[:4096]
         or looks_like_container(data)
     ):
         data = decode_input(data)
     if isinstance(data, str):
-        contained = _parse_containers(data)
+        contained = _parse_containers(data, narrow_above=narrow_above)
         if contained is not None:
             return contained
-    return _parse_text(data)
+    return _parse_text(data, narrow_above)
 
 
-def _parse_text(data: str | bytes) -> list[LogEvent]:
+def _parse_text(data: str | bytes, narrow_above: int = NARROW_ABOVE) -> list[LogEvent]:
     """Parse plain text (no containers): whole when small, region by region when large."""
     from errkb.parse.traceback import parse_log
 
     if isinstance(data, str):
-        if len(data) <= NARROW_ABOVE:
+        if len(data) <= narrow_above:
             return parse_log(data)
         # Lone surrogates (a str from a library caller) survive the round trip.
         raw = data.encode("utf-8", "surrogatepass")
@@ -388,7 +388,9 @@ def json_line_events(line: str, number: int, region: int) -> list[LogEvent]:
     return [_shift(e, number - 1, region) for e in found]
 
 
-def _parse_containers(text: str, *, large: bool | None = None) -> list[LogEvent] | None:
+def _parse_containers(
+    text: str, *, large: bool | None = None, narrow_above: int = NARROW_ABOVE
+) -> list[LogEvent] | None:
     """Events of the views a JSON or markup container holds; None for plain text."""
     from errkb.parse.sniff import looks_like_container
 
@@ -397,7 +399,7 @@ def _parse_containers(text: str, *, large: bool | None = None) -> list[LogEvent]
     from errkb.parse.containers import decode_containers  # only now: plain text never needs it
 
     if large is None:
-        large = len(text) > NARROW_ABOVE
+        large = len(text) > narrow_above
     # A large input is narrowed as plain text is: only lines with an error word are offered.
     worth = keyword_lines(text.encode("utf-8", "surrogatepass")) if large else None
     decoded = decode_containers(text, worth)
@@ -405,7 +407,7 @@ def _parse_containers(text: str, *, large: bool | None = None) -> list[LogEvent]
         return None
     events: list[LogEvent] = []
     if decoded.plain is not None:
-        events.extend(_parse_text(decoded.plain))
+        events.extend(_parse_text(decoded.plain, narrow_above))
     prose = _prose_views(decoded.views)
     for index, view in enumerate(decoded.views, start=1):
         if index in prose:
@@ -420,7 +422,7 @@ def _parse_containers(text: str, *, large: bool | None = None) -> list[LogEvent]
                     )
                 )
             continue
-        found = _parse_text(view.text)
+        found = _parse_text(view.text, narrow_above)
         if not found and view.value:
             # A value that is no exception line is still a candidate message (an API
             # reply's "detail", a log record's message field).

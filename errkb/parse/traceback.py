@@ -37,7 +37,7 @@ from errkb.parse.events import (
 from errkb.parse.text import LogLine, NormalizedLog, normalize
 from errkb.parse.vocabulary import ERROR_LEVELS, is_exception_class
 
-__all__ = ["is_exception_class", "parse_log", "parse_normalized"]
+__all__ = ["exception_line", "is_exception_class", "parse_log", "parse_normalized"]
 
 #: A message keeps at most this many continuation lines ...
 MAX_CONTINUATION_LINES = 200
@@ -1056,3 +1056,61 @@ def _ipython_function(raw: str) -> str:
         return raw[: end + 1] if end > 0 else raw
     paren = raw.find("(")
     return raw[:paren] if paren > 0 else raw
+
+
+# --- one exception line read alone ------------------------------------------------------------
+
+
+def exception_line(raw: str, *, ends_traceback: bool = False) -> tuple[str, str] | None:
+    r"""(class, message) of one physical line read alone as the parser reads it, or None.
+
+    The one reader of an exception line outside a parse: the line is cleaned as ``normalize``
+    cleans it (colours, ``\r`` segments and every prefix of the one table,
+    ``errkb.parse.prefixes``), so where its class begins is the table's word, then read by the
+    parser's own shapes. ``ends_traceback``: the line ends a traceback (its header's own prefix
+    already cut), so any class name ends it; otherwise the line is a single one
+    (``Class: message`` or ``Class:`` with a known class, ``path:12: Class: message``, or
+    pytest's ``FAILED node - Class: message``), as ``_single_line`` reports it.
+    """
+    for line in normalize(raw[:MAX_LINE_READ]).lines:
+        found = _ending(line.text.strip()) if ends_traceback else _single(line)
+        if found is not None:
+            return found
+    return None
+
+
+#: Characters of one line ``exception_line`` reads at most (as the scan always read them).
+MAX_LINE_READ = 1 << 16
+
+
+def _ending(body: str) -> tuple[str, str] | None:
+    m = _EXC_LINE_RE.match(body) if body else None
+    return None if m is None else (m.group("cls"), (m.group("msg") or "").strip())
+
+
+def _single(line: LogLine) -> tuple[str, str] | None:
+    t = line.text
+    if not t or t[0] in " \t":
+        return None  # indented: source or a listing (``_single_line``)
+    body = t.strip()
+    m = _BARE_RE.match(body)
+    if m is not None and is_exception_class(m.group("cls")):
+        return m.group("cls"), m.group("msg").strip()
+    if line.level in ERROR_LEVELS:
+        s = _PYTEST_SUMMARY_RE.match("ERROR " + body)
+        if s is not None and is_exception_class(s.group("cls")):
+            return s.group("cls"), s.group("msg").strip()
+        return None
+    if body.endswith(":"):
+        c = _CLASS_COLON_RE.match(body)
+        if c is not None and is_exception_class(c.group("cls")):
+            return c.group("cls"), ""
+    if ": " in body:
+        p = _PATH_EXC_RE.match(body)
+        if p is not None and is_exception_class(p.group("cls")):
+            return p.group("cls"), p.group("msg").strip()
+    if body.startswith("FAILED "):
+        s = _PYTEST_SUMMARY_RE.match(body)
+        if s is not None:
+            return s.group("cls"), s.group("msg").strip()
+    return None

@@ -445,21 +445,11 @@ def decode_json(text: str) -> Any:
     return json.loads(text)
 
 
-def canonical_json(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
-    """Key-sorted compact JSON: equal content gives equal text, whatever the key order.
-
-    ``floatless``: the caller knows ``obj`` holds no float (``reader.Item.floatless``), so
-    a faster encoder may write the same text (``_fast``).
-    """
-    if floatless and (text := _fast(obj, _SORT_KEYS)) is not None:
-        return text.decode("utf-8")
-    return _CANONICAL(obj)
-
-
 def verbatim_json(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
     """Compact JSON keeping the record's own key order: what export gives back.
 
-    ``floatless`` as for ``canonical_json``.
+    ``floatless``: the caller knows ``obj`` holds no float (``reader.Item.floatless``), so
+    a faster encoder may write the same text (``_fast``).
     """
     if floatless and (text := _fast(obj, 0)) is not None:
         return text.decode("utf-8")
@@ -469,7 +459,7 @@ def verbatim_json(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
 def content_hash(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
     """sha256 of the canonical JSON: tells a changed record from an unchanged one.
 
-    ``floatless`` as for ``canonical_json``: the same hash, the text hashed as it is written.
+    ``floatless`` as for ``verbatim_json``: the same hash, the text hashed as it is written.
     """
     import hashlib  # only writers need it; loading OpenSSL would slow every explain's start
 

@@ -40,6 +40,7 @@ from errkb.errors import SchemaVersionError, StoreError
 from errkb.records.fields import BOOK_COLUMNS, CHILD_FIELDS, COLUMN_FIELDS, RECORD_COLUMNS
 from errkb.records.patterns import SPEC_INPUTS, record_spec_key, spec_key
 from errkb.store.interface import (
+    ANCHORS_NONCE_KEY,
     ANCHORS_STATE_KEY,
     ANCHORS_VERSION_KEY,
     NO_KEEP,
@@ -583,6 +584,9 @@ class UnitOfWork:
                 dataset_version = None if found is None else str(found[0])
             self.set_meta(ANCHORS_STATE_KEY, state)
             self.set_meta(ANCHORS_VERSION_KEY, dataset_version)
+            import secrets  # only a write needs it: cold explain does not import hashlib
+
+            self.set_meta(ANCHORS_NONCE_KEY, secrets.token_hex(8))
 
     def fill_specs(self, feed: Feed) -> int:
         """Derive the ``pattern_specs`` row of every record that has none; return the count.

@@ -130,18 +130,25 @@ AnchorRow = tuple[str, str | None, tuple[str, ...], str, str]
 #: and at 500,000 records rebuilding the files anyway was 40 of the incremental sync's 59 s.
 ANCHORS_STATE_KEY = "anchors_state"
 ANCHORS_VERSION_KEY = "anchors_version"
+#: Meta key: a random value drawn by the same write, so that the key names this knowledge
+#: base's contents and not only a state counter another knowledge base may share.
+ANCHORS_NONCE_KEY = "anchors_nonce"
 
 
 def anchors_key(meta: Callable[[str], str | None]) -> tuple[str, str | None]:
-    """(state, dataset version) the anchor files of a snapshot are keyed by (``meta_value``).
+    """(key, dataset version) the anchor files of a snapshot are keyed by (``meta_value``).
 
-    A knowledge base written before the key existed has none: its own ``state`` and dataset
-    version then, as the files were keyed before.
+    The key is ``<state>.<nonce>``: the state of the last write that changed what the files
+    are built from and the random nonce that write drew, so a file copied from another
+    knowledge base (of the same dataset version and state counter) is never current here. A
+    knowledge base written before the key existed has none: its own ``state`` and dataset
+    version then; one written before the nonce, its state alone until its next such write.
     """
     state = meta(ANCHORS_STATE_KEY)
     if state is None:
         return meta("state") or "0", meta("dataset_version")
-    return state, meta(ANCHORS_VERSION_KEY)
+    nonce = meta(ANCHORS_NONCE_KEY)
+    return (f"{state}.{nonce}" if nonce else state), meta(ANCHORS_VERSION_KEY)
 
 
 class Feed(Protocol):

@@ -227,7 +227,8 @@ def score(
             else:
                 found_possible += any(m["confidence"] == "possible" for m in hits)
                 missed.append(
-                    {"log": path.name, "record": p["record"], "lines": p["lines"],
+                    {"log": f"{path.parent.name}/{path.name}", "record": p["record"],
+                     "lines": p["lines"],
                      "printed": p["printed"][:200],
                      "got": [{"id": m["id"], "confidence": m["confidence"],
                               "lines": m["lines"][:5]} for m in matches
@@ -275,7 +276,9 @@ def score(
                 elif label["tool"] == "drci":
                     at_exc = ln in label.get("exceptionLines", [])
                     cause = "drci: " + (
-                        "at a real exception (judge by hand)" if at_exc else "not an exception"
+                        "at a real exception, another package's record"
+                        if at_exc
+                        else "not an exception"
                     )
                     expected = None
                 else:
@@ -285,9 +288,8 @@ def score(
                 if cause.startswith("unplanted") and text.rstrip().endswith("..."):
                     cause += " (a line the tool cut short with ...)"
                 own = TOOL_PACKAGES.get(label["tool"], ())
-                if cause.startswith("unplanted") and (m.get("repo") or "") in {
-                    f"pypi/{pkg}" for pkg in own
-                }:
+                judge = cause.startswith("unplanted") or cause.startswith("drci: at a real")
+                if judge and (m.get("repo") or "") in {f"pypi/{pkg}" for pkg in own}:
                     # The tool's own message, its own package's record: maybe right.
                     unjudged.append(
                         {

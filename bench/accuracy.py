@@ -425,9 +425,6 @@ def measure(
     t0 = time.monotonic()
     corpus = build_corpus(out, records=records, seed=seed, quick=quick, extra=sources)
     timings["corpus"] = time.monotonic() - t0
-    t0 = time.monotonic()
-    db = ensure_db(corpus, out, errkb, env, cwd, errkb_dir)
-    timings["sync"] = time.monotonic() - t0
     all_records = corpus.records()
     by_id = {r["id"]: r for r in all_records}
     t0 = time.monotonic()
@@ -488,6 +485,11 @@ def measure(
         for i in range(sets)
     ]
     timings["logs"] = time.monotonic() - t0
+    # The logs need no database: made first, a tool that fails shows before a long sync.
+    cache.clear()
+    t0 = time.monotonic()
+    db = ensure_db(corpus, out, errkb, env, cwd, errkb_dir)
+    timings["sync"] = time.monotonic() - t0
     logs: list[tuple[Path, dict[str, Any]]] = [x for s in log_sets for x in s.logs()]
     if drci.is_dir():
         logs += drci_logs(drci)

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bump when generation changes: cached log sets of another version are rebuilt.
-TOOLLOGS_VERSION = 3
+TOOLLOGS_VERSION = 4
 PYTHON = sys.executable
 
 

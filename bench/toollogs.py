@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bump when generation changes: cached log sets of another version are rebuilt.
-TOOLLOGS_VERSION = 3
+TOOLLOGS_VERSION = 4
 PYTHON = sys.executable
 
 
@@ -642,9 +642,9 @@ TOOL_SHARE = (
 )  # fmt: skip
 PYTEST_TB = ("long", "short", "native")
 PAGE_TOOLS = ("werkzeug", "django")
-#: The packages each tool runs: a record of one of them answering on the tool's own text may
-#: well be right (pip's ``No matching distribution found for {}`` on pip's output), so the
-#: scorer lists it apart, unjudged.
+#: The packages each tool runs: a record of one of them answering on the tool's own text (for
+#: drci: at one of its real exceptions) may well be right (pip's ``No matching distribution
+#: found for {}`` on pip's output), so the scorer lists it apart, unjudged.
 TOOL_PACKAGES = {
     "pytest": ("_pytest", "pytest", "pluggy"),
     "uvicorn": ("uvicorn", "fastapi", "starlette", "anyio"),
@@ -655,6 +655,8 @@ TOOL_PACKAGES = {
     "pip": ("pip", "setuptools", "pkg_resources", "distutils"),
     "nbconvert": ("nbconvert", "nbclient", "jupyter_client", "ipykernel", "IPython"),
     "torchrun": ("torch",),
+    # PyTorch's CI: torch's own messages at its real exceptions may well be right.
+    "drci": ("torch", "torchgen", "functorch"),
 }
 
 

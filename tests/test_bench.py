@@ -439,7 +439,14 @@ def test_accuracy_scores_planted_records_and_lists_wrong_exact_answers(
     explained[str(logs[1][0])].append(
         {"id": "e" * 16, "confidence": "exact", "lines": [1], "captures": {}, "evidence": []}
     )
+    # And the planted record once more as a ``possible`` suggestion (the lead's new confidence):
+    # counted apart, neither right nor wrong.
+    explained[str(logs[0][0])].append(
+        {"id": record_plant.record, "confidence": "possible",
+         "lines": tl.plant_lines(text, record_plant), "captures": {}, "evidence": []}
+    )  # fmt: skip
     scored = ba.score(logs, explained, None, {})
+    assert (scored["possible"], scored["possibleAtPlantedRecord"]) == (1, 1)
     assert scored["wrongCount"] == 2 and scored["wrongSource"] == 1
     assert scored["genericExactWithoutClassAndFrame"] == 1
     assert scored["wrongByCause"] == {

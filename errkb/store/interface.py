@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from errkb import _lazy
 from errkb.errors import UsageError
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0009"
+SCHEMA_HEAD = "0011"
 
 #: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
 RecordJSON = Mapping[str, Any]
@@ -172,6 +172,27 @@ class Feed(Protocol):
 
         ``previous`` holds each changed record's words before the change (None: not live),
         ``after`` those of the ones live now. None for the ids: rank them all instead.
+        """
+        ...
+
+
+@runtime_checkable
+class CountedRank(Protocol):
+    """A ``Feed`` that can rank some records by counts the store keeps (``rank_counted``).
+
+    With it, a write that changes a few records' index words ranks only the records whose
+    rows can change, reading each word's count across the knowledge base from the store
+    (``match_word_counts``, migration 0011) instead of every live record's words
+    (``Feed.rerank``). Optional: a feed without it is reranked as before.
+    """
+
+    def rank_counted(
+        self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]
+    ) -> Iterator[tuple[str, str, int]]:
+        """``rank``'s rows of the records of ``words`` (by id), their words' rarity from ``count``.
+
+        ``count`` gives, for each of their words, how many live records hold it (the records
+        given among them).
         """
         ...
 
@@ -478,6 +499,7 @@ __all__ = [
     "ApplyCounts",
     "Change",
     "ChangeKind",
+    "CountedRank",
     "Derived",
     "Diff",
     "Feed",

@@ -56,6 +56,7 @@ from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind, WriteTx
 from errkb.sync import fetch as fetching
 from errkb.sync import publish, transport
 from errkb.sync import workers as checking
+from errkb.sync.ranking import COUNTING_FEED
 from errkb.sync.repofile import (
     Listed,
     RepoFile,
@@ -1366,7 +1367,7 @@ def _execute(
             kind=VersionKind.SYNC,
             source=plan.source,
             dataset_version=plan.dataset_version,
-            feed=FEED,
+            feed=COUNTING_FEED,
             full=plan.full,
             partial=plan.rejected > 0,
             rejected=plan.rejected,

@@ -30,6 +30,8 @@ pick ``bench/out/corpus-n<records>-s<seed>``, built if missing).
 from __future__ import annotations
 
 import argparse
+import enum
+import hashlib
 import json
 import shutil
 import subprocess
@@ -133,17 +135,35 @@ def _errkb(*args: str) -> list[str]:
     return [bench_run.PYTHON, "-m", "errkb", *args]
 
 
-def changed_tree(corpus_dir: Path, share: float, seed: int = 6) -> Path:
+class Change(enum.StrEnum):
+    """What the second version changes in every record of the sampled repositories."""
+
+    DOCS = "docs"  #: another ``documentation`` (a re-analysis upstream): records updated
+    #: Another message and id: the old records retired, as many new ones added (their
+    #: matchers compiled, the match index and anchors changed).
+    MESSAGES = "messages"
+
+
+def _changed_id(rid: str) -> str:
+    return hashlib.sha256(f"{rid}/changed".encode()).hexdigest()[: len(rid)]
+
+
+def changed_tree(
+    corpus_dir: Path, share: float, seed: int = 6, change: Change = Change.DOCS
+) -> Path:
     """A second version of the corpus's tree: every record of sampled repositories changed.
 
     Repositories are drawn (seeded) until they hold ``share`` of the records; each of their
-    records gets another ``documentation`` and ``analyzedSha``. Built once, beside the corpus.
+    records gets another ``analyzedSha`` and, by ``change``, another ``documentation`` or
+    another message (a word put before ``errorMessage`` and ``messagePattern``) under a new
+    id. Built once, beside the corpus.
     """
     import random
 
     from errkb.sync import publish
 
-    out = bench_run.REPO_ROOT / "bench" / "out" / f"changed-{corpus_dir.name}-{share:g}"
+    tail = "" if change is Change.DOCS else f"-{change.value}"
+    out = bench_run.REPO_ROOT / "bench" / "out" / f"changed-{corpus_dir.name}-{share:g}{tail}"
     if (out / "tree" / "data" / "manifest.json").exists():
         return out / "tree"
     records = [
@@ -163,9 +183,15 @@ def changed_tree(corpus_dir: Path, share: float, seed: int = 6) -> Path:
         chosen.add(repo)
         count += by_repo[repo]
     for r in records:
-        if r["repo"] in chosen:
+        if r["repo"] not in chosen:
+            continue
+        r["analyzedSha"] = "f" * 40
+        if change is Change.DOCS:
             r["documentation"] = f"{r.get('documentation') or ''} (re-analysed)"
-            r["analyzedSha"] = "f" * 40
+        else:
+            r["id"] = _changed_id(r["id"])
+            r["errorMessage"] = f"Refreshed {r['errorMessage']}"
+            r["messagePattern"] = f"Refreshed {r['messagePattern']}"
     shutil.rmtree(out, ignore_errors=True)
     publish.write_tree(out / "tree.tmp", records, CHANGED_VERSION)
     (out / "tree.tmp").rename(out / "tree")

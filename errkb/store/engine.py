@@ -53,6 +53,7 @@ from errkb.store.interface import (
     Feed,
     Keep,
     RecordJSON,
+    Streamed,
     VersionKind,
     classify,
     now_iso,
@@ -893,6 +894,9 @@ class UnitOfWork:
             self._apply_chunk(items, vid, tally, seen, feed, bulk)
         if bulk is not None:
             bulk.finish()
+        if isinstance(incoming, Streamed):  # what the records' reading learned at its end
+            ending = incoming.ending()
+            keep, partial, rejected = ending.keep, ending.partial, ending.rejected
         if old and self.rebuild is not None:
             self.rebuild.rows_written()  # before the reads below, which use the indexes
 
@@ -915,7 +919,7 @@ class UnitOfWork:
         )
         sql.execute(
             "UPDATE dataset_versions SET added = ?, updated = ?, unchanged = ?, retired = ?, "
-            "rejected = ?, finished_at = ? WHERE id = ?",
+            "rejected = ?, finished_at = ?, partial = ? WHERE id = ?",
             (
                 counts.added,
                 counts.updated,
@@ -923,6 +927,7 @@ class UnitOfWork:
                 counts.retired,
                 rejected,
                 now_iso(),
+                partial,
                 vid,
             ),
         )

@@ -176,6 +176,26 @@ class Feed(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Ending:
+    """What a streamed apply learns only once its records have all come (``Streamed``)."""
+
+    keep: Keep = NO_KEEP
+    partial: bool = False
+    rejected: int = 0
+
+
+@runtime_checkable
+class Streamed(Protocol):
+    """Incoming records still being read while the apply writes them (a sync's workers).
+
+    ``WriteTx.apply`` asks ``ending`` once it has iterated them all: the ``keep``, ``partial``
+    and ``rejected`` it then uses instead of its arguments'.
+    """
+
+    def ending(self) -> Ending: ...
+
+
 @runtime_checkable
 class CountedRank(Protocol):
     """A ``Feed`` that can rank some records by counts the store keeps (``rank_counted``).
@@ -479,6 +499,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "RecordChange",
         "StoreCounts",
         "StoredRecord",
+        "Streamed",
         "VersionInfo",
         "diff_from",
         "inventory_from",
@@ -502,6 +523,7 @@ __all__ = [
     "CountedRank",
     "Derived",
     "Diff",
+    "Ending",
     "Feed",
     "Incoming",
     "Inventory",
@@ -513,6 +535,7 @@ __all__ = [
     "Store",
     "StoreCounts",
     "StoredRecord",
+    "Streamed",
     "VersionInfo",
     "VersionKind",
     "WriteTx",

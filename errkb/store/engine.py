@@ -504,8 +504,8 @@ _LIVE_WORDS = (
 )
 _SOME_LIVE_WORDS = _LIVE_WORDS + " AND s.record_id $IDS"
 _STALE_INDEX = "SELECT value FROM meta WHERE key = 'match_index'"
-#: The records holding a word, and those holding both it and one of some others (``$IDS``).
-_HOLDERS = "SELECT record_id FROM match_words WHERE word = ?"
+#: The records holding any of some words, and those holding both a word and one of some others.
+_HOLDERS = "SELECT DISTINCT record_id FROM match_words WHERE word $IDS"
 _HOLDING_BOTH = (
     "SELECT DISTINCT b.record_id FROM match_words b WHERE EXISTS (SELECT 1 FROM match_words a "
     "WHERE a.word = ? AND a.record_id = b.record_id) AND b.word $IDS"
@@ -780,33 +780,41 @@ class UnitOfWork:
         by_high = sorted((hi, lo, w) for w, (lo, hi, _out) in spans.items())
         highs = [hi for hi, _lo, _w in by_high]
         others: set[str] = set()
+        direct: list[str] = []  # words whose holders are all read (one query for them all)
+        sums: dict[tuple[int, int], int] = {}  # live holders of the words counted in a range
         for w, (lo, hi, outside) in spans.items():
-            row = self.sql.one(
-                "SELECT count(*), sum(n) FROM match_word_counts WHERE n BETWEEN ? AND ?",
-                (lo, hi),
-            )
-            # The holders of the words counted in between, the word itself left out.
-            between = (int(row[1] or 0) if row is not None else 0) - moved[w][1]
+            if (lo, hi) not in sums:
+                row = self.sql.one(
+                    "SELECT sum(n) FROM match_word_counts WHERE n BETWEEN ? AND ?", (lo, hi)
+                )
+                sums[lo, hi] = int(row[0] or 0) if row is not None else 0
+            # The holders of the words counted in between, the word itself left out: when
+            # they are as many as the word's own, its holders are read instead.
+            if sums[lo, hi] - moved[w][1] >= outside:
+                direct.append(w)
+                continue
+            # A narrow span (a common word's count moved by a few): the moved words whose
+            # own span crosses it are few, found among those whose span ends above its start.
             crossing = [
                 v
                 for _hi, v_lo, v in by_high[bisect.bisect_left(highs, lo) :]
                 if v_lo <= hi and v != w
             ]
-            between += sum(spans[v][2] for v in crossing)
-            found: Iterable[Sequence[Any]]
-            if between >= outside:
-                found = self.sql.rows(_HOLDERS, (w,))
-            else:
-                words = {
-                    str(v)
-                    for (v,) in self.sql.rows(
-                        "SELECT word FROM match_word_counts WHERE n BETWEEN ? AND ?", (lo, hi)
-                    )
-                }
-                words.update(crossing)
-                words.discard(w)
-                found = self.sql.in_ids(_HOLDING_BOTH, sorted(words), (w,))
-            others.update(str(rid) for (rid,) in found)
+            if sums[lo, hi] - moved[w][1] + sum(spans[v][2] for v in crossing) >= outside:
+                direct.append(w)
+                continue
+            words = {
+                str(v)
+                for (v,) in self.sql.rows(
+                    "SELECT word FROM match_word_counts WHERE n BETWEEN ? AND ?", (lo, hi)
+                )
+            }
+            words.update(crossing)
+            words.discard(w)
+            others.update(
+                str(rid) for (rid,) in self.sql.in_ids(_HOLDING_BOTH, sorted(words), (w,))
+            )
+        others.update(str(rid) for (rid,) in self.sql.in_ids(_HOLDERS, sorted(direct)))
         others -= noted
         ranked: dict[str, Sequence[str]] = {rid: after[rid] for rid in noted if rid in after}
         for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, sorted(others)):

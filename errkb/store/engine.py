@@ -28,7 +28,6 @@ exactly the rows the one transaction would have left in the old.
 
 from __future__ import annotations
 
-import bisect
 import enum
 import itertools
 import json
@@ -765,6 +764,8 @@ class UnitOfWork:
         record's words are not read: at 500,000 records a 1% sync that retired and added
         records ranked the whole index again.
         """
+        import bisect  # only here: explain imports this module, and never ranks
+
         noted = {rid for rid, before in previous.items() if not _same_words(before, after.get(rid))}
         if not noted:
             return 0

@@ -499,7 +499,6 @@ _LAZY: dict[str, tuple[str, str]] = {
         "RecordChange",
         "StoreCounts",
         "StoredRecord",
-        "Streamed",
         "VersionInfo",
         "diff_from",
         "inventory_from",

@@ -293,6 +293,129 @@ def test_an_apply_rewrites_only_the_match_index_rows_that_change(store: Any) -> 
     _index_is_whole(store)
 
 
+class CountedNoting:
+    """The sync's feed (``rank_counted``), noting how many records each counted rank got."""
+
+    def __init__(self) -> None:
+        from errkb.sync.ranking import COUNTING_FEED
+
+        self.feed = COUNTING_FEED
+        self.compiler = COUNTING_FEED.compiler
+        self.ranked: list[int] = []
+        self.reranked = 0  #: ``rerank`` calls: every live record's words read
+
+    def derive(self, record: RecordJSON) -> Derived:
+        return self.feed.derive(record)
+
+    def rank(self, words: Iterable[tuple[str, Sequence[str]]]) -> Iterator[tuple[str, str, int]]:
+        return self.feed.rank(words)
+
+    def rerank(
+        self,
+        words: Iterable[tuple[str, Sequence[str]]],
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
+        self.reranked += 1
+        return self.feed.rerank(words, previous, after)
+
+    def rank_counted(
+        self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]
+    ) -> Iterator[tuple[str, str, int]]:
+        given = list(words)
+        self.ranked.append(len(given))
+        return self.feed.rank_counted(given, count)
+
+
+def _words_are_counted(store: Any) -> None:
+    """``match_words`` and ``match_word_counts`` hold every live record's words, counted."""
+    live = query(
+        store,
+        "SELECT s.record_id, s.words FROM pattern_specs s JOIN records r ON r.id = s.record_id "
+        "WHERE NOT r.retired",
+    )
+    pairs = sorted((w, str(rid)) for rid, words in live for w in json.loads(words))
+    assert sorted((str(w), str(r)) for w, r in query(store, "SELECT * FROM match_words")) == pairs
+    counts: dict[str, int] = {}
+    for w, _rid in pairs:
+        counts[w] = counts.get(w, 0) + 1
+    stored = query(store, "SELECT word, n FROM match_word_counts")
+    assert {str(w): int(n) for w, n in stored} == counts
+
+
+def test_a_counted_rank_leaves_the_index_a_whole_ranking_would(store: Any) -> None:
+    # Random messages over a few words (many equal counts, words crossing each other's
+    # counts) through random applies: records changed, added, retired and brought back.
+    # After each, the index is what ranking every live record gives, and only the records
+    # whose rows can change were ranked (never every live record's words read).
+    import random
+
+    from published import make_record
+
+    rng = random.Random(48)
+    vocabulary = [f"w{k}{'x' * (k % 3)}" for k in range(14)]
+
+    def record(n: int, version: int) -> RecordJSON:
+        obj = make_record(n, f"org/repo-{n % 3}")
+        words = rng.sample(vocabulary, rng.randint(1, 8))
+        obj["errorMessage"] = " ".join(words) + f" v{version} {{name}}"
+        obj["messagePattern"] = obj["errorMessage"].replace("{name}", "(.+?)")
+        return obj
+
+    current = {n: record(n, 0) for n in range(50)}
+
+    def apply(records: Sequence[RecordJSON], feed: Any, *, full: bool = False) -> None:
+        _ingest(store, [Incoming(r, None, derived=derive(r)) for r in records], feed, full=full)
+
+    apply(list(current.values()), FEED)
+    for step in range(1, 16):
+        feed = CountedNoting()
+        live = sorted(current)
+        for n in rng.sample(live, rng.randint(1, 4)):
+            current[n] = record(n, step)
+        for n in rng.sample(live, rng.randint(0, 3)):
+            del current[n]  # retired by the full apply
+        for n in rng.sample(range(50, 60), rng.randint(0, 2)):
+            current[n] = record(n, step)  # new, or back
+        apply(list(current.values()), feed, full=True)
+        _index_is_whole(store)
+        _words_are_counted(store)
+        assert feed.reranked == 0
+        assert feed.ranked and all(n < len(current) for n in feed.ranked), feed.ranked
+
+
+def test_a_counted_rank_reads_no_record_whose_order_cannot_move(store: Any) -> None:
+    # 200 records share "common"; one retired moves its count by one, which no other word's
+    # count is near: only the records holding both "common" and a word counted 199 or 200
+    # (none) could move, so nothing but the changed record is ranked.
+    from published import make_record
+
+    def record(n: int) -> RecordJSON:
+        obj = make_record(n, "org/repo")
+        obj["errorMessage"] = f"common unique{n} {{name}}"
+        obj["messagePattern"] = f"common unique{n} (.+?)"
+        return obj
+
+    records = [record(n) for n in range(200)]
+    incoming = [Incoming(r, None, derived=derive(r)) for r in records]
+    _ingest(store, incoming, FEED)
+    feed = CountedNoting()
+    _ingest(store, incoming[1:], feed, full=True)
+    assert feed.ranked == [0]
+    _index_is_whole(store)
+    _words_are_counted(store)
+    # A new record holding "common" and a word held by 199: both counts cross, and every
+    # holder of the other word may move: ranked.
+    other = make_record(500, "org/repo")
+    other["errorMessage"] = "common unique7 {name}"
+    other["messagePattern"] = "common unique7 (.+?)"
+    feed = CountedNoting()
+    _ingest(store, [Incoming(other, None, derived=derive(other))], feed)
+    assert feed.ranked == [2]  # the new record, and unique7's other holder
+    _index_is_whole(store)
+    _words_are_counted(store)
+
+
 def test_the_anchor_key_moves_only_with_what_the_anchor_files_are_built_from(
     store: Any,
 ) -> None:

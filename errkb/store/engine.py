@@ -31,6 +31,7 @@ from __future__ import annotations
 import enum
 import itertools
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -48,9 +49,11 @@ from errkb.store.interface import (
     AnchorRow,
     Change,
     ChangeKind,
+    CountedRank,
     Feed,
     Keep,
     RecordJSON,
+    Streamed,
     VersionKind,
     classify,
     now_iso,
@@ -114,6 +117,13 @@ class WriteSql(Sql, Protocol):
     def bulk_search(self, incoming: Iterable[Incoming]) -> BulkSearch | None: ...
     def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
         """Delete the match index and write ``rows`` (token, record id, rank) instead."""
+        ...
+
+    def fill_words(self) -> None:
+        """Write ``match_words`` from the live records' ``pattern_specs.words``, in SQL.
+
+        The table is emptied first.
+        """
         ...
 
 
@@ -224,6 +234,13 @@ def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
             str(regex or ""),
             str(template or ""),
         )
+
+
+def _same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
+    """Whether a record's index words (None: not live) are the same before and after."""
+    if before is None or now is None:
+        return before is now
+    return tuple(before) == tuple(now)
 
 
 def _tuple(text: object) -> tuple[str, ...]:
@@ -488,6 +505,12 @@ _LIVE_WORDS = (
 )
 _SOME_LIVE_WORDS = _LIVE_WORDS + " AND s.record_id $IDS"
 _STALE_INDEX = "SELECT value FROM meta WHERE key = 'match_index'"
+#: The records holding any of some words, and those holding both a word and one of some others.
+_HOLDERS = "SELECT DISTINCT record_id FROM match_words WHERE word $IDS"
+_HOLDING_BOTH = (
+    "SELECT DISTINCT b.record_id FROM match_words b WHERE EXISTS (SELECT 1 FROM match_words a "
+    "WHERE a.word = ? AND a.record_id = b.record_id) AND b.word $IDS"
+)
 _META = "SELECT value FROM meta WHERE key = ?"
 #: What the anchor files are built from, of a record's ``pattern_specs`` row (``anchor_rows``,
 #: and the index words the anchor table ranks), and where each stands in ``_spec_values``.
@@ -629,13 +652,21 @@ class UnitOfWork:
         With ``previous`` (the words each record this unit of work changed had before it,
         None where it was not live), only the rows that change are replaced
         (``feed.rerank``): the index held every live record's rows before, as this method
-        left it, unless a migration marked it stale (meta ``match_index``).
+        left it, unless a migration marked it stale (meta ``match_index``). Each live
+        record's words are kept by word with their counts (``match_words``,
+        ``match_word_counts``: migration 0011), brought up to date here; a feed that ranks by
+        them (``CountedRank``: the sync's) is handed only the records whose rows can change
+        (``_rank_counted``), and no other record's words are read. Ranking whole fills both
+        tables again from the stored words.
         """
         if previous is not None and self.sql.one(_STALE_INDEX) is None:
             after = {
                 str(rid): tuple(rec.decode_json(text))
                 for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, sorted(previous))
             }
+            moved = self._count_words(previous, after)
+            if moved is not None and isinstance(feed, CountedRank):
+                return self._rank_counted(feed, previous, after, moved)
             live = self.sql.rows(_LIVE_WORDS)
             redo, rows = feed.rerank(
                 ((str(rid), rec.decode_json(text)) for rid, text in live), previous, after
@@ -657,8 +688,154 @@ class UnitOfWork:
                 yield row
 
         self.sql.replace_index(counted())
+        self.sql.execute("DELETE FROM match_word_counts")
+        self.sql.fill_words()
+        self.sql.execute(
+            "INSERT INTO match_word_counts (word, n) SELECT word, count(*) FROM match_words "
+            "GROUP BY word"
+        )
         self.sql.execute("DELETE FROM meta WHERE key = 'match_index'")
         return written
+
+    def _count_words(
+        self,
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+    ) -> dict[str, tuple[int, int]] | None:
+        """Bring ``match_words`` and ``match_word_counts`` to the records' words now.
+
+        ``previous`` and ``after`` as ``rebuild_index`` has them. Returns each word whose
+        count moved, with its (old, new) count; None when the stored counts cannot be right
+        (one would fall below zero): the caller ranks the index whole, which fills both
+        tables again.
+        """
+        delta: Counter[str] = Counter()
+        gone: list[tuple[str, str]] = []
+        came: list[tuple[str, str]] = []
+        for rid, before in previous.items():
+            now = after.get(rid)
+            if _same_words(before, now):
+                continue
+            delta.subtract(before or ())
+            delta.update(now or ())
+            gone.extend((w, rid) for w in before or ())
+            came.extend((w, rid) for w in now or ())
+        moved = sorted(w for w, n in delta.items() if n)
+        if not gone and not came:
+            return {}
+        old = {
+            str(w): int(n)
+            for w, n in self.sql.in_ids(
+                "SELECT word, n FROM match_word_counts WHERE word $IDS", moved
+            )
+        }
+        counts = {w: (old.get(w, 0), old.get(w, 0) + delta[w]) for w in moved}
+        if any(new < 0 for _old, new in counts.values()):
+            return None
+        if gone:
+            self.sql.executemany(
+                "DELETE FROM match_words WHERE word = ? AND record_id = ?", sorted(gone)
+            )
+        if came:
+            self.sql.insert_rows("match_words", ("word", "record_id"), sorted(came))
+        self._each_in(
+            "DELETE FROM match_word_counts WHERE word $IDS",
+            [w for w, (_o, new) in counts.items() if new == 0],
+        )
+        self.sql.executemany(
+            "INSERT INTO match_word_counts (word, n) VALUES (?, ?) "
+            "ON CONFLICT (word) DO UPDATE SET n = excluded.n",
+            [(w, new) for w, (_o, new) in counts.items() if new > 0],
+        )
+        return counts
+
+    def _rank_counted(
+        self,
+        feed: CountedRank,
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+        moved: Mapping[str, tuple[int, int]],
+    ) -> int:
+        """Rank again only the records whose match index rows can change; the rows written.
+
+        Those are the records of ``previous`` (changed by this unit of work), and any other
+        live record holding a word whose count moved (``moved``: old and new count) together
+        with a word whose rarity lies between that word's old and new rarity: a record's rows
+        are its words in order of rarity (count, then length and text), and a word's place
+        among the others moves only past words whose count lies between its old and new
+        count (or whose own count moved across it). Those are found through ``match_words``
+        and ``match_word_counts`` (migration 0011), by the cheaper of two reads per word:
+        its holders, or the holders of the words in between that also hold it. Every live
+        record's words are not read: at 500,000 records a 1% sync that retired and added
+        records ranked the whole index again.
+        """
+        import bisect  # only here: explain imports this module, and never ranks
+
+        noted = {rid for rid, before in previous.items() if not _same_words(before, after.get(rid))}
+        if not noted:
+            return 0
+        held: Counter[str] = Counter()  # holders among the noted records, now
+        for rid in noted:
+            held.update(after.get(rid, ()))
+        # Words still held by a record this unit of work did not change (``outside``).
+        spans = {
+            w: (min(old, new), max(old, new), new - held[w])
+            for w, (old, new) in moved.items()
+            if new - held[w] > 0
+        }
+        by_high = sorted((hi, lo, w) for w, (lo, hi, _out) in spans.items())
+        highs = [hi for hi, _lo, _w in by_high]
+        others: set[str] = set()
+        direct: list[str] = []  # words whose holders are all read (one query for them all)
+        sums: dict[tuple[int, int], int] = {}  # live holders of the words counted in a range
+        for w, (lo, hi, outside) in spans.items():
+            if (lo, hi) not in sums:
+                row = self.sql.one(
+                    "SELECT sum(n) FROM match_word_counts WHERE n BETWEEN ? AND ?", (lo, hi)
+                )
+                sums[lo, hi] = int(row[0] or 0) if row is not None else 0
+            # The holders of the words counted in between, the word itself left out: when
+            # they are as many as the word's own, its holders are read instead.
+            if sums[lo, hi] - moved[w][1] >= outside:
+                direct.append(w)
+                continue
+            # A narrow span (a common word's count moved by a few): the moved words whose
+            # own span crosses it are few, found among those whose span ends above its start.
+            crossing = [
+                v
+                for _hi, v_lo, v in by_high[bisect.bisect_left(highs, lo) :]
+                if v_lo <= hi and v != w
+            ]
+            if sums[lo, hi] - moved[w][1] + sum(spans[v][2] for v in crossing) >= outside:
+                direct.append(w)
+                continue
+            words = {
+                str(v)
+                for (v,) in self.sql.rows(
+                    "SELECT word FROM match_word_counts WHERE n BETWEEN ? AND ?", (lo, hi)
+                )
+            }
+            words.update(crossing)
+            words.discard(w)
+            others.update(
+                str(rid) for (rid,) in self.sql.in_ids(_HOLDING_BOTH, sorted(words), (w,))
+            )
+        others.update(str(rid) for (rid,) in self.sql.in_ids(_HOLDERS, sorted(direct)))
+        others -= noted
+        ranked: dict[str, Sequence[str]] = {rid: after[rid] for rid in noted if rid in after}
+        for rid, text in self.sql.in_ids(_SOME_LIVE_WORDS, sorted(others)):
+            ranked[str(rid)] = tuple(rec.decode_json(text))
+        needed = sorted({w for words in ranked.values() for w in words})
+        count = {
+            str(w): int(n)
+            for w, n in self.sql.in_ids(
+                "SELECT word, n FROM match_word_counts WHERE word $IDS", needed
+            )
+        }
+        self._each_in("DELETE FROM match_tokens WHERE record_id $IDS", sorted(noted | others))
+        rows = list(feed.rank_counted(sorted(ranked.items()), count))
+        self.sql.insert_rows("match_tokens", ("token", "record_id", "rank"), rows)
+        return len(rows)
 
     def apply(
         self,
@@ -731,6 +908,9 @@ class UnitOfWork:
             self._apply_chunk(items, vid, tally, seen, feed, bulk)
         if bulk is not None:
             bulk.finish()
+        if isinstance(incoming, Streamed):  # what the records' reading learned at its end
+            ending = incoming.ending()
+            keep, partial, rejected = ending.keep, ending.partial, ending.rejected
         if old and self.rebuild is not None:
             self.rebuild.rows_written()  # before the reads below, which use the indexes
 
@@ -753,7 +933,7 @@ class UnitOfWork:
         )
         sql.execute(
             "UPDATE dataset_versions SET added = ?, updated = ?, unchanged = ?, retired = ?, "
-            "rejected = ?, finished_at = ? WHERE id = ?",
+            "rejected = ?, finished_at = ?, partial = ? WHERE id = ?",
             (
                 counts.added,
                 counts.updated,
@@ -761,6 +941,7 @@ class UnitOfWork:
                 counts.retired,
                 rejected,
                 now_iso(),
+                partial,
                 vid,
             ),
         )

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from errkb import _lazy
 from errkb.errors import UsageError
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     )
 
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
-SCHEMA_HEAD = "0010"
+SCHEMA_HEAD = "0011"
 
 #: A record as JSON (dataset content: validated by ``errkb.records``, otherwise untyped).
 RecordJSON = Mapping[str, Any]
@@ -179,6 +179,47 @@ class Feed(Protocol):
 
         ``previous`` holds each changed record's words before the change (None: not live),
         ``after`` those of the ones live now. None for the ids: rank them all instead.
+        """
+        ...
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a streamed apply learns only once its records have all come (``Streamed``)."""
+
+    keep: Keep = NO_KEEP
+    partial: bool = False
+    rejected: int = 0
+
+
+@runtime_checkable
+class Streamed(Protocol):
+    """Incoming records still being read while the apply writes them (a sync's workers).
+
+    ``WriteTx.apply`` asks ``ending`` once it has iterated them all: the ``keep``, ``partial``
+    and ``rejected`` it then uses instead of its arguments'.
+    """
+
+    def ending(self) -> Ending: ...
+
+
+@runtime_checkable
+class CountedRank(Protocol):
+    """A ``Feed`` that can rank some records by counts the store keeps (``rank_counted``).
+
+    With it, a write that changes a few records' index words ranks only the records whose
+    rows can change, reading each word's count across the knowledge base from the store
+    (``match_word_counts``, migration 0011) instead of every live record's words
+    (``Feed.rerank``). Optional: a feed without it is reranked as before.
+    """
+
+    def rank_counted(
+        self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]
+    ) -> Iterator[tuple[str, str, int]]:
+        """``rank``'s rows of the records of ``words`` (by id), their words' rarity from ``count``.
+
+        ``count`` gives, for each of their words, how many live records hold it (the records
+        given among them).
         """
         ...
 
@@ -485,8 +526,10 @@ __all__ = [
     "ApplyCounts",
     "Change",
     "ChangeKind",
+    "CountedRank",
     "Derived",
     "Diff",
+    "Ending",
     "Feed",
     "Incoming",
     "Inventory",
@@ -498,6 +541,7 @@ __all__ = [
     "Store",
     "StoreCounts",
     "StoredRecord",
+    "Streamed",
     "VersionInfo",
     "VersionKind",
     "WriteTx",

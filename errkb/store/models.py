@@ -173,6 +173,30 @@ class MatchTokenRow(Base):
     rank: Mapped[int] = mapped_column(Integer, primary_key=True)
 
 
+class MatchWordRow(Base):
+    """One live record's index word (``pattern_specs.words``), keyed by word (migration 0011).
+
+    The records holding a word, read by its key: what a write reads to rank again only the
+    records whose match index rows can change (``errkb.store.engine``).
+    """
+
+    __tablename__ = "match_words"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    word: Mapped[str] = mapped_column(String, primary_key=True)
+    record_id: Mapped[str] = mapped_column(String(16), primary_key=True)
+
+
+class MatchWordCountRow(Base):
+    """How many live records hold an index word (``match_words`` counted; migration 0011)."""
+
+    __tablename__ = "match_word_counts"
+    __table_args__ = (Index("ix_match_word_counts_n", "n"), {"sqlite_with_rowid": False})
+
+    word: Mapped[str] = mapped_column(String, primary_key=True)
+    n: Mapped[int] = mapped_column(Integer)
+
+
 class PatternSpecRow(Base):
     """A record's compiled matcher (``PatternSpec``) as narrow columns, and its index words.
 

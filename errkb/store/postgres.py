@@ -896,6 +896,16 @@ class PgWriteSql(PgSql):
         self.conn.execute("DELETE FROM match_tokens")
         self.insert_rows("match_tokens", ("token", "record_id", "rank"), rows)
 
+    def fill_words(self) -> None:
+        # DELETE, not TRUNCATE, as above: a reader's older snapshot keeps its rows.
+        self.conn.execute("DELETE FROM match_words")
+        self.conn.execute(
+            "INSERT INTO match_words (word, record_id) SELECT DISTINCT j.w, s.record_id "
+            "FROM pattern_specs s JOIN records r ON r.id = s.record_id "
+            "CROSS JOIN LATERAL jsonb_array_elements_text(s.words::jsonb) AS j(w) "
+            "WHERE r.retired = FALSE"
+        )
+
 
 #: The search index's pending list while an apply writes (kB): its entries are merged into
 #: the index when the list outgrows this, by the writing backend, ``work_mem`` at a time.

@@ -931,3 +931,12 @@ class SqliteWriteSql(SqliteSql):
         raw.executemany("INSERT INTO match_tokens (token, record_id, rank) VALUES (?, ?, ?)", rows)
         for _name, sql in secondary:
             raw.execute(sql)
+
+    def fill_words(self) -> None:
+        """Write ``match_words`` in key order (a sort, then appends to its B-tree)."""
+        self.conn.execute("DELETE FROM match_words")
+        self.conn.execute(
+            "INSERT INTO match_words (word, record_id) SELECT DISTINCT j.value, s.record_id "
+            "FROM pattern_specs s JOIN records r ON r.id = s.record_id, json_each(s.words) j "
+            "WHERE r.retired = FALSE ORDER BY 1, 2"
+        )

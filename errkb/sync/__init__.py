@@ -53,9 +53,12 @@ from errkb.errors import (
 from errkb.match.feed import FEED, derive
 from errkb.report.sync import Revalidation, SyncReport, SyncStatus, parse_version
 from errkb.store import Incoming, Keep, Store, VersionInfo, VersionKind, WriteTx
+from errkb.store.interface import Ending
+from errkb.store.values import ApplyCounts
 from errkb.sync import fetch as fetching
-from errkb.sync import publish, transport
+from errkb.sync import publish, stream, transport
 from errkb.sync import workers as checking
+from errkb.sync.ranking import COUNTING_FEED
 from errkb.sync.repofile import (
     Listed,
     RepoFile,
@@ -64,6 +67,7 @@ from errkb.sync.repofile import (
     read_repo,
     spool_line,
 )
+from errkb.sync.stream import StreamedApply
 from errkb.sync.transport import shown_url
 
 _STATE_KEY = "sync_state"
@@ -321,11 +325,15 @@ def sync(
     notify = progress or (lambda _p: None)
     limit = transport.Deadline(deadline)
     applied: list[SyncReport] = []  # set the moment the transaction commits
+    # A streamed apply's writer (``errkb.sync.stream``), rolled back on any way out but its
+    # commit (after which ``abort`` does nothing).
+    streams: list[StreamedApply] = []
     with (
         _interrupt_says(applied),
         store.sync_lock(),
         _workdir(store.path) as tmp,
         limit.watch(),
+        _aborting(streams),
     ):
         resolved = publish.resolve_source(source)
         tree = publish.locate(resolved)
@@ -355,6 +363,7 @@ def sync(
                     notify=notify,
                     fetch_options=_FetchOptions(cache, workers, limit, plan_workers),
                     limits=limits,
+                    streams=None if dry_run else streams,
                 )
         finally:
             if client is not None:
@@ -383,6 +392,16 @@ def sync(
         if cache is not None and not dry_run:
             cache.clear()  # applied: nothing in it is needed again
         return report
+
+
+@contextlib.contextmanager
+def _aborting(streams: list[StreamedApply]) -> Iterator[None]:
+    """On the way out, roll back the writer of a streamed apply that did not commit."""
+    try:
+        yield
+    finally:
+        for stream in streams:
+            stream.abort()
 
 
 @contextlib.contextmanager
@@ -476,7 +495,14 @@ def _plan_published(
     notify: ProgressCallback,
     fetch_options: _FetchOptions | None = None,
     limits: publish.Limits = publish.DEFAULT_LIMITS,
+    streams: list[StreamedApply] | None = None,
 ) -> _Plan | SyncReport:
+    """Read, cross-check and validate what the tree's version changes (see the module doc).
+
+    ``streams``: a large enough sync of new records has them written as they are checked
+    (``errkb.sync.stream``): its ``StreamedApply`` is the plan's ``incoming`` and is put in
+    ``streams``, for the caller to roll back if anything fails before ``_execute`` commits.
+    """
     options = fetch_options or _FetchOptions()
     latest = store.latest_version()
     current = store.meta_value("dataset_version")
@@ -586,7 +612,24 @@ def _plan_published(
     # 4. Fetch, cross-check and validate each of them.
     # Validated records wait on disk, not in memory: a full snapshot is as large as the
     # dataset (about 700 MB of records for 150,000), and the transaction streams them back.
-    incoming = Spool(tmp / "incoming")
+    streamed: StreamedApply | None = None
+    if streams is not None and full:
+        streamed = _streamed(
+            store, fetch, revalidate_pending=bool(skipped), by_repo=by_repo, stored=stored
+        )
+    incoming: Spool | StreamedApply
+    if streamed is None:
+        incoming = Spool(tmp / "incoming")
+    else:
+        incoming = streamed
+        assert streams is not None  # noqa: S101 - asked for by the caller
+        streams.append(streamed)
+        streamed.start(stream.Begin(shown_url(tree.location), version, full, dict(hashes) or None))
+    # Repositories holding records already stored come first: a streamed fresh build's
+    # copy waits for their content hashes (``StreamedApply.overlap_done``).
+    holding = {
+        r for r in fetch if streamed is not None and not streamed.overlap.isdisjoint(by_repo[r])
+    }
     problems: list[Problem] = []
     rejected = 0
     kept_ids: set[str] = set()
@@ -606,7 +649,7 @@ def _plan_published(
     fetched_count = 0
     cached_count = 0
     jobs: list[fetching.RepoJob] = []
-    for repo in sorted([*fetch, *revalidate]):
+    for repo in sorted([*fetch, *revalidate], key=lambda r: (r not in holding, r)):
         rel = publish.repo_file(repo)
         # A 304 means "the file you applied last time": usable only while our stored records
         # of that repository are exactly the ones that file held.
@@ -721,6 +764,15 @@ def _plan_published(
             validators.carry(repo_where, got)
         notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
 
+    def collected(n: int, got: fetching.Got, pending: int | None) -> None:
+        collect(n, got, pending)
+        if streamed is not None and got.job.repo in holding:
+            holding.discard(got.job.repo)
+            if not holding:
+                streamed.overlap_done()
+
+    if streamed is not None and not holding:
+        streamed.overlap_done()
     count = options.plan_workers
     if count is None:
         # Revalidated files mostly answer 304: only the files certain to be read count.
@@ -753,10 +805,10 @@ def _plan_published(
                 )
             window.append((n, got, pending))
             while len(window) > checker.ahead:
-                collect(*window.popleft())
+                collected(*window.popleft())
         while window:
             options.deadline.check(tree.location)
-            collect(*window.popleft())
+            collected(*window.popleft())
     if unindexed is not None:
         unindexed.check()
     _same_manifest(tree, manifest, tmp, jobs)
@@ -864,6 +916,32 @@ class _Revalidation:
             same_body=self.same_body,
             rewritten=self.rewritten,
         )
+
+
+def _streamed(
+    store: Store,
+    fetch: Sequence[str],
+    *,
+    revalidate_pending: bool,
+    by_repo: Mapping[str, Sequence[str]],
+    stored: Mapping[str, str],
+) -> StreamedApply | None:
+    """A ``StreamedApply`` for the records of ``fetch``, when streaming them is sound and pays.
+
+    It is for a sync that fetches at least ``stream.MIN_RECORDS`` records, each id once, few
+    of them stored already (``stream.MAX_OVERLAP``), and revalidates none: a fingerprint-kept
+    repository may turn out rewritten, which the writer could not know before its first write.
+    """
+    if revalidate_pending:
+        return None
+    ids = [rid for repo in fetch for rid in by_repo[repo]]
+    distinct = set(ids)
+    if len(ids) < stream.MIN_RECORDS or len(distinct) != len(ids):
+        return None
+    overlap = frozenset(rid for rid in distinct if rid in stored)
+    if len(overlap) > stream.MAX_OVERLAP * len(ids):
+        return None
+    return StreamedApply(store, len(ids), overlap)
 
 
 def _spec_keys(
@@ -1358,23 +1436,15 @@ def _execute(
         report_path = os.fspath(target)
 
     notify(Progress(Stage.APPLY, 0, 1))
-    fresh = _fresh_build(store, plan, rebuild=rebuild)
-    with fresh if fresh is not None else store.write() as tx:
-        version_id, counts = tx.apply(
-            plan.incoming,
-            keep=keep,
-            kind=VersionKind.SYNC,
-            source=plan.source,
-            dataset_version=plan.dataset_version,
-            feed=FEED,
-            full=plan.full,
-            partial=plan.rejected > 0,
-            rejected=plan.rejected,
-            hashes=dict(plan.hashes) or None,
+    if isinstance(plan.incoming, StreamedApply):
+        # Written as they were checked: the writer finishes, records the state and commits.
+        version_id, counts = plan.incoming.finish(
+            Ending(keep, plan.rejected > 0, plan.rejected),
+            stream.stream_state(plan.state),
+            _STATE_KEY,
         )
-        if plan.state is not None:
-            value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
-            tx.set_meta(_STATE_KEY, value)
+    else:
+        version_id, counts = _apply(store, plan, keep, rebuild=rebuild)
     done = replace(
         report,
         counts=counts,
@@ -1386,6 +1456,28 @@ def _execute(
         applied.append(done)  # committed: an interrupt from here on must say so
     notify(Progress(Stage.APPLY, 1, 1))
     return done
+
+
+def _apply(store: Store, plan: _Plan, keep: Keep, *, rebuild: bool) -> tuple[int, ApplyCounts]:
+    """Apply a spooled plan in one transaction (or SQLite's fresh build); (version id, counts)."""
+    fresh = _fresh_build(store, plan, rebuild=rebuild)
+    with fresh if fresh is not None else store.write() as tx:
+        version_id, counts = tx.apply(
+            plan.incoming,
+            keep=keep,
+            kind=VersionKind.SYNC,
+            source=plan.source,
+            dataset_version=plan.dataset_version,
+            feed=COUNTING_FEED,
+            full=plan.full,
+            partial=plan.rejected > 0,
+            rejected=plan.rejected,
+            hashes=dict(plan.hashes) or None,
+        )
+        if plan.state is not None:
+            value = json.dumps({**plan.state, "versionId": version_id}, sort_keys=True)
+            tx.set_meta(_STATE_KEY, value)
+    return version_id, counts
 
 
 def _fresh_build(

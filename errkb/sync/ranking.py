@@ -1,0 +1,56 @@
+"""The sync's feed: ``errkb.match.feed.FEED`` that can also rank a few records by stored counts.
+
+The match index holds each live record's ``TOKENS_PER_RECORD`` rarest index words, rarity
+being how many live records hold a word (then the longer word, then the word itself:
+``errkb.match.index.rank_words``). ``FEED`` ranks from every live record's words; a write
+that changes a few records asks the store's counts instead (``store.CountedRank``): the store
+keeps each word's count (``match_word_counts``) and hands over only the records whose rows
+can change, with the counts of their words. ``rank_counted`` orders each record's words by
+those counts exactly as ``rank_words`` orders them by the counts it takes itself, so the rows
+are the ones a whole ranking would write (the store's tests compare the two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from errkb.match.feed import FEED
+from errkb.match.index import TOKENS_PER_RECORD
+from errkb.store import Derived, RecordJSON
+
+
+class CountingFeed:
+    """``FEED`` with ``rank_counted`` (``errkb.store.CountedRank``); otherwise the same."""
+
+    compiler = FEED.compiler
+
+    def derive(self, record: RecordJSON) -> Derived:
+        return FEED.derive(record)
+
+    def rank(self, words: Iterable[tuple[str, Sequence[str]]]) -> Iterator[tuple[str, str, int]]:
+        return FEED.rank(words)
+
+    def rerank(
+        self,
+        words: Iterable[tuple[str, Sequence[str]]],
+        previous: Mapping[str, Sequence[str] | None],
+        after: Mapping[str, Sequence[str]],
+    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
+        return FEED.rerank(words, previous, after)
+
+    def rank_counted(
+        self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]
+    ) -> Iterator[tuple[str, str, int]]:
+        """(token, record id, rank) rows of each record given, rarity read from ``count``."""
+
+        def rarity(word: str) -> tuple[int, int, str]:
+            return count[word], -len(word), word
+
+        for rid, record_words in words:
+            ranked = sorted(record_words, key=rarity)
+            for rank, word in enumerate(ranked[:TOKENS_PER_RECORD]):
+                yield word, rid, rank
+
+
+#: The feed a sync writes with.
+COUNTING_FEED = CountingFeed()

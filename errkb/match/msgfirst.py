@@ -5,18 +5,15 @@ Structure-first parsing (``errkb.parse``) finds exceptions by their shape: a tra
 message printed without any of that (``[worker 3] Comfy INT8 layer ...``, an INFO record that
 quotes one after ``; ``, a paragraph of an HTML page) leaves no event. This pass reads the lines
 no event covers and keeps what a record's own pattern confirms *at a message boundary*. It is
-the fallback issue 10 names: ``KnowledgeBase`` runs it on a small input when deciding the parsed
-events explained nothing (so a paste structure-first parsing reads costs nothing more), and,
-with ``KnowledgeBase.record_pass``, on every large input through the record-driven buffer pass
-(issue 21), its events decided with the parsed ones.
+the fallback issue 10 names: ``errkb.explain`` runs it on a small input when deciding the
+parsed events explained nothing (so a paste structure-first parsing reads costs nothing more),
+and on the record anchors' hit lines no event covers in a large one (``found_at``), its events
+decided with the parsed ones.
 
 * a line's candidate records come from the same rule as everywhere (``candidate_ids``: every
   indexed word of the record is on the line), from the anchor table in memory when the caller
-  loaded it, else from the database's index; a large input (``SCAN_ABOVE`` and more) is not read
-  line by line at all: one ``BufferScan`` pass over the whole buffer (Hyperscan or Aho-Corasick,
-  C speed) names the lines that can hold a message and their candidates, and only those are
-  cleaned and verified (a record whose indexed words are all shorter than ``MIN_SCAN_WORD`` is
-  not in that pass); small inputs ask the index once per batch of lines, not once per line;
+  loaded it, else from the database's index; small inputs ask the index once per batch of
+  lines, not once per line;
 * the message must begin where a message can begin: at the line's start once its prefixes are
   stripped (the one table, ``errkb.parse.prefixes``), or right after a separator (``SEPARATORS``),
   and the record's RE2 pattern, end-anchored, must match from there to the line's end. A text in
@@ -41,7 +38,6 @@ from errkb.match.matcher import Hit
 from errkb.parse.events import EventKind, LogEvent
 
 if TYPE_CHECKING:
-    from errkb.match.scan import BufferScan
     from errkb.parse.containers import View
 
 #: Where a message can begin inside a line, besides the line's start: after a clause separator,
@@ -196,14 +192,6 @@ def _cleaned(text: str, line_map: Sequence[int] | None, origin: str) -> Iterator
         yield line.number, line.text, origin, None
 
 
-def scanned_lines(data: bytes, scan: BufferScan, covered: Container[int]) -> Iterator[Line]:
-    """The cleaned lines of a large input that one buffer pass says may hold a message.
-
-    Each comes with its candidates, found by the pass itself (the table's rule, in one go).
-    """
-    return lines_at(data, scan.line_candidates(data, covered))
-
-
 def lines_at(data: bytes, rows: Iterable[tuple[int, int, Sequence[str] | None]]) -> Iterator[Line]:
     """The cleaned lines at (line number, start offset, candidates or None) of ``data``."""
     from errkb.parse.containers import decode_containers
@@ -242,23 +230,15 @@ def found_at(
 
 
 def message_first(
-    data: str | bytes,
-    events: Sequence[LogEvent],
-    matcher: BoundaryMatcher,
-    scan: BufferScan | None = None,
+    data: str | bytes, events: Sequence[LogEvent], matcher: BoundaryMatcher
 ) -> list[LogEvent]:
     """The pass itself: known messages on the lines of ``data`` that ``events`` leave uncovered.
 
-    With ``scan`` (a large input) only the lines the buffer pass names are read; without it
-    every line is.
+    Every line is read (a small input's); a large input's lines are the record anchors' hit
+    lines, handed to ``found_at``.
     """
-    from errkb.parse.text import decode_input, needs_decoding
+    from errkb.parse.text import decode_input
 
     covered = covered_lines(events)
-    if scan is not None:
-        raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-        if needs_decoding(raw):
-            raw = decode_input(raw).encode("utf-8", "surrogatepass")
-        return found_events(scanned_lines(raw, scan, covered), covered, matcher)
     text = decode_input(data) if isinstance(data, bytes) else data
     return found_events(small_input_lines(text), covered, matcher, batched=True)

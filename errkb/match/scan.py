@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import array
 import threading
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from errkb.match.index import message_tokens
 
@@ -413,17 +413,3 @@ def table_body(view: ReadView, db_path: Path, state: str, dataset_version: str |
         body = build_body(view.token_rows())
         write_table(path, state, dataset_version, body)
     return body
-
-
-# ------------------------------------------------------------------ the old buffer pass's shape
-class BufferScan(Protocol):
-    """The shape ``msgfirst.message_first``'s ``scan`` parameter names; nothing makes one.
-
-    The whole-buffer pass over the table's words is gone: a large input's message-first lines
-    are the record anchors' hit lines (``recordanchors.RecordAnchors.hit_lines``). This
-    protocol stays only while that parameter does.
-    """
-
-    def line_candidates(
-        self, data: bytes, covered: Container[int]
-    ) -> Iterable[tuple[int, int, Sequence[str] | None]]: ...

@@ -3,7 +3,7 @@
 Structure-first parsing leaves no event for a message printed with no class, no error level and
 no container field; the pass finds it at a message boundary (after a recognised prefix or a
 separator), never inside a word run and never on a source line. Small inputs are read line by
-line, large ones through one BufferScan pass, with either engine.
+line, large ones on the record anchors' hit lines.
 """
 
 from __future__ import annotations

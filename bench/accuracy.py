@@ -33,6 +33,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,24 @@ def ensure_sources(directory: Path, requirements: Sequence[str]) -> Path:
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
     return directory
+
+
+_SUMMARY = re.compile(r"(?:FAILED|ERROR) \S+ - (?P<text>.+?)(?:\.\.\.)?\s*$")
+
+
+def _summary_copy(text: str, match: dict[str, Any], plants: list[dict[str, Any]]) -> bool:
+    """Whether ``text`` is pytest's short summary of a planted record's traceback, as matched."""
+    found = _SUMMARY.search(text)
+    if found is None:
+        return False
+    head = found.group("text")
+    return any(
+        p["kind"] == "record"
+        and p["record"] == match["id"]
+        and p["captures"] == match["captures"]
+        and p["printed"].startswith(head)
+        for p in plants
+    )
 
 
 def code_hash(errkb_dir: Path) -> str:
@@ -254,6 +273,12 @@ def score(
                 at = by_line.get(ln, [])
                 mine = [p for p in at if p["kind"] == "record" and p["record"] == m["id"]]
                 if mine and any(m["captures"] == p["captures"] for p in mine):
+                    right += 1
+                    continue
+                line_text = text_lines[ln - 1] if 0 < ln <= len(text_lines) else ""
+                if not at and _summary_copy(line_text, m, plants):
+                    # pytest's short summary of a planted test, cut at its width: the same
+                    # error printed again, read as one more occurrence of the planted match.
                     right += 1
                     continue
                 if mine:

@@ -495,3 +495,20 @@ def test_extra_sources_join_the_corpus_and_replace_installed_packages(tmp_path: 
     before = bc.sources_fingerprint(tmp_path)
     (tmp_path / "torch-2.13.0.dist-info").mkdir()
     assert bc.sources_fingerprint(tmp_path) != before
+
+
+def test_a_pytest_short_summary_of_a_planted_traceback_is_its_copy() -> None:
+    from bench.accuracy import _summary_copy
+
+    plant = {
+        "kind": "record",
+        "record": "a" * 16,
+        "captures": {"s": "(2,)"},
+        "printed": "ValueError: Expected scalar scale for fused-in-checkpoint merged-column",
+    }
+    line = "FAILED test_pipeline.py::test_case_r2 - ValueError: Expected scalar scale for..."
+    assert _summary_copy(line, {"id": "a" * 16, "captures": {"s": "(2,)"}}, [plant])
+    # Another record, other captures or a line that is no summary are not its copy.
+    assert not _summary_copy(line, {"id": "b" * 16, "captures": {"s": "(2,)"}}, [plant])
+    assert not _summary_copy(line, {"id": "a" * 16, "captures": {"s": "(3,)"}}, [plant])
+    assert not _summary_copy("ValueError: Expected scalar", {"id": "a" * 16}, [plant])

@@ -673,22 +673,11 @@ def test_every_shapes_corpus_log_scans_as_the_region_parse_reads_it(
 
     data = (SHAPES / name).read_bytes()
     scanned, parsed = _both(rs_kb, data, Thresholds(scan_from=257, paste_upto=256))
-    if name in SUMMARY_OUTSIDE_WINDOWS:
-        # Known gap (issue 47 item 7, the scan's side is match/recordscan's): the parser reads
-        # pytest's cut short-summary line as a copy of the traceback above it; the scan reads
-        # it straight from its line, outside every window, as one more unknown exception.
-        exact = [(m["id"], m["lines"]) for m in parsed["matches"] if m["confidence"] == "exact"]
-        assert exact == [(COMFY, [78, 80])] and parsed["unmatched"] == []
-        assert [u["lines"] for u in scanned["unmatched"]] == [[80]]
-        return
     assert scanned == parsed
 
 
 #: Shapes-corpus logs whose pytest short-summary line (cut with "...") lies outside the scan's
 #: windows: the region parse folds it into its traceback, the scan does not yet.
-SUMMARY_OUTSIDE_WINDOWS = frozenset({"pytest_tb_native_comfy_c.log"})
-
-
 def test_the_region_parse_s_windows_are_found_from_a_quiet_line_on() -> None:
     # The windows around hard shapes are the region parse's own, worked out from the keyword
     # lines near them: for every keyword line of these logs, the same window as the region

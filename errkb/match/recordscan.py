@@ -859,6 +859,30 @@ class Folded:
                     root_cause=old.root_cause or m.root_cause,
                 )
 
+    def add_copy(self, cls: str | None, head: str, number: int) -> bool:
+        """Count line ``number`` as one more occurrence of the entry it abbreviates, if any.
+
+        The entry printed with class ``cls`` whose message begins with ``head`` (pytest's
+        short summary cuts a message at its width): a match first, else an unmatched entry.
+        False when none is held (the line is then an exception of its own).
+        """
+        for entry in self._matches.values():
+            shown = entry.match.exception
+            if shown.cls == cls and shown.message.startswith(head):
+                if number not in entry.lines:
+                    entry.lines.add(number)
+                    entry.occurrences += 1
+                return True
+        for key, held in self._unmatched.items():
+            if key[0] == cls and key[1].startswith(head):
+                lines = self._unmatched_lines[key]
+                if number not in lines:
+                    lines.add(number)
+                    self._unmatched[key] = replace(held, occurrences=held.occurrences + 1)
+                    self._unmatched_first[key] = min(self._unmatched_first[key], number)
+                return True
+        return False
+
     def add_unmatched(self, entries: Sequence[Unmatched]) -> None:
         for u in entries:
             key = (u.cls, u.message)
@@ -1167,7 +1191,7 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
         # and so is every event of a hard shape's window (as the region parse looks it up).
         matches, unmatched = decide(events, scan.can_match if plain else None)
         folded.add_matches(matches)
-        folded.add_unmatched(unmatched)
+        folded.add_unmatched([u for u in unmatched if not _summary_copy(scan, folded, u)])
         scan.covered.update(covered_lines(events))
 
     kinded = sorted([*((span, False) for span in scan.spans), *((s, True) for s in scan.hard)])
@@ -1217,9 +1241,40 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
         parsed = exception_of(scan.data, scan.line_starts[number], prefix)
         if parsed is None:
             continue
+        # pytest's short summary, cut at its width: a copy of an exception read above it (the
+        # parser's ``_unabbreviated``), one more occurrence of that entry.
+        if (
+            parsed[1].endswith("...")
+            and _PYTEST_SUMMARY.search(_line_text(scan.data, scan.line_starts[number]))
+            and folded.add_copy(parsed[0], parsed[1][:-3], number)
+        ):
+            continue
         entries.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
     folded.add_unmatched(entries)
     return len(entries)
+
+
+def _summary_copy(scan: _Scan, folded: Folded, entry: Unmatched) -> bool:
+    """Whether ``entry`` is pytest's short summary of an entry ``folded`` holds (then folded).
+
+    The summary line repeats an exception printed above it, cut at its width; decided in a
+    window it is no match of its own (its line passes no literal reject): it is one more
+    occurrence of the entry it abbreviates, as the parser counts it (``_unabbreviated``).
+    """
+    if entry.occurrences != 1:
+        return False
+    number = entry.line
+    start = scan.line_starts.get(number)
+    if start is None or not _PYTEST_SUMMARY.search(_line_text(scan.data, start)):
+        return False
+    # The parser gave it the whole message when the window held its traceback too (the line
+    # alone, cut short, passes no literal reject); the message as cut short otherwise.
+    head = entry.message[:-3] if entry.message.endswith("...") else entry.message
+    return folded.add_copy(entry.cls, head, number)
+
+
+#: pytest's short-summary line (``FAILED tests/t.py::t - Cls: msg...``), prefixes aside.
+_PYTEST_SUMMARY = re.compile(r"(?:^|\s)(?:FAILED|ERROR) (?:\[[\d.]{1,16}s\] )?\S{1,2048} - ")
 
 
 def _message_first(

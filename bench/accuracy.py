@@ -57,7 +57,16 @@ REQUIREMENTS = (
 )  # fmt: skip
 #: ``--quick``: enough for every tool but torchrun and nbconvert.
 QUICK_REQUIREMENTS = ("django", "werkzeug", "flask", "fastapi", "uvicorn", "gunicorn", "requests")
-DRCI = REPO_ROOT.parent.parent / "shared" / "reallogs" / "drci"
+#: The real CI fragments: ``shared/`` beside the checkout (CI's and a developer's layout), or
+#: beside the folder of worktrees that holds it.
+DRCI = next(
+    (
+        root / "shared" / "reallogs" / "drci"
+        for root in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
+        if (root / "shared" / "reallogs" / "drci").is_dir()
+    ),
+    REPO_ROOT.parent / "shared" / "reallogs" / "drci",
+)
 DEFAULT_SETS = 3
 
 

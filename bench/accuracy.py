@@ -21,8 +21,10 @@ pattern covers: the right text, the wrong source), ``possible`` matches (read fr
 match's ``confidence``, with ``decision`` read defensively), and exact matches by a record
 whose ``decision.generic`` is true without both class and frame agreeing (0 when errkb gives no
 ``decision``). An exact answer by a record of the package a tool runs, on that tool's own text
-(pip's ``No matching distribution found for {}`` in pip's output), may be right: it is listed
-apart as unjudged, in neither count. Prints a Markdown table; writes ``accuracy-*.json`` under
+(pip's ``No matching distribution found for {}`` in pip's output), or at a real CI exception by
+a record whose class the traceback prints and in whose file one of its frames lies, may be
+right: it is listed apart as unjudged, in neither count. pytest's short summary of a planted
+test, read as one more occurrence of its match, counts as right (``_summary_copy``). Prints a Markdown table; writes ``accuracy-*.json`` under
 ``--out``.
 """
 
@@ -323,7 +325,14 @@ def score(
                     cause += " (a line the tool cut short with ...)"
                 own = TOOL_PACKAGES.get(label["tool"], ())
                 judge = cause.startswith("unplanted") or cause.startswith("drci: at a real")
-                if judge and (m.get("repo") or "") in {f"pypi/{pkg}" for pkg in own}:
+                # At a real CI exception with no label: the record's own class printed and a
+                # frame of the traceback in the record's file say it may well be the source
+                # (huggingface_hub's record at its LocalEntryNotFoundError raised in its
+                # file_download.py): the bench cannot tell, so it is left unjudged.
+                sourced = cause.startswith("drci: at a real") and bool(
+                    decision.get("classAgrees") and decision.get("frame")
+                )
+                if sourced or (judge and (m.get("repo") or "") in {f"pypi/{pkg}" for pkg in own}):
                     # The tool's own message, its own package's record: maybe right.
                     unjudged.append(
                         {
@@ -398,7 +407,11 @@ def table(columns: dict[str, dict[str, Any]]) -> str:
         ("precision of exact", lambda s: f"{_pct(s['precision'])} "
          f"({s['right']}/{s['exactAnswers']})"),
         ("wrong exact answers", lambda s: f"{s['wrongCount']}"),
-        ("unjudged: a tool's own record on its own text", lambda s: f"{len(s['unjudged'])}"),
+        (
+            "unjudged: a tool's own record on its own text, or a record whose class and file "
+            "a real CI traceback shows",
+            lambda s: f"{len(s['unjudged'])}",
+        ),
         ("wrong-source exact answers", lambda s: f"{s['wrongSource']}"),
         ("`possible` matches (at a planted record's line)",
          lambda s: f"{s['possible']} ({s['possibleAtPlantedRecord']})"),

@@ -32,6 +32,7 @@ from errkb.records.slots import (
     is_placeholder_text,
     sample,
 )
+from errkb.records.specificity import is_generic, specificity
 from errkb.records.template import Placeholder, parse_template
 from errkb.records.upstream import message_pattern
 from tests.tiers import examples
@@ -480,14 +481,31 @@ def test_generated_records_through_every_shape(tmp_path: Path, count: int) -> No
                 for p, v in zip(parse_template(gen.template).placeholders, values, strict=True)
             }
             text = render(gen, values)
+            generic = is_generic(specificity(gen.template))
             for shape, log in _shapes(text).items():
-                report = kb.explain(log)
-                assert [m.id for m in report.exact] == [rec["id"]], (shape, log)
-                assert dict(report.exact[0].capture_dict) == want, (shape, log)
+                # A generated template may be generic (``Bravo1 kilo {}``): its match is then
+                # possible rather than exact (issue 45), its captures the same; and the
+                # message-first pass (the only reader of a Markdown cell's text) considers no
+                # generic template.
+                found = _found(kb.explain(log))
+                if generic and shape in MESSAGE_FIRST_ONLY:
+                    assert found == [], (shape, log)
+                    continue
+                assert [m.id for m in found] == [rec["id"]], (shape, log)
+                assert dict(found[0].capture_dict) == want, (shape, log)
             sibling = render(gen, [*values[:-1], WRONG.get(gen.kinds[-1], "x")])
             if gen.kinds[-1] is not K.GENERIC:
                 for shape, log in _shapes(sibling).items():
-                    assert kb.explain(log).exact == (), (shape, log)
+                    assert _found(kb.explain(log)) == [], (shape, log)
+
+
+#: Shapes whose message only the message-first pass finds (no exception line is parsed).
+MESSAGE_FIRST_ONLY = frozenset({"markdown"})
+
+
+def _found(report: errkb.Report) -> list[errkb.report.Match]:
+    """The report's exact and possible matches (not its similar suggestions)."""
+    return [m for m in report.matches if m.confidence.value != "similar"]
 
 
 # ---------------------------------------------------------------- one scan for every name

@@ -722,9 +722,10 @@ def judge(
 
     The rules, in order (the README's "exact and possible"):
 
-    1. A generic template (``errkb.records.specificity``) found by the message-first pass or in
-       a container string is not considered unless its class and frame back it: such a pass
-       has no exception class to check, and ``Python {}`` is on every debug page.
+    1. A generic template (``errkb.records.specificity``) found by the message-first pass, or
+       in a container string printed with no exception class, is not considered unless its
+       class and frame back it: there is no class to check, and ``Python {}`` is on every
+       debug page (an exception a container holds, class and all, is judged as any other).
     2. A printed class that contradicts the record's (not the same, not a known subclass or a
        wrapper that carries another exception's message) is never exact.
     3. A specific template's match alone is exact.
@@ -745,7 +746,11 @@ def judge(
     frame = bool(_frame_agreement(spec, frames)[0])
     whole = not embedded and hit.start == 0 and claim == event.message.strip()
     backed = agrees is True and frame and whole
-    if generic and found is not FoundBy.PARSER and not backed:
+    if (
+        generic
+        and not backed
+        and (found is FoundBy.MESSAGE_FIRST or (found is FoundBy.CONTAINER and not event.exc_class))
+    ):
         return None
     if agrees is False:
         rule = DecisionRule.CLASS_CONTRADICTS

@@ -24,8 +24,8 @@ whose ``decision.generic`` is true without both class and frame agreeing (0 when
 (pip's ``No matching distribution found for {}`` in pip's output), or at a real CI exception by
 a record whose class the traceback prints and in whose file one of its frames lies, may be
 right: it is listed apart as unjudged, in neither count. pytest's short summary of a planted
-test, read as one more occurrence of its match, counts as right (``_summary_copy``). Prints a Markdown table; writes ``accuracy-*.json`` under
-``--out``.
+test, read as one more occurrence of its match, counts as right (``_summary_copy``). Prints a
+Markdown table; writes ``accuracy-*.json`` under ``--out``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ bounded, and the few regexes are our own, anchored, with bounded repetitions.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator, Sequence
@@ -1071,7 +1072,16 @@ def exception_line(raw: str, *, ends_traceback: bool = False) -> tuple[str, str]
     already cut), so any class name ends it; otherwise the line is a single one
     (``Class: message`` or ``Class:`` with a known class, ``path:12: Class: message``, or
     pytest's ``FAILED node - Class: message``), as ``_single_line`` reports it.
+
+    A pure function of its arguments: a short line's answer is kept (``_read_short``), since
+    logs repeat their lines (every rank, every retry) and the scan asks about each.
     """
+    if len(raw) <= CACHED_LINE_CHARS:
+        return _read_short(raw, ends_traceback)
+    return _read_line(raw, ends_traceback)
+
+
+def _read_line(raw: str, ends_traceback: bool) -> tuple[str, str] | None:
     for line in normalize(raw[:MAX_LINE_READ]).lines:
         found = _ending(line.text.strip()) if ends_traceback else _single(line)
         if found is not None:
@@ -1081,6 +1091,11 @@ def exception_line(raw: str, *, ends_traceback: bool = False) -> tuple[str, str]
 
 #: Characters of one line ``exception_line`` reads at most (as the scan always read them).
 MAX_LINE_READ = 1 << 16
+#: Lines up to this long have their answers kept, the last ``CACHED_LINES`` of them (at most a
+#: few MiB whatever the input).
+CACHED_LINE_CHARS = 512
+CACHED_LINES = 4096
+_read_short = functools.lru_cache(maxsize=CACHED_LINES)(_read_line)
 
 
 def _ending(body: str) -> tuple[str, str] | None:

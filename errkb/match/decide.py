@@ -23,6 +23,7 @@ Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.
 
 from __future__ import annotations
 
+import builtins
 import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -302,10 +303,14 @@ def decide(
             continue
         # The whole printed chain's frames: a wrapper's traceback shows where its cause was raised.
         frames = event.chain.frames if event.chain is not None else event.frames
+        # Each hit's frame agreement, read once: the decision and the score both weigh it.
+        agreement = {
+            rid: _frame_agreement(hit.spec, frames) for rid, (hit, _e, _c) in per_record.items()
+        }
         judged = {
             rid: decision
             for rid, (hit, embedded, claim) in per_record.items()
-            if (decision := judge(hit, event, embedded, claim, frames)) is not None
+            if (decision := judge(hit, event, embedded, claim, bool(agreement[rid][0]))) is not None
         }
         if len(judged) != len(per_record):
             # The message-first pass and container strings consider only specific templates.
@@ -313,7 +318,7 @@ def decide(
             if not per_record:
                 continue
         scored = {
-            rid: (hit, *_score(hit.spec, event, embedded, frames, judged[rid]))
+            rid: (hit, *_score(hit.spec, event, embedded, agreement[rid], judged[rid]))
             for rid, (hit, embedded, _claim) in per_record.items()
         }
         # Hits on one event compete when they claim the same text, unless one is nested in the
@@ -715,9 +720,7 @@ def _is_source_text(hit: Hit, text: str) -> bool:
     return head.endswith(('f"', "f'", 'f"""'))
 
 
-def judge(
-    hit: Hit, event: LogEvent, embedded: bool, claim: str, frames: Sequence[Frame]
-) -> Decision | None:
+def judge(hit: Hit, event: LogEvent, embedded: bool, claim: str, frame: bool) -> Decision | None:
     """Decide one occurrence: exact, possible, or (None) not this pass's to consider.
 
     The rules, in order (the README's "exact and possible"):
@@ -731,6 +734,8 @@ def judge(
     3. A specific template's match alone is exact.
     4. A generic template is exact only as the whole message, printed with the record's class
        and with a traceback frame in the record's file; else it is possible.
+
+    ``frame``: a frame of the event's chain is in the record's file (``_frame_agreement``).
     """
     spec = hit.spec
     score = specificity_of(spec)
@@ -743,7 +748,6 @@ def judge(
         else FoundBy.PARSER
     )
     agrees = None if embedded else class_agrees(event.exc_class, spec.error_class)
-    frame = bool(_frame_agreement(spec, frames)[0])
     whole = not embedded and hit.start == 0 and claim == event.message.strip()
     backed = agrees is True and frame and whole
     if (
@@ -788,7 +792,6 @@ def class_agrees(printed: str | None, expected: str | None) -> bool | None:
         return True
     if _short(outer) in WRAPPER_CLASSES:
         return None
-    import builtins
 
     theirs = getattr(builtins, _short(outer), None)
     if not (isinstance(theirs, type) and issubclass(theirs, BaseException)):
@@ -840,7 +843,7 @@ def _score(
     spec: PatternSpec,
     event: LogEvent,
     embedded: bool,
-    frames: Sequence[Frame],
+    agreement: tuple[float, str],
     decision: Decision | None = None,
 ) -> tuple[float, tuple[str, ...]]:
     score = BASE_EXACT
@@ -861,7 +864,7 @@ def _score(
     elif embedded:
         score += WRAPPED_BONUS
         evidence.append("the message is embedded in a wrapping error")
-    frame_score, frame_note = _frame_agreement(spec, frames)
+    frame_score, frame_note = agreement
     if frame_score:
         score += frame_score
         evidence.append(frame_note)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from errkb.match.index import TOKENS_PER_RECORD, rank_words, template_tokens
+from errkb.match.index import rank_record, rank_words, template_tokens
 from errkb.records.patterns import COMPILER_VERSION, PatternSpec, compile_record
 from errkb.records.template import Template, parse_template
 from errkb.store.engine import spec_columns
@@ -103,9 +103,7 @@ def rerank(
 
     def rows() -> Iterator[tuple[str, str, int]]:
         for rid in sorted(held):
-            ranked = sorted(held[rid], key=lambda w: (frequency[w], -len(w), w))
-            for rank, w in enumerate(ranked[:TOKENS_PER_RECORD]):
-                yield w, rid, rank
+            yield from rank_record(rid, held[rid], frequency)
 
     return redo, rows()
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from errkb.records.template import Literal, Template, parse_template
@@ -111,6 +111,19 @@ def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[s
         ranked = sorted(flat[offsets[r] : offsets[r + 1]], key=rarity)
         for rank, k in enumerate(ranked[:TOKENS_PER_RECORD]):
             yield vocabulary[k], rid, rank
+
+
+def rank_record(
+    rid: str, words: Iterable[str], count: Mapping[str, int]
+) -> Iterator[tuple[str, str, int]]:
+    """One record's (token, record id, rank) rows, its words ranked by ``count``.
+
+    ``rank_words``'s order: fewest records holding the word first, then the longer word, then
+    by text (``feed.rerank`` and the sync's counted rank rank a few records so).
+    """
+    ranked = sorted(words, key=lambda w: (count[w], -len(w), w))
+    for rank, word in enumerate(ranked[:TOKENS_PER_RECORD]):
+        yield word, rid, rank
 
 
 class TokenIndex(Protocol):

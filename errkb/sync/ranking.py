@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from errkb.match.feed import FEED
-from errkb.match.index import TOKENS_PER_RECORD
+from errkb.match.index import rank_record
 from errkb.store import Derived, RecordJSON
 
 
@@ -42,14 +42,8 @@ class CountingFeed:
         self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]
     ) -> Iterator[tuple[str, str, int]]:
         """(token, record id, rank) rows of each record given, rarity read from ``count``."""
-
-        def rarity(word: str) -> tuple[int, int, str]:
-            return count[word], -len(word), word
-
         for rid, record_words in words:
-            ranked = sorted(record_words, key=rarity)
-            for rank, word in enumerate(ranked[:TOKENS_PER_RECORD]):
-                yield word, rid, rank
+            yield from rank_record(rid, record_words, count)
 
 
 #: The feed a sync writes with.

@@ -28,9 +28,9 @@ distribution over the benchmark corpora is in BENCHMARKS.md.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
+from errkb import _lazy
 from errkb.records.template import Literal, Template, parse_template
 
 __all__ = [
@@ -56,10 +56,11 @@ FEW_WORDS_CAP = 0.45
 ABSORBING_CAP = 0.3
 INTERPRETER_CAP = 0.2
 
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_']*")
+# Compiled on first use: explain imports this module (``is_generic``) and measures nothing.
+_WORD = _lazy.pattern(r"[A-Za-z][A-Za-z0-9_']*")
 _PLACEHOLDER = "\x00"
-_QUOTED_SLOT = re.compile(r"""(['"`]?)\x00\1""")
-_SPACES = re.compile(r"\s+")
+_QUOTED_SLOT = _lazy.pattern(r"""(['"`]?)\x00\1""")
+_SPACES = _lazy.pattern(r"\s+")
 
 #: Words that carry no evidence of a message's source: English function words, the error
 #: vocabulary shared by CPython and the popular packages (``invalid``, ``expected``,
@@ -186,7 +187,7 @@ def informative_words(literals: Iterable[str]) -> tuple[str, ...]:
     """The distinct literal words that are not ``COMMON_WORDS`` (two letters or more)."""
     out: dict[str, None] = {}
     for text in literals:
-        for word in _WORD.findall(text):
+        for word in _WORD().findall(text):
             key = word.lower().strip("'")
             if len(key) >= 2 and key not in COMMON_WORDS:
                 out.setdefault(key, None)
@@ -201,13 +202,13 @@ def interpreter_message(template: Template) -> bool:
 def masked_text(template: Template) -> str:
     """The template in lower case with each placeholder (and the quotes around it) as ``{}``."""
     parts = [s.text if isinstance(s, Literal) else _PLACEHOLDER for s in template.segments]
-    text = _QUOTED_SLOT.sub("{}", "".join(parts))
-    return _SPACES.sub(" ", text).strip().rstrip(".").lower()
+    text = _QUOTED_SLOT().sub("{}", "".join(parts))
+    return _SPACES().sub(" ", text).strip().rstrip(".").lower()
 
 
 def _absorbing(template: Template) -> bool:
     """One placeholder can take nearly the whole message: at most two literal words in all."""
-    count = sum(len(_WORD.findall(text)) for text in template.literals)
+    count = sum(len(_WORD().findall(text)) for text in template.literals)
     return count <= 2
 
 

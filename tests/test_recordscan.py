@@ -1060,3 +1060,14 @@ def test_folded_an_exact_occurrence_makes_a_possible_match_exact() -> None:
     folded.add_matches([replace(first, confidence=first.confidence.EXACT, lines=(7,))])
     (m,), _u, _o = folded.result()
     assert m.confidence.value == "exact" and m.lines == (3, 7) and m.occurrences == 2
+
+
+def test_folded_a_cut_summary_line_is_one_more_occurrence_of_what_it_repeats() -> None:
+    folded = recordscan.Folded(Limits())
+    long = "Comfy INT8 layer 'blk.0' has incompatible weight/scale shapes"
+    folded.add_unmatched([recordscan.Unmatched("ValueError", long, 5, lines=(5,))])
+    assert folded.add_copy("ValueError", long[:40], 9)  # pytest cut it at its width
+    assert not folded.add_copy("KeyError", long[:40], 10)  # another class: its own exception
+    assert not folded.add_copy("ValueError", long[:10], 11)  # too short to tell
+    _m, (entry,), _o = folded.result()
+    assert (entry.lines, entry.occurrences) == ((5, 9), 2)

@@ -36,7 +36,7 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from errkb.match.anchordb import Hits
 from errkb.match.recordanchors import RecordAnchors, holds, verbatim
@@ -787,6 +787,13 @@ class _Entry:
     occurrences: int
 
 
+#: A short summary's message must keep this many characters to be read as a copy (the key
+#: ``Folded.add_copy`` finds the entry it repeats by).
+COPY_HEAD = 24
+#: What ``Folded.add_copy`` finds: a match's entry, or an unmatched entry's (class, message).
+_Copied: TypeAlias = "_Entry | tuple[str | None, str]"
+
+
 class Folded:
     """Matches and unmatched entries of batches, folded into one report's, within ``Limits``."""
 
@@ -797,6 +804,9 @@ class Folded:
         # Exact and possible entries are held within the limits apart: possible matches come
         # after the answers and never take an answer's place.
         self._held = {Confidence.EXACT: 0, Confidence.POSSIBLE: 0}
+        # Each entry by its class and its message's first ``COPY_HEAD`` characters, for
+        # ``add_copy``: a summary line finds the entry it repeats without a walk over all.
+        self._heads: dict[tuple[str | None, str], list[_Copied]] = {}
         self._unmatched: dict[tuple[str | None, str], Unmatched] = {}
         self._unmatched_lines: dict[tuple[str | None, str], set[int]] = {}
         # Each entry's first line, kept as lines are added: sorting by it took a ``min`` over
@@ -833,7 +843,8 @@ class Folded:
                     continue
                 self._per_record[per] = held + 1
                 self._held[m.confidence] += 1
-                self._matches[key] = _Entry(m, set(m.lines), m.occurrences)
+                entry = self._matches[key] = _Entry(m, set(m.lines), m.occurrences)
+                self._head_of(m.exception.cls, m.exception.message).append(entry)
                 continue
             entry.occurrences += m.occurrences
             entry.lines.update(m.lines)
@@ -866,22 +877,31 @@ class Folded:
         short summary cuts a message at its width): a match first, else an unmatched entry.
         False when none is held (the line is then an exception of its own).
         """
-        for entry in self._matches.values():
-            shown = entry.match.exception
-            if shown.cls == cls and shown.message.startswith(head):
-                if number not in entry.lines:
-                    entry.lines.add(number)
-                    entry.occurrences += 1
+        if len(head) < COPY_HEAD:
+            return False  # too little of the message to tell which entry it repeats
+        found = self._heads.get((cls, head[:COPY_HEAD]), ())
+        # Matches first (they were added first for their key), then unmatched entries.
+        for item in sorted(found, key=lambda i: not isinstance(i, _Entry)):
+            if isinstance(item, _Entry):
+                if not item.match.exception.message.startswith(head):
+                    continue
+                if number not in item.lines:
+                    item.lines.add(number)
+                    item.occurrences += 1
                 return True
-        for key, held in self._unmatched.items():
-            if key[0] == cls and key[1].startswith(head):
-                lines = self._unmatched_lines[key]
-                if number not in lines:
-                    lines.add(number)
-                    self._unmatched[key] = replace(held, occurrences=held.occurrences + 1)
-                    self._unmatched_first[key] = min(self._unmatched_first[key], number)
-                return True
+            if not item[1].startswith(head):
+                continue
+            lines = self._unmatched_lines[item]
+            if number not in lines:
+                lines.add(number)
+                held = self._unmatched[item]
+                self._unmatched[item] = replace(held, occurrences=held.occurrences + 1)
+                self._unmatched_first[item] = min(self._unmatched_first[item], number)
+            return True
         return False
+
+    def _head_of(self, cls: str | None, message: str) -> list[_Copied]:
+        return self._heads.setdefault((cls, message[:COPY_HEAD]), [])
 
     def add_unmatched(self, entries: Sequence[Unmatched]) -> None:
         for u in entries:
@@ -893,6 +913,7 @@ class Folded:
                     self.cut_unmatched_occurrences += u.occurrences
                     continue
                 self._unmatched[key] = u
+                self._head_of(u.cls, u.message).append(key)
                 self._unmatched_lines[key] = seen = set(u.lines or (u.line,))
                 self._unmatched_first[key] = min(seen)
                 continue

@@ -138,25 +138,32 @@ def sarif_document(report: CheckReport) -> dict[str, Any]:
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [
+        "runs": [sarif_run(rules, results, notifications)],
+    }
+
+
+def sarif_run(
+    rules: list[dict[str, Any]],
+    results: list[dict[str, Any]],
+    notifications: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One SARIF run of errkb: its rules, results and notifications (failed if there are any)."""
+    return {
+        "tool": {
+            "driver": {
+                "name": "errkb",
+                "version": __version__,
+                "informationUri": INFORMATION_URI,
+                "rules": rules,
+            }
+        },
+        "invocations": [
             {
-                "tool": {
-                    "driver": {
-                        "name": "errkb",
-                        "version": __version__,
-                        "informationUri": INFORMATION_URI,
-                        "rules": rules,
-                    }
-                },
-                "invocations": [
-                    {
-                        "executionSuccessful": not report.errors,
-                        "toolExecutionNotifications": notifications,
-                    }
-                ],
-                "results": results,
+                "executionSuccessful": not notifications,
+                "toolExecutionNotifications": notifications,
             }
         ],
+        "results": results,
     }
 
 

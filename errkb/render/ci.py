@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from errkb import __version__
 from errkb.render import OutputFormat, RenderOptions, json_text, renders
 from errkb.render.answers import entries, omitted_note
-from errkb.render.check import INFORMATION_URI, SARIF_SCHEMA, escape_data, escape_property
+from errkb.render.check import SARIF_SCHEMA, escape_data, escape_property, sarif_run
 from errkb.render.check import _uri as file_uri
 from errkb.report import Match, Report
 from errkb.report.triage import KnownGroup, TriageReport, UnknownGroup
@@ -238,23 +237,7 @@ def sarif_explanation(report: Report, options: RenderOptions) -> dict[str, Any]:
         }
         for f in report.unreadable
     ]
-    run: dict[str, Any] = {
-        "tool": {
-            "driver": {
-                "name": "errkb",
-                "version": __version__,
-                "informationUri": INFORMATION_URI,
-                "rules": rules,
-            }
-        },
-        "invocations": [
-            {
-                "executionSuccessful": not report.unreadable,
-                "toolExecutionNotifications": notifications,
-            }
-        ],
-        "results": results,
-    }
+    run = sarif_run(rules, results, notifications)
     if report.omitted is not None:
         run["properties"] = {"omitted": report.omitted.to_dict()}
     return {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}

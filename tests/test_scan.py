@@ -18,6 +18,7 @@ from errkb.maint.extract import extract
 from errkb.match import scan
 from errkb.match.anchordb import ENGINES
 from errkb.match.index import candidate_ids, message_tokens
+from errkb.store.interface import RELATED_COMMON
 from errkb.records.template import parse_template
 from errkb.store import anchors_key
 from tests.conftest import DATASET, require_extra
@@ -82,23 +83,27 @@ def test_table_candidates_are_the_index_candidates(
 
 
 @pytest.mark.parametrize("limit", [1, 3, 300])
+@pytest.mark.parametrize("common", [RELATED_COMMON, 3])
 def test_related_from_the_table_is_the_index_s_related(
-    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]], limit: int
+    big_kb: errkb.KnowledgeBase, records: list[dict[str, Any]], limit: int, common: int
 ) -> None:
     from errkb.match.index import related_ids
 
     messages = _messages(records)
-    longer = 0
+    longer = cut = 0
     with big_kb.store.snapshot() as view:
         table = scan.AnchorTable(scan.build_body(view.token_rows()))
         assert table.related(["json"], limit) is None  # not built: the caller asks the store
         assert table.build_related()
         for message in messages:
-            want = related_ids(view, message, limit)
+            want = related_ids(view, message, limit, common=common)
             # The same ids in the same order: shared words, most first, ties by id.
-            assert table.related(message_tokens(message), limit) == want, message
+            assert table.related(message_tokens(message), limit, common=common) == want, message
             longer += len(want) > 1
+            cut += want != related_ids(view, message, limit, common=len(records))
     assert longer > len(records) // 2 or limit == 1  # ties and order are really exercised
+    # A word in more than ``common`` records' rows is left out: with 3, results change.
+    assert (cut > 0) == (common == 3)
 
 
 def test_a_long_running_process_suggests_from_memory(

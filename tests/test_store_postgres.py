@@ -29,6 +29,8 @@ from errkb.errors import (
     SyncLockedError,
 )
 from errkb.store import SCHEMA_HEAD, is_server_url, open_store, resolve_target
+from errkb.match.index import message_tokens
+from errkb.store.interface import RELATED_COMMON
 from errkb.store.postgres import PostgresStore, redacted
 from errkb.sync import sync
 from tests import zygote
@@ -355,6 +357,14 @@ def test_token_rows_and_the_anchor_table_match_sqlite(pg_url: str, tmp_path: Pat
             state = pv.meta_value("state") or "0"
             version = pv.meta_value("dataset_version")
             table = load_table(pv, pg.store.path, state, version)
+            # Suggestions: the same ids in the same order, a common token left out alike (no
+            # seed shares an indexed token: with 0 every token is common).
+            for message in (LINEAR, "Quanto layer has an incompatible scale shape", "none"):
+                tokens = message_tokens(message)
+                for common in (RELATED_COMMON, 0):
+                    want = lv.related_ids(tokens, 10, common=common)
+                    assert pv.related_ids(tokens, 10, common=common) == want, (message, common)
+                    assert bool(want) == (common > 0 and message != "none")
         # Stored beside the server database's local files, and read back from there.
         assert anchor_path(pg.store.path).is_file()
         with pg.store.snapshot() as pv:

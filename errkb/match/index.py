@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from errkb.records.template import Literal, Template, parse_template
+from errkb.store.interface import RELATED_COMMON
 
 MIN_TOKEN = 3
 #: How many of a record's rarest words are stored: rank 0 selects candidates, the others must
@@ -130,7 +131,7 @@ class TokenIndex(Protocol):
     """Where the index lives: the store's read view (``errkb.store.ReadView``)."""
 
     def candidate_ids(self, tokens: Sequence[str]) -> list[str]: ...
-    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]: ...
+    def related_ids(self, tokens: Sequence[str], limit: int, *, common: int = ...) -> list[str]: ...
 
 
 def candidate_ids(index: TokenIndex, text: str) -> list[str]:
@@ -143,6 +144,11 @@ def candidate_ids(index: TokenIndex, text: str) -> list[str]:
     return index.candidate_ids(message_tokens(text))
 
 
-def related_ids(index: TokenIndex, text: str, limit: int) -> list[str]:
-    """Ids of the records sharing the most indexed words with ``text`` (for suggestions)."""
-    return index.related_ids(message_tokens(text), limit)
+def related_ids(
+    index: TokenIndex, text: str, limit: int, *, common: int = RELATED_COMMON
+) -> list[str]:
+    """Ids of the records sharing the most indexed words with ``text`` (for suggestions).
+
+    A word held by more than ``common`` records' index rows is not counted.
+    """
+    return index.related_ids(message_tokens(text), limit, common=common)

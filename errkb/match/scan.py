@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb.match.index import message_tokens
+from errkb.store.interface import RELATED_COMMON
 
 if TYPE_CHECKING:
     import numpy as np
@@ -202,19 +203,18 @@ class AnchorTable:
                 self._held += size
         return parsed
 
-    def related(self, tokens: Sequence[str], limit: int) -> list[str] | None:
+    def related(
+        self, tokens: Sequence[str], limit: int, *, common: int = RELATED_COMMON
+    ) -> list[str] | None:
         """``ReadView.related_ids`` from memory, once ``build_related`` ran: the same ids.
 
         The records sharing the most of ``tokens`` among their indexed words (any rank), most
-        first, then by id, at most ``limit``; None before ``build_related`` (the caller asks
-        the store). The SQL form reads a row per (token, record): a message of common words
-        ("not", "must", "list") counted 15,000-20,000 rows, 13-26 ms of CPU, the whole slowest
-        1% of warm single-traceback latency at 150,000 records (every unmatched exception asks
-        once); here it is one ``bincount`` over the records' positions, 0.49 ms on average
-        against 6.3 (975 messages of the bench's tracebacks, the same ids for each).
+        first, then by id, at most ``limit``, a word held by more than ``common`` of them not
+        counted; None before ``build_related`` (the caller asks the store). One ``bincount``
+        over the records' positions, where the SQL form reads a row per (token, record).
         """
         related = self._related
-        return None if related is None else related.top(tokens, limit)
+        return None if related is None else related.top(tokens, limit, common)
 
     def build_related(self) -> bool:
         """Build what ``related`` reads (once per table: 0.4 s at 150,000 records).
@@ -320,10 +320,10 @@ class _Related:
             (bounds[k], bounds[k + 1]) for k in sorted_positions(self._words, keys) if k is not None
         ]
 
-    def top(self, tokens: Sequence[str], limit: int) -> list[str]:
+    def top(self, tokens: Sequence[str], limit: int, common: int = RELATED_COMMON) -> list[str]:
         import numpy as np
 
-        spans = self._spans(tokens)
+        spans = [(a, b) for a, b in self._spans(tokens) if b - a <= common]
         if not spans or limit <= 0:
             return []
         members = self.members

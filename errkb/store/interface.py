@@ -46,6 +46,10 @@ if TYPE_CHECKING:
         state_from,
     )
 
+#: A token in more records' indexed words than this is left out of ``related_ids``: it says
+#: little about which records are related, and counting its records is most of the query.
+RELATED_COMMON = 500
+
 #: The Alembic revision this code expects (tests pin it to the migrations' head).
 SCHEMA_HEAD = "0011"
 
@@ -237,8 +241,13 @@ class ReadView(Protocol):
         """Ids of records whose rank-0 token is in ``tokens`` and all of whose are."""
         ...
 
-    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]:
-        """Ids of records sharing the most indexed tokens with ``tokens``."""
+    def related_ids(
+        self, tokens: Sequence[str], limit: int, *, common: int = RELATED_COMMON
+    ) -> list[str]:
+        """Ids of records sharing the most indexed tokens with ``tokens``, most first, by id.
+
+        A token held by more than ``common`` rows of the index is not counted.
+        """
         ...
 
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...

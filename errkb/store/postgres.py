@@ -48,7 +48,14 @@ from errkb.errors import (
 )
 from errkb.store import engine
 from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_record_texts
-from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
+from errkb.store.interface import (
+    RELATED_COMMON,
+    SCHEMA_HEAD,
+    AnchorRow,
+    PatternRow,
+    RecordJSON,
+    gc_paused,
+)
 from errkb.store.sqlite import busy_timeout_ms
 
 if TYPE_CHECKING:
@@ -345,14 +352,18 @@ class PgView(PgSql):
         )
         return [str(r[0]) for r in self.rows(sql, (words, words))]
 
-    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]:
+    def related_ids(
+        self, tokens: Sequence[str], limit: int, *, common: int = RELATED_COMMON
+    ) -> list[str]:
         if not tokens:
             return []
         sql = (
-            "SELECT record_id FROM match_tokens WHERE token = ANY(%s) GROUP BY record_id "
+            "SELECT record_id FROM match_tokens WHERE token = ANY(ARRAY(SELECT t FROM "
+            "unnest(%s::text[]) AS t WHERE (SELECT count(*) FROM (SELECT 1 FROM match_tokens m "
+            "WHERE m.token = t LIMIT %s) c) <= %s)) GROUP BY record_id "
             'ORDER BY count(*) DESC, record_id COLLATE "C" LIMIT %s'
         )
-        return [str(r[0]) for r in self.rows(sql, (list(tokens), limit))]
+        return [str(r[0]) for r in self.rows(sql, (list(tokens), common + 1, common, limit))]
 
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
         if not ids:

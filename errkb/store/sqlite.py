@@ -44,7 +44,14 @@ from errkb.errors import (
 from errkb.records.fields import CHILD_FIELDS
 from errkb.store import engine
 from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_record_texts
-from errkb.store.interface import SCHEMA_HEAD, AnchorRow, PatternRow, RecordJSON, gc_paused
+from errkb.store.interface import (
+    RELATED_COMMON,
+    SCHEMA_HEAD,
+    AnchorRow,
+    PatternRow,
+    RecordJSON,
+    gc_paused,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
@@ -187,15 +194,22 @@ class SqliteView(SqliteSql):
         )
         return [str(r[0]) for r in self.conn.execute(sql, (*tokens, *tokens))]
 
-    def related_ids(self, tokens: Sequence[str], limit: int) -> list[str]:
+    def related_ids(
+        self, tokens: Sequence[str], limit: int, *, common: int = RELATED_COMMON
+    ) -> list[str]:
         if not tokens:
             return []
+        # A common token's rows are counted only up to ``common + 1``: an index walk bounded
+        # whatever the dataset holds.
         sql = (
-            "SELECT record_id FROM match_tokens WHERE token IN ("  # noqa: S608
-            + _marks(len(tokens))
-            + ") GROUP BY record_id ORDER BY count(*) DESC, record_id LIMIT ?"
+            "WITH t(token) AS (VALUES "  # noqa: S608
+            + ",".join(["(?)"] * len(tokens))
+            + ") SELECT record_id FROM match_tokens WHERE token IN (SELECT token FROM t WHERE "
+            "(SELECT count(*) FROM (SELECT 1 FROM match_tokens m WHERE m.token = t.token "
+            "LIMIT ?)) <= ?) GROUP BY record_id ORDER BY count(*) DESC, record_id LIMIT ?"
         )
-        return [str(r[0]) for r in self.conn.execute(sql, (*tokens, limit))]
+        rows = self.conn.execute(sql, (*tokens, common + 1, common, limit))
+        return [str(r[0]) for r in rows]
 
     def token_rows(self) -> Iterator[tuple[str, str, int]]:
         # Streamed: at 500,000 records the index is two million rows, and a list of them

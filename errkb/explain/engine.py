@@ -232,7 +232,7 @@ class Engine:
                     state=key,
                     dataset_version=version,
                 )
-                self._say_rebuilt(path, anchors.db.fault, len(anchors.words))
+                self._say_rebuilt(path, anchors.db.fault, len(anchors.db))
                 for bad, fault in anchors.faults.items():
                     self._say_rebuilt(bad, fault)
                 with self._lock:

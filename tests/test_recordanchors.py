@@ -535,3 +535,105 @@ def test_a_literal_s_own_marker_character_is_not_taken_for_a_line_start() -> Non
     maps, _words = record_maps([row])
     assert maps.record_literals(0) == ("only here ",)
     assert maps.record_line_starts(0) == ()
+
+
+PHRASE = "failed to initialize the process group for rank"
+
+
+def _crowd(count: int, always: bool = True) -> list[AnchorRow]:
+    """``count`` records sharing ``PHRASE`` (some with equal literal sets), and a fixed one."""
+    rows = []
+    for k in range(count):
+        second = f" in variant{k % (count - 3)} stage"  # the last three repeat earlier sets
+        rows.append(_row(f"{k:016x}", PHRASE, (PHRASE + " ", second), fixed=False))
+    rows.append(_row("f" * 16, PHRASE, (PHRASE,), fixed=True))
+    if always:
+        # Every literal inside the word (but for its edge space): checked on every line.
+        rows.append(_row("e" * 16, PHRASE + " ", (PHRASE + " ",), fixed=False))
+    return rows
+
+
+def _crowd_log(seed: int, count: int) -> bytes:
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(300):
+        tail = rng.choice(
+            [
+                f" {rng.randrange(9)} in variant{rng.randrange(count + 5)} stage",
+                f" {rng.randrange(9)} in warmup",
+                "",
+                f" in variant{rng.randrange(count)} stage'",
+            ]
+        )
+        head = rng.choice(["", "INFO ", "ValueError: "])
+        lines.append(head + rng.choice([PHRASE, "the process group for rank"]) + tail)
+    return "\n".join(lines).encode()
+
+
+def _records_holding(rows: list[AnchorRow], text: str) -> list[int]:
+    """The records (by row) one line may print: the rejects one record at a time."""
+    found = []
+    for number, (_, anchor, literals, _, template) in enumerate(rows):
+        if anchor is None or anchor.strip() not in text:
+            continue
+        if template == PHRASE and len(literals) == 1:  # the fixed record: where it ends
+            rest = text[text.find(PHRASE) + len(PHRASE) :].rstrip()
+            if not rest or rest[0] in "'\"\\)]}<&":
+                found.append(number)
+            continue
+        parts = [recordanchors.one_line_literal(lit) for lit in literals]
+        if all(recordanchors.holds(text, part) for part in parts):
+            found.append(number)
+    return found
+
+
+@pytest.mark.parametrize("engine", _engines())
+def test_a_crowded_word_keeps_the_lines_its_records_keep_one_by_one(engine: str) -> None:
+    count = 4 * recordanchors.CROWD
+    rows = _crowd(count)
+    anchors = RecordAnchors(rows, engine)
+    word = anchors.words.index(PHRASE)
+    check = anchors.records_of(word)
+    assert len(check.groups) == count - 3 + 1 and check.fixed  # equal sets checked once
+    assert check._finder is not None  # past CROWD: reached through the keys
+    for seed in range(3):
+        data = _crowd_log(seed, count)
+        want = []
+        start = 0
+        for number, line in enumerate(data.split(b"\n"), 1):
+            text = line.decode()
+            if _records_holding(rows, text):
+                want.append((number, start))
+            start += len(line) + 1
+            # The candidates a kept line names: those whose literals it holds, fixed ones too.
+            fixed = [n for n, row in enumerate(rows) if row[4] == PHRASE and len(row[2]) == 1]
+            named = [n for n in _records_holding(rows, text) if n not in fixed]
+            if PHRASE in text:
+                assert anchors.passing(word, text) == sorted(named + fixed), text
+        assert anchors.hit_lines(data) == want, seed
+        assert any(want) and len(want) < data.count(b"\n")  # both kinds of line are there
+
+
+def test_a_line_costs_its_keys_not_the_records_sharing_its_word(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 50, row 13: lines holding a phrase thousands of records share, and none of their
+    # other literals, cost each record a check: the work grew with the records, not the input.
+    calls = {"n": 0}
+    real = recordanchors.holds
+
+    def counted(text: str, literal: str) -> bool:
+        calls["n"] += 1
+        return real(text, literal)
+
+    monkeypatch.setattr(recordanchors, "holds", counted)
+    lines = [f"2026-01-01 INFO {PHRASE} {k} in warmup" for k in range(400)]
+    data = "\n".join(lines).encode()
+    work = {}
+    for count in (50, 2000):
+        anchors = RecordAnchors(_crowd(count, always=False))
+        calls["n"] = 0
+        assert anchors.hit_lines(data) == []  # the fixed record does not end these lines
+        work[count] = calls["n"]
+    # No record's key is on these lines: none is checked, however many share the phrase.
+    assert work[2000] == work[50] <= len(lines)

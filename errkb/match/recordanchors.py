@@ -38,7 +38,7 @@ import array
 import json
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -651,6 +651,85 @@ def store_record_anchors(
     store_compiled(store_at, blob, ends, state, dataset_version, store_at.with_suffix(""))
 
 
+#: Distinct literal sets a word's hit line is checked against one by one; past it, through an
+#: automaton of one key literal each (``WordRecords``).
+CROWD = 8
+
+
+class WordRecords:
+    """The records one anchor word stands for, grouped for the literal rejects.
+
+    Fixed records (their end condition is the word's own: checked once per line) apart, the
+    others grouped by their one-line literals and line starts, so records with equal sets are
+    checked once. Past ``CROWD`` groups each is reached through a key, its longest literal
+    not inside the word, found on a line by one Aho-Corasick pass: a line costs its own
+    length and the groups whose key it holds, however many records share the word (issue 50,
+    row 13: 5,000 records sharing one phrase made every line holding it 5,000 checks).
+    """
+
+    __slots__ = ("_always", "_by_key", "_finder", "bare", "fixed", "groups")
+
+    def __init__(self, maps: RecordMaps, word: int, text: str) -> None:
+        records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
+        fixed: list[int] = []
+        grouped: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
+        for record in records:
+            if maps.fixed[record]:
+                fixed.append(record)
+            else:
+                key = (maps.record_literals(record), maps.record_line_starts(record))
+                grouped.setdefault(key, []).append(record)
+        #: The fixed records' numbers.
+        self.fixed = tuple(fixed)
+        #: (literals, line starts, record numbers) of each group.
+        self.groups = tuple((lits, starts, tuple(rs)) for (lits, starts), rs in grouped.items())
+        #: Whether some record has no one-line literal (a hand-written pattern).
+        self.bare = any(not lits for lits, _, _ in self.groups)
+        self._finder: Callable[[str], list[tuple[int, int, int]]] | None = None
+        self._by_key: list[list[int]] = []
+        self._always: list[int] = []
+        if len(self.groups) > CROWD:
+            self._index(text)
+
+    def _index(self, text: str) -> None:
+        import ahocorasick_rs
+
+        keys: dict[str, int] = {}
+        for number, (lits, _, _) in enumerate(self.groups):
+            # A literal's core is on every line that holds it (``holds``): a sound key.
+            outside = [core for core in (lit.strip(" ") for lit in lits) if core not in text]
+            if not outside:
+                self._always.append(number)  # every literal inside the word: checked always
+                continue
+            at = keys.setdefault(max(outside, key=len), len(keys))
+            if at == len(self._by_key):
+                self._by_key.append([])
+            self._by_key[at].append(number)
+        finder = ahocorasick_rs.AhoCorasick(list(keys))
+
+        def find(line: str) -> list[tuple[int, int, int]]:
+            return list(finder.find_matches_as_indexes(line, overlapping=True))
+
+        self._finder = find
+
+    def holding(self, line: bytes, text: str, *, starts: bool = True) -> Iterator[int]:
+        """The groups (by index) whose literals ``text`` holds; ``starts``: line starts too."""
+        finder = self._finder
+        chosen: Iterable[int]
+        if finder is None:
+            chosen = range(len(self.groups))
+        else:
+            found = {key for key, _, _ in finder(text)}
+            chosen = [*self._always, *(g for key in found for g in self._by_key[key])]
+        groups = self.groups
+        for number in chosen:
+            lits, begins, _ = groups[number]
+            if all(holds(text, lit) for lit in lits) and (
+                not starts or not begins or begins_a_line(line, text, begins)
+            ):
+                yield number
+
+
 class RecordAnchors:
     """Every record's anchor and escaped forms, compiled once; which records each stands for."""
 
@@ -706,8 +785,7 @@ class RecordAnchors:
         self.complete = maps.complete
         self.maps = maps
         self.db = db
-        self._checks: dict[int, tuple[tuple[bool, tuple[str, ...], tuple[str, ...]], ...]] = {}
-        self._candidates: dict[int, tuple[tuple[str, bool, tuple[str, ...]], ...]] = {}
+        self._checks: dict[int, WordRecords] = {}
         # The ids as a sorted numpy array (``id_table``): by ``KnowledgeBase.prepare``, else
         # when first asked.
         self._ids: npt.NDArray[np.bytes_] | None = None
@@ -722,17 +800,11 @@ class RecordAnchors:
         """Every anchor line and escaped form, sorted (the anchor database's words)."""
         return self.db.words
 
-    def _records_of(self, word: int) -> tuple[tuple[bool, tuple[str, ...], tuple[str, ...]], ...]:
-        """(fixed, literals, line starts) of each record ``word`` stands for, decoded once."""
+    def records_of(self, word: int) -> WordRecords:
+        """The records ``word`` stands for, grouped for the rejects (built once a word)."""
         got = self._checks.get(word)
         if got is None:
-            maps = self.maps
-            records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
-            got = tuple(
-                (maps.fixed[r] == 1, maps.record_literals(r), maps.record_line_starts(r))
-                for r in records
-            )
-            self._checks[word] = got
+            got = self._checks[word] = WordRecords(self.maps, word, self.db.word(word))
         return got
 
     def may_match(self, rid: str, text: str) -> bool:
@@ -796,17 +868,21 @@ class RecordAnchors:
                         self._ids = table
         return self._ids
 
-    def candidates_of(self, word: int) -> tuple[tuple[str, bool, tuple[str, ...]], ...]:
-        """(id, fixed, one-line literals) of each record ``word`` stands for (decoded once)."""
-        got = self._candidates.get(word)
-        if got is None:
-            maps = self.maps
-            records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
-            got = tuple(
-                (maps.record_id(r), maps.fixed[r] == 1, maps.record_literals(r)) for r in records
-            )
-            self._candidates[word] = got
-        return got
+    def passing(self, word: int, text: str) -> list[int] | None:
+        """The records of ``word`` that one line's ``text`` may print, by number ascending.
+
+        Fixed records always; the others when ``text`` holds each of their one-line literals
+        (line starts not asked). None when one of them has no literal: the index decides.
+        """
+        check = self.records_of(word)
+        if check.bare:
+            return None
+        found = list(check.fixed)
+        groups = check.groups
+        for number in check.holding(b"", text, starts=False):
+            found.extend(groups[number][2])
+        found.sort()
+        return found
 
     def hit_lines(
         self,
@@ -903,17 +979,9 @@ class RecordAnchors:
                 continue
             if not text:
                 text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
-            for is_fixed, literals, starts in self._records_of(word):
-                if is_fixed:
-                    if _ends_message(text, word_text(word)):
-                        keep = True
-                        break
-                    continue
-                if all(holds(text, lit) for lit in literals) and (
-                    not starts or begins_a_line(line, text, starts)
-                ):
-                    keep = True
-                    break
+            check = self.records_of(word)
+            keep = bool(check.fixed) and _ends_message(text, word_text(word))
+            keep = keep or next(check.holding(line, text), None) is not None
         if keep:
             out.append((previous + 1, start))
         return out

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from errkb.match.anchordb import Hits
-from errkb.match.recordanchors import RecordAnchors, holds, verbatim
+from errkb.match.recordanchors import RecordAnchors, verbatim
 from errkb.parse.events import EventKind, LogEvent
 from errkb.parse.text import strip_escapes
 from errkb.report import Alternative, Confidence, Match, Unmatched
@@ -112,19 +112,16 @@ class LineRecords:
         text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
         if not text.isascii() and "\u241b" in text:
             return None  # a shown ESC: the parser cuts what follows it
-        plain = anchors.maps.plain
+        maps = anchors.maps
         passed: dict[str, None] = {}
         for word in hits.words[first:last]:
-            if not plain[word]:
+            if not maps.plain[word]:
                 return None
-            for rid, is_fixed, lits in anchors.candidates_of(word):
-                if is_fixed:
-                    passed[rid] = None
-                    continue
-                if not lits:
-                    return None  # a hand-written pattern: the index's words decide
-                if all(holds(text, lit) for lit in lits):
-                    passed[rid] = None
+            records = anchors.passing(word, text)
+            if records is None:
+                return None  # a hand-written pattern: the index's words decide
+            for record in records:
+                passed[maps.record_id(record)] = None
         return tuple(passed)
 
 

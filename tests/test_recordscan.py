@@ -1071,3 +1071,24 @@ def test_folded_a_cut_summary_line_is_one_more_occurrence_of_what_it_repeats() -
     assert not folded.add_copy("ValueError", long[:10], 11)  # too short to tell
     _m, (entry,), _o = folded.result()
     assert (entry.lines, entry.occurrences) == ((5, 9), 2)
+
+
+def test_folded_counts_the_distinct_entries_it_cuts_in_8_bytes_each() -> None:
+    # Issue 50, row 14: a set of every cut entry's hash held ~60 bytes an entry; the hashes
+    # are an array made distinct as it grows, and the count stays exact.
+    from errkb.report import Unmatched
+
+    folded = recordscan.Folded(Limits(unmatched=10))
+    distinct = 70_000
+    batch: list[Unmatched] = []
+    for k in range(200_000):
+        batch.append(Unmatched("ValueError", f"m{k % distinct}", k + 1, lines=(k + 1,)))
+        if len(batch) == 5000:
+            folded.add_unmatched(batch)
+            batch = []
+    folded.add_unmatched(batch)
+    _, unmatched, truncation = folded.result()
+    assert len(unmatched) == 10 and truncation is not None
+    assert truncation.unmatched == distinct - 10
+    assert truncation.unmatched_occurrences == 200_000 - sum(u.occurrences for u in unmatched)
+    assert len(folded._cut_unmatched) < 2 * distinct  # not one hash per cut line (190k)

@@ -31,6 +31,7 @@ Measured figures (what each step costs, and why it is built so) are in BENCHMARK
 
 from __future__ import annotations
 
+import array
 import bisect
 import re
 import threading
@@ -812,7 +813,9 @@ class Folded:
         self.cut_matches = 0
         self.cut_match_occurrences = 0
         self.cut_records: dict[str, int] = {}
-        self._cut_unmatched: set[int] = set()
+        # The hashes of the distinct entries cut, as 8 bytes each (counted at ``result``).
+        self._cut_unmatched = array.array("q")
+        self._cut_compact = 1 << 16  # made distinct again when it holds this many
         self.cut_unmatched_occurrences = 0
         self.cut_lines = 0
 
@@ -906,7 +909,11 @@ class Folded:
             held = self._unmatched.get(key)
             if held is None:
                 if len(self._unmatched) >= self.limits.unmatched:
-                    self._cut_unmatched.add(hash(key))
+                    cut = self._cut_unmatched
+                    cut.append(hash(key))
+                    if len(cut) >= self._cut_compact:
+                        self._cut_unmatched = cut = _distinct_hashes(cut)
+                        self._cut_compact = max(self._cut_compact, 2 * len(cut))
                     self.cut_unmatched_occurrences += u.occurrences
                     continue
                 self._unmatched[key] = u
@@ -964,11 +971,20 @@ class Folded:
                 matches=self.cut_matches,
                 match_occurrences=self.cut_match_occurrences,
                 records=tuple(sorted(self.cut_records.items(), key=lambda kv: (-kv[1], kv[0]))),
-                unmatched=len(self._cut_unmatched),
+                unmatched=len(_distinct_hashes(self._cut_unmatched)),
                 unmatched_occurrences=self.cut_unmatched_occurrences,
                 lines=self.cut_lines,
             )
         return tuple(matches), tuple(unmatched), truncation
+
+
+def _distinct_hashes(hashes: array.array[int]) -> array.array[int]:
+    """``hashes`` without repeats (numpy where it imports: 8 bytes a hash, not a set's ~60)."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency of the fast path
+        return array.array("q", sorted(set(hashes)))
+    return array.array("q", np.unique(np.frombuffer(hashes, dtype=np.int64)).tobytes())
 
 
 def _by_score(a: Alternative) -> float:
@@ -1075,6 +1091,7 @@ class _Scan:
     line_starts: dict[int, int] = field(default_factory=dict)
     covered: set[int] = field(default_factory=set)  #: lines a decided event covers
     index: int = 0  #: regions parsed so far (chain ids kept apart across batches)
+    newlines: npt.NDArray[np.int64] | None = None  #: the input's newline offsets (numpy)
 
 
 def _passes(data: bytes, anchors: RecordAnchors) -> _Scan:
@@ -1093,7 +1110,9 @@ def _passes(data: bytes, anchors: RecordAnchors) -> _Scan:
     hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     line_records = LineRecords(data, anchors, raw[0])
-    return _Scan(data, anchors, total, shapes, tracebacks, hits, later, line_records)
+    scan = _Scan(data, anchors, total, shapes, tracebacks, hits, later, line_records)
+    scan.newlines = newlines
+    return scan
 
 
 def _open_windows(
@@ -1154,7 +1173,7 @@ def _read_alone(scan: _Scan, json_lines: bool) -> None:
     """
     data, shapes, in_hit = scan.data, scan.shapes, scan.in_hit
     headers = set(shapes.headers)
-    scan.line_starts = dict(shapes.starts)
+    scan.line_starts = shapes.starts  # traceback ends' starts join them (held once)
     for header in shapes.headers:
         if in_hit.has(header):
             continue
@@ -1198,10 +1217,7 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
     from errkb.parse.regions import json_line_events, parse_regions
 
     data, shapes = scan.data, scan.shapes
-    # Line starts of every window's first and last line, found from the nearest known start.
-    starts = dict(scan.hits)
-    starts.update(shapes.starts)
-    ordered = sorted(starts)
+    cut = _line_cutter(scan)
     window_lines = 0
 
     def decided(events: list[LogEvent], plain: bool = False) -> None:
@@ -1214,7 +1230,7 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
 
     kinded = sorted([*((span, False) for span in scan.spans), *((s, True) for s in scan.hard)])
     for batch, is_hard in _kinded_batches(kinded):
-        regions = list(_cut(data, batch, starts, ordered))
+        regions = list(cut(batch))
         if json_lines:
             regions = [(first, _blank_objects(region)) for first, region in regions]
         window_lines += sum(last - first + 1 for first, last in batch)
@@ -1249,6 +1265,7 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
     """
     in_window = _Spans([*scan.spans, *scan.hard])
     entries: list[Unmatched] = []
+    count = 0
     for number in scan.straight:
         if in_window.has(number):
             continue
@@ -1268,8 +1285,13 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
         ):
             continue
         entries.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
+        if len(entries) >= BATCH_LINES:
+            # Folded as they come: what is held stays within ``Limits``, not one entry a line.
+            folded.add_unmatched(entries)
+            count += len(entries)
+            entries = []
     folded.add_unmatched(entries)
-    return len(entries)
+    return count + len(entries)
 
 
 def _summary_copy(scan: _Scan, folded: Folded, entry: Unmatched) -> bool:
@@ -1514,6 +1536,27 @@ class _Spans:
                 yield [first, self._firsts[k] - 1]
             first = self._lasts[k] + 1
             k += 1
+
+
+def _line_cutter(scan: _Scan) -> Callable[[Sequence[Sequence[int]]], Iterator[tuple[int, bytes]]]:
+    """``_cut`` for ``scan``'s input: by its newline index, else from the known line starts."""
+    data, newlines = scan.data, scan.newlines
+    if newlines is None:
+        known = dict(scan.hits)
+        known.update(scan.shapes.starts)
+        ordered = sorted(known)
+        return lambda spans: _cut(data, spans, known, ordered)
+    size = len(data)
+    ends = newlines.tolist() if len(newlines) < 4096 else newlines
+
+    def cut(spans: Sequence[Sequence[int]]) -> Iterator[tuple[int, bytes]]:
+        count = len(ends)
+        for first, last in spans:
+            begin = int(ends[first - 2]) + 1 if first >= 2 else 0
+            stop = int(ends[last - 1]) + 1 if last - 1 < count else size
+            yield first, data[begin:stop]
+
+    return cut
 
 
 def _cut(

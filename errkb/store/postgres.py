@@ -1,29 +1,14 @@
 """The PostgreSQL backend of the store: one shared knowledge base, one sync job, many readers.
 
-Selected by a URL: ``postgresql+psycopg://USER@HOST/DB`` (also ``postgresql://`` and
-``postgres://``; libpq's query options such as ``?host=/run/postgresql`` for a Unix socket pass
-through). It needs the optional extra ``errkb[postgres]`` (psycopg 3 and psycopg_pool).
-
-* Reads come from a thread-safe connection pool (``psycopg_pool``). Every read, and every
-  ``snapshot`` (one explain), runs in one ``REPEATABLE READ READ ONLY`` transaction, so it sees
-  exactly one committed dataset version even while a sync commits the next. A read that finds
-  its connection dropped (server restart, idle connection cut) is retried once on a fresh one;
-  inside an open snapshot it is not, since a new connection could see another version.
-* Writes (ingest, sync, rollback) run in ONE transaction each, serialised by a transaction-level
-  advisory lock (the PostgreSQL counterpart of SQLite's ``BEGIN IMMEDIATE``), with bulk rows
-  sent by ``COPY``. A dropped connection while writing is reported, never retried.
-* The sync lock is ``pg_try_advisory_xact_lock`` held by a dedicated connection for the whole
-  sync: a second sync fails at once, and a killed sync's lock goes with its connection.
-
-The schema comes from the same Alembic migrations as SQLite's. Lock keys are derived from the
-database and schema name, so several knowledge bases can share one server (one schema each,
-chosen with ``?options=-csearch_path%3DNAME``).
-
-What differs from SQLite only (the unit of work and the shared reads are
-``errkb.store.engine``'s): the pool, snapshots, advisory locks, ``%s`` placeholders and ids bound
-as one array, ``COPY``, error translation, and the tsvector search (``pgsearch``).
-
-Every psycopg error is translated here into ``StoreError`` or a subclass (``translate``).
+Selected by a ``postgresql+psycopg://``, ``postgresql://`` or ``postgres://`` URL (libpq's
+query options pass through); needs ``errkb[postgres]``. Reads come from a thread-safe pool, each
+read and each ``snapshot`` in one ``REPEATABLE READ READ ONLY`` transaction (one committed
+version); a dropped connection is retried once, never inside an open snapshot. Writes run in
+ONE transaction each, serialised by an advisory lock, bulk rows by ``COPY``, never retried.
+The sync lock is ``pg_try_advisory_xact_lock`` on a dedicated connection. Schema: the same
+Alembic migrations; lock keys come from the database and schema name, so knowledge bases can
+share a server (a schema each). The unit of work is ``errkb.store.engine``'s; search is
+``pgsearch``. Every psycopg error becomes a ``StoreError`` (``translate``).
 """
 
 from __future__ import annotations
@@ -148,9 +133,8 @@ RECORD_CACHE_SIZE = 8192
 #: One statement opens every read: the transaction and the whole meta table in one round trip
 #: (the simple query protocol takes several statements when nothing is bound).
 _OPEN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT key, value FROM meta"
-# COMMIT, not ROLLBACK, ends a read: the same for a read-only transaction, but psycopg drops a
-# connection's prepared statements after a ROLLBACK (DEALLOCATE ALL: one more round trip, and
-# every hot query unprepared again).
+# COMMIT, not ROLLBACK, ends a read: psycopg drops a connection's prepared statements after
+# a ROLLBACK.
 _CLOSE = "COMMIT"
 #: Opening a read of a database that may have no schema yet (the revision check).
 _OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -159,12 +143,8 @@ _OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 class RecordCache:
     """Record JSON texts of one state of the knowledge base, shared by threads, bounded (LRU).
 
-    A record's row changes only in a write transaction, and every write that changes a record
-    bumps the ``state`` meta key in the same transaction (``PgWriteTx.bump_state``). So a text
-    read in a snapshot of state S is the record's text in every snapshot of state S: a cache
-    keyed by the state answers exactly what the snapshot would, without the round trip. A
-    snapshot of another state starts a fresh cache (readers of the old and the new state
-    alternate only while a sync's last old snapshots finish).
+    Every write that changes a record bumps ``state`` in the same transaction, so a text read at
+    state S is the text in every snapshot of S. Another state starts a fresh cache.
     """
 
     def __init__(self, size: int = RECORD_CACHE_SIZE) -> None:
@@ -195,12 +175,8 @@ class RecordCache:
 class Closer:
     """Ends read transactions off the reader's path: ``COMMIT``, then back to the pool.
 
-    A reader waits for the server twice per snapshot (open, close); the close carries no answer,
-    so one thread per store sends it while the reader goes on. Each connection stays checked
-    out until its transaction has ended, so the pool never hands out one still in a
-    transaction. When the thread already has ``BACKLOG`` connections to end (many busy
-    reader threads), a reader ends its own: the thread speeds one reader up, it never caps
-    how many snapshots a process can close per second.
+    A connection stays checked out until its transaction has ended. Past ``BACKLOG`` pending
+    connections, a reader ends its own: the thread never caps snapshots per second.
     """
 
     BACKLOG = 2
@@ -422,11 +398,7 @@ class PostgresStore(StoreEngine):
 
     @property
     def read_only(self) -> bool:
-        """True when the server lets this login only read.
-
-        A standby (in recovery), or a role or database whose transactions default to
-        read-only. Asked once, on first use.
-        """
+        """True when the server lets this login only read (a standby, a read-only default)."""
         if self._read_only is None:
             row = self._read(
                 "checking whether it can be written",
@@ -478,7 +450,7 @@ class PostgresStore(StoreEngine):
             return self._pool
 
     def _read(self, action: str, fn: Callable[[PgView], _T], *, schema: bool = True) -> _T:
-        """Run ``fn`` in the open snapshot of this thread, or in one of its own (retried once).
+        """Run ``fn`` in this thread's open snapshot, or in one of its own (retried once).
 
         ``schema=False`` for a read of a database that may not have errkb's tables yet.
         """
@@ -505,9 +477,7 @@ class PostgresStore(StoreEngine):
     def _dropped(self, exc: BaseException) -> bool:
         """True for a dropped connection; then the pool's idle connections are checked too.
 
-        A server restart kills every idle connection at once, so the one retry must not be
-        handed another dead one: ``check`` replaces the broken ones (a round trip each, paid
-        only after a failure, instead of one on every checkout).
+        A server restart kills every idle one, so the retry must not get another dead one.
         """
         if not _disconnected(exc):
             return False
@@ -519,12 +489,7 @@ class PostgresStore(StoreEngine):
 
     @contextlib.contextmanager
     def _snapshot_conn(self, *, schema: bool = True) -> Iterator[PgView]:
-        """A pooled connection in one REPEATABLE READ READ ONLY transaction.
-
-        Opening costs one round trip (``_OPEN``: the transaction and the meta table); the
-        closing one is sent by the ``Closer`` while the reader goes on. A warm explain needs
-        nothing else (``RecordCache``).
-        """
+        """A pooled connection in one REPEATABLE READ READ ONLY transaction (one round trip)."""
         pool = self.pool()
         conn = pool.getconn()
         handed = False
@@ -550,8 +515,7 @@ class PostgresStore(StoreEngine):
     def snapshot(self) -> Iterator[PgView]:
         """A read transaction: every query inside sees one committed state of the database.
 
-        A connection found dropped by the first statement is retried once on a fresh one;
-        later in the snapshot it is not, since a new connection could see another version.
+        A connection found dropped by the first statement is retried once; later it is not.
         """
         import psycopg
 
@@ -668,13 +632,7 @@ class PostgresStore(StoreEngine):
                 conn_cm.__exit__(None if failure is None else type(failure), failure, None)
 
     def _lz4(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether the server compresses large values with LZ4 when asked (14+, built with it).
-
-        A record's row holds its JSON and prose, ~4 KB: PostgreSQL compresses it out of line
-        (TOAST), by default with pglz. With LZ4 the records' ``COPY`` of a 60,000-record
-        sync took 10.2-12.0 s of the server's time against 13.5-14.3 s; reads decompress faster
-        too. Values already stored keep their method; any server reads both.
-        """
+        """Whether the server compresses large values with LZ4 when asked (14+, built with it)."""
         if self._toast_lz4 is None:
             row = conn.execute(
                 "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
@@ -719,10 +677,8 @@ class PostgresStore(StoreEngine):
                 )
             yield self.path
         finally:
-            # An explicit ROLLBACK first: the server answers it only after releasing the lock,
-            # whereas after a bare close() the backend ends the transaction when it notices the
-            # disconnect, a moment later, so a sync started right after could find the lock
-            # still held (seen as a SyncLockedError in test_sync under load).
+            # An explicit ROLLBACK first: the server answers it only after releasing the lock, so a
+            # sync started right after cannot find it still held.
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
             with contextlib.suppress(Exception):
@@ -859,11 +815,7 @@ class PgWriteSql(PgSql):
         return _GinAfter.start(self)
 
     def _vectors(self) -> _Vectors | None:
-        """The connection computing vectors, taken at this transaction's first large insert.
-
-        Asked once: a schema before migration 0009, or no free pooled connection, leaves
-        every vector of the transaction to the trigger.
-        """
+        """The connection computing vectors, taken at the first large insert, or None."""
         if self._vectors_asked:
             return self.vectors
         self._vectors_asked = True
@@ -907,28 +859,17 @@ class PgWriteSql(PgSql):
         )
 
 
-#: The search index's pending list while an apply writes (kB): its entries are merged into
-#: the index when the list outgrows this, by the writing backend, ``work_mem`` at a time.
-#: At PostgreSQL's default (4 MB) a first sync of 60,000 records took 51-60 s against 38-41 s
-#: with the index dropped; at 64 MB, 38-39 s (the same rows and vectors). A bound, not "all
-#: of it until the end": a search scans the whole pending list, this transaction's entries
-#: (invisible to it) included, so a search during a 500,000-record sync reads at most this.
+#: The search index's pending list while an apply writes (kB), merged past it ``work_mem`` at
+#: a time. A bound: a search scans the whole pending list, so it reads at most this.
 GIN_PENDING_KB = 65536
 
 
 class _GinAfter:
     """PostgreSQL's ``BulkSearch``: the GIN index's merging held while a transaction writes.
 
-    Each record's vector is computed by the trigger (migration 0005) or given by a second
-    connection (``_Vectors``); what a large apply also paid for was merging them into the
-    GIN index every 4 MB of new entries, a few thousand records apart, each merge touching the
-    posting lists of every common word again. This
-    raises the pending list's limit for the rest of the transaction (``SET LOCAL``) and, when
-    the login owns the index as ``gin_clean_pending_list`` requires, merges the list once just
-    before the commit (``PgWriteSql.before_commit``: after the retirements and the other
-    updates an apply makes after its records, whose new row versions are indexed too);
-    otherwise the next merge (autovacuum's, or a later write's) does it. The index's contents
-    are the same either way.
+    Raises the pending list's limit for the transaction (``SET LOCAL``) and, when the login owns
+    the index, merges the list once just before the commit (``PgWriteSql.before_commit``);
+    otherwise the next merge does it. The index's contents are the same either way.
     """
 
     @classmethod
@@ -979,20 +920,10 @@ VECTORS_MIN = 2 * VECTORS_BATCH
 class _Vectors:
     """A second connection computing the search vectors of the records the first one writes.
 
-    The trigger of migration 0005 computed each record's vector inside the writing backend:
-    ~100 us a record (the JSON parse of its tags and solutions, eight ``regexp_replace`` and
-    ``to_tsvector``), which kept a large sync's one backend busy while the machine's other
-    core had little to do. Here a pooled connection runs the trigger's own function
-    (``errkb_search_vector``, migration 0009) over each batch of rows while the writer copies
-    the batch before it, and the rows go in with their vectors; the trigger keeps a given
-    vector on INSERT because the transaction says so (``errkb.search_vectors``). The same
-    function of the same values: the same vectors (tested against migration 0005's
-    expressions). Without a free pooled connection the trigger computes them, as before.
-
-    One thread: a batch's query is sent on the helper's libpq connection without waiting, the
-    previous batch is copied, then its answer read. (With the query in a second thread the
-    writer waited 15.9 s for 6.2 s of the helper's work in a 60,000-record sync: each of the
-    thread's wake-ups waited for the copying thread's GIL.)
+    A pooled connection runs the trigger's own function (``errkb_search_vector``, migration 0009)
+    over each batch while the writer copies the one before; the trigger keeps a given vector
+    (``errkb.search_vectors``). Same vectors; no free connection: the trigger computes them.
+    One thread: each batch's query is sent without waiting and its answer read after the copy.
     """
 
     def __init__(self, pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> None:

@@ -1,26 +1,12 @@
 """Matchers: which records' patterns match a piece of text, and with which captures.
 
-Both matchers prefilter, then verify only the candidates under RE2, compiling regexes lazily:
-
-* ``IndexedMatcher`` (what ``KnowledgeBase.explain`` uses) takes its candidates from the match
-  index in the database (``errkb.match.index``): nothing to build at start-up, one indexed query
-  per message, whatever the size of the knowledge base.
-* ``Matcher`` holds a set of PatternSpecs in memory and finds candidates with one Aho-Corasick
-  pass (all overlapping hits) over each record's most selective literal. Building it costs one
-  automaton, so it suits whole-dataset work done once (``errkb lint``'s ambiguity check).
-
-A state's ``SpecCache`` also keeps the masked templates ``similar`` ranks (each report's first
-20 unmatched messages are ranked against ~300 records each, mostly the same ones); a
-hand-written pattern's RE2 program is compiled once, not three times (``compile_re2`` keeps
-the last few).
-
-An ``IndexedMatcher``'s record is compiled only once a text holds its literals in the
-template's order (``LazyRegex``; a fixed message only for its own text), as RE2's own
-program searched directly (``Program``): on the dense bench log ~5,200 compiles, 0.067 ms
-each against 0.108 through ``re2.compile``, and a search with its captures 5.7 against 24 us.
-
-Records whose template has no usable literal are never candidates: a pattern that is nearly all
-wildcards would "explain" any message (``errkb lint`` reports them).
+Both prefilter, then verify only the candidates under RE2, compiling regexes lazily:
+``IndexedMatcher`` (explain's) takes its candidates from the match index (one indexed query
+per message, or the anchor table), and ``Matcher`` holds PatternSpecs in memory behind one
+Aho-Corasick pass (whole-dataset work done once: ``errkb lint``). A state's ``SpecCache`` also
+keeps the masked templates ``similar`` ranks. A record is compiled only once a text holds its
+literals in order (``LazyRegex``), as RE2's own program (``Program``). Records whose template
+has no usable literal are never candidates: they would "explain" any message.
 """
 
 from __future__ import annotations
@@ -55,19 +41,15 @@ SIMILAR_CUTOFF = 60.0
 REGEX_CACHE_SIZE = 4096
 #: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
 SPEC_CACHE_SIZE = 8192
-#: How far a state's cache grows to hold one report's candidates (~13 KB of RE2 program each):
-#: a dense 50 MB log has ~10,000, and a cache smaller than that evicts and recompiles on
-#: every scan of it (a cyclic access pattern never hits an LRU that cannot hold it).
+#: How far a state's cache grows to hold one report's candidates: an LRU smaller than the
+#: cyclic working set evicts and recompiles on every scan.
 SPEC_CACHE_MAX = 32768
-#: Longest own regex compiled on first need (``LazyRegex``); a longer one (only a database
-#: written before records had size limits holds one) is compiled when loaded, so a regex RE2
-#: refuses is reported then, whatever the text.
+#: Longest own regex compiled on first need (``LazyRegex``); a longer one is compiled when
+#: loaded, so a regex RE2 refuses is reported then, whatever the text.
 LAZY_REGEX_CHARS = 1 << 16
 #: Records ranked by similarity for one message at most: those sharing most indexed words.
 SIMILAR_POOL = 300
-#: Masked templates (``similar``'s choices) kept per state: each report ranks up to 20
-#: messages against ~300 records each, and a dense log's messages share most of them, so
-#: parsing every pool's templates again was ~6% of a 5 MB dense scan.
+#: Masked templates (``similar``'s choices) kept per state: a dense log's messages share them.
 MASKED_CACHE_SIZE = 1 << 16
 
 
@@ -95,11 +77,9 @@ Admits = Callable[[str, Mapping[str, str]], bool]
 def verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None = None) -> Hit | None:
     """Match one record's compiled regex against ``text``; captures named by placeholder.
 
-    No hit when a value is a placeholder shown as such (``<prefix>``, ``{scale_shape}``: a
-    quoted template names its values, it does not print them) or when ``admits`` vetoes the
-    captures (a validator that knows the record's values). When ``text`` ends in a container's
-    trailer (``</code> |``, a table cell's `` |``: ``slots.trailer_start``), the text before it is
-    tried first: the trailer is the end of the message, not part of its last value.
+    No hit when a value is a placeholder shown as such (``<prefix>``, ``{scale_shape}``) or when
+    ``admits`` vetoes the captures. A container's trailer (``slots.trailer_start``) ending
+    ``text`` is cut first: the text before it is tried first.
     """
     cut = trailer_start(text)
     if cut is not None:
@@ -132,8 +112,8 @@ def rank_similar(
 ) -> list[tuple[str, float]]:
     """The ``limit`` (id, score 0-100) whose masked template is closest to ``message``.
 
-    Normalised edit similarity, not WRatio: WRatio's partial-match rule rates a short template
-    highly against any long message that shares a few words.
+    Normalised edit similarity, not WRatio (which rates a short template highly against any
+    long message sharing a few words).
     """
     if not choices:
         return []
@@ -272,13 +252,7 @@ _PLAIN_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.]{0,150}(?:![rsa])?\}")
 
 
 def masked_template(message: str, mask: str = " ") -> str:
-    """``parse_template(message).masked(mask)``, without the parse for most templates.
-
-    A template whose only special characters are plain-name fields (no ``%``, ``$``, other
-    braces) is split by one regex: 74% of the 150k bench corpus's, each the same text as the
-    parse gives (checked over all 150,000), at 2.4 against 4.7 us. A similar-ranking pool is
-    300 templates, parsed the first time a warm process meets each.
-    """
+    """``parse_template(message).masked(mask)``, one regex split for plain names."""
     if "%" not in message and "$" not in message:
         parts = _PLAIN_FIELD.split(message)
         if not any("{" in part or "}" in part for part in parts):
@@ -291,9 +265,8 @@ def masked_template(message: str, mask: str = " ") -> str:
 def load_specs(view: ReadView, ids: Sequence[str]) -> list[PatternSpec]:
     """The ``PatternSpec`` of each live record of ``ids``: the stored rows, no compile.
 
-    The one seam where specs come from the store. A record without a stored row (a database
-    written before migration 0006 that no writable open has reindexed yet: a read-only copy)
-    is compiled from its fields, as every explain did before.
+    The one seam where specs come from the store; a record with no stored row (a pre-0006
+    read-only copy) is compiled from its fields.
     """
     specs = view.pattern_specs(ids)
     if len(specs) < len(set(ids)):
@@ -331,8 +304,7 @@ def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSp
 def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
     """``spec``'s regex compiled on first need, when literal tests can reject texts first.
 
-    None for a hand-written pattern (no literals known) other than a fixed message's, and
-    for a regex longer than ``LAZY_REGEX_CHARS``: those are compiled when loaded.
+    None for a hand-written pattern other than a fixed message's, and past ``LAZY_REGEX_CHARS``.
     """
     if len(spec.regex) > LAZY_REGEX_CHARS:
         return None
@@ -348,12 +320,9 @@ def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
 class LazyRegex:
     """A record's own regex, compiled under RE2 on the first text that holds all its literals.
 
-    A text the template's own regex matches holds every literal of the template as is, so a
-    text missing one cannot match and needs no automaton. Most candidates of a message are
-    near-identical templates that differ in a literal (the index selects them by shared
-    words): they are rejected by a few substring tests, and only the records some text could
-    match are compiled (~0.4 ms and ~13 KB each). Same answers as compiling up front; a regex
-    RE2 refuses is logged once and matches nothing.
+    A text its regex matches holds every literal in order, so a text missing one needs no
+    automaton. Same answers as compiling up front; a regex RE2 refuses is logged once and
+    matches nothing.
     """
 
     __slots__ = ("_compiled", "_fixed", "_spec")
@@ -375,11 +344,8 @@ class LazyRegex:
             if text != self._fixed:
                 return None
         else:
-            # The template's own regex is its literals in order with a group between each
-            # two, so a text it matches holds them in that order, none overlapping the next
-            # (found leftmost, each literal's earliest place after the last one's end is at or
-            # before the match's): near-identical templates that share words in another
-            # order are rejected here, not by a compiled automaton.
+            # The regex is its literals in order with a group between each two: a text it matches
+            # holds them in that order, none overlapping (found leftmost).
             at = 0
             for literal in literals:
                 at = text.find(literal, at)
@@ -400,26 +366,11 @@ _NEVER: Any = object()
 class Program:
     """One record's regex as RE2's own program, searched without the ``re``-like layer.
 
-    ``re2.compile`` builds an options object and a cache key per call and searches through a
-    generator that maps every byte offset back to characters: on the dense bench log 0.108 ms
-    a compile against 0.067 for RE2's, and its search, match object and ``group`` calls were a
-    third of verification. The same RE2 program, options and answers (``compile_re2``'s);
-    offsets are mapped to characters only for a text that is not ASCII.
-
-    ``lead``: the literal every match of the regex begins with (a template's own regex whose
-    template starts with text). The match is then searched anchored at each place the
-    literal is, leftmost first, which is the match an unanchored search finds (the leftmost
-    start, then RE2's own preference), without what an unanchored search of an end-anchored
-    regex costs: RE2 compiles the regex a second time, reversed, and builds a DFA to find
-    where the match starts, then searches again for the captures. Anchored, a short text's
-    captures come from one bit-state search. On the dense 50 MB bench log (150k records,
-    5,234 programs, 11,136 searches) the searches took 1.00 s of CPU unanchored.
-
-    ``latin1``: RE2 reads the regex and the text's UTF-8 bytes one byte at a time; only for a
-    regex ``byte_safe`` vouches for, whose answers are then the same. Its program is about half
-    as large: on 5,000 typed and generic template regexes of the 150k bench knowledge base,
-    compiles took 83 against 154 us each (``_re2.RE2``, a loaded 2-core machine), and a dense
-    log's first scan compiles one per record it hits (~5,200).
+    Same program, options and answers as ``compile_re2``; offsets are mapped to characters only
+    for non-ASCII text. ``lead``: the literal every match begins with; the match is then searched
+    anchored at each place of it, leftmost first (what an unanchored search finds, without
+    RE2's reversed second compile). ``latin1``: the regex and text read byte by byte, only for a
+    regex ``byte_safe`` vouches for (same answers, a smaller program).
     """
 
     __slots__ = ("_groups", "_lead", "_program")
@@ -463,23 +414,16 @@ class Program:
 def byte_safe(spec: PatternSpec) -> bool:
     r"""Whether ``spec``'s regex answers the same read byte by byte (``Program``'s ``latin1``).
 
-    So for a template's own regex (``patterns.template_regex``) in ASCII with no two
-    placeholders side by side. Its pieces are ASCII literals and the slot grammars, whose only
-    non-ASCII reach is a repeated class that excludes ASCII bytes alone (``.+?``,
-    ``[^'\\\n]*``) and ``\.`` inside quotes, followed by more of the same: every way RE2 can
-    end such a piece is before an ASCII byte, an ASCII literal or the end of the text, which
-    in valid UTF-8 is a character's boundary, so each capture and the match are where RE2
-    reading characters puts them (the property test compares both on non-ASCII texts). Two
-    slots side by side could split a character between them, a hand-written messagePattern
-    may use any RE2 syntax (``\p{L}``, ``(?i)``, ``.{3}``): those keep UTF-8.
+    True for a template's own regex in ASCII with no two placeholders side by side: each slot
+    grammar can end only before an ASCII byte or the end, a character boundary in valid UTF-8
+    (the property test compares both). Adjacent slots and hand-written patterns keep UTF-8.
     """
     if spec.origin is PatternOrigin.MESSAGE_PATTERN or not spec.names:
         return False
     if not (spec.regex.isascii() and spec.template.isascii()):
         return False
-    # Side by side, one slot's group closes right where the next one's opens; a literal
-    # between them ending in ")" is escaped (an odd run of backslashes before it). Read off
-    # the regex, not parsed again from the template: this runs at every compile.
+    # Side by side, one slot's group closes right where the next opens (a literal ")" between
+    # them is escaped); read off the regex: this runs at every compile.
     regex = spec.regex
     at = regex.find(")(?P<c")
     while at >= 0:
@@ -495,9 +439,8 @@ def byte_safe(spec: PatternSpec) -> bool:
 def regex_lead(spec: PatternSpec) -> str:
     """The literal every match of ``spec``'s regex begins with, or "" when not known.
 
-    A template's own regex (``patterns.template_regex``) is its segments in order inside
-    ``(?s)(?:...)$``, so when it begins with its first literal's escaped text, every match
-    begins with that text. A hand-written messagePattern is not known to: "".
+    Known for a template's own regex that begins with its first literal; a hand-written
+    messagePattern gives "".
     """
     if spec.origin is PatternOrigin.MESSAGE_PATTERN or not spec.literals or not spec.literals[0]:
         return ""
@@ -540,11 +483,7 @@ class Found:
 
 
 def _compile_or_skip(spec: PatternSpec) -> Any:
-    """The compiled regex, or None (logged) when RE2 refuses it.
-
-    Validation refuses such records, but a database written by an older errkb may hold one, and
-    one bad record must never make explain fail for everyone.
-    """
+    """The compiled regex, or None (logged) when RE2 refuses: one bad record fails nothing."""
     try:
         return Program(spec.regex, regex_lead(spec), latin1=byte_safe(spec))
     except Exception as exc:  # re2 raises its own error type
@@ -561,11 +500,9 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
 class IndexedMatcher:
     """Candidates from the database's match index, verified under RE2.
 
-    Bound to one read view (the caller's snapshot) and one state's SpecCache; cheap to
-    create per report. Given the state's anchor table (``errkb.match.scan``), candidates come
-    from memory instead of one query per message: the same records either way. The cache grows
-    to hold every candidate of the report. ``admits`` (the validators' veto) drops a hit whose
-    captures cannot be its record's values.
+    Bound to one read view and one state's SpecCache; cheap per report. With the anchor table,
+    candidates come from memory (the same records). ``admits`` (the validators' veto) drops a hit
+    whose captures cannot be its record's values.
     """
 
     def __init__(
@@ -620,11 +557,7 @@ class IndexedMatcher:
     def load(self, ids: Sequence[str]) -> bool:
         """Read (and compile) the specs of ``ids`` ahead, in one query per chunk of ids.
 
-        The record-driven scan names every record its kept lines can match before any is
-        looked up; read one or two at a time by each ``find``, the dense bench log's first
-        scan at 500k records made 3,633 queries for 7,462 specs (0.35 s of CPU), 278 with
-        this (0.26 s; on PostgreSQL each query is a round trip). Nothing is read when ``ids``
-        would not fit the spec cache's bound (they would push each other out): False.
+        False, reading nothing, when ``ids`` would not fit the spec cache's bound.
         """
         wanted = sorted(set(ids))
         if not wanted or len(wanted) > SPEC_CACHE_MAX // 2:
@@ -644,9 +577,8 @@ class IndexedMatcher:
     ) -> list[Hit]:
         """Per record, its hit on ``text`` from the first of ``starts`` its pattern matches from.
 
-        The message-first pass's boundary rule (``errkb.match.msgfirst``): the match must begin
-        exactly at a start and run to the end; ``Hit.start`` is that start in ``text``.
-        ``among`` as for ``find``.
+        The match begins exactly at a start and runs to the end (``errkb.match.msgfirst``'s boundary
+        rule); ``Hit.start`` is that start. ``among`` as for ``find``.
         """
         hits = []
         for hit in self.find(text, among):
@@ -662,15 +594,10 @@ class IndexedMatcher:
     def may_match_alone(self, line: str, among: Sequence[str]) -> bool:
         """Whether one of ``among`` may match a message read from ``line`` alone.
 
-        For a line with no quote, escape, control or ``|`` (the caller's): every text decide
-        verifies on it, its message and the wrappers' tails inside it, is a suffix of the
-        line, and ``verify`` cuts a container's trailer first. So a record of one line whose
-        own regex finds nothing searched anywhere in the line, nor in the line before such a
-        trailer, has no match there (no captures, placeholder or validator test: never False
-        where ``find`` could hit). A record over several lines, one anchored at the
-        message's start, one with no placeholder or no known literals, may: True. Whether
-        the message continues on the next lines is not this method's question
-        (``recordscan.wrapped_exceptions`` is asked that).
+        For a line with no quote, escape, control or ``|``: every text decide verifies on it is a
+        suffix of the line, so a one-line record whose regex finds nothing in the line (nor before a
+        trailer) cannot match: never False where ``find`` could hit. Multi-line, start-anchored,
+        placeholder-free or literal-less records: True.
         """
         cut = trailer_start(line)
         texts = (line,) if cut is None else (line, line[:cut])

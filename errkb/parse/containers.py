@@ -1,31 +1,13 @@
 r"""Containers: the texts hidden in JSON documents, JSON Lines and markup, with their line numbers.
 
-Real logs often reach errkb inside a container: docker's json-file driver writes one
-``{"log": "...\n", "stream": "stderr", "time": ...}`` object per output line, structlog and
-python-json-logger put a whole traceback into one JSON string, Sentry and structlog's
-``dict_tracebacks`` keep the exception as fields (a class next to its message), notebooks keep
-a cell's traceback as a list of ANSI-coloured strings, junit XML and saved HTML pages escape
-quotes as entities. The line parser reads none of that as written. This module runs before it
-and turns the input into *views*: plain texts, each with a map from its own lines back to the
-user's original line numbers, plus the *structured* exceptions found as fields.
-
-Nothing here knows a key name. JSON is recognised by its first character, every string value
-is offered whatever its key (a string that itself holds a JSON document is decoded in turn),
-a run of objects with the same keys and one string field ending in ``\n`` is output split one
-object per line and is reassembled per stream, an object holding an exception class next to a
-string is a structured exception, and an object holding a source path next to a line number is
-a frame, whose strings (source context, locals) are never occurrences. Markup is recognised by
-a leading ``<`` and a closing tag; tags are dropped (newlines kept, so line numbers stay) and
-entities are undone, twice-escaped ones too.
-
-Decoding is bounded (document size, nesting depth, number of strings) and total: input that is
-not a container, or not well-formed, simply yields no views and is parsed as plain text.
-Plain text costs one look at its first non-blank character and one substring search.
-
-It is also linear and cheap per value: a document on one line is walked as the decoder made it
-(its strings' line is the document's), and a large input is narrowed as plain text is (the
-caller passes the lines holding an error word; a one-line document elsewhere is decoded, since
-it may be a piece of reassembled output, but not walked).
+Logs arrive inside containers (docker's json-file lines, a traceback in one JSON string,
+Sentry-style exception fields, notebook outputs, junit XML, saved HTML). This module turns
+the input into *views* (plain texts, each mapping its lines to the original line numbers) and
+*structured* exceptions found as fields. No key name is known: every string is offered,
+one-object-per-line output is reassembled per stream, a class next to a string is a
+structured exception, a path next to a line number is a frame. Markup's tags are dropped
+(newlines kept) and entities undone. Decoding is bounded and total (not a container: no
+views), linear, and a large input is narrowed as plain text is.
 """
 
 from __future__ import annotations
@@ -68,13 +50,10 @@ MAX_VIEWS = 200_000
 #: A string shorter than this, or one without a space or newline, cannot hold a message.
 MIN_TEXT_CHARS = 8
 
-# Every pattern here is compiled on first use: only a container needs it (plain text never
-# imports this module: errkb.parse.sniff tells them apart).
+# Every pattern here is compiled on first use: only a container needs it.
 # A line that may begin a JSON document.
 _doc_line_re = _lazy.pattern(f"^[ \\t\ufeff]{{0,64}}(?:{JSON_START})", re.M)
-# The same line after its newline: a pattern that starts with a literal lets the regex engine
-# jump from newline to newline in C, where ``^`` under MULTILINE tries every position (3x
-# slower; a 50 MB log with one JSON line spent ~10% of its scan here).
+# The same line after its newline: a literal start lets the engine jump in C.
 _doc_after_newline_re = _lazy.pattern(f"\\n([ \\t\ufeff]{{0,64}}(?:{JSON_START}))")
 # A JSON string literal; JSON strings cannot hold a raw newline, so a match stays on its line.
 _string_re = _lazy.pattern(r'"(?:[^"\\\n]|\\.){0,1048576}"')
@@ -158,9 +137,7 @@ class Decoded:
 def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded | None:
     """Decode the containers of ``text``; None when it holds none (then parse it as it is).
 
-    ``worth``, when given, holds the input lines worth parsing (those with an error word,
-    as a large input is narrowed): a JSON document on one line not in it is decoded (it may
-    be a piece of reassembled output) but its strings are not offered.
+    ``worth``: the input lines worth parsing; a one-line document elsewhere is decoded, not offered.
     """
     if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
         return None
@@ -200,11 +177,7 @@ def _decode_mime(text: str) -> Decoded:
 
 
 def _decode_strace(text: str) -> Decoded:
-    """The strace output ``text`` as one view of the lines its programs wrote.
-
-    Each data syscall's string is read as lines, joined per process and descriptor
-    (``errkb.parse.cstrings``), on the input lines its pieces begin on.
-    """
+    """The strace output ``text`` as one view of the lines its programs wrote (``cstrings``)."""
     from errkb.parse.cstrings import unquote_lines
 
     physical = text.split("\n")
@@ -246,9 +219,7 @@ class _Out:
 def _documents(text: str) -> Iterator[tuple[int, int, int, object]]:
     """Yield (start, end, first line, value) for every JSON document that starts a line.
 
-    A document must end its last line (trailing blanks aside); anything else on that line means
-    the line was text that happens to start with a brace. Candidate lines are found by one
-    regex pass, so plain text between documents costs nothing in Python.
+    A document must end its last line (trailing blanks aside); found by one regex pass.
     """
     line = 1
     counted = 0  # offset up to which newlines are counted into ``line``
@@ -317,11 +288,7 @@ def _decode_json(text: str, worth: Container[int] | None) -> Decoded | None:
 
 
 def _annotate(text: str, start: int, end: int, line: int, value: object) -> object:
-    """Replace every string value with a ``_Str`` that knows its input line.
-
-    The string literals of a document, in text order, are its keys and string values in
-    document order (pairs keep duplicates), so one regex pass gives every string's position.
-    """
+    """Replace every string value with a ``_Str`` that knows its input line (one regex pass)."""
     if text.count("\n", start, end) == 0:
         return _with_line(value, lambda: line)
     tokens = _string_re().finditer(text, start, end)
@@ -369,9 +336,7 @@ def _walk_documents(
 ) -> None:
     """Walk every document; runs of one-object-per-line output are reassembled per stream.
 
-    Runs are told and joined on the raw decoded values (cheap: this is the path of a 50 MB
-    docker log); only the other documents get their strings' line numbers worked out, and
-    with ``worth`` a one-line document on a line without an error word is not walked.
+    With ``worth``, a one-line document on a line without an error word is not walked.
     """
     i = 0
     n = len(docs)
@@ -420,8 +385,7 @@ def _output_key(value: object) -> str | None:
 def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None:
     """Concatenate the output field of a run of objects per stream into one view each.
 
-    A stream is told apart by the object's other string fields that take few values over the
-    run (docker's ``stream``); fields that change on every object (timestamps) name no stream.
+    A stream is told by the other string fields taking few values (docker's ``stream``).
     """
     values: dict[str, set[str]] = {}
     for _line, obj in run:
@@ -454,11 +418,7 @@ def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None
 
 
 def _walk(value: object, path: str, depth: int, out: _Out, line: int = 0) -> None:
-    """Offer every string under ``value``; a plain ``str`` is on input line ``line``.
-
-    A document on one input line is walked as the decoder made it (every string on that
-    line): only documents over several lines get their strings' lines worked out (``_Str``).
-    """
+    """Offer every string under ``value``; a plain ``str`` is on input line ``line``."""
     if out.full() or depth > MAX_NESTING:
         return
     if isinstance(value, str):
@@ -525,13 +485,7 @@ def _is_class(text: str) -> bool:
 
 
 def _is_frame(obj: _Obj) -> bool:
-    """A stack frame: a source path next to a line number (Sentry, structlog, most tracers).
-
-    Not an object that also names an exception: OpenTelemetry's log record puts the call
-    site (``code.file.path``, ``code.line.number``) in the same attribute bag as
-    ``exception.message`` and ``exception.stacktrace``, and a frame's keys never say
-    exception, traceback or message.
-    """
+    """A stack frame: a source path next to a line number, naming no exception."""
     has_int = has_path = False
     for k, v in obj:
         if _exception_key_re().search(k) is not None:
@@ -613,12 +567,8 @@ _YAML_HEX = {"x": 2, "u": 4, "U": 8}
 def _decode_yaml(text: str) -> Decoded | None:
     r"""The double-quoted scalars of a YAML document that span lines, each a view.
 
-    PyYAML writes a long string as a double-quoted scalar folded at its width: a line ends
-    inside the quotes with ``\`` (an escaped line break: the break and the next line's
-    indentation are dropped; a space that starts the next line is written ``\ ``) or plainly
-    (a fold: one break is one space, each further empty line a newline). Escapes (``\n``,
-    ``\"``, ``\x..``) are undone; each view line maps to the input line its text came from.
-    Other YAML is left as text (its lines are parsed as written).
+    PyYAML's folding is undone (``\`` line ends, folds as spaces, escapes); each view line maps
+    to the input line its text came from. Other YAML is left as text.
     """
     physical = text.split("\n")
     views: list[View] = []
@@ -643,11 +593,7 @@ def _decode_yaml(text: str) -> Decoded | None:
 
 
 class _ScalarText:
-    r"""A scalar's decoded text; each of its lines maps to the input line of its first character.
-
-    ``...raise X(\n\`` then ``  Error: msg`` on the next input line: the decoded line
-    ``Error: msg`` is that next line's, not the one whose escape began it.
-    """
+    r"""A scalar's decoded text; each of its lines maps to the input line of its first character."""
 
     def __init__(self, line: int) -> None:
         self.parts: list[str] = []
@@ -673,8 +619,7 @@ def _yaml_scalar(
 ) -> tuple[str, tuple[int, ...], int] | None:
     """Decode the scalar whose text starts at ``physical[first][start:]``.
 
-    Returns (value, the input line of each value line, the index of the closing line), or None
-    when it does not close within ``MAX_SCALAR_LINES``.
+    (value, each value line's input line, closing line index), or None past ``MAX_SCALAR_LINES``.
     """
     acc = _ScalarText(first + 1)
     k, line, pos = first, physical[first], start

@@ -1,15 +1,9 @@
 """Records: the schemaVersion-2 error record, its validation, and its typed value.
 
-Validation has two layers. ``schemas/record.v2.schema.json`` (JSON Schema 2020-12, formats
-checked) says what JSON Schema can say; ``_code_rules`` adds the rest (sourceCode at most 40
-lines, lineNumber >= sourceCodeStart, sourceCodeEnd >= sourceCodeStart). Unknown extra fields
-are accepted and kept verbatim, because upstream adds optional fields without bumping
-schemaVersion. A record whose id does not follow the upstream formula is a warning, not an error.
-
-``_limit_rules`` bounds what one record can cost everyone else: errorMessage and messagePattern
-at most ``MAX_MESSAGE_CHARS`` characters, at most ``MAX_PLACEHOLDERS`` placeholders and capture
-groups, and a matcher that compiles under RE2. These run before anything expensive, so a hostile
-record is refused in bounded time and memory, naming its id and JSON path.
+``schemas/record.v2.schema.json`` says what JSON Schema can; ``_code_rules`` adds the rest;
+``_limit_rules`` bounds what one record can cost everyone (``MAX_MESSAGE_CHARS``,
+``MAX_PLACEHOLDERS``, a matcher RE2 compiles), before anything expensive. Unknown extra fields
+are kept verbatim; an id off upstream's formula is a warning, not an error.
 """
 
 from __future__ import annotations
@@ -36,12 +30,9 @@ MAX_MESSAGE_CHARS = 16_384
 #: Integers (lineNumber, sourceCodeStart, sourceCodeEnd) fit a signed 32-bit column: 10**30
 #: made every sync of the dataset fail in the store, --skip-invalid or not.
 MAX_INT = 2_147_483_647
-#: Prose fields (documentation, sourceCode, exampleFix ...) at most this many characters, lists
-#: (solutions, preventionTips, tags) at most ``MAX_ITEMS`` items of ``MAX_ITEM_CHARS`` (a tag
-#: ``MAX_TAG_CHARS``): every match returns its record whole, so one record of 20 MB or a
-#: million solutions cost every explain that found it. Upstream's longest are 1,655 characters
-#: (sourceCode), 130 per solution, 5 items: the caps are far above real records. Past them the
-#: record is invalid (refused, or skipped with ``--skip-invalid``), never silently cut.
+#: Prose fields at most this many characters, lists at most ``MAX_ITEMS`` items of
+#: ``MAX_ITEM_CHARS`` (a tag ``MAX_TAG_CHARS``): every match returns its record whole. Far above
+#: upstream's real records; past them a record is invalid, never silently cut.
 MAX_PROSE_CHARS = 65_536
 MAX_ITEMS = 256
 MAX_ITEM_CHARS = 4_096
@@ -181,11 +172,7 @@ def _date_time(value: object) -> bool:
 
 
 def fast_valid(obj: Mapping[str, Any]) -> bool:
-    """True only when ``obj`` certainly satisfies record.v2.schema.json.
-
-    A False says nothing (jsonschema decides then); a test pins that every schema violation
-    we know of is refused here too, so this can only ever be stricter than the schema.
-    """
+    """True only when ``obj`` certainly satisfies record.v2.schema.json (False: ask jsonschema)."""
 
     def text(key: str, nullable: bool = False, nonblank: bool = False) -> bool:
         value = obj[key]
@@ -318,8 +305,7 @@ def _limit_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 def dataset_version_problem(value: object, *, now: dt.datetime | None = None) -> str | None:
     """Why ``value`` is not an acceptable datasetVersion, or None when it is.
 
-    Acceptable: an RFC 3339 date-time with time and offset (``2026-09-02T10:00:00Z``; not
-    ``2026-09-02`` nor ``2026-W36-3``), at most ``MAX_VERSION_AHEAD`` ahead of ``now``.
+    Acceptable: an RFC 3339 date-time with offset, at most ``MAX_VERSION_AHEAD`` ahead of ``now``.
     """
     if not isinstance(value, str) or not _date_time(value):
         return (
@@ -384,11 +370,7 @@ _VERBATIM = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 @functools.cache
 def orjson_functions() -> tuple[Callable[[str], Any], Callable[..., bytes]] | None:
-    """Orjson's ``loads`` and ``dumps`` where it is installed (``errkb[fast]``), else None.
-
-    Looked up on first use: explain never encodes a record, and its start-up stays lean.
-    Every use of orjson goes through here (a sync's index rows, ``_fast``, ``decode_json``).
-    """
+    """Orjson's ``loads`` and ``dumps`` where installed (``errkb[fast]``), else None."""
     try:
         import orjson
     except ImportError:
@@ -403,14 +385,8 @@ _SORT_KEYS = 1 << 5
 def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
     """``obj`` as orjson writes it, or None where its text could differ from ``json``'s.
 
-    Only for an object its parse found free of floats (``floatless``): orjson writes a float
-    in exponent form (``1e16``) and a NaN as ``null`` where ``json`` writes ``1e+16`` and
-    ``NaN``. Every other value comes out the same, byte for byte: each code point as a string
-    and as a key, key order sorted or kept, integers to 64 bits (``test_records`` checks them
-    all against the encoders above). What orjson refuses (an integer beyond 64 bits, a lone
-    surrogate, nesting past 254 levels, a key that is not a string) gives None: ``json``
-    writes it. A worker's check of a bench record (read, validate, hash, derive, encode)
-    went from 233 to 195 us (60 repository files, interleaved rounds): ~19 s of CPU at 500k.
+    Only for a ``floatless`` object (orjson writes floats and NaN otherwise); whatever orjson
+    refuses gives None. ``test_records`` checks the rest byte for byte against ``json``.
     """
     fast = orjson_functions()
     if fast is None:
@@ -424,14 +400,8 @@ def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
 def decode_json(text: str) -> Any:
     """``json.loads(text)``, by orjson where it is installed and provably agrees.
 
-    orjson reads a value the way ``json`` does except where a number differs (an integer
-    beyond 64 bits becomes a float) or where it refuses (NaN, a lone surrogate, deep
-    nesting). So its value is taken only when orjson writes it back as exactly ``text``:
-    every integer then fitted in 64 bits, every float was read correctly rounded by both,
-    no key was repeated. Otherwise, or where orjson is missing, ``json`` reads it: the
-    answer, or the error, is always ``json``'s. For text errkb wrote (a spool line, stored
-    words) the check passes: 20,000 stored bench records (2.7 KB each) decoded in 0.13 s
-    against 0.21 s, ~2 s of a 500k full sync's transaction, which decodes each once.
+    orjson's value is taken only when it writes it back as exactly ``text``; otherwise ``json``
+    reads it, so the answer or error is always ``json``'s.
     """
     fast = orjson_functions()
     if fast is not None:
@@ -446,21 +416,14 @@ def decode_json(text: str) -> Any:
 
 
 def verbatim_json(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
-    """Compact JSON keeping the record's own key order: what export gives back.
-
-    ``floatless``: the caller knows ``obj`` holds no float (``reader.Item.floatless``), so
-    a faster encoder may write the same text (``_fast``).
-    """
+    """Compact JSON keeping the record's own key order (export); ``floatless``: see ``_fast``."""
     if floatless and (text := _fast(obj, 0)) is not None:
         return text.decode("utf-8")
     return _VERBATIM(obj)
 
 
 def content_hash(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
-    """sha256 of the canonical JSON: tells a changed record from an unchanged one.
-
-    ``floatless`` as for ``verbatim_json``: the same hash, the text hashed as it is written.
-    """
+    """sha256 of the canonical JSON: tells a changed record from an unchanged one."""
     import hashlib  # only writers need it; loading OpenSSL would slow every explain's start
 
     if floatless and (text := _fast(obj, _SORT_KEYS)) is not None:

@@ -1,23 +1,15 @@
 """Opening and reading untrusted inputs within bounds: the one opener for every file errkb reads.
 
-Every path errkb reads from a user or a dataset goes through here, for two reasons. A path can
-name something that is not a file: a FIFO blocks ``open`` forever, ``/dev/zero`` never ends, a
-symlink loop is not "missing". And a file can be far larger than anything errkb should hold in
-memory. So :func:`open_regular` refuses anything but a regular file (after following symlinks)
-without blocking, :func:`read_regular` also refuses a file over its cap from its size before
-reading a byte, and :func:`read_json` bounds what a JSON file may make the parser allocate:
-its nesting depth and its count of values are measured on the bytes, in C, before it is parsed
-(a 256 MiB file of ``{},`` would otherwise be 85 million dictionaries, a 100,000-deep one a
-``RecursionError``). A log, a triage baseline, a file beside the database or a published tree
-each name their cap and their :class:`JsonBounds`; a refusal is one :class:`InputError` line
-naming the file (or the error class the caller passes).
+A path may name something that is not a file (a FIFO, ``/dev/zero``, a symlink loop), and a
+file may be far larger than errkb should hold. :func:`open_regular` refuses anything but a
+regular file without blocking, :func:`read_regular` refuses a file over its cap from its size,
+and :func:`read_json` bounds a JSON file's nesting and value count on the bytes, in C, before
+parsing. A refusal is one :class:`InputError` line naming the file (or the caller's class).
 
-``explain`` reads its input with :func:`read_input` (a named FIFO is a pipe there, read like
-standard input within the same cap), then :func:`decompress_input`: compression is told by
-content (gzip, bzip2, xz, zstd; nested up to :data:`MAX_NESTING` layers), what it decompresses
-to is capped like a plain file, and an archive, a compression errkb has no reader for or binary
-data is an :class:`~errkb.errors.UnreadableInputError` naming what it is, never an answer of
-"no known error found".
+``explain`` reads with :func:`read_input` (a FIFO read like stdin) then
+:func:`decompress_input`: gzip, bzip2, xz, zstd told by content (up to :data:`MAX_NESTING`
+layers), capped like a plain file; an archive, an unknown compression or binary data is an
+:class:`~errkb.errors.UnreadableInputError`, never "no known error found".
 """
 
 from __future__ import annotations
@@ -89,8 +81,7 @@ def open_regular(
 ) -> BinaryIO:
     """Open ``path`` for binary reading, refusing anything but a regular file.
 
-    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a FIFO
-    never blocks the open and a file swapped for a device after a ``stat`` is still refused.
+    Opened non-blocking and checked with ``fstat`` on the descriptor (no FIFO block, no swap race).
     """
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -118,11 +109,9 @@ def read_regular(
 ) -> bytes:
     """A regular file's bytes, refused past ``limit`` from its size before a byte is read.
 
-    The one read of every file errkb opens by name but ``explain``'s input (which takes a
-    named pipe too): a FIFO, a device, a directory or a socket is refused without blocking
-    (:func:`open_regular`), a file over the cap from its ``fstat`` size, and one that grows
-    while it is read after at most the cap plus one chunk. ``what`` names the file in the
-    refusal ("log", "baseline"); ``error`` is the error class raised.
+    A FIFO, device, directory or socket is refused without blocking; a file growing while read
+    is refused after at most the cap plus one chunk. ``what`` names the file in the refusal;
+    ``error`` is the error class raised.
     """
     name = os.fspath(path)
     with open_regular(path, error) as fh:
@@ -141,10 +130,8 @@ def read_regular(
 class JsonBounds:
     """What a JSON file may make the parser allocate: its bytes, nesting and values.
 
-    ``max_values`` counts every value, key and container (measured as the commas, colons and
-    opening brackets outside strings): a value costs the parser 30-100 bytes however short its
-    text, so the byte cap alone does not bound memory. ``max_depth`` keeps the recursive parser
-    far from Python's recursion limit.
+    ``max_values`` counts every value, key and container (commas, colons, opening brackets
+    outside strings); ``max_depth`` keeps the parser far from the recursion limit.
     """
 
     max_bytes: int
@@ -161,11 +148,7 @@ _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
 def _without(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
-    """``pattern.sub(b"", data)`` holding ``data`` and the result only.
-
-    ``sub`` copies each kept piece before joining them: a file with two strings in 256 MiB
-    peaked at three times its size. Views of the pieces are joined instead.
-    """
+    """``pattern.sub(b"", data)`` holding ``data`` and the result only (views joined)."""
     view = memoryview(data)
     pieces: list[memoryview] = []
     pos = 0
@@ -181,11 +164,8 @@ def _without(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
 def json_shape_problem(data: bytes, bounds: JsonBounds) -> str | None:
     """Why ``data`` is beyond ``bounds`` before it is parsed, or None.
 
-    Every step is a C pass over the bytes (escapes, then strings cut out, each string counted
-    as the value it is before; commas, colons and brackets counted; the brackets' innermost
-    pairs removed once per level, at most ``max_depth`` times), so refusing a hostile file
-    costs a few passes over it and no parsed value. Unbalanced brackets count as too deep.
-    Too many values is told before too deep when both hold.
+    A few C passes over the bytes, no parsed value. Unbalanced brackets count as too deep; too
+    many values is told before too deep.
     """
     if len(data) > bounds.max_bytes:
         return f"larger than {bounds.max_bytes} bytes"
@@ -215,9 +195,8 @@ def read_json(
 ) -> object:
     """A JSON file read through :func:`read_regular` and parsed within ``bounds``.
 
-    Refused in one line naming the file (``error``) when it is no regular file, is over the
-    byte cap, nests deeper or holds more values than ``bounds`` allows, is not UTF-8 or not
-    JSON (``NaN`` and ``Infinity`` included: no errkb file writes them).
+    Refused in one line (``error``) when not a regular file, over the cap, too deep or too many
+    values, not UTF-8 or not JSON (``NaN`` and ``Infinity`` included).
     """
     name = os.fspath(path)
     data = read_regular(path, bounds.max_bytes, what=what, error=error)
@@ -238,12 +217,9 @@ def read_json(
 def read_stream(stream: BinaryIO, name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """Read all of ``stream``, refusing it once more than ``limit`` bytes have arrived.
 
-    Reads chunk by chunk into one growing buffer, so a refusal costs at most ``limit`` plus one
-    chunk (never ``read(limit)``, which allocates the whole limit up front).
+    A refusal costs at most ``limit`` plus one chunk (never ``read(limit)``).
     """
-    # BytesIO grows one bytes object in place and ``getvalue()`` hands that object over
-    # without a copy; a bytearray turned into bytes at the end held the input twice (a 1 GB
-    # pipe peaked at 1.93 GB).
+    # BytesIO hands its one bytes object over without a copy (``getvalue()``).
     buffer = io.BytesIO()
     while True:
         chunk = stream.read(_CHUNK)
@@ -256,12 +232,7 @@ def read_stream(stream: BinaryIO, name: str, limit: int = MAX_INPUT_BYTES) -> by
 
 
 def _read_regular(fh: BinaryIO, name: str, size: int, limit: int) -> bytes:
-    """Read a regular file of ``size`` bytes into one buffer of that size.
-
-    A chunked read grows a buffer and copies it into the result: twice the input at the peak,
-    where one read of the known size allocates it once. A file that grew meanwhile (a log being
-    written) is read on in chunks, within the cap.
-    """
+    """Read a regular file of ``size`` bytes into one buffer of that size."""
     data = fh.read(size + 1)
     if len(data) <= size:
         return data
@@ -276,8 +247,7 @@ def _read_regular(fh: BinaryIO, name: str, size: int, limit: int) -> bytes:
 def read_input(name: str, stdin: BinaryIO | None = None, limit: int = MAX_INPUT_BYTES) -> bytes:
     """Read one ``explain`` input: a path, or ``-`` for ``stdin``; at most ``limit`` bytes.
 
-    A regular file over the cap is refused from its size before anything is read. A named FIFO
-    is read like standard input (``errkb explain <(make 2>&1)`` is a pipe), within the same cap.
+    A regular file over the cap is refused from its size; a named FIFO is read like stdin.
     """
     if name == "-":
         if stdin is None:
@@ -382,11 +352,8 @@ def _skippable(magic: bytes | memoryview) -> bool:
 def unreadable_kind(data: bytes) -> str | None:
     """What ``data`` is when errkb cannot read it as text ("a zip archive", "binary data").
 
-    Archives and compressions errkb has no reader for by their magic bytes, a tar archive by
-    its ``ustar`` header, and binary data by its first 4 KiB: NUL bytes, a quarter of them or
-    one control byte in twenty, unless they fall as UTF-16 text's do (every other byte), which
-    is decoded as text. A log with a few NULs (a writer that crashed mid-line) is text, and a
-    leading run of NULs is skipped before the 4 KiB are looked at.
+    Archives and compressions by magic bytes, tar by ``ustar``, binary by its first 4 KiB after
+    any leading NULs (NULs or control bytes unless laid out as UTF-16's). A few NULs are text.
     """
     for magic, kind in _UNREADABLE:
         if data.startswith(magic):
@@ -421,14 +388,10 @@ _CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x2
 def decompress_input(data: bytes, name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """``data`` as text errkb reads: decompressed when compressed, refused when unreadable.
 
-    gzip, bzip2, xz and zstd are told by content (concatenated members and frames are one
-    input) and undone up to :data:`MAX_NESTING` layers. Each layer is read back one chunk at a
-    time into one buffer, sized from the stream's own stated size where it has one (gzip's
-    trailer, zstd's frame header) and never past ``limit``: a bomb costs at most ``limit`` plus
-    one chunk before it is refused, and a large input at most its decompressed size (plus the
-    compressed bytes the caller holds). A damaged or truncated stream is an
-    :class:`InputError` naming ``name``; an archive, a compression errkb has no reader for or
-    binary data (after any layer) an :class:`UnreadableInputError` saying what it is.
+    gzip, bzip2, xz and zstd (concatenated members are one input), up to :data:`MAX_NESTING`
+    layers, each read into one buffer never past ``limit`` (a bomb costs at most ``limit`` plus a
+    chunk). A damaged stream is an :class:`InputError` naming ``name``; unreadable data (after any
+    layer) an :class:`UnreadableInputError` saying what it is.
     """
     kind = compression_of(data)
     if kind is None:
@@ -515,11 +478,7 @@ def _unzstd(data: bytes, out: _Output, name: str, what: str) -> None:
 
 
 def _stated_size(data: bytes, kind: str, limit: int) -> int:
-    """The decompressed size ``data`` states of itself, when it states one within ``limit``.
-
-    gzip's trailer holds the last member's size modulo 2**32, zstd's frame header the frame's
-    (when its writer knew it). A hint only: the buffer grows past it, or is cut to what came.
-    """
+    """The decompressed size ``data`` states of itself (gzip, zstd) within ``limit``: a hint."""
     stated = 0
     if kind == "gzip" and len(data) >= 18:
         stated = int.from_bytes(data[-4:], "little")
@@ -535,12 +494,7 @@ def _stated_size(data: bytes, kind: str, limit: int) -> int:
 
 
 class _Output:
-    """One growing buffer of decompressed bytes, refused past its limit, handed over uncopied.
-
-    ``BytesIO.getvalue()`` hands its bytes object over without a copy; a buffer first sized to
-    the stated size holds the input once, where a ``bytearray`` turned into bytes at the end
-    held it twice (1,000 MiB of gzip-compressed text peaked at 2.0 GB).
-    """
+    """One growing buffer of decompressed bytes, refused past its limit, handed over uncopied."""
 
     __slots__ = ("buffer", "limit", "name")
 

@@ -103,11 +103,7 @@ def _stamp(m: re.Match[bytes]) -> str | None:
 
 
 def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]:
-    """The log's first and last timestamp (its own, else the file's mtime), ISO 8601 in UTC.
-
-    Only the first stamp near the start and the last near the end are read: reading every one
-    in the first and last 64 KiB cost a fifth of triage's time per log (profiled).
-    """
+    """The log's first and last timestamp (its own, else the file's mtime), ISO 8601 in UTC."""
     stamps: list[str] = []
     first = _STAMP.search(data, 0, _STAMP_WINDOW)
     if first is not None and (text := _stamp(first)):
@@ -132,10 +128,8 @@ def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]
 def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
     """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log.
 
-    Read through :func:`errkb.inputs.read_regular`: a FIFO (with or without a writer), a device
-    or a socket found in a folder is an error line, never opened blocking; a log over ``limit``
-    is refused from its size, a compressed one past ``limit`` decompressed, and an archive or
-    binary data is named as such (:func:`errkb.inputs.decompress_input`).
+    Read by :func:`errkb.inputs.read_regular` and :func:`errkb.inputs.decompress_input`: never
+    opened blocking, refused past ``limit``, archives and binary data named.
     """
     from errkb import inputs
 
@@ -226,20 +220,15 @@ class Baseline:
     messages: Mapping[str, tuple[str | None, tuple[str, ...]]]
 
 
-#: What a ``--baseline`` file may be: a triage ``--format json`` report is a few levels deep
-#: (report, group, captures, values) and holds some tens of values per group; 256 MiB and four
-#: million values is far beyond a real one (500,000 known groups) and bounds what a hostile
-#: file costs the parser (its bytes, then about 100 bytes a value).
+#: What a ``--baseline`` file may be: far beyond a real report, bounding a hostile one.
 BASELINE_BOUNDS = JsonBounds(max_bytes=256 << 20, max_depth=16, max_values=4_000_000)
 
 
 def load_baseline(path: str, bounds: JsonBounds = BASELINE_BOUNDS) -> Baseline:
     """The record ids, cluster ids and messages of a previous ``--format json`` run.
 
-    The file is read within ``bounds`` (:func:`errkb.inputs.read_json`: a regular file, its
-    size, depth and value count checked before it is parsed) and must have a triage report's
-    shape: an object with ``known`` and ``unknown`` lists of objects, each with a string
-    ``id`` or ``cluster``. Anything else is one :class:`InputError` line naming the file.
+    Read within ``bounds`` (:func:`errkb.inputs.read_json`); it must be an object with ``known``
+    and ``unknown`` lists of objects with a string ``id`` or ``cluster``, else one InputError.
     """
     from errkb import inputs
 
@@ -429,10 +418,8 @@ DRAFT_FILE = "UNKNOWN-find-the-raise-site.py"
 def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[str, object]:
     """A draft record for an unknown group, in ``errkb extract``'s draft shape, to complete.
 
-    Each ``<*>`` of the template becomes a placeholder ``{value_N}``; the record's pattern, id
-    and slug follow upstream's formulas, as extract's do. Fields a maintainer must fill say so;
-    a log shows no raise site, so the source fields the contract requires hold placeholders
-    (:data:`DRAFT_FILE`, the repository's URL, a zero SHA) to be replaced.
+    Each ``<*>`` becomes ``{value_N}``; pattern, id and slug by upstream's formulas; the source
+    fields hold placeholders (:data:`DRAFT_FILE`, a zero SHA) to replace.
     """
     from errkb.maint.extract import unreviewed_fields
     from errkb.records import upstream

@@ -1,17 +1,9 @@
 r"""Message spans: the places inside one exception message where a known message may sit.
 
-An error rarely reaches the user as the bare message its ``raise`` wrote. Wrappers prefix it
-(``Cannot configure checkpoint quantization for 'text_encoder': <message>``), other exceptions
-quote its repr (``RuntimeError: Worker failed: ValueError("Quanto layer 'enc.0' ...")``), HTTP
-replies carry it in a JSON string with escapes (``{"message":"Failed to update weights:
-<message>.\nRolling back to original weights."}``), and messages span lines. The matcher
-should try a record's template against each of these candidates, not only against the whole
-message; this module lists them, innermost (most specific) first.
-
-Decoding never uses ``eval``: the Python and JSON string escapes are undone by hand. The work
-is bounded: only the head of a huge message is searched, and both the number of spans and
-their total size are capped. HTML/XML character references left in a message (markup pasted
-as source text) are undone in one more candidate.
+Wrappers prefix a message, other exceptions quote its repr, JSON replies escape it, messages
+span lines: this module lists those candidate texts, innermost first. Escapes are undone by
+hand (never ``eval``); only a message's head is searched, and spans are capped in number and
+size. Character references left in a message give one more candidate.
 """
 
 from __future__ import annotations
@@ -97,8 +89,7 @@ _surrogates_re = _lazy.pattern("[\ud800-\udfff]")
 def decode_string_literal(body: str) -> str:
     r"""Undo Python/JSON string escapes (``\\ \' \" \n \t \xNN \uNNNN`` ...) without ``eval``.
 
-    Unknown escapes stay as written, like Python does; a JSON surrogate pair becomes one
-    character and a lone surrogate becomes U+FFFD so the text can always be encoded.
+    Unknown escapes stay; a surrogate pair becomes one character, a lone one U+FFFD.
     """
     if "\\" not in body:
         return body
@@ -131,11 +122,8 @@ class _Candidate:
 def message_spans(message: str) -> list[MessageSpan]:
     """List the candidate texts of ``message``, innermost first, the message itself last.
 
-    Candidates: every line of a multi-line text; the suffix after each wrapper ``": "``; the
-    unescaped contents of string literals (exception reprs, dict reprs, JSON string values),
-    each followed recursively; and, for an embedded text that ends in a sentence period (the
-    end of a wrapper's own sentence), the same text without that period. Duplicates are
-    dropped, keeping the most specific.
+    Each line; the suffix after each wrapper ``": "``; decoded string literals, recursively; an
+    embedded text without its closing sentence period. Duplicates dropped, most specific kept.
     """
     found: list[_Candidate] = []
     seen: set[str] = {message}
@@ -201,11 +189,7 @@ def _wrappers(
     add: _Adder,
     quoted: list[tuple[int, int]],
 ) -> None:
-    """Offer the text after each ``": "`` (a wrapper's prefix ends there).
-
-    A ``": "`` inside a string literal belongs to the quoted message, which is offered decoded
-    on its own; splitting the escaped form there would only add noise.
-    """
+    """Offer the text after each ``": "`` outside string literals (a wrapper's prefix's end)."""
     starts: list[int] = []
     start = 0
     while len(starts) < MAX_WRAPPERS:

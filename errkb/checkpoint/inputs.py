@@ -1,19 +1,11 @@
 """Find the safetensors files and the quantization scheme behind what a user points ``check`` at.
 
-An input is one of: a ``.safetensors`` file; a sharded checkpoint's ``*.safetensors.index.json``
-(only its ``weight_map`` is used: third-party index files carry extra keys); or a model directory
-(every ``*.safetensors`` in it, plus ``config.json`` / ``hf_quant_config.json`` for the scheme).
-A diffusers pipeline directory has no weights at its top level but one component per
-subdirectory (``transformer/``, ``text_encoder/``, ...); each such subdirectory is a group of its
-own, because upstream inspects each component separately.
-
-Files are grouped: the Comfy check sees a whole group at once (a marker may sit in one shard and
-its weights in another), and the linear check needs the group's scheme. A problem with one input
-(a missing file, a broken index or config) becomes a :class:`FileError` and the rest is still
-checked; nothing here raises for a bad input.
-
-The scheme says which checkpoint scale tensors sglang loads into a ``PerTensorScaleParameter``,
-the precondition of the fused merged-column check (record 129d60f3f6e5f4e0).
+An input is a ``.safetensors`` file, a sharded ``*.safetensors.index.json`` (its
+``weight_map``), or a model directory (its ``*.safetensors`` and configs); a diffusers pipeline's
+component subdirectories are groups of their own. Files are grouped (markers and weights may
+sit in different shards). A bad input becomes a :class:`FileError` and the rest is checked.
+The scheme says which scales sglang loads as ``PerTensorScaleParameter`` (record
+129d60f3f6e5f4e0's precondition).
 """
 
 from __future__ import annotations
@@ -174,9 +166,7 @@ def detect_scheme(
 ) -> QuantScheme | None:
     """Return the per-tensor scheme a model's configs declare, or None if they declare none.
 
-    ``config.json``'s ``quantization_config`` (or ``compression_config``, or
-    ``text_config.quantization_config`` for multimodal models) wins over ``hf_quant_config.json``,
-    as in sglang, which reads the latter only when the former is absent.
+    ``config.json``'s quantization config wins over ``hf_quant_config.json``, as in sglang.
     """
     cfg = _as_dict(config)
     qc = (
@@ -289,11 +279,8 @@ def resolve_inputs(
 ) -> tuple[list[CheckpointGroup], list[FileError]]:
     """Turn ``check``'s inputs into groups of files; bad inputs become errors, not exceptions.
 
-    A file reached twice (a directory and a file in it) is checked once, in its first group.
-    With ``within`` (resolved roots), every path the walk yields (a directory's files and
-    subdirectories, an index's shards, the configs beside them) is resolved and, if it leaves
-    the roots, reported as an error instead of read: a server's allow-list checks its one
-    argument, and a link inside an allowed directory may point anywhere.
+    A file reached twice is checked once. With ``within`` (resolved roots), every path the walk
+    yields that leaves the roots is reported as an error instead of read.
     """
     groups: list[CheckpointGroup] = []
     errors: list[FileError] = []

@@ -38,20 +38,17 @@ DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_MAX_INDEX_ROWS = 2_000_000
 #: Most repositories an index or repos.json may name (ErrLookup has about 1,800).
 DEFAULT_MAX_REPOS = 100_000
-#: Most bytes one repository's records file may hold or inflate to. Such files carry no hash
-#: and are parsed whole; the largest real one is a few megabytes.
+#: Most bytes one repository's records file may hold or inflate to (unhashed, parsed whole).
 DEFAULT_MAX_REPO_FILE_BYTES = 64 * 1024 * 1024
 #: Most characters one index row or repos.json entry may take (a row is a few hundred bytes).
 MAX_ROW_BYTES = 16 * 1024 * 1024
-#: Most JSON values one repository file may hold (an upper bound, ``check_value_count``): it is
-#: parsed whole and a value costs the parser 30 to 100 bytes whatever its size in the file.
+#: Most JSON values one repository file may hold (an upper bound, ``check_value_count``).
 DEFAULT_MAX_REPO_FILE_VALUES = 2_000_000
 #: The manifest is a few hundred bytes; anything this large is not a manifest.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT = DEFAULT_READ_TIMEOUT
 MANIFEST_PATH = "data/manifest.json"
-#: Most parts a split index may be listed in. Each part is one download; upstream splits its
-#: index into a handful. A part's own ``parts`` count must equal the number listed.
+#: Most parts a split index may be listed in; a part's ``parts`` must equal the number listed.
 MAX_INDEX_PARTS = 10_000
 #: Where ErrLookup publishes its dataset: what ``errkb sync`` fetches when given no SOURCE.
 DEFAULT_SOURCE = "https://errors.standardbeagle.com"
@@ -231,11 +228,7 @@ class LocalTree:
 
 @dataclass(frozen=True)
 class HttpTree:
-    """A published tree served over http(s), usually through a CDN.
-
-    The CDN may answer with a previous version's bytes: data files are requested with
-    ``?v=<datasetVersion>`` and the manifest with ``Cache-Control: no-cache``.
-    """
+    """A published tree over http(s): data files asked with ``?v=<datasetVersion>`` (a CDN)."""
 
     base: str  #: no trailing slash
     manifest_path: str = MANIFEST_PATH
@@ -336,11 +329,7 @@ def _file_kind(mode: int) -> str:
 
 
 def locate(source: str) -> Tree | None:
-    """Return the published tree ``source`` names, or None when it is plain records.
-
-    Local: ``ROOT``, its ``data/`` or the ``manifest.json``; http(s): a base URL, or the manifest's
-    own URL when it ends in ``.json``.
-    """
+    """Return the published tree ``source`` names (local or http(s)), or None for plain records."""
     try:
         parts = urllib.parse.urlsplit(source)
         scheme = parts.scheme.lower()
@@ -349,8 +338,7 @@ def locate(source: str) -> Tree | None:
     except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed [), "Port out of range 0-65535"
         raise SyncError(f"{shown_url(source)}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
-        # The query string (a mirror's ``?token=X``) is the source's, not part of its path:
-        # kept apart and sent with every request (``HttpTree.url``), never glued to a path.
+        # The source's query string (a mirror's token) is sent with every request, never in a path.
         url, _, query = source.split("#", 1)[0].partition("?")
         path = urllib.parse.urlsplit(url).path
         if path.endswith(".json"):
@@ -409,10 +397,7 @@ def download(
     etag: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Fetched:
-    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``.
-
-    Every failure is a ``NetworkError`` naming the URL; ``dest`` may then hold a partial file.
-    """
+    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``."""
     client = HttpClient(read_timeout=timeout)
     try:
         got = client.get(url, dest, max_bytes=max_bytes, etag=etag)
@@ -507,11 +492,7 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
 
 
 def _index_listing(name: str, spec: Any) -> list[tuple[str, Any]] | None:
-    """The index parts a manifest entry lists, as (JSON path suffix, spec); None: not parts.
-
-    Upstream's format is unknown, so any is accepted: a list under an index key, a parts
-    object, numbered keys (``"index-1"``), or any entry whose path is ``index-N.json[.gz]``.
-    """
+    """The index parts a manifest entry lists, in any of several shapes, or None: not parts."""
     by_key = bool(_INDEX_KEY.fullmatch(name))
     if isinstance(spec, list) and by_key:
         return [(f"[{n}]", item) for n, item in enumerate(spec)]
@@ -568,11 +549,7 @@ class RawCheck:
 
 @dataclass(frozen=True)
 class Content:
-    """A verified metadata file's content: read again, as a stream, when it is parsed.
-
-    A gzip file is never held decompressed. Its size and sha256 are checked before it is
-    returned or, with ``check``, while it is read: the reader sees the end only once both match.
-    """
+    """A verified metadata file's content, read again as a stream (a gzip's never held inflated)."""
 
     where: str
     path: Path
@@ -600,12 +577,7 @@ class Content:
 
 
 class _Checked(io.RawIOBase):
-    """A gzip file decompressed, counted and hashed ahead in a thread; its end checked.
-
-    The end is refused unless the decompressed size and sha256 match the manifest's (the checks
-    of ``_verified_chunks`` in the parse's one decompression). At most ``_AHEAD`` chunks wait;
-    ``finish`` reads the rest.
-    """
+    """A gzip file inflated, counted and hashed ahead in a thread; its end refused on a mismatch."""
 
     def __init__(self, path: Path, check: RawCheck) -> None:
         super().__init__()
@@ -683,12 +655,7 @@ _INFLATED = 4 << 20
 
 
 def _gunzipped(path: Path, stop: threading.Event) -> Iterator[bytes]:
-    """The decompressed bytes of the gzip file at ``path``, as ``gzip.open`` reads them.
-
-    Every member, zero bytes after the last ignored, CRC and length checked; a truncated member
-    or trailing garbage is ``EOFError`` or ``OSError``. zlib gets megabytes per call (it lets go
-    of the GIL).
-    """
+    """The decompressed bytes of the gzip file at ``path``, as ``gzip.open`` reads them."""
     inflater = None
     started = False
     with path.open("rb") as fh:
@@ -706,8 +673,7 @@ def _gunzipped(path: Path, stop: threading.Event) -> Iterator[bytes]:
                 inflater, started = zlib.decompressobj(31), True
             out = inflater.decompress(pending, _INFLATED)
             if inflater.eof:
-                # What follows the member's end (not also ``unconsumed_tail``: that read the rest
-                # twice).
+                # What follows the member's end (``unused_data`` only).
                 pending = inflater.unused_data
                 inflater = None
             else:
@@ -736,9 +702,7 @@ def verify_file(
 ) -> Content:
     """Check ``entry``'s size and hashes against the fetched file; return its (raw) content.
 
-    A gzip entry's ``sha256`` and ``rawSha256`` are both checked and its decompressed size capped
-    (at ``max_bytes``, or past ``rawBytes``), one chunk in memory at a time. ``streamed``: where
-    ``sha256`` is given, the decompressed checks run as a caller reads to the end.
+    ``streamed``: the decompressed checks run as the caller reads to the end.
     """
     assert fetched.path is not None  # noqa: S101 - callers never pass a 304 here
     digest = hashlib.sha256()
@@ -771,11 +735,7 @@ def verify_file(
 def _verified_chunks(
     path: Path, check: RawCheck, stop: threading.Event | None = None
 ) -> Iterator[bytes]:
-    """The decompressed bytes of ``path`` a chunk at a time, checked as its manifest entry says.
-
-    Refused once past the cap or ``rawBytes``; size and sha256 checked at the end. ``stop`` set:
-    the reader went away, nothing is checked.
-    """
+    """The decompressed bytes of ``path`` by chunks, checked as its entry says (``stop``: none)."""
     stop = stop or threading.Event()
     digest, total = hashlib.sha256(), 0
     try:
@@ -799,10 +759,7 @@ def _verified_chunks(
 
 
 class _Stream:
-    """JSON values decoded one at a time from a UTF-8 stream, through a bounded window.
-
-    No single value may exceed ``max_value`` characters.
-    """
+    """JSON values decoded one at a time from a UTF-8 stream, each at most ``max_value`` chars."""
 
     def __init__(self, fh: IO[bytes], where: str, max_value: int) -> None:
         self._fh, self.where, self._max = fh, where, max_value
@@ -878,10 +835,7 @@ def _array_rows(
     what: str,
     max_row: int = MAX_ROW_BYTES,
 ) -> Generator[Any, None, None]:
-    """Yield the rows of the array at ``key`` of a top-level object, or of a bare array.
-
-    The object's other members go to ``meta``: read it only once the rows are exhausted.
-    """
+    """Yield the array rows at ``key`` (or a bare array's); other members go to ``meta`` after."""
     with io.BytesIO(source) if isinstance(source, bytes) else source.open() as fh:
         try:
             yield from _array_body(fh, where, key, meta, what, max_row)
@@ -936,17 +890,13 @@ def _rows(stream: _Stream) -> Iterator[Any]:
         return
     scan = stream.scan
     bulk = _bulk_loads()
-    # Where the last bulk parse that failed ended, in which window: not tried again before it
-    # (a window is a new string each time the stream reads more).
+    # Where the last failed bulk parse ended, in which window: not tried again before it.
     tried_to, tried_in = -1, ""
     while True:
         buf, pos = stream.buf, stream.pos
         if bulk is not None and (pos > tried_to or buf is not tried_in):
-            # Fastest path: every whole row left in the window at once (orjson): the text up to a
-            # "}" followed by "," that parses as array items is exactly the rows the scanner would
-            # give. A row orjson refuses (NaN, a lone surrogate) is read by the scanner. Only a
-            # non-string field can differ (an integer past 64 bits), and no field a sync compares is
-            # one.
+            # Fastest path: every whole row left in the window at once (orjson), exactly the
+            # scanner's rows; a row orjson refuses is read by the scanner.
             cut = buf.rfind("},", pos)
             rows = None
             while rows is None and cut - pos >= _BULK_MIN:
@@ -969,8 +919,7 @@ def _rows(stream: _Stream) -> Iterator[Any]:
         if 0 <= end < len(buf):
             char = buf[end]
             if char == ",":
-                # Past the space a writer may put after the comma: the scanner starts only at a
-                # value.
+                # Past the space a writer may put after the comma.
                 stream.pos = _WS.match(buf, end + 1).end()  # type: ignore[union-attr]
                 yield obj
                 continue
@@ -1001,16 +950,11 @@ def _bulk_loads() -> Callable[[str], Any] | None:
 
 @dataclass(frozen=True)
 class IndexRows:
-    """What the hashed index says: ids per repository, and a digest of their messages.
-
-    ``digests[repo]``: the order-free sum of each row's sha256 of id, ``msg``, ``pattern`` and
-    ``cls``, which a repository file must match (``rows_digest``). A row lacking one: no digest.
-    """
+    """What the hashed index says: ids per repository, and an order-free digest of messages."""
 
     by_repo: dict[str, list[str]]
     digests: dict[str, str]
-    #: Repositories whose digest was not summed (``read_index``'s ``digest`` said no): the
-    #: caller reads the index again for them if it needs one.
+    #: Repositories whose digest was not summed (``read_index``'s ``digest``).
     undigested: frozenset[str] = frozenset()
 
 
@@ -1024,8 +968,7 @@ def _text(value: Any) -> str:
 def row_digest(rid: Any, msg: Any, pattern: Any, cls: Any) -> int:
     """One row's contribution to ``IndexRows.digests`` (the same for an index row and a record)."""
     if type(rid) is str and type(msg) is str and type(pattern) is str and type(cls) is str:
-        # Nearly every row: one f-string, not four calls and a join (500,000 rows: 0.61 s of
-        # CPU, 0.45 s so). The same key as below.
+        # Nearly every row: one f-string, the same key as below.
         key = f"{rid}\x00{msg}\x00{pattern}\x00{cls}"
     else:
         key = "\x00".join((_text(rid), _text(msg), _text(pattern), _text(cls)))
@@ -1069,8 +1012,7 @@ class _IndexReader:
             self._read(rows, where)
         except SyncError:
             if isinstance(raw, Content) and raw.check is not None:
-                # The stream closed and what was read dropped first: confirming reads the
-                # file once more, under whatever memory the refused index left.
+                # The stream closed first: confirming reads the file once more.
                 rows.close()
                 self.by_repo.clear()
                 self.seen.clear()
@@ -1146,11 +1088,7 @@ def read_index(
     max_row: int = MAX_ROW_BYTES,
     digest: Callable[[str], bool] | None = None,
 ) -> IndexRows:
-    """Ids per repository and the rows' message digests (``IndexRows``) of the index.
-
-    The index is ``{errors: [{id, repo, ...}]}`` or a bare array. ``digest``: the repositories
-    whose digest is summed (all without it); the others are ``IndexRows.undigested``.
-    """
+    """Ids per repository and message digests (``IndexRows``) of ``{errors: [...]}`` or an array."""
     reader = _reader(limits, max_rows, max_repos, max_row, digest)
     meta = reader.read(raw, where)
     other = meta.get("datasetVersion")
@@ -1171,9 +1109,8 @@ def read_index_parts(
 ) -> IndexRows:
     """The rows of a split index: every part read, then the parts checked as one whole.
 
-    Every part carries the manifest's ``datasetVersion`` and one ``parts`` count (at most
-    :data:`MAX_INDEX_PARTS`), with ``part`` numbers 1..parts once each, one per listed file; else
-    one error naming the part, before anything is written. ``digest`` as for ``read_index``.
+    Each part carries the manifest's ``datasetVersion``, one ``parts`` count (at most
+    :data:`MAX_INDEX_PARTS`) and a distinct number 1..parts; else one error, before any write.
     """
     reader = _reader(limits, 0, 0, 0, digest)
     numbers: dict[int, str] = {}
@@ -1193,8 +1130,7 @@ def read_index_parts(
                 f"(found {meta.get('part')!r} and {meta.get('parts')!r}); nothing changed"
             )
         if count > MAX_INDEX_PARTS:
-            # Before the numbers 1..parts are listed to find the missing ones (a part saying
-            # 10**30 made them all: a MemoryError at 4.5 GB) or a number is shown.
+            # Checked before 1..parts is listed or a number shown.
             raise IntegrityError(
                 f"{content.where}: the index part says the index has more than "
                 f"{MAX_INDEX_PARTS} parts (the index part limit); nothing changed"
@@ -1260,11 +1196,7 @@ def parse_repos(
 
 
 def check_value_count(path: Path, where: str, max_values: int, max_bytes: int) -> None:
-    """Refuse a repository file holding more than ``max_values`` JSON values, before parsing it.
-
-    Every value needs a byte of its own among ``{`` ``[`` ``,`` ``:`` or a pair of ``"``: counting
-    those (at C speed, a chunk at a time) bounds the values from above without parsing.
-    """
+    """Refuse a repository file holding more than ``max_values`` JSON values, before parsing it."""
     bound = 1
     quotes = total = 0
     try:
@@ -1299,11 +1231,7 @@ SCHEMA_MAX_BYTES = 4 * 1024 * 1024
 
 
 def schema_warnings(raw: bytes, where: str, known: Iterable[str]) -> tuple[str, ...]:
-    """What upstream's ``schema.json`` requires of a record that errkb does not know.
-
-    The record schema is found by shape (``errorMessage`` and ``messagePattern`` properties). An
-    unreadable schema gives one warning, never an error: the dataset is verified by its hashes.
-    """
+    """What upstream's ``schema.json`` requires of a record that errkb does not know (warnings)."""
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

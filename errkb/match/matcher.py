@@ -36,13 +36,11 @@ if TYPE_CHECKING:
 
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
 SIMILAR_CUTOFF = 60.0
-#: Compiled regexes an in-memory Matcher keeps: the hot ones stay compiled without holding
-#: 150,000 RE2 automata (~13 KB each) at once.
+#: Compiled regexes an in-memory Matcher keeps (the hot ones, not all 150,000).
 REGEX_CACHE_SIZE = 4096
 #: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
 SPEC_CACHE_SIZE = 8192
-#: How far a state's cache grows to hold one report's candidates: an LRU smaller than the
-#: cyclic working set evicts and recompiles on every scan.
+#: How far a state's cache grows to hold one report's candidates (a smaller LRU thrashes).
 SPEC_CACHE_MAX = 32768
 #: Longest own regex compiled on first need (``LazyRegex``); a longer one is compiled when
 #: loaded, so a regex RE2 refuses is reported then, whatever the text.
@@ -77,9 +75,8 @@ Admits = Callable[[str, Mapping[str, str]], bool]
 def verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None = None) -> Hit | None:
     """Match one record's compiled regex against ``text``; captures named by placeholder.
 
-    No hit when a value is a placeholder shown as such (``<prefix>``, ``{scale_shape}``) or when
-    ``admits`` vetoes the captures. A container's trailer (``slots.trailer_start``) ending
-    ``text`` is cut first: the text before it is tried first.
+    No hit when a value is a shown placeholder or ``admits`` vetoes it; a container's trailer
+    ending ``text`` is cut first (``slots.trailer_start``).
     """
     cut = trailer_start(text)
     if cut is not None:
@@ -110,11 +107,7 @@ def _verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None) -> 
 def rank_similar(
     message: str, choices: Sequence[tuple[str, str]], limit: int
 ) -> list[tuple[str, float]]:
-    """The ``limit`` (id, score 0-100) whose masked template is closest to ``message``.
-
-    Normalised edit similarity, not WRatio (which rates a short template highly against any
-    long message sharing a few words).
-    """
+    """The ``limit`` (id, score 0-100) whose masked template is closest (edit similarity)."""
     if not choices:
         return []
     from rapidfuzz import fuzz, process, utils
@@ -144,8 +137,7 @@ class Matcher:
         self._anchors = list(by_anchor)
         self._targets: list[tuple[int, ...]] = [tuple(by_anchor[a]) for a in self._anchors]
         self._automaton: Any = ahocorasick_rs.AhoCorasick(self._anchors) if self._anchors else None
-        # Bounded: a whole-dataset pass (lint) must not keep 150,000 RE2 programs alive.
-        # Keyed by regex text, so records sharing a pattern share one program.
+        # Bounded, keyed by regex text: records sharing a pattern share one program.
         self._regex = functools.lru_cache(maxsize=REGEX_CACHE_SIZE)(compile_re2)
         self._lock = threading.Lock()
         self._masked: list[tuple[str, str]] | None = None
@@ -246,8 +238,7 @@ class SpecCache:
         return [entry for rid in ids if (entry := found.get(rid)) is not None]
 
 
-#: A template field that is a plain name (``{name}``, ``{obj.attr!r}``): ``parse_template``
-#: makes each one placeholder, whatever surrounds it.
+#: A template field that is a plain name (``{name}``, ``{obj.attr!r}``): one placeholder each.
 _PLAIN_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.]{0,150}(?:![rsa])?\}")
 
 
@@ -263,11 +254,7 @@ def masked_template(message: str, mask: str = " ") -> str:
 
 
 def load_specs(view: ReadView, ids: Sequence[str]) -> list[PatternSpec]:
-    """The ``PatternSpec`` of each live record of ``ids``: the stored rows, no compile.
-
-    The one seam where specs come from the store; a record with no stored row (a pre-0006
-    read-only copy) is compiled from its fields.
-    """
+    """The ``PatternSpec`` of each live record of ``ids``: the stored rows (none: compiled)."""
     specs = view.pattern_specs(ids)
     if len(specs) < len(set(ids)):
         have = {s.record_id for s in specs}
@@ -302,17 +289,14 @@ def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSp
 
 
 def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
-    """``spec``'s regex compiled on first need, when literal tests can reject texts first.
-
-    None for a hand-written pattern other than a fixed message's, and past ``LAZY_REGEX_CHARS``.
-    """
+    """``spec``'s regex compiled on first need (None: hand-written, or too long)."""
     if len(spec.regex) > LAZY_REGEX_CHARS:
         return None
     if spec.literals:
         return LazyRegex(spec)
     if not spec.names and spec.regex == f"(?s)^(?:{re2_escape(spec.template)})$":
-        # A fixed message (no placeholder) whose upstream pattern is its text escaped: half
-        # the records of a large dataset ("call", "True"). Its regex matches that text alone.
+        # A fixed message (no placeholder) whose pattern is its text escaped matches that text
+        # alone.
         return LazyRegex(spec, spec.template)
     return None
 
@@ -320,9 +304,7 @@ def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
 class LazyRegex:
     """A record's own regex, compiled under RE2 on the first text that holds all its literals.
 
-    A text its regex matches holds every literal in order, so a text missing one needs no
-    automaton. Same answers as compiling up front; a regex RE2 refuses is logged once and
-    matches nothing.
+    Same answers as compiling up front; a regex RE2 refuses is logged once and matches nothing.
     """
 
     __slots__ = ("_compiled", "_fixed", "_spec")
@@ -330,8 +312,7 @@ class LazyRegex:
     def __init__(self, spec: PatternSpec, fixed: str | None = None) -> None:
         self._spec = spec
         self._compiled: Any = None
-        # The one text a fixed message's regex matches: its literal, or ``fixed`` (the
-        # escaped text, anchored at both ends: ``_anchor``).
+        # The one text a fixed message's regex matches.
         if fixed is None and not spec.names and len(spec.literals) == 1:
             fixed = spec.literals[0]
         self._fixed = fixed
@@ -339,13 +320,12 @@ class LazyRegex:
     def search(self, text: str) -> Any:
         literals = self._spec.literals
         if self._fixed is not None:
-            # The whole text or nothing: a fixed record ("call", "True") is a candidate of
-            # every line holding its word, and compiling it to learn that cost 0.1 ms each.
+            # The whole text or nothing: no compile for a fixed record.
             if text != self._fixed:
                 return None
         else:
-            # The regex is its literals in order with a group between each two: a text it matches
-            # holds them in that order, none overlapping (found leftmost).
+            # The regex is its literals in order with a group between each two: a match holds them
+            # in order.
             at = 0
             for literal in literals:
                 at = text.find(literal, at)
@@ -437,11 +417,7 @@ def byte_safe(spec: PatternSpec) -> bool:
 
 
 def regex_lead(spec: PatternSpec) -> str:
-    """The literal every match of ``spec``'s regex begins with, or "" when not known.
-
-    Known for a template's own regex that begins with its first literal; a hand-written
-    messagePattern gives "".
-    """
+    """The literal every match of ``spec``'s regex begins with, or "" when not known."""
     if spec.origin is PatternOrigin.MESSAGE_PATTERN or not spec.literals or not spec.literals[0]:
         return ""
     first = spec.literals[0]
@@ -498,11 +474,10 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
 
 
 class IndexedMatcher:
-    """Candidates from the database's match index, verified under RE2.
+    """Candidates from the match index (or the anchor table), verified under RE2.
 
-    Bound to one read view and one state's SpecCache; cheap per report. With the anchor table,
-    candidates come from memory (the same records). ``admits`` (the validators' veto) drops a hit
-    whose captures cannot be its record's values.
+    Bound to one read view and one state's SpecCache; ``admits`` (the validators' veto) drops a
+    hit whose captures cannot be its record's values.
     """
 
     def __init__(
@@ -517,8 +492,7 @@ class IndexedMatcher:
         self._cache = cache
         self._table = table
         self._admits = admits
-        # ``RecordAnchors.matchable`` where the record anchors are loaded: a candidate whose
-        # literals a text lacks is dropped before its spec row is read.
+        # A candidate whose literals a text lacks is dropped before its spec row is read.
         self._matchable = matchable
         self._seen: set[str] = set()
 
@@ -540,8 +514,7 @@ class IndexedMatcher:
         ids = sorted(set(self.candidate_ids(text) if among is None else among))
         matchable = self._matchable
         if matchable is not None and among is None:
-            # Only the rows not read yet: a cached record's literals are tested by its
-            # ``LazyRegex`` as cheaply. (``among`` names records a line's rejects kept.)
+            # Only the rows not read yet (``among`` names records a line's rejects kept).
             cached = self._cache.holds
             unread = [rid for rid in ids if not cached(rid)]
             if unread:
@@ -555,10 +528,7 @@ class IndexedMatcher:
         return hits
 
     def load(self, ids: Sequence[str]) -> bool:
-        """Read (and compile) the specs of ``ids`` ahead, in one query per chunk of ids.
-
-        False, reading nothing, when ``ids`` would not fit the spec cache's bound.
-        """
+        """Read (and compile) the specs of ``ids`` ahead; False, reading none, past the bound."""
         wanted = sorted(set(ids))
         if not wanted or len(wanted) > SPEC_CACHE_MAX // 2:
             return False
@@ -575,11 +545,7 @@ class IndexedMatcher:
     def find_from(
         self, text: str, starts: Sequence[int], among: Sequence[str] | None = None
     ) -> list[Hit]:
-        """Per record, its hit on ``text`` from the first of ``starts`` its pattern matches from.
-
-        The match begins exactly at a start and runs to the end (``errkb.match.msgfirst``'s boundary
-        rule); ``Hit.start`` is that start. ``among`` as for ``find``.
-        """
+        """Per record, its hit on ``text`` beginning exactly at the first of ``starts`` it can."""
         hits = []
         for hit in self.find(text, among):
             for start in starts:
@@ -608,8 +574,8 @@ class IndexedMatcher:
                 # No placeholder: its ``LazyRegex`` may test the message whole, never a line.
                 or not spec.names
                 or "\n" in spec.template
-                # Anchored at the message's start (a template that begins with a value):
-                # searched on the whole line it would be tried at the line's start alone.
+                # Anchored at the message's start: searched on the whole line it would be tried
+                # there alone.
                 or spec.regex.startswith("(?s)^")
                 or any(regex.search(text) is not None for text in texts)
             ):

@@ -191,10 +191,7 @@ _ANCHOR_SQL = (
 
 
 def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
-    """(record id, anchor, literals, regex, template) of every live record, by id, streamed.
-
-    The anchor is None when the record has no stored spec.
-    """
+    """(record id, anchor or None, literals, regex, template) of live records by id, streamed."""
     for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
         yield (
             str(rid),
@@ -301,10 +298,7 @@ def _batches(incoming: Iterable[Incoming]) -> Iterator[list[Incoming]]:
 
 
 def _classify_chunk(sql: Sql, batch: list[Incoming], source: str = "") -> list[_Classified]:
-    """Classify one chunk against the stored records (``store.classify``).
-
-    ``source``: the schema the stored records are read from (a rebuild's old file).
-    """
+    """Classify one chunk against the stored records (``source``: a rebuild's old file)."""
     # Decode packed records once for the chunk (the text doubles as the stored raw_json).
     by_id: dict[str, tuple[Incoming, RecordJSON]] = {}
     for item in batch:
@@ -347,11 +341,7 @@ _KEPT_SQL = "SELECT id FROM records WHERE retired = FALSE AND {column} $IDS ORDE
 
 
 def _kept_and_retired(sql: Sql, keep: Keep, seen: set[str], *, full: bool) -> tuple[int, list[str]]:
-    """``len(_kept_ids(sql, keep, seen))``, and ``_to_retire`` of what they spare (if ``full``).
-
-    The kept repositories' ids are counted by SQL, not read; only the other repositories' live
-    records are read, one at a time.
-    """
+    """``len(_kept_ids(sql, keep, seen))``, and ``_to_retire`` of what they spare (if ``full``)."""
     kept_repos: frozenset[str] = frozenset()
     others: list[str] = []
     if keep.repos:
@@ -484,11 +474,9 @@ def _spec_values(item: _Classified, feed: Feed) -> tuple[object, ...]:
 
 
 class Rebuild(Protocol):
-    """A unit of work writing a new database from an old one (``StoreEngine.fresh_build``).
+    """A unit of work writing a new database from the old one, the schema ``source``.
 
-    The old database is the schema ``source`` on the same connection. ``copy`` first copies what
-    the apply does not rewrite; the records it rewrites are classified against the old file and
-    inserted whole.
+    ``copy`` first copies what the apply does not rewrite; the rest is classified and inserted.
     """
 
     source: str
@@ -536,10 +524,7 @@ class UnitOfWork:
         return int(row[0]) if row else 0
 
     def bump_state(self, dataset_version: str | None, *, anchors: bool = True) -> None:
-        """Record that the knowledge base changed: readers compare ``state`` to reload.
-
-        ``anchors``: False only where the unit of work proved the anchor files' inputs unchanged.
-        """
+        """Record that the knowledge base changed; ``anchors`` False: the anchor inputs did not."""
         row = self.sql.one(_META, ("state",))
         state = str(int(row[0]) + 1 if row else 1)
         self.set_meta("state", state)
@@ -582,10 +567,8 @@ class UnitOfWork:
     ) -> int:
         """Recompute the match index from the live records' stored words; the rows written.
 
-        Rarity is the caller's ``feed.rank``, which reads every record's words before its first row.
-        With ``previous`` (each changed record's words before, None where not live), only the rows
-        that change are replaced, ``match_words`` and ``match_word_counts`` are kept current, and a
-        ``CountedRank`` feed is handed only the records whose rows can change (``_rank_counted``).
+        With ``previous`` (each changed record's words before, None: not live), only the rows that
+        change are replaced and the word counts kept current (``_rank_counted``).
         """
         if previous is not None and self.sql.one(_STALE_INDEX) is None:
             after = {
@@ -630,10 +613,9 @@ class UnitOfWork:
         previous: Mapping[str, Sequence[str] | None],
         after: Mapping[str, Sequence[str]],
     ) -> dict[str, tuple[int, int]] | None:
-        """Bring ``match_words`` and ``match_word_counts`` to the records' words now.
+        """Bring the word tables to the records' words now: each moved count's (old, new), or None.
 
-        Returns each word whose count moved, with (old, new); None when a count would fall below
-        zero (the caller then ranks the whole index).
+        None when a count would fall below zero: the caller ranks the whole index.
         """
         delta: Counter[str] = Counter()
         gone: list[tuple[str, str]] = []
@@ -684,10 +666,8 @@ class UnitOfWork:
     ) -> int:
         """Rank again only the records whose match index rows can change; the rows written.
 
-        Those are the changed records, and any live record holding a word whose count moved together
-        with a word whose rarity lies between that word's old and new rarity: a word's place moves
-        only past such words. Found through ``match_words``/``match_word_counts``, by the cheaper of
-        two reads per word.
+        Those are the changed records and any record holding a moved word with a word whose rarity
+        lies between that word's old and new rarity (a word's place moves only past those).
         """
         import bisect  # only here: explain imports this module, and never ranks
 
@@ -770,10 +750,7 @@ class UnitOfWork:
         keep: Keep = NO_KEEP,
         restores: int | None = None,
     ) -> tuple[int, ApplyCounts]:
-        """Upsert ``incoming`` in chunks of ``_APPLY_CHUNK`` and record the version row.
-
-        An id repeated in ``incoming`` is applied twice: the last content wins.
-        """
+        """Upsert ``incoming`` in ``_APPLY_CHUNK`` chunks (last wins) and record the version row."""
         sql = self.sql
         old = self._copy_unchanged(incoming)  # a rebuild's old file, else ""
         # Asked before the records are written: the specs kept from before are all there is.
@@ -802,16 +779,14 @@ class UnitOfWork:
 
         tally = {"added": 0, "updated": 0, "unchanged": 0, "retired": 0}
         seen: set[str] = set()
-        # Each written record's index words before (None: not live), so the match index is rewritten
-        # only where it changes; a rebuild's new file and an empty store are ranked whole.
+        # Each written record's index words before, so the index is rewritten only where it changes.
         empty = not old and sql.one("SELECT 1 FROM records LIMIT 1") is None
         previous: dict[str, tuple[str, ...] | None] | None = None if old or empty else {}
         bulk = sql.bulk_search(incoming)
         for batch in _batches(incoming):
             items = _classify_chunk(sql, batch, old)
             if bulk is not None and any(i.id in seen for i in items):
-                # An id repeated across chunks: the update trigger needs its index entry, so index
-                # everything so far and go on row by row.
+                # An id repeated across chunks: index everything so far, then go on row by row.
                 bulk.finish()
                 bulk = None
             if previous is not None:
@@ -991,11 +966,7 @@ class UnitOfWork:
     def _rewritten(
         self, changed: Sequence[_Classified], feed: Feed, same: frozenset[str] = frozenset()
     ) -> dict[str, list[_Classified]]:
-        """Per child table and ``pattern_specs``: the updated records whose rows there change.
-
-        A value of another type, or a missing row, counts as a change. ``same``: ids whose spec row
-        stays as stored, not compared.
-        """
+        """Per child table and ``pattern_specs``: the updated records whose rows there change."""
         ids = [i.id for i in changed]
         out: dict[str, list[_Classified]] = {}
         for f in CHILD_FIELDS:
@@ -1027,10 +998,7 @@ class UnitOfWork:
     def _anchor_inputs_change(
         self, changed: Sequence[_Classified], feed: Feed, same: frozenset[str] = frozenset()
     ) -> bool:
-        """Whether rewriting ``changed`` changes an anchor file's input (liveness, or spec columns).
-
-        No stored spec counts as a change; ``same``: only liveness is compared.
-        """
+        """Whether rewriting ``changed`` changes an anchor file's input (liveness, spec columns)."""
         if not changed:
             return False
         stored = {
@@ -1099,11 +1067,7 @@ def upgrade_schema(
     fail: Callable[[BaseException, str], StoreError],
     prepare: Callable[[Any], None] | None = None,
 ) -> None:
-    """Bring the database from ``revision`` to the migrations' head with Alembic.
-
-    An unknown revision (a newer errkb's) is refused; ``prepare`` runs on the migrating connection
-    first; a driver error becomes ``fail``'s ``StoreError``.
-    """
+    """Bring the database from ``revision`` to the head with Alembic (a newer one: refused)."""
     from alembic import command
     from alembic.config import Config
     from alembic.script import ScriptDirectory
@@ -1165,11 +1129,7 @@ _VERSION_SQL = (
 
 
 class StoreEngine:
-    """The ``Store`` methods that are the same on every backend (its reads, ``reindex``).
-
-    A backend provides ``_read(action, fn)`` (``fn`` on an ``Sql`` in one read transaction),
-    ``snapshot`` and ``write``.
-    """
+    """The ``Store`` methods the same on every backend, over a backend's ``_read``/``write``."""
 
     def _read(self, action: str, fn: Callable[[Any], _T]) -> _T:
         raise NotImplementedError

@@ -79,10 +79,7 @@ def open_regular(
     error: type[InputError] = InputError,
     reading: str = "cannot read",
 ) -> BinaryIO:
-    """Open ``path`` for binary reading, refusing anything but a regular file.
-
-    Opened non-blocking and checked with ``fstat`` on the descriptor (no FIFO block, no swap race).
-    """
+    """Open ``path`` for binary reading, non-blocking, refusing anything but a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -109,9 +106,8 @@ def read_regular(
 ) -> bytes:
     """A regular file's bytes, refused past ``limit`` from its size before a byte is read.
 
-    A FIFO, device, directory or socket is refused without blocking; a file growing while read
-    is refused after at most the cap plus one chunk. ``what`` names the file in the refusal;
-    ``error`` is the error class raised.
+    Never blocks; a growing file is refused past the cap plus one chunk. ``what`` names the file
+    in the refusal; ``error`` is the error class raised.
     """
     name = os.fspath(path)
     with open_regular(path, error) as fh:
@@ -128,11 +124,7 @@ def read_regular(
 
 @dataclass(frozen=True)
 class JsonBounds:
-    """What a JSON file may make the parser allocate: its bytes, nesting and values.
-
-    ``max_values`` counts every value, key and container (commas, colons, opening brackets
-    outside strings); ``max_depth`` keeps the parser far from the recursion limit.
-    """
+    """What a JSON file may make the parser allocate: its bytes, nesting and values."""
 
     max_bytes: int
     max_depth: int = 32
@@ -141,8 +133,7 @@ class JsonBounds:
 
 _escape_re = _lazy.pattern(rb"\\.", re.DOTALL)
 _string_re = _lazy.pattern(rb'"[^"]*"')
-#: Every opening bracket made ``[`` and every closing one ``]``, everything else deleted: the
-#: nesting alone, whose innermost ``[]`` pairs one ``bytes.replace`` removes, one level a pass.
+#: Brackets only, as ``[`` and ``]``: one ``bytes.replace`` of ``[]`` removes a level a pass.
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
@@ -162,19 +153,14 @@ def _without(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
 
 
 def json_shape_problem(data: bytes, bounds: JsonBounds) -> str | None:
-    """Why ``data`` is beyond ``bounds`` before it is parsed, or None.
-
-    A few C passes over the bytes, no parsed value. Unbalanced brackets count as too deep; too
-    many values is told before too deep.
-    """
+    """Why ``data`` is beyond ``bounds`` before it is parsed, or None (C passes, no parse)."""
     if len(data) > bounds.max_bytes:
         return f"larger than {bounds.max_bytes} bytes"
     too_many = f"more than {bounds.max_values} JSON values"
     if data.count(b'"') // 2 > bounds.max_values:
         return too_many  # each string is a value: cut out only a bounded number of them
     bare = _without(_escape_re().sub(b"", data) if b"\\" in data else data, _string_re())
-    # Counted before the brackets are copied out: a file of empty objects is refused holding
-    # only itself and ``bare``.
+    # Counted before the brackets are copied out.
     if 1 + sum(bare.count(c) for c in (b",", b":", b"[", b"{")) > bounds.max_values:
         return too_many
     brackets = bare.translate(_BRACKETS, _NOT_BRACKETS)
@@ -195,8 +181,8 @@ def read_json(
 ) -> object:
     """A JSON file read through :func:`read_regular` and parsed within ``bounds``.
 
-    Refused in one line (``error``) when not a regular file, over the cap, too deep or too many
-    values, not UTF-8 or not JSON (``NaN`` and ``Infinity`` included).
+    Refused in one line (``error``): not a regular file, too large, deep or many, not UTF-8 or
+    not JSON (``NaN`` included).
     """
     name = os.fspath(path)
     data = read_regular(path, bounds.max_bytes, what=what, error=error)
@@ -215,10 +201,7 @@ def read_json(
 
 
 def read_stream(stream: BinaryIO, name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """Read all of ``stream``, refusing it once more than ``limit`` bytes have arrived.
-
-    A refusal costs at most ``limit`` plus one chunk (never ``read(limit)``).
-    """
+    """Read all of ``stream``, refusing it once more than ``limit`` bytes have arrived."""
     # BytesIO hands its one bytes object over without a copy (``getvalue()``).
     buffer = io.BytesIO()
     while True:
@@ -245,10 +228,7 @@ def _read_regular(fh: BinaryIO, name: str, size: int, limit: int) -> bytes:
 
 
 def read_input(name: str, stdin: BinaryIO | None = None, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """Read one ``explain`` input: a path, or ``-`` for ``stdin``; at most ``limit`` bytes.
-
-    A regular file over the cap is refused from its size; a named FIFO is read like stdin.
-    """
+    """Read one ``explain`` input: a path, or ``-`` for ``stdin``; at most ``limit`` bytes."""
     if name == "-":
         if stdin is None:
             raise InputError("-: no standard input")
@@ -273,8 +253,7 @@ def read_input(name: str, stdin: BinaryIO | None = None, limit: int = MAX_INPUT_
     with fh:
         st = os.fstat(fh.fileno())
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            # A device or a directory is refused before a byte is read (``/dev/zero`` was read
-            # up to the cap first); a FIFO is a pipe (``<(make 2>&1)``), read like stdin.
+            # A device or directory is refused before a byte is read; a FIFO is read like stdin.
             raise InputError(f"{name}: {file_kind(st.st_mode)}, not a regular file or a pipe")
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise InputError(f"{name}: input larger than {limit} bytes")
@@ -296,8 +275,7 @@ def resolve_path(path: Path, error: type[InputError] = InputError) -> Path:
         raise error(f"{str(path)!r}: not a valid file name (NUL byte)") from None
 
 
-#: Compressed inputs by their leading bytes (not by name: a ``.log`` may be gzip, a pipe has
-#: no name): gzip, bzip2, xz, zstd (a frame, or a skippable frame before one).
+#: Compressed inputs by their leading bytes, not by name: gzip, bzip2, xz, zstd.
 _COMPRESSED = (
     (b"\x1f\x8b", "gzip"),
     (b"\xfd7zXZ\x00", "xz"),
@@ -305,11 +283,9 @@ _COMPRESSED = (
 )
 #: bzip2: ``BZh``, the block size digit, then a block's or the end's magic (text seldom has it).
 _BZIP2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
-#: Compression layers undone at most: a gzip inside a gzip (a CI system that compresses the
-#: archives it stores), zstd inside gzip. A fourth layer is refused, not undone.
+#: Compression layers undone at most (a gzip in a gzip); a fourth is refused.
 MAX_NESTING = 3
-#: What errkb knows but cannot read, by leading bytes: said in one line, never explained as
-#: text (a zip of logs read as bytes was answered "No known error found.").
+#: What errkb knows but cannot read, by leading bytes: said in one line, never explained.
 _UNREADABLE = (
     (b"PK\x03\x04", "a zip archive"),
     (b"PK\x05\x06", "an empty zip archive"),
@@ -324,11 +300,9 @@ _UNREADABLE = (
     (b"%PDF-", "a PDF document"),
     (b"SQLite format 3\x00", "an SQLite database"),
 )
-#: The zstd window errkb allocates at most for one frame (zstd's own default limit, 128 MiB):
-#: a frame that asks for more is refused, not allocated.
+#: The zstd window errkb allocates at most for one frame (zstd's own default limit).
 _ZSTD_MAX_WINDOW = 1 << 27
-#: Compressed bytes handed to the zstd decoder per call: a zstd block of 4 bytes can stand for
-#: 128 KiB, so 1 KiB in makes at most 32 MiB out before the cap is checked again.
+#: Compressed bytes handed to the zstd decoder per call (at most 32 MiB out before a check).
 _ZSTD_FEED = 1 << 10
 
 
@@ -350,11 +324,7 @@ def _skippable(magic: bytes | memoryview) -> bool:
 
 
 def unreadable_kind(data: bytes) -> str | None:
-    """What ``data`` is when errkb cannot read it as text ("a zip archive", "binary data").
-
-    Archives and compressions by magic bytes, tar by ``ustar``, binary by its first 4 KiB after
-    any leading NULs (NULs or control bytes unless laid out as UTF-16's). A few NULs are text.
-    """
+    """What ``data`` is when errkb cannot read it as text ("a zip archive", "binary data")."""
     for magic, kind in _UNREADABLE:
         if data.startswith(magic):
             return kind
@@ -364,8 +334,7 @@ def unreadable_kind(data: bytes) -> str | None:
     if b"\x00" not in head or head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return None
     if not head.strip(b"\x00"):
-        # A leading run of NULs (a log file preallocated, then its writer crashed): judged by
-        # what follows it. Nothing but NULs is binary.
+        # A leading run of NULs is judged by what follows it; nothing but NULs is binary.
         text = _not_nul().search(data)
         if text is None:
             return "binary data (NUL bytes)"
@@ -503,8 +472,7 @@ class _Output:
         self.name = name
         self.limit = limit
         if stated > _CHUNK:
-            # Writing the last byte first sizes the buffer exactly in one allocation (BytesIO
-            # grows by an eighth at a time otherwise); the chunks then fill it from the start.
+            # Writing the last byte first sizes the buffer in one allocation.
             self.buffer.seek(stated - 1)
             self.buffer.write(b"\x00")
             self.buffer.seek(0)

@@ -32,11 +32,9 @@ NARROW_ABOVE = 1 << 20
 BEFORE, AFTER = 1, 5
 #: How far a traceback header reaches forward, at most, to its exception line.
 TRACEBACK_REACH = 600
-#: Bytes of one line parsed at most: four times what the parser reads of a message (a character
-#: is up to four bytes), so nothing it would read is cut.
+#: Bytes of one line parsed at most: four times what the parser reads of a message.
 MAX_LINE_BYTES = 4 << 20
-#: Lines a region grows to before an ordinary hit line outside any traceback starts the next
-#: one: a log that is all error lines is then parsed a bounded piece at a time.
+#: Lines a region grows to before an ordinary hit line outside a traceback starts the next.
 MAX_REGION_LINES = 10_000
 
 # The words are the parser's own vocabulary (one list for the whole parser).
@@ -54,8 +52,7 @@ def _keywords() -> Any:
         if _automaton is None:
             import ahocorasick_rs
 
-            # Over bytes: searching a str makes the library map every offset back to
-            # characters, which costs three times the scan itself.
+            # Over bytes: a str search maps every offset back to characters.
             _automaton = ahocorasick_rs.BytesAhoCorasick(list(KEYWORDS))
         return _automaton
 
@@ -67,10 +64,7 @@ _OVERLAP = max(len(k) for k in KEYWORDS) - 1
 
 
 def hit_lines(data: bytes) -> Iterator[tuple[int, bool]]:
-    """(Start offset, holds a traceback header) of each line holding a keyword, in order, once.
-
-    Linear and in bounded memory; a line is yielded once the next one starts (its flag final).
-    """
+    """(Start offset, holds a traceback header) of each line holding a keyword, in order, once."""
     automaton = _keywords()
     view = memoryview(data)
     # The current hit line: [line_start, line_end) with line_end -1 until it is searched.
@@ -129,11 +123,7 @@ def keyword_lines(data: bytes) -> set[int]:
 
 
 def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """Yield (first line number, region bytes) for every window worth parsing, in order.
-
-    Holds only the windows a pending header may still reach (``TRACEBACK_REACH`` lines); windows
-    are merged as line numbers and cut out as bytes once each.
-    """
+    """Yield (first line number, region bytes) for every window worth parsing, in order."""
     for window in region_windows(data, numbered_hits(data, hit_lines(data))):
         yield _cut(data, window)
 
@@ -150,15 +140,13 @@ def numbered_hits(data: bytes, hits: Iterable[tuple[int, bool]]) -> Iterator[tup
 def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterator[list[int]]:
     """``error_regions``' windows, as line numbers and anchors, from its numbered hit lines.
 
-    Each window is [first line, end line (exclusive), first anchor's offset, its line, end
-    anchor's offset, its line] (``_cut`` makes its bytes). Fed from a quiet point on (no window
-    open, no header pending), it gives the same windows as over the whole input.
+    Fed from a quiet point on (no window open, no header pending), the same windows as over the
+    whole input.
     """
-    # A window: [first line, end line (exclusive), first anchor's start offset, its line
-    # number, end anchor's start offset, its line number]; the anchors locate the bytes.
+    # A window: [first line, end line (exclusive), first anchor's offset, its line, end anchor's
+    # offset, its line].
     held: list[list[int]] = []
-    # Headers since the last ordinary hit line, with the index of their window in ``held``:
-    # the next ordinary hit within reach is their exception line.
+    # Headers since the last ordinary hit line, with their window's index in ``held``.
     pending: collections.deque[tuple[int, int]] = collections.deque()
     walked = (0, -1, 0)  # the last walk: (exception line's start, its number, header start)
     for number, line_start, is_header in hits:
@@ -168,9 +156,8 @@ def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterat
         target, anchor = number, line_start
         merge_from = None
         if is_header:
-            # The traceback runs to its exception line: the first later ordinary hit (unless
-            # implausibly far), or the first line after its frames; a header inside the last walked
-            # one ends with it.
+            # The traceback runs to the first later ordinary hit (unless implausibly far), or the
+            # first line after its frames; a header inside the last walked one ends with it.
             if line_start >= walked[0] or walked[1] < 0:
                 exc_start, exc_number = exception_line(data, line_start, number)
                 walked = (exc_start, exc_number if exc_start != line_start else -1, line_start)
@@ -195,8 +182,7 @@ def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterat
             and number - held[-1][0] >= MAX_REGION_LINES
             and line_start > walked[0]
         ):
-            # A region of error lines this long ends before this one, which starts the next:
-            # no traceback is open (none pending, the last walked one ended before here).
+            # A region of error lines this long ends here; no traceback is open.
             window = held[-1]
             window[1], window[4], window[5] = number, line_start, number
             held.append([number, end, line_start, number, anchor, target])
@@ -241,8 +227,8 @@ def has_prefix(line: str | bytes, prefix: str | bytes, at: int = 0) -> bool:
 def exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
     """(Start, line number) of the line ending the traceback whose header starts at ``header``.
 
-    The first line after the header that is not indented (behind the header's own prefix, or one
-    of its shape with other digits). At most ``TRACEBACK_REACH`` lines; none found: the header.
+    The first unindented line after it (behind the header's prefix); within ``TRACEBACK_REACH``
+    lines, else the header.
     """
     eol = data.find(b"\n", header)
     if eol < 0:
@@ -282,11 +268,7 @@ def _forward(data: bytes, line_start: int, count: int) -> int:
 
 
 def parse_input(data: str | bytes, narrow_above: int = NARROW_ABOVE) -> list[LogEvent]:
-    """Parse a log into events: whole up to ``narrow_above``, region by region past it.
-
-    Large bytes are narrowed before decoding; UTF-16 is decoded first; containers are decoded
-    first (``errkb.parse.containers``).
-    """
+    """Parse a log into events: whole up to ``narrow_above``, region by region past it."""
     from errkb.parse.sniff import looks_like_container
     from errkb.parse.text import decode_input
 
@@ -319,15 +301,11 @@ def _parse_text(data: str | bytes, narrow_above: int = NARROW_ABOVE) -> list[Log
 
 
 def parse_regions(regions: Iterable[tuple[int, bytes]], first_index: int = 0) -> list[LogEvent]:
-    """The events of each (first line number, bytes) region, on the input's line numbers.
-
-    ``first_index`` numbers the first region, keeping chain ids apart across batches.
-    """
+    """The events of each (first line, bytes) region; ``first_index`` numbers the first region."""
     from errkb.parse.text import decode_input
     from errkb.parse.traceback import parse_log
 
-    # Regions are parsed one at a time, repeats folded as they come; a region equal to the one
-    # before it is not parsed again.
+    # One region at a time, repeats folded as they come; a region equal to the last is skipped.
     events = Repeats()
     previous: tuple[bytes, list[LogEvent]] = (b"", [])
     for index, (first_line, region) in enumerate(regions, start=first_index):
@@ -343,11 +321,7 @@ def parse_regions(regions: Iterable[tuple[int, bytes]], first_index: int = 0) ->
 
 
 def json_line_events(line: str, number: int, region: int) -> list[LogEvent]:
-    """The events of one JSON object line (input line ``number``) of a large input.
-
-    What the container path finds on that line decoding the whole input; ``region`` keeps its
-    chain ids apart.
-    """
+    """The events of one JSON object line (input line ``number``) of a large input."""
     found = _parse_containers(line, large=True)
     if not found:
         return []
@@ -377,8 +351,8 @@ def _parse_containers(
     prose = _prose_views(decoded.views)
     for index, view in enumerate(decoded.views, start=1):
         if index in prose:
-            # A one-line value without an error word is only a candidate message (not parsed); in a
-            # large input it is narrowed away.
+            # A one-line value without an error word is only a candidate message; large: narrowed
+            # away.
             message = view.text.strip()
             if message and not large:
                 events.append(
@@ -389,8 +363,7 @@ def _parse_containers(
             continue
         found = _parse_text(view.text, narrow_above)
         if not found and view.value:
-            # A value that is no exception line is still a candidate message (an API
-            # reply's "detail", a log record's message field).
+            # A value that is no exception line is still a candidate message.
             message = view.text.strip()
             if message:
                 found = [LogEvent(EventKind.LOG, None, message, (1,))]
@@ -414,11 +387,7 @@ _GLOG_HINT = re.compile(r"[EF]\d{3,4} \d{2}:\d{2}:\d{2}\.")
 
 
 def _prose_views(views: Sequence[View]) -> set[int]:
-    """The 1-based indices of the one-line values the line parser would find nothing in.
-
-    One keyword pass over all values joined by newlines: a value holds something only with an
-    error word on it, or a glog error header.
-    """
+    """The 1-based indices of the one-line values the line parser would find nothing in."""
     candidates = [
         k
         for k, view in enumerate(views, start=1)
@@ -462,10 +431,7 @@ def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
 
 
 def _message_lines_at(lines: tuple[MessageLine, ...], view: View) -> tuple[MessageLine, ...]:
-    """A view's message lines on the input's line numbers, where each keeps its own line.
-
-    A mail part's lines map one to one; a JSON string's lines keep the view's own numbers.
-    """
+    """A view's message lines on the input's line numbers, where each keeps its own line."""
     moved = tuple(MessageLine(m.text, view.line(m.number), m.length, m.width) for m in lines)
     numbers = [m.number for m in moved]
     return moved if numbers == sorted(set(numbers)) else lines  # strictly increasing

@@ -130,11 +130,9 @@ def _local_dir(url: str) -> Path:
 # ---------------------------------------------------------------------------- the read view
 #: Record JSON texts kept per state of the knowledge base (see ``RecordCache``).
 RECORD_CACHE_SIZE = 8192
-#: One statement opens every read: the transaction and the whole meta table in one round trip
-#: (the simple query protocol takes several statements when nothing is bound).
+#: One statement opens every read: the transaction and the whole meta table in one round trip.
 _OPEN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT key, value FROM meta"
-# COMMIT, not ROLLBACK, ends a read: psycopg drops a connection's prepared statements after
-# a ROLLBACK.
+# COMMIT, not ROLLBACK, ends a read: a ROLLBACK drops psycopg's prepared statements.
 _CLOSE = "COMMIT"
 #: Opening a read of a database that may have no schema yet (the revision check).
 _OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -143,8 +141,7 @@ _OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 class RecordCache:
     """Record JSON texts of one state of the knowledge base, shared by threads, bounded (LRU).
 
-    Every write that changes a record bumps ``state`` in the same transaction, so a text read at
-    state S is the text in every snapshot of S. Another state starts a fresh cache.
+    A write that changes a record bumps ``state``, so a text read at state S holds for all of S.
     """
 
     def __init__(self, size: int = RECORD_CACHE_SIZE) -> None:
@@ -173,11 +170,7 @@ class RecordCache:
 
 
 class Closer:
-    """Ends read transactions off the reader's path: ``COMMIT``, then back to the pool.
-
-    A connection stays checked out until its transaction has ended. Past ``BACKLOG`` pending
-    connections, a reader ends its own: the thread never caps snapshots per second.
-    """
+    """Ends read transactions off the reader's path (``COMMIT``, then back to the pool)."""
 
     BACKLOG = 2
 
@@ -418,8 +411,8 @@ class PostgresStore(StoreEngine):
                 import psycopg
                 from psycopg_pool import ConnectionPool
 
-                # One direct connection first: an unreachable server or a refused login is one
-                # clear error at once, not the pool's retries and a timeout.
+                # One direct connection first: an unreachable server or refused login is one clear
+                # error.
                 try:
                     psycopg.connect(self.conninfo, connect_timeout=10).close()
                 except psycopg.Error as exc:
@@ -433,8 +426,8 @@ class PostgresStore(StoreEngine):
                     max_size=size,
                     # Autocommit: every transaction is begun explicitly, with its isolation.
                     kwargs={"autocommit": True, "connect_timeout": 10},
-                    # No liveness check per checkout (a round trip on every read): a read that
-                    # finds its connection dropped checks the pool and runs again (``_read``).
+                    # No liveness check per checkout: a read that finds its connection dropped
+                    # retries (``_read``).
                     timeout=max(self.busy_timeout_ms / 1000, 1.0),
                     open=False,
                     name="errkb",
@@ -450,10 +443,7 @@ class PostgresStore(StoreEngine):
             return self._pool
 
     def _read(self, action: str, fn: Callable[[PgView], _T], *, schema: bool = True) -> _T:
-        """Run ``fn`` in this thread's open snapshot, or in one of its own (retried once).
-
-        ``schema=False`` for a read of a database that may not have errkb's tables yet.
-        """
+        """Run ``fn`` in this thread's open snapshot, or in one of its own (retried once)."""
         import psycopg
 
         view: PgView | None = getattr(self._local, "view", None)
@@ -475,10 +465,7 @@ class PostgresStore(StoreEngine):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _dropped(self, exc: BaseException) -> bool:
-        """True for a dropped connection; then the pool's idle connections are checked too.
-
-        A server restart kills every idle one, so the retry must not get another dead one.
-        """
+        """True for a dropped connection; then the pool's idle connections are checked too."""
         if not _disconnected(exc):
             return False
         pool = self._pool
@@ -513,10 +500,7 @@ class PostgresStore(StoreEngine):
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PgView]:
-        """A read transaction: every query inside sees one committed state of the database.
-
-        A connection found dropped by the first statement is retried once; later it is not.
-        """
+        """A read transaction seeing one committed state (a first drop retried once)."""
         import psycopg
 
         outer: PgView | None = getattr(self._local, "view", None)
@@ -677,8 +661,7 @@ class PostgresStore(StoreEngine):
                 )
             yield self.path
         finally:
-            # An explicit ROLLBACK first: the server answers it only after releasing the lock, so a
-            # sync started right after cannot find it still held.
+            # An explicit ROLLBACK first: answered only once the lock is released.
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
             with contextlib.suppress(Exception):
@@ -699,8 +682,8 @@ class PostgresStore(StoreEngine):
 
     def _upgrade(self, revision: str | None) -> None:
         def lock(conn: Any) -> None:
-            # Two processes opening a new database at once: one migrates, the other waits
-            # and then finds the schema at head (Alembic reads the revision after the lock).
+            # Two processes opening a new database at once: one migrates, the other finds it at
+            # head.
             conn.exec_driver_sql(_WRITE_LOCK, ("errkb-migrate.",))
 
         engine.upgrade_schema(
@@ -843,8 +826,7 @@ class PgWriteSql(PgSql):
             self.merge_index = None
 
     def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
-        # DELETE, not TRUNCATE: TRUNCATE is not MVCC-safe, so a reader's older snapshot would
-        # see an empty index, and its lock would block every explain until commit.
+        # DELETE, not TRUNCATE: TRUNCATE is not MVCC-safe and its lock blocks every explain.
         self.conn.execute("DELETE FROM match_tokens")
         self.insert_rows("match_tokens", ("token", "record_id", "rank"), rows)
 
@@ -867,9 +849,8 @@ GIN_PENDING_KB = 65536
 class _GinAfter:
     """PostgreSQL's ``BulkSearch``: the GIN index's merging held while a transaction writes.
 
-    Raises the pending list's limit for the transaction (``SET LOCAL``) and, when the login owns
-    the index, merges the list once just before the commit (``PgWriteSql.before_commit``);
-    otherwise the next merge does it. The index's contents are the same either way.
+    The pending list's limit is raised (``SET LOCAL``) and, when the login owns the index, the
+    list merged once before the commit; the index's contents are the same either way.
     """
 
     @classmethod
@@ -881,8 +862,7 @@ class _GinAfter:
         if row is None:
             return None  # a schema before migration 0005: no full-text index
         sql.conn.execute(f"SET LOCAL gin_pending_list_limit = {GIN_PENDING_KB}")
-        # The merges a larger apply still needs (past the limit) read the list work_mem at a
-        # time (the final one, maintenance_work_mem's default, 64 MB).
+        # The merges a larger apply still needs read the list ``work_mem`` at a time.
         sql.conn.execute(f"SET LOCAL work_mem = '{GIN_PENDING_KB}kB'")
         if row[1]:
             sql.merge_index = int(row[0])
@@ -895,23 +875,20 @@ class _GinAfter:
         return None  # merged before the commit (``PgWriteSql.before_commit``)
 
 
-#: ``errkb_search_vector``'s signature and arguments (migration 0009): the columns of a
-#: record's row the search vector is computed from, in order.
+#: ``errkb_search_vector``'s signature and arguments (migration 0009), in order.
 _VECTOR_FUNCTION = "errkb_search_vector(text, text, text, text, text, text, text)"
 _VECTOR_INPUTS = (
     "error_message", "slug", "error_class", "raw_json", "documentation", "trigger_scenarios",
     "common_situations",
 )  # fmt: skip
-#: One batch's vectors: its rows arrive as one JSON array of arrays of the inputs (text or
-#: null), one parameter, which the server reads back to the very same strings.
+#: One batch's vectors: its rows as one JSON array of arrays of the inputs, one parameter.
 _VECTORS_SQL = (  # fixed names only
     "SELECT errkb_search_vector("  # noqa: S608
     + ", ".join(f"r.v ->> {i}" for i in range(len(_VECTOR_INPUTS)))
     + ")::text FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS r(v, n) "
     "ORDER BY r.n"
 )
-#: Records whose vectors one round trip computes: small enough that the writing connection
-#: waits only for the first batch of each insert, large enough that a round trip is noise.
+#: Records whose vectors one round trip computes.
 VECTORS_BATCH = 256
 #: An insert of fewer records leaves their vectors to the trigger (a round trip saves nothing).
 VECTORS_MIN = 2 * VECTORS_BATCH
@@ -920,10 +897,8 @@ VECTORS_MIN = 2 * VECTORS_BATCH
 class _Vectors:
     """A second connection computing the search vectors of the records the first one writes.
 
-    A pooled connection runs the trigger's own function (``errkb_search_vector``, migration 0009)
-    over each batch while the writer copies the one before; the trigger keeps a given vector
-    (``errkb.search_vectors``). Same vectors; no free connection: the trigger computes them.
-    One thread: each batch's query is sent without waiting and its answer read after the copy.
+    It runs ``errkb_search_vector`` (migration 0009) over each batch while the writer copies the
+    one before; the trigger keeps a given vector. No free connection: the trigger computes them.
     """
 
     def __init__(self, pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> None:

@@ -95,11 +95,7 @@ def _chunks(items: Sequence[str], size: int = _CHUNK) -> Iterator[Sequence[str]]
 
 
 def _padded(ids: Sequence[str]) -> list[str]:
-    """``ids``, the last repeated so their last ``IN`` chunk holds a power of two of them.
-
-    Any length then takes one of ten statement texts, so the driver's statement cache stays
-    small; a repeated id changes no answer of ``IN``.
-    """
+    """``ids``, the last repeated so the last ``IN`` chunk holds a power of two (few statements)."""
     out = list(ids)
     rest = len(out) % _CHUNK
     if rest:
@@ -162,8 +158,8 @@ class SqliteView(SqliteSql):
         if not tokens:
             return []
         marks = _marks(len(tokens))
-        # The rank-0 (rarest) word selects through the index; the record's other indexed words
-        # must be in the text too (a primary-key probe each).
+        # The rarest word selects through the index; the other indexed words must be in the text
+        # too.
         sql = (
             "SELECT t0.record_id FROM match_tokens t0 WHERE t0.rank = 0 AND t0.token IN ("  # noqa: S608
             + marks
@@ -258,10 +254,7 @@ class SqliteStore(StoreEngine):
             raise self._fail(exc, action) from exc
 
     def inventory(self) -> Inventory:
-        """``StoreEngine.inventory`` from one row per repository (``group_concat``).
-
-        Ids and hashes hold no space; each group's count is checked all the same.
-        """
+        """``StoreEngine.inventory`` from one row per repository (``group_concat``)."""
         fast = self._read("reading", _grouped_inventory)
         return fast if fast is not None else super().inventory()
 
@@ -322,10 +315,7 @@ class SqliteStore(StoreEngine):
     # ------------------------------------------------------------------ connections
     @property
     def read_only(self) -> bool:
-        """True when this process cannot write the database file, its directory or its disk.
-
-        Decided once, before the first connection, by ``access(2)`` (which answers for root too).
-        """
+        """True when this process cannot write the database file, its directory or disk."""
         if self._read_only is None:
             path = self.path
             self._read_only = path.is_file() and not (
@@ -334,11 +324,7 @@ class SqliteStore(StoreEngine):
         return self._read_only
 
     def _read_only_uri(self) -> str:
-        """How a read-only database is opened: ``mode=ro``, and maybe ``immutable=1``.
-
-        Immutable when its directory refuses the ``-shm`` file and no ``-wal`` holds content (safe
-        only with no writer: SQLite then reads the main file alone, without locks).
-        """
+        """How a read-only database is opened: ``mode=ro``, and ``immutable=1`` when safe."""
         uri = "file:" + urllib.parse.quote(os.fspath(self.path.resolve())) + "?mode=ro"
         wal = self.path.with_name(self.path.name + "-wal")
         wal_empty = not wal.exists() or wal.stat().st_size == 0
@@ -395,8 +381,7 @@ class SqliteStore(StoreEngine):
                 from sqlalchemy import URL, create_engine, event
                 from sqlalchemy.pool import NullPool
 
-                # URL.create, not f"sqlite:///{path}": a file name holding "?" or "#" would be
-                # parsed as a query and SQLAlchemy would open another file than the reader.
+                # URL.create, not an f-string: a "?" or "#" in a file name would open another file.
                 url = URL.create("sqlite", database=str(self.path))
                 engine = create_engine(url, poolclass=NullPool)
                 pragmas = (*self.WRITE_PRAGMAS, f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
@@ -412,8 +397,7 @@ class SqliteStore(StoreEngine):
 
                 @event.listens_for(engine, "begin")
                 def _on_begin(conn: Connection) -> None:
-                    # IMMEDIATE takes the write lock up front: two writers never interleave
-                    # and a reader never sees a half-applied unit of work.
+                    # IMMEDIATE takes the write lock up front: writers never interleave.
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
                 self._engine = engine
@@ -499,11 +483,7 @@ class SqliteStore(StoreEngine):
             _remove(new)
 
     def _swap(self, new: Path) -> None:
-        """Rename ``new`` over the database, with no stale ``-wal`` left to replay into it.
-
-        The old log is checkpointed empty and removed first; a kill
-        anywhere leaves the old file whole.
-        """
+        """Rename ``new`` over the database, the old ``-wal`` emptied and removed first."""
         self.close()
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
@@ -548,16 +528,13 @@ class SqliteStore(StoreEngine):
             raise self._fail(exc, "reading") from exc
 
 
-#: Records an empty database must receive for a sync to build a fresh file instead
-#: (``SqliteStore.fresh_build``); a small first sync keeps the one transaction.
+#: Records an empty database must receive for a sync to build a fresh file instead.
 FRESH_BUILD_MIN = 5_000
 
 
-#: ... or when at least this share of them bring new content (a full sync where (nearly) every
-#: record changes): copying what stays costs less than the journal and checks it avoids.
+#: ... or when at least this share of them bring new content.
 FRESH_CHANGED_SHARE = 0.9
-#: The fresh build's connection to ``<db>.new``: no journal, no foreign-key checks (nothing
-#: reads it before it is complete and renamed; a failed build is removed).
+#: The fresh build's connection to ``<db>.new``: no journal, no foreign-key checks.
 _BUILD_PRAGMAS = (
     "PRAGMA journal_mode = OFF",
     "PRAGMA synchronous = OFF",
@@ -569,9 +546,8 @@ _BUILD_PRAGMAS = (
 class _CopyUnchanged:
     """A fresh build's ``engine.Rebuild``: what stays is copied from the old file, ``old``.
 
-    Whole: versions, history, meta. Per record: every stored record no incoming record brings
-    with another content hash, with its child and spec rows, indexed for search in one statement.
-    The match index is not copied: the apply rebuilds it.
+    Versions, history, meta, and every record no incoming record changes, with its child, spec
+    and search rows; not the match index (the apply rebuilds it).
     """
 
     source = "old"
@@ -581,9 +557,7 @@ class _CopyUnchanged:
         self._indexes: list[str] = []  #: the secondary indexes dropped until ``rows_written``
 
     def _drop_indexes(self) -> None:
-        # Secondary indexes of the written tables are dropped for the bulk insert and built again
-        # from the statement ``sqlite_master`` held by ``rows_written`` (one sort each, same
-        # schema).
+        # Secondary indexes are dropped for the bulk insert and made again by ``rows_written``.
         rows = self.raw.execute(
             "SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
             # A unique index decides what INSERT OR REPLACE replaces: never dropped.
@@ -613,8 +587,7 @@ class _CopyUnchanged:
         )
         raw.executemany("INSERT OR REPLACE INTO temp.incoming_hashes VALUES (?, ?)", incoming)
         self._drop_indexes()
-        # Only fixed table names (ours, and the field table's) and their columns are
-        # interpolated below.
+        # Only fixed table and column names are interpolated below.
         for table in ("dataset_versions", "record_history", "meta"):
             cols = self._columns(table)
             raw.execute(
@@ -646,8 +619,7 @@ class _CopyUnchanged:
         raw.execute("DROP TABLE temp.incoming_hashes")
 
 
-#: ``SqliteStore.inventory``'s query: per repository, its records' (id, hash) pairs and its
-#: live ids, each joined by one space.
+#: ``SqliteStore.inventory``'s query: per repository, its (id, hash) pairs and live ids.
 _GROUPED_INVENTORY = (
     "SELECT repo, count(*), sum(NOT retired), group_concat(id || ' ' || content_hash, ' '), "
     "group_concat(CASE WHEN retired THEN NULL ELSE id END, ' ') FROM records GROUP BY repo"
@@ -700,8 +672,7 @@ def _is_db_error(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.Error) or isinstance(getattr(exc, "orig", None), sqlite3.Error)
 
 
-#: Records one apply must bring for the search index to be filled in bulk (the insert trigger
-#: dropped for the transaction, one ``INSERT ... SELECT`` at its end); below, the trigger stays.
+#: Records one apply must bring for the search index to be filled in bulk at its end.
 BULK_SEARCH_MIN = 5_000
 _SEARCH_TRIGGER = "search_records_insert"
 #: The shape of migration 0004's insert trigger (our own SQL, not dataset content).
@@ -717,9 +688,8 @@ _trigger_shape = _lazy.pattern(
 def bulk_search_sql(trigger_sql: str) -> str | None:
     """The insert trigger's full-text statement, set-based over search keys above ``?``.
 
-    Derived from the trigger the database holds, so the index gets exactly the trigger's values
-    (a contentless FTS5 table's later deletes need them). None when the trigger is not of the
-    expected shape: the caller then indexes row by row.
+    Derived from the trigger itself, so the index gets exactly its values; None when the trigger
+    is not of the expected shape (then rows are indexed one by one).
     """
     shape = _trigger_shape().fullmatch(trigger_sql)
     if shape is None:
@@ -734,8 +704,7 @@ def bulk_search_sql(trigger_sql: str) -> str | None:
     )
 
 
-#: The trigger's list values, read from the child tables the apply has just written rather than
-#: from each ``raw_json`` (the same strings in the same order). The ``json_valid`` guard stays.
+#: The trigger's list values, read from the child tables just written (the same strings).
 _json_each = _lazy.pattern(
     r"\(SELECT group_concat\(value, ' '\) FROM json_each\(r\.raw_json, '\$\.(\w+)'\)\)"
 )
@@ -753,11 +722,7 @@ def _from_child_table(m: re.Match[str]) -> str:
 
 
 class _MergeAfter:
-    """The full-text index's own merging held off until the end of an apply (``finish``).
-
-    At the end one bounded ``merge`` (``MERGE_PAGES``) folds the segments the apply added and the
-    setting is put back, all in the apply's transaction. The insert trigger stays.
-    """
+    """The full-text index's merging held off until the apply's end, then one bounded ``merge``."""
 
     def __init__(self, raw: DBAPI) -> None:
         self.raw = raw
@@ -787,10 +752,7 @@ _FTS5_AUTOMERGE = 4
 
 
 class _BulkSearch(_MergeAfter):
-    """The search index filled once at the end of an apply (``BULK_SEARCH_MIN``).
-
-    Rows updated meanwhile go through the update trigger with merging held (``_MergeAfter``).
-    """
+    """The search index filled once at the end of an apply (``BULK_SEARCH_MIN``)."""
 
     def __init__(self, raw: DBAPI, trigger_sql: str, fill_sql: str) -> None:
         super().__init__(raw)
@@ -851,10 +813,7 @@ class SqliteWriteSql(SqliteSql):
         return _BulkSearch.start(self.conn, incoming)
 
     def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
-        """Rewrite the match index in this transaction: its secondary B-tree dropped and made again.
-
-        The DDL is part of the transaction, so a failure or a kill leaves the old index whole.
-        """
+        """Rewrite the match index in this transaction (its B-tree dropped and made again)."""
         raw = self.conn
         secondary = raw.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' "

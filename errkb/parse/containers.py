@@ -86,8 +86,7 @@ _markup_re = _lazy.pattern(
 _attr_re = _lazy.pattern(
     r"(?P<key>[\w:.-]{1,64})\s{0,8}=\s{0,8}(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)')"
 )
-# Tags that only colour or mark up text inside a line: dropped without a trace. Any other tag
-# between two pieces of text separates them (a space), so two paragraphs never become one word.
+# Tags that only colour or mark up text inside a line: dropped; any other tag is a space.
 _INLINE_TAGS = frozenset(
     {
         "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn", "em", "font",
@@ -104,8 +103,7 @@ class View:
     text: str
     lines: tuple[int, ...]  #: ``lines[i]`` is the input line of the view's line ``i + 1``
     origin: str  #: where in the container the text was (a JSON path, ``@attr``, a stream)
-    #: True for a single value (a JSON string, an attribute): the whole text is a candidate
-    #: message even when the line parser finds no exception in it.
+    #: True for a single value (a JSON string, an attribute): the whole text is a candidate.
     value: bool = True
 
     def line(self, number: int) -> int:
@@ -135,10 +133,7 @@ class Decoded:
 
 
 def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded | None:
-    """Decode the containers of ``text``; None when it holds none (then parse it as it is).
-
-    ``worth``: the input lines worth parsing; a one-line document elsewhere is decoded, not offered.
-    """
+    """Decode the containers of ``text`` (None: none); ``worth``: the lines worth offering."""
     if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
         return None
     if looks_like_mime(text):
@@ -217,10 +212,7 @@ class _Out:
 
 
 def _documents(text: str) -> Iterator[tuple[int, int, int, object]]:
-    """Yield (start, end, first line, value) for every JSON document that starts a line.
-
-    A document must end its last line (trailing blanks aside); found by one regex pass.
-    """
+    """Yield (start, end, first line, value) for every JSON document that starts and ends lines."""
     line = 1
     counted = 0  # offset up to which newlines are counted into ``line``
     pos = 0
@@ -275,8 +267,7 @@ def _decode_json(text: str, worth: Container[int] | None) -> Decoded | None:
     plain = "".join(plain_parts)
     views, structured = tuple(out.views), tuple(out.structured)
     if _surrogate_escape_re().search(text) is not None:
-        # ``{"msg": "x \ud800"}`` (Python's json.dumps writes such escapes) decodes to a lone
-        # surrogate, which no report can encode: each becomes U+FFFD, the rest is explained.
+        # A lone surrogate escape becomes U+FFFD, so every report can be encoded.
         views = tuple(replace(v, text=replace_surrogates(v.text)) for v in views)
         structured = tuple(
             replace(
@@ -334,10 +325,7 @@ def _walk_documents(
     out: _Out,
     worth: Container[int] | None = None,
 ) -> None:
-    """Walk every document; runs of one-object-per-line output are reassembled per stream.
-
-    With ``worth``, a one-line document on a line without an error word is not walked.
-    """
+    """Walk every document; runs of one-object-per-line output are reassembled per stream."""
     i = 0
     n = len(docs)
     while i < n:
@@ -383,10 +371,7 @@ def _output_key(value: object) -> str | None:
 
 
 def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None:
-    """Concatenate the output field of a run of objects per stream into one view each.
-
-    A stream is told by the other string fields taking few values (docker's ``stream``).
-    """
+    """Concatenate a run's output field per stream (told by fields of few values) into views."""
     values: dict[str, set[str]] = {}
     for _line, obj in run:
         if isinstance(obj, _Obj):
@@ -405,8 +390,7 @@ def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None
         if not isinstance(piece, str):
             continue
         parts, lines = streams.setdefault(ident, ([], []))
-        # A piece continues the view's last line unless the previous piece ended it (docker
-        # splits lines over 16 KiB into pieces without a newline).
+        # A piece continues the view's last line unless the previous piece ended it.
         if not parts or parts[-1].endswith("\n"):
             lines.append(line)
         lines.extend([line] * piece[:-1].count("\n"))
@@ -518,8 +502,7 @@ def _string(text: str, line: int, path: str, depth: int, out: _Out) -> None:
 
 
 def _walk_nested(value: object, path: str, depth: int, out: _Out, line: int) -> None:
-    # Strings inside a decoded string keep counting string depth, not just nesting; all of
-    # them are on the input line of the string that held them.
+    # Strings inside a decoded string keep their holder's input line.
     if isinstance(value, str):
         _string(value, line, path, depth, out)
     elif isinstance(value, _Obj):
@@ -551,8 +534,7 @@ def _string_list(items: list[_Str], path: str, out: _Out) -> None:
 
 # --- YAML double-quoted scalars ---------------------------------------------------------------
 
-# A line that opens a double-quoted scalar (``errkb.parse.sniff.YAML_FOLD`` without its
-# requirement that the line end in a backslash): group 1 is everything before the quote.
+# A line that opens a double-quoted scalar: group 1 is everything before the quote.
 _yaml_open_re = _lazy.pattern("^(" + YAML_FOLD[1 : YAML_FOLD.rindex('"(?:')] + ')"')
 #: A folded scalar longer than this many lines is not decoded (it never closed: not YAML).
 MAX_SCALAR_LINES = 4096
@@ -565,11 +547,7 @@ _YAML_HEX = {"x": 2, "u": 4, "U": 8}
 
 
 def _decode_yaml(text: str) -> Decoded | None:
-    r"""The double-quoted scalars of a YAML document that span lines, each a view.
-
-    PyYAML's folding is undone (``\`` line ends, folds as spaces, escapes); each view line maps
-    to the input line its text came from. Other YAML is left as text.
-    """
+    r"""The double-quoted YAML scalars that span lines, PyYAML's folding undone, each a view."""
     physical = text.split("\n")
     views: list[View] = []
     blank: set[int] = set()
@@ -617,10 +595,7 @@ class _ScalarText:
 def _yaml_scalar(
     physical: list[str], first: int, start: int
 ) -> tuple[str, tuple[int, ...], int] | None:
-    """Decode the scalar whose text starts at ``physical[first][start:]``.
-
-    (value, each value line's input line, closing line index), or None past ``MAX_SCALAR_LINES``.
-    """
+    """Decode a scalar from ``physical[first][start:]``: value, line map, closing line; or None."""
     acc = _ScalarText(first + 1)
     k, line, pos = first, physical[first], start
     while True:
@@ -719,8 +694,7 @@ def _decode_markup(text: str) -> Decoded | None:
         piece = text[pos:start]
         name = (m.group("name") or "").lower()
         if name and name not in _INLINE_TAGS:
-            # Spaces between a line's start and a block tag indent the markup, not the text:
-            # kept, they would make an exception line look like indented source.
+            # Spaces before a block tag indent the markup, not the text.
             cut = piece.rfind("\n") + 1
             if (cut or acc.at_line_start) and not piece[cut:].strip(" \t"):
                 piece = piece[:cut]

@@ -36,8 +36,7 @@ MAX_PREFIXES = 8
 
 # --- whole-text cleaning ---------------------------------------------------------------------
 
-# A real escape sequence: CSI, OSC (ended by BEL or ST), DCS/PM/APC strings, charset selection
-# and the two-byte escapes; "␛" (U+241B) is how some views show ESC.
+# A real escape sequence (CSI, OSC, DCS/PM/APC, charset selection, two-byte), ESC or "␛".
 _ANSI_RE = re.compile(
     r"[\x1b\u241b](?:"
     r"\[[0-?]{0,64}[ -/]{0,16}[@-~]"
@@ -49,9 +48,8 @@ _ANSI_RE = re.compile(
     r"|[@-Z\\-_]"
     r")?"
 )
-# What is left of an SGR code whose ESC was lost: ``[1;36m``, ``[0m``, ``^[[31m``; digits are
-# required so ``arr[m]`` survives. Three branches each starting with a literal, so the engine
-# skips in C; equal to ``(?:\^\[)?\[BODY|\(B\[m`` (``tests/test_text.py``).
+# What is left of an SGR code whose ESC was lost (``[1;36m``, ``^[[31m``; digits required):
+# three branches each starting with a literal, equal to ``(?:\^\[)?\[BODY|\(B\[m``.
 _ANSI_REMNANT_RE = re.compile(
     r"\^\[\[\d{1,3}(?:;\d{1,3}){0,15}m|\[\d{1,3}(?:;\d{1,3}){0,15}m|\(B\[m"
 )
@@ -71,8 +69,7 @@ _progress_re = _lazy.pattern(
 _PREFIX_RE = compiled_prefixes()
 # The rules that may start with whitespace, tried first on an indented line.
 _INDENTED_RE = compiled_indented()
-# The same alternation by the character at the match position: only the rules that can begin
-# there (``prefixes.ByFirst``; None: none can).
+# The same alternation by the character at the match position (``prefixes.ByFirst``).
 _BY_FIRST = by_first()
 
 
@@ -171,11 +168,7 @@ class NormalizedLog:
 
 
 def decode_input(data: bytes) -> str:
-    """Decode raw log bytes to text; never raises.
-
-    UTF-8 with U+FFFD for invalid bytes; UTF-16 when the data says so (a BOM, or PowerShell's NUL
-    pattern); NUL bytes are dropped.
-    """
+    """Decode raw log bytes to text (UTF-8 with U+FFFD, or UTF-16 when it says so); never raises."""
     try:
         if data.startswith(_UTF16_BOMS):
             return data.decode("utf-16", errors="replace").replace("\x00", "")
@@ -219,11 +212,7 @@ def replace_surrogates(text: str) -> str:
 
 
 def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog:
-    """Clean a whole log (see the module docstring).
-
-    ``line_map[k]``: the original line number of a decoded view's line ``k + 1``; without it,
-    lines are numbered from 1.
-    """
+    """Clean a whole log; ``line_map[k]``: the original number of a view's line ``k + 1``."""
     if text.startswith("\ufeff"):
         text = text[1:]
     text = strip_escapes(replace_surrogates(text))
@@ -269,29 +258,19 @@ def may_hold_quoted(text: str) -> bool:
 
 
 def line_text(raw: str) -> str:
-    r"""What ``normalize`` leaves of one physical line read alone: its text, prefixes stripped.
-
-    For a line with no control character and not quoted with ``>``; no stream state.
-    """
+    r"""What ``normalize`` leaves of one physical line read alone (no controls, no ``>`` quote)."""
     return _clean_line(1, raw, _State()).text
 
 
 def strip_escapes(text: str) -> str:
-    """``text`` without terminal escape sequences: the one rule every explain route applies.
-
-    CSI, OSC, DCS/SOS/PM/APC, charset selection and two-byte escapes, also with ESC shown as
-    U+241B. ``normalize`` and the record scan both apply it, so both read the same text.
-    """
+    """``text`` without terminal escape sequences: the one rule every explain route applies."""
     if "\x1b" in text or "\u241b" in text:
         return _strip_ansi(text)
     return text
 
 
 def _strip_ansi(text: str) -> str:
-    """``_ANSI_RE.sub("", text)``, jumping between escape characters with ``str.find``.
-
-    Every match starts at an ESC or a U+241B and none is empty, so this is what ``sub`` does.
-    """
+    """``_ANSI_RE.sub("", text)``, jumping between escape characters with ``str.find``."""
     parts: list[str] = []
     pos = 0
     find = text.find
@@ -325,11 +304,7 @@ _gutter_re = _lazy.pattern(r"(?:> ?){1,16}")
 
 
 def _unquote(physical: list[str]) -> None:
-    """Strip the quote gutters of quoted blocks, in place.
-
-    A block is two or more lines starting with ``>``; each line loses its own gutter, its own
-    indentation kept. ``>>> `` is a Python prompt, not a quote.
-    """
+    """Strip the quote gutters of blocks of two or more ``>`` lines, in place (not ``>>> ``)."""
     n = len(physical)
     i = 0
     while i < n:
@@ -376,11 +351,7 @@ def _pytest_text_start(line: str, start: int, state: _State) -> int:
 
 
 def _segments(raw: str) -> list[str]:
-    r"""Return the parts of a physical line with ``\r`` in it that are worth keeping.
-
-    Progress bars are dropped, what a writer glued after them kept, and every other non-blank
-    segment kept in order.
-    """
+    r"""The parts of a physical line with ``\r`` worth keeping: all but progress bars, in order."""
     kept: list[str] = []
     last_nonblank = ""
     for segment in raw.split("\r"):
@@ -405,8 +376,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     line = raw.rstrip()
     record_ids = state.record_ids
     if not line or (line[0] in " \t" and _INDENTED_RE.match(line, 0, PREFIX_HEAD) is None):
-        # Nearly no prefix starts with whitespace: a frame or source line, or a continuation
-        # line of a multi-line log record, which belongs to the record its transport stream is in.
+        # A line starting with whitespace belongs to the record its transport stream is in.
         state.pytest_width = 0
         return _line((number, line, record_ids.get("", ""), None, 0, False, len(raw) - len(line)))
 
@@ -419,8 +389,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     group = 0  # which parts (_TS, _LEVEL) the current header already has
     pytest_error = False
 
-    # A compose prefix has its " |" within the first 97 characters (name <= 64, spaces <= 32):
-    # a C substring test spares the regex call on nearly every line.
+    # A compose prefix has its " |" within the first 97 characters: a C test spares the regex.
     m = _COMPOSE_RE.match(line, 0, end) if line.find(" |", 0, _COMPOSE_BAR_END) >= 0 else None
     if m is not None and not _PREFIX_RE.match(line, 0, end):
         transport.append(m.group("svc"))
@@ -454,8 +423,8 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
             record = record if record is not None else ""
             pad = m.group(pad_group) if pad_group else None
             if pad is not None and len(pad) > 1:
-                # uvicorn pads "LEVEL:" to a fixed width of ten; any other run of spaces after
-                # "LEVEL:" is the text's own indentation (a traceback line logged as-is).
+                # uvicorn pads "LEVEL:" to ten; any other run of spaces is the text's own
+                # indentation.
                 start = m.start()
                 new_pos = start + 10 if new_pos - start >= 10 else m.start(pad_group) + 1
         elif kind is PrefixKind.TAG:

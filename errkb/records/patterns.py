@@ -34,9 +34,8 @@ MIN_ANCHOR_CHARS = 4
 COMPILER_VERSION = 3
 #: Each regex metacharacter and its escape: a translation, not a regex (no compile when cold).
 _RE2_ESCAPES = str.maketrans({c: "\\" + c for c in "\\.^$|?*+()[]{}"})
-#: A function definition in a record's sourceCode (``^\s*(?:async\s+)?def\s+NAME\s*\(``,
-#: MULTILINE) found as ``_DEF_AT``, a literal first, whose line up to the ``def`` is
-#: ``_DEF_LEAD``: the same names in the same order.
+#: A function definition in a record's sourceCode: ``_DEF_AT`` (a literal first), its line up
+#: to the ``def`` ``_DEF_LEAD``.
 _DEF_AT = _lazy.pattern(r"def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _DEF_LEAD = _lazy.pattern(r"\s*(?:async\s+)?")
 
@@ -77,13 +76,11 @@ class PatternSpec:
     line_number: int | None
     functions: tuple[str, ...]  #: functions defined in the record's sourceCode window
     template: str  #: the errorMessage
-    #: The template's literal texts, each of which a text ``regex`` matches holds as is when the
-    #: regex is the template's own (origin other than MESSAGE_PATTERN); () when not known.
+    #: The template's literal texts, each held as is by a text the template's own regex matches.
     literals: tuple[str, ...] = ()
     #: The slot kind of group cI; () when not inferred (then a generic slot).
     kinds: tuple[str, ...] = ()
-    #: How much of a message the template pins down (``errkb.records.specificity``), computed at
-    #: compile time; None in a row stored before it was (read it through ``specificity_of``).
+    #: The template's specificity; None in a row stored before it (``specificity_of``).
     specificity: float | None = None
 
 
@@ -104,8 +101,7 @@ def re2_escape(text: str) -> str:
     return text.translate(_RE2_ESCAPES)
 
 
-#: What ``compile_record`` builds a record's matcher from, as (JSON name, ``records`` column):
-#: two records with the same values of these have the same spec (from the same compiler).
+#: What ``compile_record`` builds a record's matcher from, as (JSON name, ``records`` column).
 SPEC_INPUTS: tuple[tuple[str, str], ...] = (
     ("id", "id"),
     ("errorMessage", "error_message"),
@@ -118,10 +114,7 @@ SPEC_INPUTS: tuple[tuple[str, str], ...] = (
 
 
 def spec_key(values: Sequence[object]) -> str:
-    """The sha256 of a record's ``SPEC_INPUTS`` values, in order (from JSON or a row).
-
-    Equal keys, equal inputs: a sync need not compile such a record again.
-    """
+    """The sha256 of a record's ``SPEC_INPUTS`` values, in order (equal keys: no compile)."""
     import hashlib  # OpenSSL costs ~3 ms at import: only a sync gets here
 
     text = json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
@@ -144,10 +137,7 @@ def compile_record(
     source_code: str | None = None,
     template: Template | None = None,
 ) -> PatternSpec:
-    """Build the PatternSpec of one record (never raises: a bad pattern falls back).
-
-    ``template``: ``parse_template(error_message)`` when the caller has it already.
-    """
+    """Build the PatternSpec of one record (never raises: a bad pattern falls back)."""
     if template is None:
         template = parse_template(error_message)
     kinds = tuple(inferred.kind for inferred in infer_kinds(template, source_code))
@@ -181,11 +171,7 @@ def choose_anchor(template: Template) -> str:
 
 
 def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
-    """An anchored RE2 regex for the template, groups named c0..cN in placeholder order.
-
-    ``kinds`` (one per placeholder; missing: generic) give each group its slot grammar. When
-    the message's end is known (``_judges_tail``), what follows is judged by ``slots.TAIL``.
-    """
+    """An anchored RE2 regex for the template, groups c0..cN in ``kinds``' slot grammars."""
     parts: list[str] = []
     index = 0
     for seg in template.segments:
@@ -201,10 +187,7 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
 
 
 def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
-    """Tell whether text after the message can be told from it.
-
-    Only for a typed record whose template ends with a self-delimiting value or literal text.
-    """
+    """Tell whether text after the message can be told from it (a typed, self-ending template)."""
     count = len(template.placeholders)
     if not template.segments or not any(k in SELF_DELIMITING for k in kinds[:count]):
         return False
@@ -214,10 +197,7 @@ def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
 
 
 def _anchored_start(template: Template) -> bool:
-    """Tell whether the regex must be anchored at the start as well as at the end.
-
-    When the template starts with a placeholder, or has none (a fixed message is the whole one).
-    """
+    """Tell whether the regex is start-anchored: a template starting with, or without, a value."""
     return template.starts_with_placeholder or not template.placeholders
 
 
@@ -312,10 +292,7 @@ def compile_error(regex: str) -> str | None:
 
 @functools.lru_cache(maxsize=16)
 def compile_re2(regex: str) -> Any:
-    """Compile under RE2 with quiet options, keeping the last few programs (shared, immutable).
-
-    A regex RE2 refuses raises every time.
-    """
+    """Compile under RE2 with quiet options, keeping the last few programs (shared, immutable)."""
     import re2
 
     return re2.compile(regex, re2_options())
@@ -323,10 +300,7 @@ def compile_re2(regex: str) -> Any:
 
 @functools.cache
 def re2_options(*, latin1: bool = False) -> Any:
-    """The RE2 options every dataset regex is compiled with (quiet, bounded memory), made once.
-
-    ``latin1``: RE2 reads bytes as Latin-1 (``errkb.match.matcher.byte_safe``).
-    """
+    """The RE2 options every dataset regex is compiled with (``latin1``: bytes read as Latin-1)."""
     import re2
 
     options = re2.Options()

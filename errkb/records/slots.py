@@ -37,12 +37,10 @@ class SlotKind(enum.StrEnum):
     IDENT = "ident"  #: a dotted Python name (``type(x).__name__``)
 
 
-#: Kinds whose grammar ends where the value ends, so text after the message's last value can be
-#: told from the value (see :data:`TAIL`).
+#: Kinds whose grammar ends where the value ends (see :data:`TAIL`).
 SELF_DELIMITING = frozenset(SlotKind) - {SlotKind.GENERIC}
 
-#: How deep brackets may nest inside a tuple, list or repr value (RE2 has no recursion; a shape
-#: or a repr in a message nests two or three levels at most).
+#: How deep brackets may nest inside a tuple, list or repr value (RE2 has no recursion).
 MAX_NESTING = 4
 
 
@@ -67,10 +65,7 @@ _SHAPE = rf"\({_INTS}\)|\[{_INTS}\]|torch\.Size\(\[{_INTS}\]\)"
 
 
 def _balanced(depth: int) -> str:
-    """A bracketed value nested at most ``depth`` levels: ``(1, [2, 'a)'])``.
-
-    Quoted strings are taken whole; closers are not paired by type, only the depth is counted.
-    """
+    """A bracketed value nested at most ``depth`` levels, quoted strings taken whole."""
     inner = r"""[^()\[\]{}'"]|""" + _QUOTED
     body = f"(?:{inner})*"
     for _ in range(depth - 1):
@@ -106,18 +101,14 @@ _GRAMMARS: dict[SlotKind, str] = {
 #: closing markup, a cell's edge, a closing quote or bracket; never a word or a line break.
 TAIL = r"""(?:[ \t]*(?:[.!?;](?:[ \t][^\n]*)?|</[^\n]*|[|`*"')\]][^\n]*))?[ \t\r]*"""
 
-#: Text after a message that is its container's on its last line: a closing tag, a table
-#: cell's edge (and further plain cells). Not a shell prompt. Searched only in the last
-#: ``TRAILER_WINDOW`` characters, never part of a record's RE2 pattern.
+#: Text after a message that is its container's on its last line (a closing tag, a cell's
+#: edge), searched only in the last ``TRAILER_WINDOW`` characters.
 _TRAILER = _lazy.pattern(r"(?:[ \t]*</[A-Za-z][^\n]*|[ \t]+\|(?:[^\n<]*\|)?)[ \t\r]*\Z")
 TRAILER_WINDOW = 512
 
 
 def trailer_start(text: str) -> int | None:
-    """Where a container's trailer (``_TRAILER``) begins at the end of ``text``, if any.
-
-    The earliest such point of the last line: ``verify`` tries the text before it first.
-    """
+    """Where a container's trailer (``_TRAILER``) begins at the end of ``text``, if any."""
     start = max(text.rfind("\n") + 1, len(text) - TRAILER_WINDOW)
     if "</" not in text[start:] and "|" not in text[start:]:
         return None
@@ -192,11 +183,7 @@ _SHOWN = _lazy.pattern(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]
 
 
 def is_placeholder_text(value: str) -> bool:
-    """Tell whether a captured value is a placeholder shown as such (``<prefix>``, ``{name}``).
-
-    Real reprs in angle brackets carry a digit; a shown field has no spaces. A str value that
-    reads exactly like one is refused too: they cannot be told apart.
-    """
+    """Tell whether a captured value is a placeholder shown as such (``<prefix>``, ``{name}``)."""
     return value[:1] in ("<", "{") and _SHOWN().fullmatch(value) is not None
 
 
@@ -241,8 +228,7 @@ _PRINTF_KINDS = {
     **dict.fromkeys("eEfFgG", SlotKind.FLOAT),
 }
 
-#: Expression shapes, tried in order against a placeholder's expression or an assignment's
-#: right-hand side. Each is (regex, kind, what it means).
+#: Expression shapes, tried in order: (regex, kind, what it means).
 _EXPRESSION_SHAPES: tuple[tuple[str, SlotKind, str], ...] = (
     # A whole call: ``repr(x)[:40]`` is a cut repr, any prefix of one.
     (r"^repr\((?:[^()]|\([^()]*\))*\)$", SlotKind.REPR, "repr(...) is a repr"),
@@ -288,8 +274,7 @@ def _expressions() -> tuple[tuple[re.Pattern[str], SlotKind, str], ...]:
     return tuple((re.compile(rx), kind, why) for rx, kind, why in _EXPRESSION_SHAPES)
 
 
-#: A unit right after the value: a count or an amount. Only plural units no name modifies,
-#: read only after a plain name or field.
+#: A unit right after the value: a count or an amount (plural units no name modifies).
 _UNITS = _lazy.pattern(r"^ (?:bytes|elements|items|tokens|times|characters|chars|dimensions)\b")
 _FLOAT_UNITS = _lazy.pattern(r"^(?: (?:seconds|secs|ms|s)|(?: ?)(?:MiB|GiB|KiB|MB|GB|KB))\b")
 #: A label right before the value.
@@ -312,11 +297,7 @@ _REPR_SAME = frozenset(
 
 
 def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inferred, ...]:
-    """One :class:`Inferred` per placeholder of ``template``, in placeholder order.
-
-    A placeholder's plain occurrences agree: one whose kind nothing said takes the kind another
-    says (disagreeing ones keep their own). ``source_code`` is read as text, never run.
-    """
+    """One :class:`Inferred` per placeholder of ``template``, in order; plain repeats agree."""
     assignments = _Assignments(source_code or "")
     out: list[Inferred] = []
     plain: list[Placeholder | None] = []  # the occurrence, when it prints its value plainly
@@ -373,8 +354,7 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
             return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} truncates the value")
     found = _from_expression(p.name) or _from_source(p.name, assignments)
     if found is not None and found.kind is SlotKind.GENERIC:
-        # The source binds the name to values of no one kind: neither its name nor the text
-        # around it can say what it prints.
+        # The source binds the name to values of no one kind: nothing can say what it prints.
         return Inferred(SlotKind.REPR, f"{p.raw} is a repr") if p.is_repr else found
     named = _from_name(p.name)
     if (
@@ -434,16 +414,11 @@ def _from_context(p: Placeholder, before: str, after: str) -> Inferred | None:
 
 
 class _Assignments:
-    """What a raise site's sourceCode binds to a bare name, read as text (never run).
-
-    A name is typed only when every binding says one kind; a binding of no known kind beside a
-    known one leaves it generic. ``+=`` keeps a numeric kind; all-unknown bindings say nothing.
-    """
+    """What a raise site's sourceCode binds to a bare name, read as text (one kind, or none)."""
 
     def __init__(self, source: str) -> None:
         self._source = source
-        # Every name's assignments, found by one scan of the source the first time a
-        # placeholder asks (``_ANY_ASSIGNMENT``).
+        # Every name's assignments, found by one scan of the source on first need.
         self._assigned: dict[str, list[re.Match[str]]] | None = None
 
     def _assignments(self, name: str) -> list[re.Match[str]]:
@@ -455,8 +430,7 @@ class _Assignments:
         return self._assigned.get(name, [])
 
     def _annotation(self, name: str) -> str | None:
-        # Tried where the name occurs, leftmost first: the first match is the one a search
-        # for this name's own pattern finds.
+        # Tried where the name occurs, leftmost first, as the name's own search would.
         source, at, annotation = self._source, self._source.find(name), _ANY_ANNOTATION()
         while at >= 0:
             m = annotation.match(source, at)
@@ -513,11 +487,9 @@ _OTHER_BINDINGS = (
 _NUMBER_LITERAL = _lazy.pattern(r"-?\d+(?:\.\d+)?")
 
 
-#: ``_ASSIGNMENT`` for any bare name at once, the name captured (compiled once): for each name
-#: exactly the matches the name's own regex finds, in the same order.
+#: ``_ASSIGNMENT`` for any bare name at once, the name captured: the same matches, in order.
 _ANY_ASSIGNMENT = _lazy.pattern(_ASSIGNMENT.format(name=r"(?P<name>[A-Za-z_]\w*)"), re.MULTILINE)
-#: ``name: T`` followed by ``,``, ``)`` or ``=``, tried where a name occurs (``\b`` as in
-#: the name's own search).
+#: ``name: T`` followed by ``,``, ``)`` or ``=``, tried where a name occurs.
 _ANY_ANNOTATION = _lazy.pattern(r"\b(?P<name>[A-Za-z_]\w*)[ \t]*:[ \t]*(?P<type>[\w.]+)[ \t]*[,)=]")
 
 

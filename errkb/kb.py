@@ -98,11 +98,7 @@ class KnowledgeBase:
     def explain_files(
         self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
     ) -> Report:
-        """Explain each named input, read by ``read`` one at a time as it is explained.
-
-        Several inputs give one merged report, each match naming its file and its own line numbers.
-        ``everything``: no ``Limits``.
-        """
+        """Explain each named input, read one at a time: one report, each match naming its file."""
         limits: Limits | DefaultLimits | None = None if everything else DEFAULT
         if len(names) == 1:
             return self.explain(read(names[0]), limits=limits)
@@ -122,10 +118,7 @@ class KnowledgeBase:
         self._engine.build_anchor_files()
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
-        """``build_anchor_files`` after a committed write; Ctrl-C raises ``interrupted()``.
-
-        The write stands: an interrupted build leaves no file (the next large input builds it).
-        """
+        """``build_anchor_files`` after a committed write; Ctrl-C raises ``interrupted()``."""
         self.refresh()
         try:
             self.build_anchor_files()
@@ -257,8 +250,7 @@ class KnowledgeBase:
         self._writable("sync it")
         report = sync(self.store, source, **options)
         if report.changed or report.recompiled:  # the anchors and literals may differ too
-            # After the commit, outside its transaction: a SIGKILL now loses only these
-            # files, which the next large input builds.
+            # After the commit: a SIGKILL now loses only these files.
             self._after_commit(lambda: SyncInterruptedError(interrupted_message(report)))
         else:
             self.refresh()

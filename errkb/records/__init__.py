@@ -27,8 +27,7 @@ _KNOWN = frozenset(KNOWN_FIELDS)
 MAX_SOURCE_LINES = 40
 #: errorMessage and messagePattern are at most this long (the longest real one is under 700).
 MAX_MESSAGE_CHARS = 16_384
-#: Integers (lineNumber, sourceCodeStart, sourceCodeEnd) fit a signed 32-bit column: 10**30
-#: made every sync of the dataset fail in the store, --skip-invalid or not.
+#: Integers (lineNumber, sourceCodeStart, sourceCodeEnd) fit a signed 32-bit column.
 MAX_INT = 2_147_483_647
 #: Prose fields at most this many characters, lists at most ``MAX_ITEMS`` items of
 #: ``MAX_ITEM_CHARS`` (a tag ``MAX_TAG_CHARS``): every match returns its record whole. Far above
@@ -37,14 +36,11 @@ MAX_PROSE_CHARS = 65_536
 MAX_ITEMS = 256
 MAX_ITEM_CHARS = 4_096
 MAX_TAG_CHARS = 100
-#: Placeholders per errorMessage and capture groups per messagePattern (real records: 6 at most).
-#: RE2's capture extraction is superlinear in the number of groups.
+#: Placeholders per errorMessage and groups per messagePattern (RE2 capture is superlinear).
 MAX_PLACEHOLDERS = 64
-#: Below this length a template regex always compiles (pinned by a test); above it, validation
-#: compiles the record's matcher to prove it.
+#: Below this length a template regex always compiles (tested); above, validation compiles it.
 _COMPILE_CHECK_CHARS = 2_048
-#: A datasetVersion more than this far ahead of the clock is refused: one bogus far-future
-#: version would make every genuine later version look like a downgrade.
+#: A datasetVersion more than this far ahead of the clock is refused (it would block updates).
 MAX_VERSION_AHEAD = dt.timedelta(days=2)
 
 _validators_lock = threading.Lock()
@@ -98,8 +94,7 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
         return Problem(source, location, rid, json_path, rule)
 
     problems: list[Problem] = []
-    # The fast path proves most records valid in a few microseconds; anything it cannot prove
-    # goes through jsonschema, which also words the problems.
+    # The fast path proves most records valid; anything else goes through jsonschema.
     fast = isinstance(obj, dict) and fast_valid(obj)
     errors = (
         []
@@ -141,8 +136,7 @@ _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _SHA = re.compile(r"[0-9a-f]{40}")
 _NONSPACE = re.compile(r"\S")
-# Conservative shapes: anything outside them (percent-escapes, leap seconds, odd offsets) is left
-# to jsonschema's own format checkers, so the fast path never accepts what they would reject.
+# Conservative shapes: anything else is left to jsonschema's format checkers.
 _HTTP_URL = re.compile(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
 )
@@ -303,10 +297,7 @@ def _limit_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def dataset_version_problem(value: object, *, now: dt.datetime | None = None) -> str | None:
-    """Why ``value`` is not an acceptable datasetVersion, or None when it is.
-
-    Acceptable: an RFC 3339 date-time with offset, at most ``MAX_VERSION_AHEAD`` ahead of ``now``.
-    """
+    """Why ``value`` is not an RFC 3339 date-time with offset, not too far ahead, or None."""
     if not isinstance(value, str) or not _date_time(value):
         return (
             f"datasetVersion {_short(value)} is not an ISO timestamp "
@@ -362,8 +353,7 @@ def unknown_fields(obj: Mapping[str, Any]) -> list[str]:
     return [k for k in obj if k not in _KNOWN]
 
 
-#: One encoder each, made once: ``json.dumps`` with options builds an encoder per call, and a
-#: sync encodes every record twice (its content hash and its stored text) in its workers.
+#: One encoder each, made once (``json.dumps`` with options builds one per call).
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
 _VERBATIM = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
@@ -383,11 +373,7 @@ _SORT_KEYS = 1 << 5
 
 
 def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
-    """``obj`` as orjson writes it, or None where its text could differ from ``json``'s.
-
-    Only for a ``floatless`` object (orjson writes floats and NaN otherwise); whatever orjson
-    refuses gives None. ``test_records`` checks the rest byte for byte against ``json``.
-    """
+    """``obj`` as orjson writes it, or None where its text could differ from ``json``'s."""
     fast = orjson_functions()
     if fast is None:
         return None
@@ -398,11 +384,7 @@ def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
 
 
 def decode_json(text: str) -> Any:
-    """``json.loads(text)``, by orjson where it is installed and provably agrees.
-
-    orjson's value is taken only when it writes it back as exactly ``text``; otherwise ``json``
-    reads it, so the answer or error is always ``json``'s.
-    """
+    """``json.loads(text)``, by orjson only where it writes the value back as exactly ``text``."""
     fast = orjson_functions()
     if fast is not None:
         loads, dumps = fast

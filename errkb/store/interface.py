@@ -107,26 +107,19 @@ class PatternRow:
     source_code: str | None
 
 
-#: (record id, anchor or None without a stored spec, literals, regex, template) of one live
-#: record: what the record-driven scan's anchor database is built from (``anchor_rows``).
+#: (record id, anchor or None, literals, regex, template) of one live record (``anchor_rows``).
 AnchorRow = tuple[str, str | None, tuple[str, ...], str, str]
 
 #: Meta keys: the ``state`` (and dataset version) of the last write that changed what the
 #: anchor files are built from: they are keyed by these, not by ``state``.
 ANCHORS_STATE_KEY = "anchors_state"
 ANCHORS_VERSION_KEY = "anchors_version"
-#: Meta key: a random value drawn by the same write, so that the key names this knowledge
-#: base's contents and not only a state counter another knowledge base may share.
+#: Meta key: a random value drawn by the same write, naming this knowledge base's contents.
 ANCHORS_NONCE_KEY = "anchors_nonce"
 
 
 def anchors_key(meta: Callable[[str], str | None]) -> tuple[str, str | None]:
-    """(key, dataset version) the anchor files of a snapshot are keyed by (``meta_value``).
-
-    The key is ``<state>.<nonce>`` of the last write that changed the files' inputs, so a file
-    copied from another knowledge base is never current here. Older knowledge bases: their own
-    ``state`` (and version), or the state alone until their next such write.
-    """
+    """(key, dataset version) the anchor files of a snapshot are keyed by: ``<state>.<nonce>``."""
     state = meta(ANCHORS_STATE_KEY)
     if state is None:
         return meta("state") or "0", meta("dataset_version")
@@ -135,14 +128,9 @@ def anchors_key(meta: Callable[[str], str | None]) -> tuple[str, str | None]:
 
 
 class Feed(Protocol):
-    """What the store is fed with by its caller (``errkb.match.feed``): it computes nothing.
+    """What the store is fed with by its caller (``errkb.match.feed``): it computes nothing."""
 
-    ``derive`` makes a record's ``Derived`` when it came without; ``rank`` turns every live
-    record's (id, index words) into the match index's (token, record id, rank) rows.
-    """
-
-    #: The version of the compiler ``derive`` runs (``records.patterns.COMPILER_VERSION``):
-    #: the store recompiles what an older one compiled.
+    #: The version of the compiler ``derive`` runs: the store recompiles an older one's specs.
     compiler: str
 
     def derive(self, record: RecordJSON) -> Derived: ...
@@ -155,10 +143,7 @@ class Feed(Protocol):
         previous: Mapping[str, Sequence[str] | None],
         after: Mapping[str, Sequence[str]],
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        """``rank``'s rows of only the records whose rows change, and their ids (None: rank all).
-
-        ``previous``: each changed record's words before (None: not live); ``after``: live now.
-        """
+        """``rank``'s rows of only the records whose rows change, and their ids (None: rank all)."""
         ...
 
 
@@ -173,10 +158,7 @@ class Ending:
 
 @runtime_checkable
 class Streamed(Protocol):
-    """Incoming records still being read while the apply writes them (a sync's workers).
-
-    ``ending``, asked once all are iterated: the keep, partial and rejected to use.
-    """
+    """Incoming records still read while the apply writes them; ``ending`` once all are read."""
 
     def ending(self) -> Ending: ...
 
@@ -253,8 +235,7 @@ class WriteTx(Protocol):
     ) -> tuple[int, ApplyCounts]:
         """Upsert ``incoming``, write the version row and history; return (version id, counts).
 
-        With ``full``, live records absent from ``incoming`` and not in ``keep`` are retired. Each
-        record's ``Derived`` is stored and the match index rebuilt in this transaction if needed.
+        With ``full``, live records absent from ``incoming`` and not in ``keep`` are retired.
         """
         ...
 
@@ -379,9 +360,7 @@ def resolve_target(target: str | os.PathLike[str] | None) -> Path | str:
 def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
     """Turn ``--db`` / ``ERRKB_DB`` / the default into an SQLite database file path.
 
-    A file path or an ``sqlite:///`` URL; PostgreSQL URLs are ``resolve_target``'s. Other
-    engines, URL query options and ``file:`` URIs are refused: ``sqlite3`` and SQLAlchemy must
-    open the same file the same way.
+    A path or ``sqlite:///`` URL; other engines, URL options and ``file:`` URIs are refused.
     """
     if target is None:
         env = os.environ.get("ERRKB_DB")

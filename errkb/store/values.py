@@ -61,11 +61,7 @@ class Diff:
 
 @dataclass(frozen=True)
 class Derived:
-    """What the caller computed about one record for the store to keep beside it.
-
-    ``spec``: its ``PatternSpec`` as the ``pattern_specs`` columns (``SPEC_COLUMNS``, tuples as
-    JSON); ``words``: its index words in template order.
-    """
+    """What the caller computed about one record to keep: ``spec`` columns and index ``words``."""
 
     spec: tuple[object, ...]
     words: tuple[str, ...]
@@ -73,18 +69,13 @@ class Derived:
 
 @dataclass(frozen=True)
 class Incoming:
-    """A validated record on its way into the store.
-
-    ``data``: the record, or its compact JSON text with its id in ``packed_id`` (a spool line's).
-    ``retired``: stored retired with this content (a rollback).
-    """
+    """A validated record on its way into the store (``data`` or its packed JSON text)."""
 
     data: RecordJSON | str
     dataset_version: str | None
     packed_id: str | None = None  #: the record's id, kept beside packed text
     retired: bool = False
-    #: ``records.content_hash`` of the record when the sync computed it while planning (in a
-    #: worker process, say): the transaction then need not encode the record again to hash it.
+    #: ``records.content_hash`` of the record when the sync computed it while planning.
     content_hash: str | None = None
     #: The record's compiled matcher and index words, when the caller computed them already.
     derived: Derived | None = None
@@ -209,12 +200,7 @@ def inventory_from(rows: Iterable[Sequence[Any]]) -> Inventory:
 def state_from(
     first_after: Iterable[Sequence[Any]], current: Iterable[Sequence[Any]]
 ) -> list[Incoming]:
-    """Every record as it was right after a version.
-
-    ``first_after``: each record's first history row after it; ``current``: every record now.
-    The content then is the first later row's previous content, else the current; a record
-    added later is left out.
-    """
+    """Every record as it was right after a version (later additions left out)."""
     before: dict[str, tuple[str | None, bool, str | None]] = {}
     for rid, previous, was_retired, dataset_version in first_after:
         before[str(rid)] = (previous, bool(was_retired), dataset_version)
@@ -235,11 +221,7 @@ def diff_from(
     kept: Callable[[set[str]], Iterable[str]],
     to_retire: Callable[[set[str]], Iterable[str]] | None,
 ) -> Diff:
-    """The ``Diff`` of classified (id, outcome) pairs, by the rules ``apply`` follows.
-
-    A repeated id counts once; ``kept(seen)``: the records kept as stored; ``to_retire(spared)``
-    (full only): those retired.
-    """
+    """The ``Diff`` of classified (id, outcome) pairs, by the rules ``apply`` follows."""
     found: dict[str, dict[str, None]] = {
         k: {} for k in ("added", "updated", "unchanged", "retired", "")
     }

@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 #: Called after each log: (logs done, logs in all, bytes done).
 Progress = Callable[[int, int, int], None]
 
-#: A log larger than this (as stored, and once decompressed) is an error line, not read: a
-#: worker holds one log at a time, and the issue's budget is 400 MB per worker.
+#: A log larger than this (stored or decompressed) is an error line, not read.
 MAX_LOG_BYTES = 128 << 20
 #: Examples kept per group, distinct values kept per capture or slot.
 MAX_EXAMPLES = 5
@@ -54,10 +53,7 @@ _STAMP = re.compile(
 
 # ------------------------------------------------------------------------------ the inputs
 def expand(paths: Iterable[str]) -> tuple[list[str], list[LogError]]:
-    """Files named, found under directories (recursively) or by globs; sorted, each once.
-
-    A path that names nothing is an error line; so is a glob that matches nothing.
-    """
+    """Files named, found under directories or by globs; sorted, each once (nothing: an error)."""
     found: set[str] = set()
     errors: list[LogError] = []
     for path in paths:
@@ -126,11 +122,7 @@ def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]
 
 
 def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
-    """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log.
-
-    Read by :func:`errkb.inputs.read_regular` and :func:`errkb.inputs.decompress_input`: never
-    opened blocking, refused past ``limit``, archives and binary data named.
-    """
+    """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log."""
     from errkb import inputs
 
     try:
@@ -139,16 +131,12 @@ def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
         raise InputError(inputs.describe_oserror(path, exc)) from None
     raw = inputs.read_regular(path, limit, what="log")
     data = inputs.decompress_input(raw, path, limit)
-    # An empty log is read (``triage_log`` says it is empty); binary data and archives are
-    # refused by ``decompress_input`` with what they are.
+    # An empty log is read; binary data and archives are refused with what they are.
     return data, len(raw), mtime
 
 
 def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogResult:
-    """Explain one log with ``kb``: its known and unknown errors, or the one-line reason why not.
-
-    Never raises for a bad log: this is what every engine (processes, Dask, Ray, Spark) maps.
-    """
+    """Explain one log with ``kb``: its known and unknown errors, or why not; never raises."""
     try:
         data, size, mtime = read_log(path, limit)
     except ErrkbError as exc:
@@ -215,8 +203,7 @@ class Baseline:
 
     known: frozenset[str]  #: record ids
     clusters: frozenset[str]  #: unknown groups' cluster ids
-    #: Each unknown group's class and example messages, by cluster id: a later run's messages
-    #: are mined with them, so a group whose values vary is recognised (not ``new``).
+    #: Each unknown group's class and example messages, by cluster id (mined with later runs).
     messages: Mapping[str, tuple[str | None, tuple[str, ...]]]
 
 
@@ -225,11 +212,7 @@ BASELINE_BOUNDS = JsonBounds(max_bytes=256 << 20, max_depth=16, max_values=4_000
 
 
 def load_baseline(path: str, bounds: JsonBounds = BASELINE_BOUNDS) -> Baseline:
-    """The record ids, cluster ids and messages of a previous ``--format json`` run.
-
-    Read within ``bounds`` (:func:`errkb.inputs.read_json`); it must be an object with ``known``
-    and ``unknown`` lists of objects with a string ``id`` or ``cluster``, else one InputError.
-    """
+    """The record ids, cluster ids and messages of a previous ``--format json`` run (bounded)."""
     from errkb import inputs
 
     name = os.fspath(path)
@@ -348,16 +331,14 @@ def _known(
 def _unknown(
     results: Sequence[LogResult], rows: list[Row], baseline: Baseline | None
 ) -> tuple[UnknownGroup, ...]:
-    # Masking costs about 0.2 ms a message: each distinct message is masked once, however many
-    # logs repeat it (a nightly run repeats a few hundred messages thousands of times).
+    # Each distinct message is masked once, however many logs repeat it.
     signatures: dict[tuple[str | None, str], Signature] = {}
     for r in results:
         for hit in r.unknown:
             key = (hit.error_class, hit.message)
             if key not in signatures:
                 signatures[key] = Signature.of(hit.error_class, hit.message)
-    # The baseline's messages are mined with today's: a group whose values vary since then
-    # merges with the baseline's messages of its template, and is recognised by them.
+    # The baseline's messages are mined with today's, so a group whose values vary is recognised.
     before: dict[tuple[str | None, str], set[str]] = {}
     for cid, (cls, messages) in (baseline.messages if baseline else {}).items():
         for message in messages:
@@ -416,11 +397,7 @@ DRAFT_FILE = "UNKNOWN-find-the-raise-site.py"
 
 
 def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[str, object]:
-    """A draft record for an unknown group, in ``errkb extract``'s draft shape, to complete.
-
-    Each ``<*>`` becomes ``{value_N}``; pattern, id and slug by upstream's formulas; the source
-    fields hold placeholders (:data:`DRAFT_FILE`, a zero SHA) to replace.
-    """
+    """A draft record for an unknown group, in ``errkb extract``'s draft shape, to complete."""
     from errkb.maint.extract import unreviewed_fields
     from errkb.records import upstream
 

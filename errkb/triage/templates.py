@@ -30,8 +30,7 @@ WILDCARD = "<*>"
 #: Share of a merged template's positions that must stay constant for two groups to merge:
 #: constants / (constants + new gaps).
 SIMILARITY = 0.5
-#: Signatures longer than this many tokens are not compared (kept as their own cluster): a
-#: message that long is a dump, and aligning it costs its length squared for every neighbour.
+#: Signatures longer than this many tokens are not compared (a dump; alignment is quadratic).
 MAX_TOKENS = 64
 #: A block of signatures sharing a positional token pairs each member with only this many
 #: before it (in sorted order): a template with thousands of values merges via neighbours.
@@ -40,8 +39,7 @@ BLOCK_PAIRS = 48
 MAX_CELLS = 1 << 16
 #: Tokens a message is split into at most: the rest of a longer message is one last ``<*>``.
 MAX_MESSAGE_TOKENS = 256
-#: What each word of a gap's run beyond the first :data:`RUN_FREE` costs (a new gap costs
-#: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
+#: What each word of a gap's run beyond the first :data:`RUN_FREE` costs (a new gap costs 1).
 RUN_COST = 0.25
 RUN_FREE = 3
 #: What each word costs that one side's existing wildcard takes in from the other's constants.
@@ -60,11 +58,7 @@ _C = r"\s{0,4},\s{0,4}"  # the comma between two items
 
 
 def _sequence(item: str, opener: str, closer: str, comma: bool) -> str:
-    """A bracketed, comma-separated run of ``item``, each an atomic group (no backtracking).
-
-    ``comma``: a tuple's one item needs its comma (``(2,)``). No alternative matches a prefix
-    another would extend.
-    """
+    """A bracketed, comma-separated run of ``item``, each an atomic group (no backtracking)."""
     item = f"(?>{item})"
     more = f"{item}(?:{_C}{item}){{0,64}}"
     if comma:
@@ -80,8 +74,7 @@ _INNER = (
     _sequence(f"(?:{_SCALAR})", "(", ")", True) + "|" + _sequence(f"(?:{_SCALAR})", "[", "]", False)
 )
 _ITEM = r"(?:" + _INNER + "|" + _SCALAR + r")"
-# One alternation, tried left to right at each place: the first that matches wins. Our own
-# pattern over log text (not dataset text), bounded repetitions, so plain ``re`` is right.
+# One alternation, first match wins; our own bounded pattern over log text, so plain ``re``.
 _VALUE = re.compile(
     "|".join(
         (
@@ -103,8 +96,7 @@ _VALUE = re.compile(
             r"\b0[xX][0-9a-fA-F]{1,64}\b",  # 0x7f3a...
             r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b",  # UUID
             r"\b(?=[a-fA-F]{0,63}\d)(?=\d{0,63}[a-fA-F])[0-9a-fA-F]{8,64}\b",  # long hex id
-            # dtypes (``torch.bfloat16``); Python's type names are words of the text too: not
-            # masked.
+            # dtypes (``torch.bfloat16``); Python's type names are words of the text: not masked.
             r"(?<![\w.])(?:(?:torch|np|numpy|jnp|tf)\.)?(?:u?int|float|bfloat|complex)\d{1,3}"
             r"(?:_[a-z0-9]{1,12})?(?![\w.])",
             r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b",  # IPv4[:port]
@@ -131,8 +123,7 @@ def tokens(message: str) -> tuple[Token, ...]:
     out: list[Token] = []
     for start, end, value in _pieces(message):
         spaced = start > 0 and message[start - 1].isspace()
-        # Pieces with no space between them are one word: ``alpha_94()`` and ``enc.<*>()`` are
-        # then one differing position each, not words of different lengths.
+        # Pieces with no space between them are one word (``enc.<*>()``).
         if out and not spaced:
             last = out[-1]
             text = WILDCARD if value else message[start:end]
@@ -243,10 +234,7 @@ Step = tuple[bool, list[int], list[int]]
 
 
 def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
-    """The longest common subsequence of ``a`` and ``b`` (equal tokens) as matches and gaps.
-
-    Past :data:`MAX_CELLS`, the equal tokens at both ends are matched and the middle is one gap.
-    """
+    """The longest common subsequence of ``a`` and ``b`` as matches and gaps (bounded table)."""
     n, m = len(a), len(b)
     head = 0
     while head < n and head < m and a[head] == b[head]:
@@ -327,22 +315,18 @@ def _merge(
             return None
         glued = {_glued(gap_x, x.tokens), _glued(gap_y, y.tokens)}
         if x.confirmed and y.confirmed and None not in glued and len(glued) == 2:
-            # Both held different text glued after a value (``<*>.__spec__``, ``<*>.__loader__``)
-            # while the values changed: two templates.
+            # Both held different text glued after a value while the values changed: two templates.
             return None
-        # A value :func:`refine` found to be text (three messages held it) is a constant that
-        # evidence confirmed: no wildcard takes it in.
+        # A value :func:`refine` found to be text: no wildcard takes it in.
         if any(x.tokens[k] in fixed for k in gap_x) or any(y.tokens[k] in fixed for k in gap_y):
             return None
-        # A new gap costs one position; a long run of words swallowed costs too, so a short
-        # template's wildcard does not absorb another template's whole text.
+        # A new gap costs one position; a long run of words swallowed costs too.
         run = max(
             sum(not _wild(x.tokens[k]) for k in gap_x), sum(not _wild(y.tokens[k]) for k in gap_y)
         )
         cost += (not (wild_x or wild_y)) + RUN_COST * max(run - RUN_FREE, 0)
         if wild_x != wild_y:
-            # Absorbed constants cost something: a message joins its sibling before a general
-            # template.
+            # Absorbed constants cost something: a message joins its sibling first.
             cost += ABSORB_COST * run
         tokens.append(WILDCARD)
         spacing.append(x.spacing[gap_x[0]] if gap_x else y.spacing[gap_y[0]])
@@ -405,9 +389,8 @@ def refine(
 ) -> tuple[dict[tuple[Signature, str], Signature], frozenset[str], frozenset[str]]:
     """Each (signature, message) with the masked values that are its template's text unmasked.
 
-    A masked value with a letter that :data:`REPEATS` or more distinct messages hold at one place
-    (class, length, position), and that is masked nowhere else, is text. Also returned: the
-    *soft* words (quoted at :data:`SOFT_PLACES` or more places) and the *fixed* values.
+    Also returned: the *soft* words (quoted at :data:`SOFT_PLACES` or more places) and the
+    *fixed* values (unmasked here).
     """
     distinct: dict[tuple[Signature, str], tuple[Token, ...]] = {}
     for sig, message in pairs:
@@ -449,10 +432,7 @@ def refine(
 
 
 def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, str], Cluster]:
-    """Group ``messages`` (signature, raw message) into templates, keyed by the same pairs.
-
-    Ties are broken by the groups' sorted text, never arrival order.
-    """
+    """Group ``messages`` (signature, raw message) into templates (ties: sorted text, not order)."""
     refined, soft, fixed = refine(messages)
     distinct: dict[Signature, set[str]] = {}
     for (_, message), sig in refined.items():
@@ -499,10 +479,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, 
 
 
 def slot_values(message: str, cluster: Cluster) -> tuple[str, ...]:
-    """What ``message`` has at each of its cluster's ``<*>`` positions, in order.
-
-    A gap's first ``<*>`` takes the gap's whole text; any other in it is empty.
-    """
+    """What ``message`` has at each of its cluster's ``<*>`` positions, in order."""
     toks = tokens(message)
     out: list[str] = []
     for matched, at_t, at_m in align(cluster.tokens, [t.masked for t in toks]):

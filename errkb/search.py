@@ -129,8 +129,7 @@ def similarity(message: str, template: str) -> float:
     return float(fuzz.ratio(left, right)) / 100.0
 
 
-#: Words that say nothing about an error: a query of only these gets a low score, whatever
-#: bm25 says (its best candidate is always 1.0 relative to the others).
+#: Words that say nothing about an error: a query of only these scores low.
 STOP_WORDS = frozenset(
     [
         "a",
@@ -182,10 +181,7 @@ NO_WORDS_FACTOR = 0.2
 
 
 def coverage(message: str, cand: Candidate) -> float:
-    """The factor of a candidate's score from how many of the query's telling words it holds.
-
-    0.4 + 0.6 x the share of non-stop words held; :data:`NO_WORDS_FACTOR` for stop words only.
-    """
+    """The factor of a candidate's score from the share of the query's telling words it holds."""
     telling = [w for w in words(message) if w not in STOP_WORDS and len(w) > 1]
     if not telling:
         return NO_WORDS_FACTOR
@@ -196,10 +192,7 @@ def coverage(message: str, cand: Candidate) -> float:
 def rank(
     message: str, found: list[Candidate], exact: Mapping[str, Candidate]
 ) -> dict[str, tuple[float, Candidate]]:
-    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity.
-
-    bm25 relative to the best, times :func:`coverage`, which makes the score absolute.
-    """
+    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity."""
     scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
     if found:
         best = min(c.bm25 for c in found)  # bm25 is negative: lower is better

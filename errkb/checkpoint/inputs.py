@@ -164,10 +164,7 @@ def detect_scheme(
     config_source: str = "config.json",
     hf_quant_source: str = "hf_quant_config.json",
 ) -> QuantScheme | None:
-    """Return the per-tensor scheme a model's configs declare, or None if they declare none.
-
-    ``config.json``'s quantization config wins over ``hf_quant_config.json``, as in sglang.
-    """
+    """The per-tensor scheme a model's configs declare (``config.json`` first), or None."""
     cfg = _as_dict(config)
     qc = (
         _as_dict(cfg.get("quantization_config"))
@@ -246,8 +243,7 @@ def _safetensors_in(directory: Path) -> list[Path]:
 def _dir_groups(
     directory: Path, errors: list[FileError], within: Sequence[Path] | None
 ) -> list[CheckpointGroup]:
-    # The directory's own files are one checkpoint; each subdirectory holding safetensors
-    # (a diffusers component, or a folder of several checkpoints) is another.
+    # The directory's own files are one checkpoint; each subdirectory with safetensors another.
     files = _safetensors_in(directory)
     scheme = _scheme_for_dir(directory, errors, within)
     groups = [CheckpointGroup(tuple(files), scheme)] if files else []
@@ -279,8 +275,7 @@ def resolve_inputs(
 ) -> tuple[list[CheckpointGroup], list[FileError]]:
     """Turn ``check``'s inputs into groups of files; bad inputs become errors, not exceptions.
 
-    A file reached twice is checked once. With ``within`` (resolved roots), every path the walk
-    yields that leaves the roots is reported as an error instead of read.
+    Each file once. With ``within``, a path leaving those roots is an error, not read.
     """
     groups: list[CheckpointGroup] = []
     errors: list[FileError] = []

@@ -77,8 +77,7 @@ def _scannable(data: str | bytes) -> Scannable | None:
         return None  # YAML's folded scalars: the container path rejoins them
     from errkb.parse.containers import MAX_DOCUMENT_CHARS
 
-    # A decode never makes more characters than bytes, so only a larger input is decoded to
-    # count them.
+    # A decode never makes more characters than bytes: only a larger input is decoded to count.
     if len(raw) <= MAX_DOCUMENT_CHARS or raw.isascii():
         return Scannable(raw, len(raw) <= MAX_DOCUMENT_CHARS)
     return Scannable(raw, len(raw.decode("utf-8", "replace")) <= MAX_DOCUMENT_CHARS)

@@ -18,21 +18,18 @@ from typing import Protocol
 from errkb.records.template import Literal, Template, parse_template
 
 MIN_TOKEN = 3
-#: How many of a record's rarest words are stored: rank 0 selects candidates, the others must
-#: be in the message too; any of them makes a record a ``similar`` suggestion.
+#: How many of a record's rarest words are stored (rank 0 selects, the rest must be there).
 TOKENS_PER_RECORD = 4
 #: SQLite binds at most this many parameters in one statement here; messages are cut to it.
 MAX_QUERY_TOKENS = 500
 WORD = _WORD = re.compile(r"\w+")
-#: MODIFIER LETTER SMALL H: a word character (so it glues to its neighbours) that error
-#: messages do not contain.
+#: MODIFIER LETTER SMALL H: a word character error messages do not contain.
 MARK = _MARK = "\u02b0"
 
 
 def template_tokens(template: Template) -> list[str]:
     """The words a message rendered from ``template`` is sure to contain, in template order."""
-    # Placeholders become a word character that literal text never holds, so a word touching
-    # a placeholder comes out with the marker in it and is dropped: one regex pass in all.
+    # Placeholders become the marker, so a word touching one is dropped: one regex pass.
     text = "".join(s.text if isinstance(s, Literal) else _MARK for s in template.segments)
     return [w for w in _WORD.findall(text) if len(w) >= MIN_TOKEN and _MARK not in w]
 
@@ -44,21 +41,14 @@ def message_tokens(text: str) -> list[str]:
 
 
 def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
-    """(token, record id, rank) rows: each record's rarest words across ``records``.
-
-    ``records``: (id, errorMessage) in id order. Ties go to the longer word, then by text.
-    """
+    """(token, record id, rank) rows: each record's rarest words across ``records`` (by id)."""
     return rank_words(
         (rid, dict.fromkeys(template_tokens(parse_template(message)))) for rid, message in records
     )
 
 
 def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, str, int]]:
-    """(token, record id, rank) rows from every record's (id, distinct index words).
-
-    Words are kept as numbers into one array, rows yielded in record id order; every record is
-    read before the first row (rarity is over all of them).
-    """
+    """(token, record id, rank) rows from every record's (id, distinct index words), streamed."""
     number: dict[str, int] = {}
     vocabulary: list[str] = []
     frequency = array("L")  # per word number: how many records hold it

@@ -19,8 +19,7 @@ class EventKind(enum.StrEnum):
     TRACEBACK = "traceback"  #: the last line(s) of a Python traceback (any flavour)
     BARE = "bare"  #: a ``Class: message`` line outside a traceback
     LOG = "log"  #: a logger line that carries a message without a traceback
-    #: a known message the message-first pass found at a message boundary of a line no other
-    #: event covers (``errkb.match.msgfirst``)
+    #: a known message the message-first pass found on a line no other event covers
     FOUND = "found"
 
 
@@ -79,11 +78,7 @@ class Chain:
 
 @dataclass(frozen=True, slots=True)
 class MessageLine:
-    """One printed line of a message (or a line that may continue it), as the renderer left it.
-
-    The matcher rejoins lines only when a pattern confirms the text; each break's shape (padded,
-    full width) says how to rejoin it.
-    """
+    """One printed line of a message (or a possible continuation), as the renderer left it."""
 
     text: str  #: the line's share of the message (the first line: the text after ``Class: ``)
     number: int  #: 1-based line number in the original input
@@ -98,10 +93,7 @@ class MessageLine:
 
 @dataclass(frozen=True)
 class LogEvent:
-    """One exception (or error message) found in the input.
-
-    ``message``: as printed, prefixes removed, newlines kept; ``lines``: its input line numbers.
-    """
+    """One exception (or error message) found in the input, prefixes removed, newlines kept."""
 
     kind: EventKind
     exc_class: str | None  #: as printed, possibly dotted (``a.b.SomeError``); None for LOG lines
@@ -119,11 +111,9 @@ class LogEvent:
     #: Where in a container the event was found and at which line of that text ("" in plain
     #: text); two events on one line with different origins are two occurrences.
     origin: str = ""
-    #: Further occurrences folded into this event (``errkb.parse.repeats``): the same message,
-    #: printed the same way, on other lines; 0 when it is one occurrence.
+    #: Further occurrences folded into this event (``errkb.parse.repeats``); 0: one occurrence.
     repeats: int = 0
-    #: The first line of each folded occurrence, in order; at most ``MAX_REPEAT_LINES`` of them
-    #: (``repeats`` counts them all).
+    #: The first line of each folded occurrence, in order, at most ``MAX_REPEAT_LINES``.
     repeat_lines: tuple[int, ...] = ()
 
     @property
@@ -138,10 +128,7 @@ class LogEvent:
 
 
 def evolve(value: _T, **changes: Any) -> _T:
-    """``dataclasses.replace`` for a frozen dataclass without slots or ``__post_init__``.
-
-    Copies the instance dictionary (same value, cheaper); ``changes`` must name existing fields.
-    """
+    """``dataclasses.replace`` for a frozen dataclass without slots (``changes`` checked)."""
     fields_ = value.__dict__
     unknown = changes.keys() - fields_.keys()
     if unknown:

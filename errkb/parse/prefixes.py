@@ -188,8 +188,8 @@ RULES: tuple[PrefixRule, ...] = (
         "ValueError: x",
     ),
     PrefixRule(
-        # journalctl -o verbose / export: the entry's text is its MESSAGE field; other fields are
-        # lines of no stream, so consecutive MESSAGE lines read as one stream.
+        # journalctl -o verbose / export: the text is the MESSAGE field; other fields have no
+        # stream.
         "journal_field",
         PrefixKind.TRANSPORT,
         r"(?: {4})?(?P<who>MESSAGE)=",
@@ -210,8 +210,7 @@ _GROUP_RE = re.compile(r"\(\?P<(\w+)>")
 
 
 def _branch(rule: PrefixRule) -> str:
-    # A rule's own groups are namespaced "<rule>__<group>" so that rules can reuse the names
-    # their kind reads ("who", "level", ...).
+    # A rule's own groups are namespaced "<rule>__<group>".
     shape = _GROUP_RE.sub(rf"(?P<{rule.name}__\1>", rule.shape)
     return f"(?P<K_{rule.name}>{shape})"
 
@@ -260,11 +259,7 @@ def _sre() -> tuple[ModuleType, ModuleType] | None:
 
 
 def first_chars(shape: str) -> frozenset[str] | None:
-    r"""The ASCII characters a match of ``shape`` can begin with (a superset), or None.
-
-    Read from the shape with Python's own regex parser. None when the shape may match empty or
-    holds an unknown operator: the rule is then tried everywhere. Non-ASCII gets every rule.
-    """
+    r"""The ASCII characters a match of ``shape`` can begin with (a superset), or None: any."""
     sre = _sre()
     if sre is None:
         return None
@@ -369,11 +364,7 @@ def _category(name: str) -> set[str]:
 
 
 class ByFirst(dict[str, "re.Pattern[str] | None"]):
-    """Character -> the alternation of the rules that can begin with it, or None: no rule can.
-
-    Filled on first use of each character; the answer is the whole alternation's (a dropped
-    branch matches nowhere starting with it). Non-ASCII and "" get the whole alternation.
-    """
+    """Character -> the alternation of the rules that can begin with it, or None: no rule can."""
 
     def __init__(self, rules: tuple[PrefixRule, ...], whole: re.Pattern[str]) -> None:
         super().__init__()

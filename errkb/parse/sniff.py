@@ -56,11 +56,7 @@ _MIME_FIELDS = ("mime-version", "content-type", "content-transfer-encoding")
 
 
 def looks_like_mime(head: str | bytes) -> bool:
-    """Whether ``text`` begins with a mail header block that declares MIME.
-
-    Header fields (an mbox ``From `` line allowed first) up to a blank line, with
-    ``MIME-Version``, ``Content-Type`` or ``Content-Transfer-Encoding`` among them.
-    """
+    """Whether ``text`` begins with a mail header block (up to a blank line) that declares MIME."""
     if isinstance(head, bytes):
         head = head[:65536].decode("utf-8", "replace")
     if not head[:1].isalpha():
@@ -101,10 +97,7 @@ STRACE_HEAD_LINES = 8
 
 
 def looks_like_strace(head: str | bytes) -> bool:
-    """Whether ``head`` begins as strace output: its first lines (at least three) all are.
-
-    Such an input is decoded whole (``errkb.parse.cstrings``), never scanned as plain text.
-    """
+    """Whether ``head`` begins as strace output: its first lines (at least three) all are."""
     if isinstance(head, bytes):
         head = head[:4096].decode("utf-8", "replace")
     if not head[:1].isalnum() and not head.startswith("[pid"):
@@ -119,9 +112,7 @@ def looks_like_strace(head: str | bytes) -> bool:
 def looks_like_container(head: str | bytes) -> bool:
     """Tell cheaply whether input looks like JSON, markup or a folded YAML scalar.
 
-    By the first characters (the one after the opener must fit too: ``[2026-...]`` and
-    ``<frozen ...>`` are plain logs), a line starting an object, or a YAML fold (one substring
-    search first).
+    The character after an opener must fit too: ``[2026-...]`` and ``<frozen ...>`` are plain.
     """
     if looks_like_mime(head) or looks_like_strace(head):
         return True

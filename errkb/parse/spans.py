@@ -49,8 +49,7 @@ class MessageSpan:
     """One candidate text in which a known message may be found."""
 
     text: str
-    #: Where ``text`` starts in the message; None when the text was decoded (unescaped), so it
-    #: appears in the message only in escaped form.
+    #: Where ``text`` starts in the message; None when it was decoded (unescaped).
     offset: int | None
     embedded: bool  #: False only for the message itself
     via: SpanVia
@@ -59,8 +58,7 @@ class MessageSpan:
 #: ``add(text, offset, depth, via)``: offer one candidate.
 _Adder = Callable[[str, "int | None", int, SpanVia], None]
 
-# A quote opens a string literal only after one of these (or at the start): "f(" "[" "{" ","
-# ":" "=" or a space. That keeps apostrophes in words ("can't") from pairing up.
+# A quote opens a string literal only at the start or after "(" "[" "{" "," ":" "=" or a space.
 _OPENERS = frozenset("([{,:= \t")
 _CLOSERS = frozenset(")]},:;. \t")
 # Quote-free runs and escapes alternate, so the match is linear and cannot backtrack badly.
@@ -87,10 +85,7 @@ _surrogates_re = _lazy.pattern("[\ud800-\udfff]")
 
 
 def decode_string_literal(body: str) -> str:
-    r"""Undo Python/JSON string escapes (``\\ \' \" \n \t \xNN \uNNNN`` ...) without ``eval``.
-
-    Unknown escapes stay; a surrogate pair becomes one character, a lone one U+FFFD.
-    """
+    r"""Undo Python/JSON string escapes without ``eval`` (a lone surrogate becomes U+FFFD)."""
     if "\\" not in body:
         return body
 
@@ -120,11 +115,7 @@ class _Candidate:
 
 
 def message_spans(message: str) -> list[MessageSpan]:
-    """List the candidate texts of ``message``, innermost first, the message itself last.
-
-    Each line; the suffix after each wrapper ``": "``; decoded string literals, recursively; an
-    embedded text without its closing sentence period. Duplicates dropped, most specific kept.
-    """
+    """List the candidate texts of ``message``, innermost first, the message itself last."""
     found: list[_Candidate] = []
     seen: set[str] = {message}
     budget = [MAX_TOTAL_CHARS]

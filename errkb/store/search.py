@@ -28,8 +28,7 @@ COMMON_SCAN_CAP = 2_000
 COMMON_RANKED = 200
 #: Words as FTS5's unicode61 tokenizer sees them (letters and digits; "_" separates).
 WORD = re.compile(r"[^\W_]+")
-#: Weights of the columns a common-words query is ranked on (see ``candidates``): the message
-#: template, slug and class, as in ``WEIGHTS``.
+#: Weights of the columns a common-words query is ranked on (template, slug, class).
 COMMON_WEIGHTS = (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2])
 
 
@@ -83,10 +82,7 @@ class Plan:
 
 
 def plan(conn: sqlite3.Connection, terms: Sequence[str], max_terms: int) -> Plan | None:
-    """The FTS5 query for a query's words, or None when no word is indexed.
-
-    The rarest ``max_terms`` OR-ed when some are rare; else the first common words AND-ed.
-    """
+    """The FTS5 query for a query's words (rare ones OR-ed, else common AND-ed), or None."""
     freq = document_frequencies(conn, terms)
     known = [t for t in terms if freq[t] > 0]
     if not known:
@@ -108,8 +104,7 @@ def candidates(
         return _common(conn, planned, filters, limit)
     expression, cap = planned.expression, SCAN_CAP
     weights = ", ".join(str(w) for w in WEIGHTS)
-    # Scored inside FTS5 first (bounded by SCAN_CAP), joined to records afterwards: joining
-    # every match before ranking cost more than ranking itself.
+    # Scored inside FTS5 first (bounded by SCAN_CAP), joined to records afterwards.
     scored = (
         f"SELECT rowid, bm25(search_fts, {weights}) AS score FROM search_fts "  # noqa: S608
         "WHERE search_fts MATCH ? LIMIT ?"
@@ -137,11 +132,7 @@ def candidates(
 def _common(
     conn: sqlite3.Connection, planned: Plan, filters: Filters, limit: int
 ) -> list[Candidate]:
-    """Records holding every (common) word of ``planned``, ranked here rather than by bm25.
-
-    bm25 would read each word's whole posting list first. Scored by a bm25-shaped score over the
-    template, slug and class on the first ``COMMON_RANKED`` records found.
-    """
+    """Records holding every (common) word of ``planned``, ranked here rather than by bm25."""
     sql = [
         "SELECT r.id, r.slug, r.repo, r.error_class, r.error_message, r.severity "
         "FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ? LIMIT ?) f "

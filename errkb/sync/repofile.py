@@ -33,10 +33,9 @@ def spool_line(
     *,
     same_spec: bool = False,
 ) -> str:
-    """One spool line: id, datasetVersion (JSON), content hash, derived, the record's JSON.
+    """One tab-separated spool line: id, datasetVersion, content hash, derived, the record's JSON.
 
-    ``derived``: the record's ``Derived`` (``errkb.match.feed.derive``); "" for content already
-    stored; ``SAME_SPEC`` for new content with the stored matcher inputs. Tabs separate safely.
+    ``derived``: the record's ``Derived``; "" for stored content; ``SAME_SPEC`` for same inputs.
     """
     if derived is not None:
         extra = compact_json([derived.words, derived.spec])
@@ -74,11 +73,9 @@ class RepoFile:
     items: tuple[Item, ...]
     to_check: tuple[int, ...]  #: indices of the items whose content is new
     broken: tuple[Problem, ...]  #: the file could not be read as records at all
-    #: Each item's content hash, taken once (``read_repo`` compares it with the stored one,
-    #: ``check_repo`` spools it): 0.17 s of a 1% sync's CPU at 500k records was the second.
+    #: Each item's content hash, taken once.
     hashes: tuple[str, ...] = ()
-    #: Indices of the new items whose matcher inputs are the stored ones (``read_repo``'s
-    #: ``specs``): ``check_repo`` spools them uncompiled and the store keeps their spec row.
+    #: Indices of the new items whose matcher inputs are the stored ones (spooled uncompiled).
     same_spec: frozenset[int] = frozenset()
 
 
@@ -97,9 +94,8 @@ def read_repo(
 ) -> RepoFile:
     """Read the repository file at ``path`` (named ``where``) and cross-check it.
 
-    Against the index's ids for ``repo``, or, with no index (``listed``), its ``repos.json`` entry
-    (every record claims ``repo``, no id twice, ``errorCount`` records). A record whose content is
-    stored is not validated again; ``specs``: stored spec keys (the same key: not compiled).
+    Against the index's ids for ``repo``, or without an index its ``repos.json`` entry. Stored
+    content is not validated again; ``specs``: stored spec keys (the same key: not compiled).
     """
     publish.check_value_count(path, where, max_values, max_bytes)
     items = tuple(read_file(path, max_bytes=max_bytes))

@@ -171,10 +171,7 @@ class HttpClient:
         on_bytes: Callable[[int], None] | None = None,
         last_modified: str | None = None,
     ) -> Response:
-        """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives path None.
-
-        ``etag`` / ``last_modified`` make it conditional.
-        """
+        """GET ``url`` into ``dest`` (streamed, capped, conditional); 304 gives path None."""
         first = url  # messages show it as shown_url does: no userinfo, no query
         for _ in range(_MAX_REDIRECTS + 1):
             if self.deadline.expired:
@@ -255,8 +252,7 @@ class HttpClient:
         headers: Mapping[str, str],
         url: str,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        # A kept-alive connection may have been closed by the server while idle: the first
-        # failure on a reused connection is retried once on a fresh one.
+        # A reused connection's first failure is retried once on a fresh one.
         for attempt in (0, 1):
             conn, reused = self._connection(parts)
             if getattr(conn, "errkb_via_proxy", False):
@@ -324,8 +320,8 @@ class HttpClient:
                 f"GET {shown_url(url)}: connection lost after {total} bytes: {exc!r}"
             ) from exc
         if expected is not None and total != expected:
-            # The watchdog's shutdown of the socket reads as an early end of the body, not as an
-            # error: past the deadline, that is the deadline, not a truncating server.
+            # Past the deadline, an early end of the body is the watchdog's, not a truncating
+            # server's.
             if self.deadline.expired:
                 raise NetworkError(self.deadline.message(f"GET {shown_url(url)}"))
             raise NetworkError(
@@ -391,19 +387,14 @@ class HttpClient:
         for conn in conns:
             sock = conn.sock
             if sock is not None:
-                # Wake a worker still blocked reading it (a failing sync closes the client
-                # while its downloads wind down); closing alone would not.
+                # Wake a worker still blocked reading it; closing alone would not.
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
             conn.close()
 
 
 def redirect_problem(url: str, target: str, allow_hosts: Collection[str] = ()) -> str | None:
-    """Why a redirect from ``url`` to ``target`` is refused (None: it may be followed).
-
-    Refused: https to http, and another host unless ``allow_hosts`` names it (another port or
-    an upgrade to https is the same site).
-    """
+    """Why a redirect from ``url`` to ``target`` is refused (a downgrade, another host)."""
     old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
     if old.scheme == "https" and new.scheme != "https":
         return "a downgrade from https to http"

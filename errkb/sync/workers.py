@@ -34,8 +34,7 @@ from errkb.sync.repofile import Checked, Listed, check_repo, read_repo
 
 #: At most this many worker processes, whatever the machine has.
 MAX_WORKERS = 4
-#: Fewer repository files than this are checked in the calling process: starting a worker
-#: (an interpreter importing errkb) costs more than it saves on a small sync.
+#: Fewer repository files than this are checked in the calling process (a worker's start costs).
 MIN_FILES = 32
 
 
@@ -86,10 +85,7 @@ def _encode(job: Job) -> str:
 
 
 def check_job(text: str) -> str:
-    """A worker's task: read, cross-check and validate one file (``_encode``'s JSON).
-
-    A JSON header line, then the spool lines; ``{"fallback": true}`` alone: the caller judges it.
-    """
+    """A worker's task on one file: a JSON header line, then spool lines (or ``fallback``)."""
     spec = json.loads(text)
     try:
         part = read_repo(
@@ -132,8 +128,7 @@ def _decode(text: str) -> Checked | None:
     )
 
 
-#: What a worker runs. Not ``-m errkb.sync.workers``: this module is already imported by the
-#: package by then, and runpy warns about running it a second time.
+#: What a worker runs (not ``-m``: runpy would warn, the module being imported already).
 _MAIN = "from errkb.sync.workers import main; main()"
 
 
@@ -188,10 +183,9 @@ class _Worker:
 
 
 class Checker:
-    """``workers`` worker processes checking repository files (none when 0).
+    """``workers`` worker processes checking repository files (none when 0), a context manager.
 
-    Job ``k`` goes to worker ``k % workers``; results come in submission order. A context
-    manager: leaving it stops the workers.
+    Job ``k`` goes to worker ``k % workers``; results come in submission order.
     """
 
     def __init__(self, workers: int) -> None:
@@ -250,10 +244,7 @@ class Checker:
 
 
 def serve(stdin: IO[str], stdout: IO[bytes]) -> None:
-    """A worker's loop: one job per line in, one framed result out, until end of input.
-
-    A result is a line with its size in bytes, then ``check_job``'s lines in UTF-8 (read at once).
-    """
+    """A worker's loop: one job per line in, one result out (its size line first), to the end."""
     out = stdout.fileno()
     for line in stdin:
         result = check_job(line).encode("utf-8", "surrogatepass")

@@ -63,11 +63,7 @@ class Group:
 
 @runtime_checkable
 class Validator(Protocol):
-    """A reference validator: one upstream check function, reproduced from checkpoint metadata.
-
-    It owns its rules and its gate (``applies_to``); ``check`` runs it over a group, ``diagnose``
-    explains a message from captured values. Registered in ``errkb.validators.VALIDATORS``.
-    """
+    """A reference validator: one upstream check function, reproduced from checkpoint metadata."""
 
     @property
     def name(self) -> str:
@@ -142,8 +138,7 @@ class FunctionValidator:
         return all(ok(captures[name]) for name, ok in self.values.items() if name in captures)
 
 
-#: The form of every dtype name safetensors writes (``F32``, ``BF16``, ``F8_E4M3``,
-#: ``F8_E5M2FNUZ``, ``BOOL``): what ``safe_open(...).get_slice(k).get_dtype()`` returns.
+#: The form of every dtype name safetensors writes (``F32``, ``BF16``, ``F8_E4M3``, ``BOOL``).
 _SAFETENSORS_DTYPE = re.compile(r"BOOL|BF16|[UIFC](?:4|8|16|32|64)|F[468]_E\dM\d(?:FN|FNUZ)?")
 
 
@@ -170,11 +165,7 @@ _MAX_DIGITS = 20
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """Read a printed shape such as ``(3072,)``, ``()``, ``(1, 3072)`` or ``[1, 3072]``.
-
-    Non-negative integers, whitespace, a trailing comma, and (leniently) ``(3072)``; ValueError
-    for anything else.
-    """
+    """Read a printed shape such as ``(3072,)``, ``()`` or ``[1, 3072]``; ValueError otherwise."""
     s = text.strip()
     if len(s) > MAX_SHAPE_TEXT:
         raise ValueError(f"shape text is longer than {MAX_SHAPE_TEXT} characters")

@@ -394,7 +394,7 @@ class HttpClient:
 
 
 def redirect_problem(url: str, target: str, allow_hosts: Collection[str] = ()) -> str | None:
-    """Why a redirect from ``url`` to ``target`` is refused (a downgrade, another host)."""
+    """Why a redirect from ``url`` to ``target`` is refused (a downgrade, another host), or None."""
     old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
     if old.scheme == "https" and new.scheme != "https":
         return "a downgrade from https to http"

@@ -1,7 +1,6 @@
 """Opening and reading untrusted inputs within bounds: the one opener for every file errkb reads.
 
-A path may name something that is not a file (a FIFO, ``/dev/zero``, a symlink loop), and a
-file may be far larger than errkb should hold. :func:`open_regular` refuses anything but a
+:func:`open_regular` refuses anything but a
 regular file without blocking, :func:`read_regular` refuses a file over its cap from its size,
 and :func:`read_json` bounds a JSON file's nesting and value count on the bytes, in C, before
 parsing. A refusal is one :class:`InputError` line naming the file (or the caller's class).

@@ -30,8 +30,7 @@ from errkb.inputs import open_regular
 #: The reference reader's header size limit ("header too large").
 MAX_HEADER_BYTES: Final = 100_000_000
 
-#: Tensors per file. Real checkpoints hold thousands per file (the largest models ~100,000
-#: across all their shards); parsing a million costs over a gigabyte.
+#: Tensors per file (real checkpoints hold thousands; parsing a million costs over a gigabyte).
 MAX_TENSORS: Final = 150_000
 #: Integers per header (a shape's dimensions and two offsets per tensor, with room to spare).
 MAX_HEADER_INTS: Final = 20 * MAX_TENSORS

@@ -88,8 +88,7 @@ Part = Text | Field
 OnSkip = Callable[[str, str], None]
 
 
-# --------------------------------------------------------------------------------------------
-# Messages -> parts
+# ---------------------------------------------------------------------- messages -> parts
 
 
 def unreviewed_fields() -> dict[str, Any]:
@@ -170,8 +169,7 @@ def _formatted_value(node: ast.FormattedValue, lines: Sequence[str]) -> str:
 
 def _field(opening: str, expression: str, closing: str) -> str:
     raw = opening + expression + closing
-    # A field the template parser would not recognise (too long) would turn into literal text
-    # that no real message contains; an ellipsis keeps it a placeholder.
+    # A field the template parser would not read (too long) is kept a placeholder by an ellipsis.
     return raw if len(raw) <= MAX_FIELD_CHARS else opening + "..." + closing
 
 
@@ -179,12 +177,10 @@ def _expression_text(node: ast.expr, lines: Sequence[str]) -> str:
     """Return the expression's source text when trustworthy; ``ast.unparse`` otherwise."""
     text = _segment(lines, node)
     if text is None or "\n" in text or not _same_expression(text, node):
-        # Positions inside f-strings are unreliable on some Python versions; a segment that does
-        # not parse back to the same tree is not the expression.
+        # f-string positions are unreliable on some Pythons: a segment must parse back to the tree.
         text = ast.unparse(node)
     if text[:1] in ("'", '"', "{"):
-        # The template parser reads a field starting with a quote as prose and "{{" as an
-        # escaped brace: parentheses keep the expression a placeholder and still valid Python.
+        # Parentheses keep a field starting with a quote or "{" a placeholder, and valid Python.
         text = f"({text})"
     return text
 
@@ -242,8 +238,7 @@ def _printf_parts(fmt: str) -> list[Part]:
     return parts
 
 
-# --------------------------------------------------------------------------------------------
-# Parts -> template
+# ---------------------------------------------------------------------- parts -> template
 
 
 def build_template(parts: Sequence[Part]) -> str:
@@ -282,8 +277,7 @@ def _reads_as_conversion(following_reversed: list[str]) -> bool:
     return bool(segments) and isinstance(segments[0], Placeholder)
 
 
-# --------------------------------------------------------------------------------------------
-# Raise sites
+# ---------------------------------------------------------------------- raise sites
 
 
 @dataclass(frozen=True)
@@ -356,8 +350,7 @@ def _looks_like_exception(name: str) -> bool:
     return name[:1].isupper() or name.lower().endswith(_EXCEPTION_SUFFIXES) or name == "timeout"
 
 
-# --------------------------------------------------------------------------------------------
-# Records
+# ---------------------------------------------------------------------- records
 
 
 def github_url(repo: str, sha: str, file_path: str, start: int, end: int | None = None) -> str:
@@ -435,8 +428,7 @@ def _encodable(text: str) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------------------------
-# Files
+# ---------------------------------------------------------------------- files
 
 
 def _excluded(rel: str, exclude: Sequence[str]) -> bool:

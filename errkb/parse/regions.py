@@ -5,9 +5,8 @@ Every shape errkb explains carries an error word on the message's line or its tr
 sentence). One small Aho-Corasick pass finds those lines, and only a window around each is
 parsed: a ``Traceback`` header's whole traceback (to its exception line, found by walking its
 indented frames), a few lines around any other hit. Windows keep their original line
-numbers. Every step is linear in the input whatever it holds. Up to ``NARROW_ABOVE`` an
-input is parsed whole; past it a message with no such word nearby is not seen
-(``match_message`` reads such text). Large containers follow the same rule.
+numbers; every step is linear. Past ``NARROW_ABOVE``, a message with no such word nearby is
+not seen (``match_message`` reads such text).
 """
 
 from __future__ import annotations

@@ -42,11 +42,9 @@ class Item:
     dataset_version: Any = None  #: the envelope's datasetVersion, if any
     envelope: Any = None  #: the whole envelope object, when the record came in one
     problem: Problem | None = None
-    #: Things worth saying that do not make the record invalid (duplicate JSON keys): ingest
-    #: shows them as warnings, lint as errors.
+    #: Warnings that do not make the record invalid (duplicate keys): lint makes them errors.
     warnings: tuple[Problem, ...] = ()
-    #: Its parse read no float (nor NaN or Infinity): ``records.content_hash`` and friends
-    #: may then take orjson's faster road to the same text (``records._fast``).
+    #: Its parse read no float (nor NaN or Infinity): the faster encoder may write it (``_fast``).
     floatless: bool = False
 
     @property
@@ -70,11 +68,7 @@ def max_file_bytes() -> int:
 def read_sources(
     paths: Iterable[str | os.PathLike[str]], *, max_bytes: int | None = None
 ) -> Iterator[Item]:
-    """Yield every item of every path (files and directories), in a stable order.
-
-    A named path that is neither a directory nor a regular file is an InputError at once; one
-    met inside a directory is a problem item.
-    """
+    """Yield every item of every path, in a stable order (a named non-file: InputError)."""
     cap = max_file_bytes() if max_bytes is None else max_bytes
     for path in paths:
         p = Path(path)
@@ -265,8 +259,7 @@ def _read_document(source: str, text: str) -> Iterator[Item]:
         return
     check = _SURROGATE_ESCAPE.search(text) is not None
     if isinstance(doc, list):
-        # Duplicate keys cannot be told apart per element cheaply; they are rare enough to
-        # report on the first element of the file.
+        # Duplicate keys are reported on the first element of the file.
         for index, element in enumerate(doc):
             first = duplicates if index == 0 else []
             yield _item(source, f"index {index}", element, first, check, floatless)

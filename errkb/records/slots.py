@@ -1,15 +1,12 @@
 """Slot kinds: what kind of value each placeholder of a record's message prints.
 
-A placeholder as upstream's ``(.+?)`` takes anything, so a near-miss sibling matches and a
-final capture runs into what follows. The record says what each value is: the template (a
-conversion, a format spec, the expression, a unit after or a label before) and the raise
-site's ``sourceCode`` (an assignment or an annotation of the name, read as text).
-:func:`infer_kinds` infers one :class:`SlotKind` per placeholder when a record is compiled;
-:func:`grammar` gives each kind's RE2 grammar: a value of another kind is no match, and a
-self-delimiting value ending the message is followed only by :data:`TAIL`. An uninferable
-placeholder is :attr:`SlotKind.GENERIC` (``(.+?)``; ``errkb lint`` reports it). Every grammar
-is plain RE2 with bounded nesting (:data:`MAX_NESTING`): linear time. Kinds are stored as
-their string values in ``PatternSpec.kinds``.
+Upstream's ``(.+?)`` takes anything; the template and the raise site's ``sourceCode`` say
+what each value is. :func:`infer_kinds` infers one :class:`SlotKind` per placeholder when a
+record is compiled; :func:`grammar` gives each kind's RE2 grammar: a value of another kind is
+no match, and a self-delimiting value ending the message is followed only by :data:`TAIL`. An
+uninferable placeholder is :attr:`SlotKind.GENERIC` (``(.+?)``; ``errkb lint`` reports it).
+Every grammar is plain RE2 with bounded nesting (:data:`MAX_NESTING`): linear time. Kinds are
+stored as their string values in ``PatternSpec.kinds``.
 """
 
 from __future__ import annotations

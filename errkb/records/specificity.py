@@ -65,9 +65,7 @@ _COMMON_TEXT = """
     version was wasn't we were what when where which while will with without would wrong yet
     you your
 """
-#: Measured: words in at least 1% of the real records' templates or (plain words) on at least 2%
-#: of the lines of real CI logs (common), and in at least 0.3% of the templates (frequent):
-#: ``python -m bench.common_words CORPUS`` prints both lists from a benchmark corpus.
+#: Common and frequent words as ``python -m bench.common_words CORPUS`` lists them.
 _DATA_COMMON = """
 actions array bin build bytes callable class closed column com conda cpp entering git github
 home instead integer keyword lib mode module negative non objects opt package packages passed

@@ -244,10 +244,7 @@ def triage_html(report: TriageReport, options: RenderOptions) -> str:
 
 @renders(Report, OutputFormat.HTML)
 def report_html(report: Report, options: RenderOptions) -> str:
-    """One explanation's page: one section per record, its occurrences, then the log itself.
-
-    Then the exceptions no record explains, the suggestions, and the log, matched lines marked.
-    """
+    """One explanation's page: a section per record, the unexplained, the suggestions, the log."""
     from errkb.render.explain import summary_line
 
     names = sorted((options.sources or {}).keys())

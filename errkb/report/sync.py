@@ -53,10 +53,7 @@ def parse_version(text: str) -> dt.datetime | None:
 
 @dataclass(frozen=True)
 class Revalidation:
-    """Repositories whose commit and ids did not change, asked again for in-place rewrites.
-
-    ``checked`` = ``not_modified`` + ``same_body`` + ``rewritten``.
-    """
+    """Unchanged repositories asked again for in-place rewrites (``checked`` is the three sums)."""
 
     checked: int = 0
     not_modified: int = 0

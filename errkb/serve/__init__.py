@@ -23,8 +23,7 @@ if TYPE_CHECKING:
     from errkb.report import Report
     from errkb.serve.workers import WorkerPool
 
-#: Largest text an explain (or a search query) accepts through a service: a long traceback or a
-#: log excerpt fits many times over; a whole log belongs to ``errkb explain FILE``.
+#: Largest text an explain (or a search query) accepts through a service.
 MAX_TEXT_CHARS = 1 << 20
 #: A single message is a line or a few, not a log.
 MAX_MESSAGE_CHARS = 64 * 1024
@@ -60,8 +59,7 @@ class Service:
 
     kb: KnowledgeBase
     allowed_paths: tuple[Path, ...] = ()  #: resolved roots ``check_checkpoint`` may read under
-    #: Where explain, match and search run when set: worker processes a deadline can stop
-    #: (``errkb.serve.workers``); in this process otherwise (the library, tests).
+    #: Where explain, match and search run when set: worker processes a deadline can stop.
     pool: WorkerPool | None = None
 
     @classmethod
@@ -81,18 +79,13 @@ class Service:
 
     @contextlib.contextmanager
     def preparing(self, interval: float = PREPARE_INTERVAL) -> Iterator[None]:
-        """While serving: one background thread keeps the knowledge base ready for each state.
-
-        It notices a new state within ``interval`` and builds it; requests meanwhile answer from the
-        database's index (the same answers), so none waits for a build.
-        """
+        """While serving: one thread builds each new state's artefacts; no request waits."""
         stop = threading.Event()
         self.kb.prepare_ahead = True
 
         def watch() -> None:
             while not stop.is_set():
-                # A failed read (the database briefly locked, or being replaced) is retried on
-                # the next look; requests report their own errors.
+                # A failed read is retried on the next look; requests report their own errors.
                 with contextlib.suppress(ErrkbError):
                     self.kb.prepare()
                 stop.wait(interval)
@@ -267,8 +260,7 @@ class Service:
         self.kb.refresh()
         stats = self.kb.stats()
         last = self.kb.latest_version()
-        # Only the bundled sample while the last version applied is its ingest (every sync,
-        # ingest or rollback after it is a newer version): explain's note says the same.
+        # Only the bundled sample while the last version applied is its ingest.
         sample = (
             last is not None
             and last.kind.value == "ingest"

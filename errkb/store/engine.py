@@ -1,10 +1,8 @@
 """The unit of work, history and inventory reads: written once, against a small dialect.
 
-Everything whose meaning does not depend on the database lives here: classifying and writing
-incoming records (``UnitOfWork.apply``), history, retirement, the state counter, the match
-index's rewrite, and the reads of history, versions and inventory (``Reads``). A backend
-supplies an ``Sql`` (reads) and a ``WriteSql`` (writes); it keeps connections, locks, pragmas,
-error translation and full-text search. One copy, because two drifted.
+Everything whose meaning does not depend on the database lives here (``UnitOfWork.apply``,
+history, retirement, the state counter, the match index, the reads); a backend supplies an
+``Sql`` and a ``WriteSql`` and keeps connections, locks, errors and full-text search.
 
 SQL is written once: ``?`` placeholders, ``$IDS`` for a bound list of ids, ``{c}`` after a
 sorted text column (byte order on both), ``FALSE``/``TRUE`` and ``NULLS FIRST``. The store is

@@ -1,14 +1,10 @@
 """The PostgreSQL backend of the store: one shared knowledge base, one sync job, many readers.
 
-Selected by a ``postgresql+psycopg://``, ``postgresql://`` or ``postgres://`` URL (libpq's
-query options pass through); needs ``errkb[postgres]``. Reads come from a thread-safe pool, each
-read and each ``snapshot`` in one ``REPEATABLE READ READ ONLY`` transaction (one committed
-version); a dropped connection is retried once, never inside an open snapshot. Writes run in
-ONE transaction each, serialised by an advisory lock, bulk rows by ``COPY``, never retried.
-The sync lock is ``pg_try_advisory_xact_lock`` on a dedicated connection. Schema: the same
-Alembic migrations; lock keys come from the database and schema name, so knowledge bases can
-share a server (a schema each). The unit of work is ``errkb.store.engine``'s; search is
-``pgsearch``. Every psycopg error becomes a ``StoreError`` (``translate``).
+A ``postgresql://`` URL (``errkb[postgres]``). Each read and ``snapshot`` is one ``REPEATABLE
+READ READ ONLY`` transaction from a pool (a dropped connection retried once, never inside a
+snapshot); each write one transaction under an advisory lock, rows by ``COPY``. Lock keys come
+from the database and schema, so knowledge bases can share a server. Every psycopg error
+becomes a ``StoreError`` (``translate``).
 """
 
 from __future__ import annotations

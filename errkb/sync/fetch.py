@@ -163,8 +163,7 @@ def file_sha256(path: Path) -> str:
 
 
 def _sha256(path: Path) -> str:
-    # ``file_digest`` reads into one reused buffer, hashing without the GIL (not mmap: a file
-    # truncated while mapped kills the process with SIGBUS).
+    # ``file_digest`` hashes without the GIL (not mmap: a truncated mapped file is SIGBUS).
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -192,11 +191,7 @@ def fetch_all(
     on_bytes: Callable[[int], None] | None = None,
     cancel: Callable[[], None] | None = None,
 ) -> Iterator[Got]:
-    """Yield every job's file in ``jobs`` order, downloading up to ``workers`` at once.
-
-    Cached files need no request; at most ``2 * workers`` downloads run ahead. Stopped early,
-    pending downloads are cancelled and ``cancel`` unblocks running ones.
-    """
+    """Yield every job's file in ``jobs`` order, up to ``workers`` downloads at once."""
 
     def local(job: RepoJob) -> publish.Fetched | None:
         if cache is None or isinstance(tree, publish.LocalTree):

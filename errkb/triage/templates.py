@@ -1,6 +1,6 @@
 """Grouping unknown exception messages into templates with stable cluster ids.
 
-Three steps, all ours (no template-mining library; accuracy in BENCHMARKS.md, ``bench/triage.py``):
+Three steps, all ours (accuracy: BENCHMARKS.md, ``bench/triage.py``):
 
 1. **Masking** (:func:`tokens`): the values a message quotes are cut out whole (quoted reprs,
    object reprs, dicts, URLs, paths, tuples and lists, hex ids, dtypes, addresses, numbers

@@ -285,11 +285,7 @@ def check_comfy(
     all_layers: bool = False,
     param_name_mapper: Callable[[str], str] | None = None,
 ) -> tuple[Finding, ...]:
-    """Run upstream's Comfy marker inspection on one group of files.
-
-    First failure wins unless ``all_layers``. CheckpointError only when a marker tensor cannot be
-    read (over :data:`MAX_MARKER_BYTES`, or changed under us).
-    """
+    """Run upstream's Comfy marker inspection on one group (CheckpointError: bad marker)."""
     run = _Run(all_layers=all_layers)
     with contextlib.suppress(_Stop):  # _Stop is how the first failure ends the run
         _inspect(run, headers, param_name_mapper)
@@ -305,10 +301,7 @@ def _conv_hint(weight: tuple[int, ...]) -> str:
 
 
 def diagnose(captures: Mapping[str, str]) -> Diagnosis:
-    """Explain a ``Comfy INT8 layer ... has incompatible weight/scale shapes: W and S`` message.
-
-    Only the shapes can be wrong here; the weight's first dimension is the output rows.
-    """
+    """Explain a ``Comfy INT8 layer ... has incompatible weight/scale shapes: W and S`` message."""
     unknowns: list[str] = []
     prefix = captures.get(CAPTURE_PREFIX)
     layer = f"layer {prefix!r}" if prefix is not None else "the layer"

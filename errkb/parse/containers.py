@@ -390,7 +390,7 @@ def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None
         if not isinstance(piece, str):
             continue
         parts, lines = streams.setdefault(ident, ([], []))
-        # A piece continues the view's last line unless the previous piece ended it.
+        # A piece continues the last line unless the previous ended it (docker splits at 16 KiB).
         if not parts or parts[-1].endswith("\n"):
             lines.append(line)
         lines.extend([line] * piece[:-1].count("\n"))

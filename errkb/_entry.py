@@ -1,9 +1,7 @@
 """The ``errkb`` script's entry point: Ctrl-C while the command line is still importing.
 
-Importing the command line (click, the renderers, the library) takes about 0.1 s; a Ctrl-C in
-that window used to print a ``KeyboardInterrupt`` traceback and kill the process by the signal
-(about 1 try in 8). Until ``errkb.cli`` is imported, SIGINT ends the process with exit 130 and
-nothing printed, as it does once a command runs. This module imports nothing but ``signal``.
+Until ``errkb.cli`` is imported, SIGINT exits 130 with nothing printed, as it does once a
+command runs. This module imports nothing but ``signal``.
 """
 
 from __future__ import annotations

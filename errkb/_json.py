@@ -1,11 +1,7 @@
 """Writing JSON that every JSON parser accepts: no ``NaN`` or ``Infinity`` literals.
 
-Python's ``json`` reads ``NaN``, ``Infinity`` and ``-Infinity`` and, by default, writes them back,
-but they are not JSON (RFC 8259) and strict parsers (``jq``, JavaScript's ``JSON.parse``) refuse
-the whole document. A record's unknown fields are kept verbatim, so such a value can reach
-``errkb export`` and every ``--format json``. We keep the document exact whenever it is valid
-JSON, and otherwise write each non-finite number as ``null``: the one JSON value that says "no
-number here" without inventing a type (a string "NaN" would change the field's type).
+A document is kept exact whenever it is valid JSON; otherwise each non-finite number (from a
+record's verbatim unknown fields) is written as ``null``, which changes no field's type.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What is made on first use, not at import: re-exported names and rarely used regexes.
 
-A package whose ``__getattr__`` (PEP 562) calls :func:`load` lists, for each lazily exported
-name, the module defining it; the first look-up imports that module and stores the value in the
-package's namespace, so later look-ups never reach ``__getattr__`` again (``errkb``,
-``errkb.report``). :func:`pattern` is a module-level regex that only some inputs need: compiling
-a Python regex costs 0.1-1 ms, and a one-shot ``errkb explain`` is mostly import time.
+:func:`load` serves a package's ``__getattr__`` (PEP 562), storing each value on first look-up;
+:func:`pattern` is a regex compiled on its first call.
 """
 
 from __future__ import annotations
@@ -32,10 +29,7 @@ def load(
 
 
 def pattern(source: AnyStr, flags: int = 0) -> Callable[[], re.Pattern[AnyStr]]:
-    """A function returning ``re.compile(source, flags)``, compiled on its first call only.
-
-    Call it once before a loop rather than per iteration where the loop is hot.
-    """
+    """A function returning ``re.compile(source, flags)``, compiled on its first call only."""
 
     @functools.cache
     def compiled() -> re.Pattern[AnyStr]:

@@ -1,15 +1,8 @@
 """Atomic file writes: a file is either its old content or its complete new content.
 
-Write to a temporary file in the same directory, flush and fsync, then ``os.replace`` it over
-the target. A crash mid-write leaves the old file (or none) and a stray temporary, never half a
-file. A pipe is written whole too (``write_all``): a worker's framed result is all there or the
-worker is gone.
-
-``os.replace`` replaces whatever is at the path, so the target is checked first: a path that is a
-device, a FIFO or a directory is refused (replacing ``/dev/full`` with a regular file is not an
-"export"), and a symlink is written through: its target file is replaced and the link kept. An
-existing file keeps its permission bits; a new one gets ``0o666 & ~umask``, as ``open`` would
-give it.
+A temporary in the same directory, fsynced, then ``os.replace``; pipes written whole
+(``write_all``). A device, FIFO or directory target is refused; a symlink is written through.
+An existing file keeps its mode; a new one gets ``0o666 & ~umask``.
 """
 
 from __future__ import annotations
@@ -59,8 +52,7 @@ def _resolve_target(path: str | os.PathLike[str]) -> tuple[Path, int | None]:
 def atomic_write_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> Iterator[IO[str]]:
     """Open a temporary text file that replaces ``path`` only when the block succeeds.
 
-    Raises OutputError (naming ``path``) when the target cannot be written: a missing folder, a
-    device or FIFO, a full disk. Nothing is left half-written.
+    OutputError (naming ``path``) when the target cannot be written; nothing is half-written.
     """
     target, mode = _resolve_target(path)
     try:
@@ -79,8 +71,7 @@ def atomic_write_text(path: str | os.PathLike[str], encoding: str = "utf-8") -> 
             try:
                 yield fh
             except OSError as exc:
-                # Only "the disk is full" is surely the write's fault; any other OSError in the
-                # block (say, reading the database) is the caller's and propagates as it is.
+                # Only "the disk is full" is surely the write's fault; any other OSError propagates.
                 if exc.errno in _FULL_ERRNOS:
                     raise failed(exc) from None
                 raise
@@ -104,11 +95,7 @@ def write_all(fd: int, data: bytes) -> None:
     """Write ``data`` whole to the pipe ``fd``, with ``os.write`` until every byte is taken.
 
     Not through a buffered stream: CPython 3.11's ``BufferedWriter`` loses bytes when a large
-    write to a full pipe is stopped and continued (SIGSTOP/SIGCONT: Ctrl-Z then ``fg``, or a
-    sampling profiler), and the sync then read one result's end as the next one's start (150k
-    sync under a SIGSTOP/SIGCONT loop: "ValueError: substring not found"; a two-process test
-    of 540 kB frames lost bytes within the first three). ``os.write`` returns each partial
-    count, and the loop writes the rest.
+    write to a full pipe is stopped and continued (SIGSTOP/SIGCONT).
     """
     view = memoryview(data)
     while view:

@@ -1,8 +1,7 @@
 """Ingest: validate every record of some files, then upsert the valid ones in one transaction.
 
-Validation happens before the database is touched, and every problem is collected (file, line
-or index, record id, JSON path, rule), so one run tells a maintainer everything that is wrong.
-Invalid records are rejected and reported; the valid ones are applied together or not at all.
+Every problem is collected before the database is touched; valid records apply together or
+not at all.
 """
 
 from __future__ import annotations
@@ -40,11 +39,7 @@ Sink = Callable[[Mapping[str, Any], str | None], None]
 def validate_sources(
     paths: Iterable[str | os.PathLike[str]], *, sink: Sink | None = None
 ) -> Validated:
-    """Read and validate every item of ``paths``; nothing is written.
-
-    With ``sink``, each valid record is handed to it (a sync's spool file) rather than kept:
-    500,000 records as Python objects do not fit a small container.
-    """
+    """Read and validate every item of ``paths``, writing nothing (``sink``: receives the valid)."""
     incoming: list[Incoming] = []
     problems: list[Problem] = []
     warnings: list[Problem] = []

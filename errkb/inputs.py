@@ -1,23 +1,14 @@
 """Opening and reading untrusted inputs within bounds: the one opener for every file errkb reads.
 
-Every path errkb reads from a user or a dataset goes through here, for two reasons. A path can
-name something that is not a file: a FIFO blocks ``open`` forever, ``/dev/zero`` never ends, a
-symlink loop is not "missing". And a file can be far larger than anything errkb should hold in
-memory. So :func:`open_regular` refuses anything but a regular file (after following symlinks)
-without blocking, :func:`read_regular` also refuses a file over its cap from its size before
-reading a byte, and :func:`read_json` bounds what a JSON file may make the parser allocate:
-its nesting depth and its count of values are measured on the bytes, in C, before it is parsed
-(a 256 MiB file of ``{},`` would otherwise be 85 million dictionaries, a 100,000-deep one a
-``RecursionError``). A log, a triage baseline, a file beside the database or a published tree
-each name their cap and their :class:`JsonBounds`; a refusal is one :class:`InputError` line
-naming the file (or the error class the caller passes).
+:func:`open_regular` refuses anything but a
+regular file without blocking, :func:`read_regular` refuses a file over its cap from its size,
+and :func:`read_json` bounds a JSON file's nesting and value count on the bytes, in C, before
+parsing. A refusal is one :class:`InputError` line naming the file (or the caller's class).
 
-``explain`` reads its input with :func:`read_input` (a named FIFO is a pipe there, read like
-standard input within the same cap), then :func:`decompress_input`: compression is told by
-content (gzip, bzip2, xz, zstd; nested up to :data:`MAX_NESTING` layers), what it decompresses
-to is capped like a plain file, and an archive, a compression errkb has no reader for or binary
-data is an :class:`~errkb.errors.UnreadableInputError` naming what it is, never an answer of
-"no known error found".
+``explain`` reads with :func:`read_input` (a FIFO read like stdin) then
+:func:`decompress_input`: gzip, bzip2, xz, zstd told by content (up to :data:`MAX_NESTING`
+layers), capped like a plain file; an archive, an unknown compression or binary data is an
+:class:`~errkb.errors.UnreadableInputError`, never "no known error found".
 """
 
 from __future__ import annotations
@@ -87,11 +78,7 @@ def open_regular(
     error: type[InputError] = InputError,
     reading: str = "cannot read",
 ) -> BinaryIO:
-    """Open ``path`` for binary reading, refusing anything but a regular file.
-
-    The file is opened non-blocking and checked with ``fstat`` on the open descriptor, so a FIFO
-    never blocks the open and a file swapped for a device after a ``stat`` is still refused.
-    """
+    """Open ``path`` for binary reading, non-blocking, refusing anything but a regular file."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -118,11 +105,8 @@ def read_regular(
 ) -> bytes:
     """A regular file's bytes, refused past ``limit`` from its size before a byte is read.
 
-    The one read of every file errkb opens by name but ``explain``'s input (which takes a
-    named pipe too): a FIFO, a device, a directory or a socket is refused without blocking
-    (:func:`open_regular`), a file over the cap from its ``fstat`` size, and one that grows
-    while it is read after at most the cap plus one chunk. ``what`` names the file in the
-    refusal ("log", "baseline"); ``error`` is the error class raised.
+    Never blocks; a growing file is refused past the cap plus one chunk. ``what`` names the file
+    in the refusal; ``error`` is the error class raised.
     """
     name = os.fspath(path)
     with open_regular(path, error) as fh:
@@ -139,13 +123,7 @@ def read_regular(
 
 @dataclass(frozen=True)
 class JsonBounds:
-    """What a JSON file may make the parser allocate: its bytes, nesting and values.
-
-    ``max_values`` counts every value, key and container (measured as the commas, colons and
-    opening brackets outside strings): a value costs the parser 30-100 bytes however short its
-    text, so the byte cap alone does not bound memory. ``max_depth`` keeps the recursive parser
-    far from Python's recursion limit.
-    """
+    """What a JSON file may make the parser allocate: its bytes, nesting and values."""
 
     max_bytes: int
     max_depth: int = 32
@@ -154,18 +132,13 @@ class JsonBounds:
 
 _escape_re = _lazy.pattern(rb"\\.", re.DOTALL)
 _string_re = _lazy.pattern(rb'"[^"]*"')
-#: Every opening bracket made ``[`` and every closing one ``]``, everything else deleted: the
-#: nesting alone, whose innermost ``[]`` pairs one ``bytes.replace`` removes, one level a pass.
+#: Brackets only, as ``[`` and ``]``: one ``bytes.replace`` of ``[]`` removes a level a pass.
 _BRACKETS = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
 
 
 def _without(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
-    """``pattern.sub(b"", data)`` holding ``data`` and the result only.
-
-    ``sub`` copies each kept piece before joining them: a file with two strings in 256 MiB
-    peaked at three times its size. Views of the pieces are joined instead.
-    """
+    """``pattern.sub(b"", data)`` holding ``data`` and the result only (views joined)."""
     view = memoryview(data)
     pieces: list[memoryview] = []
     pos = 0
@@ -179,22 +152,14 @@ def _without(data: bytes, pattern: re.Pattern[bytes]) -> bytes:
 
 
 def json_shape_problem(data: bytes, bounds: JsonBounds) -> str | None:
-    """Why ``data`` is beyond ``bounds`` before it is parsed, or None.
-
-    Every step is a C pass over the bytes (escapes, then strings cut out, each string counted
-    as the value it is before; commas, colons and brackets counted; the brackets' innermost
-    pairs removed once per level, at most ``max_depth`` times), so refusing a hostile file
-    costs a few passes over it and no parsed value. Unbalanced brackets count as too deep.
-    Too many values is told before too deep when both hold.
-    """
+    """Why ``data`` is beyond ``bounds`` before it is parsed, or None (C passes, no parse)."""
     if len(data) > bounds.max_bytes:
         return f"larger than {bounds.max_bytes} bytes"
     too_many = f"more than {bounds.max_values} JSON values"
     if data.count(b'"') // 2 > bounds.max_values:
         return too_many  # each string is a value: cut out only a bounded number of them
     bare = _without(_escape_re().sub(b"", data) if b"\\" in data else data, _string_re())
-    # Counted before the brackets are copied out: a file of empty objects is refused holding
-    # only itself and ``bare``.
+    # Counted before the brackets are copied out.
     if 1 + sum(bare.count(c) for c in (b",", b":", b"[", b"{")) > bounds.max_values:
         return too_many
     brackets = bare.translate(_BRACKETS, _NOT_BRACKETS)
@@ -215,9 +180,8 @@ def read_json(
 ) -> object:
     """A JSON file read through :func:`read_regular` and parsed within ``bounds``.
 
-    Refused in one line naming the file (``error``) when it is no regular file, is over the
-    byte cap, nests deeper or holds more values than ``bounds`` allows, is not UTF-8 or not
-    JSON (``NaN`` and ``Infinity`` included: no errkb file writes them).
+    Refused in one line (``error``): not a regular file, too large, deep or many, not UTF-8 or
+    not JSON (``NaN`` included).
     """
     name = os.fspath(path)
     data = read_regular(path, bounds.max_bytes, what=what, error=error)
@@ -236,14 +200,8 @@ def read_json(
 
 
 def read_stream(stream: BinaryIO, name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """Read all of ``stream``, refusing it once more than ``limit`` bytes have arrived.
-
-    Reads chunk by chunk into one growing buffer, so a refusal costs at most ``limit`` plus one
-    chunk (never ``read(limit)``, which allocates the whole limit up front).
-    """
-    # BytesIO grows one bytes object in place and ``getvalue()`` hands that object over
-    # without a copy; a bytearray turned into bytes at the end held the input twice (a 1 GB
-    # pipe peaked at 1.93 GB).
+    """Read all of ``stream``, refusing it once more than ``limit`` bytes have arrived."""
+    # BytesIO hands its one bytes object over without a copy (``getvalue()``).
     buffer = io.BytesIO()
     while True:
         chunk = stream.read(_CHUNK)
@@ -256,12 +214,7 @@ def read_stream(stream: BinaryIO, name: str, limit: int = MAX_INPUT_BYTES) -> by
 
 
 def _read_regular(fh: BinaryIO, name: str, size: int, limit: int) -> bytes:
-    """Read a regular file of ``size`` bytes into one buffer of that size.
-
-    A chunked read grows a buffer and copies it into the result: twice the input at the peak,
-    where one read of the known size allocates it once. A file that grew meanwhile (a log being
-    written) is read on in chunks, within the cap.
-    """
+    """Read a regular file of ``size`` bytes into one buffer of that size."""
     data = fh.read(size + 1)
     if len(data) <= size:
         return data
@@ -274,11 +227,7 @@ def _read_regular(fh: BinaryIO, name: str, size: int, limit: int) -> bytes:
 
 
 def read_input(name: str, stdin: BinaryIO | None = None, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """Read one ``explain`` input: a path, or ``-`` for ``stdin``; at most ``limit`` bytes.
-
-    A regular file over the cap is refused from its size before anything is read. A named FIFO
-    is read like standard input (``errkb explain <(make 2>&1)`` is a pipe), within the same cap.
-    """
+    """Read one ``explain`` input: a path, or ``-`` for ``stdin``; at most ``limit`` bytes."""
     if name == "-":
         if stdin is None:
             raise InputError("-: no standard input")
@@ -303,8 +252,7 @@ def read_input(name: str, stdin: BinaryIO | None = None, limit: int = MAX_INPUT_
     with fh:
         st = os.fstat(fh.fileno())
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
-            # A device or a directory is refused before a byte is read (``/dev/zero`` was read
-            # up to the cap first); a FIFO is a pipe (``<(make 2>&1)``), read like stdin.
+            # A device or directory is refused before a byte is read; a FIFO is read like stdin.
             raise InputError(f"{name}: {file_kind(st.st_mode)}, not a regular file or a pipe")
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise InputError(f"{name}: input larger than {limit} bytes")
@@ -326,8 +274,7 @@ def resolve_path(path: Path, error: type[InputError] = InputError) -> Path:
         raise error(f"{str(path)!r}: not a valid file name (NUL byte)") from None
 
 
-#: Compressed inputs by their leading bytes (not by name: a ``.log`` may be gzip, a pipe has
-#: no name): gzip, bzip2, xz, zstd (a frame, or a skippable frame before one).
+#: Compressed inputs by their leading bytes, not by name: gzip, bzip2, xz, zstd.
 _COMPRESSED = (
     (b"\x1f\x8b", "gzip"),
     (b"\xfd7zXZ\x00", "xz"),
@@ -335,11 +282,9 @@ _COMPRESSED = (
 )
 #: bzip2: ``BZh``, the block size digit, then a block's or the end's magic (text seldom has it).
 _BZIP2_BLOCKS = (b"1AY&SY", b"\x17rE8P\x90")
-#: Compression layers undone at most: a gzip inside a gzip (a CI system that compresses the
-#: archives it stores), zstd inside gzip. A fourth layer is refused, not undone.
+#: Compression layers undone at most (a gzip in a gzip); a fourth is refused.
 MAX_NESTING = 3
-#: What errkb knows but cannot read, by leading bytes: said in one line, never explained as
-#: text (a zip of logs read as bytes was answered "No known error found.").
+#: What errkb knows but cannot read, by leading bytes: said in one line, never explained.
 _UNREADABLE = (
     (b"PK\x03\x04", "a zip archive"),
     (b"PK\x05\x06", "an empty zip archive"),
@@ -354,11 +299,9 @@ _UNREADABLE = (
     (b"%PDF-", "a PDF document"),
     (b"SQLite format 3\x00", "an SQLite database"),
 )
-#: The zstd window errkb allocates at most for one frame (zstd's own default limit, 128 MiB):
-#: a frame that asks for more is refused, not allocated.
+#: The zstd window errkb allocates at most for one frame (zstd's own default limit).
 _ZSTD_MAX_WINDOW = 1 << 27
-#: Compressed bytes handed to the zstd decoder per call: a zstd block of 4 bytes can stand for
-#: 128 KiB, so 1 KiB in makes at most 32 MiB out before the cap is checked again.
+#: Compressed bytes handed to the zstd decoder per call (at most 32 MiB out before a check).
 _ZSTD_FEED = 1 << 10
 
 
@@ -380,14 +323,7 @@ def _skippable(magic: bytes | memoryview) -> bool:
 
 
 def unreadable_kind(data: bytes) -> str | None:
-    """What ``data`` is when errkb cannot read it as text ("a zip archive", "binary data").
-
-    Archives and compressions errkb has no reader for by their magic bytes, a tar archive by
-    its ``ustar`` header, and binary data by its first 4 KiB: NUL bytes, a quarter of them or
-    one control byte in twenty, unless they fall as UTF-16 text's do (every other byte), which
-    is decoded as text. A log with a few NULs (a writer that crashed mid-line) is text, and a
-    leading run of NULs is skipped before the 4 KiB are looked at.
-    """
+    """What ``data`` is when errkb cannot read it as text ("a zip archive", "binary data")."""
     for magic, kind in _UNREADABLE:
         if data.startswith(magic):
             return kind
@@ -397,8 +333,7 @@ def unreadable_kind(data: bytes) -> str | None:
     if b"\x00" not in head or head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return None
     if not head.strip(b"\x00"):
-        # A leading run of NULs (a log file preallocated, then its writer crashed): judged by
-        # what follows it. Nothing but NULs is binary.
+        # A leading run of NULs is judged by what follows it; nothing but NULs is binary.
         text = _not_nul().search(data)
         if text is None:
             return "binary data (NUL bytes)"
@@ -421,14 +356,10 @@ _CONTROL_BYTES = bytes([*range(0x00, 0x09), *range(0x0E, 0x1B), *range(0x1C, 0x2
 def decompress_input(data: bytes, name: str, limit: int = MAX_INPUT_BYTES) -> bytes:
     """``data`` as text errkb reads: decompressed when compressed, refused when unreadable.
 
-    gzip, bzip2, xz and zstd are told by content (concatenated members and frames are one
-    input) and undone up to :data:`MAX_NESTING` layers. Each layer is read back one chunk at a
-    time into one buffer, sized from the stream's own stated size where it has one (gzip's
-    trailer, zstd's frame header) and never past ``limit``: a bomb costs at most ``limit`` plus
-    one chunk before it is refused, and a large input at most its decompressed size (plus the
-    compressed bytes the caller holds). A damaged or truncated stream is an
-    :class:`InputError` naming ``name``; an archive, a compression errkb has no reader for or
-    binary data (after any layer) an :class:`UnreadableInputError` saying what it is.
+    gzip, bzip2, xz and zstd (concatenated members are one input), up to :data:`MAX_NESTING`
+    layers, each read into one buffer never past ``limit`` (a bomb costs at most ``limit`` plus a
+    chunk). A damaged stream is an :class:`InputError` naming ``name``; unreadable data (after any
+    layer) an :class:`UnreadableInputError` saying what it is.
     """
     kind = compression_of(data)
     if kind is None:
@@ -515,11 +446,7 @@ def _unzstd(data: bytes, out: _Output, name: str, what: str) -> None:
 
 
 def _stated_size(data: bytes, kind: str, limit: int) -> int:
-    """The decompressed size ``data`` states of itself, when it states one within ``limit``.
-
-    gzip's trailer holds the last member's size modulo 2**32, zstd's frame header the frame's
-    (when its writer knew it). A hint only: the buffer grows past it, or is cut to what came.
-    """
+    """The decompressed size ``data`` states of itself (gzip, zstd) within ``limit``: a hint."""
     stated = 0
     if kind == "gzip" and len(data) >= 18:
         stated = int.from_bytes(data[-4:], "little")
@@ -535,12 +462,7 @@ def _stated_size(data: bytes, kind: str, limit: int) -> int:
 
 
 class _Output:
-    """One growing buffer of decompressed bytes, refused past its limit, handed over uncopied.
-
-    ``BytesIO.getvalue()`` hands its bytes object over without a copy; a buffer first sized to
-    the stated size holds the input once, where a ``bytearray`` turned into bytes at the end
-    held it twice (1,000 MiB of gzip-compressed text peaked at 2.0 GB).
-    """
+    """One growing buffer of decompressed bytes, refused past its limit, handed over uncopied."""
 
     __slots__ = ("buffer", "limit", "name")
 
@@ -549,8 +471,7 @@ class _Output:
         self.name = name
         self.limit = limit
         if stated > _CHUNK:
-            # Writing the last byte first sizes the buffer exactly in one allocation (BytesIO
-            # grows by an eighth at a time otherwise); the chunks then fill it from the start.
+            # Writing the last byte first sizes the buffer in one allocation.
             self.buffer.seek(stated - 1)
             self.buffer.write(b"\x00")
             self.buffer.seek(0)

@@ -1,13 +1,9 @@
 """The knowledge base: the library's front door (``errkb.open()``), a facade.
 
-A ``KnowledgeBase`` wraps one store (``errkb.store``) and is every caller's way to it: explain,
-search and check's records are answered over one store snapshot each; ``sync``, ``ingest`` and
-``rollback`` write, then build the files beside the database; ``versions``, ``history``, ``get``,
-``view`` and ``stats`` read. The explain engine itself (route choice, the per-state caches and
-files, report folding) is ``errkb.explain.Engine``, one per knowledge base. It is safe to share
-between threads: each thread reads through its own connection, and every explain runs inside
-one read transaction, so an answer is consistent with exactly one dataset version even while a
-sync commits a new one.
+A ``KnowledgeBase`` wraps one store and is every caller's way to it: explain, search and
+check's records each read one snapshot; ``sync``, ``ingest`` and ``rollback`` write, then build
+the files beside the database. The explain engine is ``errkb.explain.Engine``. Safe to share
+between threads: each answer is consistent with exactly one dataset version.
 """
 
 from __future__ import annotations
@@ -73,10 +69,7 @@ class KnowledgeBase:
 
     @property
     def read_only(self) -> bool:
-        """True when this knowledge base can only be read (``Store.read_only``).
-
-        Every read works; ``ingest``, ``sync`` and ``rollback`` raise ``StoreReadOnlyError``.
-        """
+        """True when this knowledge base can only be read; writes raise ``StoreReadOnlyError``."""
         return self.store.read_only
 
     def _writable(self, action: str) -> None:
@@ -96,22 +89,16 @@ class KnowledgeBase:
     ) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output).
 
-        A large input's report keeps at most ``limits`` entries
-        (``errkb.match.recordscan.Limits``; None keeps all; by default, an input of at most
-        ``Thresholds.paste_upto`` keeps all), counts exact, and says what it cut
-        (``Report.omitted``). ``thresholds`` (default: the knowledge base's) choose the route
-        that reads it (``errkb.explain.choose_route``).
+        A large input's report keeps at most ``limits`` entries (None: all; by default an input up
+        to ``Thresholds.paste_upto`` keeps all), counts exact, cuts said in ``Report.omitted``.
+        ``thresholds`` choose the route (``errkb.explain.choose_route``).
         """
         return self._engine.explain(text, limits=limits, thresholds=thresholds)
 
     def explain_files(
         self, names: Sequence[str], read: Callable[[str], bytes], *, everything: bool = False
     ) -> Report:
-        """Explain each named input, read by ``read`` one at a time as it is explained.
-
-        One input gives its report as it is; several give one merged report in which each match
-        names its file and keeps that file's own line numbers. ``everything``: no ``Limits``.
-        """
+        """Explain each named input, read one at a time: one report, each match naming its file."""
         limits: Limits | DefaultLimits | None = None if everything else DEFAULT
         if len(names) == 1:
             return self.explain(read(names[0]), limits=limits)
@@ -123,26 +110,15 @@ class KnowledgeBase:
             return self._engine.message_in(view, message, exc_class)
 
     def prepare(self) -> bool:
-        """Load what a large input's explain reads, for the current state; True if it changed.
-
-        A long-running process calls this after a sync (``errkb serve`` does, from a
-        background thread, see ``prepare_ahead``) so that no request pays for the loads.
-        """
+        """Load what a large input's explain reads, for the current state; True if it changed."""
         return self._engine.prepare()
 
     def build_anchor_files(self) -> None:
-        """Build, for the store's current state, every file a large input's explain reads.
-
-        ``sync``, ``ingest`` and ``rollback`` call it after their commit (``Engine``).
-        """
+        """Build every file a large input's explain reads, for the store's current state."""
         self._engine.build_anchor_files()
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
-        """``build_anchor_files`` after a write committed; Ctrl-C raises ``interrupted()``.
-
-        The write stands whatever happens here: an interrupted build leaves no file (the next
-        large input builds it), and the caller still hears which version was applied.
-        """
+        """``build_anchor_files`` after a committed write; Ctrl-C raises ``interrupted()``."""
         self.refresh()
         try:
             self.build_anchor_files()
@@ -166,11 +142,7 @@ class KnowledgeBase:
         severity: str | None = None,
         limit: int = 10,
     ) -> SearchReport:
-        """Records that best answer ``query`` (words, a message, or a whole traceback or log).
-
-        One read transaction for the whole answer: the matcher's exact hits and the full-text
-        candidates come from the same dataset version, even while a sync commits another.
-        """
+        """Records that best answer ``query`` (words, a message, a log), in one read."""
         from errkb.search import search
         from errkb.store.search import Filters
 
@@ -186,10 +158,7 @@ class KnowledgeBase:
 
     # ------------------------------------------------------------------ check
     def check(self, paths: Sequence[str | Path], *, all_layers: bool = False) -> CheckReport:
-        """``errkb.check`` of ``paths``, with the records its findings name (for their fixes).
-
-        The validators read no database; the records come from one read transaction after.
-        """
+        """``errkb.check`` of ``paths``, with the records its findings name (for their fixes)."""
         from errkb.validators.preflight import check
 
         report = check(paths, all_layers=all_layers)
@@ -281,8 +250,7 @@ class KnowledgeBase:
         self._writable("sync it")
         report = sync(self.store, source, **options)
         if report.changed or report.recompiled:  # the anchors and literals may differ too
-            # After the commit, outside its transaction: a SIGKILL now loses only these
-            # files, which the next large input builds.
+            # After the commit: a SIGKILL now loses only these files.
             self._after_commit(lambda: SyncInterruptedError(interrupted_message(report)))
         else:
             self.refresh()
@@ -291,10 +259,7 @@ class KnowledgeBase:
     def check_for_update(
         self, source: str | os.PathLike[str] | None = None, **options: Any
     ) -> UpdateCheck:
-        """Compare our dataset version with the one ``source`` publishes (its manifest only).
-
-        ``source`` defaults to ``$ERRKB_SOURCE``, else ErrLookup's site.
-        """
+        """Compare our dataset version with ``source``'s manifest (default ``$ERRKB_SOURCE``)."""
         from errkb.sync.update import check_for_update
 
         return check_for_update(self.store, source, **options)
@@ -325,10 +290,7 @@ class KnowledgeBase:
         return RecordHistory(key, tuple(record_history(self.store, key)))
 
     def rollback(self, version: str | int) -> SyncReport:
-        """Roll back to ``version`` (a version id or a datasetVersion), as a new version.
-
-        The new version is of kind "rollback"; nothing is deleted, so it can be undone.
-        """
+        """Roll back to ``version`` (an id or a datasetVersion) as a new "rollback" version."""
         from errkb.errors import SyncInterruptedError
         from errkb.sync import interrupted_message
         from errkb.sync.history import rollback_to
@@ -359,11 +321,10 @@ def open_kb(
 ) -> KnowledgeBase:
     """Open (creating and migrating if needed) a knowledge base.
 
-    ``target`` is a database path or SQLite URL; by default ``$ERRKB_DB``, else a file in the
-    user's data directory. A database errkb creates is filled from the bundled dataset unless
-    ``bundled`` is False. ``thresholds``: the sizes that choose each input's explain route
-    (``errkb.explain.Thresholds``). When the default location is not writable, errkb still works: it
-    builds a private temporary database from the bundled data for this process.
+    ``target``: a database path or URL (default ``$ERRKB_DB``, else the user's data directory). A
+    new database is filled from the bundled dataset unless ``bundled`` is False. ``thresholds``
+    choose each input's explain route. An unwritable default location gives a private temporary
+    database built from the bundled data.
     """
     explicit = target is not None or bool(os.environ.get("ERRKB_DB"))
     store = open_store(target)

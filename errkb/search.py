@@ -1,19 +1,10 @@
 """Looking records up by words: ``kb.search(query)`` and ``errkb search``.
 
-A query is anything a person or a bot has in hand: a few words, one exception message, or a whole
-traceback or log excerpt. It is reduced to the messages in it (``errkb.parse`` finds exceptions
-in a multi-line query; anything else is one message), and for each message:
-
-1. records the matcher explains exactly (the record's pattern matches the message) come first,
-   with score 1.0: that is the strongest evidence errkb has;
-2. the full-text index (SQLite FTS5, ``errkb.store.search``; PostgreSQL tsvector + GIN,
-   ``errkb.store.pgsearch``) gives the records holding the
-   message's words, best bm25 first, over template, slug, class, tags and prose;
-3. those candidates are re-ranked by how closely the record's message template reads like the
-   message (rapidfuzz), so a near-exact message outranks prose that merely shares its words.
-
-Safe on any text: words are extracted here and quoted one by one before they reach FTS5; NUL
-bytes, invalid UTF-8 and lone surrogates are replaced; the query is capped in size.
+A query (words, a message, a traceback or log) is reduced to its messages; for each, records
+the matcher explains exactly come first (score 1.0), then the full-text index's candidates
+(``errkb.store.search``, ``errkb.store.pgsearch``) re-ranked by how closely their template
+reads like the message. Safe on any text: words are quoted one by one; NUL, invalid UTF-8 and
+lone surrogates replaced; the query capped.
 """
 
 from __future__ import annotations
@@ -31,9 +22,7 @@ if TYPE_CHECKING:
     from errkb.report import Report
     from errkb.store import ReadView
 
-#: The matcher's report on a query's text, given the events parsed from it (none: the text is
-#: one message), read through the same view as the full-text step. ``KnowledgeBase.search``
-#: hands it in: the knowledge base holds the compiled records, and is above this module.
+#: The matcher's report on a query's text, given its parsed events, read through the same view.
 Explained = Callable[[str, "list[LogEvent]"], "Report"]
 
 #: Queries longer than this are cut (a whole log belongs to ``explain``; search reads its start).
@@ -140,8 +129,7 @@ def similarity(message: str, template: str) -> float:
     return float(fuzz.ratio(left, right)) / 100.0
 
 
-#: Words that say nothing about an error: a query of only these gets a low score, whatever
-#: bm25 says (its best candidate is always 1.0 relative to the others).
+#: Words that say nothing about an error: a query of only these scores low.
 STOP_WORDS = frozenset(
     [
         "a",
@@ -193,12 +181,7 @@ NO_WORDS_FACTOR = 0.2
 
 
 def coverage(message: str, cand: Candidate) -> float:
-    """The factor of a candidate's score from how many of the query's telling words it holds.
-
-    A telling word is one that is not a stop word; the candidate's words are its message
-    template's, slug's and class's. 0.4 + 0.6 x the share held; :data:`NO_WORDS_FACTOR` for a
-    query of stop words only, so "the of and is" scores far below "incompatible scale".
-    """
+    """The factor of a candidate's score from the share of the query's telling words it holds."""
     telling = [w for w in words(message) if w not in STOP_WORDS and len(w) > 1]
     if not telling:
         return NO_WORDS_FACTOR
@@ -209,12 +192,7 @@ def coverage(message: str, cand: Candidate) -> float:
 def rank(
     message: str, found: list[Candidate], exact: Mapping[str, Candidate]
 ) -> dict[str, tuple[float, Candidate]]:
-    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity.
-
-    bm25 is relative to the best candidate's (so it ranks, but says nothing of how good the
-    best one is); the :func:`coverage` factor makes the score absolute: a candidate holding
-    few of the query's telling words scores low, however it ranks among the others.
-    """
+    """Score the candidates for one message: exact matches 1.0, the rest bm25 x similarity."""
     scored: dict[str, tuple[float, Candidate]] = {rid: (1.0, c) for rid, c in exact.items()}
     if found:
         best = min(c.bm25 for c in found)  # bm25 is negative: lower is better
@@ -237,11 +215,7 @@ def search(
     filters: Filters | None = None,
     limit: int = 10,
 ) -> SearchReport:
-    """The records that best answer ``query`` (see the module docstring for the ranking).
-
-    Every read goes through ``view``, one read transaction, so the answer holds one dataset
-    version: ``explained`` must read through it too.
-    """
+    """The records that best answer ``query``, every read through ``view`` (``explained`` too)."""
     from errkb.parse.regions import parse_input
     from errkb.report import Confidence
 
@@ -260,9 +234,7 @@ def search(
         messages = [text]
     messages = messages[:MAX_MESSAGES]
 
-    # The matcher's verdict first. A few words are a person's query, not a message: the
-    # matcher would only verify, at some cost, templates that full-text ranking puts first
-    # anyway.
+    # The matcher's verdict first; a few words are a person's query, not a message.
     exact: dict[str, Candidate] = {}
     if events or len(words(text)) >= MESSAGE_WORDS:
         report = explained(text, events)

@@ -1,19 +1,11 @@
 """Find the safetensors files and the quantization scheme behind what a user points ``check`` at.
 
-An input is one of: a ``.safetensors`` file; a sharded checkpoint's ``*.safetensors.index.json``
-(only its ``weight_map`` is used: third-party index files carry extra keys); or a model directory
-(every ``*.safetensors`` in it, plus ``config.json`` / ``hf_quant_config.json`` for the scheme).
-A diffusers pipeline directory has no weights at its top level but one component per
-subdirectory (``transformer/``, ``text_encoder/``, ...); each such subdirectory is a group of its
-own, because upstream inspects each component separately.
-
-Files are grouped: the Comfy check sees a whole group at once (a marker may sit in one shard and
-its weights in another), and the linear check needs the group's scheme. A problem with one input
-(a missing file, a broken index or config) becomes a :class:`FileError` and the rest is still
-checked; nothing here raises for a bad input.
-
-The scheme says which checkpoint scale tensors sglang loads into a ``PerTensorScaleParameter``,
-the precondition of the fused merged-column check (record 129d60f3f6e5f4e0).
+An input is a ``.safetensors`` file, a sharded ``*.safetensors.index.json`` (its
+``weight_map``), or a model directory (its ``*.safetensors`` and configs); a diffusers pipeline's
+component subdirectories are groups of their own. Files are grouped (markers and weights may
+sit in different shards). A bad input becomes a :class:`FileError` and the rest is checked.
+The scheme says which scales sglang loads as ``PerTensorScaleParameter`` (record
+129d60f3f6e5f4e0's precondition).
 """
 
 from __future__ import annotations
@@ -172,12 +164,7 @@ def detect_scheme(
     config_source: str = "config.json",
     hf_quant_source: str = "hf_quant_config.json",
 ) -> QuantScheme | None:
-    """Return the per-tensor scheme a model's configs declare, or None if they declare none.
-
-    ``config.json``'s ``quantization_config`` (or ``compression_config``, or
-    ``text_config.quantization_config`` for multimodal models) wins over ``hf_quant_config.json``,
-    as in sglang, which reads the latter only when the former is absent.
-    """
+    """The per-tensor scheme a model's configs declare (``config.json`` first), or None."""
     cfg = _as_dict(config)
     qc = (
         _as_dict(cfg.get("quantization_config"))
@@ -256,8 +243,7 @@ def _safetensors_in(directory: Path) -> list[Path]:
 def _dir_groups(
     directory: Path, errors: list[FileError], within: Sequence[Path] | None
 ) -> list[CheckpointGroup]:
-    # The directory's own files are one checkpoint; each subdirectory holding safetensors
-    # (a diffusers component, or a folder of several checkpoints) is another.
+    # The directory's own files are one checkpoint; each subdirectory with safetensors another.
     files = _safetensors_in(directory)
     scheme = _scheme_for_dir(directory, errors, within)
     groups = [CheckpointGroup(tuple(files), scheme)] if files else []
@@ -289,11 +275,7 @@ def resolve_inputs(
 ) -> tuple[list[CheckpointGroup], list[FileError]]:
     """Turn ``check``'s inputs into groups of files; bad inputs become errors, not exceptions.
 
-    A file reached twice (a directory and a file in it) is checked once, in its first group.
-    With ``within`` (resolved roots), every path the walk yields (a directory's files and
-    subdirectories, an index's shards, the configs beside them) is resolved and, if it leaves
-    the roots, reported as an error instead of read: a server's allow-list checks its one
-    argument, and a link inside an allowed directory may point anywhere.
+    Each file once. With ``within``, a path leaving those roots is an error, not read.
     """
     groups: list[CheckpointGroup] = []
     errors: list[FileError] = []

@@ -1,32 +1,16 @@
 """A strict reader of safetensors headers, on the standard library alone.
 
-The reference validators need only what a safetensors header declares (dtypes, shapes,
-``__metadata__``) and a few tiny tensors (Comfy's JSON markers). ``safetensors.safe_open`` would
-import numpy or torch just to read the header, so errkb reads the format itself: an 8-byte
-little-endian header length, that many bytes of UTF-8 JSON, then the data buffer.
+The validators need only what a header declares (dtypes, shapes, ``__metadata__``) and a few
+tiny tensors, so errkb reads the format itself (an 8-byte little-endian length, that much
+UTF-8 JSON, the data) without numpy or torch. Stricter than the reference (safetensors 0.8):
+duplicate keys, a tensor entry with other keys than ``dtype``, ``shape`` and ``data_offsets``,
+and ``NaN`` / ``Infinity`` are rejected. Sizes follow the reference: ``end - begin`` equals
+``numel * bits / 8``, a sub-byte tensor not a whole number of bytes is "misaligned".
 
-The reader is stricter than the reference implementation (safetensors 0.8), because a checker
-should say what is wrong with a file rather than guess:
-
-* duplicate JSON keys are rejected (the reference keeps the last one silently), at the top level,
-  inside a tensor entry and inside ``__metadata__``;
-* a tensor entry must have exactly ``dtype``, ``shape`` and ``data_offsets``;
-* ``NaN`` / ``Infinity`` literals are not JSON and are rejected.
-
-Size arithmetic follows the reference: ``end - begin`` must equal ``numel * bits / 8``. For the
-sub-byte dtypes (F4 = 4 bits, F6_* = 6 bits) the reference does *not* round up: a tensor whose
-``numel * bits`` is not a whole number of bytes is rejected ("misaligned slice"), so a valid file
-never needs a ceiling. We do the same, and say so in the error.
-
-Every malformed file raises exactly one :class:`~errkb.errors.CheckpointError` whose message
-starts with the file path and names the tensor when one is at fault. The header length is checked
-against the file size before anything is read, so a lying length never causes a large allocation.
-
-Parsing is bounded too, because a 100 MB header can declare millions of tensors: at most
-``MAX_TENSORS`` tensors (parsing stops at the first object past it), ``MAX_HEADER_INTS`` integers,
-integers of at most ``MAX_INT_DIGITS`` digits (so no 4,300-digit conversion), ``MAX_DIMS``
-dimensions per shape, and a shape's element count is checked against the file's size while it
-is multiplied out. Only a regular file is opened: a FIFO would block the open forever.
+Every malformed file raises one :class:`~errkb.errors.CheckpointError` starting with the path
+(and naming the tensor at fault). Parsing is bounded: the length checked against the file size
+first, ``MAX_TENSORS``, ``MAX_HEADER_INTS``, ``MAX_INT_DIGITS``, ``MAX_DIMS``, and element
+counts checked against the size while multiplied. Only a regular file is opened.
 """
 
 from __future__ import annotations
@@ -46,8 +30,7 @@ from errkb.inputs import open_regular
 #: The reference reader's header size limit ("header too large").
 MAX_HEADER_BYTES: Final = 100_000_000
 
-#: Tensors per file. Real checkpoints hold thousands per file (the largest models ~100,000
-#: across all their shards); parsing a million costs over a gigabyte.
+#: Tensors per file (real checkpoints hold thousands; parsing a million costs over a gigabyte).
 MAX_TENSORS: Final = 150_000
 #: Integers per header (a shape's dimensions and two offsets per tensor, with room to spare).
 MAX_HEADER_INTS: Final = 20 * MAX_TENSORS
@@ -217,10 +200,7 @@ def _parse_entry(path: Path, name: str, raw: object) -> TensorInfo:
         raise _fail(path, f"{where}: data_offsets [{begin}, {end}] end before they begin")
 
     info = TensorInfo(name=name, dtype=dtype, shape=tuple(shape), data_offsets=(begin, end))
-    # Multiplied out with a bound: a shape's element count could otherwise run to thousands of
-    # digits, far past any file, before the size check below could refuse it.
-    # A zero dimension empties the tensor whatever the others are: check for it first, or a
-    # product that runs past the bound before reaching the zero would refuse a valid header.
+    # Multiplied out with a bound, a zero dimension checked first (it empties the tensor).
     numel, most = (0 if 0 in shape else 1), max(end, 1) * 8
     for dim in shape if numel else ():
         numel *= dim
@@ -377,10 +357,7 @@ def parse_header(path: Path, header: bytes, buffer_len: int) -> SafetensorsHeade
 
 
 def read_header(path: str | Path) -> SafetensorsHeader:
-    """Read and validate the header of the safetensors file at ``path``.
-
-    Raises CheckpointError (message ``"<path>: <what is wrong>"``) for any malformed file.
-    """
+    """Read and validate the header of the safetensors file at ``path`` (CheckpointError if bad)."""
     p = Path(path)
     try:
         with open_regular(p, CheckpointError, "cannot read the file") as handle:
@@ -407,11 +384,7 @@ def read_header(path: str | Path) -> SafetensorsHeader:
 
 
 def read_tensor_bytes(header: SafetensorsHeader, name: str, *, limit: int) -> bytes:
-    """Read the raw bytes of one small tensor, refusing any over ``limit`` bytes.
-
-    Used for Comfy's JSON markers; the limit keeps a hostile header from making us read a
-    multi-gigabyte "marker".
-    """
+    """Read the raw bytes of one small tensor, refusing any over ``limit``."""
     info = header.tensors[name]
     if info.nbytes > limit:
         raise _fail(

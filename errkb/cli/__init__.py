@@ -1,16 +1,10 @@
 """The ``errkb`` command line: the group, the one error translation, and shared options.
 
-Each command family lives in its own module (:data:`COMMAND_MODULES`), imported only when one of
-its commands runs, so ``errkb explain`` never pays for the ORM or the downloader. Every command
-body is: open the knowledge base, make one library call, render the report it returns
-(:mod:`errkb.render`), exit with the report's ``exit_code`` (:func:`finish`). Adding a command
-family is one module plus one line in :data:`COMMAND_MODULES`.
-
-Everything that is not a result becomes one line on standard error and exit 2, here and only
-here (``_Group.invoke``): an ``ErrkbError`` prints ``errkb: error: <message>``; an unexpected
-exception prints one line and a hint to rerun with ``--debug`` (or ``ERRKB_DEBUG=1``) for the
-traceback. Ctrl-C exits 130 quietly, as shells expect; a closed pipe on standard output
-(``errkb export | head -1``) exits 0 quietly, like other Unix tools.
+Each command family is a module (:data:`COMMAND_MODULES`) imported only when one of its
+commands runs. A command opens the knowledge base, makes one library call, renders the report
+and exits with its ``exit_code`` (:func:`finish`). Everything else is one line on stderr and
+exit 2, only in ``_Group.invoke`` (``--debug`` / ``ERRKB_DEBUG=1`` for a traceback); Ctrl-C
+exits 130 and a closed stdout pipe 0, quietly.
 """
 
 from __future__ import annotations
@@ -89,9 +83,7 @@ def _silence_stdout() -> None:
         pass  # not a real file (a test runner's buffer): nothing will be flushed to a pipe
 
 
-#: Set by :func:`main` run on the process's own command line (the ``errkb`` script, ``python -m
-#: errkb``): the process is the command's, so its collector may be tuned for it. Elsewhere (a
-#: test's ``CliRunner`` or ``main(argv)``, a host embedding the group) it is left alone.
+#: Set by :func:`main` on the process's own command line: only then is the collector tuned.
 _own_process = False
 
 
@@ -99,10 +91,7 @@ _own_process = False
 def _long_lived() -> Iterator[None]:
     """Make objects that live until the process exits: imported modules, the open store.
 
-    A cold explain is mostly imports, and each import's objects would be traversed again by
-    every collection the later imports trigger (~5 ms of ~120). So, in the command's own
-    process, the collector is held off meanwhile, and what was made is then frozen (moved out
-    of the generations it scans) as :func:`main` freezes what was imported before it.
+    In the command's own process, the collector is held off meanwhile and what was made frozen.
     """
     if not _own_process or not gc.isenabled():
         yield
@@ -229,11 +218,7 @@ def finish(
     sources: Mapping[str, str] | None = None,
     inputs: tuple[str, ...] = (),
 ) -> NoReturn:
-    """Render ``report`` in ``fmt`` and exit with its exit code.
-
-    ``diagnostics`` (problems, notes) go to standard error first; the report to standard output.
-    ``sources`` and ``inputs`` are the inputs' text and names, for the formats that show them.
-    """
+    """Render ``report`` in ``fmt`` and exit with its exit code (diagnostics: stderr, first)."""
     if diagnostics is not None:
         out(render(diagnostics, OutputFormat.TEXT), err=True)
     if show:

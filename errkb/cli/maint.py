@@ -1,9 +1,4 @@
-"""Dataset maintainers' commands: ``errkb lint`` and ``errkb extract``.
-
-They register on the main group (``errkb.cli`` imports this module when one is asked for), and
-stay thin like every other command: parse options, call one library function, render. Library
-errors propagate to the group, which maps them to a message and exit code 2.
-"""
+"""Dataset maintainers' commands: ``errkb lint`` and ``errkb extract``, thin like every other."""
 
 from __future__ import annotations
 

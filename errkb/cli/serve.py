@@ -1,11 +1,7 @@
 """``errkb mcp`` and ``errkb serve``: the knowledge base for assistants and other programs.
 
-Both need the ``errkb[mcp]`` extra (the official MCP SDK, which brings Starlette and uvicorn);
-without it they say how to install it and exit 2. Thin like every command: parse options, build
-the server from the library, run it. Over HTTP, explain/match/search run in worker processes
-that a deadline can stop (``errkb.serve.workers``), behind the Host/Origin/token guard
-(``errkb.serve.guard``), served by ``errkb.serve.runner`` (a "listening on" line, graceful stop
-on SIGTERM/SIGINT/SIGHUP with exit 0, a busy port exit 2).
+Both need ``errkb[mcp]`` (exit 2 without it). Over HTTP, explain/match/search run in worker
+processes a deadline can stop, behind the guard, served by ``errkb.serve.runner``.
 """
 
 from __future__ import annotations
@@ -144,8 +140,7 @@ def mcp_command(
     from errkb.serve.mcp_tools import run_server
     from errkb.serve.workers import WorkerPool
 
-    # Over stdio too, explain/match/search run in worker processes that the request's
-    # deadline stops (--request-timeout): one pasted log must not hold the session for minutes.
+    # Over stdio too, explain/match/search run in worker processes the deadline stops.
     kb = open_kb(ctx)
     with WorkerPool(
         ctx.obj["db"], size=settings["workers"], seconds=settings["request_timeout"]

@@ -1,9 +1,6 @@
 """Route choice: one function over the input's size and shape, one frozen value of sizes.
 
-``choose_route`` reads only the input's first bytes and its size (plus, for a large input that
-holds JSON lines, whether it decodes within ``containers.MAX_DOCUMENT_CHARS``): it is the one
-place that says which route reads an input. A route that cannot read what it was given (the
-scan past its shape-line bound, a store that cannot feed it) hands it to ``REGIONS``.
+A route that cannot read its input hands it to ``REGIONS``.
 """
 
 from __future__ import annotations
@@ -26,11 +23,9 @@ class Route(enum.StrEnum):
 class Thresholds:
     """The sizes (bytes, or characters of a ``str``) that choose an input's route.
 
-    ``scan_from``: plain text or JSON lines of at least this size are scanned. ``paste_upto``:
-    an input of at most this size is parsed whole and reported whole (no ``Limits``); a larger
-    one is narrowed to its error words' regions when not scanned, and its report kept within
-    ``Limits``. ``release_from``: a scan of at least this size gives the C heap's free memory
-    back after it (``anchordb.release_heap``).
+    ``scan_from``: plain text or JSON lines this large are scanned. ``paste_upto``: up to this an
+    input is parsed and reported whole. ``release_from``: a scan this large returns the C heap's
+    free memory.
     """
 
     scan_from: int = 1 << 18
@@ -57,11 +52,9 @@ class Scannable:
 def choose_route(data: str | bytes, thresholds: Thresholds) -> tuple[Route, Scannable | None]:
     """The route that reads ``data``, and for ``SCAN`` the bytes it reads.
 
-    ``SCAN`` for plain text (JSON lines in it decoded as the container path would, unless the
-    input is too large to decode as a document: then it is all plain text) of at least
-    ``scan_from``; else ``PASTE`` up to ``paste_upto``; else ``REGIONS``. Not scanned: UTF-16
-    or NUL-ridden bytes, an input that begins as a JSON document or markup, or holds YAML's
-    folded scalars.
+    ``SCAN``: plain text (JSON lines decoded) of at least ``scan_from``; else ``PASTE`` up to
+    ``paste_upto``; else ``REGIONS``. UTF-16, NUL-ridden, JSON document, markup and YAML-fold
+    inputs are never scanned.
     """
     size = len(data)
     if size >= thresholds.scan_from:
@@ -84,8 +77,7 @@ def _scannable(data: str | bytes) -> Scannable | None:
         return None  # YAML's folded scalars: the container path rejoins them
     from errkb.parse.containers import MAX_DOCUMENT_CHARS
 
-    # A decode never makes more characters than bytes, so only a larger input is decoded to
-    # count them.
+    # A decode never makes more characters than bytes: only a larger input is decoded to count.
     if len(raw) <= MAX_DOCUMENT_CHARS or raw.isascii():
         return Scannable(raw, len(raw) <= MAX_DOCUMENT_CHARS)
     return Scannable(raw, len(raw.decode("utf-8", "replace")) <= MAX_DOCUMENT_CHARS)

@@ -1,21 +1,11 @@
 """``errkb extract``: draft records from the raise sites of Python source.
 
-The scanner reads source with :mod:`ast` only — it never imports or runs the code it scans — and
-turns every ``raise SomeError(<message>)`` whose message carries literal text into a draft
-record that looks like upstream's: the message *template* as written (f-string fields as
-``{expr!r:spec}``, ``str.format`` fields and printf conversions kept), ``messagePattern``,
-``id`` and ``slug`` by upstream's formulas, a source window and a pinned ``githubUrl``. The
-prose fields say plainly that the record is a draft nobody has reviewed.
-
-A message is a tree of *parts*: literal text (what the program prints) and fields (a value
-substituted at run time, kept as written). The template is built from the parts so that
-:func:`errkb.records.template.parse_template` reads back exactly those parts: literal braces are
-doubled,
-and a literal ``%`` is doubled where the template parser would otherwise take it for a printf
-conversion (always, inside a ``%``-format string, as its source writes it). Two spellings
-cannot be expressed in the template language and come out imprecise: a literal ``$`` directly
-before ``{`` (read as a JavaScript ``${...}`` field) and a printf conversion directly followed by
-a letter or digit (``%sfoo``, read as prose).
+Source is read with :mod:`ast` only (never imported or run). Every ``raise SomeError(<message>)``
+whose message carries literal text becomes an upstream-shaped draft record: the template as
+written, ``messagePattern``, ``id`` and ``slug`` by upstream's formulas, a source window, a
+pinned ``githubUrl``, prose saying it is unreviewed. The template is built so that
+:func:`errkb.records.template.parse_template` reads back exactly its parts. Known gaps: a
+literal ``$`` right before ``{`` and a printf conversion followed by a letter or digit.
 """
 
 from __future__ import annotations
@@ -98,8 +88,7 @@ Part = Text | Field
 OnSkip = Callable[[str, str], None]
 
 
-# --------------------------------------------------------------------------------------------
-# Messages -> parts
+# ---------------------------------------------------------------------- messages -> parts
 
 
 def unreviewed_fields() -> dict[str, Any]:
@@ -180,8 +169,7 @@ def _formatted_value(node: ast.FormattedValue, lines: Sequence[str]) -> str:
 
 def _field(opening: str, expression: str, closing: str) -> str:
     raw = opening + expression + closing
-    # A field the template parser would not recognise (too long) would turn into literal text
-    # that no real message contains; an ellipsis keeps it a placeholder.
+    # A field the template parser would not read (too long) is kept a placeholder by an ellipsis.
     return raw if len(raw) <= MAX_FIELD_CHARS else opening + "..." + closing
 
 
@@ -189,12 +177,10 @@ def _expression_text(node: ast.expr, lines: Sequence[str]) -> str:
     """Return the expression's source text when trustworthy; ``ast.unparse`` otherwise."""
     text = _segment(lines, node)
     if text is None or "\n" in text or not _same_expression(text, node):
-        # Positions inside f-strings are unreliable on some Python versions; a segment that does
-        # not parse back to the same tree is not the expression.
+        # f-string positions are unreliable on some Pythons: a segment must parse back to the tree.
         text = ast.unparse(node)
     if text[:1] in ("'", '"', "{"):
-        # The template parser reads a field starting with a quote as prose and "{{" as an
-        # escaped brace: parentheses keep the expression a placeholder and still valid Python.
+        # Parentheses keep a field starting with a quote or "{" a placeholder, and valid Python.
         text = f"({text})"
     return text
 
@@ -252,16 +238,11 @@ def _printf_parts(fmt: str) -> list[Part]:
     return parts
 
 
-# --------------------------------------------------------------------------------------------
-# Parts -> template
+# ---------------------------------------------------------------------- parts -> template
 
 
 def build_template(parts: Sequence[Part]) -> str:
-    """Write the errorMessage for ``parts``: ``parse_template`` reads the same parts back.
-
-    Built right to left, because whether a literal ``%`` needs doubling depends on what follows
-    it in the finished template.
-    """
+    """Write the errorMessage for ``parts``: ``parse_template`` reads the same parts back."""
     out: list[str] = []  # finished pieces, in reverse order
     for part in reversed(parts):
         if isinstance(part, Field):
@@ -296,8 +277,7 @@ def _reads_as_conversion(following_reversed: list[str]) -> bool:
     return bool(segments) and isinstance(segments[0], Placeholder)
 
 
-# --------------------------------------------------------------------------------------------
-# Raise sites
+# ---------------------------------------------------------------------- raise sites
 
 
 @dataclass(frozen=True)
@@ -310,10 +290,7 @@ class RaiseSite:
 
 
 def raise_sites(tree: ast.AST, lines: Sequence[str]) -> Iterator[RaiseSite]:
-    """Every raise site of ``tree`` with a usable message, in source order.
-
-    ``lines`` is the parsed text split at newlines: expressions are quoted from it.
-    """
+    """Every raise site of ``tree`` with a usable message, in source order."""
     raises = [n for n in _statements(tree) if isinstance(n, ast.Raise)]
     raises.sort(key=lambda n: (n.lineno, n.col_offset))
     for node in raises:
@@ -323,11 +300,7 @@ def raise_sites(tree: ast.AST, lines: Sequence[str]) -> Iterator[RaiseSite]:
 
 
 def _statements(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every statement (and except handler, match case) of ``tree``.
-
-    ``raise`` is a statement, so expressions need not be visited: a full ``ast.walk`` spends most
-    of its time in them.
-    """
+    """Every statement (and except handler, match case) of ``tree``: expressions are not visited."""
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -359,9 +332,7 @@ def _raise_site(node: ast.Raise, lines: Sequence[str]) -> RaiseSite | None:
     if not any(isinstance(p, Text) and p.text.strip() for p in parts):
         return None  # nothing literal to recognise the message by
     if all(isinstance(p, Text) for p in parts):
-        # A message without fields is written as the program prints it: upstream derives such a
-        # record's messagePattern by escaping the errorMessage itself, so a doubled brace or
-        # percent sign would end up in the pattern and the pattern would miss the real message.
+        # A message without fields is written as printed: upstream escapes it into the pattern.
         return RaiseSite(node.lineno, name, "".join(p.text for p in parts if isinstance(p, Text)))
     return RaiseSite(node.lineno, name, build_template(parts))
 
@@ -379,8 +350,7 @@ def _looks_like_exception(name: str) -> bool:
     return name[:1].isupper() or name.lower().endswith(_EXCEPTION_SUFFIXES) or name == "timeout"
 
 
-# --------------------------------------------------------------------------------------------
-# Records
+# ---------------------------------------------------------------------- records
 
 
 def github_url(repo: str, sha: str, file_path: str, start: int, end: int | None = None) -> str:
@@ -458,8 +428,7 @@ def _encodable(text: str) -> bool:
     return True
 
 
-# --------------------------------------------------------------------------------------------
-# Files
+# ---------------------------------------------------------------------- files
 
 
 def _excluded(rel: str, exclude: Sequence[str]) -> bool:
@@ -538,12 +507,10 @@ def extract(
 ) -> Iterator[dict[str, Any]]:
     """Yield a draft record for every raise site with a literal message under ``paths``.
 
-    ``paths`` are files or directories (scanned recursively for ``*.py``, sorted, hidden
-    directories and those matched by an ``exclude`` glob left out). ``filePath``
-    is relative to ``root``, or by default to the directory argument (the file's own directory
-    for a file argument). A file that cannot be decoded or parsed is reported to ``on_skip``
-    (default: a logged warning) and skipped. Records are unique by id, in a stable order.
-    Raises UsageError for a malformed ``repo`` or ``sha``, InputError for a missing path.
+    Files or directories (``*.py``, sorted, hidden and ``exclude``-matched ones left out);
+    ``filePath`` relative to ``root`` (default: the argument's directory). An unreadable file goes
+    to ``on_skip`` and is skipped. Records unique by id, stable order. UsageError for a bad
+    ``repo`` or ``sha``, InputError for a missing path.
     """
     if not _REPO.match(repo):
         raise UsageError(f"repo must look like owner/name, got {repo!r}")

@@ -1,27 +1,11 @@
 """``errkb lint``: everything wrong with a dataset's records, before a version goes live.
 
-:func:`lint` reads record sources the way ingest does (any shape :mod:`errkb.records.reader`
-accepts)
-and reports a :class:`LintFinding` for each problem it sees, naming the record, the file and
-place it came from, a stable rule id (:class:`LintRule`) and a severity. It keeps checking a
-record after its first problem, so one run tells a maintainer everything. Checks:
-
-* the record contract (every schema problem ``errkb.records.check_record`` reports), duplicate
-  ids, ids and slugs that do not follow upstream's formulas, unknown extra fields;
-* the messagePattern: does it compile under RE2 (the only engine errkb runs dataset regexes
-  with), does it match its own errorMessage rendered with sample values, does it capture the
-  right extent when run as upstream runs it (unanchored: a trailing lazy ``(.+?)`` takes one
-  character), does the template have enough literal text to be selective, and which slots stay
-  generic (no slot kind could be inferred from the template or the sourceCode: each such
-  placeholder takes any text, so a sibling message's words can fill it), and why;
-* ambiguity: records whose rendered message another record's pattern also matches. This uses
-  the matcher's Aho-Corasick prefilter, not all pairs, so it scales to upstream's ~150,000
-  records, and verifies candidates under RE2 through a bounded cache of compiled regexes;
-* the githubUrl: pinned to the record's repo, analyzedSha and filePath, its line anchor
-  covering lineNumber.
-
-Exit codes follow linters: 0 clean, 1 findings (:attr:`LintReport.exit_code`), 2 for errors
-raised (an unreadable path), which the CLI maps in one place.
+:func:`lint` reads records as ingest does and reports every :class:`LintFinding` (record, file,
+place, rule id, severity), not only the first: the record contract, duplicate ids, ids and
+slugs off upstream's formulas, unknown fields; the messagePattern (compiles under RE2, matches
+its own rendered message, captures the right extent as upstream runs it, enough literal text,
+generic slots and why); ambiguity (another record's pattern matches this one's message, found
+through the matcher's prefilter); the githubUrl. Exit 0 clean, 1 findings, 2 errors.
 """
 
 from __future__ import annotations
@@ -66,9 +50,7 @@ def sample_values(template: Template, form: str = "v{}x") -> dict[str, str]:
     return {name: form.format(i) for i, name in enumerate(template.names)}
 
 
-# Two sample sets, as errkb.records.patterns uses: words, and numbers (a hand-written pattern may
-# type a
-# value as \d+).
+# Two sample sets, as errkb.records.patterns uses: words, and numbers (``\d+``).
 _SAMPLE_FORMS = ("v{}x", "1{}7")
 _GITHUB = re.compile(
     r"^https://github\.com/(?P<repo>[^/?#]+/[^/?#]+)/blob/(?P<sha>[^/?#]+)/(?P<path>[^?#]+)"
@@ -116,10 +98,7 @@ _RULE_ORDER = {rule: i for i, rule in enumerate(LintRule)}
 def lint(
     paths: Iterable[str | os.PathLike[str]], *, ignore: Collection[LintRule] = ()
 ) -> LintReport:
-    """Check every record of ``paths`` against every rule (except those in ``ignore``).
-
-    Raises InputError when a path does not exist; problems inside files are findings.
-    """
+    """Check every record of ``paths`` against every rule but ``ignore``; InputError: no path."""
     run = _Run(frozenset(ignore))
     for index, item in enumerate(read_sources(paths)):
         run.items += 1
@@ -359,8 +338,7 @@ def _ambiguity(run: _Run) -> None:
     by_text: dict[str, list[_Entry]] = {}
     for entry in run.entries:
         by_text.setdefault(entry.text, []).append(entry)
-    # Texts sharing an anchor share most candidates: visiting them together keeps those
-    # candidates' regexes in the bounded cache instead of compiling them again and again.
+    # Texts sharing an anchor share candidates: together they stay in the bounded cache.
     order = sorted(by_text.items(), key=lambda kv: kv[1][0].spec.anchor)
     for text, renderers in order:
         matched: list[_Entry] = []

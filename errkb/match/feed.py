@@ -1,13 +1,9 @@
 """What the store is fed with: each record's compiled matcher and index words, and their ranks.
 
-The store computes nothing about matching (it imports no matching code): a unit of work is
-given, beside each record, its ``PatternSpec`` as narrow columns and the words it is indexed
-under (``Derived``), and is handed ``FEED`` to rank those words by rarity across the knowledge
-base and to derive what a record came without. A sync's worker processes call ``derive`` as
-they validate (``errkb.sync.repofile``), so the transaction parses no template at all; at
-500,000 records parsing them again inside it was a tenth of main's sync.
-
-Not on the explain path: explain reads the stored specs (``ReadView.pattern_specs``).
+The store computes nothing about matching: a unit of work is given each record's ``Derived``
+and ``FEED`` to rank words by rarity and derive what a record came without. A sync's workers
+call ``derive`` as they validate, so the transaction parses no template. Not on the explain
+path.
 """
 
 from __future__ import annotations
@@ -55,8 +51,7 @@ def derive(record: RecordJSON) -> Derived:
     return Derived(spec_columns(compile_json(record, template)), words_of(template))
 
 
-#: Past this share of the live records, ``rerank`` leaves the index to be ranked whole: one
-#: bulk rewrite of it then costs less than deleting and inserting most of it row by row.
+#: Past this share of the live records, ``rerank`` leaves the index to be ranked whole.
 RERANK_MOST = 0.25
 
 
@@ -67,20 +62,10 @@ def rerank(
 ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
     """The match index rows that change when the records of ``previous`` changed.
 
-    ``words`` is every live record's (id, index words) after the change; ``previous`` each
-    changed record's words before it (None: it was not live), ``after`` its words now (absent:
-    not live now). The rows are ``rank_words``'s over ``words``, for only the records whose
-    rows can differ: the changed ones, and those holding a word whose count across the
-    knowledge base moved (a record's ranks depend on its own words' counts and nothing
-    else). Returns those ids (their old rows are to be replaced) and their rows, or (None, no
-    rows) when they are more than ``RERANK_MOST`` of the records: the caller ranks them all.
-
-    One pass over ``words`` keeps only counts and the words of those records. At 500,000
-    records with 1% changed (their messages as they were), the whole index (two million
-    rows) was ranked and written again for 5,535 records' rows. When no record's words
-    changed (each is live with the words it had, or was not live and is not now), no row
-    can change and ``words`` is not read at all: reading every live record's words for the
-    counts was 2.6 s of that incremental sync's 25.
+    ``words``: every live record's (id, index words) after; ``previous``: each changed record's
+    words before (None: not live); ``after``: its words now. Returns the ids whose rows can differ
+    (the changed ones, and holders of a word whose count moved) and their rows, or (None, no rows)
+    past ``RERANK_MOST``. When no record's words changed, ``words`` is not read.
     """
     if all(_same(before, after.get(rid)) for rid, before in previous.items()):
         return frozenset(), iter(())

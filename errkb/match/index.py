@@ -1,22 +1,11 @@
 r"""The match index: which records can possibly match a message, found in the database.
 
-A message matches a record only if it contains every literal word of the record's template. So
-each live record is indexed under its rarest literal words (``match_tokens``: rank 0 is the
-rarest across the knowledge base), and the candidates for a message are the records whose
-rank-0 word the message contains: one indexed query (``errkb.store``), whatever the size of the
-knowledge base. Only those candidates are compiled (under RE2) and verified.
-
-Why not an in-memory Aho-Corasick automaton over every record's anchor (``errkb.match.matcher``)?
-Measured at 150,000 records on this project's 2-core machine: building the automaton takes
-~0.7 s at every start of a process (far beyond a CLI's start-up budget), and scanning a large
-automaton falls out of cache (~23 MB/s). The index costs nothing at start-up, stays consistent
-with the records because it is rebuilt in the same transaction as every change to them, and a
-look-up is a few dozen microseconds. The in-memory matcher remains for whole-dataset work
-(``errkb lint``), where building once pays off.
-
-A word is a run of Unicode word characters (``\\w``) of at least ``MIN_TOKEN`` characters that
-the template shows whole: a word touching a placeholder (``layer{n}``) is not one, because the
-value glued to it changes the word a message contains.
+A message matches a record only if it holds every literal word of its template, so each live
+record is indexed under its rarest words (``match_tokens``, rank 0 rarest), and a message's
+candidates are the records whose rank-0 word it holds: one indexed query. The index costs
+nothing at start-up and is rebuilt in the transaction of every change (the in-memory
+``errkb.match.matcher.Matcher`` is for whole-dataset work). A word is a run of ``\\w`` of at
+least ``MIN_TOKEN`` characters shown whole (not touching a placeholder).
 """
 
 from __future__ import annotations
@@ -30,21 +19,18 @@ from errkb.records.template import Literal, Template, parse_template
 from errkb.store.interface import RELATED_COMMON
 
 MIN_TOKEN = 3
-#: How many of a record's rarest words are stored: rank 0 selects candidates, the others must
-#: be in the message too; any of them makes a record a ``similar`` suggestion.
+#: How many of a record's rarest words are stored (rank 0 selects, the rest must be there).
 TOKENS_PER_RECORD = 4
 #: SQLite binds at most this many parameters in one statement here; messages are cut to it.
 MAX_QUERY_TOKENS = 500
 WORD = _WORD = re.compile(r"\w+")
-#: MODIFIER LETTER SMALL H: a word character (so it glues to its neighbours) that error
-#: messages do not contain.
+#: MODIFIER LETTER SMALL H: a word character error messages do not contain.
 MARK = _MARK = "\u02b0"
 
 
 def template_tokens(template: Template) -> list[str]:
     """The words a message rendered from ``template`` is sure to contain, in template order."""
-    # Placeholders become a word character that literal text never holds, so a word touching
-    # a placeholder comes out with the marker in it and is dropped: one regex pass in all.
+    # Placeholders become the marker, so a word touching one is dropped: one regex pass.
     text = "".join(s.text if isinstance(s, Literal) else _MARK for s in template.segments)
     return [w for w in _WORD.findall(text) if len(w) >= MIN_TOKEN and _MARK not in w]
 
@@ -56,28 +42,14 @@ def message_tokens(text: str) -> list[str]:
 
 
 def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
-    """(token, record id, rank) rows: each record's rarest words across ``records``.
-
-    ``records`` are (id, errorMessage) pairs, streamed in record id order (the index's key
-    order). Ties in rarity go to the longer word (more selective), then alphabetical order,
-    so the index is deterministic.
-    """
+    """(token, record id, rank) rows: each record's rarest words across ``records`` (by id)."""
     return rank_words(
         (rid, dict.fromkeys(template_tokens(parse_template(message)))) for rid, message in records
     )
 
 
 def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, str, int]]:
-    """(token, record id, rank) rows from every record's (id, distinct index words).
-
-    Built for 500,000 records in a small container: one pass keeps each record's words as
-    numbers into one array (each distinct word held once), not every message, and the rows
-    are yielded, not listed, so the writer streams them to the database. Sorting by record
-    id lets the index's primary key grow by appending. Every record is read before the first
-    row is yielded (rarity is over all of them). A tuple of shared strings per record in a
-    list, with a ``Counter``, took the process 120 MB at 500k records (the store's rows read
-    as ``rebuild_index`` reads them), the numbers 72 MB, most of it the ids.
-    """
+    """(token, record id, rank) rows from every record's (id, distinct index words), streamed."""
     number: dict[str, int] = {}
     vocabulary: list[str] = []
     frequency = array("L")  # per word number: how many records hold it
@@ -117,11 +89,7 @@ def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[s
 def rank_record(
     rid: str, words: Iterable[str], count: Mapping[str, int]
 ) -> Iterator[tuple[str, str, int]]:
-    """One record's (token, record id, rank) rows, its words ranked by ``count``.
-
-    ``rank_words``'s order: fewest records holding the word first, then the longer word, then
-    by text (``feed.rerank`` and the sync's counted rank rank a few records so).
-    """
+    """One record's (token, record id, rank) rows, its words ranked by ``count``."""
     ranked = sorted(words, key=lambda w: (count[w], -len(w), w))
     for rank, word in enumerate(ranked[:TOKENS_PER_RECORD]):
         yield word, rid, rank
@@ -135,12 +103,7 @@ class TokenIndex(Protocol):
 
 
 def candidate_ids(index: TokenIndex, text: str) -> list[str]:
-    """Ids of the records that may match ``text``: it holds every one of their indexed words.
-
-    The rank-0 (rarest) word selects through the index; the record's other indexed words must
-    be in the text too, which weeds out the near-identical templates a large dataset is full
-    of before anything is compiled.
-    """
+    """Ids of the records that may match ``text``: it holds every one of their indexed words."""
     return index.candidate_ids(message_tokens(text))
 
 

@@ -1,26 +1,12 @@
 """Matchers: which records' patterns match a piece of text, and with which captures.
 
-Both matchers prefilter, then verify only the candidates under RE2, compiling regexes lazily:
-
-* ``IndexedMatcher`` (what ``KnowledgeBase.explain`` uses) takes its candidates from the match
-  index in the database (``errkb.match.index``): nothing to build at start-up, one indexed query
-  per message, whatever the size of the knowledge base.
-* ``Matcher`` holds a set of PatternSpecs in memory and finds candidates with one Aho-Corasick
-  pass (all overlapping hits) over each record's most selective literal. Building it costs one
-  automaton, so it suits whole-dataset work done once (``errkb lint``'s ambiguity check).
-
-A state's ``SpecCache`` also keeps the masked templates ``similar`` ranks (each report's first
-20 unmatched messages are ranked against ~300 records each, mostly the same ones); a
-hand-written pattern's RE2 program is compiled once, not three times (``compile_re2`` keeps
-the last few).
-
-An ``IndexedMatcher``'s record is compiled only once a text holds its literals in the
-template's order (``LazyRegex``; a fixed message only for its own text), as RE2's own
-program searched directly (``Program``): on the dense bench log ~5,200 compiles, 0.067 ms
-each against 0.108 through ``re2.compile``, and a search with its captures 5.7 against 24 us.
-
-Records whose template has no usable literal are never candidates: a pattern that is nearly all
-wildcards would "explain" any message (``errkb lint`` reports them).
+Both prefilter, then verify only the candidates under RE2, compiling regexes lazily:
+``IndexedMatcher`` (explain's) takes its candidates from the match index (one indexed query
+per message, or the anchor table), and ``Matcher`` holds PatternSpecs in memory behind one
+Aho-Corasick pass (whole-dataset work done once: ``errkb lint``). A state's ``SpecCache`` also
+keeps the masked templates ``similar`` ranks. A record is compiled only once a text holds its
+literals in order (``LazyRegex``), as RE2's own program (``Program``). Records whose template
+has no usable literal are never candidates: they would "explain" any message.
 """
 
 from __future__ import annotations
@@ -50,24 +36,18 @@ if TYPE_CHECKING:
 
 #: rapidfuzz's normalised edit similarity (0-100) a template must reach to be suggested.
 SIMILAR_CUTOFF = 60.0
-#: Compiled regexes an in-memory Matcher keeps: the hot ones stay compiled without holding
-#: 150,000 RE2 automata (~13 KB each) at once.
+#: Compiled regexes an in-memory Matcher keeps (the hot ones, not all 150,000).
 REGEX_CACHE_SIZE = 4096
 #: Compiled records kept per knowledge-base state: the hot set of a long-running bot.
 SPEC_CACHE_SIZE = 8192
-#: How far a state's cache grows to hold one report's candidates (~13 KB of RE2 program each):
-#: a dense 50 MB log has ~10,000, and a cache smaller than that evicts and recompiles on
-#: every scan of it (a cyclic access pattern never hits an LRU that cannot hold it).
+#: How far a state's cache grows to hold one report's candidates (a smaller LRU thrashes).
 SPEC_CACHE_MAX = 32768
-#: Longest own regex compiled on first need (``LazyRegex``); a longer one (only a database
-#: written before records had size limits holds one) is compiled when loaded, so a regex RE2
-#: refuses is reported then, whatever the text.
+#: Longest own regex compiled on first need (``LazyRegex``); a longer one is compiled when
+#: loaded, so a regex RE2 refuses is reported then, whatever the text.
 LAZY_REGEX_CHARS = 1 << 16
 #: Records ranked by similarity for one message at most: those sharing most indexed words.
 SIMILAR_POOL = 300
-#: Masked templates (``similar``'s choices) kept per state: each report ranks up to 20
-#: messages against ~300 records each, and a dense log's messages share most of them, so
-#: parsing every pool's templates again was ~6% of a 5 MB dense scan.
+#: Masked templates (``similar``'s choices) kept per state: a dense log's messages share them.
 MASKED_CACHE_SIZE = 1 << 16
 
 
@@ -95,11 +75,8 @@ Admits = Callable[[str, Mapping[str, str]], bool]
 def verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None = None) -> Hit | None:
     """Match one record's compiled regex against ``text``; captures named by placeholder.
 
-    No hit when a value is a placeholder shown as such (``<prefix>``, ``{scale_shape}``: a
-    quoted template names its values, it does not print them) or when ``admits`` vetoes the
-    captures (a validator that knows the record's values). When ``text`` ends in a container's
-    trailer (``</code> |``, a table cell's `` |``: ``slots.trailer_start``), the text before it is
-    tried first: the trailer is the end of the message, not part of its last value.
+    No hit when a value is a shown placeholder or ``admits`` vetoes it; a container's trailer
+    ending ``text`` is cut first (``slots.trailer_start``).
     """
     cut = trailer_start(text)
     if cut is not None:
@@ -130,11 +107,7 @@ def _verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None) -> 
 def rank_similar(
     message: str, choices: Sequence[tuple[str, str]], limit: int
 ) -> list[tuple[str, float]]:
-    """The ``limit`` (id, score 0-100) whose masked template is closest to ``message``.
-
-    Normalised edit similarity, not WRatio: WRatio's partial-match rule rates a short template
-    highly against any long message that shares a few words.
-    """
+    """The ``limit`` (id, score 0-100) whose masked template is closest (edit similarity)."""
     if not choices:
         return []
     from rapidfuzz import fuzz, process, utils
@@ -164,8 +137,7 @@ class Matcher:
         self._anchors = list(by_anchor)
         self._targets: list[tuple[int, ...]] = [tuple(by_anchor[a]) for a in self._anchors]
         self._automaton: Any = ahocorasick_rs.AhoCorasick(self._anchors) if self._anchors else None
-        # Bounded: a whole-dataset pass (lint) must not keep 150,000 RE2 programs alive.
-        # Keyed by regex text, so records sharing a pattern share one program.
+        # Bounded, keyed by regex text: records sharing a pattern share one program.
         self._regex = functools.lru_cache(maxsize=REGEX_CACHE_SIZE)(compile_re2)
         self._lock = threading.Lock()
         self._masked: list[tuple[str, str]] | None = None
@@ -266,19 +238,12 @@ class SpecCache:
         return [entry for rid in ids if (entry := found.get(rid)) is not None]
 
 
-#: A template field that is a plain name (``{name}``, ``{obj.attr!r}``): ``parse_template``
-#: makes each one placeholder, whatever surrounds it.
+#: A template field that is a plain name (``{name}``, ``{obj.attr!r}``): one placeholder each.
 _PLAIN_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.]{0,150}(?:![rsa])?\}")
 
 
 def masked_template(message: str, mask: str = " ") -> str:
-    """``parse_template(message).masked(mask)``, without the parse for most templates.
-
-    A template whose only special characters are plain-name fields (no ``%``, ``$``, other
-    braces) is split by one regex: 74% of the 150k bench corpus's, each the same text as the
-    parse gives (checked over all 150,000), at 2.4 against 4.7 us. A similar-ranking pool is
-    300 templates, parsed the first time a warm process meets each.
-    """
+    """``parse_template(message).masked(mask)``, one regex split for plain names."""
     if "%" not in message and "$" not in message:
         parts = _PLAIN_FIELD.split(message)
         if not any("{" in part or "}" in part for part in parts):
@@ -289,12 +254,7 @@ def masked_template(message: str, mask: str = " ") -> str:
 
 
 def load_specs(view: ReadView, ids: Sequence[str]) -> list[PatternSpec]:
-    """The ``PatternSpec`` of each live record of ``ids``: the stored rows, no compile.
-
-    The one seam where specs come from the store. A record without a stored row (a database
-    written before migration 0006 that no writable open has reindexed yet: a read-only copy)
-    is compiled from its fields, as every explain did before.
-    """
+    """The ``PatternSpec`` of each live record of ``ids``: the stored rows (none: compiled)."""
     specs = view.pattern_specs(ids)
     if len(specs) < len(set(ids)):
         have = {s.record_id for s in specs}
@@ -329,18 +289,14 @@ def _load_specs(view: ReadView, ids: Sequence[str]) -> dict[str, tuple[PatternSp
 
 
 def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
-    """``spec``'s regex compiled on first need, when literal tests can reject texts first.
-
-    None for a hand-written pattern (no literals known) other than a fixed message's, and
-    for a regex longer than ``LAZY_REGEX_CHARS``: those are compiled when loaded.
-    """
+    """``spec``'s regex compiled on first need (None: hand-written, or too long)."""
     if len(spec.regex) > LAZY_REGEX_CHARS:
         return None
     if spec.literals:
         return LazyRegex(spec)
     if not spec.names and spec.regex == f"(?s)^(?:{re2_escape(spec.template)})$":
-        # A fixed message (no placeholder) whose upstream pattern is its text escaped: half
-        # the records of a large dataset ("call", "True"). Its regex matches that text alone.
+        # A fixed message (no placeholder) whose pattern is its text escaped matches that text
+        # alone.
         return LazyRegex(spec, spec.template)
     return None
 
@@ -348,12 +304,7 @@ def lazy_regex(spec: PatternSpec) -> LazyRegex | None:
 class LazyRegex:
     """A record's own regex, compiled under RE2 on the first text that holds all its literals.
 
-    A text the template's own regex matches holds every literal of the template as is, so a
-    text missing one cannot match and needs no automaton. Most candidates of a message are
-    near-identical templates that differ in a literal (the index selects them by shared
-    words): they are rejected by a few substring tests, and only the records some text could
-    match are compiled (~0.4 ms and ~13 KB each). Same answers as compiling up front; a regex
-    RE2 refuses is logged once and matches nothing.
+    Same answers as compiling up front; a regex RE2 refuses is logged once and matches nothing.
     """
 
     __slots__ = ("_compiled", "_fixed", "_spec")
@@ -361,8 +312,7 @@ class LazyRegex:
     def __init__(self, spec: PatternSpec, fixed: str | None = None) -> None:
         self._spec = spec
         self._compiled: Any = None
-        # The one text a fixed message's regex matches: its literal, or ``fixed`` (the
-        # escaped text, anchored at both ends: ``_anchor``).
+        # The one text a fixed message's regex matches.
         if fixed is None and not spec.names and len(spec.literals) == 1:
             fixed = spec.literals[0]
         self._fixed = fixed
@@ -370,16 +320,12 @@ class LazyRegex:
     def search(self, text: str) -> Any:
         literals = self._spec.literals
         if self._fixed is not None:
-            # The whole text or nothing: a fixed record ("call", "True") is a candidate of
-            # every line holding its word, and compiling it to learn that cost 0.1 ms each.
+            # The whole text or nothing: no compile for a fixed record.
             if text != self._fixed:
                 return None
         else:
-            # The template's own regex is its literals in order with a group between each
-            # two, so a text it matches holds them in that order, none overlapping the next
-            # (found leftmost, each literal's earliest place after the last one's end is at or
-            # before the match's): near-identical templates that share words in another
-            # order are rejected here, not by a compiled automaton.
+            # The regex is its literals in order with a group between each two: a match holds them
+            # in order.
             at = 0
             for literal in literals:
                 at = text.find(literal, at)
@@ -400,26 +346,11 @@ _NEVER: Any = object()
 class Program:
     """One record's regex as RE2's own program, searched without the ``re``-like layer.
 
-    ``re2.compile`` builds an options object and a cache key per call and searches through a
-    generator that maps every byte offset back to characters: on the dense bench log 0.108 ms
-    a compile against 0.067 for RE2's, and its search, match object and ``group`` calls were a
-    third of verification. The same RE2 program, options and answers (``compile_re2``'s);
-    offsets are mapped to characters only for a text that is not ASCII.
-
-    ``lead``: the literal every match of the regex begins with (a template's own regex whose
-    template starts with text). The match is then searched anchored at each place the
-    literal is, leftmost first, which is the match an unanchored search finds (the leftmost
-    start, then RE2's own preference), without what an unanchored search of an end-anchored
-    regex costs: RE2 compiles the regex a second time, reversed, and builds a DFA to find
-    where the match starts, then searches again for the captures. Anchored, a short text's
-    captures come from one bit-state search. On the dense 50 MB bench log (150k records,
-    5,234 programs, 11,136 searches) the searches took 1.00 s of CPU unanchored.
-
-    ``latin1``: RE2 reads the regex and the text's UTF-8 bytes one byte at a time; only for a
-    regex ``byte_safe`` vouches for, whose answers are then the same. Its program is about half
-    as large: on 5,000 typed and generic template regexes of the 150k bench knowledge base,
-    compiles took 83 against 154 us each (``_re2.RE2``, a loaded 2-core machine), and a dense
-    log's first scan compiles one per record it hits (~5,200).
+    Same program, options and answers as ``compile_re2``; offsets are mapped to characters only
+    for non-ASCII text. ``lead``: the literal every match begins with; the match is then searched
+    anchored at each place of it, leftmost first (what an unanchored search finds, without
+    RE2's reversed second compile). ``latin1``: the regex and text read byte by byte, only for a
+    regex ``byte_safe`` vouches for (same answers, a smaller program).
     """
 
     __slots__ = ("_groups", "_lead", "_program")
@@ -463,23 +394,16 @@ class Program:
 def byte_safe(spec: PatternSpec) -> bool:
     r"""Whether ``spec``'s regex answers the same read byte by byte (``Program``'s ``latin1``).
 
-    So for a template's own regex (``patterns.template_regex``) in ASCII with no two
-    placeholders side by side. Its pieces are ASCII literals and the slot grammars, whose only
-    non-ASCII reach is a repeated class that excludes ASCII bytes alone (``.+?``,
-    ``[^'\\\n]*``) and ``\.`` inside quotes, followed by more of the same: every way RE2 can
-    end such a piece is before an ASCII byte, an ASCII literal or the end of the text, which
-    in valid UTF-8 is a character's boundary, so each capture and the match are where RE2
-    reading characters puts them (the property test compares both on non-ASCII texts). Two
-    slots side by side could split a character between them, a hand-written messagePattern
-    may use any RE2 syntax (``\p{L}``, ``(?i)``, ``.{3}``): those keep UTF-8.
+    True for a template's own regex in ASCII with no two placeholders side by side: each slot
+    grammar can end only before an ASCII byte or the end, a character boundary in valid UTF-8
+    (the property test compares both). Adjacent slots and hand-written patterns keep UTF-8.
     """
     if spec.origin is PatternOrigin.MESSAGE_PATTERN or not spec.names:
         return False
     if not (spec.regex.isascii() and spec.template.isascii()):
         return False
-    # Side by side, one slot's group closes right where the next one's opens; a literal
-    # between them ending in ")" is escaped (an odd run of backslashes before it). Read off
-    # the regex, not parsed again from the template: this runs at every compile.
+    # Side by side, one slot's group closes right where the next opens (a literal ")" between
+    # them is escaped); read off the regex: this runs at every compile.
     regex = spec.regex
     at = regex.find(")(?P<c")
     while at >= 0:
@@ -493,12 +417,7 @@ def byte_safe(spec: PatternSpec) -> bool:
 
 
 def regex_lead(spec: PatternSpec) -> str:
-    """The literal every match of ``spec``'s regex begins with, or "" when not known.
-
-    A template's own regex (``patterns.template_regex``) is its segments in order inside
-    ``(?s)(?:...)$``, so when it begins with its first literal's escaped text, every match
-    begins with that text. A hand-written messagePattern is not known to: "".
-    """
+    """The literal every match of ``spec``'s regex begins with, or "" when not known."""
     if spec.origin is PatternOrigin.MESSAGE_PATTERN or not spec.literals or not spec.literals[0]:
         return ""
     first = spec.literals[0]
@@ -540,11 +459,7 @@ class Found:
 
 
 def _compile_or_skip(spec: PatternSpec) -> Any:
-    """The compiled regex, or None (logged) when RE2 refuses it.
-
-    Validation refuses such records, but a database written by an older errkb may hold one, and
-    one bad record must never make explain fail for everyone.
-    """
+    """The compiled regex, or None (logged) when RE2 refuses: one bad record fails nothing."""
     try:
         return Program(spec.regex, regex_lead(spec), latin1=byte_safe(spec))
     except Exception as exc:  # re2 raises its own error type
@@ -559,13 +474,10 @@ def _compile_or_skip(spec: PatternSpec) -> Any:
 
 
 class IndexedMatcher:
-    """Candidates from the database's match index, verified under RE2.
+    """Candidates from the match index (or the anchor table), verified under RE2.
 
-    Bound to one read view (the caller's snapshot) and one state's SpecCache; cheap to
-    create per report. Given the state's anchor table (``errkb.match.scan``), candidates come
-    from memory instead of one query per message: the same records either way. The cache grows
-    to hold every candidate of the report. ``admits`` (the validators' veto) drops a hit whose
-    captures cannot be its record's values.
+    Bound to one read view and one state's SpecCache; ``admits`` (the validators' veto) drops a
+    hit whose captures cannot be its record's values.
     """
 
     def __init__(
@@ -580,8 +492,7 @@ class IndexedMatcher:
         self._cache = cache
         self._table = table
         self._admits = admits
-        # ``RecordAnchors.matchable`` where the record anchors are loaded: a candidate whose
-        # literals a text lacks is dropped before its spec row is read.
+        # A candidate whose literals a text lacks is dropped before its spec row is read.
         self._matchable = matchable
         self._seen: set[str] = set()
 
@@ -603,8 +514,7 @@ class IndexedMatcher:
         ids = sorted(set(self.candidate_ids(text) if among is None else among))
         matchable = self._matchable
         if matchable is not None and among is None:
-            # Only the rows not read yet: a cached record's literals are tested by its
-            # ``LazyRegex`` as cheaply. (``among`` names records a line's rejects kept.)
+            # Only the rows not read yet (``among`` names records a line's rejects kept).
             cached = self._cache.holds
             unread = [rid for rid in ids if not cached(rid)]
             if unread:
@@ -618,14 +528,7 @@ class IndexedMatcher:
         return hits
 
     def load(self, ids: Sequence[str]) -> bool:
-        """Read (and compile) the specs of ``ids`` ahead, in one query per chunk of ids.
-
-        The record-driven scan names every record its kept lines can match before any is
-        looked up; read one or two at a time by each ``find``, the dense bench log's first
-        scan at 500k records made 3,633 queries for 7,462 specs (0.35 s of CPU), 278 with
-        this (0.26 s; on PostgreSQL each query is a round trip). Nothing is read when ``ids``
-        would not fit the spec cache's bound (they would push each other out): False.
-        """
+        """Read (and compile) the specs of ``ids`` ahead; False, reading none, past the bound."""
         wanted = sorted(set(ids))
         if not wanted or len(wanted) > SPEC_CACHE_MAX // 2:
             return False
@@ -642,12 +545,7 @@ class IndexedMatcher:
     def find_from(
         self, text: str, starts: Sequence[int], among: Sequence[str] | None = None
     ) -> list[Hit]:
-        """Per record, its hit on ``text`` from the first of ``starts`` its pattern matches from.
-
-        The message-first pass's boundary rule (``errkb.match.msgfirst``): the match must begin
-        exactly at a start and run to the end; ``Hit.start`` is that start in ``text``.
-        ``among`` as for ``find``.
-        """
+        """Per record, its hit on ``text`` beginning exactly at the first of ``starts`` it can."""
         hits = []
         for hit in self.find(text, among):
             for start in starts:
@@ -662,15 +560,10 @@ class IndexedMatcher:
     def may_match_alone(self, line: str, among: Sequence[str]) -> bool:
         """Whether one of ``among`` may match a message read from ``line`` alone.
 
-        For a line with no quote, escape, control or ``|`` (the caller's): every text decide
-        verifies on it, its message and the wrappers' tails inside it, is a suffix of the
-        line, and ``verify`` cuts a container's trailer first. So a record of one line whose
-        own regex finds nothing searched anywhere in the line, nor in the line before such a
-        trailer, has no match there (no captures, placeholder or validator test: never False
-        where ``find`` could hit). A record over several lines, one anchored at the
-        message's start, one with no placeholder or no known literals, may: True. Whether
-        the message continues on the next lines is not this method's question
-        (``recordscan.wrapped_exceptions`` is asked that).
+        For a line with no quote, escape, control or ``|``: every text decide verifies on it is a
+        suffix of the line, so a one-line record whose regex finds nothing in the line (nor before a
+        trailer) cannot match: never False where ``find`` could hit. Multi-line, start-anchored,
+        placeholder-free or literal-less records: True.
         """
         cut = trailer_start(line)
         texts = (line,) if cut is None else (line, line[:cut])
@@ -681,8 +574,8 @@ class IndexedMatcher:
                 # No placeholder: its ``LazyRegex`` may test the message whole, never a line.
                 or not spec.names
                 or "\n" in spec.template
-                # Anchored at the message's start (a template that begins with a value):
-                # searched on the whole line it would be tried at the line's start alone.
+                # Anchored at the message's start: searched on the whole line it would be tried
+                # there alone.
                 or spec.regex.startswith("(?s)^")
                 or any(regex.search(text) is not None for text in texts)
             ):

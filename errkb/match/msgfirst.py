@@ -1,31 +1,14 @@
 r"""The message-first pass: known messages found on lines that structure-first parsing left alone.
 
-Structure-first parsing (``errkb.parse``) finds exceptions by their shape: a traceback, a
-``Class: message`` line, a logger record with an error level, a container's fields. A known
-message printed without any of that (``[worker 3] Comfy INT8 layer ...``, an INFO record that
-quotes one after ``; ``, a paragraph of an HTML page) leaves no event. This pass reads the lines
-no event covers and keeps what a record's own pattern confirms *at a message boundary*. It is
-the fallback issue 10 names: ``errkb.explain`` runs it on a small input when deciding the
-parsed events explained nothing (so a paste structure-first parsing reads costs nothing more),
-and on the record anchors' hit lines no event covers in a large one (``found_at``), its events
-decided with the parsed ones.
-
-* a line's candidate records come from the same rule as everywhere (``candidate_ids``: every
-  indexed word of the record is on the line), from the anchor table in memory when the caller
-  loaded it, else from the database's index; small inputs ask the index once per batch of
-  lines, not once per line;
-* the message must begin where a message can begin: at the line's start once its prefixes are
-  stripped (the one table, ``errkb.parse.prefixes``), or right after a separator (``SEPARATORS``),
-  and the record's RE2 pattern, end-anchored, must match from there to the line's end. A text in
-  the middle of a word run (``xComfy INT8 ...``, ``raise ValueError("Comfy ...``) is never one;
-* lines an event already covers are skipped, and so is the whole body of a parsed traceback
-  (frames, their source lines, rich's context lines), so a source line is never an occurrence;
-  what the pass finds becomes ``FOUND`` events that go through ``decide`` like any other event,
-  so its guards (template placeholders in captures are source text, more literal text wins,
-  one match per record and captures) hold here too.
-
-A match found only by this pass scores lower than one with a class or a level on its line
-(``decide.MESSAGE_FIRST_PENALTY``) and says so in its evidence.
+A known message printed without a traceback, a ``Class: message`` line or an error level
+leaves no event. This pass reads the lines no event covers (a small input's when deciding
+explained nothing; a large one's record-anchor hit lines, ``found_at``) and keeps what a
+record's own pattern confirms *at a message boundary*: at the line's start once its prefixes
+are stripped (``errkb.parse.prefixes``) or right after a separator (``SEPARATORS``), matching
+to the line's end. Candidates come from ``candidate_ids`` (the anchor table, else the index).
+Lines an event covers and whole traceback bodies are skipped. Finds become ``FOUND`` events
+that ``decide`` scores like any other, lower than a line with a class or level
+(``decide.MESSAGE_FIRST_PENALTY``).
 """
 
 from __future__ import annotations
@@ -40,9 +23,8 @@ from errkb.parse.events import EventKind, LogEvent
 if TYPE_CHECKING:
     from errkb.parse.containers import View
 
-#: Where a message can begin inside a line, besides the line's start: after a clause separator,
-#: a ``key: `` label, a dash, a closing bracket or a pipe (``[worker 3] ``, ``step 3; ``,
-#: ``docker-compose | ``).
+#: Where a message can begin inside a line, besides its start: after a clause separator, a
+#: ``key: `` label, a dash, a closing bracket or a pipe.
 SEPARATORS = ("; ", ": ", " - ", "] ", "| ", " -- ")
 #: Message starts tried per line at most: a line of a thousand ``: `` is not a thousand messages.
 MAX_STARTS = 16
@@ -105,10 +87,8 @@ def found_events(
 ) -> list[LogEvent]:
     """``FOUND`` events for the lines no event covers.
 
-    ``batched``: candidates are asked once for a batch of lines holding at most
-    ``MAX_QUERY_TOKENS`` distinct words between them (a superset of each line's own, verified
-    per line as ever): a database query costs about a millisecond whatever it asks, and most
-    batches of a log's lines select nothing at all.
+    ``batched``: candidates asked once per batch of lines holding at most ``MAX_QUERY_TOKENS``
+    distinct words (a superset, verified per line).
     """
     lines: list[tuple[int, str, str, Sequence[str] | None]] = []
     for number, raw, origin, known in texts:
@@ -176,10 +156,7 @@ def small_input_lines(text: str) -> Iterator[Line]:
 
 
 def _view_lines(view: View, line: int | None = None) -> Iterator[Line]:
-    """The cleaned lines of a container's decoded ``view``.
-
-    Numbered by the view's own line map, or all ``line`` (a one-line document of a large input).
-    """
+    """The cleaned lines of a container's ``view``, by its line map, or all ``line``."""
     count = view.text.count("\n") + 1
     numbers = [line] * count if line is not None else [view.line(k) for k in range(1, count + 1)]
     yield from _cleaned(view.text, numbers, view.origin)
@@ -222,21 +199,14 @@ def lines_at(data: bytes, rows: Iterable[tuple[int, int, Sequence[str] | None]])
 def found_at(
     data: bytes, lines: Sequence[tuple[int, int]], matcher: BoundaryMatcher
 ) -> list[LogEvent]:
-    """``FOUND`` events for the (line number, start offset) lines of ``data``.
-
-    The record-driven scan's hit lines that no parsed event covers.
-    """
+    """``FOUND`` events for the (line number, start offset) lines of ``data`` (scan hit lines)."""
     return found_events(lines_at(data, ((n, o, None) for n, o in lines)), (), matcher)
 
 
 def message_first(
     data: str | bytes, events: Sequence[LogEvent], matcher: BoundaryMatcher
 ) -> list[LogEvent]:
-    """The pass itself: known messages on the lines of ``data`` that ``events`` leave uncovered.
-
-    Every line is read (a small input's); a large input's lines are the record anchors' hit
-    lines, handed to ``found_at``.
-    """
+    """The pass itself: known messages on the lines of ``data`` that ``events`` leave uncovered."""
     from errkb.parse.text import decode_input
 
     covered = covered_lines(events)

@@ -1,31 +1,13 @@
 r"""Containers: the texts hidden in JSON documents, JSON Lines and markup, with their line numbers.
 
-Real logs often reach errkb inside a container: docker's json-file driver writes one
-``{"log": "...\n", "stream": "stderr", "time": ...}`` object per output line, structlog and
-python-json-logger put a whole traceback into one JSON string, Sentry and structlog's
-``dict_tracebacks`` keep the exception as fields (a class next to its message), notebooks keep
-a cell's traceback as a list of ANSI-coloured strings, junit XML and saved HTML pages escape
-quotes as entities. The line parser reads none of that as written. This module runs before it
-and turns the input into *views*: plain texts, each with a map from its own lines back to the
-user's original line numbers, plus the *structured* exceptions found as fields.
-
-Nothing here knows a key name. JSON is recognised by its first character, every string value
-is offered whatever its key (a string that itself holds a JSON document is decoded in turn),
-a run of objects with the same keys and one string field ending in ``\n`` is output split one
-object per line and is reassembled per stream, an object holding an exception class next to a
-string is a structured exception, and an object holding a source path next to a line number is
-a frame, whose strings (source context, locals) are never occurrences. Markup is recognised by
-a leading ``<`` and a closing tag; tags are dropped (newlines kept, so line numbers stay) and
-entities are undone, twice-escaped ones too.
-
-Decoding is bounded (document size, nesting depth, number of strings) and total: input that is
-not a container, or not well-formed, simply yields no views and is parsed as plain text.
-Plain text costs one look at its first non-blank character and one substring search.
-
-It is also linear and cheap per value: a document on one line is walked as the decoder made it
-(its strings' line is the document's), and a large input is narrowed as plain text is (the
-caller passes the lines holding an error word; a one-line document elsewhere is decoded, since
-it may be a piece of reassembled output, but not walked).
+Logs arrive inside containers (docker's json-file lines, a traceback in one JSON string,
+Sentry-style exception fields, notebook outputs, junit XML, saved HTML). This module turns
+the input into *views* (plain texts, each mapping its lines to the original line numbers) and
+*structured* exceptions found as fields. No key name is known: every string is offered,
+one-object-per-line output is reassembled per stream, a class next to a string is a
+structured exception, a path next to a line number is a frame. Markup's tags are dropped
+(newlines kept) and entities undone. Decoding is bounded and total (not a container: no
+views), linear, and a large input is narrowed as plain text is.
 """
 
 from __future__ import annotations
@@ -68,13 +50,10 @@ MAX_VIEWS = 200_000
 #: A string shorter than this, or one without a space or newline, cannot hold a message.
 MIN_TEXT_CHARS = 8
 
-# Every pattern here is compiled on first use: only a container needs it (plain text never
-# imports this module: errkb.parse.sniff tells them apart).
+# Every pattern here is compiled on first use: only a container needs it.
 # A line that may begin a JSON document.
 _doc_line_re = _lazy.pattern(f"^[ \\t\ufeff]{{0,64}}(?:{JSON_START})", re.M)
-# The same line after its newline: a pattern that starts with a literal lets the regex engine
-# jump from newline to newline in C, where ``^`` under MULTILINE tries every position (3x
-# slower; a 50 MB log with one JSON line spent ~10% of its scan here).
+# The same line after its newline: a literal start lets the engine jump in C.
 _doc_after_newline_re = _lazy.pattern(f"\\n([ \\t\ufeff]{{0,64}}(?:{JSON_START}))")
 # A JSON string literal; JSON strings cannot hold a raw newline, so a match stays on its line.
 _string_re = _lazy.pattern(r'"(?:[^"\\\n]|\\.){0,1048576}"')
@@ -107,8 +86,7 @@ _markup_re = _lazy.pattern(
 _attr_re = _lazy.pattern(
     r"(?P<key>[\w:.-]{1,64})\s{0,8}=\s{0,8}(?:\"(?P<dq>[^\"]*)\"|'(?P<sq>[^']*)')"
 )
-# Tags that only colour or mark up text inside a line: dropped without a trace. Any other tag
-# between two pieces of text separates them (a space), so two paragraphs never become one word.
+# Tags that only colour or mark up text inside a line: dropped; any other tag is a space.
 _INLINE_TAGS = frozenset(
     {
         "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "del", "dfn", "em", "font",
@@ -125,8 +103,7 @@ class View:
     text: str
     lines: tuple[int, ...]  #: ``lines[i]`` is the input line of the view's line ``i + 1``
     origin: str  #: where in the container the text was (a JSON path, ``@attr``, a stream)
-    #: True for a single value (a JSON string, an attribute): the whole text is a candidate
-    #: message even when the line parser finds no exception in it.
+    #: True for a single value (a JSON string, an attribute): the whole text is a candidate.
     value: bool = True
 
     def line(self, number: int) -> int:
@@ -156,12 +133,7 @@ class Decoded:
 
 
 def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded | None:
-    """Decode the containers of ``text``; None when it holds none (then parse it as it is).
-
-    ``worth``, when given, holds the input lines worth parsing (those with an error word,
-    as a large input is narrowed): a JSON document on one line not in it is decoded (it may
-    be a piece of reassembled output) but its strings are not offered.
-    """
+    """Decode the containers of ``text`` (None: none); ``worth``: the lines worth offering."""
     if not looks_like_container(text) or len(text) > MAX_DOCUMENT_CHARS:
         return None
     if looks_like_mime(text):
@@ -200,11 +172,7 @@ def _decode_mime(text: str) -> Decoded:
 
 
 def _decode_strace(text: str) -> Decoded:
-    """The strace output ``text`` as one view of the lines its programs wrote.
-
-    Each data syscall's string is read as lines, joined per process and descriptor
-    (``errkb.parse.cstrings``), on the input lines its pieces begin on.
-    """
+    """The strace output ``text`` as one view of the lines its programs wrote (``cstrings``)."""
     from errkb.parse.cstrings import unquote_lines
 
     physical = text.split("\n")
@@ -244,12 +212,7 @@ class _Out:
 
 
 def _documents(text: str) -> Iterator[tuple[int, int, int, object]]:
-    """Yield (start, end, first line, value) for every JSON document that starts a line.
-
-    A document must end its last line (trailing blanks aside); anything else on that line means
-    the line was text that happens to start with a brace. Candidate lines are found by one
-    regex pass, so plain text between documents costs nothing in Python.
-    """
+    """Yield (start, end, first line, value) for every JSON document that starts and ends lines."""
     line = 1
     counted = 0  # offset up to which newlines are counted into ``line``
     pos = 0
@@ -304,8 +267,7 @@ def _decode_json(text: str, worth: Container[int] | None) -> Decoded | None:
     plain = "".join(plain_parts)
     views, structured = tuple(out.views), tuple(out.structured)
     if _surrogate_escape_re().search(text) is not None:
-        # ``{"msg": "x \ud800"}`` (Python's json.dumps writes such escapes) decodes to a lone
-        # surrogate, which no report can encode: each becomes U+FFFD, the rest is explained.
+        # A lone surrogate escape becomes U+FFFD, so every report can be encoded.
         views = tuple(replace(v, text=replace_surrogates(v.text)) for v in views)
         structured = tuple(
             replace(
@@ -317,11 +279,7 @@ def _decode_json(text: str, worth: Container[int] | None) -> Decoded | None:
 
 
 def _annotate(text: str, start: int, end: int, line: int, value: object) -> object:
-    """Replace every string value with a ``_Str`` that knows its input line.
-
-    The string literals of a document, in text order, are its keys and string values in
-    document order (pairs keep duplicates), so one regex pass gives every string's position.
-    """
+    """Replace every string value with a ``_Str`` that knows its input line (one regex pass)."""
     if text.count("\n", start, end) == 0:
         return _with_line(value, lambda: line)
     tokens = _string_re().finditer(text, start, end)
@@ -367,12 +325,7 @@ def _walk_documents(
     out: _Out,
     worth: Container[int] | None = None,
 ) -> None:
-    """Walk every document; runs of one-object-per-line output are reassembled per stream.
-
-    Runs are told and joined on the raw decoded values (cheap: this is the path of a 50 MB
-    docker log); only the other documents get their strings' line numbers worked out, and
-    with ``worth`` a one-line document on a line without an error word is not walked.
-    """
+    """Walk every document; runs of one-object-per-line output are reassembled per stream."""
     i = 0
     n = len(docs)
     while i < n:
@@ -418,11 +371,7 @@ def _output_key(value: object) -> str | None:
 
 
 def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None:
-    """Concatenate the output field of a run of objects per stream into one view each.
-
-    A stream is told apart by the object's other string fields that take few values over the
-    run (docker's ``stream``); fields that change on every object (timestamps) name no stream.
-    """
+    """Concatenate a run's output field per stream (told by fields of few values) into views."""
     values: dict[str, set[str]] = {}
     for _line, obj in run:
         if isinstance(obj, _Obj):
@@ -441,8 +390,7 @@ def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None
         if not isinstance(piece, str):
             continue
         parts, lines = streams.setdefault(ident, ([], []))
-        # A piece continues the view's last line unless the previous piece ended it (docker
-        # splits lines over 16 KiB into pieces without a newline).
+        # A piece continues the last line unless the previous ended it (docker splits at 16 KiB).
         if not parts or parts[-1].endswith("\n"):
             lines.append(line)
         lines.extend([line] * piece[:-1].count("\n"))
@@ -454,11 +402,7 @@ def _reassemble(run: list[tuple[int, object]], text_key: str, out: _Out) -> None
 
 
 def _walk(value: object, path: str, depth: int, out: _Out, line: int = 0) -> None:
-    """Offer every string under ``value``; a plain ``str`` is on input line ``line``.
-
-    A document on one input line is walked as the decoder made it (every string on that
-    line): only documents over several lines get their strings' lines worked out (``_Str``).
-    """
+    """Offer every string under ``value``; a plain ``str`` is on input line ``line``."""
     if out.full() or depth > MAX_NESTING:
         return
     if isinstance(value, str):
@@ -525,13 +469,7 @@ def _is_class(text: str) -> bool:
 
 
 def _is_frame(obj: _Obj) -> bool:
-    """A stack frame: a source path next to a line number (Sentry, structlog, most tracers).
-
-    Not an object that also names an exception: OpenTelemetry's log record puts the call
-    site (``code.file.path``, ``code.line.number``) in the same attribute bag as
-    ``exception.message`` and ``exception.stacktrace``, and a frame's keys never say
-    exception, traceback or message.
-    """
+    """A stack frame: a source path next to a line number, naming no exception."""
     has_int = has_path = False
     for k, v in obj:
         if _exception_key_re().search(k) is not None:
@@ -564,8 +502,7 @@ def _string(text: str, line: int, path: str, depth: int, out: _Out) -> None:
 
 
 def _walk_nested(value: object, path: str, depth: int, out: _Out, line: int) -> None:
-    # Strings inside a decoded string keep counting string depth, not just nesting; all of
-    # them are on the input line of the string that held them.
+    # Strings inside a decoded string keep their holder's input line.
     if isinstance(value, str):
         _string(value, line, path, depth, out)
     elif isinstance(value, _Obj):
@@ -597,8 +534,7 @@ def _string_list(items: list[_Str], path: str, out: _Out) -> None:
 
 # --- YAML double-quoted scalars ---------------------------------------------------------------
 
-# A line that opens a double-quoted scalar (``errkb.parse.sniff.YAML_FOLD`` without its
-# requirement that the line end in a backslash): group 1 is everything before the quote.
+# A line that opens a double-quoted scalar: group 1 is everything before the quote.
 _yaml_open_re = _lazy.pattern("^(" + YAML_FOLD[1 : YAML_FOLD.rindex('"(?:')] + ')"')
 #: A folded scalar longer than this many lines is not decoded (it never closed: not YAML).
 MAX_SCALAR_LINES = 4096
@@ -611,15 +547,7 @@ _YAML_HEX = {"x": 2, "u": 4, "U": 8}
 
 
 def _decode_yaml(text: str) -> Decoded | None:
-    r"""The double-quoted scalars of a YAML document that span lines, each a view.
-
-    PyYAML writes a long string as a double-quoted scalar folded at its width: a line ends
-    inside the quotes with ``\`` (an escaped line break: the break and the next line's
-    indentation are dropped; a space that starts the next line is written ``\ ``) or plainly
-    (a fold: one break is one space, each further empty line a newline). Escapes (``\n``,
-    ``\"``, ``\x..``) are undone; each view line maps to the input line its text came from.
-    Other YAML is left as text (its lines are parsed as written).
-    """
+    r"""The double-quoted YAML scalars that span lines, PyYAML's folding undone, each a view."""
     physical = text.split("\n")
     views: list[View] = []
     blank: set[int] = set()
@@ -643,11 +571,7 @@ def _decode_yaml(text: str) -> Decoded | None:
 
 
 class _ScalarText:
-    r"""A scalar's decoded text; each of its lines maps to the input line of its first character.
-
-    ``...raise X(\n\`` then ``  Error: msg`` on the next input line: the decoded line
-    ``Error: msg`` is that next line's, not the one whose escape began it.
-    """
+    r"""A scalar's decoded text; each of its lines maps to the input line of its first character."""
 
     def __init__(self, line: int) -> None:
         self.parts: list[str] = []
@@ -671,11 +595,7 @@ class _ScalarText:
 def _yaml_scalar(
     physical: list[str], first: int, start: int
 ) -> tuple[str, tuple[int, ...], int] | None:
-    """Decode the scalar whose text starts at ``physical[first][start:]``.
-
-    Returns (value, the input line of each value line, the index of the closing line), or None
-    when it does not close within ``MAX_SCALAR_LINES``.
-    """
+    """Decode a scalar from ``physical[first][start:]``: value, line map, closing line; or None."""
     acc = _ScalarText(first + 1)
     k, line, pos = first, physical[first], start
     while True:
@@ -774,8 +694,7 @@ def _decode_markup(text: str) -> Decoded | None:
         piece = text[pos:start]
         name = (m.group("name") or "").lower()
         if name and name not in _INLINE_TAGS:
-            # Spaces between a line's start and a block tag indent the markup, not the text:
-            # kept, they would make an exception line look like indented source.
+            # Spaces before a block tag indent the markup, not the text.
             cut = piece.rfind("\n") + 1
             if (cut or acc.at_line_start) and not piece[cut:].strip(" \t"):
                 piece = piece[:cut]

@@ -1,25 +1,12 @@
 r"""Messages inside quoted C strings: strace's syscall lines and debug dumps, read as lines.
 
-``strace -f -s 1024`` prints what a program wrote as a C string literal:
-``12345 10:00:00.123 write(2, "ValueError: x\n", 14) = 14``; Python writes a traceback's last
-line in pieces (``"ValueError"``, ``": "``, the message, ``"\n"``), one syscall line each. A
-debug dump (``printf("%s")`` of a buffer, Go's ``%q``, Rust's ``{:?}``) prints a captured
-stderr as one quoted string whose line breaks are ``\n``. Neither is an exception line as
-printed, so the line parser and the message-first pass found nothing.
-
-:func:`unquote_lines` rewrites such physical lines before the line parser cleans them: the data
-of a data syscall (``write``, ``read``, ``send``..., ``writev``'s ``iov_base``) is decoded and
-joined per process and file descriptor, then split at its line breaks; a quoted string holding
-an escaped line break on any other line is decoded and split the same way (the text before it
-kept as a line of its own; a line holding JSON, ``{"``, is left to the container decoder). Every
-line made keeps the number of the input line it begins on, so
-a traceback written through several ``write(2, ...)`` calls reads as the traceback it is, on the
-lines of the input. Escapes: ``\n \t \r \" \' \\ \a \b \f \v \e \0``, ``\xNN``, octal ``\NNN``,
-``\uNNNN``, ``\UNNNNNNNN`` and Rust's ``\u{...}``; the bytes they make are UTF-8.
-
-Linear in the input: each line is looked at once (a bounded regex at its start, one scan of a
-quoted string), an unterminated string ends at its line's end, and a stream's pending text is
-cut at :data:`MAX_PENDING` characters.
+strace prints what a program wrote as C string literals, a traceback's last line in pieces;
+a debug dump prints captured stderr as one quoted string with ``\n`` breaks. :func:`unquote_lines`
+rewrites such lines before the line parser: a data syscall's data is decoded, joined per
+process and descriptor and split at its breaks; any other quoted string with an escaped break
+is decoded and split (JSON lines left to the container decoder). Each line made keeps the
+number of the input line it begins on. C, Python and Rust escapes are undone to UTF-8. Linear;
+a stream's pending text is cut at :data:`MAX_PENDING`.
 """
 
 from __future__ import annotations
@@ -34,9 +21,7 @@ __all__ = ["MAX_PENDING", "decode_c_string", "unquote_lines"]
 #: Characters a stream's unfinished line holds at most before it is cut into a line.
 MAX_PENDING = 1 << 16
 
-# An strace line of a data syscall, up to the opening quote of its data: an optional
-# ``[pid N]`` or ``N`` pid, an optional time stamp (``-t``, ``-tt``, ``-ttt``, ``-r``), the call
-# and its file descriptor.
+# An strace data syscall line up to its data's opening quote: pid, time stamp, call, descriptor.
 _syscall_re = _lazy.pattern(
     r"(?:\[pid\s{1,8}(?P<pid>\d{1,10})\]\s{1,8}|(?P<pid2>\d{1,10})\s{1,8})?"
     r"(?:\d{1,10}(?::\d{2}:\d{2})?(?:\.\d{1,9})?\s{1,8})?"
@@ -64,11 +49,7 @@ _SIMPLE = {
 
 
 def decode_c_string(body: str) -> str:
-    r"""The text a C-style string literal's body (between its quotes) stands for.
-
-    Escapes are undone to bytes and read as UTF-8 (invalid bytes replaced); an unknown escape
-    is kept as its character; a character the literal holds as is stays itself.
-    """
+    r"""The text a C-style string literal's body stands for (escapes undone, read as UTF-8)."""
     if "\\" not in body:
         return body
     out = bytearray()
@@ -96,10 +77,7 @@ def _escape(escape: str) -> bytes:
 
 
 def _quoted(line: str, start: int) -> tuple[str, int, bool]:
-    """The body of the string whose opening quote is at ``start``, where it ends, if closed.
-
-    An unterminated string runs to the line's end.
-    """
+    """The body of the string whose opening quote is at ``start``, and its end (or the line's)."""
     pos = start + 1
     n = len(line)
     while pos < n:
@@ -118,11 +96,7 @@ def _quoted(line: str, start: int) -> tuple[str, int, bool]:
 
 
 def unquote_lines(numbers: Iterable[int], physical: Sequence[str]) -> tuple[list[int], list[str]]:
-    """``physical`` lines (numbered by ``numbers``) with quoted data read as lines of its own.
-
-    Lines holding neither an strace data syscall nor a quoted string with an escaped line
-    break are kept as they are. See the module docstring.
-    """
+    """``physical`` lines (numbered by ``numbers``) with quoted data read as lines of its own."""
     out_numbers: list[int] = []
     out_lines: list[str] = []
     # (pid, fd) -> (number of the line the pending text began on, the pending text)
@@ -190,10 +164,7 @@ def _feed(
 
 
 def _json_like(line: str) -> bool:
-    """Whether ``line`` is (part of) JSON, which the container decoder reads.
-
-    An object or an array on it, or a member (``"key": ...``) of a pretty-printed one.
-    """
+    """Whether ``line`` is (part of) JSON, which the container decoder reads."""
     bare = line.lstrip()
     if '{"' in line or bare[:1] == "[":
         return True

@@ -1,9 +1,7 @@
 """Events: what the log parser finds in raw text, before any record is consulted.
 
-The data flow of explain is text -> events -> matches -> explanations. This module holds the
-values of the first step. The parser (``errkb.parse.traceback``) produces them; the matcher consumes
-them. Line numbers are always 1-based numbers of lines in the *original* input, so a user can
-jump to them, whatever prefixes, colours or carriage returns were stripped on the way.
+Produced by ``errkb.parse.traceback``, consumed by the matcher. Line numbers are 1-based in
+the *original* input, whatever was stripped on the way.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ class EventKind(enum.StrEnum):
     TRACEBACK = "traceback"  #: the last line(s) of a Python traceback (any flavour)
     BARE = "bare"  #: a ``Class: message`` line outside a traceback
     LOG = "log"  #: a logger line that carries a message without a traceback
-    #: a known message the message-first pass found at a message boundary of a line no other
-    #: event covers (``errkb.match.msgfirst``)
+    #: a known message the message-first pass found on a line no other event covers
     FOUND = "found"
 
 
@@ -59,12 +56,7 @@ class ChainMember:
 
 @dataclass(frozen=True)
 class Chain:
-    """The exceptions Python printed together, in print order.
-
-    The root cause comes first, what the user saw last; each member says how it is linked
-    (``raise ... from``, "during handling", an exception-group member) and carries its frames.
-    The parser builds it once; nothing downstream rebuilds it.
-    """
+    """The exceptions Python printed together, in print order (root cause first), built once."""
 
     members: tuple[ChainMember, ...]
 
@@ -86,13 +78,7 @@ class Chain:
 
 @dataclass(frozen=True, slots=True)
 class MessageLine:
-    """One printed line of a message (or a line that may continue it), as the renderer left it.
-
-    Renderers, terminals and mail clients wrap a long ``Class: message`` line; the matcher
-    rejoins the lines only when a record's pattern confirms the joined text. The shape of each
-    break is evidence for how to rejoin it: a padded line (rich pads to its width) broke at a
-    space, a full-width line may have broken inside a word.
-    """
+    """One printed line of a message (or a possible continuation), as the renderer left it."""
 
     text: str  #: the line's share of the message (the first line: the text after ``Class: ``)
     number: int  #: 1-based line number in the original input
@@ -107,12 +93,7 @@ class MessageLine:
 
 @dataclass(frozen=True)
 class LogEvent:
-    """One exception (or error message) found in the input.
-
-    ``message`` is the exception's message as printed, with per-line prefixes removed; a message
-    that spans several lines keeps its newlines. ``lines`` are the original input line numbers the
-    message occupies (the class line first).
-    """
+    """One exception (or error message) found in the input, prefixes removed, newlines kept."""
 
     kind: EventKind
     exc_class: str | None  #: as printed, possibly dotted (``a.b.SomeError``); None for LOG lines
@@ -123,21 +104,16 @@ class LogEvent:
     chain_position: int = 0  #: 0 = the first traceback printed in the chain = the root cause
     link: ChainLink = ChainLink.NONE
     stream: str = ""  #: prefix identity (rank, pod, pid) the event's lines were grouped by
-    #: The message's first line and the lines that may continue it (wrapped output), when there
-    #: are any: for a traceback the message's own further lines, for a single line the few
-    #: lines after it. Empty when the message is one line with nothing after it.
+    #: The message's first line and the lines that may continue it (empty: one line, none after).
     message_lines: tuple[MessageLine, ...] = ()
     #: The printed chain this event is member ``chain_position`` of (None outside any chain).
     chain: Chain | None = field(default=None, repr=False, compare=False)
-    #: Where in a container the event was found (a JSON path, an attribute, a stream) and at
-    #: which line of that decoded text; "" in plain text. Two events on one input line are
-    #: two occurrences when their origins differ (a JSON line holding a cause and its wrapper).
+    #: Where in a container the event was found and at which line of that text ("" in plain
+    #: text); two events on one line with different origins are two occurrences.
     origin: str = ""
-    #: Further occurrences folded into this event (``errkb.parse.repeats``): the same message,
-    #: printed the same way, on other lines; 0 when it is one occurrence.
+    #: Further occurrences folded into this event (``errkb.parse.repeats``); 0: one occurrence.
     repeats: int = 0
-    #: The first line of each folded occurrence, in order; at most ``MAX_REPEAT_LINES`` of them
-    #: (``repeats`` counts them all).
+    #: The first line of each folded occurrence, in order, at most ``MAX_REPEAT_LINES``.
     repeat_lines: tuple[int, ...] = ()
 
     @property
@@ -152,13 +128,7 @@ class LogEvent:
 
 
 def evolve(value: _T, **changes: Any) -> _T:
-    """``dataclasses.replace`` for a frozen dataclass without slots or ``__post_init__``.
-
-    ``replace`` re-runs ``__init__`` through keyword arguments (~12 µs on ``LogEvent``): the
-    parser moved ~8,500 events per 5 MB of dense log with it, ~5% of the scan. Copying the
-    instance dictionary gives the same value (same fields, same equality and hash) at a
-    fraction of the cost; ``changes`` must name existing fields (checked).
-    """
+    """``dataclasses.replace`` for a frozen dataclass without slots (``changes`` checked)."""
     fields_ = value.__dict__
     unknown = changes.keys() - fields_.keys()
     if unknown:

@@ -1,19 +1,11 @@
 r"""MIME mail read part by part: what a cron job or a CI notification mailed, decoded first.
 
-A traceback mailed in a ``quoted-printable`` body is split at soft line breaks (``=`` ending a
-line) and has ``=3D`` for ``=``; in a ``base64`` body it is no text at all. The standard
-library's ``email`` package parses the message (headers, multipart structure, boundaries,
-transfer encodings, charsets); each text part's body is then found in the input's own lines
-(between its boundary lines, after its headers) and decoded line by line, so every decoded
-line keeps the number of the input line it begins on: a quoted-printable line joined over soft
-breaks has the number of its first piece, a base64 line that of the encoded line holding its
-first byte. ``multipart/alternative`` is read once (its plain-text alternative, else the
-first), a forwarded ``message/rfc822`` as the message it is.
-
-Bounds, checked before the parser allocates a part: at most :data:`MAX_PARTS` boundary lines
-and :data:`MAX_MULTIPARTS` multipart containers (so at most that many nesting levels), else an
-:class:`~errkb.errors.InputError` saying so; a part bomb is one line, never a million message
-objects.
+The standard library's ``email`` parses the message; each text part's body is found in the
+input's own lines and decoded line by line (quoted-printable over soft breaks, base64), so
+every decoded line keeps the number of the input line it begins on.
+``multipart/alternative`` is read once (plain text, else the first); ``message/rfc822`` as the
+message it is. At most :data:`MAX_PARTS` boundary lines and :data:`MAX_MULTIPARTS` multipart
+containers, checked before parsing, else an :class:`~errkb.errors.InputError`.
 """
 
 from __future__ import annotations
@@ -47,11 +39,7 @@ class Part:
 
 
 def mime_parts(text: str) -> tuple[Part, ...]:
-    """The decoded text parts of the MIME message ``text``, on the input's line numbers.
-
-    Raises :class:`InputError` when the message holds more boundary lines or multipart
-    containers than the bounds allow.
-    """
+    """The decoded text parts of the MIME message ``text``, on the input's line numbers."""
     boundaries = len(_boundary_re.findall(text, 0, len(text)))
     if boundaries > MAX_MULTIPARTS:
         raise InputError(
@@ -155,10 +143,7 @@ def _text(data: bytes, charset: str) -> str:
 def _quoted_printable(
     raw: Sequence[str], numbers: Sequence[int], charset: str
 ) -> list[tuple[str, int]]:
-    """Quoted-printable lines joined over their soft breaks and decoded.
-
-    Each decoded line is numbered by the input line its first piece is on.
-    """
+    """Quoted-printable lines joined over soft breaks and decoded, numbered by their first piece."""
     import quopri
 
     out: list[tuple[str, int]] = []
@@ -181,10 +166,7 @@ def _quoted_printable(
 
 
 def _base64(raw: Sequence[str], numbers: Sequence[int], charset: str) -> list[tuple[str, int]]:
-    """A base64 body decoded, each line numbered by the encoded line holding its first byte.
-
-    Undecodable base64 is read as the text it is.
-    """
+    """A base64 body decoded, each line numbered by the encoded line holding its first byte."""
     import binascii
 
     starts: list[int] = []

@@ -1,22 +1,11 @@
 r"""Per-line prefix rules: one table of named shapes, each with an example that is also its test.
 
-Loggers and collectors put prefixes in front of every line (timestamps, levels, ranks, pods, pids,
-journald's ``host python3[14047]:``). Each shape is one :class:`PrefixRule`: a name, the shape as
-a regex, what the prefix tells about the line (its :class:`PrefixKind`), and an example line with
-the text that must remain once that rule (and only that rule) stripped it.
-``tests/test_prefixes.py`` runs every example, so adding a prefix is adding one row here.
-
-All rules are compiled into ONE alternation (each rule a named group ``K_<name>`` that closes
-last, so ``match.lastgroup`` names the rule): stripping a prefix is one regex call per prefix,
-not one per rule, which matters on the per-line hot path of dense logs. That call is made with
-the alternation of only the rules that can begin with the character at hand (``by_first``,
-each rule's first characters read from its parsed shape): Python's engine tries every branch
-in turn at the position, and the call that finds no further prefix on a line (one per line)
-was a tenth of a dense scan's CPU (py-spy, the line-level profile of ``_clean_line``); 10 MB
-of the dense bench log now normalises in 0.53 s of CPU instead of 0.67. Rule order matters where
-shapes overlap (``[pod/..]`` and ``[rank0]:`` before the generic ``[tag]``; journald before bare
-timestamps; cloud severity before level words). Every repetition is bounded and every rule is
-anchored at the match position, so no rule can backtrack catastrophically.
+Each shape is one :class:`PrefixRule`: a name, a regex, what it tells about the line
+(:class:`PrefixKind`), and an example with the text that must remain once that rule stripped
+it (``tests/test_prefixes.py`` runs them all). The rules are compiled into ONE alternation
+(``match.lastgroup`` names the rule), tried with only the rules that can begin with the
+character at hand (``by_first``). Order matters where shapes overlap. Every repetition is
+bounded and every rule anchored: nothing backtracks catastrophically.
 """
 
 from __future__ import annotations
@@ -64,9 +53,7 @@ class PrefixRule:
     shape: str  #: the regex, with the kind's named groups (namespaced when compiled)
     example: str  #: a line that carries this prefix
     remainder: str  #: what is left of ``example`` once this one prefix is stripped
-    #: The shape may begin with whitespace. Most prefixes never do (an indented line is a
-    #: frame, source or a continuation line, whose text is left as it is); a rule that does is
-    #: also tried on indented lines.
+    #: The shape may begin with whitespace (then it is also tried on indented lines).
     indented: bool = False
 
 
@@ -201,10 +188,8 @@ RULES: tuple[PrefixRule, ...] = (
         "ValueError: x",
     ),
     PrefixRule(
-        # journalctl -o verbose / export: an entry is a header (verbose) and one "FIELD=value"
-        # line per field, indented by four in verbose. The entry's text is its MESSAGE field;
-        # the other fields (_PID=, _HOSTNAME=, ...) are left as lines of no stream, so the
-        # MESSAGE lines of consecutive entries read as one stream, a traceback whole again.
+        # journalctl -o verbose / export: the text is the MESSAGE field; other fields have no
+        # stream.
         "journal_field",
         PrefixKind.TRANSPORT,
         r"(?: {4})?(?P<who>MESSAGE)=",
@@ -225,8 +210,7 @@ _GROUP_RE = re.compile(r"\(\?P<(\w+)>")
 
 
 def _branch(rule: PrefixRule) -> str:
-    # A rule's own groups are namespaced "<rule>__<group>" so that rules can reuse the names
-    # their kind reads ("who", "level", ...).
+    # A rule's own groups are namespaced "<rule>__<group>".
     shape = _GROUP_RE.sub(rf"(?P<{rule.name}__\1>", rule.shape)
     return f"(?P<K_{rule.name}>{shape})"
 
@@ -275,17 +259,7 @@ def _sre() -> tuple[ModuleType, ModuleType] | None:
 
 
 def first_chars(shape: str) -> frozenset[str] | None:
-    r"""The ASCII characters a match of ``shape`` can begin with (a superset), or None.
-
-    Read from the shape as Python's own regex parser reads it: a literal is itself, a class
-    its ASCII members (a category's found by testing each ASCII character against it, so
-    ``\d``, ``\w`` and ``\s`` mean exactly what the engine means), a group or repeat its
-    content, an alternation the union of its branches; what may match empty (an optional
-    part, a repeat from zero, a lookaround or an anchor) adds what comes after it. None when
-    the shape may match the empty string, or the parser is unavailable or meets an operator
-    this does not know: the rule is then tried before every character. Only ASCII
-    characters are told apart; a line whose character there is not ASCII gets every rule.
-    """
+    r"""The ASCII characters a match of ``shape`` can begin with (a superset), or None: any."""
     sre = _sre()
     if sre is None:
         return None
@@ -390,15 +364,7 @@ def _category(name: str) -> set[str]:
 
 
 class ByFirst(dict[str, "re.Pattern[str] | None"]):
-    """Character -> the alternation of the rules that can begin with it, or None: no rule can.
-
-    Filled on first use of each character (compiling each distinct subset of rules once), so
-    importing costs nothing and a short input compiles only what its lines need. Leaving out
-    rules that cannot match at a position keeps the alternation's answer: the engine returns
-    the first branch, in table order, that matches there, and a dropped branch matches nowhere
-    that begins with this character. A non-ASCII character (and the empty string, at a line's
-    end) gets the whole alternation.
-    """
+    """Character -> the alternation of the rules that can begin with it, or None: no rule can."""
 
     def __init__(self, rules: tuple[PrefixRule, ...], whole: re.Pattern[str]) -> None:
         super().__init__()

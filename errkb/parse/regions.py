@@ -1,27 +1,12 @@
 """Narrowing a large input to the regions where an exception can be.
 
-Parsing a log line by line in Python runs at a few MB/s; users paste logs of tens of MB that are
-almost all INFO lines and progress bars. Every shape errkb explains carries an error word on the
-line that holds the message or on the traceback around it: ``Traceback``, an exception class
-(``...Error``, ``...Exception``, ``...Warning``, ``...Exit``, ``...Interrupt``), a level
-(``ERROR``, ``CRITICAL``, ``FATAL``), ``failed``, pytest's ``E   `` lines, a chain's "exception
-occurred" line. So one Aho-Corasick pass over the whole text with those few words (a tiny
-automaton that stays in cache: hundreds of MB/s) finds the candidate lines, and only a window
-around each is parsed: the whole traceback behind a ``Traceback`` header (up to its exception
-line, found by walking its indented frames, so a class with no error word such as
-``CannotInvert`` keeps its message), a few lines around any other hit. Windows keep their
-original line numbers.
-
-Every step is linear in the input, whatever it holds (a line of 300 MB of ``Error`` words,
-200,000 consecutive headers, chains): the automaton sees the input in bounded chunks, each
-hit's line start is searched back only to the previous hit line, and windows are merged as line
-numbers before being cut out once each.
-
-Small inputs (most pastes) are parsed whole, so nothing is narrowed away there; above
-``NARROW_ABOVE`` a message on a line with none of these words and no traceback around it is not
-seen — use ``match_message`` for such text. Containers (JSON, JSON Lines) follow the same rule:
-a large one is decoded whole but only its lines with a keyword are walked, and a one-line value
-with no keyword is never parsed (in a small input it is still a candidate message as it is).
+Every shape errkb explains carries an error word on the message's line or its traceback
+(``Traceback``, an exception class suffix, a level, ``failed``, pytest's ``E   ``, a chain's
+sentence). One small Aho-Corasick pass finds those lines, and only a window around each is
+parsed: a ``Traceback`` header's whole traceback (to its exception line, found by walking its
+indented frames), a few lines around any other hit. Windows keep their original line
+numbers; every step is linear. Past ``NARROW_ABOVE``, a message with no such word nearby is
+not seen (``match_message`` reads such text).
 """
 
 from __future__ import annotations
@@ -46,11 +31,9 @@ NARROW_ABOVE = 1 << 20
 BEFORE, AFTER = 1, 5
 #: How far a traceback header reaches forward, at most, to its exception line.
 TRACEBACK_REACH = 600
-#: Bytes of one line parsed at most: four times what the parser reads of a message (a character
-#: is up to four bytes), so nothing it would read is cut.
+#: Bytes of one line parsed at most: four times what the parser reads of a message.
 MAX_LINE_BYTES = 4 << 20
-#: Lines a region grows to before an ordinary hit line outside any traceback starts the next
-#: one: a log that is all error lines is then parsed a bounded piece at a time.
+#: Lines a region grows to before an ordinary hit line outside a traceback starts the next.
 MAX_REGION_LINES = 10_000
 
 # The words are the parser's own vocabulary (one list for the whole parser).
@@ -68,28 +51,19 @@ def _keywords() -> Any:
         if _automaton is None:
             import ahocorasick_rs
 
-            # Over bytes: searching a str makes the library map every offset back to
-            # characters, which costs three times the scan itself.
+            # Over bytes: a str search maps every offset back to characters.
             _automaton = ahocorasick_rs.BytesAhoCorasick(list(KEYWORDS))
         return _automaton
 
 
-#: Bytes handed to the keyword automaton at once: its hits come back as one Python list, so a
-#: chunk bounds the memory a line full of error words can cost (300 MB of ``Error `` is 50
-#: million hits).
+#: Bytes handed to the keyword automaton at once: bounds the memory of its hit list.
 CHUNK = 1 << 18
 #: Longest keyword, less one: chunks overlap by this much so no keyword is cut in two.
 _OVERLAP = max(len(k) for k in KEYWORDS) - 1
 
 
 def hit_lines(data: bytes) -> Iterator[tuple[int, bool]]:
-    """(Start offset, holds a traceback header) of each line holding a keyword, in order, once.
-
-    Linear in ``data`` whatever it holds, in bounded memory: chunks bound the hit lists, each
-    line's start is searched back only to the previous hit line, and a chunk without a newline
-    that continues a line already taken is checked for ``Traceback`` alone (a C substring
-    search), not scanned. A line is yielded once the next one starts (its flag is final then).
-    """
+    """(Start offset, holds a traceback header) of each line holding a keyword, in order, once."""
     automaton = _keywords()
     view = memoryview(data)
     # The current hit line: [line_start, line_end) with line_end -1 until it is searched.
@@ -148,12 +122,7 @@ def keyword_lines(data: bytes) -> set[int]:
 
 
 def error_regions(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """Yield (first line number, region bytes) for every window worth parsing, in order.
-
-    One pass over the hit lines, holding only the windows a pending traceback header may still
-    reach (``TRACEBACK_REACH`` lines): memory is bounded whatever the input, not one entry per
-    hit line. Windows are merged as line numbers and cut out as bytes once each.
-    """
+    """Yield (first line number, region bytes) for every window worth parsing, in order."""
     for window in region_windows(data, numbered_hits(data, hit_lines(data))):
         yield _cut(data, window)
 
@@ -170,17 +139,13 @@ def numbered_hits(data: bytes, hits: Iterable[tuple[int, bool]]) -> Iterator[tup
 def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterator[list[int]]:
     """``error_regions``' windows, as line numbers and anchors, from its numbered hit lines.
 
-    Each window is [first line, end line (exclusive), first anchor's start offset, its line
-    number, end anchor's start offset, its line number] (``_cut`` makes its bytes). Fed the
-    hit lines from a quiet point on (no window open, no header pending), it gives the same
-    windows as over the whole input: the record scan reads the regions around its hard
-    shapes this way (``errkb.match.recordscan``), without this pass over every line.
+    Fed from a quiet point on (no window open, no header pending), the same windows as over the
+    whole input.
     """
-    # A window: [first line, end line (exclusive), first anchor's start offset, its line
-    # number, end anchor's start offset, its line number]; the anchors locate the bytes.
+    # A window: [first line, end line (exclusive), first anchor's offset, its line, end anchor's
+    # offset, its line].
     held: list[list[int]] = []
-    # Headers since the last ordinary hit line, with the index of their window in ``held``:
-    # the next ordinary hit within reach is their exception line.
+    # Headers since the last ordinary hit line, with their window's index in ``held``.
     pending: collections.deque[tuple[int, int]] = collections.deque()
     walked = (0, -1, 0)  # the last walk: (exception line's start, its number, header start)
     for number, line_start, is_header in hits:
@@ -190,10 +155,8 @@ def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterat
         target, anchor = number, line_start
         merge_from = None
         if is_header:
-            # The traceback runs to its exception line: the first later ordinary hit (unless
-            # implausibly far away), or, whatever words its class has (``CannotInvert``), the
-            # first line after its frames. A header inside the last walked traceback (a chain)
-            # ends where that one ends.
+            # The traceback runs to the first later ordinary hit (unless implausibly far), or the
+            # first line after its frames; a header inside the last walked one ends with it.
             if line_start >= walked[0] or walked[1] < 0:
                 exc_start, exc_number = exception_line(data, line_start, number)
                 walked = (exc_start, exc_number if exc_start != line_start else -1, line_start)
@@ -218,8 +181,7 @@ def region_windows(data: bytes, hits: Iterable[tuple[int, int, bool]]) -> Iterat
             and number - held[-1][0] >= MAX_REGION_LINES
             and line_start > walked[0]
         ):
-            # A region of error lines this long ends before this one, which starts the next:
-            # no traceback is open (none pending, the last walked one ended before here).
+            # A region of error lines this long ends here; no traceback is open.
             window = held[-1]
             window[1], window[4], window[5] = number, line_start, number
             held.append([number, end, line_start, number, anchor, target])
@@ -254,11 +216,7 @@ def _shape(text: str | bytes) -> str | bytes:
 
 
 def has_prefix(line: str | bytes, prefix: str | bytes, at: int = 0) -> bool:
-    """Whether ``line`` holds a traceback header's ``prefix`` at ``at``.
-
-    As it is, or of its shape: the same text with other digits (a timestamp per line, as
-    GitHub Actions prints one).
-    """
+    """Whether ``line`` holds a traceback header's ``prefix`` at ``at`` (or its shape)."""
     if not prefix:
         return False
     piece = line[at : at + len(prefix)]
@@ -268,11 +226,8 @@ def has_prefix(line: str | bytes, prefix: str | bytes, at: int = 0) -> bool:
 def exception_line(data: bytes, header: int, number: int) -> tuple[int, int]:
     """(Start, line number) of the line ending the traceback whose header starts at ``header``.
 
-    After the header come frames and source lines, indented (behind the header's own prefix
-    when every line carries one, as docker compose and kubectl print them, or a prefix of its
-    shape: a timestamp that changes per line, as GitHub Actions prints one, the same text
-    with other digits); the first line that is not is the exception line. At most
-    ``TRACEBACK_REACH`` lines are walked; when none is found, the header itself is returned.
+    The first unindented line after it (behind the header's prefix); within ``TRACEBACK_REACH``
+    lines, else the header.
     """
     eol = data.find(b"\n", header)
     if eol < 0:
@@ -312,12 +267,7 @@ def _forward(data: bytes, line_start: int, count: int) -> int:
 
 
 def parse_input(data: str | bytes, narrow_above: int = NARROW_ABOVE) -> list[LogEvent]:
-    """Parse a log into events: whole up to ``narrow_above``, region by region past it.
-
-    Large bytes are narrowed before decoding, so a 200 MB log is never held as text whole;
-    input that looks like UTF-16 (BOM or NULs) is decoded first, since its keywords are not
-    byte-searchable. JSON and markup containers are decoded first (``errkb.parse.containers``).
-    """
+    """Parse a log into events: whole up to ``narrow_above``, region by region past it."""
     from errkb.parse.sniff import looks_like_container
     from errkb.parse.text import decode_input
 
@@ -350,17 +300,11 @@ def _parse_text(data: str | bytes, narrow_above: int = NARROW_ABOVE) -> list[Log
 
 
 def parse_regions(regions: Iterable[tuple[int, bytes]], first_index: int = 0) -> list[LogEvent]:
-    """The events of each (first line number, bytes) region, on the input's line numbers.
-
-    ``first_index`` numbers the first region (chain ids are kept apart per region index), so
-    a caller parsing its regions in several batches keeps them apart across batches too.
-    """
+    """The events of each (first line, bytes) region; ``first_index`` numbers the first region."""
     from errkb.parse.text import decode_input
     from errkb.parse.traceback import parse_log
 
-    # Regions are parsed one at a time and their repeated occurrences folded as they come, so
-    # a log that repeats one line millions of times holds one event for it, not millions.
-    # A region the same as the one before it (such a log's regions are) is not parsed again.
+    # One region at a time, repeats folded as they come; a region equal to the last is skipped.
     events = Repeats()
     previous: tuple[bytes, list[LogEvent]] = (b"", [])
     for index, (first_line, region) in enumerate(regions, start=first_index):
@@ -376,12 +320,7 @@ def parse_regions(regions: Iterable[tuple[int, bytes]], first_index: int = 0) ->
 
 
 def json_line_events(line: str, number: int, region: int) -> list[LogEvent]:
-    """The events of one JSON object line (input line ``number``) of a large input.
-
-    What the container path finds on that line when it decodes the whole input (its strings
-    offered only when the line holds an error word, one-line prose values not offered),
-    moved to the input's line number; ``region`` keeps its chain ids apart.
-    """
+    """The events of one JSON object line (input line ``number``) of a large input."""
     found = _parse_containers(line, large=True)
     if not found:
         return []
@@ -411,9 +350,8 @@ def _parse_containers(
     prose = _prose_views(decoded.views)
     for index, view in enumerate(decoded.views, start=1):
         if index in prose:
-            # A one-line value without an error word holds no exception for the line parser
-            # to find: it is only a candidate message, made here without parsing it. In a
-            # large input it is narrowed away, as a plain-text line without one would be.
+            # A one-line value without an error word is only a candidate message; large: narrowed
+            # away.
             message = view.text.strip()
             if message and not large:
                 events.append(
@@ -424,8 +362,7 @@ def _parse_containers(
             continue
         found = _parse_text(view.text, narrow_above)
         if not found and view.value:
-            # A value that is no exception line is still a candidate message (an API
-            # reply's "detail", a log record's message field).
+            # A value that is no exception line is still a candidate message.
             message = view.text.strip()
             if message:
                 found = [LogEvent(EventKind.LOG, None, message, (1,))]
@@ -449,14 +386,7 @@ _GLOG_HINT = re.compile(r"[EF]\d{3,4} \d{2}:\d{2}:\d{2}\.")
 
 
 def _prose_views(views: Sequence[View]) -> set[int]:
-    """The 1-based indices of the one-line values the line parser would find nothing in.
-
-    A line holds something for the parser only with an error word on it (the vocabulary's
-    region keywords: classes, error levels, ``Traceback``, pytest's ``E   ``), or a glog error
-    header. One keyword pass over all the values at once, joined by newlines (so a value
-    starting with ``E   `` is found as pytest's line), tells them apart: no Python work per
-    value beyond its encoding.
-    """
+    """The 1-based indices of the one-line values the line parser would find nothing in."""
     candidates = [
         k
         for k, view in enumerate(views, start=1)
@@ -500,23 +430,14 @@ def _in_view(event: LogEvent, view: View, index: int) -> LogEvent:
 
 
 def _message_lines_at(lines: tuple[MessageLine, ...], view: View) -> tuple[MessageLine, ...]:
-    """A view's message lines on the input's line numbers, where each keeps its own line.
-
-    A mail part's lines map one to one (a wrapped message is reported where it begins in the
-    input); a JSON string's lines all sit on the value's one input line, where the matcher
-    tells a wrapped line from the next event by their own numbers: kept as the view's.
-    """
+    """A view's message lines on the input's line numbers, where each keeps its own line."""
     moved = tuple(MessageLine(m.text, view.line(m.number), m.length, m.width) for m in lines)
     numbers = [m.number for m in moved]
     return moved if numbers == sorted(set(numbers)) else lines  # strictly increasing
 
 
 def _clip_lines(region: bytes) -> bytes:
-    """``region`` with each line longer than ``MAX_LINE_BYTES`` cut to that many bytes.
-
-    The parser reads at most ``MAX_MESSAGE_CHARS`` of a message, but decoding and cleaning a
-    line copy all of it, several times: one line of 300 MB of ``Error `` words cost gigabytes.
-    """
+    """``region`` with each line longer than ``MAX_LINE_BYTES`` cut to that many bytes."""
     if len(region) <= MAX_LINE_BYTES:
         return region
     parts: list[bytes] = []

@@ -1,14 +1,9 @@
 """Folding repeated occurrences of one message into one event, as a large input is parsed.
 
-Logs repeat themselves: every rank, every retry, every batch prints the same line. Fifty MB of
-``ValueError: x`` lines are 3.5 million events, each about a kilobyte with the lines that may
-continue its message: gigabytes for what the report shows as one entry. So the events of a
-large input pass through :class:`Repeats`, which keeps the first event of each distinct
-occurrence (same kind, class, message, prefix stream, container origin, frames and printed
-lines, line numbers aside) and counts the others on it: ``repeats`` counts them all,
-``repeat_lines`` keeps the first line of at most ``MAX_REPEAT_LINES`` of them. The report's
-``occurrences`` stays exact; its ``lines`` list at most that many more. Events of a printed
-chain are kept as they are (their chain ties them together).
+:class:`Repeats` keeps the first event of each distinct occurrence (all but its line numbers
+equal) and counts the others on it (``repeats``; ``repeat_lines``: at most
+``MAX_REPEAT_LINES`` first lines). ``occurrences`` stays exact. A printed chain's events are
+kept as they are.
 """
 
 from __future__ import annotations
@@ -52,11 +47,7 @@ class Repeats:
         offset: int = 0,
         place: Callable[[LogEvent], LogEvent] | None = None,
     ) -> None:
-        """Keep ``event``, or count it on the first event it repeats.
-
-        ``event`` is numbered ``offset`` lines early (a region's own numbering); ``place``
-        moves it to the input's numbers, and is called only for an event that is kept.
-        """
+        """Keep ``event`` (renumbered by ``place``), or count it where it repeats."""
         if event.chain is not None or event.chain_id is not None or not event.lines:
             self._events.append(place(event) if place is not None else event)
             return

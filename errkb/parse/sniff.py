@@ -1,12 +1,9 @@
 """What every input needs from the container rules, cheaply: a look and undoing entities.
 
-``looks_like_container`` tells JSON, JSON Lines, markup and MIME mail (a header block declaring
-MIME, ``errkb.parse.mime``) from plain text by a look at the first characters and one substring
-search; ``unescape_markup`` undoes HTML/XML character
-references, which the message spans apply to any text (a junit message quoted in a plain log).
-The decoder itself (``errkb.parse.containers``: its values and patterns) is imported only for
-input that looks like a container, so a one-shot ``errkb explain`` of a plain log never pays
-for it.
+``looks_like_container`` tells JSON, JSON Lines, markup and MIME mail from plain text by a look
+at the first characters and one substring search; ``unescape_markup`` undoes HTML/XML
+character references. The decoder (``errkb.parse.containers``) is imported only for input
+that looks like a container.
 """
 
 from __future__ import annotations
@@ -39,9 +36,7 @@ JSON_START = (
     r'\{\s{0,32}["}]'
     r"|\[\s{0,32}(?:[\[{\"\]]|true|false|null|-?\d{1,32}(?:\.\d{1,32})?(?:[eE][+-]?\d{1,4})?\s{0,32}[,\]])"
 )
-#: A line that opens a YAML double-quoted scalar (a mapping value ``key: "`` or ``"key": "``, a
-#: sequence entry ``- "`` or a scalar alone) and folds it onto the next line with an escaped
-#: line break (a ``\`` ending the line, inside the quotes): PyYAML writes a long message so.
+#: A line that opens a YAML double-quoted scalar and folds it with a ``\`` ending the line.
 YAML_FOLD = (
     r"^[ \t]{0,256}(?:-[ \t]{1,8}){0,8}"
     r'(?:(?:"(?:[^"\\\n]|\\.){0,256}"|[^\s"\'#:\-][^\n:"]{0,256}):[ \t]{1,8})?'
@@ -61,13 +56,7 @@ _MIME_FIELDS = ("mime-version", "content-type", "content-transfer-encoding")
 
 
 def looks_like_mime(head: str | bytes) -> bool:
-    """Whether ``text`` begins with a mail header block that declares MIME.
-
-    Its first lines (an mbox ``From `` line allowed first) are header fields or their folded
-    continuations up to a blank line, with ``MIME-Version``, ``Content-Type`` or
-    ``Content-Transfer-Encoding`` among them. A log's ``INFO: started`` lines end in no blank
-    line before a MIME field, so a look at a few lines tells them apart.
-    """
+    """Whether ``text`` begins with a mail header block (up to a blank line) that declares MIME."""
     if isinstance(head, bytes):
         head = head[:65536].decode("utf-8", "replace")
     if not head[:1].isalpha():
@@ -93,10 +82,7 @@ def looks_like_mime(head: str | bytes) -> bool:
 
 
 def _field_name(name: str) -> bool:
-    """A header field's name: 1 to 76 printable ASCII characters, no space.
-
-    Told without a regex: a log's first line is looked at on every input.
-    """
+    """A header field's name: 1 to 76 printable ASCII characters, no space (no regex)."""
     return 0 < len(name) <= 76 and name.isascii() and name.isprintable() and " " not in name
 
 
@@ -111,12 +97,7 @@ STRACE_HEAD_LINES = 8
 
 
 def looks_like_strace(head: str | bytes) -> bool:
-    """Whether ``head`` begins as strace output: its first lines (at least three) all are.
-
-    Such an input is decoded whole (``errkb.parse.cstrings``: each write's string read as
-    lines, joined per process), never scanned as plain text: a line Python wrote in four
-    syscalls is four lines of the file.
-    """
+    """Whether ``head`` begins as strace output: its first lines (at least three) all are."""
     if isinstance(head, bytes):
         head = head[:4096].decode("utf-8", "replace")
     if not head[:1].isalnum() and not head.startswith("[pid"):
@@ -131,11 +112,7 @@ def looks_like_strace(head: str | bytes) -> bool:
 def looks_like_container(head: str | bytes) -> bool:
     """Tell cheaply whether input looks like JSON, markup or a folded YAML scalar.
 
-    JSON or markup by its first characters, JSON Lines by a line that starts an object, YAML
-    by a double-quoted scalar folded over lines. ``[2026-08-28 05:10:05] ...`` and
-    ``<frozen ...>`` start plenty of plain logs, so the character after the opener must fit
-    too. A YAML fold costs plain text one substring search (a backslash ending a line); only
-    then is its line shape looked for.
+    The character after an opener must fit too: ``[2026-...]`` and ``<frozen ...>`` are plain.
     """
     if looks_like_mime(head) or looks_like_strace(head):
         return True
@@ -159,11 +136,7 @@ MAX_FOLD_LINES = 256
 
 
 def has_yaml_fold(text: str | bytes) -> bool:
-    """Tell whether a line of ``text`` opens a YAML double-quoted scalar folded with a backslash.
-
-    Only the lines that end in a backslash are looked at (found by substring search), so a
-    large log is not scanned by the regex.
-    """
+    """Tell whether a line of ``text`` opens a YAML double-quoted scalar folded with a backslash."""
     lines: Iterator[str]
     if isinstance(text, bytes):
         lines = (b.decode("utf-8", "replace") for b in _backslash_lines(text, b"\\\n"))
@@ -184,10 +157,7 @@ def _backslash_lines(data: _T, needle: _T) -> Iterator[_T]:
 
 
 def starts_like_container(head: bytes) -> bool:
-    """Whether ``head`` begins like a JSON document, markup or a MIME mail.
-
-    Not just holds JSON lines: such an input is decoded whole, never scanned as plain text.
-    """
+    """Whether ``head`` begins like a JSON document, markup or a MIME mail (then decoded whole)."""
     start = head[:4096].lstrip(b" \t\r\n\xef\xbb\xbf")[:64]
     return (
         _start_bytes_re().match(start) is not None
@@ -197,11 +167,7 @@ def starts_like_container(head: bytes) -> bool:
 
 
 def _has_object_line(data: _T, brace: _T, marks: _T) -> bool:
-    """Tell whether a line starts with ``{"``.
-
-    A one-byte search jumps between braces at memchr speed (a two-byte needle is searched many
-    times slower), and plain text has few braces.
-    """
+    """Tell whether a line starts with ``{"`` (a one-byte search between braces)."""
     quote, newline = marks[:1], marks[1:]
     pos = data.find(brace)
     checked = 0

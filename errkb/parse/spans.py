@@ -1,17 +1,9 @@
 r"""Message spans: the places inside one exception message where a known message may sit.
 
-An error rarely reaches the user as the bare message its ``raise`` wrote. Wrappers prefix it
-(``Cannot configure checkpoint quantization for 'text_encoder': <message>``), other exceptions
-quote its repr (``RuntimeError: Worker failed: ValueError("Quanto layer 'enc.0' ...")``), HTTP
-replies carry it in a JSON string with escapes (``{"message":"Failed to update weights:
-<message>.\nRolling back to original weights."}``), and messages span lines. The matcher
-should try a record's template against each of these candidates, not only against the whole
-message; this module lists them, innermost (most specific) first.
-
-Decoding never uses ``eval``: the Python and JSON string escapes are undone by hand. The work
-is bounded: only the head of a huge message is searched, and both the number of spans and
-their total size are capped. HTML/XML character references left in a message (markup pasted
-as source text) are undone in one more candidate.
+Wrappers prefix a message, other exceptions quote its repr, JSON replies escape it, messages
+span lines: this module lists those candidate texts, innermost first. Escapes are undone by
+hand (never ``eval``); only a message's head is searched, and spans are capped in number and
+size. Character references left in a message give one more candidate.
 """
 
 from __future__ import annotations
@@ -57,8 +49,7 @@ class MessageSpan:
     """One candidate text in which a known message may be found."""
 
     text: str
-    #: Where ``text`` starts in the message; None when the text was decoded (unescaped), so it
-    #: appears in the message only in escaped form.
+    #: Where ``text`` starts in the message; None when it was decoded (unescaped).
     offset: int | None
     embedded: bool  #: False only for the message itself
     via: SpanVia
@@ -67,8 +58,7 @@ class MessageSpan:
 #: ``add(text, offset, depth, via)``: offer one candidate.
 _Adder = Callable[[str, "int | None", int, SpanVia], None]
 
-# A quote opens a string literal only after one of these (or at the start): "f(" "[" "{" ","
-# ":" "=" or a space. That keeps apostrophes in words ("can't") from pairing up.
+# A quote opens a string literal only at the start or after "(" "[" "{" "," ":" "=" or a space.
 _OPENERS = frozenset("([{,:= \t")
 _CLOSERS = frozenset(")]},:;. \t")
 # Quote-free runs and escapes alternate, so the match is linear and cannot backtrack badly.
@@ -95,11 +85,7 @@ _surrogates_re = _lazy.pattern("[\ud800-\udfff]")
 
 
 def decode_string_literal(body: str) -> str:
-    r"""Undo Python/JSON string escapes (``\\ \' \" \n \t \xNN \uNNNN`` ...) without ``eval``.
-
-    Unknown escapes stay as written, like Python does; a JSON surrogate pair becomes one
-    character and a lone surrogate becomes U+FFFD so the text can always be encoded.
-    """
+    r"""Undo Python/JSON string escapes without ``eval`` (a lone surrogate becomes U+FFFD)."""
     if "\\" not in body:
         return body
 
@@ -129,14 +115,7 @@ class _Candidate:
 
 
 def message_spans(message: str) -> list[MessageSpan]:
-    """List the candidate texts of ``message``, innermost first, the message itself last.
-
-    Candidates: every line of a multi-line text; the suffix after each wrapper ``": "``; the
-    unescaped contents of string literals (exception reprs, dict reprs, JSON string values),
-    each followed recursively; and, for an embedded text that ends in a sentence period (the
-    end of a wrapper's own sentence), the same text without that period. Duplicates are
-    dropped, keeping the most specific.
-    """
+    """List the candidate texts of ``message``, innermost first, the message itself last."""
     found: list[_Candidate] = []
     seen: set[str] = {message}
     budget = [MAX_TOTAL_CHARS]
@@ -201,11 +180,7 @@ def _wrappers(
     add: _Adder,
     quoted: list[tuple[int, int]],
 ) -> None:
-    """Offer the text after each ``": "`` (a wrapper's prefix ends there).
-
-    A ``": "`` inside a string literal belongs to the quoted message, which is offered decoded
-    on its own; splitting the escaped form there would only add noise.
-    """
+    """Offer the text after each ``": "`` outside string literals (a wrapper's prefix's end)."""
     starts: list[int] = []
     start = 0
     while len(starts) < MAX_WRAPPERS:

@@ -1,19 +1,11 @@
 r"""Log text normalisation: from whatever a user pasted to clean lines with their origin.
 
-Users paste terminal captures, collector exports and notebook output. Before any traceback can
-be parsed, this module undoes what the transport did to each line: ANSI colour codes (also the
-bare ``[1;36m`` remnants a copy leaves behind), Windows and old Mac (CR-only) line ends, tqdm
-bars glued to the next line by ``\r``, and the stack of per-line prefixes that loggers and
-collectors put in front of the text (timestamps, ``[2026-08-28 05:10:05 TP0]``, ``[pod/x/y]``,
-``svc  |``, ``(RayWorkerWrapper pid=1234)``, ``[rank0]:``, pytest's ``E   `` ...). Every cleaned
-line keeps its 1-based line number in the *original* input and the "stream identity" (rank,
-pod, pid, service) its prefixes carried, so the parser can reassemble interleaved output and
-report line numbers a user can jump to.
-
-All patterns here are our own fixed regexes: each is anchored at a known position and every
-repetition is bounded, so none can backtrack catastrophically, and the prefix patterns never
-look past a bounded head of a line (a 10 MB line costs one scan, not one per pattern). Every
-function is total: any input gives a result, never an exception.
+Undoes what the transport did to each line: ANSI codes (and their ``[1;36m`` remnants), CRLF
+and CR-only line ends, progress bars glued on by ``\r``, and the stack of logger and collector
+prefixes (timestamps, ``[pod/x/y]``, ``svc  |``, ``[rank0]:``, pytest's ``E   `` ...). Every
+cleaned line keeps its line number in the *original* input and the stream identity (rank,
+pod, pid, service) its prefixes carried. Every pattern is anchored with bounded repetition
+and reads a bounded head of a line; every function is total (never raises).
 """
 
 from __future__ import annotations
@@ -44,9 +36,7 @@ MAX_PREFIXES = 8
 
 # --- whole-text cleaning ---------------------------------------------------------------------
 
-# A real escape sequence: CSI (colours, cursor moves), OSC (titles, hyperlinks; ended by BEL or
-# ST), DCS/PM/APC strings, charset selection and the two-byte escapes. "␛" (U+241B) is what some
-# terminals and web views show instead of ESC when a log is copied.
+# A real escape sequence (CSI, OSC, DCS/PM/APC, charset selection, two-byte), ESC or "␛".
 _ANSI_RE = re.compile(
     r"[\x1b\u241b](?:"
     r"\[[0-?]{0,64}[ -/]{0,16}[@-~]"
@@ -58,21 +48,15 @@ _ANSI_RE = re.compile(
     r"|[@-Z\\-_]"
     r")?"
 )
-# What is left of an SGR colour code when the ESC byte was lost in a copy: ``[1;36m``, ``[0m``,
-# or ``^[[31m`` from ``cat -v``. Digits are required so ``arr[m]`` or ``x[mask]`` survive.
-# Written as three branches that each start with a literal character (rather than an optional
-# ``^[`` group first): the engine then skips to the next ``^``, ``[`` or ``(`` in C instead of
-# trying the whole pattern at every position, 8x faster; it matches exactly what
-# ``(?:\^\[)?\[BODY|\(B\[m`` matches (``tests/test_text.py``).
+# What is left of an SGR code whose ESC was lost (``[1;36m``, ``^[[31m``; digits required):
+# three branches each starting with a literal, equal to ``(?:\^\[)?\[BODY|\(B\[m``.
 _ANSI_REMNANT_RE = re.compile(
     r"\^\[\[\d{1,3}(?:;\d{1,3}){0,15}m|\[\d{1,3}(?:;\d{1,3}){0,15}m|\(B\[m"
 )
 # C0 controls except TAB/LF/CR, and DEL: NUL bytes, backspaces and bells carry no text.
 _ctrl_re = _lazy.pattern(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+")
 
-# A tqdm-style progress bar at the start of a ``\r`` segment: "desc:  50%|█████ | 1/2 [...]"
-# or sglang's "Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01, ...]".
-# Whatever follows the closing ``]`` was glued on by the next writer.
+# A tqdm-style progress bar at the start of a ``\r`` segment; what follows its ``]`` was glued on.
 _progress_re = _lazy.pattern(
     r"[^\n]{0,256}?\d{1,3}(?:\.\d{1,2})?%[^\n]{0,512}?"
     r"\d{1,12}(?:\.\d{1,3})?[kMGT]?/\d{1,12}(?:\.\d{1,3})?[kMGT]?"
@@ -85,17 +69,12 @@ _progress_re = _lazy.pattern(
 _PREFIX_RE = compiled_prefixes()
 # The rules that may start with whitespace, tried first on an indented line.
 _INDENTED_RE = compiled_indented()
-# The same alternation by the character at the match position: only the rules that can begin
-# there (``prefixes.ByFirst``; None: none can).
+# The same alternation by the character at the match position (``prefixes.ByFirst``).
 _BY_FIRST = by_first()
 
 
 def _rule_groups() -> dict[str, tuple[PrefixKind, str, str, str, str, str, str]]:
-    """Per rule (by its ``K_<name>`` group): its kind and the names of the groups it reads.
-
-    Looked up once per stripped prefix, so the hot loop does one dict look-up, not a rule
-    object walk and string building ("" where the rule has no such group).
-    """
+    """Per rule (by its ``K_<name>`` group): its kind and the names of the groups it reads."""
     out = {}
     for rule in RULES:
         names = set(_PREFIX_RE.groupindex)
@@ -131,24 +110,14 @@ _LEVEL = 2
 
 
 def _record_part(records: int, group: int, part: int) -> tuple[int, int]:
-    """Count logger record headers: a timestamp and a level next to each other are one header.
-
-    A header has at most one timestamp and one level ("[ts] ERROR: ", vLLM's "ERROR 02-07
-    03:59:09 "); a second one starts another header, as when a relay logs a line that already
-    carried its own logger prefix.
-    """
+    """Count logger record headers: a timestamp and a level next to each other are one header."""
     if not records or group & part:
         return records + 1, part
     return records, group | part
 
 
 class LogLine(NamedTuple):
-    """One cleaned line and where it came from.
-
-    Immutable like the frozen dataclasses elsewhere, but a named tuple: it never leaves the
-    parser, and a frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, 2.5 µs)
-    was a third of the per-line cleaning cost, 0.49 s of a 50 MB dense log's 231k region lines.
-    """
+    """One cleaned line and where it came from (a named tuple: cheaper than a frozen dataclass)."""
 
     number: int  #: 1-based line number in the original input (shared by ``\r`` segments)
     text: str  #: the line without prefixes, colours and trailing whitespace; indentation kept
@@ -199,11 +168,7 @@ class NormalizedLog:
 
 
 def decode_input(data: bytes) -> str:
-    """Decode raw log bytes to text; never raises.
-
-    UTF-8 with replacement characters for invalid bytes; UTF-16 when the data says so (a BOM, or
-    the NUL pattern of text that PowerShell's ``>`` wrote); NUL bytes are dropped.
-    """
+    """Decode raw log bytes to text (UTF-8 with U+FFFD, or UTF-16 when it says so); never raises."""
     try:
         if data.startswith(_UTF16_BOMS):
             return data.decode("utf-16", errors="replace").replace("\x00", "")
@@ -218,11 +183,7 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def needs_decoding(data: bytes) -> bool:
-    """Whether ``data`` must go through ``decode_input`` before a byte-level word search.
-
-    UTF-16 (a BOM, or the NUL pattern ``_looks_utf16le`` sees) and NUL-ridden bytes hold no
-    byte-searchable UTF-8 words; ``decode_input`` makes them text.
-    """
+    """Whether ``data`` must go through ``decode_input`` before a byte-level word search."""
     return data.startswith(_UTF16_BOMS) or b"\x00" in data[:4096]
 
 
@@ -240,12 +201,7 @@ _surrogate_re = _lazy.pattern("[\ud800-\udfff]")
 
 
 def replace_surrogates(text: str) -> str:
-    """``text`` with each lone surrogate (a JSON escape, a str from an API) as U+FFFD.
-
-    Such a character cannot be encoded as UTF-8, so one of them made the whole explain fail
-    when its report was printed or sent. An ASCII text is answered at once (a flag CPython keeps
-    on every str); any other is encoded in C to find out.
-    """
+    """``text`` with each lone surrogate as U+FFFD, so the report can always be encoded."""
     if text.isascii():
         return text
     try:
@@ -256,13 +212,7 @@ def replace_surrogates(text: str) -> str:
 
 
 def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog:
-    """Clean a whole log; see the module docstring for what is removed.
-
-    ``text`` may be a decoded *view* of the user's input (a container's strings, unescaped
-    markup): ``line_map[k]`` is then the original line number of the view's line ``k + 1``, and
-    every line keeps that number, so reports point into what the user gave. Without a map, the
-    text is the input and lines are numbered from 1.
-    """
+    """Clean a whole log; ``line_map[k]``: the original number of a view's line ``k + 1``."""
     if text.startswith("\ufeff"):
         text = text[1:]
     text = strip_escapes(replace_surrogates(text))
@@ -270,9 +220,7 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
     if "\r\n" in text:
         text = text.replace("\r\n", "\n")
     if line_map is None and "\r" in text and "\n" not in text:
-        # Old Mac (CR-only) line ends: with no line feed anywhere, every CR ends a line. (A
-        # progress bar's CRs come between lines that end in LF; read as one line of
-        # overwritten segments, a message on line 24 was reported on line 1.)
+        # Old Mac (CR-only) line ends: with no line feed anywhere, every CR ends a line.
         text = text.replace("\r", "\n")
     if _has_controls(text):
         text = _ctrl_re().sub("", text)
@@ -305,46 +253,24 @@ def normalize(text: str, line_map: Sequence[int] | None = None) -> NormalizedLog
 
 
 def may_hold_quoted(text: str) -> bool:
-    r"""Whether ``text`` may hold a line ``errkb.parse.cstrings.unquote_lines`` rewrites.
-
-    Two substring tests: a quote, and an escaped line break or an strace write to stdout or
-    stderr (``(2, "``); the module is imported only then.
-    """
+    r"""Whether ``text`` may hold a line ``errkb.parse.cstrings.unquote_lines`` rewrites."""
     return '"' in text and ("\\n" in text or '(2, "' in text or '(1, "' in text)
 
 
 def line_text(raw: str) -> str:
-    r"""What ``normalize`` leaves of one physical line read alone: its text, prefixes stripped.
-
-    For a line with no control character (no colours, no ``\r`` segments, which ``normalize``
-    cleans first) and not quoted with ``>``. The record scan's rejects ask it where a record
-    whose template spans lines must print a literal at a line's start
-    (``errkb.match.recordanchors``). No stream state: a line is read as the first of its log.
-    """
+    r"""What ``normalize`` leaves of one physical line read alone (no controls, no ``>`` quote)."""
     return _clean_line(1, raw, _State()).text
 
 
 def strip_escapes(text: str) -> str:
-    """``text`` without terminal escape sequences: the one rule every explain route applies.
-
-    CSI (colours, cursor moves), OSC (titles, OSC 8 hyperlinks, OSC 9;4 progress, ended by BEL
-    or ST), DCS/SOS/PM/APC strings, charset selection and two-byte escapes, each also when its
-    ESC is shown as U+241B. ``normalize`` applies it to the whole text; the record scan
-    (``errkb.match.recordscan``) to each line it reads straight, so both read the same text.
-    """
+    """``text`` without terminal escape sequences: the one rule every explain route applies."""
     if "\x1b" in text or "\u241b" in text:
         return _strip_ansi(text)
     return text
 
 
 def _strip_ansi(text: str) -> str:
-    """``_ANSI_RE.sub("", text)``, jumping between escape characters with ``str.find``.
-
-    Every match starts at an ESC or a U+241B and none is empty, so cutting out the match at
-    each such character, left to right, is what ``sub`` does; but ``sub`` tests the pattern's
-    first character class at every position in Python's regex engine (~30 MB/s), where
-    ``find`` runs at memory speed.
-    """
+    """``_ANSI_RE.sub("", text)``, jumping between escape characters with ``str.find``."""
     parts: list[str] = []
     pos = 0
     find = text.find
@@ -368,11 +294,7 @@ _CTRL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 
 
 def _has_controls(text: str) -> bool:
-    """Tell whether ``_ctrl_re`` would remove anything.
-
-    Encoding and ``translate`` run in C at memory speed; the regex scan that finds nothing
-    costs ~20 MB/s.
-    """
+    """Tell whether ``_ctrl_re`` would remove anything (encoding and ``translate``, in C)."""
     raw = text.encode("utf-8", "surrogatepass")
     return len(raw.translate(None, _CTRL_BYTES)) != len(raw)
 
@@ -382,14 +304,7 @@ _gutter_re = _lazy.pattern(r"(?:> ?){1,16}")
 
 
 def _unquote(physical: list[str]) -> None:
-    """Strip the quote gutters of quoted blocks, in place.
-
-    A quoted block is a run of two or more lines that start with ``>`` (pytest's lone ``>``
-    source line and loguru's ``> File`` are single lines inside unquoted text). Each line loses
-    its own gutter, so a reply that mixes ``> `` and ``>> `` lines reads as the original text;
-    the text's own indentation after the gutter is kept. ``>>> `` is a Python prompt, not a
-    quote, and does not start or continue a block.
-    """
+    """Strip the quote gutters of blocks of two or more ``>`` lines, in place (not ``>>> ``)."""
     n = len(physical)
     i = 0
     while i < n:
@@ -424,11 +339,7 @@ class _State:
 
 
 def _pytest_text_start(line: str, start: int, state: _State) -> int:
-    """Where the text of a pytest ``E`` line starts.
-
-    pytest prefixes every line of one exception with the same ``E`` + spaces; spaces beyond
-    that width are the message's own indentation, so the first line of a block sets the width.
-    """
+    """Where the text of a pytest ``E`` line starts (the block's first line sets the width)."""
     pos = start + 1
     while pos < len(line) and line[pos] == " ":
         pos += 1
@@ -440,14 +351,7 @@ def _pytest_text_start(line: str, start: int, state: _State) -> int:
 
 
 def _segments(raw: str) -> list[str]:
-    r"""Return the parts of a physical line with ``\r`` in it that are worth keeping.
-
-    A terminal shows only what was written after the last ``\r``, and for a tqdm bar followed
-    by a log line that is exactly the error text. But a bar can also be glued to the text with
-    no ``\r`` in between (the bar's own ``\r`` comes *before* it), and a segment that was
-    overwritten is not always a bar (two processes sharing a terminal). So: drop the progress
-    bars, keep what a writer glued after them, and keep every other non-blank segment in order.
-    """
+    r"""The parts of a physical line with ``\r`` worth keeping: all but progress bars, in order."""
     kept: list[str] = []
     last_nonblank = ""
     for segment in raw.split("\r"):
@@ -472,8 +376,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     line = raw.rstrip()
     record_ids = state.record_ids
     if not line or (line[0] in " \t" and _INDENTED_RE.match(line, 0, PREFIX_HEAD) is None):
-        # Nearly no prefix starts with whitespace: a frame or source line, or a continuation
-        # line of a multi-line log record, which belongs to the record its transport stream is in.
+        # A line starting with whitespace belongs to the record its transport stream is in.
         state.pytest_width = 0
         return _line((number, line, record_ids.get("", ""), None, 0, False, len(raw) - len(line)))
 
@@ -486,8 +389,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     group = 0  # which parts (_TS, _LEVEL) the current header already has
     pytest_error = False
 
-    # A compose prefix has its " |" within the first 97 characters (name <= 64, spaces <= 32):
-    # a C substring test spares the regex call on nearly every line.
+    # A compose prefix has its " |" within the first 97 characters: a C test spares the regex.
     m = _COMPOSE_RE.match(line, 0, end) if line.find(" |", 0, _COMPOSE_BAR_END) >= 0 else None
     if m is not None and not _PREFIX_RE.match(line, 0, end):
         transport.append(m.group("svc"))
@@ -521,8 +423,8 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
             record = record if record is not None else ""
             pad = m.group(pad_group) if pad_group else None
             if pad is not None and len(pad) > 1:
-                # uvicorn pads "LEVEL:" to a fixed width of ten; any other run of spaces after
-                # "LEVEL:" is the text's own indentation (a traceback line logged as-is).
+                # uvicorn pads "LEVEL:" to ten; any other run of spaces is the text's own
+                # indentation.
                 start = m.start()
                 new_pos = start + 10 if new_pos - start >= 10 else m.start(pad_group) + 1
         elif kind is PrefixKind.TAG:

@@ -1,12 +1,7 @@
 """The log vocabulary: level words and error words, listed once for every part of the parser.
 
-Three places need to know what an error looks like in a log: the prefix rules (which level words
-start a log record), the traceback parser (which levels make a line an error on its own, which
-names are exception classes) and the region scan that narrows large inputs (which words must be
-on or around a line for it to be worth parsing). They used to keep their own lists, and a word
-missing from one of them broke only inputs over 1 MiB. Everything here is derived from the few
-tuples at the top, and ``tests/test_vocabulary.py`` checks that every error word is findable by
-the region keywords.
+The prefix rules, the traceback parser and the region scan all derive their words from the
+tuples at the top; ``tests/test_vocabulary.py`` checks every error word is a region keyword.
 """
 
 from __future__ import annotations
@@ -54,9 +49,8 @@ KNOWN_EXCEPTION_CLASSES: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
-#: Words that, besides class suffixes and error levels, mark a line as worth parsing in a large
-#: log: the lower-case and title-case spellings logs use in prose, and failure words. Kept
-#: short on purpose: every extra word ("exit", "warning") adds windows to parse in dense logs.
+#: Words that, besides class suffixes and error levels, mark a line worth parsing in a large
+#: log; kept short (every extra word adds windows).
 _OTHER_ERROR_WORDS: tuple[str, ...] = (
     "error", "exception", "Critical", "Fatal", "fatal",
     "failed", "Failed", "FAILED", "Assert", "assert",
@@ -66,10 +60,8 @@ _OTHER_ERROR_WORDS: tuple[str, ...] = (
 def is_exception_class(name: str) -> bool:
     """Tell whether a (possibly dotted) name looks like an exception class on its own.
 
-    Used where nothing else says "this is an exception" (a line outside any traceback): the
-    last name part must end in Error/Exception/Warning/Exit/Interrupt after some stem, or be a
-    well-known builtin such as ``KeyboardInterrupt``. ``Error: ...`` and ``Warning: ...`` alone
-    are ordinary words in logs and do not count.
+    Its last part ends in Error/Exception/Warning/Exit/Interrupt after a stem, or is a known
+    builtin; bare ``Error`` and ``Warning`` do not count.
     """
     last = name.rsplit(".", 1)[-1]
     if last in KNOWN_EXCEPTION_CLASSES:

@@ -1,15 +1,9 @@
 """Records: the schemaVersion-2 error record, its validation, and its typed value.
 
-Validation has two layers. ``schemas/record.v2.schema.json`` (JSON Schema 2020-12, formats
-checked) says what JSON Schema can say; ``_code_rules`` adds the rest (sourceCode at most 40
-lines, lineNumber >= sourceCodeStart, sourceCodeEnd >= sourceCodeStart). Unknown extra fields
-are accepted and kept verbatim, because upstream adds optional fields without bumping
-schemaVersion. A record whose id does not follow the upstream formula is a warning, not an error.
-
-``_limit_rules`` bounds what one record can cost everyone else: errorMessage and messagePattern
-at most ``MAX_MESSAGE_CHARS`` characters, at most ``MAX_PLACEHOLDERS`` placeholders and capture
-groups, and a matcher that compiles under RE2. These run before anything expensive, so a hostile
-record is refused in bounded time and memory, naming its id and JSON path.
+``schemas/record.v2.schema.json`` says what JSON Schema can; ``_code_rules`` adds the rest;
+``_limit_rules`` bounds what one record can cost everyone (``MAX_MESSAGE_CHARS``,
+``MAX_PLACEHOLDERS``, a matcher RE2 compiles), before anything expensive. Unknown extra fields
+are kept verbatim; an id off upstream's formula is a warning, not an error.
 """
 
 from __future__ import annotations
@@ -33,27 +27,20 @@ _KNOWN = frozenset(KNOWN_FIELDS)
 MAX_SOURCE_LINES = 40
 #: errorMessage and messagePattern are at most this long (the longest real one is under 700).
 MAX_MESSAGE_CHARS = 16_384
-#: Integers (lineNumber, sourceCodeStart, sourceCodeEnd) fit a signed 32-bit column: 10**30
-#: made every sync of the dataset fail in the store, --skip-invalid or not.
+#: Integers (lineNumber, sourceCodeStart, sourceCodeEnd) fit a signed 32-bit column.
 MAX_INT = 2_147_483_647
-#: Prose fields (documentation, sourceCode, exampleFix ...) at most this many characters, lists
-#: (solutions, preventionTips, tags) at most ``MAX_ITEMS`` items of ``MAX_ITEM_CHARS`` (a tag
-#: ``MAX_TAG_CHARS``): every match returns its record whole, so one record of 20 MB or a
-#: million solutions cost every explain that found it. Upstream's longest are 1,655 characters
-#: (sourceCode), 130 per solution, 5 items: the caps are far above real records. Past them the
-#: record is invalid (refused, or skipped with ``--skip-invalid``), never silently cut.
+#: Prose fields at most this many characters, lists at most ``MAX_ITEMS`` items of
+#: ``MAX_ITEM_CHARS`` (a tag ``MAX_TAG_CHARS``): every match returns its record whole. Far above
+#: upstream's real records; past them a record is invalid, never silently cut.
 MAX_PROSE_CHARS = 65_536
 MAX_ITEMS = 256
 MAX_ITEM_CHARS = 4_096
 MAX_TAG_CHARS = 100
-#: Placeholders per errorMessage and capture groups per messagePattern (real records: 6 at most).
-#: RE2's capture extraction is superlinear in the number of groups.
+#: Placeholders per errorMessage and groups per messagePattern (RE2 capture is superlinear).
 MAX_PLACEHOLDERS = 64
-#: Below this length a template regex always compiles (pinned by a test); above it, validation
-#: compiles the record's matcher to prove it.
+#: Below this length a template regex always compiles (tested); above, validation compiles it.
 _COMPILE_CHECK_CHARS = 2_048
-#: A datasetVersion more than this far ahead of the clock is refused: one bogus far-future
-#: version would make every genuine later version look like a downgrade.
+#: A datasetVersion more than this far ahead of the clock is refused (it would block updates).
 MAX_VERSION_AHEAD = dt.timedelta(days=2)
 
 _validators_lock = threading.Lock()
@@ -107,8 +94,7 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
         return Problem(source, location, rid, json_path, rule)
 
     problems: list[Problem] = []
-    # The fast path proves most records valid in a few microseconds; anything it cannot prove
-    # goes through jsonschema, which also words the problems.
+    # The fast path proves most records valid; anything else goes through jsonschema.
     fast = isinstance(obj, dict) and fast_valid(obj)
     errors = (
         []
@@ -150,8 +136,7 @@ _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _SHA = re.compile(r"[0-9a-f]{40}")
 _NONSPACE = re.compile(r"\S")
-# Conservative shapes: anything outside them (percent-escapes, leap seconds, odd offsets) is left
-# to jsonschema's own format checkers, so the fast path never accepts what they would reject.
+# Conservative shapes: anything else is left to jsonschema's format checkers.
 _HTTP_URL = re.compile(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
 )
@@ -181,11 +166,7 @@ def _date_time(value: object) -> bool:
 
 
 def fast_valid(obj: Mapping[str, Any]) -> bool:
-    """True only when ``obj`` certainly satisfies record.v2.schema.json.
-
-    A False says nothing (jsonschema decides then); a test pins that every schema violation
-    we know of is refused here too, so this can only ever be stricter than the schema.
-    """
+    """True only when ``obj`` certainly satisfies record.v2.schema.json (False: ask jsonschema)."""
 
     def text(key: str, nullable: bool = False, nonblank: bool = False) -> bool:
         value = obj[key]
@@ -316,11 +297,7 @@ def _limit_rules(obj: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 
 
 def dataset_version_problem(value: object, *, now: dt.datetime | None = None) -> str | None:
-    """Why ``value`` is not an acceptable datasetVersion, or None when it is.
-
-    Acceptable: an RFC 3339 date-time with time and offset (``2026-09-02T10:00:00Z``; not
-    ``2026-09-02`` nor ``2026-W36-3``), at most ``MAX_VERSION_AHEAD`` ahead of ``now``.
-    """
+    """Why ``value`` is not an RFC 3339 date-time with offset, not too far ahead, or None."""
     if not isinstance(value, str) or not _date_time(value):
         return (
             f"datasetVersion {_short(value)} is not an ISO timestamp "
@@ -376,19 +353,14 @@ def unknown_fields(obj: Mapping[str, Any]) -> list[str]:
     return [k for k in obj if k not in _KNOWN]
 
 
-#: One encoder each, made once: ``json.dumps`` with options builds an encoder per call, and a
-#: sync encodes every record twice (its content hash and its stored text) in its workers.
+#: One encoder each, made once (``json.dumps`` with options builds one per call).
 _CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
 _VERBATIM = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 @functools.cache
 def orjson_functions() -> tuple[Callable[[str], Any], Callable[..., bytes]] | None:
-    """Orjson's ``loads`` and ``dumps`` where it is installed (``errkb[fast]``), else None.
-
-    Looked up on first use: explain never encodes a record, and its start-up stays lean.
-    Every use of orjson goes through here (a sync's index rows, ``_fast``, ``decode_json``).
-    """
+    """Orjson's ``loads`` and ``dumps`` where installed (``errkb[fast]``), else None."""
     try:
         import orjson
     except ImportError:
@@ -401,17 +373,7 @@ _SORT_KEYS = 1 << 5
 
 
 def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
-    """``obj`` as orjson writes it, or None where its text could differ from ``json``'s.
-
-    Only for an object its parse found free of floats (``floatless``): orjson writes a float
-    in exponent form (``1e16``) and a NaN as ``null`` where ``json`` writes ``1e+16`` and
-    ``NaN``. Every other value comes out the same, byte for byte: each code point as a string
-    and as a key, key order sorted or kept, integers to 64 bits (``test_records`` checks them
-    all against the encoders above). What orjson refuses (an integer beyond 64 bits, a lone
-    surrogate, nesting past 254 levels, a key that is not a string) gives None: ``json``
-    writes it. A worker's check of a bench record (read, validate, hash, derive, encode)
-    went from 233 to 195 us (60 repository files, interleaved rounds): ~19 s of CPU at 500k.
-    """
+    """``obj`` as orjson writes it, or None where its text could differ from ``json``'s."""
     fast = orjson_functions()
     if fast is None:
         return None
@@ -422,17 +384,7 @@ def _fast(obj: Mapping[str, Any], option: int) -> bytes | None:
 
 
 def decode_json(text: str) -> Any:
-    """``json.loads(text)``, by orjson where it is installed and provably agrees.
-
-    orjson reads a value the way ``json`` does except where a number differs (an integer
-    beyond 64 bits becomes a float) or where it refuses (NaN, a lone surrogate, deep
-    nesting). So its value is taken only when orjson writes it back as exactly ``text``:
-    every integer then fitted in 64 bits, every float was read correctly rounded by both,
-    no key was repeated. Otherwise, or where orjson is missing, ``json`` reads it: the
-    answer, or the error, is always ``json``'s. For text errkb wrote (a spool line, stored
-    words) the check passes: 20,000 stored bench records (2.7 KB each) decoded in 0.13 s
-    against 0.21 s, ~2 s of a 500k full sync's transaction, which decodes each once.
-    """
+    """``json.loads(text)``, by orjson only where it writes the value back as exactly ``text``."""
     fast = orjson_functions()
     if fast is not None:
         loads, dumps = fast
@@ -446,21 +398,14 @@ def decode_json(text: str) -> Any:
 
 
 def verbatim_json(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
-    """Compact JSON keeping the record's own key order: what export gives back.
-
-    ``floatless``: the caller knows ``obj`` holds no float (``reader.Item.floatless``), so
-    a faster encoder may write the same text (``_fast``).
-    """
+    """Compact JSON keeping the record's own key order (export); ``floatless``: see ``_fast``."""
     if floatless and (text := _fast(obj, 0)) is not None:
         return text.decode("utf-8")
     return _VERBATIM(obj)
 
 
 def content_hash(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
-    """sha256 of the canonical JSON: tells a changed record from an unchanged one.
-
-    ``floatless`` as for ``verbatim_json``: the same hash, the text hashed as it is written.
-    """
+    """sha256 of the canonical JSON: tells a changed record from an unchanged one."""
     import hashlib  # only writers need it; loading OpenSSL would slow every explain's start
 
     if floatless and (text := _fast(obj, _SORT_KEYS)) is not None:

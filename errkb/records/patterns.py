@@ -1,25 +1,13 @@
 """Compiling a record's message into a safe, anchored matcher.
 
-Dataset patterns are untrusted regexes written for JavaScript: they can fail to compile, use
-syntax RE2 lacks, disagree with their own template, or backtrack catastrophically under
-Python's ``re``. So:
-
-* every dataset-derived regex runs only under RE2 (linear time, no backtracking);
-* the regex is end-anchored, so upstream's trailing lazy ``(.+?)`` takes the whole value
-  (``(1, 3072)``, not ``(``), and start-anchored when the template starts with a placeholder;
-* each capture is named after its template placeholder (``prefix``,
-  ``tuple(loaded_weight.shape)``) and compiled to the grammar of its slot kind
-  (``errkb.records.slots``: inferred from the template and the record's sourceCode), so a
-  quoted prefix is taken whole, a shape ends at its ``)``, and a sibling message whose value is
-  of another kind (``scale dtype F64`` where a dtype and a shape go) does not match at all; a
-  slot whose kind cannot be inferred is upstream's ``(.+?)`` (a ``!r`` one prefers a whole
-  Python string literal), as before;
-* when the messagePattern is upstream's mechanical derivation of the template, errkb builds the
-  regex from the template itself (same language, better captures); a hand-written pattern is
-  used as is when it compiles and agrees with the template; otherwise errkb falls back to the
-  template and records why (``PatternSpec.reason``, reported by ``errkb lint``).
-
-``PatternSpec`` is a plain value (strings and tuples), cheap to build per candidate record.
+Dataset patterns are untrusted JavaScript regexes, so: every dataset-derived regex runs only
+under RE2; it is end-anchored (a trailing ``(.+?)`` takes the whole value), and start-anchored
+when the template starts with a placeholder; each capture is named after its placeholder and
+compiled to its slot kind's grammar (``errkb.records.slots``; generic: upstream's ``(.+?)``).
+When the messagePattern is upstream's mechanical derivation, the regex is built from the
+template; a hand-written pattern is used when it compiles and agrees with the template, else
+the template is used and ``PatternSpec.reason`` says why (``errkb lint``). ``PatternSpec`` is a
+plain value.
 """
 
 from __future__ import annotations
@@ -39,25 +27,15 @@ from errkb.records.template import Literal, Placeholder, Template, parse_templat
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4
-#: The version of what ``compile_record`` makes of a record (its regex, slot kinds, anchor,
-#: literals): bump it with any change that can give a record another ``PatternSpec``. A
-#: knowledge base stores each record's spec at sync time and notes this version (meta
-#: ``compiler``); the next write into one compiled by another version compiles every record
-#: it keeps again (``errkb.store.engine.UnitOfWork.apply``), so an upgrade reaches the records
-#: a sync leaves unchanged. 2: a value printed plainly twice takes one kind
-#: (``errkb.records.slots.infer_kinds``). 3: each spec carries its template's specificity
-#: (``errkb.records.specificity``).
+#: The version of what ``compile_record`` makes of a record: bump it with any change that can
+#: give a record another ``PatternSpec``. A store notes it (meta ``compiler``) and a write into
+#: one compiled by another version compiles every record again. 2: a value printed plainly
+#: twice takes one kind. 3: each spec carries its template's specificity.
 COMPILER_VERSION = 3
-#: Each regex metacharacter and its escape: a translation, not a regex, since explain escapes a
-#: template's first literal for each program it builds (``matcher.regex_lead``) and a cold explain
-#: compiles no pattern it does not need.
+#: Each regex metacharacter and its escape: a translation, not a regex (no compile when cold).
 _RE2_ESCAPES = str.maketrans({c: "\\" + c for c in "\\.^$|?*+()[]{}"})
-#: A function definition in a record's sourceCode: ``^\s*(?:async\s+)?def\s+NAME\s*\(`` (with
-#: ``re.MULTILINE``), found as ``_DEF_AT`` (a literal first: searched, not tried at every
-#: character, which was a tenth of a sync worker's time per record) whose line, up to the
-#: ``def``, is ``_DEF_LEAD``. The same names in the same order: a match of the first form may
-#: start at an earlier line only across blank lines, and no ``def`` the second form finds lies
-#: inside another match.
+#: A function definition in a record's sourceCode: ``_DEF_AT`` (a literal first), its line up
+#: to the ``def`` ``_DEF_LEAD``.
 _DEF_AT = _lazy.pattern(r"def\s+([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 _DEF_LEAD = _lazy.pattern(r"\s*(?:async\s+)?")
 
@@ -98,15 +76,11 @@ class PatternSpec:
     line_number: int | None
     functions: tuple[str, ...]  #: functions defined in the record's sourceCode window
     template: str  #: the errorMessage
-    #: The template's literal texts, each of which a text ``regex`` matches holds as is when the
-    #: regex is the template's own (origin other than MESSAGE_PATTERN); () when not known.
+    #: The template's literal texts, each held as is by a text the template's own regex matches.
     literals: tuple[str, ...] = ()
-    #: The slot kind of group cI (``errkb.records.patterns`` infers them at compile time, from the
-    #: template's conversions and format specs and the record's sourceCode); () when not inferred,
-    #: and a group with no known kind matches as a generic slot.
+    #: The slot kind of group cI; () when not inferred (then a generic slot).
     kinds: tuple[str, ...] = ()
-    #: How much of a message the template pins down (``errkb.records.specificity``), computed at
-    #: compile time; None in a row stored before it was (read it through ``specificity_of``).
+    #: The template's specificity; None in a row stored before it (``specificity_of``).
     specificity: float | None = None
 
 
@@ -127,8 +101,7 @@ def re2_escape(text: str) -> str:
     return text.translate(_RE2_ESCAPES)
 
 
-#: What ``compile_record`` builds a record's matcher from, as (JSON name, ``records`` column):
-#: two records with the same values of these have the same spec (from the same compiler).
+#: What ``compile_record`` builds a record's matcher from, as (JSON name, ``records`` column).
 SPEC_INPUTS: tuple[tuple[str, str], ...] = (
     ("id", "id"),
     ("errorMessage", "error_message"),
@@ -141,11 +114,7 @@ SPEC_INPUTS: tuple[tuple[str, str], ...] = (
 
 
 def spec_key(values: Sequence[object]) -> str:
-    """The sha256 of a record's ``SPEC_INPUTS`` values, in that order (from JSON or a row).
-
-    Equal keys, equal inputs: a sync need not compile again a record whose new content
-    left them as stored (a re-analysis upstream rewrites documentation, not messages).
-    """
+    """The sha256 of a record's ``SPEC_INPUTS`` values, in order (equal keys: no compile)."""
     import hashlib  # OpenSSL costs ~3 ms at import: only a sync gets here
 
     text = json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
@@ -168,11 +137,7 @@ def compile_record(
     source_code: str | None = None,
     template: Template | None = None,
 ) -> PatternSpec:
-    """Build the PatternSpec of one record (never raises: a bad pattern falls back).
-
-    ``template`` is ``parse_template(error_message)`` when the caller has it already (a sync's
-    worker parses each template once, for this and for the record's index words).
-    """
+    """Build the PatternSpec of one record (never raises: a bad pattern falls back)."""
     if template is None:
         template = parse_template(error_message)
     kinds = tuple(inferred.kind for inferred in infer_kinds(template, source_code))
@@ -206,14 +171,7 @@ def choose_anchor(template: Template) -> str:
 
 
 def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
-    """An anchored RE2 regex for the template, groups named c0..cN in placeholder order.
-
-    ``kinds`` (one per placeholder; none or fewer: the rest are generic) give each group its
-    slot grammar. When the message's end is known (see ``_judges_tail``), what follows it is
-    judged as the end of the message (``slots.TAIL``), not taken into the capture. (A
-    container's trailer, ``</code> |`` or a table cell's `` |``, is cut by the matcher before any
-    record's regex runs: ``slots.trailer_start``.)
-    """
+    """An anchored RE2 regex for the template, groups c0..cN in ``kinds``' slot grammars."""
     parts: list[str] = []
     index = 0
     for seg in template.segments:
@@ -229,12 +187,7 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
 
 
 def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
-    """Tell whether text after the message can be told from it.
-
-    It can when the record is typed (some slot has a kind) and its template ends with a
-    self-delimiting value or with literal text. A trailing generic slot takes any text, so it
-    keeps upstream's end anchor, as does every untyped record (it matches as before).
-    """
+    """Tell whether text after the message can be told from it (a typed, self-ending template)."""
     count = len(template.placeholders)
     if not template.segments or not any(k in SELF_DELIMITING for k in kinds[:count]):
         return False
@@ -244,12 +197,7 @@ def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
 
 
 def _anchored_start(template: Template) -> bool:
-    """Tell whether the regex must be anchored at the start as well as at the end.
-
-    It must when the template starts with a placeholder (else the capture would swallow
-    whatever precedes the message) or has none at all: a fixed message such as ``function``
-    is the whole message, not any text that happens to end with that word.
-    """
+    """Tell whether the regex is start-anchored: a template starting with, or without, a value."""
     return template.starts_with_placeholder or not template.placeholders
 
 
@@ -344,13 +292,7 @@ def compile_error(regex: str) -> str | None:
 
 @functools.lru_cache(maxsize=16)
 def compile_re2(regex: str) -> Any:
-    """Compile under RE2 with quiet options (RE2 otherwise logs every error to stderr).
-
-    The last few programs are kept: a hand-written messagePattern was compiled three times in a
-    row (``compile_error``, ``_agrees``, then the matcher), 1,503 compiles of 555 regexes in a
-    10 MB dense scan. A compiled RE2 program is immutable and safe to share between threads; a
-    regex RE2 refuses raises every time (``lru_cache`` keeps no exception).
-    """
+    """Compile under RE2 with quiet options, keeping the last few programs (shared, immutable)."""
     import re2
 
     return re2.compile(regex, re2_options())
@@ -358,11 +300,7 @@ def compile_re2(regex: str) -> Any:
 
 @functools.cache
 def re2_options(*, latin1: bool = False) -> Any:
-    """The RE2 options every dataset regex is compiled with (quiet, bounded memory), made once.
-
-    ``latin1``: the same, with RE2 reading bytes as Latin-1 characters (the matcher's
-    byte-by-byte programs, ``errkb.match.matcher.byte_safe``).
-    """
+    """The RE2 options every dataset regex is compiled with (``latin1``: bytes read as Latin-1)."""
     import re2
 
     options = re2.Options()

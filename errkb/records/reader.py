@@ -1,20 +1,11 @@
 """One reader for every shape the dataset comes in.
 
-Accepted: an envelope object ``{"record": ..., "datasetVersion": ...}`` (the seeds' ``.txt``
-files), a bare record, a JSON array of either (upstream's per-repo files), JSON Lines, a
-directory (recursively), and any of these gzip-compressed (detected by magic bytes, not by name).
-JSON Lines is streamed line by line; a JSON document is parsed whole.
-
-Reading is bounded: only regular files are read (a FIFO, a device such as ``/dev/zero`` or a
-symlink to one is refused without blocking), and a file may hold, or inflate to, at most
-``MAX_FILE_BYTES`` (256 MiB; ``ERRKB_MAX_FILE_BYTES`` overrides it), because per-repository
-files of a published tree carry no hash of their own and a few megabytes of gzip can inflate to
-gigabytes. JSON nested too deeply for the parser, and duplicate keys in an object, are reported
-with the file and line rather than crashing or silently keeping the last value.
-
-The reader only shapes and locates: it yields every item with where it came from (file and
-line or array index), and validation (``errkb.records``) turns problems into reports that name
-that place. Malformed JSON becomes a ``Problem`` too, so one bad line never hides the others.
+An envelope ``{"record": ..., "datasetVersion": ...}``, a bare record, a JSON array of either,
+JSON Lines (streamed), a directory (recursively), any of them gzip-compressed (by magic
+bytes). Only regular files are read, at most ``MAX_FILE_BYTES`` decompressed
+(``ERRKB_MAX_FILE_BYTES``). Too-deep JSON and duplicate keys are reported with file and line.
+The reader only shapes and locates: each item comes with where it came from, and malformed
+JSON is a ``Problem`` too, so one bad line never hides the others.
 """
 
 from __future__ import annotations
@@ -51,11 +42,9 @@ class Item:
     dataset_version: Any = None  #: the envelope's datasetVersion, if any
     envelope: Any = None  #: the whole envelope object, when the record came in one
     problem: Problem | None = None
-    #: Things worth saying that do not make the record invalid (duplicate JSON keys): ingest
-    #: shows them as warnings, lint as errors.
+    #: Warnings that do not make the record invalid (duplicate keys): lint makes them errors.
     warnings: tuple[Problem, ...] = ()
-    #: Its parse read no float (nor NaN or Infinity): ``records.content_hash`` and friends
-    #: may then take orjson's faster road to the same text (``records._fast``).
+    #: Its parse read no float (nor NaN or Infinity): the faster encoder may write it (``_fast``).
     floatless: bool = False
 
     @property
@@ -79,12 +68,7 @@ def max_file_bytes() -> int:
 def read_sources(
     paths: Iterable[str | os.PathLike[str]], *, max_bytes: int | None = None
 ) -> Iterator[Item]:
-    """Yield every item of every path (files and directories), in a stable order.
-
-    A path named here that is neither a directory nor a regular file (a FIFO, ``/dev/zero``,
-    a symlink loop) is an InputError at once; such a file met inside a directory is a problem
-    item, like any other unreadable file.
-    """
+    """Yield every item of every path, in a stable order (a named non-file: InputError)."""
     cap = max_file_bytes() if max_bytes is None else max_bytes
     for path in paths:
         p = Path(path)
@@ -150,11 +134,7 @@ class _Capped(io.RawIOBase):
 
 
 def open_text(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> IO[str]:
-    """Open ``path`` as UTF-8 text, transparently gunzipping it when it starts with gzip magic.
-
-    Only a regular file is opened; reading more than ``max_bytes`` (decompressed) raises
-    ``FileTooLarge``.
-    """
+    """Open ``path`` as UTF-8 text, gunzipped when gzip; ``FileTooLarge`` past cap."""
     raw = open_regular(path)
     try:
         magic = raw.read(2)
@@ -225,11 +205,7 @@ _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]|\n')
 
 
 def _loads(text: str) -> tuple[Any, list[str], bool]:
-    """Parse JSON: the value, the keys an object repeated, and whether it holds no float.
-
-    ``json`` keeps the last of repeated keys silently; the third value is ``Item.floatless``
-    (no number was read as a float, nor NaN or Infinity).
-    """
+    """Parse JSON: the value, the keys an object repeated, and whether it holds no float."""
     duplicates: list[str] = []
     floats: list[str] = []
 
@@ -283,8 +259,7 @@ def _read_document(source: str, text: str) -> Iterator[Item]:
         return
     check = _SURROGATE_ESCAPE.search(text) is not None
     if isinstance(doc, list):
-        # Duplicate keys cannot be told apart per element cheaply; they are rare enough to
-        # report on the first element of the file.
+        # Duplicate keys are reported on the first element of the file.
         for index, element in enumerate(doc):
             first = duplicates if index == 0 else []
             yield _item(source, f"index {index}", element, first, check, floatless)
@@ -312,11 +287,7 @@ def _read_lines(source: str, fh: IO[str]) -> Iterator[Item]:
 
 
 def lone_surrogate(obj: Any, path: str) -> str | None:
-    r"""JSON path of the first string (or key) holding a lone UTF-16 surrogate, if any.
-
-    JSON's ``\udXXX`` escapes can spell half a surrogate pair, which no UTF-8 text can hold:
-    such a record could be neither hashed nor stored.
-    """
+    r"""JSON path of the first string (or key) holding a lone UTF-16 surrogate, if any."""
     if isinstance(obj, str):
         return path if _has_surrogate(obj) else None
     if isinstance(obj, dict):

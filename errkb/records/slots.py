@@ -1,31 +1,12 @@
 """Slot kinds: what kind of value each placeholder of a record's message prints.
 
-A placeholder compiled to upstream's ``(.+?)`` takes anything, so a near-miss sibling matches:
-``Quanto layer 'x' has incompatible scale dtype F64`` (another raise in the same file) fills the
-record's ``{scale_slice.get_dtype()} {scale_shape}`` with ``dtype`` and ``F64``, and a capture at
-the end of a message runs on into whatever follows it (a shell prompt glued on by a terminal
-wrap, ``</code> |`` in a Markdown row). But the record already says what each value is:
-
-* the template: a conversion (``{x!r}`` prints a repr), a format spec (``{x:.3f}`` a float,
-  ``{n:d}`` / ``%d`` an integer), the expression (``len(...)``, ``x.ndim`` integers,
-  ``tuple(...)`` a tuple, ``x.shape`` a shape, ``x.dtype`` / ``x.get_dtype()`` a dtype token,
-  ``sorted(...)`` a list, ``type(x).__name__`` a name), a literal unit after it (``{n} bytes``)
-  or a label before it (``shape={s}``);
-* the raise site's ``sourceCode``: what it assigns to the name (``scale_shape =
-  tuple(scale_slice.get_shape())`` is a tuple) or how its signature annotates it (``n: int``).
-
-:func:`infer_kinds` infers one :class:`SlotKind` per placeholder, once, when a record is
-compiled (``errkb.records.patterns.compile_record``, at sync and ingest time), and
-:func:`grammar` gives each kind's RE2 grammar: a value of another kind is no match at all (not a
-lower score), and a self-delimiting value (a balanced tuple ends at its ``)``, a quoted string at
-its quote) that ends the message is followed only by text that ends a message (:data:`TAIL`:
-whitespace, a sentence end, closing markup or quotes), never by more words. A placeholder whose
-kind cannot be inferred is :attr:`SlotKind.GENERIC` and matches as upstream's ``(.+?)`` does
-(``errkb lint`` reports it, with the reason). Every grammar is plain RE2: no backreferences,
-no lookaround, bracket nesting bounded (:data:`MAX_NESTING`), so matching stays linear-time.
-
-Kinds are plain strings (the enum's values) in ``PatternSpec.kinds``, the form the store
-writes at sync time.
+Upstream's ``(.+?)`` takes anything; the template and the raise site's ``sourceCode`` say
+what each value is. :func:`infer_kinds` infers one :class:`SlotKind` per placeholder when a
+record is compiled; :func:`grammar` gives each kind's RE2 grammar: a value of another kind is
+no match, and a self-delimiting value ending the message is followed only by :data:`TAIL`. An
+uninferable placeholder is :attr:`SlotKind.GENERIC` (``(.+?)``; ``errkb lint`` reports it).
+Every grammar is plain RE2 with bounded nesting (:data:`MAX_NESTING`): linear time. Kinds are
+stored as their string values in ``PatternSpec.kinds``.
 """
 
 from __future__ import annotations
@@ -53,12 +34,10 @@ class SlotKind(enum.StrEnum):
     IDENT = "ident"  #: a dotted Python name (``type(x).__name__``)
 
 
-#: Kinds whose grammar ends where the value ends, so text after the message's last value can be
-#: told from the value (see :data:`TAIL`).
+#: Kinds whose grammar ends where the value ends (see :data:`TAIL`).
 SELF_DELIMITING = frozenset(SlotKind) - {SlotKind.GENERIC}
 
-#: How deep brackets may nest inside a tuple, list or repr value (RE2 has no recursion; a shape
-#: or a repr in a message nests two or three levels at most).
+#: How deep brackets may nest inside a tuple, list or repr value (RE2 has no recursion).
 MAX_NESTING = 4
 
 
@@ -83,12 +62,7 @@ _SHAPE = rf"\({_INTS}\)|\[{_INTS}\]|torch\.Size\(\[{_INTS}\]\)"
 
 
 def _balanced(depth: int) -> str:
-    """A bracketed value nested at most ``depth`` levels: ``(1, [2, 'a)'])``.
-
-    Quoted strings inside are taken whole, so a bracket in a string does not count. Closers are
-    not paired with their openers by type (that would triple the regex at each level); only the
-    nesting depth is counted, which is what stops a tuple at its own ``)``.
-    """
+    """A bracketed value nested at most ``depth`` levels, quoted strings taken whole."""
     inner = r"""[^()\[\]{}'"]|""" + _QUOTED
     body = f"(?:{inner})*"
     for _ in range(depth - 1):
@@ -99,9 +73,7 @@ def _balanced(depth: int) -> str:
 _BAL = _balanced(MAX_NESTING - 1)
 _TUPLE = rf"\({_BAL}\)"
 _LIST = rf"\[{_BAL}\]"
-# One bracketed alternative stands for a tuple, a list, a dict and a call (``Name(...)``), so
-# the nested-bracket body appears once: the regex (and its RE2 compile, paid per record on
-# first use) is a third of what one alternative per form cost.
+# One bracketed alternative stands for a tuple, a list, a dict and a call: a smaller regex.
 _REPR = "|".join(
     (
         f"b?(?:{_QUOTED})",
@@ -122,34 +94,18 @@ _GRAMMARS: dict[SlotKind, str] = {
     SlotKind.IDENT: _NAME,
 }
 
-#: What may follow a self-delimiting value that ends the message: spaces, then nothing, or a
-#: sentence end (``.``, ``!``, ``?``, ``;``) followed by nothing or a space, or closing markup,
-#: a table cell's edge, a closing quote or bracket — each then with anything up to the line's
-#: end. Never a word: ``... (3072,) extra`` is another message. Never a line break: the next line
-#: is not this message's (the wrap rejoiner offers the shorter text too).
+#: What may follow a self-delimiting value that ends the message: spaces, a sentence end,
+#: closing markup, a cell's edge, a closing quote or bracket; never a word or a line break.
 TAIL = r"""(?:[ \t]*(?:[.!?;](?:[ \t][^\n]*)?|</[^\n]*|[|`*"')\]][^\n]*))?[ \t\r]*"""
 
-#: Text after a message that is its container's, never the message's, on its last line: a
-#: closing tag (``</code> |`` after a Markdown or HTML cell), a table cell's edge (`` |``, and
-#: any further cells without markup up to the row's closing ``|``: `` | None</code> |`` is a
-#: value's `` | None`` before its cell's closing tag). Not a shell prompt: a prompt is on a line
-#: of its own, and a wrapped message joined to it is also offered without it (the rejoiner's
-#: shorter text), while the rejoiner's no-space join (``two wordsuser@host:~$``) would make
-#: any last word look like a prompt's user. Our own fixed regex, searched only in the last
-#: ``TRAILER_WINDOW`` characters (bounded work), never part of a record's RE2 pattern: in
-#: every pattern it doubled the RE2 compile of a generic record (0.067 -> 0.125 ms).
+#: Text after a message that is its container's on its last line (a closing tag, a cell's
+#: edge), searched only in the last ``TRAILER_WINDOW`` characters.
 _TRAILER = _lazy.pattern(r"(?:[ \t]*</[A-Za-z][^\n]*|[ \t]+\|(?:[^\n<]*\|)?)[ \t\r]*\Z")
 TRAILER_WINDOW = 512
 
 
 def trailer_start(text: str) -> int | None:
-    """Where a container's trailer (see ``_TRAILER``) begins at the end of ``text``, if any.
-
-    The earliest such point of the last line: the matcher then verifies the text before it
-    first (``errkb.match.matcher.verify``), so a value ends where the trailer begins (a
-    generic slot's ``.+?`` would take it) and a record ending in literal text is found before
-    it. A value that itself ends so (``<a></a>``, ``x |``) is cut there; its record is found.
-    """
+    """Where a container's trailer (``_TRAILER``) begins at the end of ``text``, if any."""
     start = max(text.rfind("\n") + 1, len(text) - TRAILER_WINDOW)
     if "</" not in text[start:] and "|" not in text[start:]:
         return None
@@ -224,14 +180,7 @@ _SHOWN = _lazy.pattern(r"<[A-Za-z_][A-Za-z_ .\-]*>|\{[A-Za-z_][A-Za-z0-9_.()\[\]
 
 
 def is_placeholder_text(value: str) -> bool:
-    """Tell whether a captured value is a placeholder shown as such (``<prefix>``, ``{name}``).
-
-    A quoted message in an issue form or docs (``'<prefix>' ... <weight shape>``) or a template
-    pasted as is (``{scale_shape}``) names its values instead of printing them: never a match.
-    Real reprs in angle brackets carry a digit (``<Foo object at 0x7f3a...>``, ``<E.A: 1>``); a
-    shown field is an expression (no spaces: ``{Ze b}`` is a value). A str value that reads
-    exactly like a shown placeholder is refused with them: the two cannot be told apart.
-    """
+    """Tell whether a captured value is a placeholder shown as such (``<prefix>``, ``{name}``)."""
     return value[:1] in ("<", "{") and _SHOWN().fullmatch(value) is not None
 
 
@@ -276,8 +225,7 @@ _PRINTF_KINDS = {
     **dict.fromkeys("eEfFgG", SlotKind.FLOAT),
 }
 
-#: Expression shapes, tried in order against a placeholder's expression or an assignment's
-#: right-hand side. Each is (regex, kind, what it means).
+#: Expression shapes, tried in order: (regex, kind, what it means).
 _EXPRESSION_SHAPES: tuple[tuple[str, SlotKind, str], ...] = (
     # A whole call: ``repr(x)[:40]`` is a cut repr, any prefix of one.
     (r"^repr\((?:[^()]|\([^()]*\))*\)$", SlotKind.REPR, "repr(...) is a repr"),
@@ -323,10 +271,7 @@ def _expressions() -> tuple[tuple[re.Pattern[str], SlotKind, str], ...]:
     return tuple((re.compile(rx), kind, why) for rx, kind, why in _EXPRESSION_SHAPES)
 
 
-#: A unit right after the value: the value is a count or an amount. Only units, plural, that
-#: a name does not modify: ``{kw} argument``, ``from {} args``, ``Index %s columns`` and
-#: ``Too {'many'} arguments`` (all in the standard library) print names before those nouns,
-#: and ``{kind}s`` is a plural, not seconds. A unit is read only after a plain name or field.
+#: A unit right after the value: a count or an amount (plural units no name modifies).
 _UNITS = _lazy.pattern(r"^ (?:bytes|elements|items|tokens|times|characters|chars|dimensions)\b")
 _FLOAT_UNITS = _lazy.pattern(r"^(?: (?:seconds|secs|ms|s)|(?: ?)(?:MiB|GiB|KiB|MB|GB|KB))\b")
 #: A label right before the value.
@@ -349,16 +294,7 @@ _REPR_SAME = frozenset(
 
 
 def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inferred, ...]:
-    """One :class:`Inferred` per placeholder of ``template``, in placeholder order.
-
-    A placeholder that appears twice is inferred each time, and its plain occurrences (no
-    conversion, no format spec: they print the same text) then agree: one whose kind nothing
-    said takes the kind another says, by its unit or label (``with {n} outputs ... list of {n}
-    items``: both integers). Without that the same value was an integer in one slot and anything
-    in the other, and a rendering with a word there matched the first slot's ``.+?``. Plain
-    occurrences that disagree keep their own kinds. The ``source_code`` is only read as text,
-    never run.
-    """
+    """One :class:`Inferred` per placeholder of ``template``, in order; plain repeats agree."""
     assignments = _Assignments(source_code or "")
     out: list[Inferred] = []
     plain: list[Placeholder | None] = []  # the occurrence, when it prints its value plainly
@@ -415,8 +351,7 @@ def _infer(p: Placeholder, before: str, after: str, assignments: _Assignments) -
             return Inferred(SlotKind.GENERIC, f"format spec {p.spec!r} truncates the value")
     found = _from_expression(p.name) or _from_source(p.name, assignments)
     if found is not None and found.kind is SlotKind.GENERIC:
-        # The source binds the name to values of no one kind: neither its name nor the text
-        # around it can say what it prints.
+        # The source binds the name to values of no one kind: nothing can say what it prints.
         return Inferred(SlotKind.REPR, f"{p.raw} is a repr") if p.is_repr else found
     named = _from_name(p.name)
     if (
@@ -476,20 +411,11 @@ def _from_context(p: Placeholder, before: str, after: str) -> Inferred | None:
 
 
 class _Assignments:
-    """What a raise site's sourceCode binds to a bare name, read as text (never run).
-
-    The source types a name only when every binding of it in the window says one kind:
-    ``value = repr(arg)`` followed by ``value = value[:n] + '...'`` (``typing.assert_never``)
-    prints a cut repr, so a known kind beside a binding of no known kind, or of another kind,
-    leaves the slot generic whatever its name says. An augmented number (``count += 1``) keeps
-    a numeric kind. Bindings that say nothing (all of no known kind: a call, an unpacking, a
-    ``for`` or ``as`` target) leave the name and the text around it to decide, as before.
-    """
+    """What a raise site's sourceCode binds to a bare name, read as text (one kind, or none)."""
 
     def __init__(self, source: str) -> None:
         self._source = source
-        # Every name's assignments, found by one scan of the source the first time a
-        # placeholder asks (``_ANY_ASSIGNMENT``).
+        # Every name's assignments, found by one scan of the source on first need.
         self._assigned: dict[str, list[re.Match[str]]] | None = None
 
     def _assignments(self, name: str) -> list[re.Match[str]]:
@@ -501,8 +427,7 @@ class _Assignments:
         return self._assigned.get(name, [])
 
     def _annotation(self, name: str) -> str | None:
-        # Tried where the name occurs, leftmost first: the first match is the one a search
-        # for this name's own pattern finds.
+        # Tried where the name occurs, leftmost first, as the name's own search would.
         source, at, annotation = self._source, self._source.find(name), _ANY_ANNOTATION()
         while at >= 0:
             m = annotation.match(source, at)
@@ -559,26 +484,15 @@ _OTHER_BINDINGS = (
 _NUMBER_LITERAL = _lazy.pattern(r"-?\d+(?:\.\d+)?")
 
 
-#: ``_ASSIGNMENT`` for any bare name at once, the name captured: compiled once, where one
-#: regex per placeholder name was most of a record's ``PatternSpec`` (a sync meets thousands of
-#: names, each compiled again in every worker). It finds, for each name, exactly the matches
-#: the name's own regex finds, in the same order: a match starts at a line's start, the name
-#: is the whole identifier there (what follows it, blank, ``:``, an operator or ``=``, is no
-#: word character), the rest of the pattern is the same, and no match leaves its line.
+#: ``_ASSIGNMENT`` for any bare name at once, the name captured: the same matches, in order.
 _ANY_ASSIGNMENT = _lazy.pattern(_ASSIGNMENT.format(name=r"(?P<name>[A-Za-z_]\w*)"), re.MULTILINE)
-#: ``name: T`` followed by ``,``, ``)`` or ``=``, for any name, tried where a name occurs
-#: (``_Assignments._annotation``): ``match`` at a position sees the character before it, so
-#: ``\b`` means what it means in the name's own ``\bname[ \t]*:...`` search.
+#: ``name: T`` followed by ``,``, ``)`` or ``=``, tried where a name occurs.
 _ANY_ANNOTATION = _lazy.pattern(r"\b(?P<name>[A-Za-z_]\w*)[ \t]*:[ \t]*(?P<type>[\w.]+)[ \t]*[,)=]")
 
 
 @functools.lru_cache(maxsize=1024)
 def _other_bindings(name: str) -> re.Pattern[str]:
-    """A bare name's other-binding regex, compiled once per name.
-
-    Only read for a name the source also assigns a known kind (rare): the reason quotes the
-    first binding the alternation finds, so it stays one regex per name.
-    """
+    """A bare name's other-binding regex, compiled once per name (read only in a rare case)."""
     return re.compile(_OTHER_BINDINGS.format(name=re.escape(name)), re.MULTILINE)
 
 

@@ -1,29 +1,13 @@
 """A record's specificity: how much of a message its template's literals pin down.
 
-At 500,000 records many templates say almost nothing on their own: pydantic's
-``Expected {predicate_err}``, setuptools' ``error: {msg}``, mypy's ``Unknown {} {}``, numpy's
-``name {col!r} is not defined`` (the interpreter's own NameError text). Their pattern matches a
-great deal of text no one raised through them, so a match of such a template is evidence only
-together with the record's exception class and a traceback frame in its file. This module
-measures that, once per record at sync time, from the template alone (so a record's value never
-depends on which other records a knowledge base holds, and an incremental sync stays exact):
-
-* **informative literal words**: each whole literal word outside the placeholders that is not a
-  word of ordinary log text or of the error vocabulary every library shares (``COMMON_WORDS``:
-  English function words, the words of CPython's and the popular packages' generic messages,
-  the words that fill ordinary log lines), weighed by its length (capped, so one long word is
-  not a sentence);
-* **a slot that can absorb the message**: a template whose literal text is one or two words
-  beside a placeholder (``Python {}``, ``Request URL: {}``, ``{k} not in {actual}``) matches
-  nearly any line that starts or ends with those words;
-* **the interpreter's own messages** (``INTERPRETER_MESSAGES``): a template that prints what
-  CPython itself prints (``name {} is not defined``, ``{} object has no attribute {}``) has the
-  right text and, without its frame, the wrong source.
-
-``specificity`` is a number in [0, 1]: ``informative / (informative + HALF)``, capped for the
-three generic shapes above; ``SPECIFIC_LINE`` divides specific from generic templates
-(``is_generic``). The decision rules that use it are ``errkb.match.decide``'s; the measured
-distribution over the benchmark corpora is in BENCHMARKS.md.
+Many templates say almost nothing alone (``Expected {predicate_err}``, ``error: {msg}``,
+``name {col!r} is not defined``): a match of one is evidence only with the record's class and
+a frame in its file. Measured once per record, from the template alone: **informative
+literal words** (not in ``COMMON_WORDS``, weighed by length, capped), **a slot that can absorb
+the message** (one or two words beside a placeholder), and **the interpreter's own messages**
+(``INTERPRETER_MESSAGES``). ``specificity`` in [0, 1] is ``informative / (informative +
+HALF)``, capped for those shapes; ``SPECIFIC_LINE`` divides generic from specific
+(``is_generic``); ``errkb.match.decide`` uses it.
 """
 
 from __future__ import annotations
@@ -62,10 +46,8 @@ _PLACEHOLDER = "\x00"
 _QUOTED_SLOT = _lazy.pattern(r"""(['"`]?)\x00\1""")
 _SPACES = _lazy.pattern(r"\s+")
 
-#: Words that carry no evidence of a message's source: English function words, the error
-#: vocabulary shared by CPython and the popular packages (``invalid``, ``expected``,
-#: ``unknown``, ``found``), and words that fill ordinary log lines (``python``, ``version``,
-#: ``request``, ``running``). Lower case.
+#: Words that carry no evidence of a message's source (function words, shared error
+#: vocabulary, ordinary log words). Lower case.
 _COMMON_TEXT = """
     a about above after again against all allowed already also an and any are arg args argument
     arguments as at attribute available bad be been before being below between both but by call
@@ -83,9 +65,7 @@ _COMMON_TEXT = """
     version was wasn't we were what when where which while will with without would wrong yet
     you your
 """
-#: Measured: words in at least 1% of the real records' templates or (plain words) on at least 2%
-#: of the lines of real CI logs (common), and in at least 0.3% of the templates (frequent):
-#: ``python -m bench.common_words CORPUS`` prints both lists from a benchmark corpus.
+#: Common and frequent words as ``python -m bench.common_words CORPUS`` lists them.
 _DATA_COMMON = """
 actions array bin build bytes callable class closed column com conda cpp entering git github
 home instead integer keyword lib mode module negative non objects opt package packages passed
@@ -111,9 +91,7 @@ COMMON_WORDS: frozenset[str] = frozenset(_COMMON_TEXT.split()) | frozenset(_DATA
 #: Words that weigh half: frequent across the records, each still some evidence.
 FREQUENT_WORDS: frozenset[str] = frozenset(_DATA_FREQUENT.split()) - COMMON_WORDS
 
-#: Messages CPython itself prints, as templates whose placeholders are masked to ``{}`` (quotes
-#: around a placeholder dropped, lower case): a record whose template is one of these prints
-#: the interpreter's text, so its match says nothing of where the error was raised.
+#: Messages CPython itself prints, as masked templates (``{}``, lower case): no evidence of source.
 _INTERPRETER_TEXT = """
     name {} is not defined
     name {} is not defined. did you mean: {}?

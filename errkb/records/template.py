@@ -1,14 +1,9 @@
 """Message templates: a record's ``errorMessage`` split into literal text and placeholders.
 
-Upstream writes the message as it appears in the source, placeholders kept: Python f-string and
-``str.format`` fields (``{prefix!r}``, ``{tuple(w.shape)}``, ``{}``), JavaScript template fields
-(``${name}``) and printf conversions (``%s``, ``%(name)s``, ``%5.2f``). Everything errkb does with
-a record's message — the anchored matcher, the prefilter anchors, the upstream-style pattern,
-rendering sample messages for lint — starts from this one parse.
-
-A placeholder's *name* is the expression inside the braces without its conversion (``!r``) or
-format spec (``:>8``): that is how captures are named in explanations. Parsing never fails: text
-that is not a well-formed field stays literal.
+Placeholders: f-string and ``str.format`` fields, JavaScript ``${name}`` and printf
+conversions. Everything errkb does with a message starts from this one parse. A placeholder's
+*name* is its expression without conversion or spec. Parsing never fails: a malformed field
+stays literal.
 """
 
 from __future__ import annotations
@@ -35,18 +30,13 @@ class Placeholder:
     name: str  #: the expression (``prefix``, ``tuple(loaded_weight.shape)``, ``arg1``)
     raw: str  #: the field exactly as written (``{prefix!r}``)
     conversion: str | None = None  #: ``r``, ``s`` or ``a`` for Python fields; None otherwise
-    #: The format spec as written: ``.3f`` for ``{x:.3f}``, ``5.2f`` for ``%5.2f`` (a printf
-    #: field's flags, width, precision and conversion); "" when there is none. Slot kinds
-    #: (``errkb.records.slots``) read it: ``.3f`` prints a float, ``d`` an integer.
+    #: The format spec as written (``.3f``, a printf field's ``5.2f``), "" when none: slot kinds
+    #: read it.
     spec: str = ""
 
     @property
     def is_repr(self) -> bool:
-        """True when the value is printed with ``repr``: quoted if a str.
-
-        ``{x!r}`` and ``%r`` say so with their conversion; ``{repr(x)}`` prints the same text
-        (a str already, so ``!s`` keeps it), and its capture is unquoted the same way.
-        """
+        """True when the value is printed with ``repr`` (``!r``, ``%r``, ``{repr(x)}``)."""
         if self.conversion == "r":
             return True
         return self.conversion in (None, "s") and _is_call_of("repr", self.name)

@@ -1,8 +1,6 @@
 """The formulas upstream (ErrLookup) uses to derive a record's id, slug and messagePattern.
 
-errkb reproduces them to check records it ingests (an id that does not follow the formula is a
-warning: the id is the upsert key, so a drifting formula would duplicate records) and to write
-draft records (``errkb extract``) that look exactly like upstream's.
+Used to check ingested ids (off-formula: a warning) and to write upstream-shaped drafts.
 """
 
 from __future__ import annotations
@@ -39,11 +37,10 @@ def js_escape(text: str) -> str:
 
 
 def message_pattern(error_message: str) -> str:
-    """Derive messagePattern from errorMessage as upstream does.
+    """Derive messagePattern from errorMessage as upstream does (never run as is by errkb).
 
-    Every placeholder becomes a lazy ``(.+?)``; literal text is escaped. Too little literal text
-    gives the escaped literal message instead. (The result is unanchored and targets JavaScript
-    RegExp: errkb never runs it as is; see ``errkb.records.patterns``.)
+    Placeholders become ``(.+?)``, literals are escaped; too little literal text gives the
+    escaped message.
     """
     return template_pattern(parse_template(error_message))
 

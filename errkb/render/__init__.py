@@ -1,18 +1,10 @@
 """Rendering reports for people and tools: one registry keyed by (report type, format).
 
-Every output format is a member of :class:`OutputFormat`. A renderer module registers the
-pairs it can render with :func:`renders`; :func:`formats` tells a command which formats its
-report type has (the CLI offers exactly those), and :func:`render` refuses a pair nobody
-registered (:class:`~errkb.errors.UsageError`), never falling back to text. Adding a format is
-one enum member plus one ``@renders`` function per report type that supports it.
-
-Human-facing formats (text, Markdown, GitHub annotations) get a copy of the report whose strings
-have their control characters escaped (:func:`sanitize`): record text and checkpoint names are
-untrusted, and a raw ESC, BEL or C1 byte could clear the screen, retitle the terminal or write
-the clipboard (OSC 52). Machine formats (JSON, SARIF) stay exact, and never contain ``NaN``.
-
-Rendering is pure: values in, a string out. The renderer modules are imported on the first
-:func:`render` call, so importing this package costs nothing.
+A renderer registers each pair with :func:`renders`; :func:`formats` lists a type's formats
+(the CLI offers those) and :func:`render` refuses an unregistered pair
+(:class:`~errkb.errors.UsageError`). Human formats get a copy with control characters
+escaped (:func:`sanitize`); machine formats stay exact and never hold ``NaN``. Pure; the
+renderer modules load on first :func:`render`.
 """
 
 from __future__ import annotations
@@ -65,8 +57,7 @@ Renderer = Callable[[R, RenderOptions], str]
 
 _REGISTRY: dict[tuple[type[Any], OutputFormat], Renderer[Any]] = {}
 
-#: The module that registers each report type's renderers, by the type's name: imported when
-#: that type is first rendered, so ``errkb explain`` never imports the sync machinery.
+#: The module registering each report type's renderers, by type name, imported on first use.
 _MODULES = {
     "Report": "errkb.render.explain",
     "RecordView": "errkb.render.explain",
@@ -83,8 +74,7 @@ _MODULES = {
     "SearchReport": "errkb.render.search",
     "TriageReport": "errkb.render.triage",
 }
-#: Renderers of one format kept out of the type's module, imported only when that format is
-#: asked for (or listed): cold ``errkb explain`` does not import the HTML page.
+#: Renderers of one format kept out of the type's module, imported only when asked for.
 _FORMAT_MODULES = {
     ("Report", OutputFormat.HTML): "errkb.render.html",
     ("TriageReport", OutputFormat.HTML): "errkb.render.html",
@@ -163,8 +153,7 @@ def text_lines(lines: Iterable[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-# Our own pattern (not dataset text), so stdlib re is right here. C0 controls but tab and
-# newline, DEL, C1 controls, and the bidirectional overrides that reorder what a reader sees.
+# Our own pattern: C0 controls but tab and newline, DEL, C1, and the bidirectional overrides.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 

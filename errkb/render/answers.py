@@ -1,16 +1,9 @@
 """What every human format of an explanation says the same way: what was cut, one entry per record.
 
-A large input's report lists at most ``Limits`` entries (``Report.omitted``, a
-:class:`~errkb.report.limits.Truncation`); :func:`omitted_note` is the one sentence every human
-format prints at its top and at its end, saying what was left out and how to get it (``--all``,
-the JSON's ``omitted``), so nothing is cut in silence.
-
-:func:`entries` folds a report's matches into one :class:`Entry` per record (and input file):
-the record's answer is shown once, then its occurrences as a compact table of the line, the
-captured values that differ between occurrences and the diagnosis where it differs. The JSON
-keeps one match per (record, captures); only the human formats fold. Matches of ``possible``
-confidence (evidence that falls short) are folded alike by :func:`possible_entries` and shown
-after the answers in one short section, never counted as explained.
+:func:`omitted_note` is the one sentence saying what ``Limits`` left out and how to get it.
+:func:`entries` folds matches into one :class:`Entry` per record and file (the answer once,
+then its occurrences); :func:`possible_entries` does the same for ``possible`` matches, shown
+after the answers and never counted. The JSON does not fold.
 """
 
 from __future__ import annotations
@@ -127,12 +120,7 @@ def answered(report: Report) -> tuple[Entry, ...]:
 
 
 def file_answers(report: Report) -> tuple[tuple[str, str, bool], ...]:
-    """Each input of a several-file report: (name, its answer in a few words, read or not).
-
-    The answer names the records explained in that file (slug and occurrences), or says that
-    none was, with its exceptions that no record explains; an input that could not be read
-    says why. Empty for a one-input report.
-    """
+    """Each input of a several-file report: (name, its answer in a few words, read or not)."""
     out = []
     for f in report.files:
         if f.error is not None:

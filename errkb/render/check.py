@@ -1,10 +1,8 @@
 """Render a :class:`~errkb.report.CheckReport` as text, JSON, SARIF 2.1.0 or GitHub annotations.
 
-Renderers are pure: report in, string out, registered in :mod:`errkb.render`'s registry. The
-records a finding names come with the report (``CheckReport.records``, read by
-``KnowledgeBase.check``); a finding whose record is not there is shown without a fix. A
-finding of a sibling condition (no record) is rendered under its stable rule id, such as
-``quanto.missing-tensors``, with upstream's own severity: they all raise, so they are errors.
+A finding's record comes with the report (``CheckReport.records``; absent: no fix shown); a
+sibling condition's finding is shown under its stable rule id (``quanto.missing-tensors``) as
+an error.
 """
 
 from __future__ import annotations

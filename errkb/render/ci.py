@@ -1,19 +1,11 @@
 """What CI reads: annotations and SARIF for an explanation; annotations and a PR comment for triage.
 
-``explain --format github`` prints one workflow command per record and file, on the log line
-where the record was first seen: its title the record, its message the exception line, the
-record's one-line cause (the first sentence of its documentation), its first fix and its link;
-an exception no record explains is a warning on its line; an input that could not be read, and
-a report that cut entries, say so too. ``explain --format sarif`` is the same as a SARIF 2.1.0
-log: one rule per record (its documentation, fixes and link), one result per match at its
-first line (every line in its properties). A log's name is the file explain read
-(``RenderOptions.inputs``: one input's matches do not carry it); standard input has none, so
-its annotations carry no ``file=``.
-
-``triage --format github`` opens with the verdict (a notice) and annotates each group's first
-example; ``triage --format markdown`` is a pull-request comment that leads with the verdict
-(``2 new error(s) in 3 log(s), 41 known, 3 unreadable``) and folds the detail into
-``<details>``. Escaping is :mod:`errkb.render.check`'s (the workflow-command rules).
+``explain --format github``: one workflow command per record and file on its first line
+(record, exception line, cause, first fix, link), warnings for unexplained exceptions,
+unreadable inputs and cuts; ``--format sarif``: SARIF 2.1.0, a rule per record and a result
+per match. A file's name comes from ``RenderOptions.inputs`` (stdin: none). ``triage --format
+github`` opens with the verdict; ``--format markdown`` is a PR comment led by the verdict.
+Escaping is :mod:`errkb.render.check`'s.
 """
 
 from __future__ import annotations
@@ -251,11 +243,7 @@ def report_sarif(report: Report, options: RenderOptions) -> str:
 
 # ---------------------------------------------------------------------------------- triage
 def verdict(report: TriageReport) -> str:
-    """One line a CI owner reads first: what is new or unknown, what is known, what is unread.
-
-    With a baseline: ``2 new error(s) in 3 log(s), 41 known, 3 unreadable`` (new: groups not
-    in the baseline; known: the other groups). Without: unknown groups lead instead.
-    """
+    """One line a CI owner reads first: what is new or unknown, what is known, what is unread."""
     unread = f", {len(report.errors)} unreadable" if report.errors else ""
     empty = f", {len(report.empty)} empty" if report.empty else ""
     if report.baseline is not None:

@@ -1,9 +1,6 @@
 """Rendering explanations (``Report``) and records (``RecordView``) as text, Markdown or JSON.
 
-The last step of text -> events -> matches -> report -> render. Rendering is pure: it takes
-values and returns strings; the CLI decides where they go and whether colour is allowed. The
-functions register themselves in :mod:`errkb.render`'s registry, which also sanitises the
-report before a human-facing renderer sees it.
+Pure, registered in :mod:`errkb.render`'s registry (which sanitises for human formats).
 """
 
 from __future__ import annotations
@@ -117,11 +114,7 @@ def _possible_line(entry: Entry) -> str:
 
 
 def summary_line(report: Report) -> str:
-    """The one line every human format ends with: records explained, exceptions left over.
-
-    Records, not matches, are counted: five layers failing with one record are one known error
-    (seen 25 times). ``No known error found.`` when nothing was explained.
-    """
+    """The one line every human format ends with: records explained (not matches), the rest."""
     exact = report.exact
     unread = len(report.unreadable)
     lost = f" {unread} of {len(report.files)} input(s) could not be read." if unread else ""

@@ -1,14 +1,9 @@
 """One self-contained HTML page for a triage run (``TriageReport``) or one log (``Report``).
 
-No network: the CSS and the few lines of JavaScript are inline, the chart is inline SVG, and
-nothing is fetched. Every string from a log or a record is HTML-escaped (and, like every human
-format, had its control characters escaped by :func:`errkb.render.sanitize`), so a log cannot
-inject markup or script. Tables sort by a click on a column header (numbers as numbers); each
-group's example lines show the text that matched (known) or varied (unknown) in ``<mark>``.
-
-The same page layout serves ``errkb explain --format html``: the explanation's table beside the
-log itself, its matched lines highlighted (windows of :data:`CONTEXT` lines around them for a
-long log).
+Nothing is fetched (CSS, JavaScript and SVG inline); every string from a log or record is
+HTML-escaped after :func:`errkb.render.sanitize`. Tables sort by a header click; examples show
+what matched or varied in ``<mark>``. An explanation's page shows the log beside it, matched
+lines highlighted (:data:`CONTEXT` lines around them in a long log).
 """
 
 from __future__ import annotations
@@ -62,8 +57,7 @@ pre.log .ln{color:#999;display:inline-block;width:6ch;text-align:right;margin-ri
 pre.log .hit{background:#fff3c4;display:block}
 """
 
-# Click a header: sort that table's body rows by the column (numbers numerically). The rows
-# that hold a group's examples move with the group (data-group).
+# Click a header: sort the table's rows by that column; a group's example rows move with it.
 _JS = """
 document.querySelectorAll("table.sortable th").forEach(function(th){
  th.addEventListener("click",function(){
@@ -158,12 +152,7 @@ SHOWN_VALUES = 3
 
 
 def _known_values(k: KnownGroup) -> str:
-    """A known group's values and diagnoses, compact: one record, one cell, the rest folded.
-
-    A value every occurrence shares is shown as it is; a varying one as its count of distinct
-    values and the first few. The diagnoses (one per layer, say) are one line, the first one,
-    and the others in a ``<details>``.
-    """
+    """A known group's values and diagnoses, compact: shared values as is, varying ones counted."""
     parts = []
     for name, values in k.captures:
         if len(values) == 1:
@@ -255,14 +244,7 @@ def triage_html(report: TriageReport, options: RenderOptions) -> str:
 
 @renders(Report, OutputFormat.HTML)
 def report_html(report: Report, options: RenderOptions) -> str:
-    """One explanation's page: one section per record, its occurrences, then the log itself.
-
-    Each record's answer is shown once (the exception, where it is raised with a link, the
-    captured values every occurrence shares, the diagnosis), its documentation, fixes and
-    example in collapsible ``<details>``, then its occurrences as one table (lines, the values
-    that differ, the diagnosis where it differs); then the exceptions no record explains, the
-    suggestions, and the log with its matched lines highlighted.
-    """
+    """One explanation's page: a section per record, the unexplained, the suggestions, the log."""
     from errkb.render.explain import summary_line
 
     names = sorted((options.sources or {}).keys())

@@ -1,8 +1,4 @@
-"""Renderers of the smaller reports: list, stats, ingest, lint, and standard error's diagnostics.
-
-Each is registered in :mod:`errkb.render`'s registry for text and, where the command offers it,
-JSON. Like every renderer they are pure: a report in, the text of standard output out.
-"""
+"""Renderers of the smaller reports: list, stats, ingest, lint, and stderr's diagnostics."""
 
 from __future__ import annotations
 
@@ -94,10 +90,7 @@ def _problems(items: Sequence[str], *, label: str, limit: int | None = None) -> 
 
 @renders(Diagnostics, OutputFormat.TEXT)
 def diagnostics_text(report: Diagnostics, options: RenderOptions) -> str:
-    """Standard error's lines beside a report: ``rejected: ...`` and ``warning: ...`` lines.
-
-    Problems quote record text; :func:`errkb.render.render` has escaped it (a human format).
-    """
+    """Standard error's ``rejected: ...`` and ``warning: ...`` lines beside a report."""
     return text_lines(
         [
             *report.before,

@@ -1,20 +1,10 @@
 """Report values: what each command found, as frozen values whose ``to_dict()`` is the JSON.
 
-Every command's library call returns one of these, and each carries its own ``exit_code`` (the
-README's "Exit codes" table), so the CLI decides no exit code itself. ``Report.to_dict()`` is
-exactly the ``errkb explain --format json`` object described by
-``schemas/explanation.schema.json`` (changes are additive only).
-
-This module holds what ``errkb explain`` returns (``Report``, ``Match``, ``Unmatched`` ...) and
-the validators' vocabulary of results (:class:`Finding`, :class:`Diagnosis`,
-:class:`Condition`), so that both ``errkb.validators`` and the report use it without an import
-cycle. The other commands' values live in one submodule per family, imported only by what
-uses them: ``records`` (``RecordList``, ``Stats``), ``diagnostics``, ``ingest``, ``check``,
-``lint`` and ``sync`` (``SyncReport``, ``UpdateCheck``, ``HistoryEntry`` ...). A frozen dataclass
-costs about half a millisecond to create, and cold ``errkb explain`` must not pay for some thirty
-it never uses. Their names are re-exported here on first use (PEP 562), so
-``from errkb.report import SyncReport`` keeps working; errkb's own modules import them from their
-submodule, so the import graph (``tests/test_imports.py``) sees every edge.
+Each carries its own ``exit_code`` (the README's table). ``Report.to_dict()`` is the
+``errkb explain --format json`` object (``schemas/explanation.schema.json``, additive changes
+only). This module holds explain's values and the validators' (:class:`Finding`,
+:class:`Diagnosis`, :class:`Condition`); every other family is a submodule imported only by
+its users (so a cold explain creates none), re-exported here on first use (PEP 562).
 """
 
 from __future__ import annotations
@@ -329,11 +319,7 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """Return 0 when a known error was explained, 1 when none was (grep's convention).
-
-        2 when some input could not be read, as ``check`` and grep do: the other inputs were
-        still explained and are in the report, but a gate must not read the run as complete.
-        """
+        """0 when a known error was explained, 1 when none was, 2 when an input was unreadable."""
         if self.unreadable:
             return 2
         return 0 if self.explained else 1
@@ -345,10 +331,7 @@ class Report:
 
     @classmethod
     def of_inputs(cls, inputs: Sequence[tuple[str, Report | str]]) -> Report:
-        """One report for several inputs, in order: each a report, or why it could not be read.
-
-        Each match and exception says which file it is from; ``files`` lists every input.
-        """
+        """One report for several inputs, in order (each a report, or why it could not be read)."""
         named = [(name, r) for name, r in inputs if isinstance(r, Report)]
         files = tuple(InputFile(name, None if isinstance(r, Report) else r) for name, r in inputs)
         if not named:

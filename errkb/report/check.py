@@ -15,10 +15,7 @@ if TYPE_CHECKING:
 class CheckReport:
     """What ``check`` found: findings, the files it read, and the inputs it could not check.
 
-    ``records`` holds the JSON object of each record a finding names, by id, for the fixes and
-    SARIF rules the human and SARIF formats show (``KnowledgeBase.check`` reads them; the
-    validators alone, ``errkb.check``, know no database and leave it empty). It is not part of
-    ``to_dict()``: the JSON output names records by id.
+    ``records``: each named record's JSON by id, for the fixes (not in ``to_dict()``).
     """
 
     findings: tuple[Finding, ...]

@@ -11,11 +11,7 @@ MAX_SHOWN_PROBLEMS = 20
 
 @dataclass(frozen=True)
 class Diagnostics:
-    """What a command writes on standard error beside its report: notes, problems, warnings.
-
-    Rendered through the registry like any report (text only), so record text quoted in a
-    problem is escaped like every human-facing output.
-    """
+    """What a command writes on standard error beside its report (rendered, so escaped, as text)."""
 
     problems: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()

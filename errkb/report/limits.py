@@ -1,11 +1,7 @@
 """What a large explain left out of its report (issue 21): counts of what was cut.
 
-A log holding hundreds of thousands of occurrences of one record with distinct captures, or of
-distinct unknown exceptions, would otherwise give a report (and JSON) as large as the log and
-hold it all in memory: 6.9 GB of peak RSS on a 56 MB log of 400k distinct captures of one
-record. The record-driven scan (``errkb.match.recordscan``) keeps at most ``Limits`` entries and
-counts the rest exactly; this value says what was cut and how to get it. Its own module, so
-cold ``errkb explain`` of a paste never creates the class.
+The record-driven scan keeps at most ``Limits`` entries and counts the rest exactly; this
+value says what was cut and how to get it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The sync family's values: ``SyncReport``, ``UpdateCheck``, the version list and history.
-
-``errkb.sync`` produces them and ``errkb.render`` renders them without importing the sync
-machinery. At run time this module imports only ``errkb.store``'s driver-free values
-(``ApplyCounts``) and, when a history entry's digest is asked for, ``errkb.records``.
-"""
+"""The sync family's values: ``SyncReport``, ``UpdateCheck``, the version list and history."""
 
 from __future__ import annotations
 
@@ -58,11 +53,7 @@ def parse_version(text: str) -> dt.datetime | None:
 
 @dataclass(frozen=True)
 class Revalidation:
-    """Repositories whose commit and ids did not change, asked again for in-place rewrites.
-
-    ``checked`` = ``not_modified`` (HTTP 304) + ``same_body`` (a 200 holding the records
-    already stored: no write) + ``rewritten`` (records changed at the same commit: applied).
-    """
+    """Unchanged repositories asked again for in-place rewrites (``checked`` is the three sums)."""
 
     checked: int = 0
     not_modified: int = 0
@@ -122,8 +113,7 @@ class SyncReport:
     revalidation: Revalidation = field(default_factory=Revalidation)
     #: what the site's schema.json requires that errkb does not know (never fatal)
     warnings: tuple[str, ...] = ()
-    #: records whose compiled matcher was rebuilt though the dataset was current: an older
-    #: errkb compiled them (``records.patterns.COMPILER_VERSION``)
+    #: records recompiled though the dataset was current (another ``COMPILER_VERSION``)
     recompiled: int = 0
 
     @property
@@ -152,10 +142,7 @@ class SyncReport:
         return f"dry run, nothing changed: {line}" if self.status is SyncStatus.DRY_RUN else line
 
     def diagnostics(self, *, verbose: bool = False) -> Diagnostics:
-        """Standard error's lines: the first problems and where the rejects went.
-
-        With ``verbose``, also the source, what was fetched and the manifest entries not used.
-        """
+        """Standard error's lines: the first problems and the rejects (``verbose``: more detail)."""
         before: list[str] = [f"warning: {w}" for w in self.warnings]
         if verbose:
             before.append(f"source: {self.source}")

@@ -1,16 +1,9 @@
 """``errkb triage``'s values: what many logs held, known errors counted, unknown ones grouped.
 
-A :class:`LogResult` is one log's share (the per-log function's output, plain JSON in and out,
-so worker processes, a Dask bag, Ray or Spark hand it on as text and nothing is unpickled); the
-reduce (:mod:`errkb.triage`) folds any number of them into one :class:`TriageReport`, whose
-``to_dict()`` is the ``--format json`` object of ``schemas/triage.schema.json``.
-Every collection is sorted by a key of its own content, so the report does not depend on the
-order logs were done in: ``-j 1``, ``-j 8`` and a Dask cluster print the same bytes.
-
-Exit codes: 1 unknown errors were found (with a baseline: errors new since then), whether or not
-some logs could not be read; else 3 some logs could not be read (their lines are in ``errors``;
-the others were triaged); else 0. An empty log is read and clean (``empty``), not an error. A
-bad option or an unreadable knowledge base is 2.
+A :class:`LogResult` is one log's share (plain JSON across processes); the reduce folds them
+into one :class:`TriageReport` (``schemas/triage.schema.json``). Every collection is sorted by
+its own content, so the report does not depend on arrival order. Exit codes: 1 unknown (or
+new) errors, else 3 unreadable logs, else 0 (an empty log is clean); 2 for errors.
 """
 
 from __future__ import annotations
@@ -87,8 +80,7 @@ class UnknownGroup:
     values: tuple[tuple[str, ...], ...]  #: per varying slot, its distinct values (sorted, capped)
     examples: tuple[Example, ...]
     new: bool = False
-    #: The baseline's clusters this group was recognised as (its own id, or the id of a group
-    #: of the same template whose values differed), sorted; empty without a baseline or if new.
+    #: The baseline's clusters this group was recognised as, sorted (empty: none, or new).
     baseline_clusters: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -165,11 +157,7 @@ class TriageReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when something unknown or new was found, else 3 when some log could not be read.
-
-        A finding wins over an unreadable log, so a CI gate never misses one (the report says
-        both); 0 when every log was read and nothing was found. An empty log is read: clean.
-        """
+        """1 when something unknown or new was found, else 3 for an unreadable log, else 0."""
         if self.found:
             return 1
         if self.errors:

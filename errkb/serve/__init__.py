@@ -1,14 +1,9 @@
 """What errkb offers a bot: the operations the MCP server and the HTTP API both expose.
 
-``Service`` wraps ONE ``KnowledgeBase`` for a whole process (it is thread-safe, and notices a
-sync made by another process on its next read), checks every input against a size cap, and
-returns plain JSON-ready dicts: exactly the objects ``errkb explain/search/check --format json``
-print, so a bot sees one contract whichever door it uses. Bad input raises an ``ErrkbError``
-subclass with a message that says what was wrong; the transports turn it into a tool error or an
-HTTP 4xx. Nothing here writes to the knowledge base.
-
-This module needs no optional dependency; ``errkb.serve.mcp_tools`` and ``errkb.serve.http``
-(the ``errkb[mcp]`` extra) are the transports.
+``Service`` wraps ONE thread-safe ``KnowledgeBase`` per process, caps every input, and returns
+exactly the objects ``--format json`` prints, whichever door a bot uses. Bad input raises an
+``ErrkbError`` the transports turn into a tool error or an HTTP 4xx. Nothing here writes to the
+knowledge base or needs an optional dependency (the transports, ``mcp_tools`` and ``http``, do).
 """
 
 from __future__ import annotations
@@ -28,8 +23,7 @@ if TYPE_CHECKING:
     from errkb.report import Report
     from errkb.serve.workers import WorkerPool
 
-#: Largest text an explain (or a search query) accepts through a service: a long traceback or a
-#: log excerpt fits many times over; a whole log belongs to ``errkb explain FILE``.
+#: Largest text an explain (or a search query) accepts through a service.
 MAX_TEXT_CHARS = 1 << 20
 #: A single message is a line or a few, not a log.
 MAX_MESSAGE_CHARS = 64 * 1024
@@ -65,8 +59,7 @@ class Service:
 
     kb: KnowledgeBase
     allowed_paths: tuple[Path, ...] = ()  #: resolved roots ``check_checkpoint`` may read under
-    #: Where explain, match and search run when set: worker processes a deadline can stop
-    #: (``errkb.serve.workers``); in this process otherwise (the library, tests).
+    #: Where explain, match and search run when set: worker processes a deadline can stop.
     pool: WorkerPool | None = None
 
     @classmethod
@@ -86,21 +79,13 @@ class Service:
 
     @contextlib.contextmanager
     def preparing(self, interval: float = PREPARE_INTERVAL) -> Iterator[None]:
-        """While serving: one background thread keeps the knowledge base ready for each state.
-
-        After a sync (in any process) the first report would build the anchor table for the
-        new state, seconds at 500,000 records, while every request behind it waits. Here the
-        thread notices the new state within ``interval`` and builds it; requests meanwhile
-        answer from the database's index (the same answers, tests/test_scan.py), so none of
-        them waits for a build.
-        """
+        """While serving: one thread builds each new state's artefacts; no request waits."""
         stop = threading.Event()
         self.kb.prepare_ahead = True
 
         def watch() -> None:
             while not stop.is_set():
-                # A failed read (the database briefly locked, or being replaced) is retried on
-                # the next look; requests report their own errors.
+                # A failed read is retried on the next look; requests report their own errors.
                 with contextlib.suppress(ErrkbError):
                     self.kb.prepare()
                 stop.wait(interval)
@@ -116,11 +101,7 @@ class Service:
 
     # ------------------------------------------------------------------ operations
     def explain(self, text: str, detail: str | None = None, offset: int = 0) -> dict[str, Any]:
-        """Every known error in ``text``.
-
-        ``detail`` None: the ``explain --format json`` object, whole; ``compact`` or ``full``:
-        one page of that view from match ``offset`` (``errkb.serve.views``).
-        """
+        """Every known error in ``text``: the JSON object, or a ``detail`` page from ``offset``."""
         _cap("text", text, MAX_TEXT_CHARS)
         _check_view(detail, offset)
         if self.pool is not None:
@@ -128,10 +109,7 @@ class Service:
         return self.explain_local(text, detail, offset)
 
     def explain_json(self, text: str, detail: str | None = None, offset: int = 0) -> str:
-        """``explain`` as JSON text: from a worker, its own text, never parsed and re-encoded.
-
-        The HTTP route's body: the server then spends nothing on a result it only forwards.
-        """
+        """``explain`` as JSON text, forwarded from a worker as it came (the HTTP route's body)."""
         _cap("text", text, MAX_TEXT_CHARS)
         _check_view(detail, offset)
         args = {"text": text, "detail": detail, "offset": offset}
@@ -282,8 +260,7 @@ class Service:
         self.kb.refresh()
         stats = self.kb.stats()
         last = self.kb.latest_version()
-        # Only the bundled sample while the last version applied is its ingest (every sync,
-        # ingest or rollback after it is a newer version): explain's note says the same.
+        # Only the bundled sample while the last version applied is its ingest.
         sample = (
             last is not None
             and last.kind.value == "ingest"
@@ -315,11 +292,7 @@ def _version() -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without userinfo, query or fragment: what a status may show of a sync source.
-
-    A source URL may carry a password (``https://user:pw@host/``) or a token in its query
-    (``?token=...``); a status is read by anyone the server answers (issue 27, item 5).
-    """
+    """``url`` without userinfo, query or fragment: what a status may show of a sync source."""
     import urllib.parse
 
     try:

@@ -1,23 +1,11 @@
 """Who may ask: the Host, Origin and bearer-token checks in front of every HTTP route.
 
-Issue 27 item 2: the REST routes checked neither ``Host`` nor ``Origin``, even on loopback, so
-a DNS-rebinding page could read them and any web page could send a simple ``text/plain`` POST
-to ``/v1/explain``; ``/mcp`` checked them only when bound to exactly 127.0.0.1, localhost or
-::1. Here one ASGI layer wraps the whole app (REST, ``/mcp``, unknown paths alike), whatever
-the bind:
-
-* ``Host`` must name an allowed host: the loopback names, the bind address, and whatever the
-  operator adds (``--allow-host``; ``*`` accepts any, for a reverse proxy that checks it);
-* an ``Origin`` header, when a browser sends one, must be an allowed origin: ``http(s)://`` one
-  of the allowed hosts, or one the operator adds (``--allow-origin``). A request a browser
-  marks ``Sec-Fetch-Site: cross-site`` is refused too. Programs send neither and pass;
-* with a token (``--token`` / ``$ERRKB_SERVE_TOKEN``) every route but ``/healthz`` needs
-  ``Authorization: Bearer <token>``, compared in constant time.
-
-Refusals are JSON ``{"error": ...}`` with 403 (or 401 and ``WWW-Authenticate``), and name the
-header at fault. Any other error response the wrapped app sends as plain text (the SDK's own 413
-for a chunked ``/mcp`` body over its cap, Starlette's defaults) leaves as JSON too
-(``_JsonErrors``), so a client parses one shape on every route.
+One ASGI layer wraps the whole app, whatever the bind: ``Host`` must be allowed (loopback
+names, the bind address, ``--allow-host``; ``*`` any); a browser's ``Origin`` must be allowed
+(``http(s)://`` an allowed host, or ``--allow-origin``) and ``Sec-Fetch-Site: cross-site`` is
+refused; with a token every route but ``/healthz`` needs ``Authorization: Bearer <token>``
+(constant-time compare). Refusals are JSON 403 (401 with ``WWW-Authenticate``) naming the
+header; any other non-JSON error response leaves as JSON too (``_JsonErrors``).
 """
 
 from __future__ import annotations
@@ -137,8 +125,7 @@ class Guard:
                 return
             send = _JsonErrors(send)
             if self.max_body_bytes is not None and _chunked(scope):
-                # No declared length: the body is read here, up to the cap, and handed on whole
-                # (or refused as JSON), so every route counts a chunked body the same way.
+                # No declared length: the body is read here up to the cap and handed on whole.
                 body = await _read_capped(receive, self.max_body_bytes)
                 if body is None:
                     await _json(send, 413, f"request body over {self.max_body_bytes:,} bytes")
@@ -147,8 +134,7 @@ class Guard:
         await self.app(scope, receive, send)
 
     def _too_large(self, scope: Scope) -> tuple[int, str] | None:
-        # A declared length over the cap is refused here, as JSON, before any route (the SDK's
-        # own check on /mcp answers plain text); a chunked body is counted in ``__call__``.
+        # A declared length over the cap is refused here as JSON, before any route.
         if self.max_body_bytes is None:
             return None
         for key, value in scope["headers"]:
@@ -199,12 +185,9 @@ _QUOTED = 4096
 
 
 class _JsonErrors:
-    """A ``send`` that turns an error response (status >= 400) that is not JSON into JSON.
+    """A ``send`` that turns a non-JSON error response (status >= 400) into ``{"error": text}``.
 
-    The body is held until its last chunk (error bodies are a line), then sent as
-    ``{"error": <its text>}`` with the status and the headers that still mean something
-    (``Retry-After``, ``Allow``...). Success responses, JSON errors and event streams pass
-    untouched.
+    Meaningful headers are kept; successes, JSON errors and event streams pass untouched.
     """
 
     def __init__(self, send: Send) -> None:

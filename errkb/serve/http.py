@@ -1,20 +1,10 @@
 """The HTTP API: ``errkb serve``, for bots in any language and teams sharing one knowledge base.
 
-Routes (all read-only; JSON bodies are the CLI's ``--format json`` objects):
-
-* ``POST /v1/explain``: a text/plain body, or JSON ``{"text": ...}``;
-* ``GET /v1/match?message=&class=``, ``GET /v1/search?q=&repo=&tag=&class=&severity=&limit=``;
-* ``GET /v1/errors/{id}`` (id or slug), ``GET /v1/status``, ``GET /healthz``;
-* ``/mcp``: the MCP server (streamable HTTP), ``GET /openapi.json``: this API described.
-
-One ``Service`` (one ``KnowledgeBase``) serves every request; library calls are synchronous and
-run on worker threads, each under a time limit (504 when it runs out; the thread finishes on its
-own, since a SQLite read cannot be interrupted safely from outside). Request bodies are read
-with a cap (413 beyond it). A sync by another process is seen by the next request: every read
-compares the store's state counter. The server binds to loopback unless told otherwise.
-
-Built with Starlette and uvicorn, which the ``mcp`` SDK already depends on: the routes are added
-to the MCP server's own Starlette app, so its session manager's lifespan runs with them.
+Read-only routes, bodies the CLI's ``--format json`` objects: ``POST /v1/explain`` (text or
+``{"text": ...}``), ``GET /v1/match``, ``/v1/search``, ``/v1/errors/{id}``, ``/v1/status``,
+``/healthz``, ``/openapi.json``, and ``/mcp``. One ``Service`` serves all; calls run on threads
+under a time limit (504), bodies under a cap (413); a sync elsewhere is seen by the next
+request. Loopback by default. Routes are added to the MCP SDK's own Starlette app.
 """
 
 from __future__ import annotations
@@ -62,11 +52,7 @@ def build_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     policy: Policy | None = None,
 ) -> Guard:
-    """The ASGI app: the REST routes and the MCP endpoint, over one shared service.
-
-    Every route, ``/mcp`` and unknown paths included, is behind the ``Host``/``Origin``/token
-    guard (``errkb.serve.guard``); the SDK's own narrower check is replaced by it.
-    """
+    """The ASGI app: the REST routes and ``/mcp``, all behind ``errkb.serve.guard``."""
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.exceptions import HTTPException
 
@@ -76,8 +62,8 @@ def build_app(
 
     async def run(operation: Callable[[], dict[str, Any] | str]) -> Response:
         try:
-            # The worker pool stops an explain at its own deadline; this one (a little later)
-            # bounds the calls that run in this process.
+            # The worker pool stops an explain at its deadline; this later one bounds in-process
+            # calls.
             with anyio.fail_after(request_seconds + 1):
                 result = await anyio.to_thread.run_sync(operation, abandon_on_cancel=True)
         except (TimeoutError, DeadlineError):
@@ -89,8 +75,7 @@ def build_app(
         except AccessError as exc:
             return _error(403, str(exc))
         except (StoreError, WorkerError) as exc:
-            # The server's fault, not the request's; its text may name the database (user,
-            # socket path), so the client gets none of it and the log gets all of it.
+            # The server's fault: its text may name the database, so only the log gets it.
             log.error("request failed: %s", exc)
             return _error(500, "the knowledge base could not answer; see the server's log")
         except ErrkbError as exc:

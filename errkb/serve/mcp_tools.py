@@ -1,13 +1,9 @@
 """The MCP server: errkb's knowledge base as tools an assistant can call (``errkb mcp``).
 
-Built on the official ``mcp`` SDK 2.x (``mcp.server.mcpserver.MCPServer``), from the optional
-``errkb[mcp]`` extra. Each tool has a typed input schema (with size caps), a description that
-tells an assistant when to call it, and structured output: the same JSON objects as the CLI's
-``--format json``. Bad input is a tool error (``is_error``) with a message saying what was
-wrong (arguments that do not fit a tool's schema too: :func:`invalid_arguments`, one clause per
-argument, no pydantic text); the server itself never stops for it. Tools run the synchronous
-library on worker threads (the SDK does this for sync functions), all sharing one
-``KnowledgeBase``.
+On the ``mcp`` SDK 2.x (``errkb[mcp]``). Each tool has a capped, typed input schema, a
+description saying when to call it, and the CLI's ``--format json`` objects as structured
+output. Bad input is a tool error saying what was wrong (:func:`invalid_arguments`); tools run
+on worker threads sharing one ``KnowledgeBase``.
 """
 
 from __future__ import annotations
@@ -52,13 +48,7 @@ INSTRUCTIONS = (
 
 
 class _Output(BaseModel):
-    """A tool's structured output: the operation's JSON object, published under its schema.
-
-    The SDK derives a tool's ``outputSchema`` from its return type; a plain dict would publish
-    a generic object. Each subclass publishes the shipped schema of what it returns, written
-    out whole (``errkb.serve.schemas``) so that a client can validate the output against it.
-    The object itself passes through as it is (every key kept).
-    """
+    """A tool's structured output: the operation's JSON object, under its shipped schema."""
 
     model_config = ConfigDict(extra="allow")
     SCHEMA: ClassVar[str]
@@ -120,11 +110,7 @@ Offset = Annotated[
 
 
 def invalid_arguments(tool: str, exc: ValidationError) -> str:
-    """Arguments that do not fit a tool's input schema, said as errkb says bad input.
-
-    One line per argument: its name, what it must be, and what it was (clipped); no pydantic
-    class names and no documentation URL, which an assistant cannot act on.
-    """
+    """Arguments that do not fit a tool's input schema, one line each (name, expected, got)."""
     parts = []
     for err in exc.errors(include_url=False):
         where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"

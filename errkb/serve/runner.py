@@ -1,25 +1,11 @@
 """Running an ASGI app as a service: ``errkb serve`` and ``errkb mcp --http`` share this.
 
-What uvicorn alone did wrong here (issues 25 and 27): it printed nothing on start; a busy port
-exited 3 with its own text; SIGTERM and SIGHUP ended the process by the signal (exit -15/-1,
-which systemd and Docker report as a failure) since uvicorn re-raises a captured signal after
-its graceful stop; and a connection that sent no request (or sent its headers a byte at a time)
-was held open forever, 1,214 of them in one attack. Here:
-
-* the socket is bound before uvicorn starts, so a busy port or a bad address is one line and
-  exit 2 (``BindError``);
-* once the app's startup has run, one line on stderr says ``errkb: listening on URL`` (tests
-  and supervisors wait for it, never for a clock), then an access log line per request unless
-  ``quiet``;
-* SIGTERM, SIGINT and SIGHUP stop accepting, let in-flight requests finish for up to
-  ``graceful_seconds``, and return normally (exit 0);
-* ``limit_concurrency`` bounds open connections and requests (past it uvicorn answers 503,
-  JSON with ``Retry-After`` like every errkb error), but idle connections never fill it: a
-  new connection that would reach it closes the oldest idle ones (``_Protocol``), so only
-  requests in progress can make a client wait;
-  idle keep-alive connections close after ``keep_alive_seconds``, and a connection whose
-  request headers are not complete ``header_seconds`` after it opened (or after its last
-  response) is closed.
+The socket is bound before uvicorn starts (a busy port: one line, exit 2, ``BindError``); once
+started, one stderr line says ``errkb: listening on URL``, then an access line per request
+unless ``quiet``; SIGTERM, SIGINT and SIGHUP stop gracefully within ``graceful_seconds`` and
+return (exit 0); ``limit_concurrency`` bounds connections (past it a JSON 503 with
+``Retry-After``) but idle ones are closed to make room (``_Protocol``); idle keep-alive closes
+after ``keep_alive_seconds``, and incomplete headers after ``header_seconds``.
 """
 
 from __future__ import annotations
@@ -44,9 +30,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from errkb.errors import UsageError
 from errkb.serve.guard import Policy, is_loopback, service_unavailable
 
-# uvicorn answers past ``limit_concurrency`` with this module-level app, plain text
-# "Service Unavailable": errkb's every error is JSON, so its own (with Retry-After) stands in.
-# Only the h11 protocol is used (``serve`` passes ``http=``), and only in errkb's server process.
+# uvicorn's plain-text 503 app past ``limit_concurrency`` is replaced by errkb's JSON one (h11
+# only, errkb's server process only).
 h11_impl.service_unavailable = service_unavailable  # type: ignore[attr-defined,assignment]
 
 #: The signals that stop the server gracefully.
@@ -112,14 +97,8 @@ def warnings_for(options: ServeOptions, policy: Policy) -> list[str]:
 class _Protocol(H11Protocol):
     """uvicorn's h11 protocol: a deadline on headers, idle connections closed to make room.
 
-    Idle connections are closed, oldest first, when a new one would reach
-    ``limit_concurrency``. uvicorn counts every open connection against that limit and answers
-    503 once they reach it, idle ones included: 256 connections that never sent a request made
-    every client's request a 503 until the header deadline closed them, and again as they were
-    re-opened. A connection is idle while no request of it is in progress (its headers not yet
-    complete, or between keep-alive requests); closing one loses nothing a client does not
-    retry. So open connections stay below the limit while any of them is idle, and only
-    requests in progress can fill it.
+    When a new connection would reach ``limit_concurrency``, idle ones (no request in progress)
+    are closed oldest first, so only requests in progress can fill the limit.
     """
 
     header_seconds = ServeOptions.header_seconds
@@ -142,10 +121,7 @@ class _Protocol(H11Protocol):
         return self.cycle is None or self.cycle.response_complete
 
     def _make_room(self, most: int) -> None:
-        """Close idle connections but this one, oldest first, until ``most`` are open.
-
-        Or until none is idle. Connections already closing count as gone.
-        """
+        """Close idle connections, oldest first, until ``most`` are open or none is idle."""
         others = [c for c in self.connections if c is not self]
         going = {c for c in others if c.transport.is_closing()}
         for conn in going:
@@ -174,8 +150,7 @@ class _Server(uvicorn.Server):
 
     @contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        # uvicorn's own re-raises the signal after the graceful stop (the process then dies by
-        # it); here the stop is the end: serve returns and errkb exits 0.
+        # uvicorn's own re-raises the signal after the graceful stop; here serve returns (exit 0).
         if threading.current_thread() is not threading.main_thread():
             yield  # signals reach the main thread only (a server run in a test's thread)
             return

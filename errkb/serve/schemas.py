@@ -1,11 +1,7 @@
 """The JSON Schemas of what a bot gets back, each self-contained (MCP ``outputSchema``, OpenAPI).
 
-The shipped schemas (``schemas/``) refer to one another by file name: an explanation's
-``record`` is ``{"$ref": "record.v2.schema.json"}``. An MCP client validates a tool's
-structured output against the tool's ``outputSchema`` alone and cannot fetch another file, so
-here every such reference is replaced by the schema it names (its ``$schema``/``$id`` dropped,
-the referring object's other keys kept). Only whole-file references exist in ``schemas/``; any
-other ``$ref`` is refused, so a new kind of reference cannot slip through unresolved.
+Every whole-file ``$ref`` between shipped schemas is replaced by the schema it names (its
+``$schema``/``$id`` dropped); any other ``$ref`` is refused.
 """
 
 from __future__ import annotations
@@ -37,12 +33,7 @@ def _bundled(filename: str) -> dict[str, Any]:
 
 
 def _load(filename: str) -> dict[str, Any]:
-    """A shipped schema, without the copies of other shipped files it embeds for validators.
-
-    A shipped file may embed a file it refers to under ``$defs`` with that file's ``$id`` (so
-    a plain validator resolves the reference without a registry); here every reference is
-    inlined instead, so those copies are dropped rather than sent twice.
-    """
+    """A shipped schema, without the ``$defs`` copies of files it embeds (all inlined)."""
     from errkb._resources import schema_path
 
     schema: dict[str, Any] = json.loads(schema_path(filename).read_text(encoding="utf-8"))

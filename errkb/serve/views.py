@@ -1,20 +1,10 @@
 """What a bot receives for an explanation: a compact view, or the full one in pages.
 
-Issue 25: over streamable HTTP the SDK client refused the answer for a 16 KB log of 100
-tracebacks (``Server-sent event exceeded the 1048576 byte limit``), since every match carried
-its whole record (~5.6 KB) and five tracebacks of one record were five matches. Here:
-
-* ``compact`` (MCP's default): one entry per record, its occurrences listed (captures, lines,
-  the diagnosis each one's values give), the record's solutions in short, and the record's
-  link (``errkb://records/{id}``, or the ``get_error`` tool) for the rest. Described by
-  ``schemas/explanation-compact.schema.json``.
-* ``full``: the ``errkb explain --format json`` object (``schemas/explanation.schema.json``),
-  its matches cut into pages.
-
-Both have a hard ceiling on their encoded size (``COMPACT_BYTES``, ``FULL_BYTES``); what does
-not fit is left to the next page, and the view says so (``truncated``, ``nextOffset``), so a
-client always gets an answer it can read and knows how to get the rest. A single full match
-larger than the ceiling (a record with megabytes of prose) still travels alone on its page.
+``compact`` (MCP's default): one entry per record with its occurrences, solutions in short and
+the record's link (``schemas/explanation-compact.schema.json``). ``full``: the ``--format json``
+object, its matches in pages. Both stay under a ceiling on their encoded size
+(``COMPACT_BYTES``, ``FULL_BYTES``); the rest is the next page (``truncated``, ``nextOffset``).
+A single full match over the ceiling travels alone on its page.
 """
 
 from __future__ import annotations
@@ -27,11 +17,9 @@ from typing import Any
 
 from errkb.report import Match, Report, Unmatched
 
-#: A compact view's ceiling: a few dozen records with their occurrences fit; an assistant's
-#: context is better spent on those than on a thousand near-identical lines.
+#: A compact view's ceiling: a few dozen records with their occurrences.
 COMPACT_BYTES = 64_000
-#: A full page's ceiling: half the SDK client's 1 MiB limit on one server-sent event, which the
-#: JSON-RPC envelope, escaping and the text summary must also fit in.
+#: A full page's ceiling: half the SDK client's 1 MiB limit on one server-sent event.
 FULL_BYTES = 512 * 1024
 #: Occurrences listed per record in a compact view (the count covers all of them).
 MAX_OCCURRENCES = 20
@@ -162,11 +150,7 @@ def explanation_view(
 
 
 def compact_matches(matches: Sequence[Match]) -> list[dict[str, Any]]:
-    """One entry per record and confidence, in first-seen order, each with its occurrences.
-
-    The answers come first, then the possible and similar ones (``decide``'s order); each
-    occurrence keeps its own captures.
-    """
+    """One entry per record and confidence, in ``decide``'s order, captures per occurrence."""
     grouped: dict[tuple[str, str], list[Match]] = {}
     for m in matches:
         grouped.setdefault((m.id, m.confidence.value), []).append(m)

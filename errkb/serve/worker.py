@@ -1,9 +1,7 @@
 """One worker process of ``errkb.serve.workers.WorkerPool``: ``python -m errkb.serve.worker [DB]``.
 
-It opens the knowledge base (``DB``, else ``$ERRKB_DB`` or the default), keeps it prepared for
-each state as the server does, says it is ready, then answers one JSON request per line on
-stdin with one JSON line on stdout until stdin closes. A request's errors are answers (their
-kind and message); only a broken pipe ends the loop early.
+It opens and prepares the knowledge base, says it is ready, then answers one JSON line per
+request line until stdin closes; errors are answers, only a broken pipe ends it early.
 """
 
 from __future__ import annotations
@@ -34,9 +32,8 @@ def main(argv: list[str]) -> int:
     kb = open_kb(argv[0] if argv else None, bundled=False)
     service = Service(kb)
     ops = operations(service)
-    # Replies go to the pipe with ``os.write`` until whole, not through ``sys.stdout``: a
-    # buffered writer stopped and continued mid-write (SIGSTOP/SIGCONT) can lose bytes of a
-    # large reply (``errkb.atomic.write_all``), and the server would read half an answer.
+    # Replies go to the pipe with ``os.write`` until whole (``errkb.atomic.write_all``), never
+    # through a buffered ``sys.stdout``.
     out = sys.stdout.fileno()
     with service.preparing():
         kb.prepare()
@@ -44,8 +41,7 @@ def main(argv: list[str]) -> int:
         for line in sys.stdin:
             request = json.loads(line)
             try:
-                # "ok", a tab, the result's JSON: the server can pass it on as the response body
-                # without parsing it (``WorkerPool.call_json``).
+                # "ok", a tab, the result's JSON: passed on unparsed (``WorkerPool.call_json``).
                 result = ops[request["op"]](**request["args"])
                 reply = OK + json.dumps(result, separators=(",", ":"))
             except Exception as exc:  # every error is the request's answer, the loop goes on

@@ -1,18 +1,10 @@
 """Worker processes for the text operations, so that a request's deadline stops its work.
 
-Issue 27 item 1: four hostile 1 MiB bodies each cost minutes of CPU; the HTTP server answered
-504 after 10 s but its threads kept computing for over 72 s (a thread cannot be stopped from
-outside, and a SQLite read must not be), and forty such bodies took the server to 3 GB. Here
-explain, match and search run in a fixed number of worker processes (``size``), each with its
-own ``KnowledgeBase`` on the same database. A call past its deadline kills its worker (the
-work stops at once, its memory is returned) and a fresh one is started in the background; a
-call arriving while ``size + queue`` calls are already admitted is refused at once
-(``BusyError``, an HTTP 503 with ``Retry-After``) instead of queueing without bound. The other
-workers keep serving meanwhile, so one client's worst input costs the others one worker.
-
-The pipe carries one JSON object per line each way (requests: the operation's name and
-arguments; answers: the result or an error's kind and message): nothing else crosses it, and
-nothing is unpickled. A worker answers in about a millisecond more than an in-process call.
+explain, match and search run in ``size`` worker processes, each with its own
+``KnowledgeBase``. A call past its deadline kills its worker (a fresh one starts in the
+background); past ``size + queue`` admitted calls a call is refused at once (``BusyError``, a
+503 with ``Retry-After``). The pipe carries one JSON object per line each way; nothing is
+unpickled.
 """
 
 from __future__ import annotations
@@ -31,8 +23,7 @@ from typing import Any
 
 from errkb.errors import ErrkbError, NotFoundError, StoreError, UsageError
 
-#: Worker processes by default: two, so that one hostile request leaves one serving; on the
-#: 2-core machines errkb is measured on, more would only share the same cores.
+#: Worker processes by default: two, so one hostile request leaves one serving.
 DEFAULT_WORKERS = 2
 #: Calls waiting for a worker beyond those running, before new ones are refused (503).
 DEFAULT_QUEUE = 16
@@ -82,8 +73,7 @@ class _Worker:
         if self.proc.stdin is None or self.proc.stdout is None:  # pragma: no cover - PIPE given
             raise WorkerError("an errkb worker started without its pipes")
         self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
-        # One selector for the worker's life: a fresh one per call cost an epoll fd and three
-        # system calls on every request.
+        # One selector for the worker's life.
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._stdout.fileno(), selectors.EVENT_READ)
 

@@ -1,16 +1,9 @@
 """The store: the only room that holds a database connection or SQL text.
 
-This package's front is ``open_store``, which picks the backend for a path or URL. The
-``Store`` / ``ReadView`` / ``WriteTx`` protocols live in ``errkb.store.interface``, the values
-that cross the seam (``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo`` ...) in
-``errkb.store.values`` (both re-exported here, the values on first use), which the backends
-import: the factory imports the backends, never the reverse. ``errkb.store.sqlite`` is the
-SQLite backend, ``errkb.store.postgres`` the PostgreSQL one; a
-further backend is one new module implementing the protocols plus one branch in
-``open_store``. Backends translate every driver error into ``StoreError`` (and subclasses) at
-this one boundary, naming the database.
-
-Nothing here imports a database driver: the explain hot path must not pay for SQLAlchemy.
+``open_store`` picks the backend for a path or URL (``sqlite``, ``postgres``; a new backend is
+a module plus a branch here). The protocols (``interface``) and values (``values``) are
+re-exported. Backends translate every driver error into ``StoreError``. No driver is imported
+here.
 """
 
 from __future__ import annotations
@@ -59,10 +52,9 @@ if TYPE_CHECKING:
 
 
 def open_store(target: str | os.PathLike[str] | None) -> Store:
-    """The store for ``--db`` / ``ERRKB_DB`` / the default (not yet migrated: ``ensure_schema``).
+    """The store for ``--db`` / ``ERRKB_DB`` / the default, not yet migrated (``ensure_schema``).
 
-    A ``postgresql+psycopg://`` (or ``postgresql://``, ``postgres://``) URL opens the
-    PostgreSQL backend (the optional extra ``errkb[postgres]``); anything else is an SQLite file.
+    A PostgreSQL URL opens that backend (``errkb[postgres]``); anything else is an SQLite file.
     """
     resolved = resolve_target(target)
     if isinstance(resolved, str):
@@ -75,14 +67,7 @@ def open_store(target: str | os.PathLike[str] | None) -> Store:
 
 
 def _checked_server_url(url: str) -> str:
-    """``url`` when it parses as a URL, else a ``UsageError`` naming the ``--db`` option.
-
-    The driver and the redaction of messages split the URL; a malformed one
-    (``postgresql://[::1``) would be a bare ``ValueError`` there. Host lists and ports are
-    libpq's to judge (``h1:5432,h2:5433`` is one valid netloc), so only the split is checked
-    here. The message shows no user name or password: a URL that does not parse cannot be
-    redacted by its parts.
-    """
+    """``url`` when it parses as a URL, else a ``UsageError`` naming ``--db`` (no credentials)."""
     import urllib.parse
 
     try:

@@ -1,29 +1,13 @@
 """The unit of work, history and inventory reads: written once, against a small dialect.
 
-Both backends used to hold their own copy of the write logic (213 identical lines, 52
-definitions twice, PostgreSQL importing SQLite's private names): a rule fixed in one drifted
-from the other. Here is everything whose meaning does not depend on the database: how an
-incoming record is classified and written (``UnitOfWork.apply``), the history rows it leaves,
-retirement, the state counter readers poll, the match index's rewrite, and the reads of
-history, versions and inventory (``Reads``). A backend supplies an ``Sql`` (reads) and a
-``WriteSql`` (writes): placeholders, how a list of ids is bound, bulk insert (``executemany``
-or ``COPY``), how the match index is replaced, and the full-text index's bulk fill. Its own
-module keeps connections, locks, pragmas, error translation and full-text search.
+Everything whose meaning does not depend on the database lives here (``UnitOfWork.apply``,
+history, retirement, the state counter, the match index, the reads); a backend supplies an
+``Sql`` and a ``WriteSql`` and keeps connections, locks, errors and full-text search.
 
-SQL here is written once for both: ``?`` placeholders (PostgreSQL's dialect turns them into
-``%s``), ``$IDS`` where a list of ids is bound (``IN (?, ...)`` in chunks, or ``= ANY(%s)``),
-``{c}`` after a text column that is sorted (PostgreSQL's ``COLLATE "C"``: byte order, as
-SQLite sorts), ``FALSE``/``TRUE`` and ``NULLS FIRST`` (both speak them, SQLite since 3.30).
-
-The store is fed, not computing: what a record's matcher and index words are (``Derived``) comes
-with it from the caller, computed where the records are read (the sync's worker processes),
-and the rarity ranking of the index words is the caller's ``Feed.rank``. The store only writes
-them: it imports no matching code.
-
-A backend may also run the same unit of work into a new database (``Rebuild``: SQLite's fresh
-build of ``<db>.new``): what the apply leaves as it is is copied from the old one first, and the
-records it rewrites are classified against the old one and inserted whole, so the new file gets
-exactly the rows the one transaction would have left in the old.
+SQL is written once: ``?`` placeholders, ``$IDS`` for a bound list of ids, ``{c}`` after a
+sorted text column (byte order on both), ``FALSE``/``TRUE`` and ``NULLS FIRST``. The store is
+fed, not computing: ``Derived`` and ``Feed.rank`` come from the caller. ``Rebuild`` runs the
+same unit of work into a new database and leaves exactly the rows the one transaction would.
 """
 
 from __future__ import annotations
@@ -93,11 +77,7 @@ class Sql(Protocol):
 
 
 class BulkSearch(Protocol):
-    """A full-text index's work for one apply, done once at its end (``finish``).
-
-    Filled there instead of row by row (a large apply), or kept row by row with its merging
-    held until there (SQLite's ``_MergeAfter``).
-    """
+    """A full-text index's work for one apply, done once at its end (``finish``)."""
 
     def added(self, rids: Sequence[str]) -> None: ...
     def finish(self) -> None: ...
@@ -120,16 +100,12 @@ class WriteSql(Sql, Protocol):
         ...
 
     def fill_words(self) -> None:
-        """Write ``match_words`` from the live records' ``pattern_specs.words``, in SQL.
-
-        The table is emptied first.
-        """
+        """Refill ``match_words`` from the live records' ``pattern_specs.words``, in SQL."""
         ...
 
 
 # ---------------------------------------------------------------------------- pattern specs
-#: The ``pattern_specs`` columns after ``record_id`` (migration 0006), in ``Derived.spec`` order:
-#: a record's ``PatternSpec`` as narrow columns (tuples as JSON text), and its index words.
+#: The ``pattern_specs`` columns after ``record_id``, in ``Derived.spec`` order (tuples as JSON).
 SPEC_COLUMNS = (
     "regex",
     "names",
@@ -147,8 +123,7 @@ SPEC_COLUMNS = (
     "literals",
     "specificity",
 )
-#: Compact JSON text, from one encoder made once: ``json.dumps`` with options builds an encoder
-#: per call, which was half the cost of a record's spec columns (measured: 0.12 of 0.27 ms).
+#: Compact JSON text from one encoder made once (``json.dumps`` with options builds one per call).
 compact_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _SPEC_TUPLES = frozenset({"names", "repr_groups", "kinds", "functions", "literals"})
 _SPEC_SQL = (
@@ -179,8 +154,7 @@ def spec_from(row: Sequence[Any]) -> PatternSpec:
     values: dict[str, Any] = {"record_id": str(row[0])}
     for name, value in zip(SPEC_COLUMNS, row[1:], strict=True):
         if name in _SPEC_TUPLES:
-            # Most of a record's five lists are empty (a fixed message has no names, kinds or
-            # groups): no decoder call for them (a dense scan decodes ~6,000 specs' rows).
+            # Most of the five lists are empty: no decoder call for them.
             value = () if value == "[]" else tuple(json.loads(value))
         elif name == "origin":
             value = PatternOrigin(value)
@@ -189,11 +163,7 @@ def spec_from(row: Sequence[Any]) -> PatternSpec:
 
 
 def raw_record_texts(sql: Sql, ids: Sequence[str]) -> dict[str, str]:
-    """The stored JSON text of each record of ``ids`` that exists (retired ones too), by id.
-
-    One query per chunk of ids, not one per record: a dense log's report holds ~5,000
-    matches, each with its record, and on PostgreSQL each query is a round trip.
-    """
+    """Each existing record's stored JSON text (retired too), one query per chunk of ids."""
     return {str(rid): str(text) for rid, text in sql.in_ids(_RAW_SQL, sorted(set(ids)))}
 
 
@@ -219,13 +189,7 @@ _ANCHOR_SQL = (
 
 
 def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
-    """(record id, anchor, literals, regex, template) of every live record, by id.
-
-    The anchor is None when the record has no stored spec. What the record-driven scan's
-    anchor database and its literal rejects are built from. Streamed: at 150,000 records the
-    rows as a list were 97 MiB of Python objects (traced), the largest thing the anchor
-    build held, and the heap they fragmented stayed in the process through the compile.
-    """
+    """(record id, anchor or None, literals, regex, template) of live records by id, streamed."""
     for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
         yield (
             str(rid),
@@ -261,9 +225,8 @@ def _plan(
 ) -> tuple[_Write | None, ChangeKind | None, str]:
     """(how to write, history row, which count) for one record: ``classify`` plus retirement.
 
-    ``retired`` asks for the record to end up retired with this content (a rollback to a
-    version it was retired at): it counts as retired when it was live, as updated when only
-    its content changes, and not at all when it is already retired as it was.
+    ``retired``: the record ends up retired with this content (a rollback): counted as retired
+    when it was live, updated when only its content changes, not at all when retired as it was.
     """
     change = classify(existing, chash)
     was_live = existing is not None and not existing[1]
@@ -309,8 +272,7 @@ class _Classified:
         existing: tuple[str, bool] | None,
         added_in: int | None = None,
     ) -> None:
-        # A spooled record's id is the spool's own string: the ids a sync keeps (``seen``)
-        # are then held once, not once more per decoded record.
+        # A spooled record's id is the spool's own string: the kept ids are held once.
         self.id = item.packed_id if item.packed_id is not None else str(obj["id"])
         self.obj = obj
         self.text = item.data if isinstance(item.data, str) else None
@@ -334,11 +296,7 @@ def _batches(incoming: Iterable[Incoming]) -> Iterator[list[Incoming]]:
 
 
 def _classify_chunk(sql: Sql, batch: list[Incoming], source: str = "") -> list[_Classified]:
-    """Classify one chunk against the stored records (the one rule: ``store.classify``).
-
-    ``source`` names the schema the stored records are read from (a rebuild's old file), with
-    when each first came (``added_in``): its rewritten records are new rows in the new file.
-    """
+    """Classify one chunk against the stored records (``source``: a rebuild's old file)."""
     # Decode packed records once for the chunk (the text doubles as the stored raw_json).
     by_id: dict[str, tuple[Incoming, RecordJSON]] = {}
     for item in batch:
@@ -362,10 +320,7 @@ def _classify_chunk(sql: Sql, batch: list[Incoming], source: str = "") -> list[_
 
 
 def _kept_ids(sql: Sql, keep: Keep, exclude: set[str]) -> list[str]:
-    """Ids of the stored live records kept as they are (unchanged repositories, rejects).
-
-    Only ids: the records stay in the database untouched, so nothing is loaded or re-hashed.
-    """
+    """Ids of the stored live records kept as they are (unchanged repositories, rejects)."""
     out: list[str] = []
     seen = set(exclude)
     for column, keys in (("repo", sorted(keep.repos)), ("id", sorted(keep.ids))):
@@ -378,22 +333,13 @@ def _kept_ids(sql: Sql, keep: Keep, exclude: set[str]) -> list[str]:
     return out
 
 
-#: A sync's inventory (``StoreEngine.inventory``) and the live ids of the repositories (or
-#: ids) it keeps: both read the covering index ``ix_records_inventory`` alone (migration 0008).
+#: A sync's inventory and the live ids it keeps: both read ``ix_records_inventory`` alone.
 _INVENTORY_SQL = "SELECT id, repo, retired, content_hash FROM records"
 _KEPT_SQL = "SELECT id FROM records WHERE retired = FALSE AND {column} $IDS ORDER BY id{collate}"
 
 
 def _kept_and_retired(sql: Sql, keep: Keep, seen: set[str], *, full: bool) -> tuple[int, list[str]]:
-    """``len(_kept_ids(sql, keep, seen))``, and ``_to_retire`` of what they spare (if ``full``).
-
-    The same numbers and ids without reading the kept repositories' ids: those are counted
-    by SQL, and only the live records of the other repositories are read, one at a time
-    (at 500,000 records with 9 of 880 repositories rewritten, 5,391 ids instead of two
-    passes over every live id, 1.2 s of the sync's CPU; a first sync keeps no repository and
-    reads every live id once, holding none). Only the ids ``seen`` (the apply's own) and the
-    kept ids (rejects) are looked up by id, to count them exactly as ``_kept_ids`` does.
-    """
+    """``len(_kept_ids(sql, keep, seen))``, and ``_to_retire`` of what they spare (if ``full``)."""
     kept_repos: frozenset[str] = frozenset()
     others: list[str] = []
     if keep.repos:
@@ -439,10 +385,7 @@ def _kept_and_retired(sql: Sql, keep: Keep, seen: set[str], *, full: bool) -> tu
 
 
 def _stored_spec_keys(sql: Sql, ids: Sequence[str], source: str = "") -> dict[str, str]:
-    """The spec key of each of ``ids`` stored with a ``pattern_specs`` row.
-
-    ``source``: the schema holding them (a rebuild's old file), else this database.
-    """
+    """The spec key of each of ``ids`` stored with a spec row (``source``: a rebuild's old file)."""
     prefix = f"{source}." if source else ""
     columns = ", ".join(f"r.{column}" for _name, column in SPEC_INPUTS)
     query = (
@@ -473,11 +416,7 @@ _SPEC_TABLE_COLUMNS = ("record_id", *SPEC_COLUMNS, "words")
 
 
 def _record_values(item: _Classified, vid: int) -> tuple[object, ...]:
-    """The ``records`` row of one record, in ``RECORD_COLUMNS`` order (from the field table).
-
-    A tuple built in one pass: at 500,000 records a dict per row, then a tuple from it, was
-    a tenth of the apply time.
-    """
+    """The ``records`` row of one record, in ``RECORD_COLUMNS`` order, built in one pass."""
     obj = item.obj
     extra = {k: obj[k] for k in rec.unknown_fields(obj)}
     book: dict[str, object] = {
@@ -497,8 +436,7 @@ def _update_values(values: tuple[object, ...]) -> tuple[object, ...]:
     return (*(values[i] for i in _UPDATE_POSITIONS), values[_ID_POSITION])
 
 
-#: Every live record's index words, and those of some (``$IDS``): what the match index is
-#: ranked from, and what a changed record held before the change (``UnitOfWork.rebuild_index``).
+#: Every live record's index words, and those of some (``$IDS``).
 _LIVE_WORDS = (
     "SELECT s.record_id, s.words FROM pattern_specs s JOIN records r "
     "ON r.id = s.record_id WHERE r.retired = FALSE"
@@ -512,8 +450,7 @@ _HOLDING_BOTH = (
     "WHERE a.word = ? AND a.record_id = b.record_id) AND b.word $IDS"
 )
 _META = "SELECT value FROM meta WHERE key = ?"
-#: What the anchor files are built from, of a record's ``pattern_specs`` row (``anchor_rows``,
-#: and the index words the anchor table ranks), and where each stands in ``_spec_values``.
+#: What the anchor files are built from, of a ``pattern_specs`` row, and its ``_spec_values`` place.
 _ANCHOR_INPUTS = ("anchor", "literals", "regex", "template", "words")
 _ANCHOR_INPUTS_SQL = (
     "SELECT r.id, r.retired, "  # noqa: S608 - fixed column names
@@ -535,13 +472,9 @@ def _spec_values(item: _Classified, feed: Feed) -> tuple[object, ...]:
 
 
 class Rebuild(Protocol):
-    """A unit of work writing a new database from an old one (``StoreEngine.fresh_build``).
+    """A unit of work writing a new database from the old one, the schema ``source``.
 
-    The old database is readable on the same connection as the schema ``source``. Before the
-    first record is written, ``copy`` copies into the new one everything the apply does not
-    rewrite: the version and history rows, the meta table, and each stored record (with its
-    child, spec and search rows) that ``incoming`` does not bring with other content. The
-    records it rewrites are then classified against the old file and inserted whole.
+    ``copy`` first copies what the apply does not rewrite; the rest is classified and inserted.
     """
 
     source: str
@@ -569,8 +502,7 @@ class UnitOfWork:
         self.sql = sql
         self.rebuild = rebuild
         self._copied = rebuild is None
-        #: Whether this unit of work changed what the anchor files are built from: the live
-        #: records, or one's anchor, literals, regex, template or index words (``bump_state``).
+        #: Whether this unit of work changed what the anchor files are built from.
         self.anchors_changed = False
         #: The stored specs are another compiler's (``apply``): none is kept (``_same_specs``).
         self._specs_stale = False
@@ -590,12 +522,7 @@ class UnitOfWork:
         return int(row[0]) if row else 0
 
     def bump_state(self, dataset_version: str | None, *, anchors: bool = True) -> None:
-        """Record that the knowledge base changed: readers compare ``state`` to reload.
-
-        ``anchors``: the change may reach what the anchor files are built from, which are
-        then keyed by the new state (``interface.anchors_key``); False only where the unit of
-        work proved it did not (``apply``). A store that has no anchor key yet gets one.
-        """
+        """Record that the knowledge base changed; ``anchors`` False: the anchor inputs did not."""
         row = self.sql.one(_META, ("state",))
         state = str(int(row[0]) + 1 if row else 1)
         self.set_meta("state", state)
@@ -612,13 +539,7 @@ class UnitOfWork:
             self.set_meta(ANCHORS_NONCE_KEY, secrets.token_hex(8))
 
     def fill_specs(self, feed: Feed) -> int:
-        """Derive the ``pattern_specs`` row of every record that has none; return the count.
-
-        A database from before migration 0006 has none: the first writable open fills them;
-        after an upgrade of errkb, ``recompile`` empties the table for it. The records are read
-        ``_FILL_CHUNK`` at a time: reading all of them first held every record's JSON at once
-        (721 MB at 150,000 records).
-        """
+        """Derive every missing ``pattern_specs`` row, ``_FILL_CHUNK`` at a time; the count."""
         missing = [
             str(row[0])
             for row in self.sql.rows(
@@ -644,20 +565,8 @@ class UnitOfWork:
     ) -> int:
         """Recompute the match index from the live records' stored words; the rows written.
 
-        The words were chosen when each record was written (``Derived.words``); only their
-        rarity across the knowledge base is computed here, by the caller's ``feed.rank``,
-        which reads every record's words before it yields its first row: the read is over
-        before the index is rewritten on the same connection.
-
-        With ``previous`` (the words each record this unit of work changed had before it,
-        None where it was not live), only the rows that change are replaced
-        (``feed.rerank``): the index held every live record's rows before, as this method
-        left it, unless a migration marked it stale (meta ``match_index``). Each live
-        record's words are kept by word with their counts (``match_words``,
-        ``match_word_counts``: migration 0011), brought up to date here; a feed that ranks by
-        them (``CountedRank``: the sync's) is handed only the records whose rows can change
-        (``_rank_counted``), and no other record's words are read. Ranking whole fills both
-        tables again from the stored words.
+        With ``previous`` (each changed record's words before, None: not live), only the rows that
+        change are replaced and the word counts kept current (``_rank_counted``).
         """
         if previous is not None and self.sql.one(_STALE_INDEX) is None:
             after = {
@@ -702,12 +611,9 @@ class UnitOfWork:
         previous: Mapping[str, Sequence[str] | None],
         after: Mapping[str, Sequence[str]],
     ) -> dict[str, tuple[int, int]] | None:
-        """Bring ``match_words`` and ``match_word_counts`` to the records' words now.
+        """Bring the word tables to the records' words now: each moved count's (old, new), or None.
 
-        ``previous`` and ``after`` as ``rebuild_index`` has them. Returns each word whose
-        count moved, with its (old, new) count; None when the stored counts cannot be right
-        (one would fall below zero): the caller ranks the index whole, which fills both
-        tables again.
+        None when a count would fall below zero: the caller ranks the whole index.
         """
         delta: Counter[str] = Counter()
         gone: list[tuple[str, str]] = []
@@ -758,16 +664,8 @@ class UnitOfWork:
     ) -> int:
         """Rank again only the records whose match index rows can change; the rows written.
 
-        Those are the records of ``previous`` (changed by this unit of work), and any other
-        live record holding a word whose count moved (``moved``: old and new count) together
-        with a word whose rarity lies between that word's old and new rarity: a record's rows
-        are its words in order of rarity (count, then length and text), and a word's place
-        among the others moves only past words whose count lies between its old and new
-        count (or whose own count moved across it). Those are found through ``match_words``
-        and ``match_word_counts`` (migration 0011), by the cheaper of two reads per word:
-        its holders, or the holders of the words in between that also hold it. Every live
-        record's words are not read: at 500,000 records a 1% sync that retired and added
-        records ranked the whole index again.
+        Those are the changed records and any record holding a moved word with a word whose rarity
+        lies between that word's old and new rarity (a word's place moves only past those).
         """
         import bisect  # only here: explain imports this module, and never ranks
 
@@ -794,13 +692,11 @@ class UnitOfWork:
                     "SELECT sum(n) FROM match_word_counts WHERE n BETWEEN ? AND ?", (lo, hi)
                 )
                 sums[lo, hi] = int(row[0] or 0) if row is not None else 0
-            # The holders of the words counted in between, the word itself left out: when
-            # they are as many as the word's own, its holders are read instead.
+            # The holders of the words in between; as many as the word's own: read those.
             if sums[lo, hi] - moved[w][1] >= outside:
                 direct.append(w)
                 continue
-            # A narrow span (a common word's count moved by a few): the moved words whose
-            # own span crosses it are few, found among those whose span ends above its start.
+            # A narrow span: the moved words whose own span crosses it are few.
             crossing = [
                 v
                 for _hi, v_lo, v in by_high[bisect.bisect_left(highs, lo) :]
@@ -852,16 +748,10 @@ class UnitOfWork:
         keep: Keep = NO_KEEP,
         restores: int | None = None,
     ) -> tuple[int, ApplyCounts]:
-        """Upsert ``incoming`` and record the version row (see ``WriteTx.apply``).
-
-        Work proceeds in chunks of ``_APPLY_CHUNK`` records, so memory stays bounded by the
-        chunk, not by the size of the dataset. An id repeated in ``incoming`` is applied twice
-        (the last content wins; the first counts as added or updated).
-        """
+        """Upsert ``incoming`` in ``_APPLY_CHUNK`` chunks (last wins) and record the version row."""
         sql = self.sql
         old = self._copy_unchanged(incoming)  # a rebuild's old file, else ""
-        # Asked before the records are written: the specs kept from before are then all
-        # there is (a rebuild's copies of them included).
+        # Asked before the records are written: the specs kept from before are all there is.
         stale = self.compiled_by_another(feed)
         # Specs of another compiler are compiled again, every one: none is kept as stored.
         self._specs_stale = stale
@@ -887,20 +777,14 @@ class UnitOfWork:
 
         tally = {"added": 0, "updated": 0, "unchanged": 0, "retired": 0}
         seen: set[str] = set()
-        # The index words each record written held before (None: not live), so the match
-        # index is rewritten only where it changes; a rebuild's new file has no index yet,
-        # and an empty store's is ranked whole at once: noting 150,000 records' words as
-        # "none before", reading them back and reranking them before ranking all anyway cost
-        # a first PostgreSQL sync 6 of its 200 s.
+        # Each written record's index words before, so the index is rewritten only where it changes.
         empty = not old and sql.one("SELECT 1 FROM records LIMIT 1") is None
         previous: dict[str, tuple[str, ...] | None] | None = None if old or empty else {}
         bulk = sql.bulk_search(incoming)
         for batch in _batches(incoming):
             items = _classify_chunk(sql, batch, old)
             if bulk is not None and any(i.id in seen for i in items):
-                # An id repeated across chunks is updated after being inserted here: the
-                # update trigger needs its index entry, so index everything so far now and
-                # go on row by row.
+                # An id repeated across chunks: index everything so far, then go on row by row.
                 bulk.finish()
                 bulk = None
             if previous is not None:
@@ -956,24 +840,14 @@ class UnitOfWork:
         return vid, counts
 
     def compiled_by_another(self, feed: Feed) -> bool:
-        """Whether stored specs were compiled by another compiler than ``feed``'s.
-
-        A database whose specs predate the ``compiler`` key counts as another's; one with no
-        spec stored (new, or before migration 0006: ``fill_specs``) has nothing to redo.
-        """
+        """Whether stored specs are another compiler's than ``feed``'s (no key: another's)."""
         noted = self.sql.one(_META, (COMPILER_KEY,))
         if noted is not None and str(noted[0]) == feed.compiler:
             return False
         return self.sql.one("SELECT 1 FROM pattern_specs LIMIT 1") is not None
 
     def recompile(self, feed: Feed, *, written_in: int | None = None) -> int:
-        """Compile every record again but those version ``written_in`` wrote; the count.
-
-        One pass over the records when errkb is upgraded: serial, in this transaction; the
-        caller then ranks the index whole from the new words and notes the compiler. Retired
-        records too (one retired by ``written_in`` was not written by it): a record that
-        comes back keeps its row.
-        """
+        """Compile again every record (retired too) version ``written_in`` did not write."""
         if written_in is None:
             self.sql.execute("DELETE FROM pattern_specs")
         else:
@@ -1019,9 +893,7 @@ class UnitOfWork:
                 self._copy_to_history(ids, vid, kind, source)
         new = [i for i in items if i.write is _Write.INSERT]
         changed = [i for i in items if i.write is _Write.UPDATE]
-        # Updated records that came uncompiled (the sync's checker compiles only those whose
-        # matcher inputs changed: ``records.patterns.spec_key``) and whose stored spec row is
-        # of these very inputs keep that row: read before the rows are rewritten.
+        # Updated records that came uncompiled keep a stored spec row of the same inputs.
         same = self._same_specs(changed, source)
         # A rebuild's new file holds no row of a record it rewrites: one insert, whole.
         rows = [*new, *changed] if source else new
@@ -1044,9 +916,7 @@ class UnitOfWork:
                 ("record_id", "version_id", "change"),
                 ((i.id, vid, ChangeKind.ADDED.value) for i in new),
             )
-        # An updated record's child and spec rows are rewritten only where they change: a
-        # re-analysis upstream rewrites the documentation of every record of a repository and
-        # little else (``_rewritten``).
+        # An updated record's child and spec rows are rewritten only where they change.
         rewrite: dict[str, list[_Classified]] = {}
         if changed:
             sql.executemany(
@@ -1094,15 +964,7 @@ class UnitOfWork:
     def _rewritten(
         self, changed: Sequence[_Classified], feed: Feed, same: frozenset[str] = frozenset()
     ) -> dict[str, list[_Classified]]:
-        """Per child table and ``pattern_specs``: the updated records whose rows there change.
-
-        The stored rows are read and compared with the new ones (a value of another type,
-        or a row missing, counts as a change: the rows are rewritten as before). At 500,000
-        records, the 5,391 records of a 1% sync had only their documentation changed: their
-        three child tables' and their specs' rows were deleted and written again, about half
-        of the 267 MB its commit wrote to the log. ``same``: ids whose spec row stays as
-        stored (``_same_specs``), neither compiled nor compared.
-        """
+        """Per child table and ``pattern_specs``: the updated records whose rows there change."""
         ids = [i.id for i in changed]
         out: dict[str, list[_Classified]] = {}
         for f in CHILD_FIELDS:
@@ -1134,13 +996,7 @@ class UnitOfWork:
     def _anchor_inputs_change(
         self, changed: Sequence[_Classified], feed: Feed, same: frozenset[str] = frozenset()
     ) -> bool:
-        """Whether rewriting ``changed`` (before it is written) changes an anchor file's input.
-
-        It does when a record goes from live to retired or back, or its stored anchor,
-        literals, regex, template or index words differ from the new ones (none stored: a
-        database from before migration 0006, which counts as a change). ``same``: ids whose
-        spec stays as stored (``_same_specs``): only their liveness is compared.
-        """
+        """Whether rewriting ``changed`` changes an anchor file's input (liveness, spec columns)."""
         if not changed:
             return False
         stored = {
@@ -1163,11 +1019,7 @@ class UnitOfWork:
     def _words_before(
         self, rids: Sequence[str], previous: dict[str, tuple[str, ...] | None]
     ) -> None:
-        """Note the live index words of each of ``rids`` not noted yet, before it is written.
-
-        The first note of an id wins: an id applied twice held, before this unit of work,
-        what it held before its first write.
-        """
+        """Note the live index words of each of ``rids`` not noted yet (the first note wins)."""
         fresh = [rid for rid in rids if rid not in previous]
         if not fresh:
             return
@@ -1186,10 +1038,7 @@ class UnitOfWork:
     def _copy_to_history(
         self, rids: Sequence[str], vid: int, change: ChangeKind, source: str = ""
     ) -> None:
-        """Copy the current content of ``rids`` to history, SQL-side (no record text in Python).
-
-        ``source``: the schema holding it (a rebuild's old file), else this database.
-        """
+        """Copy the content of ``rids`` to history, SQL-side (``source``: a rebuild's old file)."""
         table = f"{source}.records" if source else "records"
         self._each_in(
             "INSERT INTO record_history (record_id, version_id, change, previous_json, "  # noqa: S608
@@ -1216,12 +1065,7 @@ def upgrade_schema(
     fail: Callable[[BaseException, str], StoreError],
     prepare: Callable[[Any], None] | None = None,
 ) -> None:
-    """Bring the database from ``revision`` to the migrations' head with Alembic.
-
-    A revision this errkb does not know was made by a newer errkb: refused. ``prepare`` runs
-    on the migrating connection first (PostgreSQL's lock against a second migrator); a
-    driver error becomes ``fail``'s ``StoreError``.
-    """
+    """Bring the database from ``revision`` to the head with Alembic (a newer one: refused)."""
     from alembic import command
     from alembic.config import Config
     from alembic.script import ScriptDirectory
@@ -1283,12 +1127,7 @@ _VERSION_SQL = (
 
 
 class StoreEngine:
-    """The ``Store`` methods that are the same on every backend (its reads, ``reindex``).
-
-    A backend's store class derives from it and provides ``_read(action, fn)`` (``fn`` run on
-    its read view, an ``Sql``, inside one read transaction: the thread's open snapshot, if
-    any; driver errors translated), ``snapshot`` and ``write``.
-    """
+    """The ``Store`` methods the same on every backend, over a backend's ``_read``/``write``."""
 
     def _read(self, action: str, fn: Callable[[Any], _T]) -> _T:
         raise NotImplementedError
@@ -1306,13 +1145,9 @@ class StoreEngine:
         return None
 
     def reindex(self, feed: Feed) -> None:
-        """Derive what a database from before migration 0006 lacks, rebuild the match index.
-
-        One write transaction of its own.
-        """
+        """Derive what a pre-0006 database lacks and rebuild the match index, in one write."""
         with self.write() as tx:
-            # Specs kept from before are another compiler's unless noted: left for the next
-            # sync to compile again (``apply``); a table filled here from empty is this one's.
+            # Kept specs are another compiler's unless noted; a table filled here is this one's.
             empty = tx.sql.one("SELECT 1 FROM pattern_specs LIMIT 1") is None
             tx.fill_specs(feed)
             if empty:
@@ -1321,11 +1156,7 @@ class StoreEngine:
             tx.bump_state(None)
 
     def recompile(self, feed: Feed) -> int:
-        """Compile again the records another compiler version compiled (see ``apply``).
-
-        For a sync that finds the dataset unchanged after an upgrade: nothing else writes.
-        One write transaction of its own, when there is anything to do; the records compiled.
-        """
+        """Compile again the records another compiler compiled, in one write; the count."""
         if self.meta_value(COMPILER_KEY) == feed.compiler:
             return 0
         with self.write() as tx:
@@ -1471,11 +1302,7 @@ class StoreEngine:
         return self._read("reading", lambda v: _stored_spec_keys(v, ids))
 
     def state_at(self, version_id: int) -> list[Incoming]:
-        """Every record as it was right after ``version_id``: live ones, and retired ones.
-
-        A record's content right after V is the ``previous_json`` of its first history row
-        after V, or, with none, its current content. Records added after V are left out.
-        """
+        """Every record as it was right after ``version_id``, live and retired."""
         from errkb.store.values import state_from
 
         def run(v: Sql) -> list[Incoming]:

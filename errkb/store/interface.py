@@ -1,14 +1,9 @@
 """The store's interface: the protocols every backend implements and the values explain reads.
 
-The ``Store`` / ``ReadView`` / ``WriteTx`` protocols, ``PatternRow`` (what the matcher compiles)
-and the enums live here, in a module of their own, so that the backends
-(``errkb.store.sqlite``, ``errkb.store.postgres``) import them without importing the package's
-factory, and the factory (``errkb.store.open_store``) imports the backends: no cycle. The values
-of writes, history and inventory (``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo`` ...)
-are ``errkb.store.values``, re-exported here on first use. Import these names from
-``errkb.store``, which re-exports them.
-
-Nothing here imports a database driver: the explain hot path must not pay for SQLAlchemy.
+``Store`` / ``ReadView`` / ``WriteTx``, ``PatternRow`` and the enums live here so the backends
+import them without the factory (``open_store``), which imports the backends: no cycle. The
+values of writes (``errkb.store.values``) are re-exported here on first use; import all of
+them from ``errkb.store``. No database driver is imported here.
 """
 
 from __future__ import annotations
@@ -84,10 +79,7 @@ class Change(enum.StrEnum):
 
 
 def classify(existing: tuple[str, bool] | None, content_hash: str) -> Change:
-    """The one add / update / restore / unchanged rule, for apply and dry run alike.
-
-    ``existing`` is the stored (content hash, retired) of the record's id, or None.
-    """
+    """The one add / update / restore / unchanged rule (``existing``: stored or None)."""
     if existing is None:
         return Change.ADDED
     if existing[0] != content_hash:
@@ -97,11 +89,7 @@ def classify(existing: tuple[str, bool] | None, content_hash: str) -> Change:
 
 @dataclass(frozen=True)
 class Keep:
-    """Stored live records a full unit of work keeps as they are, without loading them.
-
-    A sync's repositories that did not change, and the ids of records it rejected: they count
-    as unchanged and are not retired.
-    """
+    """Stored live records a full unit of work keeps as they are (unchanged, not retired)."""
 
     repos: frozenset[str] = frozenset()
     ids: frozenset[str] = frozenset()
@@ -123,31 +111,19 @@ class PatternRow:
     source_code: str | None
 
 
-#: (record id, anchor or None without a stored spec, literals, regex, template) of one live
-#: record: what the record-driven scan's anchor database is built from (``anchor_rows``).
+#: (record id, anchor or None, literals, regex, template) of one live record (``anchor_rows``).
 AnchorRow = tuple[str, str | None, tuple[str, ...], str, str]
 
-#: Meta keys: the ``state`` (and the dataset version then) of the last write that changed what
-#: the anchor files beside the knowledge base are built from. The files are keyed by these,
-#: not by ``state``: a re-analysis upstream that rewrites 1% of the records' documentation
-#: leaves every live record's anchor, literals, regex, template and index words as they were,
-#: and at 500,000 records rebuilding the files anyway was 40 of the incremental sync's 59 s.
+#: Meta keys: the ``state`` (and dataset version) of the last write that changed what the
+#: anchor files are built from: they are keyed by these, not by ``state``.
 ANCHORS_STATE_KEY = "anchors_state"
 ANCHORS_VERSION_KEY = "anchors_version"
-#: Meta key: a random value drawn by the same write, so that the key names this knowledge
-#: base's contents and not only a state counter another knowledge base may share.
+#: Meta key: a random value drawn by the same write, naming this knowledge base's contents.
 ANCHORS_NONCE_KEY = "anchors_nonce"
 
 
 def anchors_key(meta: Callable[[str], str | None]) -> tuple[str, str | None]:
-    """(key, dataset version) the anchor files of a snapshot are keyed by (``meta_value``).
-
-    The key is ``<state>.<nonce>``: the state of the last write that changed what the files
-    are built from and the random nonce that write drew, so a file copied from another
-    knowledge base (of the same dataset version and state counter) is never current here. A
-    knowledge base written before the key existed has none: its own ``state`` and dataset
-    version then; one written before the nonce, its state alone until its next such write.
-    """
+    """(key, dataset version) the anchor files of a snapshot are keyed by: ``<state>.<nonce>``."""
     state = meta(ANCHORS_STATE_KEY)
     if state is None:
         return meta("state") or "0", meta("dataset_version")
@@ -156,17 +132,9 @@ def anchors_key(meta: Callable[[str], str | None]) -> tuple[str, str | None]:
 
 
 class Feed(Protocol):
-    """What the store is fed with by its caller (``errkb.match.feed``): it computes nothing.
+    """What the store is fed with by its caller (``errkb.match.feed``): it computes nothing."""
 
-    A record's compiled matcher and index words (``Derived``) usually come with it
-    (``Incoming.derived``, made in the sync's worker processes); ``derive`` makes them for a
-    record that came without (an ingest, a rollback's old content, a database from before
-    they were stored). ``rank`` turns every live record's (id, index words) into the match
-    index's (token, record id, rank) rows: rarity is a property of the whole knowledge base.
-    """
-
-    #: The version of the compiler ``derive`` runs (``records.patterns.COMPILER_VERSION``):
-    #: the store recompiles what an older one compiled.
+    #: The version of the compiler ``derive`` runs: the store recompiles an older one's specs.
     compiler: str
 
     def derive(self, record: RecordJSON) -> Derived: ...
@@ -179,11 +147,7 @@ class Feed(Protocol):
         previous: Mapping[str, Sequence[str] | None],
         after: Mapping[str, Sequence[str]],
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        """``rank``'s rows of only the records whose rows change, and their ids.
-
-        ``previous`` holds each changed record's words before the change (None: not live),
-        ``after`` those of the ones live now. None for the ids: rank them all instead.
-        """
+        """``rank``'s rows of only the records whose rows change, and their ids (None: rank all)."""
         ...
 
 
@@ -198,33 +162,19 @@ class Ending:
 
 @runtime_checkable
 class Streamed(Protocol):
-    """Incoming records still being read while the apply writes them (a sync's workers).
-
-    ``WriteTx.apply`` asks ``ending`` once it has iterated them all: the ``keep``, ``partial``
-    and ``rejected`` it then uses instead of its arguments'.
-    """
+    """Incoming records still read while the apply writes them; ``ending`` once all are read."""
 
     def ending(self) -> Ending: ...
 
 
 @runtime_checkable
 class CountedRank(Protocol):
-    """A ``Feed`` that can rank some records by counts the store keeps (``rank_counted``).
-
-    With it, a write that changes a few records' index words ranks only the records whose
-    rows can change, reading each word's count across the knowledge base from the store
-    (``match_word_counts``, migration 0011) instead of every live record's words
-    (``Feed.rerank``). Optional: a feed without it is reranked as before.
-    """
+    """A ``Feed`` that can rank some records by the word counts the store keeps."""
 
     def rank_counted(
         self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]
     ) -> Iterator[tuple[str, str, int]]:
-        """``rank``'s rows of the records of ``words`` (by id), their words' rarity from ``count``.
-
-        ``count`` gives, for each of their words, how many live records hold it (the records
-        given among them).
-        """
+        """``rank``'s rows of the records of ``words``, rarity from ``count`` (holders per word)."""
         ...
 
 
@@ -252,24 +202,15 @@ class ReadView(Protocol):
 
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]: ...
     def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
-        """The stored compiled matcher of each live record of ``ids`` that has one.
-
-        A database written before migration 0006, and not reindexed since, has none.
-        """
+        """The stored compiled matcher of each live record of ``ids`` that has one."""
         ...
 
     def anchor_rows(self) -> Iterable[AnchorRow]:
-        """``AnchorRow`` of every live record by id (anchor None: no stored spec row).
-
-        May be a stream: consume it inside the snapshot it came from.
-        """
+        """``AnchorRow`` of every live record by id; consume it inside the snapshot."""
         ...
 
     def token_rows(self) -> Iterable[tuple[str, str, int]]:
-        """(record id, token, rank) of the whole match index, by record id then rank.
-
-        May be a stream: consume it inside the snapshot it came from.
-        """
+        """(record id, token, rank) of the match index by record, rank; consume in the snapshot."""
         ...
 
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
@@ -303,10 +244,7 @@ class WriteTx(Protocol):
     ) -> tuple[int, ApplyCounts]:
         """Upsert ``incoming``, write the version row and history; return (version id, counts).
 
-        With ``full``, stored live records absent from ``incoming`` and not in ``keep`` are
-        retired. Each written record's ``Derived`` (or ``feed.derive``'s) is stored beside
-        it, and the match index is rebuilt from them (``feed.rank``) in this transaction when
-        anything changed.
+        With ``full``, live records absent from ``incoming`` and not in ``keep`` are retired.
         """
         ...
 
@@ -328,11 +266,7 @@ class Store(Protocol):
 
     @property
     def read_only(self) -> bool:
-        """True when this process cannot write the database.
-
-        A read-only file, directory or mount (SQLite); a read-only role, default or standby
-        server (PostgreSQL).
-        """
+        """True when this process cannot write the database (read-only file, role, standby)."""
         ...
 
     def close(self) -> None: ...
@@ -395,12 +329,7 @@ class Store(Protocol):
     def fresh_build(
         self, records: int, *, changed: int | None = None
     ) -> AbstractContextManager[WriteTx] | None:
-        """A unit of work into a new file put in place whole when it commits, or None.
-
-        For ``records`` incoming records into an empty database, or when ``changed`` of them
-        (None: the caller asks for a rebuild) bring new content (faster: no journal, what
-        stays copied from the old file); None: ``write()``.
-        """
+        """A unit of work into a new file put in place whole when it commits, or None."""
         ...
 
     def reindex(self, feed: Feed) -> None:
@@ -440,11 +369,7 @@ def resolve_target(target: str | os.PathLike[str] | None) -> Path | str:
 def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
     """Turn ``--db`` / ``ERRKB_DB`` / the default into an SQLite database file path.
 
-    Accepts a file path or an SQLAlchemy SQLite URL (``sqlite:///relative.db``,
-    ``sqlite:////abs/path.db``). PostgreSQL URLs name no file (``resolve_target`` returns them
-    for ``open_store``); other database engines, URL query options (``?mode=ro``) and SQLite
-    ``file:`` URIs are refused with a clear message: the standard library reader and
-    SQLAlchemy must open the same file, the same way.
+    A path or ``sqlite:///`` URL; other engines, URL options and ``file:`` URIs are refused.
     """
     if target is None:
         env = os.environ.get("ERRKB_DB")
@@ -482,12 +407,7 @@ def resolve_db_path(target: str | os.PathLike[str] | None) -> Path:
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector around bulk work on many small acyclic objects.
-
-    Parsing and applying 150,000 records allocates millions of dicts and strings; the collector
-    would rescan the growing heap again and again (measured: ~10 s of a 50 s sync). Reference
-    counting still frees everything; the collector resumes, as it was, afterwards.
-    """
+    """Pause the cyclic garbage collector around bulk work on many small acyclic objects."""
     import gc
 
     was_enabled = gc.isenabled()

@@ -1,10 +1,7 @@
 """The sync lock: one sync or rollback at a time per database, portable, never stale.
 
-The lock is a sidecar SQLite file (``<db>.sync.lock``) held in an ``EXCLUSIVE`` transaction for
-the whole run. SQLite takes it with the platform's own file locks (POSIX advisory locks,
-Windows ``LockFileEx``), so it works wherever SQLite does, fails at once when another process
-(or another connection of this one) holds it, and the operating system releases it when the
-holder exits, even by SIGKILL: a killed sync never leaves a stale lock behind.
+A sidecar SQLite file (``<db>.sync.lock``) held in an ``EXCLUSIVE`` transaction for the whole
+run: the platform's file locks, refused at once when held, released by the OS even on SIGKILL.
 """
 
 from __future__ import annotations

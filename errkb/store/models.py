@@ -1,13 +1,9 @@
-"""The knowledge base's tables, as a typed SQLAlchemy 2 ORM.
+"""The knowledge base's tables, as a typed SQLAlchemy 2 ORM (a test checks they match Alembic's).
 
-The schema itself is created and evolved only by the Alembic migrations in ``migrations/``;
-these classes describe it for queries and writes (a test checks they agree).
-
-Design for sync and history: a record row is never deleted. A record absent from a full
-snapshot is marked ``retired``. Every change an ingest, sync or rollback makes to a record adds a
-``record_history`` row holding the content the record had *before* that change (``None`` when
-the change added it), tagged with the ``dataset_versions`` row of the change. So the content of
-any record at any applied version can be rebuilt, and a rollback is just another change.
+A record row is never deleted: absent from a full snapshot, it is ``retired``. Every change
+adds a ``record_history`` row with the content *before* it (None: added), tagged with its
+``dataset_versions`` row, so any record at any version can be rebuilt and a rollback is one
+more change.
 """
 
 from __future__ import annotations
@@ -68,10 +64,7 @@ class RecordRow(Base):
     added_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
     changed_in: Mapped[int] = mapped_column(ForeignKey("dataset_versions.id"))
 
-    # Liveness by id from the index alone (migration 0007): in SQLite ``retired`` sits after
-    # ``raw_json``, so reading it from the row walked the row's overflow pages.
-    # A sync's inventory and the ids of the repositories it keeps from the index alone
-    # (migration 0008): both walked every row before.
+    # Liveness by id (0007), and a sync's inventory and kept ids (0008), from the indexes alone.
     __table_args__ = (
         Index("ix_records_live", "id", "retired"),
         Index("ix_records_inventory", "repo", "id", "retired", "content_hash"),
@@ -157,10 +150,7 @@ class MetaRow(Base):
 class MatchTokenRow(Base):
     """The match index: for each live record, its rarest literal tokens (rank 0 = rarest).
 
-    A message can only match a record whose every literal token it contains, so looking up the
-    message's tokens among the rank-0 tokens yields every candidate (``errkb.match.index``). The
-    index is rebuilt in the same transaction as every change to the records, so readers always
-    see an index that agrees with the records they read.
+    Rebuilt in the transaction of every change, so it always agrees with the records.
     """
 
     __tablename__ = "match_tokens"
@@ -174,11 +164,7 @@ class MatchTokenRow(Base):
 
 
 class MatchWordRow(Base):
-    """One live record's index word (``pattern_specs.words``), keyed by word (migration 0011).
-
-    The records holding a word, read by its key: what a write reads to rank again only the
-    records whose match index rows can change (``errkb.store.engine``).
-    """
+    """One live record's index word, keyed by word (migration 0011): its holders read by key."""
 
     __tablename__ = "match_words"
     __table_args__ = ({"sqlite_with_rowid": False},)
@@ -198,11 +184,7 @@ class MatchWordCountRow(Base):
 
 
 class PatternSpecRow(Base):
-    """A record's compiled matcher (``PatternSpec``) as narrow columns, and its index words.
-
-    Computed by the writer's caller (``errkb.match.feed``), read by explain for its candidate
-    records (``ReadView.pattern_specs``); tuples are JSON text (migration 0006).
-    """
+    """A record's compiled matcher as narrow columns (tuples as JSON), and its words."""
 
     __tablename__ = "pattern_specs"
 
@@ -224,6 +206,5 @@ class PatternSpecRow(Base):
     template: Mapped[str] = mapped_column(Text)
     literals: Mapped[str] = mapped_column(Text)
     words: Mapped[str] = mapped_column(Text)
-    #: ``errkb.records.specificity`` of the template; NULL in rows written before migration
-    #: 0010 (read as computed from ``template``).
+    #: ``errkb.records.specificity`` of the template; NULL before migration 0010 (computed on read).
     specificity: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -1,19 +1,10 @@
 """The PostgreSQL backend's full-text search: the same plan and ranking contract as SQLite's.
 
-The index (``records.search_tsv`` with a GIN index, filled by a trigger) is created by migration
-0005; this module only reads. It follows ``errkb.store.search`` step for step: each word's
-document count is probed up to ``RARE + 1``; the rarest words (at most ``max_terms``) are OR-ed,
-or, when every word is common, the first ``MAX_COMMON`` are AND-ed; at most ``SCAN_CAP``
-(``COMMON_SCAN_CAP``) matches are scored. The score sums, over the query's words, the word's
-``ts_rank`` with the column weights of ``errkb.store.search.WEIGHTS`` (scaled to PostgreSQL's
-four classes, each at most 1.0), normalised by document length, times the word's bm25 idf (the
-part of bm25 that ``ts_rank`` lacks); it is returned negated as ``Candidate.bm25``: lower is
-better, as on SQLite, so ``errkb.search.rank`` treats both backends alike.
-
-No query text is ever tsquery syntax: each word is a bound parameter, split into words by the
-same function as the indexed text (``errkb_search_words``) and turned into a query by
-``plainto_tsquery``, which reads no operators. NUL bytes (which PostgreSQL text cannot hold)
-and lone surrogates are replaced before a word is sent, so any text is safe.
+The index (``records.search_tsv``, GIN, trigger-filled) is migration 0005's; this only reads,
+step for step as ``errkb.store.search``. The score sums each word's ``ts_rank`` (the column
+weights of ``WEIGHTS``) times its bm25 idf, returned negated as ``Candidate.bm25`` (lower is
+better, as on SQLite). Each word is a bound parameter through ``plainto_tsquery`` (no
+operators); NUL and lone surrogates are replaced first.
 """
 
 from __future__ import annotations
@@ -24,8 +15,7 @@ from typing import Any
 
 from errkb.store.search import COMMON_SCAN_CAP, MAX_COMMON, RARE, SCAN_CAP, Candidate, Filters
 
-#: ts_rank's weights for the classes {D, C, B, A}: prose and solutions 1, class and tags 3,
-#: slug 4, message 10 (``errkb.store.search.WEIGHTS``), divided by 10.
+#: ts_rank's weights for the classes {D, C, B, A}: ``errkb.store.search.WEIGHTS`` divided by 10.
 WEIGHTS = "{0.1, 0.3, 0.4, 1.0}"
 #: ts_rank normalisation 1: divide by 1 + log(document length), as bm25 discounts long documents.
 NORMALISATION = 1
@@ -39,11 +29,7 @@ def clean(term: str) -> str:
 
 
 def document_frequencies(conn: Any, terms: Sequence[str]) -> dict[str, int]:
-    """How many live-or-retired records hold each of ``terms``, counted up to ``RARE + 1``.
-
-    One statement for all the words (a round trip each would cost more than the counting):
-    each word's count is its own index probe, stopped at ``RARE + 1`` as before.
-    """
+    """How many records hold each of ``terms``, counted up to ``RARE + 1``, in one statement."""
     if not terms:
         return {}
     rows = conn.execute(
@@ -59,11 +45,7 @@ def document_frequencies(conn: Any, terms: Sequence[str]) -> dict[str, int]:
 def plan(
     conn: Any, terms: Sequence[str], max_terms: int
 ) -> tuple[str, list[tuple[str, float]]] | None:
-    """The OR (rare words) or AND (common words only) of the query, or None if none is indexed.
-
-    Returns the operator (``"||"`` or ``"&&"``, tsquery's OR and AND) and the words it joins,
-    each with its ``idf`` weight.
-    """
+    """The operator (``"||"`` rare words, ``"&&"`` common only), its words with ``idf``; or None."""
     distinct = list(dict.fromkeys(terms))
     freq = document_frequencies(conn, distinct)
     known = [t for t in distinct if freq[t] > 0]
@@ -77,12 +59,7 @@ def plan(
 
 
 def idf(total: int, count: int) -> float:
-    """bm25's inverse document frequency: a rare word says more than a common one.
-
-    ``ts_rank`` knows nothing of other documents, so each word's rank is scaled by it; FTS5's
-    bm25 does the same inside SQLite. (A count probed up to ``RARE + 1`` is a floor for a common
-    word's count: its weight is a ceiling, the same for every record.)
-    """
+    """bm25's inverse document frequency: a rare word says more than a common one."""
     return math.log((total - count + 0.5) / (count + 0.5) + 1.0)
 
 
@@ -110,8 +87,7 @@ def candidates(
     score = " + ".join(
         [f"%s * ts_rank(%s::float4[], r.search_tsv, {TERM}, {NORMALISATION})"] * len(terms)
     )
-    # The cap bounds the matches scored (any of them, like FTS5's LIMIT before ORDER BY); the
-    # live and filter terms apply to the scored set, as on SQLite.
+    # The cap bounds the matches scored; the live and filter terms apply to the scored set.
     sql = [
         "SELECT id, slug, repo, error_class, error_message, severity, -score FROM ("  # noqa: S608
         "SELECT r.id, r.slug, r.repo, r.error_class, r.error_message, r.severity, r.retired, "

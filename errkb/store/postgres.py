@@ -1,29 +1,10 @@
 """The PostgreSQL backend of the store: one shared knowledge base, one sync job, many readers.
 
-Selected by a URL: ``postgresql+psycopg://USER@HOST/DB`` (also ``postgresql://`` and
-``postgres://``; libpq's query options such as ``?host=/run/postgresql`` for a Unix socket pass
-through). It needs the optional extra ``errkb[postgres]`` (psycopg 3 and psycopg_pool).
-
-* Reads come from a thread-safe connection pool (``psycopg_pool``). Every read, and every
-  ``snapshot`` (one explain), runs in one ``REPEATABLE READ READ ONLY`` transaction, so it sees
-  exactly one committed dataset version even while a sync commits the next. A read that finds
-  its connection dropped (server restart, idle connection cut) is retried once on a fresh one;
-  inside an open snapshot it is not, since a new connection could see another version.
-* Writes (ingest, sync, rollback) run in ONE transaction each, serialised by a transaction-level
-  advisory lock (the PostgreSQL counterpart of SQLite's ``BEGIN IMMEDIATE``), with bulk rows
-  sent by ``COPY``. A dropped connection while writing is reported, never retried.
-* The sync lock is ``pg_try_advisory_xact_lock`` held by a dedicated connection for the whole
-  sync: a second sync fails at once, and a killed sync's lock goes with its connection.
-
-The schema comes from the same Alembic migrations as SQLite's. Lock keys are derived from the
-database and schema name, so several knowledge bases can share one server (one schema each,
-chosen with ``?options=-csearch_path%3DNAME``).
-
-What differs from SQLite only (the unit of work and the shared reads are
-``errkb.store.engine``'s): the pool, snapshots, advisory locks, ``%s`` placeholders and ids bound
-as one array, ``COPY``, error translation, and the tsvector search (``pgsearch``).
-
-Every psycopg error is translated here into ``StoreError`` or a subclass (``translate``).
+A ``postgresql://`` URL (``errkb[postgres]``). Each read and ``snapshot`` is one ``REPEATABLE
+READ READ ONLY`` transaction from a pool (a dropped connection retried once, never inside a
+snapshot); each write one transaction under an advisory lock, rows by ``COPY``. Lock keys come
+from the database and schema, so knowledge bases can share a server. Every psycopg error
+becomes a ``StoreError`` (``translate``).
 """
 
 from __future__ import annotations
@@ -152,12 +133,9 @@ def _local_dir(url: str) -> Path:
 # ---------------------------------------------------------------------------- the read view
 #: Record JSON texts kept per state of the knowledge base (see ``RecordCache``).
 RECORD_CACHE_SIZE = 8192
-#: One statement opens every read: the transaction and the whole meta table in one round trip
-#: (the simple query protocol takes several statements when nothing is bound).
+#: One statement opens every read: the transaction and the whole meta table in one round trip.
 _OPEN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT key, value FROM meta"
-# COMMIT, not ROLLBACK, ends a read: the same for a read-only transaction, but psycopg drops a
-# connection's prepared statements after a ROLLBACK (DEALLOCATE ALL: one more round trip, and
-# every hot query unprepared again).
+# COMMIT, not ROLLBACK, ends a read: a ROLLBACK drops psycopg's prepared statements.
 _CLOSE = "COMMIT"
 #: Opening a read of a database that may have no schema yet (the revision check).
 _OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -166,12 +144,7 @@ _OPEN_BARE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 class RecordCache:
     """Record JSON texts of one state of the knowledge base, shared by threads, bounded (LRU).
 
-    A record's row changes only in a write transaction, and every write that changes a record
-    bumps the ``state`` meta key in the same transaction (``PgWriteTx.bump_state``). So a text
-    read in a snapshot of state S is the record's text in every snapshot of state S: a cache
-    keyed by the state answers exactly what the snapshot would, without the round trip. A
-    snapshot of another state starts a fresh cache (readers of the old and the new state
-    alternate only while a sync's last old snapshots finish).
+    A write that changes a record bumps ``state``, so a text read at state S holds for all of S.
     """
 
     def __init__(self, size: int = RECORD_CACHE_SIZE) -> None:
@@ -200,15 +173,7 @@ class RecordCache:
 
 
 class Closer:
-    """Ends read transactions off the reader's path: ``COMMIT``, then back to the pool.
-
-    A reader waits for the server twice per snapshot (open, close); the close carries no answer,
-    so one thread per store sends it while the reader goes on. Each connection stays checked
-    out until its transaction has ended, so the pool never hands out one still in a
-    transaction. When the thread already has ``BACKLOG`` connections to end (many busy
-    reader threads), a reader ends its own: the thread speeds one reader up, it never caps
-    how many snapshots a process can close per second.
-    """
+    """Ends read transactions off the reader's path (``COMMIT``, then back to the pool)."""
 
     BACKLOG = 2
 
@@ -433,11 +398,7 @@ class PostgresStore(StoreEngine):
 
     @property
     def read_only(self) -> bool:
-        """True when the server lets this login only read.
-
-        A standby (in recovery), or a role or database whose transactions default to
-        read-only. Asked once, on first use.
-        """
+        """True when the server lets this login only read (a standby, a read-only default)."""
         if self._read_only is None:
             row = self._read(
                 "checking whether it can be written",
@@ -457,8 +418,8 @@ class PostgresStore(StoreEngine):
                 import psycopg
                 from psycopg_pool import ConnectionPool
 
-                # One direct connection first: an unreachable server or a refused login is one
-                # clear error at once, not the pool's retries and a timeout.
+                # One direct connection first: an unreachable server or refused login is one clear
+                # error.
                 try:
                     psycopg.connect(self.conninfo, connect_timeout=10).close()
                 except psycopg.Error as exc:
@@ -472,8 +433,8 @@ class PostgresStore(StoreEngine):
                     max_size=size,
                     # Autocommit: every transaction is begun explicitly, with its isolation.
                     kwargs={"autocommit": True, "connect_timeout": 10},
-                    # No liveness check per checkout (a round trip on every read): a read that
-                    # finds its connection dropped checks the pool and runs again (``_read``).
+                    # No liveness check per checkout: a read that finds its connection dropped
+                    # retries (``_read``).
                     timeout=max(self.busy_timeout_ms / 1000, 1.0),
                     open=False,
                     name="errkb",
@@ -489,10 +450,7 @@ class PostgresStore(StoreEngine):
             return self._pool
 
     def _read(self, action: str, fn: Callable[[PgView], _T], *, schema: bool = True) -> _T:
-        """Run ``fn`` in the open snapshot of this thread, or in one of its own (retried once).
-
-        ``schema=False`` for a read of a database that may not have errkb's tables yet.
-        """
+        """Run ``fn`` in this thread's open snapshot, or in one of its own (retried once)."""
         import psycopg
 
         view: PgView | None = getattr(self._local, "view", None)
@@ -514,12 +472,7 @@ class PostgresStore(StoreEngine):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _dropped(self, exc: BaseException) -> bool:
-        """True for a dropped connection; then the pool's idle connections are checked too.
-
-        A server restart kills every idle connection at once, so the one retry must not be
-        handed another dead one: ``check`` replaces the broken ones (a round trip each, paid
-        only after a failure, instead of one on every checkout).
-        """
+        """True for a dropped connection; then the pool's idle connections are checked too."""
         if not _disconnected(exc):
             return False
         pool = self._pool
@@ -530,12 +483,7 @@ class PostgresStore(StoreEngine):
 
     @contextlib.contextmanager
     def _snapshot_conn(self, *, schema: bool = True) -> Iterator[PgView]:
-        """A pooled connection in one REPEATABLE READ READ ONLY transaction.
-
-        Opening costs one round trip (``_OPEN``: the transaction and the meta table); the
-        closing one is sent by the ``Closer`` while the reader goes on. A warm explain needs
-        nothing else (``RecordCache``).
-        """
+        """A pooled connection in one REPEATABLE READ READ ONLY transaction (one round trip)."""
         pool = self.pool()
         conn = pool.getconn()
         handed = False
@@ -559,11 +507,7 @@ class PostgresStore(StoreEngine):
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[PgView]:
-        """A read transaction: every query inside sees one committed state of the database.
-
-        A connection found dropped by the first statement is retried once on a fresh one;
-        later in the snapshot it is not, since a new connection could see another version.
-        """
+        """A read transaction seeing one committed state (a first drop retried once)."""
         import psycopg
 
         outer: PgView | None = getattr(self._local, "view", None)
@@ -679,13 +623,7 @@ class PostgresStore(StoreEngine):
                 conn_cm.__exit__(None if failure is None else type(failure), failure, None)
 
     def _lz4(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether the server compresses large values with LZ4 when asked (14+, built with it).
-
-        A record's row holds its JSON and prose, ~4 KB: PostgreSQL compresses it out of line
-        (TOAST), by default with pglz. With LZ4 the records' ``COPY`` of a 60,000-record
-        sync took 10.2-12.0 s of the server's time against 13.5-14.3 s; reads decompress faster
-        too. Values already stored keep their method; any server reads both.
-        """
+        """Whether the server compresses large values with LZ4 when asked (14+, built with it)."""
         if self._toast_lz4 is None:
             row = conn.execute(
                 "SELECT 'lz4' = ANY(enumvals) FROM pg_settings "
@@ -730,10 +668,7 @@ class PostgresStore(StoreEngine):
                 )
             yield self.path
         finally:
-            # An explicit ROLLBACK first: the server answers it only after releasing the lock,
-            # whereas after a bare close() the backend ends the transaction when it notices the
-            # disconnect, a moment later, so a sync started right after could find the lock
-            # still held (seen as a SyncLockedError in test_sync under load).
+            # An explicit ROLLBACK first: answered only once the lock is released.
             with contextlib.suppress(Exception):
                 conn.execute("ROLLBACK")
             with contextlib.suppress(Exception):
@@ -754,8 +689,8 @@ class PostgresStore(StoreEngine):
 
     def _upgrade(self, revision: str | None) -> None:
         def lock(conn: Any) -> None:
-            # Two processes opening a new database at once: one migrates, the other waits
-            # and then finds the schema at head (Alembic reads the revision after the lock).
+            # Two processes opening a new database at once: one migrates, the other finds it at
+            # head.
             conn.exec_driver_sql(_WRITE_LOCK, ("errkb-migrate.",))
 
         engine.upgrade_schema(
@@ -870,11 +805,7 @@ class PgWriteSql(PgSql):
         return _GinAfter.start(self)
 
     def _vectors(self) -> _Vectors | None:
-        """The connection computing vectors, taken at this transaction's first large insert.
-
-        Asked once: a schema before migration 0009, or no free pooled connection, leaves
-        every vector of the transaction to the trigger.
-        """
+        """The connection computing vectors, taken at the first large insert, or None."""
         if self._vectors_asked:
             return self.vectors
         self._vectors_asked = True
@@ -902,8 +833,7 @@ class PgWriteSql(PgSql):
             self.merge_index = None
 
     def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
-        # DELETE, not TRUNCATE: TRUNCATE is not MVCC-safe, so a reader's older snapshot would
-        # see an empty index, and its lock would block every explain until commit.
+        # DELETE, not TRUNCATE: TRUNCATE is not MVCC-safe and its lock blocks every explain.
         self.conn.execute("DELETE FROM match_tokens")
         self.insert_rows("match_tokens", ("token", "record_id", "rank"), rows)
 
@@ -918,28 +848,16 @@ class PgWriteSql(PgSql):
         )
 
 
-#: The search index's pending list while an apply writes (kB): its entries are merged into
-#: the index when the list outgrows this, by the writing backend, ``work_mem`` at a time.
-#: At PostgreSQL's default (4 MB) a first sync of 60,000 records took 51-60 s against 38-41 s
-#: with the index dropped; at 64 MB, 38-39 s (the same rows and vectors). A bound, not "all
-#: of it until the end": a search scans the whole pending list, this transaction's entries
-#: (invisible to it) included, so a search during a 500,000-record sync reads at most this.
+#: The search index's pending list while an apply writes (kB), merged past it ``work_mem`` at
+#: a time. A bound: a search scans the whole pending list, so it reads at most this.
 GIN_PENDING_KB = 65536
 
 
 class _GinAfter:
     """PostgreSQL's ``BulkSearch``: the GIN index's merging held while a transaction writes.
 
-    Each record's vector is computed by the trigger (migration 0005) or given by a second
-    connection (``_Vectors``); what a large apply also paid for was merging them into the
-    GIN index every 4 MB of new entries, a few thousand records apart, each merge touching the
-    posting lists of every common word again. This
-    raises the pending list's limit for the rest of the transaction (``SET LOCAL``) and, when
-    the login owns the index as ``gin_clean_pending_list`` requires, merges the list once just
-    before the commit (``PgWriteSql.before_commit``: after the retirements and the other
-    updates an apply makes after its records, whose new row versions are indexed too);
-    otherwise the next merge (autovacuum's, or a later write's) does it. The index's contents
-    are the same either way.
+    The pending list's limit is raised (``SET LOCAL``) and, when the login owns the index, the
+    list merged once before the commit; the index's contents are the same either way.
     """
 
     @classmethod
@@ -951,8 +869,7 @@ class _GinAfter:
         if row is None:
             return None  # a schema before migration 0005: no full-text index
         sql.conn.execute(f"SET LOCAL gin_pending_list_limit = {GIN_PENDING_KB}")
-        # The merges a larger apply still needs (past the limit) read the list work_mem at a
-        # time (the final one, maintenance_work_mem's default, 64 MB).
+        # The merges a larger apply still needs read the list ``work_mem`` at a time.
         sql.conn.execute(f"SET LOCAL work_mem = '{GIN_PENDING_KB}kB'")
         if row[1]:
             sql.merge_index = int(row[0])
@@ -965,23 +882,20 @@ class _GinAfter:
         return None  # merged before the commit (``PgWriteSql.before_commit``)
 
 
-#: ``errkb_search_vector``'s signature and arguments (migration 0009): the columns of a
-#: record's row the search vector is computed from, in order.
+#: ``errkb_search_vector``'s signature and arguments (migration 0009), in order.
 _VECTOR_FUNCTION = "errkb_search_vector(text, text, text, text, text, text, text)"
 _VECTOR_INPUTS = (
     "error_message", "slug", "error_class", "raw_json", "documentation", "trigger_scenarios",
     "common_situations",
 )  # fmt: skip
-#: One batch's vectors: its rows arrive as one JSON array of arrays of the inputs (text or
-#: null), one parameter, which the server reads back to the very same strings.
+#: One batch's vectors: its rows as one JSON array of arrays of the inputs, one parameter.
 _VECTORS_SQL = (  # fixed names only
     "SELECT errkb_search_vector("  # noqa: S608
     + ", ".join(f"r.v ->> {i}" for i in range(len(_VECTOR_INPUTS)))
     + ")::text FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS r(v, n) "
     "ORDER BY r.n"
 )
-#: Records whose vectors one round trip computes: small enough that the writing connection
-#: waits only for the first batch of each insert, large enough that a round trip is noise.
+#: Records whose vectors one round trip computes.
 VECTORS_BATCH = 256
 #: An insert of fewer records leaves their vectors to the trigger (a round trip saves nothing).
 VECTORS_MIN = 2 * VECTORS_BATCH
@@ -990,20 +904,8 @@ VECTORS_MIN = 2 * VECTORS_BATCH
 class _Vectors:
     """A second connection computing the search vectors of the records the first one writes.
 
-    The trigger of migration 0005 computed each record's vector inside the writing backend:
-    ~100 us a record (the JSON parse of its tags and solutions, eight ``regexp_replace`` and
-    ``to_tsvector``), which kept a large sync's one backend busy while the machine's other
-    core had little to do. Here a pooled connection runs the trigger's own function
-    (``errkb_search_vector``, migration 0009) over each batch of rows while the writer copies
-    the batch before it, and the rows go in with their vectors; the trigger keeps a given
-    vector on INSERT because the transaction says so (``errkb.search_vectors``). The same
-    function of the same values: the same vectors (tested against migration 0005's
-    expressions). Without a free pooled connection the trigger computes them, as before.
-
-    One thread: a batch's query is sent on the helper's libpq connection without waiting, the
-    previous batch is copied, then its answer read. (With the query in a second thread the
-    writer waited 15.9 s for 6.2 s of the helper's work in a 60,000-record sync: each of the
-    thread's wake-ups waited for the copying thread's GIL.)
+    It runs ``errkb_search_vector`` (migration 0009) over each batch while the writer copies the
+    one before; the trigger keeps a given vector. No free connection: the trigger computes them.
     """
 
     def __init__(self, pool: ConnectionPool[Any], conn: psycopg.Connection[Any]) -> None:

@@ -1,15 +1,8 @@
 """The SQLite backend's full-text search: candidate records for a set of words, ranked by bm25.
 
-The index itself (``search_fts``, contentless FTS5, and ``search_docs``, a stable integer key per
-record) is created by migration 0004 and maintained by triggers on ``records``, so every write
-path (ingest, sync, rollback) keeps it current in its own transaction without calling anything
-here. This module only reads.
-
-Rare words are ranked by FTS5's bm25; a query of common words only is ranked here instead
-(``_common``: bm25 would read every such word's whole posting list first).
-
-Callers hand over plain words; they are quoted here (``"word"``), so nothing a user types is ever
-read as FTS5 syntax (``AND``, ``NEAR(``, ``*``, ``^``, column filters, unbalanced quotes).
+The index (``search_fts``, contentless FTS5, and ``search_docs``) is made by migration 0004 and
+kept by triggers on ``records``; this module only reads. A query of common words only is
+ranked here (``_common``). Words are quoted here, so nothing typed is read as FTS5 syntax.
 """
 
 from __future__ import annotations
@@ -20,29 +13,22 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: Column weights for bm25, in ``search_fts`` column order: message template, slug, class, tags,
-#: documentation, trigger scenarios, common situations, solutions. A word of the message
-#: counts most; a word that only the prose holds still finds the record.
+#: Column weights for bm25, in ``search_fts`` column order: the message's words count most.
 WEIGHTS = (10.0, 4.0, 3.0, 3.0, 1.0, 1.0, 1.0, 1.0)
-#: A word held by more than this many records is "common". The cost of a query is the length of
-#: its words' posting lists (FTS5 scores every record a word is in), so rare words are OR-ed and
-#: common ones only ever AND-ed; a word's count is probed up to this bound, never read whole.
+#: A word held by more than this many records is "common": rare words are OR-ed, common ones
+#: only AND-ed; a word's count is probed up to this bound.
 RARE = 500
 #: At most this many common words are AND-ed when a query has no rare word.
 MAX_COMMON = 6
-#: At most this many matching records are scored per query: rare words alone rarely reach it
-#: (8 words x RARE). ``COMMON_SCAN_CAP`` is PostgreSQL's bound for a query of common words only
-#: (``errkb.store.pgsearch``); SQLite ranks such a query on ``COMMON_RANKED`` records.
+#: At most this many matching records are scored per query; ``COMMON_SCAN_CAP`` is
+#: PostgreSQL's bound for a query of common words only.
 SCAN_CAP = 10_000
 COMMON_SCAN_CAP = 2_000
-#: A query of common words only is ranked here on at most this many of the records holding
-#: them all (in index order; see ``_common``). Each costs a read of its records row: 2,000
-#: took ~50-80 ms at 500,000 records, 200 ~5 ms (BENCHMARKS.md, issue 12).
+#: A query of common words only is ranked on at most this many records holding them all.
 COMMON_RANKED = 200
 #: Words as FTS5's unicode61 tokenizer sees them (letters and digits; "_" separates).
 WORD = re.compile(r"[^\W_]+")
-#: Weights of the columns a common-words query is ranked on (see ``candidates``): the message
-#: template, slug and class, as in ``WEIGHTS``.
+#: Weights of the columns a common-words query is ranked on (template, slug, class).
 COMMON_WEIGHTS = (WEIGHTS[0], WEIGHTS[1], WEIGHTS[2])
 
 
@@ -75,11 +61,7 @@ def quote(term: str) -> str:
 
 
 def document_frequencies(conn: sqlite3.Connection, terms: Sequence[str]) -> dict[str, int]:
-    """How many live-or-retired records hold each of ``terms``, counted up to ``RARE + 1``.
-
-    FTS5 keeps no document counts: its vocabulary table reads a word's whole posting list
-    (milliseconds for a word in most records). Counting at most ``RARE + 1`` matches bounds it.
-    """
+    """How many records hold each of ``terms``, counted up to ``RARE + 1``."""
     out: dict[str, int] = {}
     for term in terms:
         row = conn.execute(
@@ -100,11 +82,7 @@ class Plan:
 
 
 def plan(conn: sqlite3.Connection, terms: Sequence[str], max_terms: int) -> Plan | None:
-    """The FTS5 query for a query's words, or None when no word is indexed.
-
-    The rarest words (at most ``max_terms``) OR-ed when there are rare words; otherwise the
-    query's first common words AND-ed (a record must hold them all).
-    """
+    """The FTS5 query for a query's words (rare ones OR-ed, else common AND-ed), or None."""
     freq = document_frequencies(conn, terms)
     known = [t for t in terms if freq[t] > 0]
     if not known:
@@ -126,8 +104,7 @@ def candidates(
         return _common(conn, planned, filters, limit)
     expression, cap = planned.expression, SCAN_CAP
     weights = ", ".join(str(w) for w in WEIGHTS)
-    # Scored inside FTS5 first (bounded by SCAN_CAP), joined to records afterwards: joining
-    # every match before ranking cost more than ranking itself.
+    # Scored inside FTS5 first (bounded by SCAN_CAP), joined to records afterwards.
     scored = (
         f"SELECT rowid, bm25(search_fts, {weights}) AS score FROM search_fts "  # noqa: S608
         "WHERE search_fts MATCH ? LIMIT ?"
@@ -155,15 +132,7 @@ def candidates(
 def _common(
     conn: sqlite3.Connection, planned: Plan, filters: Filters, limit: int
 ) -> list[Candidate]:
-    """Records holding every (common) word of ``planned``, ranked here rather than by bm25.
-
-    FTS5's bm25 reads the whole posting list of every word in the query to count the records
-    holding it (its idf), before it scores the first row: for words most records hold that
-    is ~100 ms at 500,000 records (~1 ms without it; BENCHMARKS.md, issue 12). Every record
-    found holds every word, and common words all have a small idf, so idf cannot reorder
-    them much: they are ranked by a bm25-shaped score of the words in the columns that count
-    most (template, slug, class), computed on the first ``COMMON_RANKED`` records found.
-    """
+    """Records holding every (common) word of ``planned``, ranked here rather than by bm25."""
     sql = [
         "SELECT r.id, r.slug, r.repo, r.error_class, r.error_message, r.severity "
         "FROM (SELECT rowid FROM search_fts WHERE search_fts MATCH ? LIMIT ?) f "

@@ -1,24 +1,12 @@
 """The SQLite backend of the store: opening, migrating, reading, and applying in one transaction.
 
-What differs from PostgreSQL only (the unit of work and the shared reads are
-``errkb.store.engine``'s): connections, pragmas, locking, the ``IN (?, ...)`` chunks, error
-translation, and the FTS5 index's bulk fill. Two access paths, on purpose:
-
-* Writes (ingest, sync, rollback) go through a SQLAlchemy engine, in ONE explicit
-  ``BEGIN IMMEDIATE`` transaction per unit of work, so a reader never sees half a version and a
-  crash leaves the database as it was. The bulk SQL runs on the driver connection inside that
-  transaction: the ORM's per-row bookkeeping cost more than SQLite's own work at 150,000
-  records.
-* Reads, the explain hot path first, use the standard library's ``sqlite3`` (one connection per
-  thread), because importing SQLAlchemy costs about half a second of start-up and explain needs
-  only a few indexed look-ups. WAL journaling lets those readers run during a write.
-
-The schema is created and evolved only by Alembic (``migrations/``). Opening a database checks
-its revision with a single query; Alembic is imported only when an upgrade is due. A database
-stamped with a revision this errkb does not know was made by a newer errkb and is refused.
-
-Every ``sqlite3`` (and SQLAlchemy) error is translated here into ``StoreError`` or a subclass,
-with one line naming the database (``translate``).
+What differs from PostgreSQL only (the unit of work is ``errkb.store.engine``'s): connections,
+pragmas, locking, ``IN (?, ...)`` chunks, error translation, FTS5's bulk fill. Writes go
+through a SQLAlchemy engine in ONE ``BEGIN IMMEDIATE`` transaction per unit of work (bulk SQL
+on its driver connection); reads use the standard library's ``sqlite3``, one connection per
+thread, so explain never imports SQLAlchemy; WAL lets readers run during a write. The schema is
+Alembic's alone; a revision this errkb does not know is refused. Every driver error becomes a
+``StoreError`` naming the database (``translate``).
 """
 
 from __future__ import annotations
@@ -114,14 +102,7 @@ def _chunks(items: Sequence[str], size: int = _CHUNK) -> Iterator[Sequence[str]]
 
 
 def _padded(ids: Sequence[str]) -> list[str]:
-    """``ids``, the last repeated so their last ``IN`` chunk holds a power of two of them.
-
-    ``in_ids`` asked with lists of every length would make a statement text per length, and
-    the driver caches each prepared statement (an ``IN`` list of 500 joined ids is a program
-    of its own): a first sync asking once per repository file (880 lengths) grew the process
-    by 66 MB. Padded, any length takes one of ten texts. Repeating an id changes no answer of
-    ``IN``.
-    """
+    """``ids``, the last repeated so the last ``IN`` chunk holds a power of two (few statements)."""
     out = list(ids)
     rest = len(out) % _CHUNK
     if rest:
@@ -184,8 +165,8 @@ class SqliteView(SqliteSql):
         if not tokens:
             return []
         marks = _marks(len(tokens))
-        # The rank-0 (rarest) word selects through the index; the record's other indexed words
-        # must be in the text too (a primary-key probe each).
+        # The rarest word selects through the index; the other indexed words must be in the text
+        # too.
         sql = (
             "SELECT t0.record_id FROM match_tokens t0 WHERE t0.rank = 0 AND t0.token IN ("  # noqa: S608
             + marks
@@ -212,9 +193,7 @@ class SqliteView(SqliteSql):
         return [str(r[0]) for r in rows]
 
     def token_rows(self) -> Iterator[tuple[str, str, int]]:
-        # Streamed: at 500,000 records the index is two million rows, and a list of them
-        # was the largest thing a warm process ever held (the anchor table is built from them
-        # once, then kept as ~200k strings).
+        # Streamed: at 500,000 records the index is two million rows.
         rows = self.conn.execute(
             "SELECT record_id, token, rank FROM match_tokens ORDER BY record_id, rank"
         )
@@ -289,13 +268,7 @@ class SqliteStore(StoreEngine):
             raise self._fail(exc, action) from exc
 
     def inventory(self) -> Inventory:
-        """``StoreEngine.inventory`` from one row per repository (``group_concat``).
-
-        The same answer as a row per record, with the joining done by SQLite over the
-        covering index: at 500,000 records 0.83-0.88 s of CPU against 1.44 s. Ids and hashes
-        hold no space (``^[0-9a-f]{16}$``, sha256 hex); each group's count is checked all
-        the same, and any other store is read a row per record (``StoreEngine``'s).
-        """
+        """``StoreEngine.inventory`` from one row per repository (``group_concat``)."""
         fast = self._read("reading", _grouped_inventory)
         return fast if fast is not None else super().inventory()
 
@@ -356,13 +329,7 @@ class SqliteStore(StoreEngine):
     # ------------------------------------------------------------------ connections
     @property
     def read_only(self) -> bool:
-        """True when this process cannot write the database file, its directory or its disk.
-
-        A container image, a read-only mount, a file handed out to many workers.
-
-        Decided once, before the first connection, by ``access(2)``, which also answers
-        for root (``EROFS``, or ``EPERM`` for an immutable file).
-        """
+        """True when this process cannot write the database file, its directory or disk."""
         if self._read_only is None:
             path = self.path
             self._read_only = path.is_file() and not (
@@ -371,14 +338,7 @@ class SqliteStore(StoreEngine):
         return self._read_only
 
     def _read_only_uri(self) -> str:
-        """How a read-only database is opened: ``mode=ro``, and maybe ``immutable=1``.
-
-        Immutable when its directory refuses the ``-shm`` file a WAL reader needs.
-
-        Immutable is safe only with no writer and nothing in a ``-wal`` file (a cleanly
-        closed database has none): SQLite then reads the main file alone, without locks.
-        A ``-wal`` with content keeps ``mode=ro``, which reads it when it can.
-        """
+        """How a read-only database is opened: ``mode=ro``, and ``immutable=1`` when safe."""
         uri = "file:" + urllib.parse.quote(os.fspath(self.path.resolve())) + "?mode=ro"
         wal = self.path.with_name(self.path.name + "-wal")
         wal_empty = not wal.exists() or wal.stat().st_size == 0
@@ -394,11 +354,7 @@ class SqliteStore(StoreEngine):
             )
 
     def reader(self) -> sqlite3.Connection:
-        """The calling thread's read connection (standard library; cheap to open, never shared).
-
-        Reopened when the file at ``path`` is another one than it was opened on (a fresh
-        build renamed over it, ``fresh_build``): until then it reads the file it has.
-        """
+        """The thread's read connection, reopened when ``path`` is another file (a fresh build)."""
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is not None and not conn.in_transaction and _inode(self.path) != self._local.ino:
             conn.close()
@@ -439,8 +395,7 @@ class SqliteStore(StoreEngine):
                 from sqlalchemy import URL, create_engine, event
                 from sqlalchemy.pool import NullPool
 
-                # URL.create, not f"sqlite:///{path}": a file name holding "?" or "#" would be
-                # parsed as a query and SQLAlchemy would open another file than the reader.
+                # URL.create, not an f-string: a "?" or "#" in a file name would open another file.
                 url = URL.create("sqlite", database=str(self.path))
                 engine = create_engine(url, poolclass=NullPool)
                 pragmas = (*self.WRITE_PRAGMAS, f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
@@ -456,8 +411,7 @@ class SqliteStore(StoreEngine):
 
                 @event.listens_for(engine, "begin")
                 def _on_begin(conn: Connection) -> None:
-                    # IMMEDIATE takes the write lock up front: two writers never interleave
-                    # and a reader never sees a half-applied unit of work.
+                    # IMMEDIATE takes the write lock up front: writers never interleave.
                     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
                 self._engine = engine
@@ -496,24 +450,13 @@ class SqliteStore(StoreEngine):
     ) -> AbstractContextManager[UnitOfWork] | None:
         """A unit of work into a new file renamed over this one, when that pays; else None.
 
-        It pays for at least ``FRESH_BUILD_MIN`` incoming records into an empty database, or
-        into any database when ``changed`` (those of them with new content) is at least
-        ``FRESH_CHANGED_SHARE`` of them and of the rows stored, or is None (the caller asks for
-        it: ``--full``). Of the rows stored too: a sync that brings only the records of the
-        repositories that changed (the others kept as stored) would copy the whole file for
-        them (at 500,000 records, 1% changed was 5,535 records of 9 repositories, above
-        ``FRESH_BUILD_MIN``: all 500,000 rows were copied).
-
-        The new file (``<db>.new``) is written with the journal and foreign-key checks off
-        (SQLite's main costs at 500,000 records: every page written twice, WAL then
-        checkpoint, and two million child rows checked). The old file is attached to it
-        read-only: what the apply does not rewrite is copied from it first (versions,
-        history, meta, and every record the apply leaves as it is, with its child, spec and
-        search rows, ``_CopyUnchanged``), the rest is classified against it and written once.
-        The new file is then made a WAL database, synced and renamed into place (``_swap``).
-        A kill before the rename leaves the old file as it was; a stale ``<db>.new`` is
-        removed by the next sync (``sync_lock``). Readers of the old file read it until their
-        next read, which opens the new one (``reader``).
+        It pays for at least ``FRESH_BUILD_MIN`` records into an empty database, or when ``changed``
+        is at least ``FRESH_CHANGED_SHARE`` of them and of the rows stored, or None (``--full``).
+        ``<db>.new`` is written with the journal and foreign-key checks off, the old file attached
+        read-only: what stays is copied first (``_CopyUnchanged``), the rest classified against it
+        and written once; then WAL, synced, renamed into place (``_swap``). A kill before the rename
+        leaves the old file as it was; the next sync removes a stale ``<db>.new``. Readers switch at
+        their next read (``reader``).
         """
         if records < FRESH_BUILD_MIN or self.read_only:
             return None
@@ -554,12 +497,7 @@ class SqliteStore(StoreEngine):
             _remove(new)
 
     def _swap(self, new: Path) -> None:
-        """Rename ``new`` over the database, with no stale ``-wal`` left to replay into it.
-
-        SQLite opens a ``-wal`` it finds whatever the file's header says, so the old file's
-        log is checkpointed empty and removed before the rename (old readers keep their open
-        copies); a kill anywhere in between leaves the old file whole.
-        """
+        """Rename ``new`` over the database, the old ``-wal`` emptied and removed first."""
         self.close()
         try:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)
@@ -604,17 +542,13 @@ class SqliteStore(StoreEngine):
             raise self._fail(exc, "reading") from exc
 
 
-#: Records an empty database must receive for a sync to build a fresh file instead
-#: (``SqliteStore.fresh_build``); a small first sync keeps the one transaction.
+#: Records an empty database must receive for a sync to build a fresh file instead.
 FRESH_BUILD_MIN = 5_000
 
 
-#: ... or when at least this share of them bring new content (a full sync where (nearly) every
-#: record changes): copying what stays costs less than the journal and checks it avoids.
+#: ... or when at least this share of them bring new content.
 FRESH_CHANGED_SHARE = 0.9
-#: The fresh build's connection to ``<db>.new``: no journal, no foreign-key checks. Nothing
-#: reads the file before it is complete, synced and renamed, and a failed build is removed:
-#: what the journal and the checks protect is not at stake.
+#: The fresh build's connection to ``<db>.new``: no journal, no foreign-key checks.
 _BUILD_PRAGMAS = (
     "PRAGMA journal_mode = OFF",
     "PRAGMA synchronous = OFF",
@@ -626,12 +560,8 @@ _BUILD_PRAGMAS = (
 class _CopyUnchanged:
     """A fresh build's ``engine.Rebuild``: what stays is copied from the old file, ``old``.
 
-    Copied whole: the version rows, the history, the meta table. Copied per record: every
-    stored record that no incoming record brings with another content hash (unchanged ones,
-    retired ones, those a full sync is about to retire, kept repositories' ones), with its
-    child and ``pattern_specs`` rows, and indexed for search in one statement from the child
-    tables (the insert trigger dropped meanwhile, as ``_BulkSearch`` does). The match index
-    is not copied: the apply rebuilds it whole.
+    Versions, history, meta, and every record no incoming record changes, with its child, spec
+    and search rows; not the match index (the apply rebuilds it).
     """
 
     source = "old"
@@ -641,12 +571,7 @@ class _CopyUnchanged:
         self._indexes: list[str] = []  #: the secondary indexes dropped until ``rows_written``
 
     def _drop_indexes(self) -> None:
-        # Secondary indexes of the written tables (slug, repo, class, tag, history keys) are
-        # dropped for the bulk insert and built again from the rows, one sort each, by
-        # ``rows_written``: at 500,000 records their inserts come in random key order, and a
-        # page cache far smaller than the file made them most of the insert time. An index
-        # is a function of its table's rows: the file gets the same indexes, and the same
-        # schema text (each is made again from the statement ``sqlite_master`` held).
+        # Secondary indexes are dropped for the bulk insert and made again by ``rows_written``.
         rows = self.raw.execute(
             "SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL "
             # A unique index decides what INSERT OR REPLACE replaces: never dropped.
@@ -676,8 +601,7 @@ class _CopyUnchanged:
         )
         raw.executemany("INSERT OR REPLACE INTO temp.incoming_hashes VALUES (?, ?)", incoming)
         self._drop_indexes()
-        # Only fixed table names (ours, and the field table's) and their columns are
-        # interpolated below.
+        # Only fixed table and column names are interpolated below.
         for table in ("dataset_versions", "record_history", "meta"):
             cols = self._columns(table)
             raw.execute(
@@ -709,8 +633,7 @@ class _CopyUnchanged:
         raw.execute("DROP TABLE temp.incoming_hashes")
 
 
-#: ``SqliteStore.inventory``'s query: per repository, its records' (id, hash) pairs and its
-#: live ids, each joined by one space.
+#: ``SqliteStore.inventory``'s query: per repository, its (id, hash) pairs and live ids.
 _GROUPED_INVENTORY = (
     "SELECT repo, count(*), sum(NOT retired), group_concat(id || ' ' || content_hash, ' '), "
     "group_concat(CASE WHEN retired THEN NULL ELSE id END, ' ') FROM records GROUP BY repo"
@@ -763,10 +686,7 @@ def _is_db_error(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.Error) or isinstance(getattr(exc, "orig", None), sqlite3.Error)
 
 
-#: Records one apply must bring for the search index to be filled in bulk: the per-row insert
-#: trigger is dropped for the transaction and one ``INSERT ... SELECT`` at its end indexes
-#: them all (measured at 30,000 records: half the trigger's cost). Below it, a small sync keeps
-#: the trigger rather than rewrite the schema.
+#: Records one apply must bring for the search index to be filled in bulk at its end.
 BULK_SEARCH_MIN = 5_000
 _SEARCH_TRIGGER = "search_records_insert"
 #: The shape of migration 0004's insert trigger (our own SQL, not dataset content).
@@ -782,10 +702,8 @@ _trigger_shape = _lazy.pattern(
 def bulk_search_sql(trigger_sql: str) -> str | None:
     """The insert trigger's full-text statement, set-based over search keys above ``?``.
 
-    Derived from the trigger the database holds, so the index gets exactly the values the
-    trigger would have given (and the update and delete triggers later hand back to remove
-    them: a contentless FTS5 table needs those to match). None when the trigger is not of the
-    expected shape: the caller then keeps it and indexes row by row.
+    Derived from the trigger itself, so the index gets exactly its values; None when the trigger
+    is not of the expected shape (then rows are indexed one by one).
     """
     shape = _trigger_shape().fullmatch(trigger_sql)
     if shape is None:
@@ -800,12 +718,7 @@ def bulk_search_sql(trigger_sql: str) -> str | None:
     )
 
 
-#: The trigger's list values read from a record's ``raw_json`` (``json_each``), in the bulk fill
-#: read from the child tables the same apply has just written instead: the same strings in
-#: the same order (``position``), without parsing each record's JSON once more (measured at
-#: 20,000 records: 0.48 s against 1.05 s of CPU for the fill's SELECT, the rows identical).
-#: The trigger's ``json_valid`` guard stays, so a record whose unknown fields SQLite's JSON
-#: refuses is indexed without them, exactly as the trigger (and the delete trigger) does.
+#: The trigger's list values, read from the child tables just written (the same strings).
 _json_each = _lazy.pattern(
     r"\(SELECT group_concat\(value, ' '\) FROM json_each\(r\.raw_json, '\$\.(\w+)'\)\)"
 )
@@ -823,15 +736,7 @@ def _from_child_table(m: re.Match[str]) -> str:
 
 
 class _MergeAfter:
-    """The full-text index's own merging held off until the end of an apply (``finish``).
-
-    FTS5 merges its segments a little after every flush of new rows (``automerge``); on an
-    index of 500,000 records written in bulk, the 5,391 updates of a 1% sync spent 1.5-1.9 of
-    their 1.7-2.1 s there (the update trigger's delete and insert), against 0.6 s with it off.
-    At the end one bounded ``merge`` (``MERGE_PAGES``) folds the segments the apply added
-    (there: 25 segments to 3, in 0.02 s; the same search answers, integrity-check clean), and
-    the setting is put back, all in the apply's transaction. The insert trigger stays.
-    """
+    """The full-text index's merging held off until the apply's end, then one bounded ``merge``."""
 
     def __init__(self, raw: DBAPI) -> None:
         self.raw = raw
@@ -861,11 +766,7 @@ _FTS5_AUTOMERGE = 4
 
 
 class _BulkSearch(_MergeAfter):
-    """The search index filled once at the end of an apply (see ``BULK_SEARCH_MIN``).
-
-    The rows the apply updates meanwhile go through the update trigger with merging held
-    off (``_MergeAfter``); the fill itself merges.
-    """
+    """The search index filled once at the end of an apply (``BULK_SEARCH_MIN``)."""
 
     def __init__(self, raw: DBAPI, trigger_sql: str, fill_sql: str) -> None:
         super().__init__(raw)
@@ -900,9 +801,7 @@ class _BulkSearch(_MergeAfter):
         )
 
     def finish(self) -> None:
-        # The setting back first: the fill merges as FTS5 does by default. All 500,000
-        # records filled with merging off took 9.3-10.3 s against 11.0-11.2 and left 16
-        # segments instead of 6 (each a look-up per search term).
+        # The setting back first: the fill merges as FTS5 does by default (fewer segments).
         self._restore()
         self.raw.execute(self.fill_sql, (self.after,))
         self.raw.execute(self.trigger_sql)
@@ -928,12 +827,7 @@ class SqliteWriteSql(SqliteSql):
         return _BulkSearch.start(self.conn, incoming)
 
     def replace_index(self, rows: Iterable[tuple[str, str, int]]) -> None:
-        """Rewrite the match index in this transaction.
-
-        The index's secondary B-tree is dropped first and made again after: one sort instead
-        of two million random inserts at 500,000 records. The DDL is part of the
-        transaction, so a failure or a kill leaves the old index whole.
-        """
+        """Rewrite the match index in this transaction (its B-tree dropped and made again)."""
         raw = self.conn
         secondary = raw.execute(
             "SELECT name, sql FROM sqlite_master WHERE type = 'index' "

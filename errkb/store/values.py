@@ -1,11 +1,8 @@
 """The store's values of writes, history and inventory, and what result rows mean for them.
 
-``Incoming``, ``ApplyCounts``, ``Diff``, ``VersionInfo``, ``RecordChange``, ``StoredRecord``,
-``Inventory`` and ``StoreCounts`` cross the seam between the store and sync, ingest, history and
-the inventory commands; ``record_changes_from`` ... ``diff_from`` turn both backends' result rows
-into them. None of them is on the explain path, so they live apart from ``errkb.store.interface``
-(which re-exports them on first use, as ``errkb.store`` does): a cold ``errkb explain`` does not
-create their eight frozen dataclasses (~0.7 ms each at import).
+They cross the seam between the store and sync, ingest, history and inventory;
+``record_changes_from`` ... ``diff_from`` turn both backends' rows into them. Kept apart from
+``errkb.store.interface`` (which re-exports them on first use) so a cold explain creates none.
 """
 
 from __future__ import annotations
@@ -64,13 +61,7 @@ class Diff:
 
 @dataclass(frozen=True)
 class Derived:
-    """What the caller computed about one record for the store to keep beside it.
-
-    ``spec`` is the record's ``PatternSpec`` as the ``pattern_specs`` columns
-    (``errkb.store.engine.SPEC_COLUMNS``, tuples as JSON text): the values the table takes and
-    a sync's spool line carries, so nothing is rebuilt in the transaction. ``words`` are the
-    record's index words (``errkb.match.index.template_tokens``), in template order.
-    """
+    """What the caller computed about one record to keep: ``spec`` columns and index ``words``."""
 
     spec: tuple[object, ...]
     words: tuple[str, ...]
@@ -78,20 +69,13 @@ class Derived:
 
 @dataclass(frozen=True)
 class Incoming:
-    """A validated record on its way into the store.
-
-    ``data`` is the record, or its compact JSON text (``records.verbatim_json``) with its id in
-    ``packed_id``, as a sync streams them back from its spool file: text is decoded chunk by
-    chunk as it is applied, and reused as the stored ``raw_json``. ``retired`` asks for the
-    record to be stored retired with this content (a rollback to a version it was retired at).
-    """
+    """A validated record on its way into the store (``data`` or its packed JSON text)."""
 
     data: RecordJSON | str
     dataset_version: str | None
     packed_id: str | None = None  #: the record's id, kept beside packed text
     retired: bool = False
-    #: ``records.content_hash`` of the record when the sync computed it while planning (in a
-    #: worker process, say): the transaction then need not encode the record again to hash it.
+    #: ``records.content_hash`` of the record when the sync computed it while planning.
     content_hash: str | None = None
     #: The record's compiled matcher and index words, when the caller computed them already.
     derived: Derived | None = None
@@ -185,14 +169,9 @@ class StoreCounts:
 
 
 # ---------------------------------------------------------------------------- rows to values
-# Each backend runs its own SQL; what the rows mean is written once, here, so the two backends
-# cannot drift apart on it.
+# What each backend's rows mean is written once, here.
 def record_changes_from(rows: Iterable[Sequence[Any]]) -> list[RecordChange]:
-    """History rows as ``RecordChange`` values.
-
-    Each row: version id, dataset version, kind, finished at, change, previous JSON, previous
-    retired.
-    """
+    """History rows (version id, dataset version, kind, finished, change, previous) as values."""
     return [
         RecordChange(
             version_id=int(vid),
@@ -221,14 +200,7 @@ def inventory_from(rows: Iterable[Sequence[Any]]) -> Inventory:
 def state_from(
     first_after: Iterable[Sequence[Any]], current: Iterable[Sequence[Any]]
 ) -> list[Incoming]:
-    """Every record as it was right after a version.
-
-    ``first_after``: (id, previous JSON, previous retired, previous dataset version) of each
-    record's first history row after the version; ``current``: (id, JSON, retired, dataset
-    version) of every record now. A record's content right after the version is its first
-    later history row's previous content or, with none, its current content; a record added
-    after the version (no previous content) is left out.
-    """
+    """Every record as it was right after a version (later additions left out)."""
     before: dict[str, tuple[str | None, bool, str | None]] = {}
     for rid, previous, was_retired, dataset_version in first_after:
         before[str(rid)] = (previous, bool(was_retired), dataset_version)
@@ -249,12 +221,7 @@ def diff_from(
     kept: Callable[[set[str]], Iterable[str]],
     to_retire: Callable[[set[str]], Iterable[str]] | None,
 ) -> Diff:
-    """The ``Diff`` of classified (id, outcome) pairs, by the rules ``apply`` follows.
-
-    A repeated id counts at its first occurrence; ``kept(seen)`` names the stored records a
-    sync keeps as they are; ``to_retire(spared)`` (a full snapshot only) the live records it
-    retires.
-    """
+    """The ``Diff`` of classified (id, outcome) pairs, by the rules ``apply`` follows."""
     found: dict[str, dict[str, None]] = {
         k: {} for k in ("added", "updated", "unchanged", "retired", "")
     }

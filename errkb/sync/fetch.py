@@ -1,15 +1,9 @@
 """Downloading a version's repository files: a few at a time, resumable through a cache.
 
-The real dataset is about 1,800 repository files (500,000 records), so a sync downloads them
-with a small pool of worker threads (each with its own keep-alive connection, see
-``errkb.sync.transport``) while the calling thread cross-checks and validates them in order.
-
-A file that passed the cross-check against the hashed index is kept in a cache directory
-(``RepoCache``) under a key derived from what the index and ``repos.json`` say about that
-repository (its name, ids, ``analyzedSha`` and ``contentChangedAt``). A sync killed halfway
-and run again finds those files there and downloads only the rest. Each cached file's name
-carries its sha256, checked again on reuse, so a damaged cache entry is fetched anew rather
-than trusted. The cache has a byte budget and is emptied after a successful apply.
+A small pool of threads downloads while the caller checks in order. A file that passed the
+cross-check is cached (``RepoCache``) under a key from what the index and ``repos.json`` say of
+it, its name carrying its sha256 (checked on reuse); a rerun downloads only the rest. The
+cache has a byte budget and is emptied after a successful apply.
 """
 
 from __future__ import annotations
@@ -62,11 +56,7 @@ class Got:
 def cache_key(
     repo: str, ids: Sequence[str], info: publish.RepoInfo | None, dataset_version: str
 ) -> str:
-    """Name a repository file's content by what the hashed metadata says about it.
-
-    The same repository, ids and fingerprint mean the same file (the rule that lets a sync skip
-    unchanged repositories); without an ``analyzedSha`` the key is pinned to the version.
-    """
+    """Name a repository file's content by what the hashed metadata says about it."""
     fingerprint: list[str | None] = (
         list(info.fingerprint) if info is not None and info.analyzed_sha else [dataset_version]
     )
@@ -131,10 +121,7 @@ class RepoCache:
         return self.root / f"{key}.{secrets.token_hex(4)}.part"
 
     def keep(self, key: str, path: Path) -> Path:
-        """Keep a verified download (a ``part`` path) under its key; return where it now is.
-
-        Over the byte budget, the file is not kept: the sync still uses it, a rerun fetches it.
-        """
+        """Keep a verified download under its key; return where it is (over budget: not kept)."""
         size = _size(path)
         with self._lock:
             if key in self._entries or self.used + size > self.max_bytes:
@@ -176,10 +163,7 @@ def file_sha256(path: Path) -> str:
 
 
 def _sha256(path: Path) -> str:
-    # ``file_digest`` reads into one reused buffer, the GIL released while it hashes: the 880
-    # repository files of a 500k-record tree (1.4 GB) took 1.56 s of CPU read a chunk at a
-    # time into new bytes, 1.16 s so (not mmap: a file truncated while mapped kills the
-    # process with SIGBUS).
+    # ``file_digest`` hashes without the GIL (not mmap: a truncated mapped file is SIGBUS).
     with path.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
@@ -207,12 +191,7 @@ def fetch_all(
     on_bytes: Callable[[int], None] | None = None,
     cancel: Callable[[], None] | None = None,
 ) -> Iterator[Got]:
-    """Yield every job's file in ``jobs`` order, downloading up to ``workers`` at once.
-
-    Cached files are yielded without a request. At most ``2 * workers`` downloads are ahead of
-    the consumer, so the files waiting on disk stay few. When the consumer stops early (an
-    error), the downloads not yet started are cancelled and ``cancel`` unblocks those running.
-    """
+    """Yield every job's file in ``jobs`` order, up to ``workers`` downloads at once."""
 
     def local(job: RepoJob) -> publish.Fetched | None:
         if cache is None or isinstance(tree, publish.LocalTree):

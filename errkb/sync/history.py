@@ -1,17 +1,8 @@
 """Applied versions, how one record changed across them, and rolling back to one of them.
 
-The store never deletes a record; each change adds a ``record_history`` row holding the
-content *before* it (None when the change added the record). So the content of record ``r``
-right after version ``V`` is the ``previous_json`` of ``r``'s first history row with a version
-id greater than ``V`` (a row of change "added" there means ``r`` did not exist yet), or, with no
-such row, its current content (``Store.state_at``). A rollback rebuilds that whole state and
-applies it like a full snapshot, in one transaction: records that differ are restored with
-history rows (a record retired at ``V`` gets back the content it had then, and stays retired),
-records added after ``V`` are retired, and a new version row of kind "rollback" records it.
-Nothing is rewritten, so a rollback can itself be rolled back.
-
-These take the ``Store`` they read and write: ``KnowledgeBase`` (above this room) is the front
-door, whose ``versions``, ``history`` and ``rollback`` call them.
+A rollback rebuilds the state right after a version (``Store.state_at``) and applies it like a
+full snapshot in one transaction, with history rows and a version row of kind "rollback";
+nothing is rewritten, so it can itself be rolled back. These take the ``Store`` they use.
 """
 
 from __future__ import annotations
@@ -31,10 +22,7 @@ def versions(store: Store) -> list[VersionInfo]:
 
 
 def resolve_version(store: Store, key: str | int) -> int:
-    """Map a version row id, or a datasetVersion string, to a version row id.
-
-    A datasetVersion applied more than once (synced, then rolled back to) names its latest row.
-    """
+    """Map a version row id, or a datasetVersion string (its latest row), to a version row id."""
     text = str(key).strip()
     found = store.resolve_version(text)
     if found is None:
@@ -93,9 +81,7 @@ def rollback_to(store: Store, key: str | int) -> SyncReport:
 def rollback(store: Store, version_id: int) -> SyncReport:
     """Make the knowledge base what it was right after version ``version_id`` was applied.
 
-    Recorded as a new version row of kind "rollback" (``restores`` = ``version_id``), in one
-    transaction, with history rows for every record it changes. Rolling back to the latest
-    version changes nothing and writes nothing.
+    A new "rollback" version row (``restores``), in one transaction; to the latest: nothing.
     """
     started = time.monotonic()
     with store.sync_lock():

@@ -1,15 +1,11 @@
 """Reading ErrLookup's published tree, from a local copy or over http(s).
 
-Upstream publishes one dataset version as a small tree (see the README's "Published layouts"):
-``data/manifest.json`` names the version and the sha256 of the files it lists
-(``data/index.json.gz`` or, since 2026-09-17, its ``index-N.json.gz`` parts; ``repos.json``);
-``data/repos/{owner}/{name}.json`` hold the full records and carry no hash of their own, so
-``errkb.sync`` cross-checks them against the hashed index. This module locates such a tree (a
-directory, its ``data/`` folder, the manifest file, a site's base URL or the manifest's URL),
-fetches files from it, and parses and verifies the metadata files. It never interprets
-downloaded content as anything but JSON: no exec, eval or pickle. Downloads stream into
-temporary files under a size cap, so a hostile or broken server can neither exhaust memory nor
-disk, and any failure is one ``NetworkError`` naming the URL.
+A tree (the README's "Published layouts") is ``data/manifest.json`` (the version and the sha256
+of the files it lists: the index or its parts, ``repos.json``) and unhashed repository files
+that ``errkb.sync`` cross-checks against the index. This module locates a tree, fetches its
+files and parses and verifies the metadata. Downloaded content is only ever JSON (no exec,
+eval or pickle); downloads stream to temporary files under a size cap; any failure is one
+``NetworkError`` naming the URL.
 """
 
 from __future__ import annotations
@@ -42,24 +38,17 @@ DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 DEFAULT_MAX_INDEX_ROWS = 2_000_000
 #: Most repositories an index or repos.json may name (ErrLookup has about 1,800).
 DEFAULT_MAX_REPOS = 100_000
-#: Most bytes one repository's records file may hold or inflate to. Such files carry no hash
-#: and are parsed whole; the largest real one is a few megabytes.
+#: Most bytes one repository's records file may hold or inflate to (unhashed, parsed whole).
 DEFAULT_MAX_REPO_FILE_BYTES = 64 * 1024 * 1024
 #: Most characters one index row or repos.json entry may take (a row is a few hundred bytes).
 MAX_ROW_BYTES = 16 * 1024 * 1024
-#: Most JSON values (objects, arrays, strings, numbers) one repository file may hold. Such a file
-#: is parsed whole, and a value costs the parser 30 to 100 bytes whatever its size in the file:
-#: 64 MiB of ``{},`` would be 22 million dictionaries (over 5 GB with the reader's items). The
-#: count is an upper bound (``check_value_count``): real records come to one counted value per
-#: 17 to 24 bytes, so this admits about 40 MB of them in one file, ten times the largest
-#: repository file ErrLookup has; the worst file it admits costs the parser about 300 MB.
+#: Most JSON values one repository file may hold (an upper bound, ``check_value_count``).
 DEFAULT_MAX_REPO_FILE_VALUES = 2_000_000
 #: The manifest is a few hundred bytes; anything this large is not a manifest.
 MANIFEST_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_TIMEOUT = DEFAULT_READ_TIMEOUT
 MANIFEST_PATH = "data/manifest.json"
-#: Most parts a split index may be listed in. Each part is one download; upstream splits its
-#: index into a handful. A part's own ``parts`` count must equal the number listed.
+#: Most parts a split index may be listed in; a part's ``parts`` must equal the number listed.
 MAX_INDEX_PARTS = 10_000
 #: Where ErrLookup publishes its dataset: what ``errkb sync`` fetches when given no SOURCE.
 DEFAULT_SOURCE = "https://errors.standardbeagle.com"
@@ -121,11 +110,7 @@ class Manifest:
     index_parts: tuple[FileEntry, ...] = ()
 
     def index_files(self) -> tuple[FileEntry, ...]:
-        """The index as listed: its parts, else the one ``index`` file, else nothing.
-
-        Parts win over a single file listed beside them: upstream splits the index because
-        the single file grew past its CDN's file cap, so a listed single file may be stale.
-        """
+        """The index as listed: its parts, else the one ``index`` file, else nothing."""
         if self.index_parts:
             return self.index_parts
         single = self.files.get("index")
@@ -243,13 +228,7 @@ class LocalTree:
 
 @dataclass(frozen=True)
 class HttpTree:
-    """A published tree served over http(s), usually through a CDN.
-
-    The CDN keeps data files for up to a week (``stale-while-revalidate``) and may answer with
-    the previous version's bytes, so every data file is requested with ``?v=<datasetVersion>``
-    (the version being applied, as upstream's own client does) and the manifest with
-    ``Cache-Control: no-cache``.
-    """
+    """A published tree over http(s): data files asked with ``?v=<datasetVersion>`` (a CDN)."""
 
     base: str  #: no trailing slash
     manifest_path: str = MANIFEST_PATH
@@ -290,9 +269,7 @@ class HttpTree:
             query.append(("v", self.version))
         if fresh:
             query.append(("r", secrets.token_hex(8)))
-        # encodeURIComponent's safe set: the query upstream's client sends, so edges that
-        # cached the site's own requests answer ours too. The source's own query goes first,
-        # as given (a mirror's access token).
+        # encodeURIComponent's safe set, as upstream's client sends; the source's own query first.
         parts = own + [f"{k}={_quote_component(v)}" for k, v in query]
         return url + ("?" + "&".join(parts) if parts else "")
 
@@ -352,12 +329,7 @@ def _file_kind(mode: int) -> str:
 
 
 def locate(source: str) -> Tree | None:
-    """Return the published tree ``source`` names, or None when it is plain records.
-
-    A local tree is recognised by its manifest: ``ROOT`` (with ``ROOT/data/manifest.json``), its
-    ``data/`` directory, or the ``manifest.json`` file. An http(s) URL is a site's base URL
-    (manifest at ``<base>/data/manifest.json``) or, when it ends in ``.json``, the manifest's own.
-    """
+    """Return the published tree ``source`` names (local or http(s)), or None for plain records."""
     try:
         parts = urllib.parse.urlsplit(source)
         scheme = parts.scheme.lower()
@@ -366,8 +338,7 @@ def locate(source: str) -> Tree | None:
     except ValueError as exc:  # "Invalid IPv6 URL" (an unclosed [), "Port out of range 0-65535"
         raise SyncError(f"{shown_url(source)}: not a valid URL: {exc}") from None
     if scheme in ("http", "https"):
-        # The query string (a mirror's ``?token=X``) is the source's, not part of its path:
-        # kept apart and sent with every request (``HttpTree.url``), never glued to a path.
+        # The source's query string (a mirror's token) is sent with every request, never in a path.
         url, _, query = source.split("#", 1)[0].partition("?")
         path = urllib.parse.urlsplit(url).path
         if path.endswith(".json"):
@@ -396,10 +367,7 @@ def locate(source: str) -> Tree | None:
 
 
 def clean_rel(path: str) -> str:
-    """Make a listed path relative to the tree's base, refusing anything that could escape it.
-
-    Listed paths are absolute on the site ("/data/index.json.gz") and live under the base.
-    """
+    """Make a listed path (absolute on the site) relative to the tree's base; refuse an escape."""
     rel = path.lstrip("/")
     parts = rel.split("/")
     if (
@@ -429,12 +397,7 @@ def download(
     etag: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Fetched:
-    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``.
-
-    Every failure (connection, HTTP status, short body, over the cap) is a ``NetworkError``
-    naming the URL; ``dest`` may then hold a partial file, which the caller's temporary
-    directory removes.
-    """
+    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``."""
     client = HttpClient(read_timeout=timeout)
     try:
         got = client.get(url, dest, max_bytes=max_bytes, etag=etag)
@@ -529,14 +492,7 @@ def parse_manifest(data: bytes, where: str) -> Manifest:
 
 
 def _index_listing(name: str, spec: Any) -> list[tuple[str, Any]] | None:
-    """The index parts a manifest entry lists, as (JSON path suffix, spec); None: not parts.
-
-    Upstream's manifest format for a split index is not in the source we could read, so any
-    of these is accepted: a list under an index key (``"index": [...]``, ``"indexParts"``), a
-    parts object (``"index": {"parts": [...]}``, or ``"files"``), numbered keys
-    (``"index-1"``), or any entry whose path is ``index-N.json[.gz]``. One ``index`` object
-    with a path of its own is the single-file index (None here).
-    """
+    """The index parts a manifest entry lists, in any of several shapes, or None: not parts."""
     by_key = bool(_INDEX_KEY.fullmatch(name))
     if isinstance(spec, list) and by_key:
         return [(f"[{n}]", item) for n, item in enumerate(spec)]
@@ -593,14 +549,7 @@ class RawCheck:
 
 @dataclass(frozen=True)
 class Content:
-    """A verified metadata file's content: read again, as a stream, when it is parsed.
-
-    A gzip file is not held decompressed: the decompressed index may be hundreds of megabytes,
-    and a bomb must cost no memory to refuse. Its decompressed size and sha256 are checked
-    before it is returned (decompressed twice: once to hash, once to parse) or, with
-    ``check``, while it is read (``verify_file``'s ``streamed``): the reader sees the end of
-    the file only once both matched.
-    """
+    """A verified metadata file's content, read again as a stream (a gzip's never held inflated)."""
 
     where: str
     path: Path
@@ -620,31 +569,15 @@ class Content:
             return fh.read()
 
     def confirm(self) -> None:
-        """Read it all once more when its checks wait for its end (``check``).
-
-        A reader that refused a row hears first whether the file was the one the manifest
-        hashed.
-        """
+        """Read it all once more when its checks wait for its end (``check``)."""
         if self.check is not None:
-            # In this thread (``_verified_chunks``): no second inflating thread beside what
-            # the refused read still holds (a 4M-row index under a memory limit ran out of
-            # address space there).
+            # In this thread: no second inflating thread beside what the refused read holds.
             for _chunk in _verified_chunks(self.path, self.check):
                 pass
 
 
 class _Checked(io.RawIOBase):
-    """A gzip file decompressed, counted and hashed ahead in a thread; its end checked.
-
-    The end is refused unless the decompressed size and sha256 match the manifest's.
-
-    The checks and messages of ``_verified_chunks``, in the one decompression the parse makes:
-    at 500,000 records the index (190 MB decompressed) was inflated twice, 0.9 s of a 1%
-    sync's 15, and the parse waited on each inflate (0.75 s; zlib and sha256 let go of the
-    GIL, so on a second core the thread costs the parse nothing). At most ``_AHEAD`` chunks
-    wait. ``finish`` reads the rest: a parse that stopped at an error hears first whether the
-    file was the one the manifest hashed.
-    """
+    """A gzip file inflated, counted and hashed ahead in a thread; its end refused on a mismatch."""
 
     def __init__(self, path: Path, check: RawCheck) -> None:
         super().__init__()
@@ -665,9 +598,7 @@ class _Checked(io.RawIOBase):
                 self._put(chunk)
             self._put(b"")
         except BaseException as exc:
-            # Ours (the cap, the hashes, a broken file), or anything else (MemoryError under
-            # a memory limit): the reader raises it; a thread that died silently would leave
-            # it waiting on the queue for ever.
+            # Any error is handed to the reader: a thread that died silently would leave it waiting.
             self._put(exc)
 
     def _put(self, item: bytes | BaseException) -> None:
@@ -724,15 +655,7 @@ _INFLATED = 4 << 20
 
 
 def _gunzipped(path: Path, stop: threading.Event) -> Iterator[bytes]:
-    """The decompressed bytes of the gzip file at ``path``, as ``gzip.open`` reads them.
-
-    Every member of a multi-member file, zero bytes after the last one ignored, each
-    member's CRC and length checked (zlib checks a gzip trailer); a truncated member or
-    anything else after one is ``EOFError`` or ``OSError``, as for ``gzip``. zlib is called
-    on megabytes at a time: it lets go of the GIL for each call, and ``GzipFile.read`` went
-    back for the GIL every 128 KiB of input, each time waiting out the parsing thread's
-    switch interval (the parse waited 0.9 s of a 190 MB index's read).
-    """
+    """The decompressed bytes of the gzip file at ``path``, as ``gzip.open`` reads them."""
     inflater = None
     started = False
     with path.open("rb") as fh:
@@ -750,9 +673,7 @@ def _gunzipped(path: Path, stop: threading.Event) -> Iterator[bytes]:
                 inflater, started = zlib.decompressobj(31), True
             out = inflater.decompress(pending, _INFLATED)
             if inflater.eof:
-                # What follows the member's end (zlib also leaves it in ``unconsumed_tail``
-                # when the output was capped: taking both read the rest twice, and a bomb of
-                # members doubled it with each one).
+                # What follows the member's end (``unused_data`` only).
                 pending = inflater.unused_data
                 inflater = None
             else:
@@ -781,13 +702,7 @@ def verify_file(
 ) -> Content:
     """Check ``entry``'s size and hashes against the fetched file; return its (raw) content.
 
-    For a gzip entry both the compressed ``sha256`` and the decompressed ``rawSha256`` are
-    checked, and the decompressed size is capped too (a small file can inflate enormously):
-    at ``max_bytes``, or at once past the manifest's ``rawBytes`` when it gives one. Only one
-    chunk is in memory at a time. ``streamed``: where the manifest gives the compressed
-    ``sha256`` (so the bytes are already proven the published ones), the decompressed checks
-    run as the content is read (``Content.check``), by a caller that reads it to its end
-    before it acts on any of it; the file is decompressed once.
+    ``streamed``: the decompressed checks run as the caller reads to the end.
     """
     assert fetched.path is not None  # noqa: S101 - callers never pass a 304 here
     digest = hashlib.sha256()
@@ -820,13 +735,7 @@ def verify_file(
 def _verified_chunks(
     path: Path, check: RawCheck, stop: threading.Event | None = None
 ) -> Iterator[bytes]:
-    """The decompressed bytes of ``path`` a chunk at a time, as its manifest entry says.
-
-    Refused as soon as the size passes the cap or the manifest's ``rawBytes``; at the end
-    the size and sha256 are checked (``_raw_matches``). One chunk in memory at a time: what
-    ``verify_file`` hashes, and what a streamed ``Content`` reads (``_Checked``). ``stop``
-    set: the reader went away, nothing is checked.
-    """
+    """The decompressed bytes of ``path`` by chunks, checked as its entry says (``stop``: none)."""
     stop = stop or threading.Event()
     digest, total = hashlib.sha256(), 0
     try:
@@ -850,12 +759,7 @@ def _verified_chunks(
 
 
 class _Stream:
-    """JSON values decoded one at a time from a UTF-8 stream, through a bounded window.
-
-    ``json.loads`` of a whole index holds its text and every row at once (a 4M-row index cost
-    1.77 GB): here one row at a time is decoded with the C scanner and dropped once its id and
-    repository are taken, and no single value may exceed ``max_value`` characters.
-    """
+    """JSON values decoded one at a time from a UTF-8 stream, each at most ``max_value`` chars."""
 
     def __init__(self, fh: IO[bytes], where: str, max_value: int) -> None:
         self._fh, self.where, self._max = fh, where, max_value
@@ -931,11 +835,7 @@ def _array_rows(
     what: str,
     max_row: int = MAX_ROW_BYTES,
 ) -> Generator[Any, None, None]:
-    """Yield the rows of the array at ``key`` of a top-level object, or of a bare array.
-
-    The top-level object's other members are stored in ``meta`` (they may follow the array,
-    so read ``meta`` only once the rows are exhausted).
-    """
+    """Yield the array rows at ``key`` (or a bare array's); other members go to ``meta`` after."""
     with io.BytesIO(source) if isinstance(source, bytes) else source.open() as fh:
         try:
             yield from _array_body(fh, where, key, meta, what, max_row)
@@ -990,21 +890,13 @@ def _rows(stream: _Stream) -> Iterator[Any]:
         return
     scan = stream.scan
     bulk = _bulk_loads()
-    # Where the last bulk parse that failed ended, in which window: not tried again before it
-    # (a window is a new string each time the stream reads more).
+    # Where the last failed bulk parse ended, in which window: not tried again before it.
     tried_to, tried_in = -1, ""
     while True:
         buf, pos = stream.buf, stream.pos
         if bulk is not None and (pos > tried_to or buf is not tried_in):
-            # Fastest path: every whole row left in the window at once (orjson). The text
-            # from ``pos`` to a "}" followed by "," that parses as the items of one array is
-            # exactly the rows the scanner would give one at a time (a value is read the
-            # same whatever follows it; a cut inside a string or an object does not parse).
-            # 500,000 index rows: 2.1-2.8 s of CPU with the scanner, 1.3-1.7 s so. A window holding
-            # a row orjson refuses (NaN, a lone surrogate) is read in bulk up to the row before
-            # it; the scanner reads that row, then bulk again. An integer past 64 bits orjson
-            # reads as a float where the scanner gives an int: only a field that is not a
-            # string can differ so, and no field a sync compares is one in a valid tree.
+            # Fastest path: every whole row left in the window at once (orjson), exactly the
+            # scanner's rows; a row orjson refuses is read by the scanner.
             cut = buf.rfind("},", pos)
             rows = None
             while rows is None and cut - pos >= _BULK_MIN:
@@ -1027,9 +919,7 @@ def _rows(stream: _Stream) -> Iterator[Any]:
         if 0 <= end < len(buf):
             char = buf[end]
             if char == ",":
-                # Past the space a writer may put after the comma (Python's default ", "):
-                # the scanner starts only at a value, and without this every row after the
-                # first window's edge took the careful path (500,000 rows: 4.7 s, now 2.x).
+                # Past the space a writer may put after the comma.
                 stream.pos = _WS.match(buf, end + 1).end()  # type: ignore[union-attr]
                 yield obj
                 continue
@@ -1060,18 +950,11 @@ def _bulk_loads() -> Callable[[str], Any] | None:
 
 @dataclass(frozen=True)
 class IndexRows:
-    """What the hashed index says: ids per repository, and a digest of their messages.
-
-    ``digests[repo]`` sums, over the repository's rows, the sha256 of each row's id, ``msg``,
-    ``pattern`` and ``cls`` (order-free, so no row is held): a repository file must give the
-    same sum from its records' errorMessage, messagePattern and errorClass (``rows_digest``),
-    not only the same ids. A repository with a row lacking one of those keys has no digest.
-    """
+    """What the hashed index says: ids per repository, and an order-free digest of messages."""
 
     by_repo: dict[str, list[str]]
     digests: dict[str, str]
-    #: Repositories whose digest was not summed (``read_index``'s ``digest`` said no): the
-    #: caller reads the index again for them if it needs one.
+    #: Repositories whose digest was not summed (``read_index``'s ``digest``).
     undigested: frozenset[str] = frozenset()
 
 
@@ -1085,8 +968,7 @@ def _text(value: Any) -> str:
 def row_digest(rid: Any, msg: Any, pattern: Any, cls: Any) -> int:
     """One row's contribution to ``IndexRows.digests`` (the same for an index row and a record)."""
     if type(rid) is str and type(msg) is str and type(pattern) is str and type(cls) is str:
-        # Nearly every row: one f-string, not four calls and a join (500,000 rows: 0.61 s of
-        # CPU, 0.45 s so). The same key as below.
+        # Nearly every row: one f-string, the same key as below.
         key = f"{rid}\x00{msg}\x00{pattern}\x00{cls}"
     else:
         key = "\x00".join((_text(rid), _text(msg), _text(pattern), _text(cls)))
@@ -1130,8 +1012,7 @@ class _IndexReader:
             self._read(rows, where)
         except SyncError:
             if isinstance(raw, Content) and raw.check is not None:
-                # The stream closed and what was read dropped first: confirming reads the
-                # file once more, under whatever memory the refused index left.
+                # The stream closed first: confirming reads the file once more.
                 rows.close()
                 self.by_repo.clear()
                 self.seen.clear()
@@ -1207,14 +1088,7 @@ def read_index(
     max_row: int = MAX_ROW_BYTES,
     digest: Callable[[str], bool] | None = None,
 ) -> IndexRows:
-    """Ids per repository and the rows' message digests (``IndexRows``) of the index.
-
-    The index is ``{errors: [{id, repo, ...}]}`` or a bare array.
-
-    ``digest``: the repositories whose digest is summed (all without it); the others are
-    ``IndexRows.undigested``. A row's digest is most of a row's cost (a sha256 each: 0.9 s
-    of a 500,000-row index's 3 s), and a sync compares only the repositories it reads.
-    """
+    """Ids per repository and message digests (``IndexRows``) of ``{errors: [...]}`` or an array."""
     reader = _reader(limits, max_rows, max_repos, max_row, digest)
     meta = reader.read(raw, where)
     other = meta.get("datasetVersion")
@@ -1235,12 +1109,8 @@ def read_index_parts(
 ) -> IndexRows:
     """The rows of a split index: every part read, then the parts checked as one whole.
 
-    Each part is ``{schemaVersion, datasetVersion, part, parts, errors}`` (upstream's
-    ``index-parts.ts``): every part must carry the manifest's ``datasetVersion`` and the same
-    ``parts`` count (at most :data:`MAX_INDEX_PARTS`, checked before anything is made of it),
-    and their ``part`` numbers must be 1..parts, each exactly once, one per listed file. Anything
-    else is one error naming the part; nothing is written before.
-    ``digest`` as for ``read_index``.
+    Each part carries the manifest's ``datasetVersion``, one ``parts`` count (at most
+    :data:`MAX_INDEX_PARTS`) and a distinct number 1..parts; else one error, before any write.
     """
     reader = _reader(limits, 0, 0, 0, digest)
     numbers: dict[int, str] = {}
@@ -1260,8 +1130,7 @@ def read_index_parts(
                 f"(found {meta.get('part')!r} and {meta.get('parts')!r}); nothing changed"
             )
         if count > MAX_INDEX_PARTS:
-            # Before the numbers 1..parts are listed to find the missing ones (a part saying
-            # 10**30 made them all: a MemoryError at 4.5 GB) or a number is shown.
+            # Checked before 1..parts is listed or a number shown.
             raise IntegrityError(
                 f"{content.where}: the index part says the index has more than "
                 f"{MAX_INDEX_PARTS} parts (the index part limit); nothing changed"
@@ -1327,16 +1196,7 @@ def parse_repos(
 
 
 def check_value_count(path: Path, where: str, max_values: int, max_bytes: int) -> None:
-    """Refuse a repository file holding more than ``max_values`` JSON values, before parsing it.
-
-    Repository files are parsed whole, and what parsing costs is per value, not per byte (a
-    dictionary is 64 bytes however short its text): 64 MiB of ``[{},{},...]`` would take over
-    5 GB. Every value needs at least one byte of its own among ``{`` ``[`` ``,`` or a pair of
-    ``"``, so counting those bytes (at C speed, one chunk at a time, a gzip file decompressed
-    on the way) bounds the values from above without parsing anything: each container by its
-    bracket, an array's first element by its ``[`` once more, an object's values by their ``:``,
-    any later element by its ``,``, a string by its quotes.
-    """
+    """Refuse a repository file holding more than ``max_values`` JSON values, before parsing it."""
     bound = 1
     quotes = total = 0
     try:
@@ -1371,14 +1231,7 @@ SCHEMA_MAX_BYTES = 4 * 1024 * 1024
 
 
 def schema_warnings(raw: bytes, where: str, known: Iterable[str]) -> tuple[str, ...]:
-    """What upstream's ``schema.json`` requires of a record that errkb does not know.
-
-    Upstream validates with zod ``.strict()`` and grows its schema by adding keys; a field it
-    makes required is one a newer errkb may need (errkb keeps it verbatim, unvalidated). The
-    record schema is found by shape: any object schema whose properties include
-    ``errorMessage`` and ``messagePattern``. A schema errkb cannot read gives one warning, never
-    an error: the dataset itself is verified by its hashes.
-    """
+    """What upstream's ``schema.json`` requires of a record that errkb does not know (warnings)."""
     try:
         doc = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:

@@ -1,9 +1,7 @@
 """One repository file of a published tree: read, cross-checked against the index, validated.
 
-The calling process and the sync's worker processes (``errkb.sync.workers``) judge a file with
-these same functions, so both give the same records and the same problems. Validated records
-leave as spool lines (``spool_line``): the text the sync's spool keeps and the transaction
-reads back.
+The caller and the sync's workers use these same functions (the same records and problems);
+valid records leave as spool lines (``spool_line``).
 """
 
 from __future__ import annotations
@@ -35,14 +33,9 @@ def spool_line(
     *,
     same_spec: bool = False,
 ) -> str:
-    """One spool line: id, datasetVersion (JSON), content hash, derived, the record's JSON.
+    """One tab-separated spool line: id, datasetVersion, content hash, derived, the record's JSON.
 
-    ``derived`` is what the store keeps beside the record (its ``PatternSpec`` columns and
-    index words, ``errkb.match.feed.derive``), computed here, in a worker process when there
-    are workers, so the transaction parses no template; "" for a record whose content is
-    already stored (applying it writes no spec), ``SAME_SPEC`` for new content whose matcher
-    inputs are the stored ones (``same_spec``: the store keeps its spec row). Tabs separate
-    the fields safely: an id is hex, and JSON text escapes every tab it holds.
+    ``derived``: the record's ``Derived``; "" for stored content; ``SAME_SPEC`` for same inputs.
     """
     if derived is not None:
         extra = compact_json([derived.words, derived.spec])
@@ -56,10 +49,7 @@ SAME_SPEC = "="
 
 
 def derived_from(text: str) -> Derived | None:
-    """The ``Derived`` a spool line's fourth field holds (``spool_line``).
-
-    None for "" or ``SAME_SPEC``: the store derives it, or keeps the stored spec row.
-    """
+    """The ``Derived`` of a spool line's fourth field; None for "" or ``SAME_SPEC``."""
     if not text or text == SAME_SPEC:
         return None
     from errkb.store.values import Derived
@@ -83,11 +73,9 @@ class RepoFile:
     items: tuple[Item, ...]
     to_check: tuple[int, ...]  #: indices of the items whose content is new
     broken: tuple[Problem, ...]  #: the file could not be read as records at all
-    #: Each item's content hash, taken once (``read_repo`` compares it with the stored one,
-    #: ``check_repo`` spools it): 0.17 s of a 1% sync's CPU at 500k records was the second.
+    #: Each item's content hash, taken once.
     hashes: tuple[str, ...] = ()
-    #: Indices of the new items whose matcher inputs are the stored ones (``read_repo``'s
-    #: ``specs``): ``check_repo`` spools them uncompiled and the store keeps their spec row.
+    #: Indices of the new items whose matcher inputs are the stored ones (spooled uncompiled).
     same_spec: frozenset[int] = frozenset()
 
 
@@ -106,14 +94,8 @@ def read_repo(
 ) -> RepoFile:
     """Read the repository file at ``path`` (named ``where``) and cross-check it.
 
-    Against the hashed index's ids for ``repo`` (``index_ids``), or, for a tree whose manifest
-    lists no index (``listed``), against its ``repos.json`` entry: every record claims
-    ``repo``, no id twice, as many records as the entry's ``errorCount``.
-
-    A record whose content hash is the one already stored is not validated again: it passed
-    validation when it was stored, and applying it changes nothing. Most records of a
-    repository that changed are such records. ``specs``: the stored spec key of the ids
-    (``Store.spec_keys``); a record with new content and the same key is not compiled.
+    Against the index's ids for ``repo``, or without an index its ``repos.json`` entry. Stored
+    content is not validated again; ``specs``: stored spec keys (the same key: not compiled).
     """
     publish.check_value_count(path, where, max_values, max_bytes)
     items = tuple(read_file(path, max_bytes=max_bytes))
@@ -150,11 +132,7 @@ class Checked:
 
 
 def check_repo(part: RepoFile, index_ids: Sequence[str], version: str | None) -> Checked:
-    """Validate what ``read_repo`` read and encode the valid records for the spool.
-
-    The one place a repository file's records are judged, in this process or in a worker
-    (``errkb.sync.workers``), so both give the same records and the same problems.
-    """
+    """Validate what ``read_repo`` read and encode the valid records for the spool."""
     found = [*part.broken, *check_items(part.items, part.to_check, part.where)]
     bad = {p.record_id for p in found if p.record_id} if not part.broken else set(index_ids)
     lines = []
@@ -164,9 +142,7 @@ def check_repo(part: RepoFile, index_ids: Sequence[str], version: str | None) ->
         rid = obj["id"]
         if rid not in bad:
             text = rec.verbatim_json(obj, floatless=item.floatless)
-            # Compiled only where its matcher inputs changed (a re-analysis upstream rewrites
-            # documentation, not messages: at 500k records 5,391 records of a 1% sync, 0.75 s
-            # of its CPU); the store keeps the others' spec rows (``UnitOfWork._same_specs``).
+            # Compiled only where its matcher inputs changed; the store keeps the others' spec rows.
             same = n in part.same_spec
             derived = derive(obj) if n in new and not same else None
             content_hash = (
@@ -192,10 +168,7 @@ def check_items(items: Sequence[Item], indices: Iterable[int], where: str) -> li
 
 
 def _ids_of(items: Sequence[Item], repo: str) -> tuple[list[str], list[str], list[str]]:
-    """The records' ids in order, the faults found and the ids repeated.
-
-    A fault is a record without a string id, or one claiming another repository.
-    """
+    """The records' ids in order, the faults (no string id, another repository) and repeats."""
     found: list[str] = []
     faults: list[str] = []
     duplicates: list[str] = []
@@ -250,11 +223,7 @@ def _cross_check_listed(items: Sequence[Item], repo: str, listed: Listed, where:
 
 
 def _check_rows(items: Sequence[Item], repo: str, index_digest: str, where: str) -> None:
-    """The records' errorMessage, messagePattern and errorClass are the hashed index rows'.
-
-    Same ids are not enough: a stale or altered file can keep every id and change what a
-    record matches. ``index_digest`` is ``publish.IndexRows.digests[repo]``.
-    """
+    """The records' errorMessage, messagePattern and errorClass are the hashed index rows'."""
     found = publish.rows_digest(
         (
             it.obj.get("id"),

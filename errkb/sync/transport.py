@@ -1,16 +1,10 @@
 """HTTP downloads for sync: keep-alive connections, size caps and one overall deadline.
 
-A sync fetches about 1,800 files from one host, so each worker thread keeps one
-``http.client`` connection open per host and reuses it (keep-alive) instead of opening a TCP
-and TLS connection per file. Every download streams into a file under a size cap. Besides the
-per-read socket timeout, a ``Deadline`` bounds the whole sync: a server that trickles one byte
-every few seconds never trips a read timeout, so a watchdog thread shuts down every socket
-still open when the deadline passes, and the blocked read fails at once. Redirects are followed
-by hand, only to http(s), only within the same host (or to a mirror named in ``allow_hosts``)
-and never from https down to http: a redirect is how a hijacked or misconfigured edge would
-hand the sync another origin's files. ``$http_proxy`` / ``$https_proxy`` / ``$no_proxy`` are
-honoured as urllib honours them. Every failure is one ``NetworkError`` naming the URL as
-``shown_url`` shows it: userinfo and query string redacted (a mirror's token stays secret).
+Each worker thread keeps one connection per host. Downloads stream to files under a size cap.
+A ``Deadline`` bounds the whole sync (a watchdog shuts every socket open past it). Redirects
+are followed by hand: http(s) only, the same host (or ``allow_hosts``), never https to http.
+Proxies from the environment as urllib reads them. Every failure is one ``NetworkError``
+naming the URL as ``shown_url`` shows it.
 """
 
 from __future__ import annotations
@@ -38,12 +32,7 @@ _MAX_REDIRECTS = 5
 
 
 def shown_url(url: str) -> str:
-    """``url`` as it may be stored or shown: userinfo and query string redacted.
-
-    A sync source may carry credentials (``https://user:token@mirror/...``, ``?token=X``); the
-    store keeps the source in its history and status, reports and errors print it, and
-    ``/v1/status`` serves it, so none of them ever gets the secret. A path is returned as it is.
-    """
+    """``url`` as it may be stored or shown: userinfo and query string redacted (a path as is)."""
     if "://" not in url:
         return url
     try:
@@ -58,10 +47,7 @@ def shown_url(url: str) -> str:
 
 
 class Deadline:
-    """The moment a sync must give up, with a watchdog that unblocks reads stuck past it.
-
-    ``seconds=None`` means no overall deadline (reads still time out individually).
-    """
+    """The moment a sync must give up, with a watchdog unblocking reads past it (None: no limit)."""
 
     def __init__(self, seconds: float | None) -> None:
         self.seconds = seconds
@@ -185,11 +171,7 @@ class HttpClient:
         on_bytes: Callable[[int], None] | None = None,
         last_modified: str | None = None,
     ) -> Response:
-        """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives path None.
-
-        ``etag`` / ``last_modified`` make it conditional (``If-None-Match`` /
-        ``If-Modified-Since``): the validators of the copy applied last time.
-        """
+        """GET ``url`` into ``dest`` (streamed, capped, conditional); 304 gives path None."""
         first = url  # messages show it as shown_url does: no userinfo, no query
         for _ in range(_MAX_REDIRECTS + 1):
             if self.deadline.expired:
@@ -270,8 +252,7 @@ class HttpClient:
         headers: Mapping[str, str],
         url: str,
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        # A kept-alive connection may have been closed by the server while idle: the first
-        # failure on a reused connection is retried once on a fresh one.
+        # A reused connection's first failure is retried once on a fresh one.
         for attempt in (0, 1):
             conn, reused = self._connection(parts)
             if getattr(conn, "errkb_via_proxy", False):
@@ -339,8 +320,8 @@ class HttpClient:
                 f"GET {shown_url(url)}: connection lost after {total} bytes: {exc!r}"
             ) from exc
         if expected is not None and total != expected:
-            # The watchdog's shutdown of the socket reads as an early end of the body, not as an
-            # error: past the deadline, that is the deadline, not a truncating server.
+            # Past the deadline, an early end of the body is the watchdog's, not a truncating
+            # server's.
             if self.deadline.expired:
                 raise NetworkError(self.deadline.message(f"GET {shown_url(url)}"))
             raise NetworkError(
@@ -349,12 +330,7 @@ class HttpClient:
         return total
 
     def _connect(self, conn: http.client.HTTPConnection, url: str) -> None:
-        """Open ``conn``'s socket, unless (or closing it at once if) the client was closed.
-
-        A worker thread can still be between two requests when ``close`` runs (a failing sync
-        closes the client while its downloads wind down): a socket it opened then would belong
-        to no list ``close`` walks, and be left for the garbage collector to find unclosed.
-        """
+        """Open ``conn``'s socket, unless (or closing it at once if) the client was closed."""
         with self._lock:
             closed = self._closed
         if not closed:
@@ -411,20 +387,14 @@ class HttpClient:
         for conn in conns:
             sock = conn.sock
             if sock is not None:
-                # Wake a worker still blocked reading it (a failing sync closes the client
-                # while its downloads wind down); closing alone would not.
+                # Wake a worker still blocked reading it; closing alone would not.
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
             conn.close()
 
 
 def redirect_problem(url: str, target: str, allow_hosts: Collection[str] = ()) -> str | None:
-    """Why a redirect from ``url`` to ``target`` is refused (None: it may be followed).
-
-    Refused: https to http (a downgrade anyone on the path could then rewrite), and any other
-    host than the one asked, unless ``allow_hosts`` names it (a mirror the user trusts). The
-    same host on another port or an upgrade to https is the same site.
-    """
+    """Why a redirect from ``url`` to ``target`` is refused (a downgrade, another host), or None."""
     old, new = urllib.parse.urlsplit(url), urllib.parse.urlsplit(target)
     if old.scheme == "https" and new.scheme != "https":
         return "a downgrade from https to http"
@@ -435,10 +405,7 @@ def redirect_problem(url: str, target: str, allow_hosts: Collection[str] = ()) -
 
 
 def _proxy_for(parts: urllib.parse.SplitResult) -> urllib.parse.SplitResult | None:
-    """The proxy ``$http_proxy`` / ``$https_proxy`` name for this URL (``$no_proxy`` honoured).
-
-    The same environment variables urllib reads, so errkb behaves like other tools.
-    """
+    """The proxy ``$http_proxy`` / ``$https_proxy`` name for this URL (``$no_proxy`` honoured)."""
     proxy = urllib.request.getproxies().get(parts.scheme)
     if not proxy or urllib.request.proxy_bypass(parts.netloc):
         return None

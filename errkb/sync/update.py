@@ -1,12 +1,8 @@
 """Is a newer dataset version published? (``errkb sync --check``, ``kb.check_for_update()``).
 
-Only the source's manifest is read (a few hundred bytes, requested with ``Cache-Control:
-no-cache``), so a cron job or timer can ask cheaply and run the full sync only when it says so.
-Like the sync, it asks conditionally: with the ETag of the manifest the last sync applied
-(``If-None-Match``), a 304 answers "current" with no body at all.
-When a newer version is published, its hashed ``repos.json`` (one entry per repository, about
-300 KB) is read too and compared with the fingerprints of the last sync: if no repository
-changed commit, only records rewritten in place can be pending (``Pending.REWRITES_ONLY``).
+Only the manifest is read (conditionally: a 304 is "current"); for a newer version also its
+hashed ``repos.json``, compared with the last sync's fingerprints: no repository's commit
+changed means only in-place rewrites can be pending (``Pending.REWRITES_ONLY``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """Planning in worker processes: repository files read, cross-checked and validated in parallel.
 
-A full sync of the real dataset reads about 1,800 repository files (500,000 records); reading,
-validating and encoding them for the spool is a third of the sync's time, and each file is
-independent of the others. ``Checker`` hands them to a small pool of worker processes while
-the calling process keeps downloading, spooling the results in the files' order. A worker
-runs the very functions the calling process runs without workers (``read_repo`` and
-``check_repo`` in ``errkb.sync.repofile``), so both give the same records, in the same order,
-with the same problems naming the file, line, record id and JSON path.
-
-Only text crosses the process boundary: a job is a JSON object (the file's path and what the
-hashed index says about it), a result a JSON header (problems, rejected ids) followed by the
-spool lines, framed by its size in bytes (``serve``). Nothing here touches the database: the
-plan is applied once every file is checked, in one transaction. A worker that dies (killed,
-out of memory) stops the sync with one ``SyncError`` before anything is written. Anything else
-unusual a worker meets (a file that fails the cross-check, a file it cannot read) sends the
-file back to the calling process, which judges it itself, so each such error reads exactly as
-it does without workers (and, over http, a file failing the cross-check is fetched once more,
-as always).
-
-Workers are fresh interpreters (``python -c``, running ``main``) talking JSON Lines over
-pipes, not ``multiprocessing``: a forked child would inherit the locks the download threads
-hold, and a spawned one re-runs the caller's main script (a script calling ``kb.sync()``
-without an ``if __name__ == "__main__"`` guard would sync again in every worker). A worker
-reads jobs until its input ends, so the workers of a sync that is killed end with it.
+``Checker`` hands repository files to a small pool of workers while the calling process keeps
+downloading, spooling results in the files' order. A worker runs the very functions the
+caller runs without workers (``errkb.sync.repofile``): the same records, order and problems.
+Only text crosses the boundary: a job is a JSON object, a result a JSON header and the spool
+lines, framed by its size (``serve``). A worker that dies stops the sync with one
+``SyncError`` before anything is written; anything else unusual sends the file back to the
+caller to judge itself. Workers are fresh interpreters (``python -c``) over pipes, not
+``multiprocessing`` (a fork inherits the download threads' locks; a spawn re-runs the main
+script), and end when their input ends.
 """
 
 from __future__ import annotations
@@ -48,16 +34,12 @@ from errkb.sync.repofile import Checked, Listed, check_repo, read_repo
 
 #: At most this many worker processes, whatever the machine has.
 MAX_WORKERS = 4
-#: Fewer repository files than this are checked in the calling process: starting a worker
-#: (an interpreter importing errkb) costs more than it saves on a small sync.
+#: Fewer repository files than this are checked in the calling process (a worker's start costs).
 MIN_FILES = 32
 
 
 def default_workers() -> int:
-    """Workers for a large sync: one per CPU this process may use (up to ``MAX_WORKERS``).
-
-    0 (check in the calling process) on a single CPU, where workers would only add work.
-    """
+    """Workers for a large sync: one per usable CPU (up to ``MAX_WORKERS``); 0 on a single CPU."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -103,11 +85,7 @@ def _encode(job: Job) -> str:
 
 
 def check_job(text: str) -> str:
-    """A worker's task: read, cross-check and validate one file (``_encode``'s JSON).
-
-    Returns a JSON header line, then the spool lines; a header ``{"fallback": true}`` alone
-    when the calling process should judge the file itself.
-    """
+    """A worker's task on one file: a JSON header line, then spool lines (or ``fallback``)."""
     spec = json.loads(text)
     try:
         part = read_repo(
@@ -150,17 +128,12 @@ def _decode(text: str) -> Checked | None:
     )
 
 
-#: What a worker runs. Not ``-m errkb.sync.workers``: this module is already imported by the
-#: package by then, and runpy warns about running it a second time.
+#: What a worker runs (not ``-m``: runpy would warn, the module being imported already).
 _MAIN = "from errkb.sync.workers import main; main()"
 
 
 class _Worker:
-    """One worker process (``_MAIN``) and the thread feeding it jobs.
-
-    Jobs go in through a thread, so the calling process never blocks writing one while the
-    worker blocks writing an earlier result nobody reads yet.
-    """
+    """One worker process (``_MAIN``) and the thread feeding it jobs (so neither side blocks)."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(  # noqa: S603 - this interpreter, our own code
@@ -210,11 +183,9 @@ class _Worker:
 
 
 class Checker:
-    """``workers`` worker processes checking repository files (none when 0).
+    """``workers`` worker processes checking repository files (none when 0), a context manager.
 
-    Job ``k`` goes to worker ``k % workers`` and results are collected in submission order,
-    so each worker answers its jobs first in, first out. Use it as a context manager: leaving
-    it stops the workers, whichever way it is left.
+    Job ``k`` goes to worker ``k % workers``; results come in submission order.
     """
 
     def __init__(self, workers: int) -> None:
@@ -243,10 +214,7 @@ class Checker:
         return ticket
 
     def result(self, ticket: int, where: str) -> Checked | None:
-        """The result of ``ticket``, the file named ``where``; None: check it in this process.
-
-        Tickets are collected in the order they were given.
-        """
+        """The result of ``ticket`` (the file ``where``), in order given; None: check it here."""
         assert ticket == self._collected  # noqa: S101 - the caller's order, not the data's
         worker = self._pool[ticket % self.workers]
         text = worker.read()
@@ -276,13 +244,7 @@ class Checker:
 
 
 def serve(stdin: IO[str], stdout: IO[bytes]) -> None:
-    """A worker's loop: one job per line in, one framed result out, until end of input.
-
-    A result is a line with its size in bytes, then ``check_job``'s header line and spool
-    lines in UTF-8: the sync reads it with one read and decodes it once (reading it line by
-    line through a text stream was a fifth of the sync process's time while planning 150,000
-    records). The input ends when the sync closes it, or dies: then the worker ends too.
-    """
+    """A worker's loop: one job per line in, one result out (its size line first), to the end."""
     out = stdout.fileno()
     for line in stdin:
         result = check_job(line).encode("utf-8", "surrogatepass")

@@ -1,18 +1,10 @@
 """``errkb triage``: thousands of logs at once, known errors counted, unknown ones grouped.
 
-The work is split so that any engine can run it: :func:`triage_log` is the per-log function
-(a path and an open knowledge base in, a :class:`~errkb.report.triage.LogResult` out, plain
-JSON through ``to_dict``), and :func:`reduce` folds any number of results into one
-:class:`~errkb.report.triage.TriageReport`. :func:`triage` runs the per-log function in worker
-processes on this machine (:mod:`errkb.triage.pool`), :func:`errkb.triage.dask.triage_dask` as a
-Dask bag; the README shows Ray Data and Spark on the same function.
-
-The reduce depends only on the set of results, never on their order: unknown messages are
-grouped over the sorted set of their signatures (:mod:`errkb.triage.templates`) and every list
-is sorted by its own content, so every engine prints the same bytes.
-
-A log that cannot be triaged (missing, unreadable, empty, binary, over the size cap, damaged
-compression, a crash inside explain) is one line in the report's ``errors``; the run goes on.
+:func:`triage_log` is the per-log function (a path and a knowledge base in, a plain-JSON
+:class:`~errkb.report.triage.LogResult` out); :func:`reduce` folds any number of results into
+one :class:`~errkb.report.triage.TriageReport`, depending only on their set, never their order.
+:func:`triage` runs in local processes, :func:`errkb.triage.dask.triage_dask` on Dask. A log
+that cannot be triaged is one line in ``errors``; the run goes on.
 """
 
 from __future__ import annotations

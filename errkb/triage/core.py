@@ -38,8 +38,7 @@ if TYPE_CHECKING:
 #: Called after each log: (logs done, logs in all, bytes done).
 Progress = Callable[[int, int, int], None]
 
-#: A log larger than this (as stored, and once decompressed) is an error line, not read: a
-#: worker holds one log at a time, and the issue's budget is 400 MB per worker.
+#: A log larger than this (stored or decompressed) is an error line, not read.
 MAX_LOG_BYTES = 128 << 20
 #: Examples kept per group, distinct values kept per capture or slot.
 MAX_EXAMPLES = 5
@@ -54,10 +53,7 @@ _STAMP = re.compile(
 
 # ------------------------------------------------------------------------------ the inputs
 def expand(paths: Iterable[str]) -> tuple[list[str], list[LogError]]:
-    """Files named, found under directories (recursively) or by globs; sorted, each once.
-
-    A path that names nothing is an error line; so is a glob that matches nothing.
-    """
+    """Files named, found under directories or by globs; sorted, each once (nothing: an error)."""
     found: set[str] = set()
     errors: list[LogError] = []
     for path in paths:
@@ -103,11 +99,7 @@ def _stamp(m: re.Match[bytes]) -> str | None:
 
 
 def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]:
-    """The log's first and last timestamp (its own, else the file's mtime), ISO 8601 in UTC.
-
-    Only the first stamp near the start and the last near the end are read: reading every one
-    in the first and last 64 KiB cost a fifth of triage's time per log (profiled).
-    """
+    """The log's first and last timestamp (its own, else the file's mtime), ISO 8601 in UTC."""
     stamps: list[str] = []
     first = _STAMP.search(data, 0, _STAMP_WINDOW)
     if first is not None and (text := _stamp(first)):
@@ -130,13 +122,7 @@ def log_times(data: bytes, mtime: float | None) -> tuple[str | None, str | None]
 
 
 def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
-    """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log.
-
-    Read through :func:`errkb.inputs.read_regular`: a FIFO (with or without a writer), a device
-    or a socket found in a folder is an error line, never opened blocking; a log over ``limit``
-    is refused from its size, a compressed one past ``limit`` decompressed, and an archive or
-    binary data is named as such (:func:`errkb.inputs.decompress_input`).
-    """
+    """A log's bytes (decompressed), its stored size and mtime; InputError when it is no log."""
     from errkb import inputs
 
     try:
@@ -145,16 +131,12 @@ def read_log(path: str, limit: int = MAX_LOG_BYTES) -> tuple[bytes, int, float]:
         raise InputError(inputs.describe_oserror(path, exc)) from None
     raw = inputs.read_regular(path, limit, what="log")
     data = inputs.decompress_input(raw, path, limit)
-    # An empty log is read (``triage_log`` says it is empty); binary data and archives are
-    # refused by ``decompress_input`` with what they are.
+    # An empty log is read; binary data and archives are refused with what they are.
     return data, len(raw), mtime
 
 
 def triage_log(kb: KnowledgeBase, path: str, limit: int = MAX_LOG_BYTES) -> LogResult:
-    """Explain one log with ``kb``: its known and unknown errors, or the one-line reason why not.
-
-    Never raises for a bad log: this is what every engine (processes, Dask, Ray, Spark) maps.
-    """
+    """Explain one log with ``kb``: its known and unknown errors, or why not; never raises."""
     try:
         data, size, mtime = read_log(path, limit)
     except ErrkbError as exc:
@@ -221,26 +203,16 @@ class Baseline:
 
     known: frozenset[str]  #: record ids
     clusters: frozenset[str]  #: unknown groups' cluster ids
-    #: Each unknown group's class and example messages, by cluster id: a later run's messages
-    #: are mined with them, so a group whose values vary is recognised (not ``new``).
+    #: Each unknown group's class and example messages, by cluster id (mined with later runs).
     messages: Mapping[str, tuple[str | None, tuple[str, ...]]]
 
 
-#: What a ``--baseline`` file may be: a triage ``--format json`` report is a few levels deep
-#: (report, group, captures, values) and holds some tens of values per group; 256 MiB and four
-#: million values is far beyond a real one (500,000 known groups) and bounds what a hostile
-#: file costs the parser (its bytes, then about 100 bytes a value).
+#: What a ``--baseline`` file may be: far beyond a real report, bounding a hostile one.
 BASELINE_BOUNDS = JsonBounds(max_bytes=256 << 20, max_depth=16, max_values=4_000_000)
 
 
 def load_baseline(path: str, bounds: JsonBounds = BASELINE_BOUNDS) -> Baseline:
-    """The record ids, cluster ids and messages of a previous ``--format json`` run.
-
-    The file is read within ``bounds`` (:func:`errkb.inputs.read_json`: a regular file, its
-    size, depth and value count checked before it is parsed) and must have a triage report's
-    shape: an object with ``known`` and ``unknown`` lists of objects, each with a string
-    ``id`` or ``cluster``. Anything else is one :class:`InputError` line naming the file.
-    """
+    """The record ids, cluster ids and messages of a previous ``--format json`` run (bounded)."""
     from errkb import inputs
 
     name = os.fspath(path)
@@ -359,16 +331,14 @@ def _known(
 def _unknown(
     results: Sequence[LogResult], rows: list[Row], baseline: Baseline | None
 ) -> tuple[UnknownGroup, ...]:
-    # Masking costs about 0.2 ms a message: each distinct message is masked once, however many
-    # logs repeat it (a nightly run repeats a few hundred messages thousands of times).
+    # Each distinct message is masked once, however many logs repeat it.
     signatures: dict[tuple[str | None, str], Signature] = {}
     for r in results:
         for hit in r.unknown:
             key = (hit.error_class, hit.message)
             if key not in signatures:
                 signatures[key] = Signature.of(hit.error_class, hit.message)
-    # The baseline's messages are mined with today's: a group whose values vary since then
-    # merges with the baseline's messages of its template, and is recognised by them.
+    # The baseline's messages are mined with today's, so a group whose values vary is recognised.
     before: dict[tuple[str | None, str], set[str]] = {}
     for cid, (cls, messages) in (baseline.messages if baseline else {}).items():
         for message in messages:
@@ -427,13 +397,7 @@ DRAFT_FILE = "UNKNOWN-find-the-raise-site.py"
 
 
 def draft_record(group: UnknownGroup, *, repo: str = "unknown/unknown") -> dict[str, object]:
-    """A draft record for an unknown group, in ``errkb extract``'s draft shape, to complete.
-
-    Each ``<*>`` of the template becomes a placeholder ``{value_N}``; the record's pattern, id
-    and slug follow upstream's formulas, as extract's do. Fields a maintainer must fill say so;
-    a log shows no raise site, so the source fields the contract requires hold placeholders
-    (:data:`DRAFT_FILE`, the repository's URL, a zero SHA) to be replaced.
-    """
+    """A draft record for an unknown group, in ``errkb extract``'s draft shape, to complete."""
     from errkb.maint.extract import unreviewed_fields
     from errkb.records import upstream
 

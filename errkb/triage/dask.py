@@ -1,14 +1,8 @@
 """``errkb triage`` on Dask (extra ``errkb[dask]``): the same per-log work as a Dask bag.
 
-The logs are a bag of paths; each partition runs :func:`errkb.triage.pool.triage_batch` (the
-per-log function over its paths, results as JSON text) in a worker process that opens the
-knowledge base once (kept per process: the SQLite file, which every worker must be able to
-read at the same path, opened read only in practice since triage never writes, or a PostgreSQL
-URL every worker reaches). The texts come back to the client, which runs the same
+Each partition runs :func:`errkb.triage.pool.triage_batch` in a worker that opens the knowledge
+base once (a path every worker reads, or a PostgreSQL URL); the client runs the same
 :func:`errkb.triage.reduce`, so the report is byte for byte the local run's.
-
-Measured here (``bench/triage.py``): a local cluster of 2 worker processes costs about a second
-of start-up and little per log on top of the local run.
 """
 
 from __future__ import annotations
@@ -66,11 +60,7 @@ def triage_dask(
     limit: int | None = None,
     workers: int = 2,
 ) -> TriageReport:
-    """Triage on a Dask cluster, reduced to the same report as the local run.
-
-    ``address`` is ``local`` (a ``LocalCluster`` of ``workers`` processes) or a scheduler's
-    address (``tcp://host:8786``).
-    """
+    """Triage on a Dask cluster (``local``, or a scheduler's address), reduced as locally."""
     _import_dask()
     from distributed import Client, LocalCluster
 

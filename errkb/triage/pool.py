@@ -1,14 +1,9 @@
 """Running the per-log function in worker processes on this machine (``errkb triage -j N``).
 
-Each worker process opens the knowledge base once (:func:`worker_kb`, also what a Dask worker
-uses) and is handed batches of paths; it sends back each log's result as JSON text, so the
-parent never unpickles anything a log produced. Workers are started with ``spawn``: the parent
-may hold database connections and threads, which ``fork`` would copy mid-state.
-
-A worker that dies (killed by the OOM killer or a signal, a crash in a C extension) breaks the
-pool: the logs of every batch that had not come back are then retried once, each on its own,
-in a fresh pool; a log that kills its worker again is an error line (told from the logs lost
-beside it by running those through one worker, in order). ``-j 1`` runs in-process.
+Each ``spawn``ed worker opens the knowledge base once (:func:`worker_kb`) and returns each
+log's result as JSON text. A pool broken by a dying worker has its missing logs retried once
+each in a fresh pool; one that kills its worker again is an error line. ``-j 1`` runs
+in-process.
 """
 
 from __future__ import annotations
@@ -68,10 +63,7 @@ def run_local(
     progress: Progress | None = None,
     task: Task = triage_batch,
 ) -> tuple[list[LogResult], int]:
-    """Every file's result (in no particular order) and how many workers were lost.
-
-    ``task`` is what each worker runs on a batch (a module-level function: workers import it).
-    """
+    """Every file's result (in no particular order) and how many workers were lost."""
     from errkb.triage.core import triage_log
 
     target = os.fspath(db) if db is not None else None
@@ -98,9 +90,8 @@ def run_local(
     retry = _run(batches, target, jobs, limit, tick, task)
     lost = 1 if retry else 0
     if retry:
-        # Each lost log once more, on its own; a pool that breaks again loses the innocent
-        # logs in flight beside the guilty one, so those left go through one worker, in order:
-        # the first log not back is the one that killed it, and only it is an error line.
+        # Each lost log once more; if the pool breaks again, the rest go through one worker in
+        # order, so only the log that killed it is an error line.
         pending = sorted(_run([[p] for p in sorted(retry)], target, jobs, limit, tick, task))
         lost += 1 if pending else 0
         while pending:

@@ -1,49 +1,21 @@
 """Grouping unknown exception messages into templates with stable cluster ids.
 
-Three steps, all ours (no template-mining library). Measured by ``bench/triage.py`` on 1,341
-held-out templates of real code (the standard library and 24 installed packages) rendered five
-times each with values of every kind (numbers, reprs, tuples, dicts, paths, hex ids, addresses,
-dtypes, made-up names and phrases of made-up words), plus the real messages of
-``reallogs/drci``: grouping accuracy (Loghub's GA) 0.963 where drain3 gets 0.40 (0.67 fed our
-masking); see BENCHMARKS.md for pairwise F1, other seeds and what is still lost.
+Three steps, all ours (accuracy: BENCHMARKS.md, ``bench/triage.py``):
 
-1. **Masking** (:func:`tokens`): the values a message quotes are cut out first, whole, so a
-   value with spaces stays one token: quoted reprs (``'a b'``, ``"x"``, and the quotes around
-   any masked value), object reprs (``<Foo object at 0x7f3a>``), dicts, URLs, paths, tuples and
-   lists (``(4096, 1)``, ``['q', (3, 4)]``; ``f(a, b)`` is a call), hex ids and addresses
-   (``0x7f3a``, UUIDs, long hex), dtypes (``torch.bfloat16``), IP addresses and ``host:port``,
-   numbers (with a unit: ``12ms``, ``3.5GiB``). Each becomes ``<*>``; the text between them is
-   split at whitespace. Pieces with no space between them are one word (``enc.<*>()``).
-   Linear in the message: no part of the pattern backtracks into an item it matched, and a
-   message is at most :data:`MAX_MESSAGE_TOKENS` tokens (the rest is one last ``<*>``).
-2. **Unmasking what repeats** (:func:`refine`): a masked value with a letter in it that three
-   distinct messages hold at one place (class, length, position), and that no other place
-   masks, is text (``module 'sqlite3' has no attribute <*>``: +1.0 point of GA). A word that
-   is a quoted value at three or more places (``'dict'``, ``'NoneType'``: a value many
-   templates print) is *soft*: where it stands bare, a group may merge across it. A value
-   found to be text is *fixed*: no merge puts it into a wildcard (+0.7 points, pairwise F1
-   0.93 -> 0.98: without it ``<*> has no attribute <*>`` took in every ``module 'numpy.core.X'
-   has no attribute <*>``).
-3. **Merging** (:func:`mine`): messages of one class whose refined tokens are equal are one
-   signature. Then, over signatures of one class, the best-scoring merge of two groups is made
-   first, again and again (agglomerative). Two groups align by their longest common token
-   subsequence; each run between matches becomes one ``<*>``, so a value of several bare words
-   (``reason``: "connection reset by peer") merges across lengths. A merge scores constants /
-   (constants + new gaps + :data:`RUN_COST` per word of a long run + :data:`ABSORB_COST` per
-   constant an existing wildcard takes in) and needs :data:`SIMILARITY`; the absorb cost makes
-   a message join its sibling before a more general template (+0.6 points). Evidence decides
-   the rest: a group of two or more distinct messages has seen its constants hold while other
-   values changed, so it keeps them (it may only merge where its side of every gap is a
-   wildcard, a token holding one such as ``<*>.__spec__`` (+1.1 points), or a soft word (+1.5
-   points)): ``TaskGroup <*> has already been entered`` and ``... has not been entered`` stay
-   two templates. Candidate pairs share their first, second, last or second-last token
-   (:func:`_blocks`), so the cost is not quadratic in the messages.
+1. **Masking** (:func:`tokens`): the values a message quotes are cut out whole (quoted reprs,
+   object reprs, dicts, URLs, paths, tuples and lists, hex ids, dtypes, addresses, numbers
+   with units) as ``<*>``; the rest is split at whitespace. Linear, at most
+   :data:`MAX_MESSAGE_TOKENS` tokens.
+2. **Unmasking what repeats** (:func:`refine`): a masked value three distinct messages hold at
+   one place, masked nowhere else, is text and *fixed* (never merged into a wildcard); a value
+   quoted at many places is *soft* (a group may merge across it where it stands bare).
+3. **Merging** (:func:`mine`): equal refined tokens are one signature; then the best-scoring
+   merge of two groups of one class, again and again, aligned by their longest common token
+   subsequence (:func:`_merge` gives the score). A group of two or more distinct messages
+   keeps its constants. Candidate pairs share an end token (:func:`_blocks`).
 
-The cluster id is a hash of the class and the final template, so the same template gives the
-same id in every run and on every machine (when the same slots vary: a slot masked in step 1
-always does; a bare-word slot does once two values of it have been seen; a quoted constant is
-text once three messages hold it). The grouping works on the set of (signature, message) pairs
-in sorted order, never on arrival order, so ``-j 1``, ``-j 8`` and a Dask cluster group alike.
+The cluster id is a hash of the class and the final template. Grouping works on the sorted
+set of (signature, message) pairs, never arrival order, so every engine groups alike.
 """
 
 from __future__ import annotations
@@ -56,31 +28,21 @@ from dataclasses import dataclass
 
 WILDCARD = "<*>"
 #: Share of a merged template's positions that must stay constant for two groups to merge:
-#: constants / (constants + new gaps). Measured by ``bench/triage.py`` (6,850 messages, GA):
-#: 0.45 and 0.5 group 0.914 right, 0.6 0.910 (0.67 0.905 in an earlier development run).
+#: constants / (constants + new gaps).
 SIMILARITY = 0.5
-#: Signatures longer than this many tokens are not compared (kept as their own cluster): a
-#: message that long is a dump, and aligning it costs its length squared for every neighbour.
+#: Signatures longer than this many tokens are not compared (a dump; alignment is quadratic).
 MAX_TOKENS = 64
 #: A block of signatures sharing a positional token pairs each member with only this many
-#: before it (in sorted order, where neighbours are alike): a template seen with thousands
-#: of values merges through its neighbours instead of costing a million comparisons.
+#: before it (in sorted order): a template with thousands of values merges via neighbours.
 BLOCK_PAIRS = 48
-#: Cells of the table :func:`align` fills at most (a 256 by 256 middle): past it the middle of
-#: two token sequences is one gap, so aligning a line of thousands of tokens (only
-#: :func:`slot_values` does: :func:`mine` compares :data:`MAX_TOKENS` at most) stays linear.
+#: Cells of the table :func:`align` fills at most: past it the middle is one gap (linear).
 MAX_CELLS = 1 << 16
-#: Tokens a message is split into at most: the rest of a longer message is one last ``<*>``, so
-#: a line of 8,000 numbers costs what one of 256 tokens does, not 8,000 tokens' objects in every
-#: step. The longest of ``bench/triage.py``'s 6,888 messages has 101 tokens.
+#: Tokens a message is split into at most: the rest of a longer message is one last ``<*>``.
 MAX_MESSAGE_TOKENS = 256
-#: What each word of a gap's run beyond the first :data:`RUN_FREE` costs (a new gap costs
-#: 1): a value of a few words is common (``reason``), a sentence swallowed whole is not.
+#: What each word of a gap's run beyond the first :data:`RUN_FREE` costs (a new gap costs 1).
 RUN_COST = 0.25
 RUN_FREE = 3
-#: What each word costs that one side's existing wildcard takes in from the other side's
-#: constants. Measured (GA, seed 6, before ``fixed`` in :func:`_merge`): 0 0.950, 0.1 0.949,
-#: 0.2 0.957, 0.25 0.956, 0.3 0.954; with it: 0 0.962 (F1 0.977), 0.25 0.962 (F1 0.983), 0.5 0.960.
+#: What each word costs that one side's existing wildcard takes in from the other's constants.
 ABSORB_COST = 0.25
 #: A masked value held by this many distinct messages at one place is text (:func:`refine`).
 REPEATS = 3
@@ -96,14 +58,7 @@ _C = r"\s{0,4},\s{0,4}"  # the comma between two items
 
 
 def _sequence(item: str, opener: str, closer: str, comma: bool) -> str:
-    """A bracketed, comma-separated run of ``item`` (written so that nothing backtracks far).
-
-    ``comma``: a tuple's one item needs its comma (``(2,)``); ``(got 'x')`` is words. Each
-    item is an atomic group: once matched it is never matched again another way, so a run of
-    items that fails to close costs its length, not two to the power of its items (``(`` and
-    ``(1, 2), `` repeated took minutes at 200 characters before). No alternative of an item
-    matches a prefix another would extend (``None`` is a name: the name alternative holds it).
-    """
+    """A bracketed, comma-separated run of ``item``, each an atomic group (no backtracking)."""
     item = f"(?>{item})"
     more = f"{item}(?:{_C}{item}){{0,64}}"
     if comma:
@@ -119,8 +74,7 @@ _INNER = (
     _sequence(f"(?:{_SCALAR})", "(", ")", True) + "|" + _sequence(f"(?:{_SCALAR})", "[", "]", False)
 )
 _ITEM = r"(?:" + _INNER + "|" + _SCALAR + r")"
-# One alternation, tried left to right at each place: the first that matches wins. Our own
-# pattern over log text (not dataset text), bounded repetitions, so plain ``re`` is right.
+# One alternation, first match wins; our own bounded pattern over log text, so plain ``re``.
 _VALUE = re.compile(
     "|".join(
         (
@@ -142,9 +96,7 @@ _VALUE = re.compile(
             r"\b0[xX][0-9a-fA-F]{1,64}\b",  # 0x7f3a...
             r"\b[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b",  # UUID
             r"\b(?=[a-fA-F]{0,63}\d)(?=\d{0,63}[a-fA-F])[0-9a-fA-F]{8,64}\b",  # long hex id
-            # dtypes: what a tensor's or an array's ``dtype`` prints (``torch.bfloat16``).
-            # Python's type names (``str``, ``dict``) are not masked: they are words of the
-            # text too ("state dict of shard"); masked, they cost 0.05 of pairwise F1.
+            # dtypes (``torch.bfloat16``); Python's type names are words of the text: not masked.
             r"(?<![\w.])(?:(?:torch|np|numpy|jnp|tf)\.)?(?:u?int|float|bfloat|complex)\d{1,3}"
             r"(?:_[a-z0-9]{1,12})?(?![\w.])",
             r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d{1,5})?\b",  # IPv4[:port]
@@ -167,15 +119,11 @@ class Token:
 
 
 def tokens(message: str) -> tuple[Token, ...]:
-    """``message`` split into tokens, each value masked as ``<*>`` (see the module docstring).
-
-    At most :data:`MAX_MESSAGE_TOKENS`: the rest of a longer message is one last ``<*>``.
-    """
+    """``message`` split into at most :data:`MAX_MESSAGE_TOKENS`, values masked as ``<*>``."""
     out: list[Token] = []
     for start, end, value in _pieces(message):
         spaced = start > 0 and message[start - 1].isspace()
-        # Pieces with no space between them are one word: ``alpha_94()`` and ``enc.<*>()`` are
-        # then one differing position each, not words of different lengths.
+        # Pieces with no space between them are one word (``enc.<*>()``).
         if out and not spaced:
             last = out[-1]
             text = WILDCARD if value else message[start:end]
@@ -281,20 +229,12 @@ class _Group:
         return self.messages >= 2
 
 
-#: One step of an alignment: (matched, positions in the first, positions in the second). A
-#: match is one position on each side holding equal tokens; a gap is what lies between two
-#: matches (either side may be empty).
+#: One step of an alignment: (matched, positions in the first, positions in the second).
 Step = tuple[bool, list[int], list[int]]
 
 
 def align(a: Sequence[str], b: Sequence[str]) -> list[Step]:
-    """The longest common subsequence of ``a`` and ``b`` (equal tokens) as matches and gaps.
-
-    Linear in memory and time past :data:`MAX_CELLS`: the equal tokens at the start are matched
-    as the table would match them; when the rest would still need more than
-    :data:`MAX_CELLS` cells, the equal tokens at the end are matched too and what lies between
-    is one gap (a message of thousands of tokens is a dump, never compared in :func:`mine`).
-    """
+    """The longest common subsequence of ``a`` and ``b`` as matches and gaps (bounded table)."""
     n, m = len(a), len(b)
     head = 0
     while head < n and head < m and a[head] == b[head]:
@@ -350,11 +290,10 @@ def _merge(
 ) -> tuple[float, list[str], list[bool]] | None:
     """The template of ``x`` and ``y`` together and its score, or None when they must not merge.
 
-    The score is constants / (constants + new gaps + :data:`RUN_COST` per word of a gap's run
-    past :data:`RUN_FREE` + :data:`ABSORB_COST` per constant an existing wildcard takes in); a
-    gap is new unless one side already had only wildcards there. A group of two or more
-    distinct messages keeps its constants: it may only merge where its side of every gap is
-    wildcards, tokens holding one, or ``soft`` words. No ``fixed`` value goes into a gap.
+    Score: constants / (constants + new gaps + :data:`RUN_COST` per word of a run past
+    :data:`RUN_FREE` + :data:`ABSORB_COST` per constant a wildcard takes in). A group of two or
+    more distinct messages merges only where its side of every gap is wildcards, tokens holding
+    one, or ``soft`` words; no ``fixed`` value goes into a gap.
     """
     tokens: list[str] = []
     spacing: list[bool] = []
@@ -369,32 +308,25 @@ def _merge(
             continue
         wild_x = bool(gap_x) and all(_wild(x.tokens[k]) for k in gap_x)
         wild_y = bool(gap_y) and all(_wild(y.tokens[k]) for k in gap_y)
-        # A token with a value inside (``<*>.__spec__``) held a value too: its text may be
-        # the value's (a URL swallows the ``.__spec__`` that an address leaves outside).
-        # So may a word that other templates print as a value (``soft``, see :func:`refine`).
+        # A token holding a value (``<*>.__spec__``), or a ``soft`` word, may be the value's text.
         held_x = bool(gap_x) and all(WILDCARD in x.tokens[k] or x.tokens[k] in soft for k in gap_x)
         held_y = bool(gap_y) and all(WILDCARD in y.tokens[k] or y.tokens[k] in soft for k in gap_y)
         if (x.confirmed and not held_x) or (y.confirmed and not held_y):
             return None
         glued = {_glued(gap_x, x.tokens), _glued(gap_y, y.tokens)}
         if x.confirmed and y.confirmed and None not in glued and len(glued) == 2:
-            # Both held different text glued after a value (``<*>.__spec__``, ``<*>.__loader__``)
-            # while the values changed: two templates.
+            # Both held different text glued after a value while the values changed: two templates.
             return None
-        # A value :func:`refine` found to be text (three messages held it) is a constant that
-        # evidence confirmed: no wildcard takes it in.
+        # A value :func:`refine` found to be text: no wildcard takes it in.
         if any(x.tokens[k] in fixed for k in gap_x) or any(y.tokens[k] in fixed for k in gap_y):
             return None
-        # A new gap costs one position; a long run of words swallowed costs too, so a short
-        # template's wildcard does not absorb another template's whole text.
+        # A new gap costs one position; a long run of words swallowed costs too.
         run = max(
             sum(not _wild(x.tokens[k]) for k in gap_x), sum(not _wild(y.tokens[k]) for k in gap_y)
         )
         cost += (not (wild_x or wild_y)) + RUN_COST * max(run - RUN_FREE, 0)
         if wild_x != wild_y:
-            # Words a wildcard takes in were constants of the other side: some cost, so a
-            # message joins its sibling before a more general template (``<*> has no
-            # attribute <*>`` would take ``module 'numpy.core.records' has no attribute x``).
+            # Absorbed constants cost something: a message joins its sibling first.
             cost += ABSORB_COST * run
         tokens.append(WILDCARD)
         spacing.append(x.spacing[gap_x[0]] if gap_x else y.spacing[gap_y[0]])
@@ -411,11 +343,7 @@ def _glued(gap: list[int], toks: Sequence[str]) -> str | None:
 
 
 def _folded(steps: list[Step], a: Sequence[str]) -> list[Step]:
-    """``steps`` with each wildcard match beside a gap folded into that gap.
-
-    ``at most <*> <*> headers`` against ``at most Wijice <*> headers`` can align either
-    wildcard; folded, the gap is ``<*> <*>`` against ``Wijice <*>`` whichever was chosen.
-    """
+    """``steps`` with each wildcard match beside a gap folded into that gap (one alignment)."""
     out: list[Step] = []
     for k, step in enumerate(steps):
         matched, at_a, at_b = step
@@ -430,11 +358,7 @@ def _folded(steps: list[Step], a: Sequence[str]) -> list[Step]:
 
 
 def _blocks(sigs: Sequence[Signature]) -> Iterator[tuple[int, int]]:
-    """Candidate pairs (indexes into ``sigs``): sharing a first, second, last or second-last token.
-
-    A template's slots are rarely at both ends and both next-to-ends at once, so two messages of
-    one template almost always share one of these four; unrelated pairs mostly do not.
-    """
+    """Candidate pairs of ``sigs`` sharing a first, second, last or second-last token."""
     blocks: dict[tuple[int, str], list[int]] = {}
     for k, sig in enumerate(sigs):
         toks = sig.masked
@@ -465,17 +389,8 @@ def refine(
 ) -> tuple[dict[tuple[Signature, str], Signature], frozenset[str], frozenset[str]]:
     """Each (signature, message) with the masked values that are its template's text unmasked.
 
-    A place is a class, a number of tokens and a position. A masked value with a letter in it
-    that :data:`REPEATS` or more distinct messages hold at one place (so their other values
-    differ) is a template's text (``module 'sqlite3' has no attribute <*>``, ``does not
-    support "pack"``); unless the same value is masked at other places too, which says it is a
-    value that many templates print (a type name such as ``'dict'``). A value without a letter
-    (``1/1``, ``0``) is a count: counts repeat as values do.
-
-    Also returned: the *soft* words, quoted values at :data:`SOFT_PLACES` or more places (a
-    value other templates print, so where it stands bare it may be a value too: ``must be str,
-    not dict``; a group may merge across it though it held there), and the *fixed* values, the
-    ones unmasked here (no merge puts them into a wildcard).
+    Also returned: the *soft* words (quoted at :data:`SOFT_PLACES` or more places) and the
+    *fixed* values (unmasked here).
     """
     distinct: dict[tuple[Signature, str], tuple[Token, ...]] = {}
     for sig, message in pairs:
@@ -517,12 +432,7 @@ def refine(
 
 
 def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, str], Cluster]:
-    """Group ``messages`` (signature, raw message) into templates, keyed by the same pairs.
-
-    See the module docstring: repeated masked values unmasked (:func:`refine`), exact
-    signatures, then the best-scoring merge of two groups at a time, most similar first, ties
-    broken by the groups' sorted text (never arrival order).
-    """
+    """Group ``messages`` (signature, raw message) into templates (ties: sorted text, not order)."""
     refined, soft, fixed = refine(messages)
     distinct: dict[Signature, set[str]] = {}
     for (_, message), sig in refined.items():
@@ -569,12 +479,7 @@ def mine(messages: Iterable[tuple[Signature, str]]) -> Mapping[tuple[Signature, 
 
 
 def slot_values(message: str, cluster: Cluster) -> tuple[str, ...]:
-    """What ``message`` has at each of its cluster's ``<*>`` positions, in order.
-
-    The message's tokens are aligned with the template's: a ``<*>`` matched by a masked value
-    is that value; one in a gap is the message's text in that gap (the first ``<*>`` of the gap
-    takes it all, any other is empty).
-    """
+    """What ``message`` has at each of its cluster's ``<*>`` positions, in order."""
     toks = tokens(message)
     out: list[str] = []
     for matched, at_t, at_m in align(cluster.tokens, [t.masked for t in toks]):

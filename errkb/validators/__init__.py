@@ -1,11 +1,7 @@
 """Reference validators: upstream check functions reproduced from checkpoint metadata.
 
-Each validator reproduces one upstream function as a whole, every condition in upstream's order
-with upstream's exact wording, including the sibling errors that have no record yet. Each is a
-:class:`~errkb.validators.base.Validator` defined in its own module, which owns its rules and its
-gate; :data:`VALIDATORS` is the one list of them. Adding a validator is one new module and one
-line here: ``errkb check`` (:mod:`errkb.validators.preflight`), ``diagnose`` and the renderers
-all read this tuple when they run, never a copy of it.
+Each reproduces one upstream function whole, in upstream's order and wording; :data:`VALIDATORS`
+is the one list, read by ``check``, ``diagnose`` and the renderers.
 """
 
 from __future__ import annotations
@@ -50,23 +46,16 @@ def rule_for(rule_id: str) -> Rule | None:
 def diagnose(record_id: str, captures: Mapping[str, str]) -> Diagnosis | None:
     """Explain a record's message from its captured placeholder values.
 
-    ``captures`` maps placeholder expressions exactly as written in the record's template
-    (``"prefix"``, ``"scale_slice.get_dtype()"``, ``"tuple(loaded_weight.shape)"``, ...) to the
-    text printed in their place; a ``{prefix!r}`` value arrives without its quotes. Returns None
-    when the record has no reference validator. Values that are missing or unreadable are
-    listed in the diagnosis's ``unknowns`` rather than raising.
+    ``captures`` maps placeholder expressions as written in the template to their printed text
+    (``!r`` values unquoted). None when the record has no validator; missing or unreadable values
+    are listed in ``unknowns``.
     """
     validator = validator_for(record_id)
     return None if validator is None else validator.diagnose(record_id, captures)
 
 
 def admits(record_id: str, captures: Mapping[str, str]) -> bool:
-    """Whether ``captures`` can be ``record_id``'s values (True when it has no validator).
-
-    The matcher asks before it reports a hit: a validator that knows the form of a record's
-    values (safetensors dtype names, shapes) vetoes a capture that cannot be one, so a
-    sibling message's words never get the record's diagnosis.
-    """
+    """Whether ``captures`` can be ``record_id``'s values (True when it has no validator)."""
     validator = validator_for(record_id)
     # ``Vetoes`` is the optional ``admits`` method; asked by attribute, since an isinstance
     # check against a runtime Protocol walks its members on every call (twice per explain).

@@ -1,15 +1,10 @@
 """The vocabulary every reference validator speaks: the protocol, rules, groups and shapes.
 
-A reference validator reproduces one upstream check function from a checkpoint's metadata. It
-reports :class:`~errkb.report.Finding` values (one per failed condition, with upstream's exact
-message) and explains a message already seen in a log with a :class:`~errkb.report.Diagnosis`
-(both are report values, in :mod:`errkb.report`). The one list of validators is
-``errkb.validators.VALIDATORS``; this module only holds the protocol and the values, so the
-validator modules can import it without an import cycle.
-
-Shapes in upstream messages are printed Python tuples (``(3072,)``, ``()``, ``(1, 3072)``).
-:func:`parse_shape` reads them back with a small hand-written parser: the text comes from logs,
-so it is never given to ``eval`` or ``ast.literal_eval``.
+A reference validator reproduces one upstream check function from a checkpoint's metadata:
+:class:`~errkb.report.Finding` values with upstream's exact messages, and a
+:class:`~errkb.report.Diagnosis` of a message seen in a log. The one list is
+``errkb.validators.VALIDATORS``. :func:`parse_shape` reads printed shapes by hand (never
+``eval``).
 """
 
 from __future__ import annotations
@@ -68,12 +63,7 @@ class Group:
 
 @runtime_checkable
 class Validator(Protocol):
-    """A reference validator: one upstream check function, reproduced from checkpoint metadata.
-
-    A validator owns its conditions (``rules``) and its gate (``applies_to``); ``check`` runs
-    it over a group and ``diagnose`` explains a message of one of its records from the values
-    captured out of a log line. Register one by adding it to ``errkb.validators.VALIDATORS``.
-    """
+    """A reference validator: one upstream check function, reproduced from checkpoint metadata."""
 
     @property
     def name(self) -> str:
@@ -107,12 +97,7 @@ class Validator(Protocol):
 
 @runtime_checkable
 class Vetoes(Protocol):
-    """A validator that knows the form of its records' values and may veto a match (optional).
-
-    A record's message prints values the validator knows the form of (a safetensors dtype
-    name, a shape): a capture that cannot be one is a sibling message's word, and its
-    diagnosis ("the scale dtype dtype is not allowed") must never be printed.
-    """
+    """A validator that may veto a match whose captures cannot be its records' values (optional)."""
 
     def admits(self, record_id: str, captures: Mapping[str, str]) -> bool:
         """Whether ``captures`` can be ``record_id``'s values at all (False vetoes the match)."""
@@ -153,8 +138,7 @@ class FunctionValidator:
         return all(ok(captures[name]) for name, ok in self.values.items() if name in captures)
 
 
-#: The form of every dtype name safetensors writes (``F32``, ``BF16``, ``F8_E4M3``,
-#: ``F8_E5M2FNUZ``, ``BOOL``): what ``safe_open(...).get_slice(k).get_dtype()`` returns.
+#: The form of every dtype name safetensors writes (``F32``, ``BF16``, ``F8_E4M3``, ``BOOL``).
 _SAFETENSORS_DTYPE = re.compile(r"BOOL|BF16|[UIFC](?:4|8|16|32|64)|F[468]_E\dM\d(?:FN|FNUZ)?")
 
 
@@ -181,12 +165,7 @@ _MAX_DIGITS = 20
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
-    """Read a printed shape such as ``(3072,)``, ``()``, ``(1, 3072)`` or ``[1, 3072]``.
-
-    Accepts a Python tuple or list of non-negative decimal integers, optional whitespace and a
-    trailing comma, and (leniently) ``(3072)``, which a hand-written message might print for a
-    one-dimensional shape. Raises ValueError for anything else.
-    """
+    """Read a printed shape such as ``(3072,)``, ``()`` or ``[1, 3072]``; ValueError otherwise."""
     s = text.strip()
     if len(s) > MAX_SHAPE_TEXT:
         raise ValueError(f"shape text is longer than {MAX_SHAPE_TEXT} characters")

@@ -1,28 +1,14 @@
 """Reference validator for sglang's Comfy INT8 rowwise marker inspection (record b9825390f5c3ae68).
 
-Reproduces ``inspect_comfy_quant_markers`` (sglang ``quantization_utils.py``, commit 0132848) over
-a group of safetensors files, with upstream's exact messages. Markers come from
-``<prefix>.comfy_quant`` U8 tensors (JSON bytes) or ``__metadata__["_quantization_metadata"]``.
-
-Upstream order, which this module keeps:
-
-1. per file (in the order given): ``_quantization_metadata`` is parsed and its layers recorded;
-   then each tensor, in ``safe_open(...).keys()`` order (sorted names), is recorded, and each
-   ``.comfy_quant`` marker is parsed. A layer marked twice with different content conflicts.
-2. every ``.weight`` of dtype F8_E4M3 / I8 / U8 must have a marker.
-3. per ``int8_tensorwise`` marker, in insertion order: ``.weight`` and ``.weight_scale`` exist;
-   an I8 weight with an F32 ``()`` scale is the tensorwise path (weight must be 2-D, else valid);
-   otherwise I8 and F32 are required; then the record's condition: a 2-D weight and a
-   ``(rows, 1)`` scale.
-4. markers must not collide after parameter-name mapping.
-
-First failure wins, as upstream: the function raises at the first failed condition, so by default
-a group gets at most one finding. With ``all_layers=True`` every layer is checked and reports its
-first failure; a file whose ``_quantization_metadata`` is unreadable contributes no metadata
-markers but its tensors are still read.
-
-Newer sglang adds W4A4 / NVFP4 / W4A8 / MXFP8 branches whose messages differ from the record only
-by the format word; they are not part of this reference and are never explained as the record.
+Reproduces ``inspect_comfy_quant_markers`` (sglang ``quantization_utils.py``, commit 0132848)
+over a group of safetensors files, with upstream's exact messages and order: (1) per file, the
+``_quantization_metadata`` layers, then each tensor in sorted order and its ``.comfy_quant``
+marker (a layer marked twice differently conflicts); (2) every F8_E4M3 / I8 / U8 ``.weight``
+has a marker; (3) per ``int8_tensorwise`` marker: weight and scale exist, an I8 weight with an
+F32 ``()`` scale is tensorwise (2-D), else I8 and F32 and the record's condition (a 2-D weight,
+a ``(rows, 1)`` scale); (4) no collision after name mapping. First failure wins, unless
+``all_layers`` (each layer's first failure). Newer sglang's W4A4 / NVFP4 / W4A8 / MXFP8
+branches are not this record.
 """
 
 from __future__ import annotations
@@ -47,8 +33,7 @@ from errkb.validators.base import (
     parse_capture,
 )
 
-# The checkpoint readers are named for types only: explain imports this module (diagnose)
-# and must not load them.
+# The checkpoint readers are named for types only: explain imports this module.
 if TYPE_CHECKING:
     from errkb.checkpoint.safetensors import SafetensorsHeader
 
@@ -135,11 +120,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def is_comfy_checkpoint(headers: Sequence[SafetensorsHeader]) -> bool:
-    """Tell whether a group carries Comfy markers, so that upstream's inspection applies.
-
-    Upstream calls the inspection only on Comfy-style checkpoints; without this gate every FP8
-    or INT8 checkpoint would get a "missing comfy_quant metadata" finding.
-    """
+    """Tell whether a group carries Comfy markers (upstream inspects only such checkpoints)."""
     return any(
         "_quantization_metadata" in (header.metadata or {})
         or any(name.endswith(".comfy_quant") for name in header.tensors)
@@ -304,11 +285,7 @@ def check_comfy(
     all_layers: bool = False,
     param_name_mapper: Callable[[str], str] | None = None,
 ) -> tuple[Finding, ...]:
-    """Run upstream's Comfy marker inspection on one group of files.
-
-    First failure wins unless ``all_layers``. Raises CheckpointError only when a marker tensor
-    cannot be read (over :data:`MAX_MARKER_BYTES`, or the file changed under us).
-    """
+    """Run upstream's Comfy marker inspection on one group (CheckpointError: bad marker)."""
     run = _Run(all_layers=all_layers)
     with contextlib.suppress(_Stop):  # _Stop is how the first failure ends the run
         _inspect(run, headers, param_name_mapper)
@@ -324,11 +301,7 @@ def _conv_hint(weight: tuple[int, ...]) -> str:
 
 
 def diagnose(captures: Mapping[str, str]) -> Diagnosis:
-    """Explain a ``Comfy INT8 layer ... has incompatible weight/scale shapes: W and S`` message.
-
-    Reaching this message means upstream already saw an I8 weight and an F32 scale, so only the
-    shapes are wrong; the weight's first dimension is the number of output rows.
-    """
+    """Explain a ``Comfy INT8 layer ... has incompatible weight/scale shapes: W and S`` message."""
     unknowns: list[str] = []
     prefix = captures.get(CAPTURE_PREFIX)
     layer = f"layer {prefix!r}" if prefix is not None else "the layer"

@@ -1,31 +1,15 @@
 """Reference validator predicting sglang's fused per-tensor scale failure (record 129d60f3f6e5f4e0).
 
-Upstream's check is a runtime one, in ``MergedColumnParallelLinear.weight_loader_v2``: when a
-checkpoint tensor is loaded whole (``loaded_shard_id`` None, or a tuple of shard ids) into a
-``PerTensorScaleParameter``, it must hold exactly one element, else::
+``MergedColumnParallelLinear.weight_loader_v2`` requires a checkpoint tensor loaded whole into
+a ``PerTensorScaleParameter`` to hold exactly one element, else::
 
     Expected scalar scale for fused-in-checkpoint merged-column checkpoint load, got shape (2,)
 
-``QKVParallelLinear`` has the same check for ``loaded_shard_id`` None, worded
-``... fused-in-checkpoint QKV checkpoint load when loaded_shard_id is None, got shape ...`` (a
-sibling with no record yet). ``()`` and ``(1,)`` pass; ``(0,)`` fails; the dtype is irrelevant.
-
-From a checkpoint this is predictable when both hold:
-
-* the model's scheme (see :func:`errkb.checkpoint.inputs.detect_scheme`) makes the scale a
-  ``PerTensorScaleParameter``: e.g. fp8 without ``weight_block_size`` (``weight_scale``, plus
-  ``input_scale`` for static activations), compressed-tensors ``strategy: tensor``, ModelOpt FP8
-  (``weight_scale``, ``input_scale``) or NVFP4 (``weight_scale_2``, ``input_scale``);
-* the scale belongs to a layer that is already fused in the checkpoint. A checkpoint tensor named
-  after the fused module (``gate_up_proj``, ``qkv_proj``, ...) is fused by construction: models
-  whose checkpoints keep ``gate_proj``/``up_proj`` apart never name a tensor ``gate_up_proj``.
-
-MoE expert weights (a path component ``experts``) are skipped: they load into ``FusedMoE``, not a
-merged-column linear, even when named ``gate_up_proj``.
-
-First failure wins, as upstream: the load raises at the first bad tensor, so by default one
-finding is reported, for the first tensor in load order (files in the order given, tensor names
-sorted as ``safe_open(...).keys()`` returns them). ``all_layers=True`` reports every bad tensor.
+(``QKVParallelLinear`` has a sibling with no record yet.) ``()`` and ``(1,)`` pass. Predicted
+when the scheme (:func:`errkb.checkpoint.inputs.detect_scheme`) makes the scale per-tensor and
+the tensor is named after a fused module (``gate_up_proj``, ``qkv_proj``, ...). MoE experts
+are skipped. First failure wins in load order (files as given, names sorted), unless
+``all_layers``.
 """
 
 from __future__ import annotations
@@ -47,8 +31,7 @@ from errkb.validators.base import (
     parse_capture,
 )
 
-# The checkpoint readers are named for types only: explain imports this module (diagnose)
-# and must not load them.
+# The checkpoint readers are named for types only: explain imports this module.
 if TYPE_CHECKING:
     from errkb.checkpoint.inputs import QuantScheme
     from errkb.checkpoint.safetensors import SafetensorsHeader
@@ -59,12 +42,9 @@ RECORD_ID = "129d60f3f6e5f4e0"
 UPSTREAM = "sglang MergedColumnParallelLinear.weight_loader_v2 / QKVParallelLinear.weight_loader_v2"
 CAPTURE_SHAPE = "tuple(loaded_weight.shape)"
 
-#: Module names of MergedColumnParallelLinear layers that checkpoints store fused:
-#: Phi-3/Phi-4 ``gate_up_proj``, ChatGLM ``dense_h_to_4h``, Qwen3-Next in-projections.
+#: Module names of MergedColumnParallelLinear layers that checkpoints store fused.
 MERGED_COLUMN_MODULES = frozenset({"gate_up_proj", "dense_h_to_4h", "in_proj_qkvz", "in_proj_ba"})
-#: Module names of QKVParallelLinear layers that checkpoints store fused:
-#: Phi-3 ``qkv_proj``, Falcon/GPT-NeoX/ChatGLM ``query_key_value``, Baichuan ``W_pack``,
-#: Qwen (v1)/GPT-2 ``c_attn``.
+#: Module names of QKVParallelLinear layers that checkpoints store fused.
 QKV_MODULES = frozenset({"qkv_proj", "query_key_value", "W_pack", "c_attn"})
 
 MERGED_NOT_SCALAR = Rule(

@@ -1,18 +1,9 @@
 """Pre-flight checks (``errkb check``): every reference validator run over checkpoints.
 
-:func:`check` takes files, sharded-checkpoint indexes and model directories, reads only safetensors
-headers (plus Comfy's tiny JSON markers) and returns a :class:`CheckReport`. It never raises for a
-bad input: a malformed file, a missing shard or an unreadable config becomes an entry in
-``errors`` and everything else is still checked. Exit codes follow linters: 0 clean, 1 findings,
-2 errors (an error wins over findings, because an unread file may hide more findings).
-
-Which checks run on a group of files is each validator's own decision (``applies_to``, its
-upstream gate); this module runs every member of ``errkb.validators.VALIDATORS`` that applies,
-in that order. Today: Quanto, per file, when ``__metadata__["quantization_format"] ==
-"quanto"``; Comfy, per group, when the group carries Comfy markers; the fused per-tensor scale
-check, per group, when the group's config declares a per-tensor scheme.
-
-Each check keeps upstream's "first failure wins" unless ``all_layers=True``.
+:func:`check` reads only headers (and Comfy markers) and returns a :class:`CheckReport`; a bad
+input is an entry in ``errors``, never an exception. Exit 0 clean, 1 findings, 2 errors (an
+error wins). Every member of ``VALIDATORS`` whose gate (``applies_to``) admits a group runs, in
+order; each stops at its first failure unless ``all_layers``.
 """
 
 from __future__ import annotations
@@ -85,10 +76,8 @@ def check(
 ) -> CheckReport:
     """Check safetensors files, sharded indexes and model directories against the validators.
 
-    ``all_layers=False`` reproduces upstream exactly: each check stops at its first failure.
-    ``all_layers=True`` keeps going and reports the first failure of every layer.
-    ``within`` (resolved directories) confines every file read to them, symlinks resolved.
-    Raises UsageError only when ``paths`` is empty.
+    ``all_layers``: report every layer's first failure. ``within``: confine every read to those
+    directories. UsageError only when ``paths`` is empty.
     """
     if not paths:
         raise UsageError("check needs at least one file or directory")

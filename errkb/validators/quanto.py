@@ -1,19 +1,11 @@
 """Reference validator for sglang's Quanto qint8 checkpoint admission (record 5c84e15f4be2c1a6).
 
 Reproduces ``inspect_quanto_int8_checkpoint`` (sglang ``quanto_int8_config.py``, commit 0132848)
-condition by condition, with upstream's exact messages, from the safetensors header alone.
-
-First failure wins, as upstream: the function raises at the first failed condition, so by default
-a file gets at most one finding and checking stops there. With ``all_layers=True`` the file-level
-conditions (1-5 below) still stop the file, but each layer of the quantization map is checked in
-map order, reporting the first failure of every layer (conditions 6-13 in upstream order).
-
-1. ``__metadata__["quantization_format"] != "quanto"``: not a Quanto file, nothing to check.
-2-4. the base64 JSON quantization map must exist, decode, be a non-empty object of objects.
-5. the prefixes holding ``.weight._data`` must equal the map's keys.
-6-13. per layer: weights qint8, activations none, four tensors present, no dense weight beside the
-packed one, a 2-D I8 ``_data``, the record's scale check, scalar float aux scales, no collision
-after parameter-name mapping.
+condition by condition, with upstream's messages, from the header alone: (1) a Quanto file;
+(2-4) its base64 JSON quantization map decodes to a non-empty object of objects; (5) the
+``.weight._data`` prefixes equal its keys; (6-13) per layer, in map order, upstream's checks.
+First failure wins; with ``all_layers`` each layer reports its first failure (1-5 still stop
+the file).
 """
 
 from __future__ import annotations
@@ -37,8 +29,7 @@ from errkb.validators.base import (
     parse_capture,
 )
 
-# The checkpoint readers are named for types only: explain imports this module (diagnose)
-# and must not load them.
+# The checkpoint readers are named for types only: explain imports this module.
 if TYPE_CHECKING:
     from errkb.checkpoint.safetensors import SafetensorsHeader
 
@@ -128,8 +119,7 @@ class _InvalidMapError(Exception):
 
 
 def _decode_map(encoded: str) -> object:
-    # Exactly upstream's decode and the exceptions it turns into "Invalid ... base64".
-    # RecursionError is added: upstream would crash on absurdly nested JSON; we report it.
+    # Exactly upstream's decode and its "Invalid ... base64" exceptions, plus RecursionError.
     import base64  # ~1 ms at import; only errkb check decodes a map (explain never does)
 
     try:
@@ -237,11 +227,7 @@ def check_quanto(
 
 
 def diagnose(captures: Mapping[str, str]) -> Diagnosis:
-    """Explain a ``Quanto layer ... has incompatible scale DTYPE SHAPE`` message.
-
-    The message shows the scale's dtype and shape but not the weight's shape, so out_features
-    (the first dimension of ``<prefix>.weight._data``) can never be read from it.
-    """
+    """Explain a ``Quanto layer ... has incompatible scale DTYPE SHAPE`` message."""
     unknowns: list[str] = []
     prefix = captures.get(CAPTURE_PREFIX)
     layer = f"layer {prefix!r}" if prefix is not None else "the layer"

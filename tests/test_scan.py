@@ -18,9 +18,9 @@ from errkb.maint.extract import extract
 from errkb.match import scan
 from errkb.match.anchordb import ENGINES
 from errkb.match.index import candidate_ids, message_tokens
-from errkb.store.interface import RELATED_COMMON
 from errkb.records.template import parse_template
 from errkb.store import anchors_key
+from errkb.store.interface import RELATED_COMMON
 from tests.conftest import DATASET, require_extra
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "data" / "examples"

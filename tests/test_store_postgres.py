@@ -28,8 +28,8 @@ from errkb.errors import (
     StoreReadOnlyError,
     SyncLockedError,
 )
-from errkb.store import SCHEMA_HEAD, is_server_url, open_store, resolve_target
 from errkb.match.index import message_tokens
+from errkb.store import SCHEMA_HEAD, is_server_url, open_store, resolve_target
 from errkb.store.interface import RELATED_COMMON
 from errkb.store.postgres import PostgresStore, redacted
 from errkb.sync import sync

@@ -649,7 +649,7 @@ def _ends(line: LogLine) -> bool:
 def wrapped_exceptions(
     data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAnchors
 ) -> list[int]:
-    """Which exception ``lines`` ((number, start) each) only the full parser reads.
+    """Which exception ``lines`` ((number, start) each, ascending) only the full parser reads.
 
     An exception line outside every window is read from its line alone, which is what the
     region parse reads unless: it is indented (the parser reads it by the block it is in: a
@@ -660,11 +660,10 @@ def wrapped_exceptions(
     its lines, which no one line's anchor shows).
     """
     hard: list[int] = []
-    numbers = {number for number, _start in lines}
     # In parts: what one holds (the next lines, their cleaning) stays bounded whatever the
     # input (140,000 ``ValueError: x`` lines in a row are each one's next line).
     for begin in range(0, len(lines), WRAP_BATCH):
-        hard += _wrapped(data, lines[begin : begin + WRAP_BATCH], anchors, numbers)
+        hard += _wrapped(data, lines[begin : begin + WRAP_BATCH + 1], anchors)
     return hard
 
 
@@ -672,9 +671,8 @@ def wrapped_exceptions(
 WRAP_BATCH = 4096
 
 
-def _wrapped(
-    data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAnchors, numbers: set[int]
-) -> list[int]:
+def _wrapped(data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAnchors) -> list[int]:
+    """``wrapped_exceptions`` of ``lines`` (ascending) but the last, ``WRAP_BATCH`` past."""
     from errkb.parse.text import normalize
 
     hard: list[int] = []
@@ -684,7 +682,8 @@ def _wrapped(
     # with it. One cleaning of eight lines per exception line was a tenth of the scan.
     pending: list[tuple[int, int]] = []
     following: list[bytes] = []
-    for number, start in lines:
+    checked = lines if len(lines) <= WRAP_BATCH else lines[:WRAP_BATCH]
+    for at, (number, start) in enumerate(checked):
         if data[start : start + 1] in (b" ", b"\t"):
             hard.append(number)
             continue
@@ -696,7 +695,8 @@ def _wrapped(
         if not line.strip():
             continue
         if (
-            number + 1 in numbers
+            at + 1 < len(lines)
+            and lines[at + 1][0] == number + 1
             and line[:1] not in b" \t"
             and exception_of(data, end + 1) is not None
         ):
@@ -1183,7 +1183,8 @@ def _read_alone(scan: _Scan, json_lines: bool) -> None:
             scan.ends[end] = (text[: text.find("Traceback")], header)
             scan.line_starts[end] = end_start
     body = _Spans([[h, scan.tracebacks.end(h) - 1] for h in shapes.headers])
-    for number in sorted({*scan.ends, *shapes.exceptions}):
+    numbers = sorted({*scan.ends, *shapes.exceptions}) if scan.ends else shapes.exceptions
+    for number in numbers:
         if number in headers or in_hit.has(number):
             continue
         if json_lines and data.startswith(b'{"', scan.line_starts[number]):
@@ -1203,8 +1204,11 @@ def _hard_windows(scan: _Scan) -> None:
     # A traceback header in colours (loguru's): where the parser takes its traceback to end
     # is not what the walk over its lines can tell.
     hard_lines += [h for h in shapes.headers if _coloured_header(data, shapes.starts[h])]
-    alone = [(n, scan.line_starts[n]) for n in scan.straight]
-    hard_lines += wrapped_exceptions(data, alone, scan.anchors)
+    straight, starts = scan.straight, scan.line_starts
+    for begin in range(0, len(straight), WRAP_BATCH):
+        # A part's (number, start) pairs only, and the next part's first line after them.
+        part = [(n, starts[n]) for n in straight[begin : begin + WRAP_BATCH + 1]]
+        hard_lines += _wrapped(data, part, scan.anchors)
     if hard_lines:
         scan.hard = hard_spans(data, shapes, scan.tracebacks, hard_lines, scan.total)
     if scan.hard:

@@ -389,7 +389,7 @@ def test_the_shape_pass_reads_in_chunks_and_finds_a_word_across_their_edge(
     shapes = recordscan.shape_lines(data, recordscan.line_index(data))
     monkeypatch.setattr(recordscan, "_SHAPE_CHUNK", 1 << 20)
     assert shapes == recordscan.shape_lines(data, recordscan.line_index(data))
-    assert shapes.headers == [2] and 4 in shapes.exceptions
+    assert list(shapes.headers) == [2] and 4 in shapes.exceptions
 
 
 @pytest.mark.parametrize("chunk", [64, 1 << 20])

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import array
 import bisect
+import heapq
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
@@ -241,6 +242,56 @@ def prepare_passes() -> None:
     newline_index(b"\n")
 
 
+#: Line numbers, ascending: 8 bytes each (a list of ints held ~36, a dict's keys ~100).
+Lines: TypeAlias = "array.array[int]"
+
+
+def _lines(numbers: Iterable[int] = ()) -> array.array[int]:
+    return array.array("q", numbers)
+
+
+class LineStarts:
+    """The start offset of each line the scan knows, by 1-based number (16 bytes a line).
+
+    The shape pass's lines as two parallel sorted arrays, found by bisection; lines added
+    later (a traceback's end found by its walk) in a small dict beside them.
+    """
+
+    __slots__ = ("_extra", "_numbers", "_offsets")
+
+    def __init__(self, numbers: Lines, offsets: Lines) -> None:
+        self._numbers, self._offsets = numbers, offsets
+        self._extra: dict[int, int] = {}
+
+    def get(self, number: int, default: int | None = None) -> int | None:
+        at = bisect.bisect_left(self._numbers, number)
+        if at < len(self._numbers) and self._numbers[at] == number:
+            return self._offsets[at]
+        return self._extra.get(number, default)
+
+    def __getitem__(self, number: int) -> int:
+        found = self.get(number)
+        if found is None:
+            raise KeyError(number)
+        return found
+
+    def __setitem__(self, number: int, offset: int) -> None:
+        if self.get(number) is None:
+            self._extra[number] = offset
+
+    def __len__(self) -> int:
+        return len(self._numbers) + len(self._extra)
+
+    def items(self) -> Iterator[tuple[int, int]]:
+        yield from zip(self._numbers, self._offsets, strict=True)
+        yield from self._extra.items()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LineStarts) and dict(self.items()) == dict(other.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 @dataclass(frozen=True)
 class Shapes:
     """The shape pass's lines (1-based numbers, ascending) and each line's start offset.
@@ -251,12 +302,12 @@ class Shapes:
     (``HARD_WORDS``, pytest's ``E   `` lines).
     """
 
-    headers: list[int]
-    chains: list[int]
-    keywords: list[int]
-    exceptions: list[int]
-    starts: dict[int, int]
-    hard: list[int] = field(default_factory=list)
+    headers: Lines
+    chains: Lines
+    keywords: Lines
+    exceptions: Lines
+    starts: LineStarts
+    hard: Lines = field(default_factory=_lines)
 
 
 class TooManyShapes(Exception):
@@ -301,48 +352,70 @@ def shape_lines(
     exceptions_from = chain_from + len(CHAIN_WORDS)
     hard_from = exceptions_from + len(EXCEPTION_WORDS)
     overlap = max(len(w) for w in _shape_words()) - 1
-    headers: dict[int, None] = {}
-    chains: dict[int, None] = {}
-    keywords: dict[int, None] = {}
-    exceptions: dict[int, None] = {}
-    hard: dict[int, None] = {}
-    starts: dict[int, int] = {}
-    # Chunk by chunk (each overlapping the next by a word's length, so no word is cut): the
-    # pass returns every hit as a Python tuple, and a line of 5 million error words held them
-    # all at once (the Rust side alone asked for 192 MiB on 50 MB). A hit seen twice in an
-    # overlap lands on the same line: the sets below keep it once.
+    # Per kind, each line once (0 headers, 1 chains, 2 keywords, 3 exceptions, 4 hard), and
+    # every line's start: arrays, 8 bytes a line (dicts of ints held ~250 bytes a line, 12x
+    # an input of exception lines). A line is seen again only in the chunk after it (a word
+    # across the chunks' overlap): the sets of two chunks tell.
+    kinds = [_lines() for _ in range(5)]
+    numbers, offsets = _lines(), _lines()
+    table = [
+        _kinds_of(kind, chain_from, exceptions_from, hard_from, pytest_e)
+        for kind in range(len(_shape_words()))
+    ]
+    before: set[int] = set()  # (number << 3 | list + 1) of the chunk before, 0: its start
+    ordered = True
     for base in range(0, len(data), _SHAPE_CHUNK):
         found = find(data[base : base + _SHAPE_CHUNK + overlap])
-        if not found:
-            continue
-        # pytest's word starts at the newline before its line.
-        offsets = [base + start + (kind == pytest_e) for kind, start in found]
-        lines = newlines(offsets)
-        for (kind, _s), offset, line in zip(found, offsets, lines, strict=True):
-            number = line + 1
-            if number not in starts:
-                starts[number] = data.rfind(b"\n", 0, offset) + 1
-            if kind >= hard_from:
-                hard[number] = None
-            elif kind >= exceptions_from:
-                exceptions[number] = None
-            elif kind >= chain_from:
-                chains[number] = None
-            else:
-                keywords[number] = None
-                if kind == 0:
-                    headers[number] = None
-                elif kind == pytest_e:
-                    hard[number] = None
+        now: set[int] = set()
+        if found:
+            # pytest's word starts at the newline before its line.
+            at = [base + start + (kind == pytest_e) for kind, start in found]
+            for (kind, _s), offset, line in zip(found, at, newlines(at), strict=True):
+                number = line + 1
+                key = number << 3
+                if key not in now and key not in before:
+                    now.add(key)
+                    ordered = ordered and (not numbers or number > numbers[-1])
+                    numbers.append(number)
+                    offsets.append(data.rfind(b"\n", 0, offset) + 1)
+                for k in table[kind]:
+                    if key + k + 1 not in now and key + k + 1 not in before:
+                        now.add(key + k + 1)
+                        lines = kinds[k]
+                        ordered = ordered and (not lines or number > lines[-1])
+                        lines.append(number)
+        before = now
         # Judged on what has been read so far: a log as dense as its bound allows all along
         # is read whole, and one of millions of one-line repeats gives up within its first
         # megabytes (what an abandoned pass holds stays within the input's size).
         read = min(len(data), base + _SHAPE_CHUNK)
-        if len(starts) > _max_shape_lines(read, len(data)):
-            raise TooManyShapes(f"{len(starts)} shape lines in the first {read} bytes")
-    return Shapes(
-        sorted(headers), sorted(chains), sorted(keywords), sorted(exceptions), starts, sorted(hard)
-    )
+        if len(numbers) > _max_shape_lines(read, len(data)):
+            raise TooManyShapes(f"{len(numbers)} shape lines in the first {read} bytes")
+    if not ordered:
+        # A word across two chunks on an earlier line than the last one seen, or a line over
+        # a chunk long seen again two chunks on: sorted, each line once.
+        pairs = sorted(dict(zip(numbers, offsets, strict=True)).items())
+        numbers, offsets = _lines(n for n, _o in pairs), _lines(o for _n, o in pairs)
+        kinds = [_lines(sorted(set(k))) for k in kinds]
+    headers, chains, keywords, exceptions, hard = kinds
+    return Shapes(headers, chains, keywords, exceptions, LineStarts(numbers, offsets), hard)
+
+
+def _kinds_of(
+    kind: int, chain_from: int, exceptions_from: int, hard_from: int, pytest_e: int
+) -> tuple[int, ...]:
+    """Which of ``Shapes``' lists (0 headers ... 4 hard) a word of ``kind`` puts its line in."""
+    if kind >= hard_from:
+        return (4,)
+    if kind >= exceptions_from:
+        return (3,)
+    if kind >= chain_from:
+        return (1,)
+    if kind == 0:
+        return (2, 0)
+    if kind == pytest_e:
+        return (2, 4)
+    return (2,)
 
 
 #: Bytes the shape pass reads at a time: its hits are Python tuples, so memory follows a chunk.
@@ -1086,9 +1159,9 @@ class _Scan:
     in_hit: _Spans = field(default_factory=lambda: _Spans([]))
     #: Exception lines read alone; the traceback ends of headers outside the windows (the
     #: header's prefix and line); every line start known.
-    straight: list[int] = field(default_factory=list)
+    straight: Lines = field(default_factory=_lines)
     ends: dict[int, tuple[str, int]] = field(default_factory=dict)
-    line_starts: dict[int, int] = field(default_factory=dict)
+    line_starts: LineStarts = field(default_factory=lambda: LineStarts(_lines(), _lines()))
     covered: set[int] = field(default_factory=set)  #: lines a decided event covers
     index: int = 0  #: regions parsed so far (chain ids kept apart across batches)
     newlines: npt.NDArray[np.int64] | None = None  #: the input's newline offsets (numpy)
@@ -1140,14 +1213,14 @@ def _open_windows(
         # An exception line none of whose records can match its message opens no window: it
         # is read straight from its line as every unknown one outside the windows is (and
         # by the parser where its message may continue: ``wrapped_exceptions``).
-        exception_lines = set(shapes.exceptions)
+        exceptions = shapes.exceptions
         if load is not None:
-            opening = [n for n, _o in parsed_hits if n in exception_lines]
+            opening = [n for n, _o in parsed_hits if _holds(exceptions, n)]
             load(_named(scan.line_records, opening))
         parsed_hits = [
             (n, o)
             for n, o in parsed_hits
-            if n not in exception_lines or _may_open(data, o, n, scan.line_records, may_match)
+            if not _holds(exceptions, n) or _may_open(data, o, n, scan.line_records, may_match)
         ]
     if json_lines:
         scan.objects = [(n, o) for n, o in parsed_hits if data.startswith(b'{"', o)]
@@ -1183,8 +1256,13 @@ def _read_alone(scan: _Scan, json_lines: bool) -> None:
             scan.ends[end] = (text[: text.find("Traceback")], header)
             scan.line_starts[end] = end_start
     body = _Spans([[h, scan.tracebacks.end(h) - 1] for h in shapes.headers])
-    numbers = sorted({*scan.ends, *shapes.exceptions}) if scan.ends else shapes.exceptions
+    # Both ascending: merged, each line once, with no set of every exception line.
+    numbers = heapq.merge(sorted(scan.ends), shapes.exceptions)
+    previous = 0
     for number in numbers:
+        if number == previous:
+            continue
+        previous = number
         if number in headers or in_hit.has(number):
             continue
         if json_lines and data.startswith(b'{"', scan.line_starts[number]):
@@ -1498,6 +1576,12 @@ def _within(spans: Sequence[list[int]]) -> Callable[[npt.NDArray[np.int64]], npt
     return wanted
 
 
+def _holds(lines: Sequence[int], number: int) -> bool:
+    """Whether ascending ``lines`` hold ``number`` (a bisection, no set of them)."""
+    at = bisect.bisect_left(lines, number)
+    return at < len(lines) and lines[at] == number
+
+
 class _Near:
     """Whether a line is within a window the region parse opens around a keyword line."""
 
@@ -1547,7 +1631,7 @@ def _line_cutter(scan: _Scan) -> Callable[[Sequence[Sequence[int]]], Iterator[tu
     data, newlines = scan.data, scan.newlines
     if newlines is None:
         known = dict(scan.hits)
-        known.update(scan.shapes.starts)
+        known.update(scan.shapes.starts.items())
         ordered = sorted(known)
         return lambda spans: _cut(data, spans, known, ordered)
     size = len(data)

@@ -571,10 +571,7 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
 
 
 def _likeliest(options: Sequence[tuple[str, ...]]) -> Iterator[tuple[str, ...]]:
-    """Joiner choices for the breaks, the shape's guess first, then fewer second guesses first.
-
-    At most ``MAX_JOINS`` choices (the full product grows as 2^breaks).
-    """
+    """At most ``MAX_JOINS`` joiner choices: the shape's guess, then fewer second guesses first."""
     ambiguous = [k for k, o in enumerate(options) if len(o) > 1]
     first = [o[0] for o in options]
     tried = 0

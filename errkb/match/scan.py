@@ -324,10 +324,7 @@ def load_table(
     dataset_version: str | None,
     faults: dict[Path, AnchorFault] | None = None,
 ) -> AnchorTable:
-    """The anchor table of the snapshot ``view`` reads: from its file, else built (and stored).
-
-    ``faults``: given, why a stored file was not used is noted there.
-    """
+    """``view``'s anchor table: from its file, else built and stored (why noted in ``faults``)."""
     path = anchor_path(db_path) if db_path is not None else None
     if path is not None:
         body = _read_body(path, state, dataset_version, faults=faults)

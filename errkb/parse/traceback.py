@@ -139,8 +139,7 @@ _FOREIGN_LINE_RE = re.compile(
 def parse_log(text: str, line_map: Sequence[int] | None = None) -> list[LogEvent]:
     """Find the exceptions and error messages in raw log text, in input order.
 
-    ``text`` may be a decoded view of the input with ``line_map`` giving each of its lines'
-    original line number (see :func:`errkb.parse.text.normalize`).
+    ``line_map``: each line's original number (:func:`errkb.parse.text.normalize`).
     """
     return parse_normalized(normalize(text, line_map))
 

@@ -1,34 +1,21 @@
 r"""The files beside the database: one header, one opener and one writer for all of them.
 
-A write compiles three files beside the knowledge base after its commit: the record anchors
-(``<db>.recordanchors``), what their rejects need (``<db>.recordanchors.maps``) and the anchor
-table (``<db>.anchors``). A later explain reads them, and they are untrusted input then: a copy
-from another knowledge base, a link, a FIFO, a truncated write, a file of zeros may be at the
-path. Each file is one header line and a body::
+``<db>.recordanchors``, ``<db>.recordanchors.maps`` and ``<db>.anchors``, written after a commit
+and read as untrusted input. Each file is one header line and a body::
 
     errkb-beside 2 <kind> <key> <dataset version or -> <engine or -> <platform> <bytes>
                    <checked bytes> <crc32 of them> <sha256>\n     (one line)
     <body>
 
-``kind`` names the file (one is never read as another); ``key`` is the anchor key
-(``store.anchors_key``: the state of the write that last changed what the files derive from,
-with that write's random nonce), so a file copied from another knowledge base, even of the same
-dataset version and state counter, is stale here; ``engine`` is the automaton's engine (``-``
-for a file of no engine); ``platform`` the machine the file was compiled on; ``bytes`` and
-``sha256`` the body's length and digest; ``checked bytes`` how much of the body (from its start)
-no engine validates itself, and ``crc32`` their CRC-32.
+``kind`` names the file; ``key`` is ``store.anchors_key`` (a copy from another knowledge base is
+stale); ``engine`` the automaton's (``-`` for none); ``platform`` where it was compiled;
+``bytes``/``sha256`` the body's length and digest; ``checked bytes`` the body's prefix no engine
+validates itself, ``crc32`` its CRC-32.
 
-Reading (:func:`read`) opens the path without following a link and without blocking (a FIFO or
-a device is refused, never waited on), refuses a file larger than ``MAX_BYTES`` and reads only
-its first ``HEADER_MAX`` bytes before the header says what it holds: the file's size must be
-the header's plus the body's exactly, so a 4 GiB file of zeros is refused from its first bytes.
-The body's sha256 is not computed on open: the cheap check is the CRC-32 of the checked bytes
-(the words, maps and table; Hyperscan validates its own images when it loads them) and each
-reader's check of its body's structure. ``verify=True`` hashes the whole body too (what a write
-does before it keeps a file it finds current). Writing (:func:`write`) hashes the body,
-writes it under a new temporary name in the same directory (created, never opened through a
-link), checks the size written, syncs it and renames it over the path: a link at the path is
-replaced, its target untouched; nothing half-written is ever at the path.
+:func:`read` follows no link, never blocks (no FIFO or device), refuses more than ``MAX_BYTES``,
+reads ``HEADER_MAX`` bytes first and requires the exact size; it checks the CRC-32, the sha256
+only with ``verify=True``. :func:`write` writes a new temporary file, checks its size, syncs it
+and renames it over the path: nothing half-written is ever there, a link's target is untouched.
 """
 
 from __future__ import annotations
@@ -58,7 +45,7 @@ __all__ = [
 FORMAT = b"errkb-beside 2"
 #: Bytes a header line may take at most (it is read before anything else).
 HEADER_MAX = 4096
-#: The largest file beside a database that is read at all (500,000 records' anchors: ~120 MB).
+#: The largest file beside a database that is read at all.
 MAX_BYTES = 2 << 30
 
 
@@ -168,10 +155,7 @@ def read(path: Path, stamp: Stamp, *, verify: bool = False) -> memoryview:
 
 
 def _checked_header(path: Path, head: bytes, stamp: Stamp) -> tuple[int, int, int, int, str]:
-    """(header bytes, body bytes, checked bytes, their CRC-32, sha256) of ``head``'s header.
-
-    When it is ``stamp``'s; else ``AnchorDatabaseError``.
-    """
+    """(header, body, checked bytes, CRC-32, sha256) of ``stamp``'s header, else raises."""
     cut = head.find(b"\n")
     if cut < 0:
         cut_short = head.startswith(FORMAT) or (head and FORMAT.startswith(head))
@@ -239,8 +223,7 @@ def write(
         return False
     try:
         with os.fdopen(fd, "wb") as fh:
-            # Whoever may read the database may read what is derived from it: its permission
-            # bits (a temporary file is created 0600).
+            # The database's permission bits (a temporary file is created 0600).
             try:
                 mode = database.stat().st_mode & 0o666
             except OSError:

@@ -1,24 +1,15 @@
 r"""Deciding: from parsed events to scored, deduplicated matches, and the Report value.
 
-Data flows one way: text -> events (``errkb.parse.traceback``) -> hits (``errkb.match.matcher``)
--> matches (here) -> report (``errkb.report``) -> rendering (``errkb.render``). The rules, in order:
+Events (``errkb.parse.traceback``) -> hits (``errkb.match.matcher``) -> matches (here). Rules:
 
-1. Each event's message is searched as a whole and through its embedded candidates (wrapper
-   suffixes, reprs, JSON strings: ``errkb.parse.spans``), innermost first. Per event, a record keeps
-   only its innermost hit, so a JSON reply's ``(2,).\\nRolling back...`` never beats ``(2,)``.
-   A span's candidates are the index's (``errkb.match.index``), or, in the record scan, the
-   records its line's literal rejects kept (``Possible``): the same hits either way.
-2. A hit whose captures contain the template's own placeholders (``{prefix!r}``) is source
-   text — an IPython context line, a grep hit — not the error happening. It is dropped.
-3. Hits claiming the same message text compete: more literal text wins (the more specific
-   pattern), then agreement with the traceback's frames; the others become alternatives.
-4. One match per distinct (record, captured values) across the whole input: the cause, its
-   wrapper and every rank's copy are one match with ``occurrences`` and all their lines.
-5. A ``FOUND`` event (``errkb.match.msgfirst``: a known message at a message boundary of a line
-   nothing else explained) counts only hits that begin at its first character, and scores
-   ``MESSAGE_FIRST_PENALTY`` lower: no class, level or field backs it.
-6. Exceptions nothing matched get up to three ``similar`` suggestions (rapidfuzz over the
-   templates with placeholders masked), clearly marked as suggestions.
+1. Each message is searched whole and through its embedded spans (``errkb.parse.spans``);
+   per event a record keeps only its innermost hit.
+2. A hit whose captures hold the template's own placeholders is source text: dropped.
+3. Hits claiming the same text compete: the more specific pattern wins, the others become
+   alternatives.
+4. One match per distinct (record, captured values) across the input, with ``occurrences``.
+5. A ``FOUND`` event counts only hits at its first character, ``MESSAGE_FIRST_PENALTY`` lower.
+6. Unmatched exceptions get up to three ``similar`` suggestions, marked as such.
 """
 
 from __future__ import annotations
@@ -51,11 +42,9 @@ CLASS_BONUS = 0.1
 WRAPPED_BONUS = 0.05
 FRAME_BONUS = 0.1
 FILE_ONLY_BONUS = 0.05
-#: A message the message-first pass found (``errkb.match.msgfirst``) carries less evidence than
-#: one printed as an exception or on an error record: its score is this much lower.
+#: Score taken off a message the message-first pass found (less evidence backs it).
 MESSAGE_FIRST_PENALTY = 0.1
-#: A possible match (its evidence falls short, ``judge``) scores this much at most: below
-#: every exact answer.
+#: A possible match (``judge``) scores this much at most: below every exact answer.
 POSSIBLE_MAX = 0.6
 SIMILAR_SCALE = 0.6
 MAX_SIMILAR_QUERIES = 20
@@ -64,11 +53,9 @@ NEARBY_LINES = 25
 MAX_REJOIN_LINES = 8
 #: ... trying both joiners ("" and " ") at no more than this many full-width breaks.
 MAX_JOINS = 16
-#: A printed line longer than this was not wrapped by a renderer, a terminal or a mail client
-#: (they wrap at a column of 80-300): it is never rejoined, which bounds a rejoin's work per
-#: event (``MAX_JOINS`` joins of ``MAX_REJOIN_LINES`` lines this wide) whatever the input.
+#: A printed line wider than this was not wrapped: it is never rejoined (bounds a rejoin).
 MAX_WRAP_WIDTH = 512
-#: Events decided between two calls of a caller's checkpoint (a few milliseconds of work).
+#: Events decided between two calls of a caller's checkpoint.
 CHECK_EVERY = 64
 #: A batch of at least this many events loads its candidates' specs up front (``_prefetched``).
 PREFETCH_EVENTS = 64
@@ -76,8 +63,7 @@ _BRACKETS = (("(", ")"), ("[", "]"), ("{", "}"))
 _SOURCE_ROOTS = ("python", "src", "lib")
 
 
-#: Exception classes that carry another exception's message as their own: the printed class
-#: says nothing of the record whose message it carries.
+#: Exception classes that carry another exception's message (their class says nothing).
 WRAPPER_CLASSES = frozenset(
     {"RayTaskError", "PythonException", "RemoteTraceback", "ExceptionGroup", "BaseExceptionGroup"}
 )
@@ -108,14 +94,8 @@ class LineCandidates(Protocol):
 class Possible:
     """What the record scan's anchor pass knows of the records a plain-text event can match.
 
-    Called with an event (``decide``'s ``can_match``): whether one of its lines passed the
-    literal rejects. ``candidates(event)``: the records that passed on its one line (every
-    record whose pattern can match a message printed there: ``RecordAnchors.hit_lines``), or
-    None when the index must say (a line the parser cleans or decodes, a hand-written
-    pattern's record on it, a message over several lines). On the dense bench log 6,141
-    events took 2.2 records each from their line, where the index walked 9,474 span texts
-    (6.1 candidates each, every spec loaded); the index is still asked about a text one of
-    them matched (``_listed``).
+    Called: whether one of the event's lines passed the literal rejects. ``candidates``: the
+    records that passed on its one line, or None when the index must say.
     """
 
     __slots__ = ("_anchored", "_records")
@@ -145,7 +125,6 @@ class Possible:
             return None
         if not event.repeat_lines:
             return found
-        # Folded repeats print the same message: the records of every line are its own.
         union = dict.fromkeys(found)
         for n in event.repeat_lines:
             more = records.get(n)
@@ -171,28 +150,19 @@ def decide(
 ) -> tuple[tuple[Match, ...], tuple[Unmatched, ...]]:
     """Turn parsed events into matches (exact first, in input order) and unmatched exceptions.
 
-    ``checkpoint`` (a deadline's ``check``) is called every ``CHECK_EVERY`` events; it stops the
-    work by raising. ``similar=False`` leaves out the suggestions for unmatched exceptions (a
-    caller deciding a large input in batches asks ``similar_matches`` once, at the end).
-    ``can_match``: False for a plain-text event of one printed line that no record can match
-    (the record scan's: none of its lines passed the anchor pass's literal rejects, see
-    ``RecordAnchors.hit_lines``); such an event is not looked up and
-    goes where an event without hits goes. A FOUND event, an event from a container and a
-    message that may continue on further lines (a join can make an anchor) are always looked
-    up. ``prefetch`` is told, once, every record the matches will look up (their own and
-    their alternatives'), so that a store reads them together (``ReadView.raw_records``).
+    ``checkpoint`` is called every ``CHECK_EVERY`` events (it stops the work by raising).
+    ``similar=False`` leaves out the suggestions. ``can_match``: False for a one-line
+    plain-text event no record can match (not looked up). ``prefetch`` is told, once, every
+    record the matches will look up.
     """
     found: dict[tuple[str, tuple[tuple[str, str], ...]], _Found] = {}
     unmatched: list[LogEvent] = []
-    # Exceptions only possible matches explain: still unknown (triage counts them so), listed
-    # with their possible matches instead of similar suggestions.
+    # Exceptions only possible matches explain: still unknown, no suggestions.
     unexplained: list[LogEvent] = []
-    # Logs repeat themselves (every rank, every retry): each distinct text is matched once.
+    # Each distinct text is matched once.
     found_in: dict[str, list[Hit]] = {}
     pending = list(events)
-    # A message never continues over a line on which another event begins: its "next lines"
-    # are that event's own. Without this cut, every line of 75,000 ``ValueError: x`` lines
-    # offered the seven after it, and each event paid ~80 span listings (146 s of CPU).
+    # A message never continues over a line on which another event begins.
     starts = frozenset(e.lines[0] for e in events if e.lines)
     split_off: set[int] = set()  # ids of split-off parts (kept alive in ``keep``)
     keep: list[LogEvent] = []
@@ -216,8 +186,6 @@ def decide(
             and not event.origin
             and not can_match(event)
         ):
-            # On the dense bench log two thirds of the events in the record scan's windows
-            # (unknown tracebacks beside known ones): their look-ups were 2/3 of decide.
             per_record = {}
         elif event.kind is EventKind.FOUND:
             per_record = _found_hits(event.message, matcher, found_in)
@@ -227,30 +195,22 @@ def decide(
                 per_record = _hits(event.message, matcher, found_in, among=among)
             else:
                 per_record = _hits(event.message, matcher, found_in, candidates)
-        # Rejoining costs candidate look-ups per join: only exceptions (and a split-off part of
-        # one) are tried, not every logger line of a dense log. A first line that only generic
-        # templates matched is tried too: its continuation may name a more specific record.
+        # Only exceptions (and split-off parts) are rejoined.
         whole_first = _exact(per_record)
         if (
             len(event.message_lines) > 1
             and (event.exc_class is not None or id(event) in split_off)
             and not whole_first
         ):
-            # A wrapped message (nothing matched, or only a cut-off or broken-up part of it):
-            # try it rejoined, longest join first, confirmed by a pattern; without a confirmed
-            # join the unjoined hits stand.
-            # The first join whose captures are whole wins; else the first that matched.
+            # Rejoined, longest first: the first whole join wins, else the first that matched.
             best: tuple[int, str, dict[str, tuple[Hit, bool, str]]] | None = None
             split = False
-            # "Class:" ended its line: the message is all on the lines after it, so there is
-            # no first-line share for the later lines to take away.
+            # "Class:" ended its line: the message is all on the lines after it.
             headless = not event.message_lines[0].text.strip()
             for used, joined in rejoins(event.message_lines):
                 rejoined = _hits(joined, matcher, found_in)
                 if rejoined and not headless:
-                    # The join must be what the pattern needs: a record the later lines hold on
-                    # their own (a message that begins on the next line) is theirs, found from
-                    # there on, not on this line.
+                    # A record the later lines hold on their own is theirs, not this line's.
                     rest = " ".join(line.text.strip() for line in event.message_lines[1:used])
                     alone = _hits(rest, matcher, found_in)
                     split = split or any(r in alone for r in rejoined)
@@ -281,10 +241,7 @@ def decide(
             and event.exc_class is not None
             and _generic_only(per_record)
         ):
-            # The first line matched only generic templates (pydantic's ``Expected {}`` on
-            # a hard-wrapped ``Expected scalar scale for ... merged-column`` line): read it
-            # with its continuation when the longer text matches a more specific record; the
-            # first line's records then compete with it and become its alternatives.
+            # Only generic templates matched: a more specific record may match the rejoin.
             joined_hits = _more_specific_join(event.message_lines, per_record, matcher, found_in)
             if joined_hits is not None:
                 used, joined, rejoined = joined_hits
@@ -292,18 +249,12 @@ def decide(
                 numbers = tuple(line.number for line in event.message_lines[:used])
                 event = replace(event, message=joined, lines=numbers)
         if not per_record:
-            # A logger line without a match is noise; an exception (or a message a caller
-            # handed us directly, which arrives as BARE) deserves a suggestion, and so does a
-            # logger line that names one (pytest's "FAILED test - Class: message"). A lone
-            # "Class:" line outside a traceback whose next lines no record confirms as its
-            # message names nothing to explain.
+            # Unmatched: exceptions and BARE messages, not logger lines nor a lone "Class:".
             lone_class = event.kind is EventKind.BARE and not event.message and event.message_lines
             if (event.kind is EventKind.BARE or event.exc_class) and not lone_class:
                 unmatched.append(event)
             continue
-        # The whole printed chain's frames: a wrapper's traceback shows where its cause was raised.
         frames = event.chain.frames if event.chain is not None else event.frames
-        # Each hit's frame agreement, read once: the decision and the score both weigh it.
         agreement = {
             rid: _frame_agreement(hit.spec, frames) for rid, (hit, _e, _c) in per_record.items()
         }
@@ -313,7 +264,6 @@ def decide(
             if (decision := judge(hit, event, embedded, claim, bool(agreement[rid][0]))) is not None
         }
         if len(judged) != len(per_record):
-            # The message-first pass and container strings consider only specific templates.
             per_record = {rid: per_record[rid] for rid in judged}
             if not per_record:
                 continue
@@ -321,13 +271,7 @@ def decide(
             rid: (hit, *_score(hit.spec, event, embedded, agreement[rid], judged[rid]))
             for rid, (hit, embedded, _claim) in per_record.items()
         }
-        # Hits on one event compete when they claim the same text, unless one is nested in the
-        # other (a wrapper's capture holding the cause's whole message): the more specific
-        # pattern wins, the others become its alternatives; nested hits, a wrapper and its
-        # cause, both stand, and so do hits on different texts (each exception of a wrapped
-        # list's repr, ``[ValueError('...'), ValueError("...")]``, is its own message).
-        # An exact answer first, then a specific template before a generic one, then the
-        # most literal text.
+        # Rule 3 (nested hits both stand): exact, specific, most literal text first.
         ranked = sorted(
             per_record,
             key=lambda r: (
@@ -357,7 +301,6 @@ def decide(
             if entry is None:
                 entry = found[key] = _Found(hit, [], score, evidence, {}, decision)
             entry.events.append(event)
-            # The match is as sure as its best occurrence: an exact one makes it exact.
             if (_rank(decision), score) > (_rank(entry.decision), entry.score):
                 entry.score, entry.evidence, entry.decision = score, evidence, decision
             for loser in losers:
@@ -378,9 +321,7 @@ def decide(
             continue
         shown = _representative(entry.events, entry.hit.spec)
         lines = sorted({n for e in entry.events if e.lines for n in (e.lines[0], *e.repeat_lines)})
-        # Every place the message begins is an occurrence: one per input line in plain text,
-        # and one per decoded place when a container holds several on one line; an event that
-        # stands for repeats of itself counts each of them (their lines are listed up to a cap).
+        # One occurrence per place the message begins, plus each folded repeat.
         places = {(e.lines[0], e.origin) for e in entry.events if e.lines}
         occurrences = len(places) + sum(e.repeats for e in entry.events if e.lines)
         alternatives = tuple(
@@ -406,7 +347,6 @@ def decide(
                 decision=entry.decision,
             )
         )
-    # The answers first, in input order; the possible matches after them.
     matches.sort(key=lambda m: m.confidence is not Confidence.EXACT)
     suggestions = similar_matches(unmatched, matcher, record) if similar else []
     leftovers = _dedupe_unmatched([*unmatched, *unexplained])
@@ -414,10 +354,7 @@ def decide(
 
 
 def _wrap_lines(lines: Sequence[MessageLine], starts: frozenset[int]) -> tuple[MessageLine, ...]:
-    """The lines that may continue a message: up to the first where another event begins.
-
-    A line wider than ``MAX_WRAP_WIDTH`` ends the run too (after it: no renderer wrapped it).
-    """
+    """The lines that may continue a message: up to another event's or past a too-wide line."""
     out = [lines[0]]
     for line in lines[1:]:
         if line.number in starts or out[-1].width > MAX_WRAP_WIDTH:
@@ -434,11 +371,8 @@ def _prefetched(
 ) -> dict[str, list[str]]:
     """Each span's candidate ids, their specs loaded in one query per chunk of ids.
 
-    A batch of ``PREFETCH_EVENTS`` or more events through an ``IndexedMatcher`` only (else
-    nothing): each ``find`` loaded its few missing specs with a query of its own, 5,083
-    queries on the dense bench log (0.6 of its 2.5 s of decide, profiled). The same
-    candidates either way (``IndexedMatcher.find``'s ``among`` is the index's own answer);
-    a text not listed here (a rejoined message) asks the index as before.
+    Only for ``PREFETCH_EVENTS`` or more events through an ``IndexedMatcher`` (else empty);
+    the candidates are the index's either way.
     """
     if len(events) < PREFETCH_EVENTS or not isinstance(matcher, IndexedMatcher):
         return {}
@@ -476,12 +410,10 @@ def _hits(
     *,
     among: Sequence[str] | None = None,
 ) -> dict[str, tuple[Hit, bool, str]]:
-    """Per record, its innermost hit on ``text`` and its embedded candidates (see rule 1).
+    """Per record, its innermost hit on ``text`` and its embedded candidates (rule 1).
 
-    ``candidates``: span texts' candidate ids already asked of an ``IndexedMatcher``.
-    ``among``: every record that can match a span of ``text`` (``Possible.candidates``): each
-    span is verified against them, and the index is asked only about a span that some of them
-    matched, so the hits are the index's own (the same records, in id order).
+    ``candidates``: span texts' ids already asked; ``among``: every record that can match a
+    span (``Possible.candidates``), the hits then filtered to the index's own (``_listed``).
     """
     per_record: dict[str, tuple[Hit, bool, str]] = {}
     indexed = matcher if isinstance(matcher, IndexedMatcher) else None
@@ -489,8 +421,7 @@ def _hits(
         among = None
     elif not candidates and among is None:
         indexed = None
-    # Shortest first: the tightest text a record's end-anchored pattern matches gives its
-    # truest captures (a decoded repr, not the wrapper's text around it).
+    # Shortest first: the tightest text gives the truest captures.
     for span in sorted(message_spans(text), key=lambda s: len(s.text)):
         hits = found_in.get(span.text)
         if hits is None:
@@ -512,15 +443,7 @@ def _hits(
 
 
 def _listed(hits: list[Hit], text: str, indexed: IndexedMatcher) -> list[Hit]:
-    """The ``hits`` on ``text`` of records the index lists as its candidates.
-
-    The index is stricter than a pattern: it lists a record when every one of its stored
-    words (``index.message_tokens``: whole words, the first ``MAX_QUERY_TOKENS``) is a word of
-    the text, and a pattern not anchored at its start matches mid-word (``bring-s`` holds
-    ``ring-s``). A record whose every index word is a word of the text is listed, whichever
-    of them the store kept; one with no index word never is; only otherwise is the index
-    asked (the region parse's answer either way).
-    """
+    """The ``hits`` on ``text`` of records the index lists (stricter: whole words) as candidates."""
     tokens = frozenset(_index().message_tokens(text))
     kept: list[Hit] = []
     listed: set[str] | None = None
@@ -549,9 +472,7 @@ def _index_words(spec: PatternSpec) -> tuple[str, ...]:
         index = _index()
         if len(_WORDS) >= 1 << 16:
             _WORDS.clear()
-        # ``index.template_tokens``: placeholders as a word character no literal holds, so a
-        # word touching one carries it. ``masked_template`` gives that text without parsing
-        # most templates (the parse was 0.17 ms a record, profiled).
+        # As ``index.template_tokens``: a word touching a placeholder carries its mark.
         mark, least = index.MARK, index.MIN_TOKEN
         found = index.WORD.findall(masked_template(spec.template, mark))
         words = tuple(w for w in found if len(w) >= least and mark not in w)
@@ -570,11 +491,7 @@ def _index() -> Any:
 def _found_hits(
     text: str, matcher: MatcherLike, found_in: dict[str, list[Hit]]
 ) -> dict[str, tuple[Hit, bool, str]]:
-    """Per record, its hit on a message-first event: from the message's first character only.
-
-    The pass verified the text at a message boundary; a record whose match begins later in it
-    (mid-word, or at a later boundary the pass made its own event for) is not this event's.
-    """
+    """Per record, its hit on a message-first event: from the message's first character only."""
     hits = found_in.get(text)
     if hits is None:
         hits = found_in[text] = matcher.find(text)
@@ -586,11 +503,7 @@ def _found_hits(
 
 
 def _exact(per_record: Mapping[str, tuple[Hit, bool, str]]) -> bool:
-    """Tell whether hits are whole: some, and none cut off or broken up by a wrap.
-
-    Not whole: a claim that runs over a line break, a captured value with unbalanced brackets
-    (``(1,`` is a shape cut off at the break) or with the spaces of a break at its ends.
-    """
+    """Some hits, none over a line break nor with an unbalanced or space-edged capture."""
     if not per_record:
         return False
     for hit, _embedded, claim in per_record.values():
@@ -607,23 +520,14 @@ def _exact(per_record: Mapping[str, tuple[Hit, bool, str]]) -> bool:
 def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
     """Candidate rejoinings of a wrapped message: (lines used, joined text), longest first.
 
-    A break between two lines counts as a wrap only when its shape says so: the first word of
-    the next line would not have fitted on the line (a greedy wrapper breaks only then), against
-    the message's longest line when the renderer padded it (rich, typer) or the widest line so far
-    otherwise (email, hard-wrapped text). The first break that is no wrap ends the message, so
-    an unrelated line after it is never glued on. A padded or short line broke at a space: join
-    with " ". A full-width line may also have broken inside a word (a word longer than the
-    width, or a terminal that wraps at the column): join with "" and keep the next line's
-    leading space, tried first when the shape says so (a terminal's chop, or a token across the
-    break longer than the width); else " " first.
+    A break is a wrap only if the next line's first word would not have fitted (against the
+    longest line if padded, else the widest so far); the first non-wrap ends the message.
+    Padded or short lines join with " "; a full-width one also with "" (tried first for a
+    terminal's chop or a token longer than the width).
     """
     lines = lines[:MAX_REJOIN_LINES]
-    # A terminal that wraps at the column leaves every line but the last exactly as wide, and a
-    # break before a space shows as a line that starts with one; a word wrapper never starts a
-    # line with a space (equal widths alone are often its coincidence).
     if not lines[0].text.strip():
-        # "Class:" alone: the break after it is a wrap only when the message's first word
-        # would not have fitted after the class at the width its own lines show.
+        # "Class:" alone: a wrap only if the first word would not have fitted after it.
         word = lines[1].text.lstrip().split(" ", 1)[0] if len(lines) > 1 else ""
         shown = max((line.length for line in lines[1:]), default=0)
         if not word or lines[0].length + 1 + len(word) <= shown:
@@ -640,16 +544,12 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
     widest = 0
     longest = max(line.length for line in lines)
     for k, (line, after) in enumerate(itertools.pairwise(lines)):
-        if k == 0 or " " in line.text.strip():
-            # A line of one word can be wider than the wrap width (a word longer than the
-            # width stays whole), so only lines of several words measure it.
+        if k == 0 or " " in line.text.strip():  # one long word may pass the width
             widest = max(widest, line.width)
         word = after.text.lstrip().split(" ", 1)[0]
         if not word:
             break
-        # A padded line's padding reaches the renderable's edge, which can be wider than the
-        # column it wraps at (RichHandler pads past its message column): the longest printed
-        # line of the message is the better measure of the wrap width.
+        # Padding may pass the wrap column: the longest line measures it then.
         width = min(line.width, longest) if line.padded else widest
         if line.length + 1 + len(word) <= width:
             break  # the word would have fitted: the line ended there
@@ -671,13 +571,7 @@ def rejoins(lines: Sequence[MessageLine]) -> Iterator[tuple[int, str]]:
 
 
 def _likeliest(options: Sequence[tuple[str, ...]]) -> Iterator[tuple[str, ...]]:
-    """Joiner choices for the breaks, the shape's guess first, then fewer second guesses first.
-
-    Each ambiguous break has a preferred joiner and one alternative; the full product grows as
-    2^breaks, so at most ``MAX_JOINS`` choices are tried, ordered by how many breaks take their
-    alternative. A message whose single misjudged break lies anywhere is still rejoined right
-    (collapsing every break to its guess, as before, lost such a message entirely).
-    """
+    """At most ``MAX_JOINS`` joiner choices: the shape's guess, then fewer second guesses first."""
     ambiguous = [k for k, o in enumerate(options) if len(o) > 1]
     first = [o[0] for o in options]
     tried = 0
@@ -723,19 +617,12 @@ def _is_source_text(hit: Hit, text: str) -> bool:
 def judge(hit: Hit, event: LogEvent, embedded: bool, claim: str, frame: bool) -> Decision | None:
     """Decide one occurrence: exact, possible, or (None) not this pass's to consider.
 
-    The rules, in order (the README's "exact and possible"):
-
-    1. A generic template (``errkb.records.specificity``) found by the message-first pass, or
-       in a container string printed with no exception class, is not considered unless its
-       class and frame back it: there is no class to check, and ``Python {}`` is on every
-       debug page (an exception a container holds, class and all, is judged as any other).
-    2. A printed class that contradicts the record's (not the same, not a known subclass or a
-       wrapper that carries another exception's message) is never exact.
+    1. A generic template found by the message-first pass, or in a container string with no
+       class, is not considered unless its class and frame back it.
+    2. A printed class that contradicts the record's is never exact.
     3. A specific template's match alone is exact.
-    4. A generic template is exact only as the whole message, printed with the record's class
-       and with a traceback frame in the record's file; else it is possible.
-
-    ``frame``: a frame of the event's chain is in the record's file (``_frame_agreement``).
+    4. A generic template is exact only as the whole message, with the record's class and a
+       frame in its file (``frame``); else possible.
     """
     spec = hit.spec
     score = specificity_of(spec)
@@ -774,12 +661,8 @@ def judge(hit: Hit, event: LogEvent, embedded: bool, claim: str, frame: bool) ->
 def class_agrees(printed: str | None, expected: str | None) -> bool | None:
     """Whether the printed class is the record's: True, False (it contradicts), None (unknown).
 
-    The same name (modules aside) agrees; so does a built-in subclass or superclass
-    (``FileNotFoundError`` for ``OSError``), the cause of a wrapper that names it
-    (``RayTaskError(ValueError)``), and any class for a record of ``Exception``. A wrapper that
-    carries another exception's message says nothing (None), and so does a class errkb cannot
-    place (a library's own class may subclass the record's). Only a built-in class printed
-    where the record raises another class contradicts it: Python prints the class raised.
+    Agrees: the same name, a built-in sub- or superclass, a wrapper's named cause, any class
+    for ``Exception``. Only an unrelated built-in class contradicts.
     """
     if not printed or not expected:
         return None
@@ -851,8 +734,6 @@ def _score(
     if decision is not None and decision.confidence is not Confidence.EXACT:
         evidence.append(_SHORT_OF[decision.rule])
     if event.kind is EventKind.FOUND:
-        # No class, no error level, no container field: only the message itself, at a
-        # message boundary of a line nothing else explained.
         score -= MESSAGE_FIRST_PENALTY
         evidence.append(
             "found by the message-first pass: the message begins at a message boundary of a "
@@ -889,11 +770,7 @@ _SHORT_OF = {
 
 
 def same_file(frame_path: str, record_path: str) -> bool:
-    """Tell whether a traceback path and a record's repo path name the same file.
-
-    Compared from the package directory on: ``.../site-packages/sglang/x.py``,
-    ``/sgl-workspace/sglang/python/sglang/x.py`` and ``python/sglang/x.py`` agree.
-    """
+    """Whether a traceback path and a record's repo path name one file (from the package on)."""
     record_parts = [p for p in record_path.replace("\\", "/").split("/") if p]
     while len(record_parts) > 1 and record_parts[0] in _SOURCE_ROOTS:
         record_parts = record_parts[1:]
@@ -934,8 +811,6 @@ def _representative(events: Sequence[LogEvent], spec: PatternSpec) -> LogEvent:
 
 def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
     """One entry per distinct (class, message), with every line it was seen at."""
-    # Sets, not lists: a line already seen is looked up in constant time (a list made a log of
-    # one repeated line quadratic).
     lines: dict[tuple[str | None, str], set[int]] = {}
     repeats: dict[tuple[str | None, str], int] = {}
     for event in events:

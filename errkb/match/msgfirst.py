@@ -1,14 +1,8 @@
 r"""The message-first pass: known messages found on lines that structure-first parsing left alone.
 
-A known message printed without a traceback, a ``Class: message`` line or an error level
-leaves no event. This pass reads the lines no event covers (a small input's when deciding
-explained nothing; a large one's record-anchor hit lines, ``found_at``) and keeps what a
-record's own pattern confirms *at a message boundary*: at the line's start once its prefixes
-are stripped (``errkb.parse.prefixes``) or right after a separator (``SEPARATORS``), matching
-to the line's end. Candidates come from ``candidate_ids`` (the anchor table, else the index).
-Lines an event covers and whole traceback bodies are skipped. Finds become ``FOUND`` events
-that ``decide`` scores like any other, lower than a line with a class or level
-(``decide.MESSAGE_FIRST_PENALTY``).
+Reads the lines no event covers and keeps what a record's pattern confirms at a message
+boundary (the cleaned line's start or after a ``SEPARATORS``), to the line's end. Finds become
+``FOUND`` events, scored ``decide.MESSAGE_FIRST_PENALTY`` lower.
 """
 
 from __future__ import annotations
@@ -23,15 +17,13 @@ from errkb.parse.events import EventKind, LogEvent
 if TYPE_CHECKING:
     from errkb.parse.containers import View
 
-#: Where a message can begin inside a line, besides its start: after a clause separator, a
-#: ``key: `` label, a dash, a closing bracket or a pipe.
+#: Where a message can begin inside a line, besides its start.
 SEPARATORS = ("; ", ": ", " - ", "] ", "| ", " -- ")
-#: Message starts tried per line at most: a line of a thousand ``: `` is not a thousand messages.
+#: Message starts tried per line at most.
 MAX_STARTS = 16
-#: Lines shorter than this hold no message worth a look-up (every record has a 4-character anchor).
+#: Lines shorter than this hold no message worth a look-up.
 MIN_MESSAGE_CHARS = 8
-#: Characters of one line the pass reads at most (the parser reads a message up to 1 MiB; a line
-#: this long is not a bare message).
+#: Characters of one line the pass reads at most.
 MAX_LINE_CHARS = 1 << 16
 
 
@@ -56,9 +48,7 @@ def covered_lines(events: Iterable[LogEvent]) -> set[int]:
         covered.update(event.lines)
         covered.update(event.repeat_lines)
         covered.update(line.number for line in event.message_lines)
-        if event.frames and event.lines:
-            # Frames, their source lines and any context a renderer showed between them: the
-            # body runs from the first frame to the message.
+        if event.frames and event.lines:  # the body: first frame to the message
             first = min(frame.input_line for frame in event.frames)
             covered.update(range(first, max(event.lines) + 1))
     return covered
@@ -71,7 +61,6 @@ def message_starts(text: str) -> list[int]:
         at = text.find(separator)
         while at >= 0 and len(starts) < MAX_STARTS:
             after = at + len(separator)
-            # Separators run together ("] - "): the message begins after the last of them.
             if after < len(text) and not text[after].isspace():
                 starts.add(after)
             at = text.find(separator, after)
@@ -108,8 +97,6 @@ def found_events(
         starts = starts_of.get(text)
         if starts is None:
             starts = starts_of[text] = _verified(matcher, text, known)
-        # One place per line (and container value): a record found from two starts of one
-        # line is one occurrence.
         out.extend(
             LogEvent(EventKind.FOUND, None, text[start:], (number,), origin=origin)
             for start in starts
@@ -190,8 +177,7 @@ def lines_at(data: bytes, rows: Iterable[tuple[int, int, Sequence[str] | None]])
             continue
         plain.append(line)
         numbers.append(number)
-    # The plain lines are cleaned in one call (one line map), not one call each: its set-up
-    # cost was most of a line's.
+    # The plain lines are cleaned in one call.
     for number, text, origin, _k in _cleaned("\n".join(plain), numbers, ""):
         yield number, text, origin, known[number]
 

@@ -1,32 +1,16 @@
 r"""The record scan: the SCAN route of a large plain-text input, the parser only where it matters.
 
-Contract: for every input it reads, ``record_scan`` folds into ``Folded`` the report the region
-parse would give (``tests/test_recordscan.py`` compares the two, the shapes corpus included),
-within ``Limits`` (counts exact, ``Truncation`` says what was cut), in memory bounded by the
-input's size (``_max_shape_lines``: past it, ``TooManyShapes`` hands the input to the region
-parse). It is a pipeline of named steps over one ``_Scan``:
+``record_scan`` folds into ``Folded`` the report the region parse would give, within ``Limits``,
+in memory bounded by the input's size (past ``_max_shape_lines``, ``TooManyShapes``: the region
+parse reads it). Its steps over one ``_Scan``:
 
-1. ``_passes``: the one whole-buffer pass of the record anchors (``RecordAnchors``: every
-   record's anchor and escaped forms, native, with the literal rejects; hits mapped to lines
-   by numpy) and the shape pass (``shape_lines``: traceback headers, chain sentences,
-   exception lines, the hard shapes), each over the buffer once.
-2. ``_open_windows``: a kept hit line near an error word or inside a traceback opens a window
-   (``windows``: its whole traceback, chained ones included, else ``BEFORE``/``AFTER`` lines);
-   a bare traceback header never does, nor an exception line none of whose records can match
-   it alone (``_may_open``). Decide is told which events can match (``decide.Possible``).
+1. ``_passes``: the record anchors' pass with its literal rejects, and the shape pass.
+2. ``_open_windows``: hit lines near an error word or in a traceback open windows.
 3. ``_read_alone``: exception lines outside every window, read from their line alone.
-4. ``_hard_windows``: what only the full parser reads from several lines (panels, exception
-   groups, pytest ``E`` lines, journald fields, coloured headers, a message that may continue
-   on the next lines: ``wrapped_exceptions``) is parsed in the region parse's own window.
-5. ``_decide_windows``: the windows parsed (``parse.regions.parse_regions``) and decided in
-   batches (``BATCH_WINDOWS``), JSON object lines as the container path reads them.
-6. ``_fold_read_alone``: each line read alone becomes an ``Unmatched`` entry, its class and
-   message read by the parse room's one line reader (``parse.traceback.exception_line``).
-7. ``_message_first``: when nothing exact was found, the hit lines no event covers go through
-   the message-first pass (``errkb.match.msgfirst``).
-
-Measured figures (what each step costs, and why it is built so) are in BENCHMARKS.md,
-"Explain engine figures (moved from docstrings)".
+4. ``_hard_windows``: shapes only the full parser reads, in the region parse's own windows.
+5. ``_decide_windows``: the windows parsed and decided in batches.
+6. ``_fold_read_alone``: each line read alone becomes an ``Unmatched`` entry.
+7. ``_message_first``: with nothing exact found, the uncovered hit lines (``msgfirst``).
 """
 
 from __future__ import annotations
@@ -55,19 +39,16 @@ if TYPE_CHECKING:
     from errkb.match.recordanchors import Deferred
     from errkb.parse.text import LogLine
 
-#: Lines of context a window keeps before and after an ordinary hit line (the region parser's).
+#: Lines of context a window keeps before and after a hit line (the region parser's).
 BEFORE, AFTER = 1, 5
-#: Lines a merged window grows to before the next hit starts another (the region parser's
-#: ``MAX_REGION_LINES``): a log that is all hits is parsed a bounded piece at a time.
+#: Lines a merged window grows to before the next hit starts another (``MAX_REGION_LINES``).
 MAX_SPAN_LINES = 10_000
-#: Windows (and lines of them) parsed and decided together: bounds the events held at once
-#: (a log that is all tracebacks of one record held 400k events at once, 1.4 GB).
+#: Windows (and their lines) parsed and decided together: bounds the events held at once.
 BATCH_WINDOWS = 2048
 BATCH_LINES = 20_000
 #: Tracebacks a chain reaches over at most, either way, from the one a hit is in.
 MAX_CHAIN = 32
-#: How far after a prefixed traceback header (``[pod/x] <timestamp> Traceback ...``) a hit line
-#: is taken to be in that traceback when the walk could not tell where it ends.
+#: Lines after a prefixed traceback header a hit is taken to be in its traceback.
 PREFIXED_REACH = 64
 #: Lines between a traceback's exception line and a chain sentence that ties the next one to it.
 CHAIN_GAP = 3
@@ -76,13 +57,8 @@ CHAIN_GAP = 3
 class LineRecords:
     """Each kept line's candidate records, worked out when decide first asks (``Possible``).
 
-    The records of every anchor the pass hit on the line that pass its literal rejects, and
-    every fixed record whose word is there; None when the index must say: a line the parser
-    cleans or a span decodes (``verbatim``), an escaped form's hit, a hand-written pattern's
-    record (no literals known), a line with a table cell's ``|`` (a fixed message may end
-    before a trailer `` |``, which the anchor pass's end condition does not count: its hit is
-    not among ``hits``). Collected in the pass itself, this doubled its Python loop (every hit
-    of ~23,000 kept lines, where decide asks about ~6,000 lines).
+    The records of the line's hits that pass their literal rejects; None when the index must
+    say (a line not ``verbatim``, an escaped form's hit, a hand-written pattern, a ``|``).
     """
 
     def __init__(self, data: bytes, anchors: RecordAnchors, hits: Hits) -> None:
@@ -146,10 +122,8 @@ CHAIN_WORDS = (
     b"The above exception was the direct cause",
     b"During handling of the above exception",
 )
-#: Shapes only the full parser reads (``Shapes.hard``): a rich or typer panel's corners (its
-#: exception line follows the bottom one, wrapped at the panel's width), an exception group's
-#: header and separators, journald's ``MESSAGE=`` fields (export and verbose modes: every
-#: field of a record on its own line). pytest's ``E   `` lines are the region words' last.
+#: Shapes only the full parser reads (``Shapes.hard``): panel corners, exception groups,
+#: journald fields. pytest's ``E   `` lines are the region words' last.
 HARD_WORDS = (
     "╭─".encode(),
     "╰─".encode(),
@@ -170,18 +144,12 @@ class ShapeFinder(Protocol):
 def _shape_words() -> tuple[bytes, ...]:
     from errkb.parse.vocabulary import REGION_KEYWORDS
 
-    # The region parser's own words first (index 0 is ``Traceback``): a hit line is parsed
-    # exactly when the region parse would have parsed it (near one of them).
+    # The region parser's own words first (index 0 is ``Traceback``).
     return (*REGION_KEYWORDS, *CHAIN_WORDS, *EXCEPTION_WORDS, *HARD_WORDS)
 
 
 def _shapes(engine: str | None = None) -> ShapeFinder:
-    """The shape pass's finder on ``engine`` (the anchor pass's default one when None).
-
-    Hyperscan where it imports: on the sparse 50 MB bench log its pass took 0.034 s of CPU
-    against Aho-Corasick's 0.082 (the dense one 0.073 against 0.096, a Python call per hit
-    either way), the same hits (``tests/test_recordscan.py`` runs both).
-    """
+    """The shape pass's finder on ``engine`` (the default engine when None); same hits on each."""
     from errkb.match.anchordb import default_engine
 
     engine = engine or default_engine()
@@ -229,7 +197,7 @@ def _hyperscan_finder() -> ShapeFinder:
         def on_match(index: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             add((index, end - lengths[index]))  # Hyperscan reports where a literal ends
 
-        # A scratch per call (2 us): one database serves every thread.
+        # A scratch per call: one database serves every thread.
         database.scan(chunk, match_event_handler=on_match, scratch=hyperscan.Scratch(database))
         return found
 
@@ -294,12 +262,10 @@ class LineStarts:
 
 @dataclass(frozen=True)
 class Shapes:
-    """The shape pass's lines (1-based numbers, ascending) and each line's start offset.
+    """The shape pass's lines (1-based, ascending) and each line's start offset.
 
-    ``keywords``: lines holding one of the region parser's words (``REGION_KEYWORDS``: error
-    words, levels, ``Traceback``, pytest's ``E   ``); ``exceptions``: lines that may end an
-    exception (``Class: message``); ``hard``: lines of a shape only the full parser reads
-    (``HARD_WORDS``, pytest's ``E   `` lines).
+    ``keywords``: lines with a ``REGION_KEYWORDS`` word; ``exceptions``: lines that may end an
+    exception; ``hard``: lines only the full parser reads (``HARD_WORDS``, pytest's ``E``).
     """
 
     headers: Lines
@@ -311,11 +277,7 @@ class Shapes:
 
 
 class TooManyShapes(Exception):
-    """The shape pass named more lines than the record scan holds: the region parse reads it.
-
-    Its per-line sets cost a few hundred bytes a line; the region parse folds repeats as it
-    goes and stays within twice the input.
-    """
+    """The shape pass named more lines than the record scan holds: the region parse reads it."""
 
 
 #: The shape lines any input may have, and the bytes per further line a larger one is allowed.
@@ -327,11 +289,8 @@ WHOLE_LINE_BYTES = 256
 def _max_shape_lines(read: int, size: int) -> int:
     """Lines the shape pass may name once it has read ``read`` bytes of ``size``.
 
-    ``MIN_SHAPE_LINES``; one per ``SHAPE_LINE_BYTES`` read so far; or one per
-    ``WHOLE_LINE_BYTES`` of the whole input, the most of the three. So a pass over millions of
-    one-line repeats gives up within the input's own size (the region parse folds them as it
-    goes), and a log whose first megabytes are denser than the rest keeps the allowance its
-    size gave it. Why these bounds: BENCHMARKS.md, "Explain engine figures".
+    The most of ``MIN_SHAPE_LINES``, one per ``SHAPE_LINE_BYTES`` read and one per
+    ``WHOLE_LINE_BYTES`` of the whole input: repeats give up early, a dense start does not.
     """
     return max(MIN_SHAPE_LINES, read // SHAPE_LINE_BYTES, size // WHOLE_LINE_BYTES)
 
@@ -385,9 +344,7 @@ def shape_lines(
                         ordered = ordered and (not lines or number > lines[-1])
                         lines.append(number)
         before = now
-        # Judged on what has been read so far: a log as dense as its bound allows all along
-        # is read whole, and one of millions of one-line repeats gives up within its first
-        # megabytes (what an abandoned pass holds stays within the input's size).
+        # Judged on what has been read so far.
         read = min(len(data), base + _SHAPE_CHUNK)
         if len(numbers) > _max_shape_lines(read, len(data)):
             raise TooManyShapes(f"{len(numbers)} shape lines in the first {read} bytes")
@@ -418,7 +375,7 @@ def _kinds_of(
     return (2,)
 
 
-#: Bytes the shape pass reads at a time: its hits are Python tuples, so memory follows a chunk.
+#: Bytes the shape pass reads at a time (its hits are Python tuples).
 _SHAPE_CHUNK = 1 << 20
 
 
@@ -439,11 +396,7 @@ def newline_index(data: bytes) -> npt.NDArray[np.int64] | None:
 def line_index(
     data: bytes, newlines: npt.NDArray[np.int64] | None = None
 ) -> Callable[[Sequence[int]], list[int]]:
-    """Offsets -> 0-based line numbers, by ``searchsorted`` over the newline offsets.
-
-    ``newlines`` are ``newline_index``'s, found here when not given; without numpy, newlines are
-    counted between consecutive offsets.
-    """
+    """Offsets -> 0-based line numbers over ``newlines`` (``newline_index``'s when None)."""
     if newlines is None:
         newlines = newline_index(data)
     if newlines is None:
@@ -502,9 +455,7 @@ class _Tracebacks:
             if header <= line <= end + AFTER and end > header:
                 return header, end
             if line - header <= PREFIXED_REACH and self.prefixed(header):
-                # Lines behind a prefix that changes per line (a timestamp each) end no walk:
-                # the parser, grouping lines by stream, finds where this traceback ends.
-                return header, line
+                return header, line  # per-line prefixes end no walk: the parser finds the end
             if end < line - AFTER:
                 break
         return None
@@ -549,14 +500,11 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
             first, last = first - BEFORE, max(last, line) + AFTER
         else:
             first, last = line - BEFORE, line + AFTER
-        # A window that would begin inside a traceback begins at its header: the parser
-        # reads the whole traceback, as when every header opened a window of its own.
+        # A window that would begin inside a traceback begins at its header.
         k = bisect.bisect_right(headers, first) - 1
         if k >= 0 and headers[k] < first <= tracebacks.end(headers[k]):
             first = headers[k]
-        # A header inside the window brings its whole traceback (those headers only: the
-        # tracebacks that one reaches over bring nothing more, so a log of back-to-back
-        # tracebacks stays linear).
+        # A header inside the window brings its whole traceback (not transitively: linear).
         k = bisect.bisect_left(headers, first)
         reach = last
         while k < len(headers) and headers[k] <= reach:
@@ -567,8 +515,6 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
             if spans[-1][1] - spans[-1][0] < MAX_SPAN_LINES:
                 spans[-1][1] = max(spans[-1][1], last)
             elif last > spans[-1][1]:
-                # A log that is all hits is parsed a bounded piece at a time: the next piece
-                # starts where this one ends (this window's own context is in both).
                 spans.append([spans[-1][1] + 1, last])
         else:
             spans.append([first, last])
@@ -577,19 +523,14 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
 
 # ---------------------------------------------------------------------------- hard shapes
 #: Keyword lines walked back, at most, for a point where the region parse holds nothing open.
-#: Past it (keyword lines at most six apart for 4,096 of them, or tracebacks reaching over
-#: each other all along) the stream starts there, and its first windows may begin later
-#: than the region parse's, which had merged them into what came before.
 QUIET_REACH = 4096
 
 
 class _Regions:
-    """The region parse's own regions (``regions.error_regions``) around given lines.
+    """The region parse's own windows around given lines.
 
-    The region parser's windows follow from its keyword lines alone (``Shapes.keywords``: the
-    same words), so they are computed here from a *quiet* keyword line on, one before which no
-    window is open and no traceback header pending (``regions.region_windows``), never from
-    the start of the input: only the keyword lines around the hard shapes are walked.
+    Computed by ``regions.region_windows`` from a *quiet* keyword line on (no window open, no
+    header pending before it), not from the start of the input.
     """
 
     def __init__(self, data: bytes, shapes: Shapes, tracebacks: _Tracebacks) -> None:
@@ -610,12 +551,9 @@ class _Regions:
             if j == 0:
                 return 0
             line, before = keywords[j], keywords[j - 1]
-            # After an ordinary hit line no header is pending; its window must end before this
-            # line's opens, and so must the window of every header whose walk reaches here.
             if before in self._headers or line - BEFORE <= before + AFTER:
                 continue
             h = bisect.bisect_left(headers, line - 2 * (reach + AFTER + 2))
-            # Latest first: a header whose traceback reaches here is most likely a near one.
             if all(
                 max(headers[i], ends.end(headers[i])) + AFTER < line - BEFORE
                 for i in range(bisect.bisect_left(headers, line) - 1, h - 1, -1)
@@ -637,8 +575,7 @@ class _Regions:
         k = bisect.bisect_right(self._shapes.keywords, line + BEFORE) - 1
         if k < 0:
             return None
-        # A stream already fed past this line's keywords goes on (it is exact from where it
-        # began); only a line beyond it looks back for a quiet line to start another from.
+        # A stream fed past this line goes on; else restart from a quiet line.
         if self._stream is None or self._fed < k:
             j = self._quiet(k)
             if self._stream is None or self._fed < j:
@@ -688,11 +625,7 @@ def _clip(spans: Sequence[list[int]], hard: _Spans) -> list[list[int]]:
 
 
 def _continuations(data: bytes, start: int) -> tuple[str, list[str]]:
-    """The cleaned exception line at ``start`` and the lines the parser may continue it with.
-
-    Up to ``MAX_WRAP_LINES - 1`` lines after it, to the first that cannot continue a message
-    (``_ends``).
-    """
+    """The cleaned exception line at ``start`` and the lines that may continue it (``_ends``)."""
     from errkb.parse.text import normalize
     from errkb.parse.traceback import MAX_WRAP_LINES
 
@@ -724,17 +657,10 @@ def wrapped_exceptions(
 ) -> list[int]:
     """Which exception ``lines`` ((number, start) each, ascending) only the full parser reads.
 
-    An exception line outside every window is read from its line alone, which is what the
-    region parse reads unless: it is indented (the parser reads it by the block it is in: a
-    Markdown cell, a log handler's column), its message continues on the lines after it (a
-    continuation indented past the margin belongs to a traceback's message; ``Class:`` ending
-    its line takes the next lines as its message) or a record's anchor is in it rejoined (a
-    rich or typer panel, an email wrapped at 72 columns: the message then matches across
-    its lines, which no one line's anchor shows).
+    Those indented, those whose message continues on the next lines, and those a record's
+    anchor hits once rejoined with their continuation (a panel, a wrapped email).
     """
     hard: list[int] = []
-    # In parts: what one holds (the next lines, their cleaning) stays bounded whatever the
-    # input (140,000 ``ValueError: x`` lines in a row are each one's next line).
     for begin in range(0, len(lines), WRAP_BATCH):
         hard += _wrapped(data, lines[begin : begin + WRAP_BATCH + 1], anchors)
     return hard
@@ -750,9 +676,7 @@ def _wrapped(data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAncho
 
     hard: list[int] = []
     joined: list[tuple[int, bytes]] = []
-    # The common case is told from the next line alone, all of them cleaned in one call: it
-    # is blank, or it starts another log record (a logger prefix), or no message continues
-    # with it. One cleaning of eight lines per exception line was a tenth of the scan.
+    # The common case is told from the next line alone, all of them cleaned in one call.
     pending: list[tuple[int, int]] = []
     following: list[bytes] = []
     checked = lines if len(lines) <= WRAP_BATCH else lines[:WRAP_BATCH]
@@ -773,9 +697,7 @@ def _wrapped(data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAncho
             and line[:1] not in b" \t"
             and exception_of(data, end + 1) is not None
         ):
-            # The next line is an exception line of its own: it begins its own event, which
-            # no message continues over (the parser's and decide's rule).
-            continue
+            continue  # the next line begins an event of its own
         pending.append((number, start))
         following.append(line)
     if not pending:
@@ -798,7 +720,6 @@ def _wrapped(data: bytes, lines: Sequence[tuple[int, int]], anchors: RecordAncho
             joined.append((number, joiner.join(texts).encode("utf-8", "replace")))
     if joined:
         buffer = b"\n".join(text.replace(b"\n", b" ") for _n, text in joined) + b"\n"
-        # The anchor pass and its literal rejects over the rejoined texts, one a line.
         hard.extend(joined[at - 1][0] for at, _start in anchors.hit_lines(buffer))
     return sorted(set(hard))
 
@@ -820,9 +741,7 @@ def exception_of(
 ) -> tuple[str, str] | None:
     """(class, message) of the exception line at ``start``, as the parser reads it, or None.
 
-    The parse room's one line reader (``errkb.parse.traceback.exception_line``: the prefix
-    table, then the parser's shapes); ``header_prefix``: the line ends the traceback whose
-    header carries it ("" for none).
+    ``header_prefix``: the line ends a traceback whose header carries it ("" for none).
     """
     from errkb.parse.regions import has_prefix
     from errkb.parse.traceback import exception_line
@@ -830,8 +749,6 @@ def exception_of(
     end = data.find(b"\n", start)
     text = data[start : len(data) if end < 0 else end][: 1 << 18].decode("utf-8", "replace")
     if header_prefix and has_prefix(text, header_prefix):
-        # The header's prefix, or one of its shape: the walk that found this line
-        # (``regions.exception_line``) passed over such prefixes.
         text = text[len(header_prefix) :]
     return exception_line(text, ends_traceback=header_prefix is not None)
 
@@ -858,8 +775,7 @@ class _Entry:
     occurrences: int
 
 
-#: A short summary's message must keep this many characters to be read as a copy (the key
-#: ``Folded.add_copy`` finds the entry it repeats by).
+#: Characters of a short summary's message ``Folded.add_copy`` finds its entry by.
 COPY_HEAD = 24
 #: What ``Folded.add_copy`` finds: a match's entry, or an unmatched entry's (class, message).
 _Copied: TypeAlias = "_Entry | tuple[str | None, str]"
@@ -872,21 +788,17 @@ class Folded:
         self.limits = limits
         self._matches: dict[tuple[str, tuple[tuple[str, str], ...]], _Entry] = {}
         self._per_record: dict[tuple[str, Confidence], int] = {}
-        # Exact and possible entries are held within the limits apart: possible matches come
-        # after the answers and never take an answer's place.
+        # Exact and possible entries are held apart: a possible one never takes an answer's place.
         self._held = {Confidence.EXACT: 0, Confidence.POSSIBLE: 0}
-        # Each entry by its class and its message's first ``COPY_HEAD`` characters, for
-        # ``add_copy``: a summary line finds the entry it repeats without a walk over all.
+        # Each entry by (class, first ``COPY_HEAD`` characters), for ``add_copy``.
         self._heads: dict[tuple[str | None, str], list[_Copied]] = {}
         self._unmatched: dict[tuple[str | None, str], Unmatched] = {}
         self._unmatched_lines: dict[tuple[str | None, str], set[int]] = {}
-        # Each entry's first line, kept as lines are added: sorting by it took a ``min`` over
-        # every entry's set of lines, 3% of a warm dense scan (py-spy).
+        # Each entry's first line, kept as lines are added.
         self._unmatched_first: dict[tuple[str | None, str], int] = {}
         self.cut_matches = 0
         self.cut_match_occurrences = 0
         self.cut_records: dict[str, int] = {}
-        # The hashes of the distinct entries cut, as 8 bytes each (counted at ``result``).
         self._cut_unmatched = array.array("q")
         self._cut_compact = 1 << 16  # made distinct again when it holds this many
         self.cut_unmatched_occurrences = 0
@@ -923,7 +835,6 @@ class Folded:
             entry.lines.update(m.lines)
             old = entry.match
             if m.confidence is Confidence.EXACT and old.confidence is not Confidence.EXACT:
-                # One exact occurrence makes the match exact (``decide``'s rule).
                 self._held[Confidence.POSSIBLE] -= 1
                 self._held[Confidence.EXACT] += 1
                 old = entry.match = replace(
@@ -944,16 +855,13 @@ class Folded:
                 )
 
     def add_copy(self, cls: str | None, head: str, number: int) -> bool:
-        """Count line ``number`` as one more occurrence of the entry it abbreviates, if any.
+        """Count line ``number`` once more for the held entry of class ``cls`` it abbreviates.
 
-        The entry printed with class ``cls`` whose message begins with ``head`` (pytest's
-        short summary cuts a message at its width): a match first, else an unmatched entry.
-        False when none is held (the line is then an exception of its own).
+        Its message begins with ``head``; a match first, else an unmatched entry; False if none.
         """
         if len(head) < COPY_HEAD:
             return False  # too little of the message to tell which entry it repeats
         found = self._heads.get((cls, head[:COPY_HEAD]), ())
-        # Matches first (they were added first for their key), then unmatched entries.
         for item in sorted(found, key=lambda i: not isinstance(i, _Entry)):
             if isinstance(item, _Entry):
                 if not item.match.exception.message.startswith(head):
@@ -1003,8 +911,6 @@ class Folded:
             self._unmatched[key] = replace(held, occurrences=held.occurrences + max(extra, 0))
 
     def _first_line(self, item: tuple[tuple[str | None, str], Unmatched]) -> int:
-        # Where the entry is first seen in the input, whichever batch or pass added it first
-        # (the region parse's order): windows are decided before the lines outside them.
         return self._unmatched_first.get(item[0], item[1].line)
 
     def unmatched_events(self, count: int) -> list[LogEvent]:
@@ -1052,7 +958,7 @@ class Folded:
 
 
 def _distinct_hashes(hashes: array.array[int]) -> array.array[int]:
-    """``hashes`` without repeats, sorted (in place first: one byte a hash beside them)."""
+    """``hashes`` without repeats, sorted (in place: one byte a hash beside them)."""
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy is a dependency of the fast path
@@ -1111,20 +1017,10 @@ def record_scan(
 ) -> ScanCounts:
     """Scan ``data`` (plain-text bytes) into ``folded``: matches and unmatched entries.
 
-    ``decide`` is the knowledge base's decide over events; ``found`` turns the hit lines no
-    event covers into ``FOUND`` events (the message-first pass), asked only when nothing
-    exact was found, as on the region path. ``json_lines``: the JSON object lines of ``data``
-    are read as the container path reads them (``regions.json_line_events``) and left out of
-    the windows, as the container path blanks them from the plain text it parses. ``load``
-    is given, before they are looked up, the records the kept lines name (``LineRecords``):
-    those of the exception lines ``may_match`` is asked about, then those of the lines
-    inside the windows (``IndexedMatcher.load``: read together, not one ``find`` at a time).
-
-    The steps, in order: the two passes over the whole buffer (``_passes``), the hit lines
-    that open windows (``_open_windows``), the exception lines read alone (``_read_alone``),
-    the hard shapes' windows (``_hard_windows``), the windows parsed and decided
-    (``_decide_windows``), the lines read alone folded (``_fold_read_alone``), and the
-    message-first pass when nothing exact was found (``_message_first``).
+    ``found``: the message-first pass, asked only when nothing exact was found.
+    ``json_lines``: JSON object lines are read as the container path reads them.
+    ``may_match``: whether an exception line's records can match it alone (``_may_open``).
+    ``load``: told the records the kept lines name before they are looked up.
     """
     scan = _passes(data, anchors)
     _open_windows(scan, may_match, load, json_lines)
@@ -1180,13 +1076,10 @@ def _passes(data: bytes, anchors: RecordAnchors) -> _Scan:
     raw: list[Hits] = []
     shapes = shape_lines(data, line_index(data, newlines), anchors.engine)
     tracebacks = _Tracebacks(data, shapes)
-    # The rejects in Python run first on the lines a window can start from (near an error
-    # word, or in a traceback), then on the rest that the windows take in; the others wait
-    # for the message-first pass, which alone reads them (``Deferred``).
+    # Rejects in Python on lines a window can start from; the rest wait (``Deferred``).
     parseable = _parseable(shapes, tracebacks) if newlines is not None else None  # numpy
     hits, later = anchors.split_hit_lines(data, newlines, raw, parseable)
-    # A frame line or the source line under one is never an occurrence (the parser skips
-    # both); the exception line that ends their traceback brings the whole traceback.
+    # Frame and source lines are never an occurrence.
     hits = [(n, o) for n, o in hits if not _in_frames(data, o)]
     total = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     line_records = LineRecords(data, anchors, raw[0])
@@ -1206,20 +1099,13 @@ def _open_windows(
 
     data, shapes = scan.data, scan.shapes
     near = _Near(shapes.keywords)
-    # A hit line is parsed where the region parse would have parsed it: near a line with an
-    # error word, or inside a traceback. The others can hold only a message-first find. A
-    # bare traceback header is never an occurrence, whatever record's literals it holds: it
-    # opens no window of its own, so an unknown traceback is read from its exception line
-    # like any outside a window.
+    # Near an error word or inside a traceback; a bare traceback header never opens one.
     parsed_hits = [
         (n, o)
         for n, o in scan.hits
         if not _bare_header(data, o) and (near.has(n) or scan.tracebacks.around(n) is not None)
     ]
     if may_match is not None:
-        # An exception line none of whose records can match its message opens no window: it
-        # is read straight from its line as every unknown one outside the windows is (and
-        # by the parser where its message may continue: ``wrapped_exceptions``).
         exceptions = shapes.exceptions
         if load is not None:
             opening = [n for n, _o in parsed_hits if _holds(exceptions, n)]
@@ -1235,7 +1121,6 @@ def _open_windows(
     else:
         scan.plain_hits = [n for n, _o in parsed_hits]
     scan.spans = windows(scan.plain_hits, scan.tracebacks, scan.total)
-    # What decide is told can match: every kept line inside a window (``Possible``).
     inside = [(n, o) for n, o in scan.later.take(_within(scan.spans)) if not _in_frames(data, o)]
     if inside:
         scan.hits = sorted([*scan.hits, *inside])
@@ -1246,11 +1131,7 @@ def _open_windows(
 
 
 def _read_alone(scan: _Scan, json_lines: bool) -> None:
-    """Exception lines outside every window, and the traceback ends of headers outside them.
-
-    Each is read from its line alone (``_fold_read_alone``), unless the full parser must
-    read it (``_hard_windows``).
-    """
+    """Exception lines outside every window, and the traceback ends of headers outside them."""
     data, shapes, in_hit = scan.data, scan.shapes, scan.in_hit
     headers = set(shapes.headers)
     scan.line_starts = shapes.starts  # traceback ends' starts join them (held once)
@@ -1280,14 +1161,10 @@ def _read_alone(scan: _Scan, json_lines: bool) -> None:
 
 
 def _hard_windows(scan: _Scan) -> None:
-    """The hard shapes: the region parse's own windows around them, read by the full parser.
-
-    Decided whole (SCAN.md step 6); the hit windows give way to them where they meet.
-    """
+    """The region parse's own windows around the hard shapes; the hit windows give way."""
     data, shapes = scan.data, scan.shapes
     hard_lines = [*shapes.hard, *(n + 1 for n in shapes.hard)]
-    # A traceback header in colours (loguru's): where the parser takes its traceback to end
-    # is not what the walk over its lines can tell.
+    # A coloured traceback header (loguru's): the walk cannot tell where it ends.
     hard_lines += [h for h in shapes.headers if _coloured_header(data, shapes.starts[h])]
     straight, starts = scan.straight, scan.line_starts
     for begin in range(0, len(straight), WRAP_BATCH):
@@ -1310,8 +1187,7 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
     window_lines = 0
 
     def decided(events: list[LogEvent], plain: bool = False) -> None:
-        # Plain windows only: a JSON object line's decoded text is looked up whatever it holds,
-        # and so is every event of a hard shape's window (as the region parse looks it up).
+        # ``can_match`` for plain windows only (not JSON lines, not hard windows).
         matches, unmatched = decide(events, scan.can_match if plain else None)
         folded.add_matches(matches)
         folded.add_unmatched([u for u in unmatched if not _summary_copy(scan, folded, u)])
@@ -1328,7 +1204,6 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
         del regions
         decided(events, plain=not is_hard)
     if json_lines:
-        # JSON object lines: the hit ones, and those shaped like an exception outside windows.
         in_window = _Spans([*scan.spans, *scan.hard])
         shaped = [
             (n, shapes.starts[n])
@@ -1347,11 +1222,7 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
 
 
 def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
-    """Fold the exception lines read alone into ``folded``; how many there were.
-
-    No anchor is on them (or none of a record that can match them alone), so no record can
-    match: each is an ``Unmatched`` entry straight from its line.
-    """
+    """Fold each exception line read alone into ``folded`` as ``Unmatched``; how many."""
     in_window = _Spans([*scan.spans, *scan.hard])
     entries: list[Unmatched] = []
     count = 0
@@ -1365,8 +1236,7 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
         parsed = exception_of(scan.data, scan.line_starts[number], prefix)
         if parsed is None:
             continue
-        # pytest's short summary, cut at its width: a copy of an exception read above it (the
-        # parser's ``_unabbreviated``), one more occurrence of that entry.
+        # pytest's short summary: one more occurrence of the entry it abbreviates.
         if (
             parsed[1].endswith("...")
             and _PYTEST_SUMMARY.search(_line_text(scan.data, scan.line_starts[number]))
@@ -1375,7 +1245,6 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
             continue
         entries.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
         if len(entries) >= BATCH_LINES:
-            # Folded as they come: what is held stays within ``Limits``, not one entry a line.
             folded.add_unmatched(entries)
             count += len(entries)
             entries = []
@@ -1384,20 +1253,13 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
 
 
 def _summary_copy(scan: _Scan, folded: Folded, entry: Unmatched) -> bool:
-    """Whether ``entry`` is pytest's short summary of an entry ``folded`` holds (then folded).
-
-    The summary line repeats an exception printed above it, cut at its width; decided in a
-    window it is no match of its own (its line passes no literal reject): it is one more
-    occurrence of the entry it abbreviates, as the parser counts it (``_unabbreviated``).
-    """
+    """Whether ``entry`` is pytest's short summary of an entry ``folded`` holds (then folded)."""
     if entry.occurrences != 1:
         return False
     number = entry.line
     start = scan.line_starts.get(number)
     if start is None or not _PYTEST_SUMMARY.search(_line_text(scan.data, start)):
         return False
-    # The parser gave it the whole message when the window held its traceback too (the line
-    # alone, cut short, passes no literal reject); the message as cut short otherwise.
     head = entry.message[:-3] if entry.message.endswith("...") else entry.message
     return folded.add_copy(entry.cls, head, number)
 
@@ -1421,8 +1283,7 @@ def _message_first(
         folded.add_matches(matches)
 
 
-#: Bytes a line's messages can be quoted by: a line holding one may hold a message that ends
-#: before its quote, which a search to the line's end would not find (``_may_open``).
+#: Quotes a message may end before (``_may_open``).
 _QUOTES = (b"'", b'"', b"`")
 
 
@@ -1445,11 +1306,8 @@ def _may_open(
 ) -> bool:
     """Whether the kept exception line ``number`` (at ``start``) opens a window.
 
-    Not where none of its records can match what is read from the line alone
-    (``IndexedMatcher.may_match_alone``): a line the parser reads as it is printed
-    (``LineRecords``: verbatim, no ``|``) with no quote on it. At 500k records one record,
-    ``Error: %r``, kept 5,297 unknown exception lines of the dense bench log (``TimeoutError:
-    Timed out waiting ...``), each opening its whole traceback for the parser.
+    Not when its line is read as printed, holds no quote, and ``may_match`` says none of its
+    records can match it alone.
     """
     rids = line_records.get(number)
     if rids is None:
@@ -1526,13 +1384,7 @@ def _in_frames(data: bytes, start: int) -> bool:
 def _parseable(
     shapes: Shapes, tracebacks: _Tracebacks
 ) -> Callable[[npt.NDArray[np.int64]], npt.NDArray[np.bool_]]:
-    """Which lines (0-based) a window may open from: near a keyword line or in a traceback.
-
-    A superset of ``_Near.has`` or ``_Tracebacks.around`` (whose lines alone open windows):
-    a line at most ``BEFORE`` before or ``AFTER`` after a keyword line, or between a header
-    and the furthest its traceback reaches (its end and ``AFTER`` lines, or
-    ``PREFIXED_REACH`` lines) over every header up to it. Arrays, no loop over lines.
-    """
+    """Which lines (0-based) a window may open from: a superset of ``_Near`` or ``around``."""
     import numpy as np
 
     keywords = np.asarray(shapes.keywords, dtype=np.int64)
@@ -1596,7 +1448,6 @@ class _Near:
         self._lines = keywords
 
     def has(self, line: int) -> bool:
-        # A keyword line K opens [K - BEFORE, K + AFTER]: some K in [line - AFTER, line + BEFORE].
         k = bisect.bisect_left(self._lines, line - AFTER)
         return k < len(self._lines) and self._lines[k] <= line + BEFORE
 
@@ -1657,10 +1508,7 @@ def _line_cutter(scan: _Scan) -> Callable[[Sequence[Sequence[int]]], Iterator[tu
 def _cut(
     data: bytes, spans: Sequence[Sequence[int]], known: Mapping[int, int], ordered: Sequence[int]
 ) -> Iterator[tuple[int, bytes]]:
-    """(first line, bytes) of each span, located from the nearest known line start.
-
-    ``ordered`` holds the keys of ``known``, sorted.
-    """
+    """(first line, bytes) of each span, from the nearest ``known`` start (keys ``ordered``)."""
     for first, last in spans:
         k = bisect.bisect_right(ordered, first) - 1
         base = ordered[k] if k >= 0 else 1

@@ -1,24 +1,12 @@
-r"""The anchor table: every record's candidates found in memory, with no query per message.
+r"""The anchor table: the match index in memory, every message's candidates with no query.
 
-A message can match a record only if it holds every word the match index stores for that record
-(``errkb.match.index``: rank 0 is the record's rarest word). Asking SQLite for the candidates of
-each distinct message is one query each, most of a dense log's scan once. The anchor table is the
-same index held as a dictionary: rank-0 word -> the records it selects, each with its other indexed
-words. The candidates of a message are then a dictionary look-up per word of the message, one set
-intersection with the rank-1 words of the records it selects and a subset test for the few left —
-the very rule of ``candidate_ids`` (same words, same 500-word cap), so the records verified under
-RE2, and hence every answer, are the same whichever path found them. A word's entries are parsed on
-its first look-up (tuples of interned words, not frozensets) and at most ``PARSED_ENTRIES_MAX`` of
-them are kept, so a long-running process does not end up holding the whole table parsed.
+Rank-0 word -> the records it selects, each with its other indexed words; ``candidates`` applies
+the rule of ``index.candidate_ids`` (same words, same cap), so every answer is the same whichever
+path found it. Entries are parsed on first look-up, at most ``PARSED_ENTRIES_MAX`` kept.
 
-The table is derived from ``match_tokens``, which every write rebuilds in its own transaction. It
-is stored beside the database in a plain text file (``<db>.anchors``; never pickle: nothing in it
-is executed), one of the files beside the database (``errkb.match.beside``: the anchor key in
-its header): a file of another key or a damaged one is rebuilt from the reader's snapshot, and a
-directory that cannot be written just keeps the table in memory. Loading it costs a read and one
-split per line, so a process pays it only when it pays off: for a large input, or from the
-second explain on in a long-running process; a one-shot ``errkb explain`` of a small paste never
-opens the file. Its body (UTF-8, ``\n`` line ends)::
+Derived from ``match_tokens``; stored as plain text beside the database (``<db>.anchors``, one of
+``errkb.match.beside``'s files), rebuilt when stale or damaged, kept in memory when unwritable.
+Its body (UTF-8, ``\n`` line ends)::
 
     <word> TAB <record id>[:<word>,<word>...] [SPACE <record id>[:...]]...
 
@@ -29,7 +17,7 @@ from __future__ import annotations
 
 import array
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -74,35 +62,19 @@ def build_body(rows: Iterable[tuple[str, str, int]]) -> str:
 
 #: One record a rank-0 word selects: its id and its other indexed words.
 _Entry = tuple[str, tuple[str, ...]]
-#: A rank-0 word's records as ``candidates`` reads them: those with no other indexed word, and
-#: the others keyed by their rank-1 word (the rarer one), each with the words it needs beyond
-#: that as stored (comma-separated, split only for a record whose rank-1 word the message
-#: holds: splitting and interning every record's words was three quarters of parsing a word,
-#: 272-293 ms against 72-101 ms for the 3,559 words of the bench's 2,000 single tracebacks at
-#: 500,000 records, a quarter of their warm latency); every record with its position in the
-#: word's entry list, so the candidates keep the list's order.
+#: A rank-0 word's records: (position, id) of those with no other word, and the others keyed
+#: by their rank-1 word, each with its further words as stored (comma-separated, split late).
 _Keyed = dict[str, list[tuple[int, str, str]]]
 _Selects = tuple[tuple[tuple[int, str], ...], _Keyed]
-#: Parsed entries (records) a table keeps at most; past this many the least recently used words
-#: are dropped, and parsed again if asked for. A dense 50 MB scan at 500,000 records parses 70%
-#: of the table (349k entries): the RSS after it was 497 MB with frozensets, is 404 MB with
-#: these tuples, and 378 MB with this bound, for ~5% more CPU (900 words parsed twice); half
-#: this bound gave 334 MB for ~14% more.
+#: Parsed entries (records) a table keeps at most; past it the least recently used words go.
 PARSED_ENTRIES_MAX = 1 << 18
 
 
 class AnchorTable:
-    """Rank-0 word -> the records it selects (parsed on first look-up). Thread-safe for reads.
-
-    ``candidates`` tests each record's rank-1 word against the message's words with one C set
-    intersection per rank-0 word, then the rest of the words of the few records whose rank-1
-    word is there: a dense 50 MB log's messages select ~67 records each, and a Python subset
-    test per record was 15% of its scan.
-    """
+    """Rank-0 word -> the records it selects (parsed on first look-up). Thread-safe for reads."""
 
     def __init__(self, body: str, parsed_max: int = PARSED_ENTRIES_MAX) -> None:
-        # Entries stay unparsed strings until a message holds their word: a 500k-record table
-        # loads as ~200k short strings, not a million tuples.
+        # Entries stay unparsed strings until a message holds their word.
         self._raw: dict[str, str] = {}
         for line in body.splitlines():
             word, _, entries = line.partition("\t")
@@ -110,8 +82,7 @@ class AnchorTable:
         self._parsed: dict[str, _Selects] = {}
         self._held = 0  # entries in _parsed
         self._parsed_max = max(1, parsed_max)
-        # One string per distinct word across parsed entries: the same few thousand words
-        # recur in many records' entries.
+        # One string per distinct word across parsed entries (interned).
         self._words: dict[str, str] = {}
         self._lock = threading.Lock()
         self._related: _Related | None = None
@@ -127,10 +98,6 @@ class AnchorTable:
     def words(self) -> list[str]:
         """Every rank-0 word of the table."""
         return list(self._raw)
-
-    def raw_items(self) -> Iterator[tuple[str, str]]:
-        """(rank-0 word, its entries as stored) of every word: for whole-table passes."""
-        return iter(self._raw.items())
 
     def entries(self, word: str) -> tuple[tuple[str, frozenset[str]], ...]:
         """(record id, its other indexed words) of every record ``word`` selects, in order."""
@@ -163,11 +130,7 @@ class AnchorTable:
     def warm(self) -> int:
         """Parse the largest words' entries ahead, up to half the bound; the entries held.
 
-        A word's first look-up parses its whole entry list, so a message of common words pays
-        for the longest lists (the bench's 2,000 single tracebacks at 500k records: parsing
-        was 15% of their CPU, py-spy). A serving process parses them once, after a sync
-        (``KnowledgeBase.prepare``); below half the bound nothing is dropped or reordered, so
-        the look-ups that follow keep their cost and their answers.
+        Below half the bound nothing is dropped or reordered: answers are unchanged.
         """
         raw = self._raw
         budget = self._parsed_max // 2
@@ -181,9 +144,7 @@ class AnchorTable:
     def _selects(self, word: str) -> _Selects:
         parsed = self._parsed.get(word)
         if parsed is not None:
-            if self._held > self._parsed_max // 2:
-                # Near the bound, a word in use moves to the young end (least recently used
-                # first out); below it, nothing is ever dropped and order does not matter.
+            if self._held > self._parsed_max // 2:  # near the bound: mark recently used
                 with self._lock:
                     if word in self._parsed:
                         self._parsed[word] = self._parsed.pop(word)
@@ -192,8 +153,7 @@ class AnchorTable:
         size = len(parsed[0]) + sum(map(len, parsed[1].values()))
         with self._lock:
             if self._held + size > self._parsed_max and self._parsed:
-                # The least recently used words go until a quarter of the bound is free; one
-                # still in use later is parsed again on its next look-up.
+                # The least recently used words go until a quarter of the bound is free.
                 while self._parsed and self._held + size > self._parsed_max * 3 // 4:
                     old_bare, old_keyed = self._parsed.pop(next(iter(self._parsed)))
                     self._held -= len(old_bare) + sum(map(len, old_keyed.values()))
@@ -206,22 +166,12 @@ class AnchorTable:
     def related(
         self, tokens: Sequence[str], limit: int, *, common: int = RELATED_COMMON
     ) -> list[str] | None:
-        """``ReadView.related_ids`` from memory, once ``build_related`` ran: the same ids.
-
-        The records sharing the most of ``tokens`` among their indexed words (any rank), most
-        first, then by id, at most ``limit``, a word held by more than ``common`` of them not
-        counted; None before ``build_related`` (the caller asks the store). One ``bincount``
-        over the records' positions, where the SQL form reads a row per (token, record).
-        """
+        """``ReadView.related_ids`` from memory (the same ids); None before ``build_related``."""
         related = self._related
         return None if related is None else related.top(tokens, limit, common)
 
     def build_related(self) -> bool:
-        """Build what ``related`` reads (once per table: 0.4 s at 150,000 records).
-
-        Worth it in a long-running process, not for one large input's 20 suggestion queries.
-        False where numpy cannot be imported (``anchordb._numpy``).
-        """
+        """Build what ``related`` reads, once per table; False without numpy."""
         if self._related is not None:
             return True
         from errkb.match.anchordb import _numpy
@@ -237,11 +187,7 @@ class AnchorTable:
         return True
 
     def candidates(self, text: str) -> list[str]:
-        """Ids of the records that may match ``text``: the rule of ``index.candidate_ids``.
-
-        In message word order, each word's records in the table's order (as a walk of every
-        entry gives them).
-        """
+        """Ids of the records that may match ``text`` (``index.candidate_ids``'s rule and order)."""
         tokens = message_tokens(text)
         present: frozenset[str] | None = None
         found: list[str] = []
@@ -269,11 +215,8 @@ class AnchorTable:
 class _Related:
     """Every indexed word's records as positions in id order (numpy), for ``related``.
 
-    One flat ``int32`` array of record positions, word by word, and each word's slice of it:
-    at 150,000 records about 600,000 positions (2.4 MB), built in one pass over the table.
-    The words and the ids are fixed-width byte arrays (``S``), searched with one
-    ``searchsorted`` per message, not a dict of ~300k words to span tuples and a list of 500k
-    id strings: at 500,000 records those held most of its 99 MB.
+    One flat ``int32`` array of positions with each word's bounds; words and ids are
+    fixed-width byte arrays searched with ``searchsorted``.
     """
 
     def __init__(self, raw: dict[str, str]) -> None:
@@ -291,7 +234,7 @@ class _Related:
         position = {rid: n for n, rid in enumerate(ids)}
         flat = array.array("i")
         bounds = array.array("q", [0])
-        # Sorted as UTF-8 bytes, the order ``searchsorted`` finds them in (a str's order too).
+        # Sorted as UTF-8 bytes, the order ``searchsorted`` finds them in.
         words = sorted(w.encode("utf-8") for w in by_word)
         for encoded_word in words:
             flat.extend(position[rid] for rid in by_word.pop(encoded_word.decode("utf-8")))
@@ -328,9 +271,7 @@ class _Related:
             return []
         members = self.members
         chosen = np.concatenate([members[a:b] for a, b in spans])
-        # Each record's count of shared words, over the records that have one (ascending
-        # positions: id order), then most shared first, ties by id: SQL's ``ORDER BY count(*)
-        # DESC, record_id`` (a stable sort keeps id order within a count).
+        # SQL's ``ORDER BY count(*) DESC, record_id``: a stable sort over id-ordered positions.
         every = np.bincount(chosen, minlength=self._count)
         present = np.flatnonzero(every)
         counts = every[present]
@@ -371,8 +312,6 @@ def write_table(path: Path, state: str, dataset_version: str | None, body: str) 
     """Store the table beside the database (``beside.write``); False when refused."""
     from errkb.match.beside import Stamp, write
 
-    # A directory that refuses the file costs only the rebuild next time: the table stays in
-    # memory.
     return write(
         path, Stamp(KIND, state, dataset_version), body.encode("utf-8"), path.with_suffix("")
     )
@@ -385,10 +324,7 @@ def load_table(
     dataset_version: str | None,
     faults: dict[Path, AnchorFault] | None = None,
 ) -> AnchorTable:
-    """The anchor table of the snapshot ``view`` reads: from its file, else built (and stored).
-
-    ``faults``: given, why a stored file was not used is noted there.
-    """
+    """``view``'s anchor table: from its file, else built and stored (why noted in ``faults``)."""
     path = anchor_path(db_path) if db_path is not None else None
     if path is not None:
         body = _read_body(path, state, dataset_version, faults=faults)
@@ -402,11 +338,7 @@ def load_table(
 
 
 def table_body(view: ReadView, db_path: Path, state: str, dataset_version: str | None) -> str:
-    """The table's body for ``view``'s state: its file's if current, else built and stored.
-
-    ``KnowledgeBase.build_anchor_files`` builds the file with it, holding no ``AnchorTable``
-    (a dict of every word's entries).
-    """
+    """The table's body for ``view``'s state: its file's if current, else built and stored."""
     path = anchor_path(db_path)
     body = _read_body(path, state, dataset_version, verify=True)
     if body is None:

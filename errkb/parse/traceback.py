@@ -1,19 +1,9 @@
 """Log parser: find every exception (and error message) in a cleaned log.
 
-This is the first step of ``explain``: text -> events. The input is first cleaned by
-:mod:`errkb.parse.text`; the lines of each writer (rank, pod, pid) are then parsed on their own, so
-tracebacks that a collector interleaved line by line come apart again. The parser knows the
-traceback flavours users paste: CPython's (3.10 to 3.13: caret lines, elided statements, chains,
-exception groups), pytest's (``path:168: in func`` frames, ``E   `` lines), IPython/Jupyter's
-(``Cell In[3], line 2``, ``--> 168`` context), plus single lines that carry an error without a
-traceback (``ValueError: ...`` on its own, an ``ERROR`` log line, an HTTP JSON reply).
-
-What it must *not* report is as important: source context lines (a traceback's source line, an
-IPython context line, a pytest listing, grep output of the source, code in a Markdown code fence)
-can contain the very f-string of an error message, and they are not occurrences of it.
-
-The parser never raises and is linear in the input: every loop advances, look-aheads are
-bounded, and the few regexes are our own, anchored, with bounded repetitions.
+Text -> events, each writer's stream (rank, pod, pid) on its own after :mod:`errkb.parse.text`.
+Flavours: CPython's tracebacks (chains, exception groups), pytest's, IPython/Jupyter's, rich's,
+Django's, and single lines carrying an error. Source context (a frame's source line, a listing,
+grep output, a source code fence) is never an occurrence. Never raises; linear in the input.
 """
 
 from __future__ import annotations
@@ -57,22 +47,18 @@ _CHAIN_SEPARATORS = {
     "During handling of the above exception, another exception occurred:": ChainLink.CONTEXT,
 }
 
-# ``  File "<path>", line N, in <func>`` (loguru marks the failing frame ``> File``); the path
-# has no quote in it (CPython prints paths as is, and a quote-free class keeps it linear).
+# ``  File "<path>", line N, in <func>`` (loguru: ``> File``).
 _FRAME_RE = re.compile(
     r"(?:> |[ \t]{0,64})File \"(?P<path>[^\"\n]{1,4096})\", line (?P<line>\d{1,10})"
     r"(?:, in (?P<func>.{1,1024}))?$"
 )
-# The last line of a traceback: ``pkg.mod.SomeError: message`` or a bare ``SomeError``.
-# Ray prints ``ray.exceptions.RayTaskError(ValueError): ...``: the cause class in parentheses.
-# A class defined in a function prints as ``mod.func.<locals>.Error``.
+# A traceback's last line: ``pkg.mod.Error: message``, ``Error``, ``RayTaskError(ValueError)``.
 _EXC_LINE_RE = re.compile(
     r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.(?:<locals>|[A-Za-z_]\w{0,127})){0,24}"
     r"(?:\([A-Za-z_][\w.]{0,255}\))?)"
     r"(?P<colon>: ?(?P<msg>.*))?$"
 )
-# Django's copy-and-paste traceback (the debug page's textarea, its error e-mail) ends with
-# ``Exception Type: pkg.SomeError at /path`` and ``Exception Value: message`` lines.
+# Django's copy-and-paste traceback: ``Exception Type: X at /path``, ``Exception Value: msg``.
 _DJANGO_TYPE_RE = re.compile(
     r"Exception Type: (?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
     r"(?: at \S.{0,4096})?$"
@@ -118,8 +104,7 @@ _ipy_old_re = _lazy.pattern(
 # rich's traceback box: "╭──── Traceback (most recent call last) ────╮".
 _box_header_re = _lazy.pattern(r"╭─{1,512} Traceback \(most recent call last\) ─{1,512}╮$")
 _ipy_arrow_re = _lazy.pattern(r"-{1,16}> {0,16}(?P<line>\d{1,9})(?: (?P<src>.*))?$")
-# Exception groups: margins ``  | ``, the top header ``  + Exception Group Traceback ...``,
-# separators ``  +-+---------------- 1 ----------------`` and closers ``    +------...``.
+# Exception groups: margins ``  | ``, header ``  + Exception Group ...``, separators, closers.
 _group_line_re = _lazy.pattern(r"(?P<ind>(?:  ){1,64})(?P<mark>[|+])(?P<rest>.*)$")
 _group_sep_re = _lazy.pattern(r"(?P<ind>(?:  ){0,64})(?P<first>\+-)?\+-{16} \S{1,16} -{16}$")
 _group_close_re = _lazy.pattern(r"(?:  ){0,64}\+-{36}$")
@@ -133,19 +118,14 @@ _SOURCE_FENCES = frozenset(
         "yml", "ini", "cfg", "dockerfile",
     }
 )  # fmt: skip
-# An HTTP reply or serialized result inside a text line that carries a sentence as a string
-# value, whatever its key: ``{"success":false,"message":"Failed to update weights: ..."}``, its
-# Python dict repr, ``ERROR reply: {"detail": "..."}``. The value's literals are decoded later
-# (``errkb.parse.spans``); whole JSON documents and JSON Lines never get here, they are decoded
-# before the line parser (``errkb.parse.containers``).
+# A reply or serialized result in a text line carrying a sentence as a string value
+# (``{"message": "Failed to ..."}``); decoded later by ``errkb.parse.spans``.
 _PAYLOAD_RE = re.compile(r"[\"'][^\"'\n]{1,128}[\"'] {0,8}: {0,8}[\"'][^\"'\\\n]{0,256}? ")
 
 # A shell or REPL prompt after a traceback is the user typing again, not more message.
 _PROMPT_RE = re.compile(r"(?:\$|#|>>>|PS [^>\n]{1,256}>|In \[\d{1,9}\]:)(?: |$)")
-# Lines that other tools print after a message and that no message continues with: pytest's
-# section rules ("---- Captured stdout call ----", "==== short test summary info ====",
-# "____ test_x ____"), its summary and report lines, GitHub Actions workflow commands
-# ("##[error]", "##[group]") and shell xtrace ("+ cleanup_workspace").
+# Other tools' lines no message continues with: pytest's rules and report lines, GitHub
+# Actions workflow commands, shell xtrace.
 _FOREIGN_LINE_RE = re.compile(
     r"(?P<rule>[-=_])(?P=rule){2,} \S.{0,300} (?P=rule){3,}$"
     r"|[=_]{10,}$"
@@ -159,8 +139,7 @@ _FOREIGN_LINE_RE = re.compile(
 def parse_log(text: str, line_map: Sequence[int] | None = None) -> list[LogEvent]:
     """Find the exceptions and error messages in raw log text, in input order.
 
-    ``text`` may be a decoded view of the input with ``line_map`` giving each of its lines'
-    original line number (see :func:`errkb.parse.text.normalize`).
+    ``line_map``: each line's original number (:func:`errkb.parse.text.normalize`).
     """
     return parse_normalized(normalize(text, line_map))
 
@@ -179,11 +158,7 @@ def parse_normalized(log: NormalizedLog) -> list[LogEvent]:
 
 
 def _renumber_chains(events: list[LogEvent]) -> list[LogEvent]:
-    """Renumber chains 1, 2, ... by first appearance and give every member its chain.
-
-    Streams are parsed one after another, so ids are renumbered by first appearance; the
-    :class:`Chain` value is built here, once, for every consumer.
-    """
+    """Renumber chains 1, 2, ... by first appearance and give every member its :class:`Chain`."""
     mapping: dict[int, int] = {}
     members: dict[int, list[LogEvent]] = {}
     for event in events:
@@ -332,14 +307,9 @@ class _StreamParser:
         return j
 
     def _indented_block(self, i: int) -> int:
-        """Parse a traceback indented as a block, dedented by the block's indent.
+        """Parse a traceback indented as a block (nbconvert, RichHandler), dedented.
 
-        nbconvert's Markdown indents output by four spaces; log handlers indent continuation
-        lines to their message column (RichHandler puts a whole rich traceback, its box and its
-        wrapped exception line, at the column of the record's message). Starting with the
-        header of a traceback flavour that is read unindented (IPython's, rich's box) makes the
-        block a traceback, not source context. Return where the block ends, or ``i`` when line
-        ``i`` heads no such traceback.
+        Only under an IPython or rich box header. Where the block ends, or ``i`` if no such block.
         """
         head = self.lines[i].text
         body = head.lstrip()
@@ -512,10 +482,7 @@ class _StreamParser:
             if not self.in_group:  # inside a group's margin every line is the group's
                 j = exc_at + _printed(parts, numbers)
         else:
-            # "AssertionError" alone, or "KeyboardInterrupt: ": an empty message has no further
-            # lines (what follows is the next command's output). After a colon, the lines that
-            # follow are still offered: a wrapper that could not fit the message's first word
-            # after a long "pkg.mod.Class:" broke the line right there.
+            # An empty message has no further lines; after a colon they are still offered.
             wrap = self._offered(j, "") if m.group("colon") is not None else ()
             j += 1
         order = lines[h].number
@@ -543,11 +510,9 @@ class _StreamParser:
         return end, [draft]
 
     def _wrapped_frames_end(self, j: int, base: int) -> int:
-        """Inside an indented block, skip frame lines a handler wrapped at its message column.
+        """Inside an indented block, skip frame lines a handler (RichHandler) wrapped.
 
-        RichHandler wraps every line of the block, frames included, so a frame's path runs on
-        at the block's margin. Where the frames stop on such a line (not an exception line),
-        the exception line is the first ``Class: message`` line further on inside the block.
+        The exception line is then the first ``Class: message`` line further on in the block.
         """
         lines, n = self.lines, self.n
         body = _dedent(lines[j].text, base)
@@ -623,10 +588,7 @@ class _StreamParser:
         return j
 
     def _message_lines(self, parts: list[str], first: int) -> tuple[MessageLine, ...]:
-        """The printed lines of a message whose first line is ``lines[first]``.
-
-        Its further lines (see ``_continuation``) are the lines right after it, one part each.
-        """
+        """The printed lines of a message whose first line is ``lines[first]``, one part each."""
         if len(parts) < 2:
             return ()
         out = []
@@ -873,9 +835,7 @@ class _StreamParser:
                     self._single(EventKind.LOG, None, body, line)
             return
         if t[0] not in " \t":
-            # Each regex below is called only where the text holds what every match of it
-            # holds (``": "``, ``":"``, a quote): most lines near an error word are ordinary
-            # log lines, and four failing calls each were 3% of a dense scan (py-spy).
+            # Each regex below only where the text holds what every match of it holds.
             m = _BARE_RE.match(t) if ": " in t else None
             if m is not None and is_exception_class(m.group("cls")):
                 self._single(EventKind.BARE, m.group("cls"), m.group("msg"), line)
@@ -911,12 +871,7 @@ class _StreamParser:
     def _unabbreviated(self, cls: str, message: str) -> tuple[str, str]:
         """A short-summary line's exception (``FAILED t.py::t - Cls: msg...``), as printed above.
 
-        pytest's short summary repeats each failure's exception on one line: the first line of
-        its message, cut to the terminal's width with ``...``. Printed after the traceback it
-        abbreviates, it is a copy of that exception: it gets that event's class and whole
-        message, so the report folds it into the same entry as one more occurrence (as every
-        rank's copy is), not one more exception. A summary with no traceback above it
-        (``--tb=no``) keeps its own text.
+        The class and whole message of the event it abbreviates, else its own text.
         """
         import bisect  # only for a log with a short summary: cold explain does not import it
 
@@ -961,18 +916,14 @@ class _StreamParser:
     def _offered(self, i: int, message: str) -> tuple[MessageLine, ...]:
         """The message's line ``i`` and the few lines after it that may continue it (wrapped).
 
-        A single-line event keeps its one-line message; these lines are only offered, and the
-        matcher rejoins them only where a record's pattern confirms the joined text. An empty
-        message (``Class:`` ending its line) is offered the lines after it as its whole text.
+        Only offered: the matcher rejoins them where a record's pattern confirms the join.
         """
         if i + 1 >= self.n:
             return ()
         line = self.lines[i]
         parts = [message]
         numbers = [line.number]
-        # A next line that is itself an exception line begins its own event, never this
-        # message's wrap: stopping there keeps a log of consecutive exception lines at one
-        # look per line (it was seven, and the matcher's rejoin then tried every one of them).
+        # A next line that is itself an exception line begins its own event.
         after = self.lines[i + 1].text
         if after[:1] not in " \t" and self._exception_body(after):
             return ()
@@ -983,13 +934,7 @@ class _StreamParser:
 
 
 def ends_message(text: str) -> bool:
-    """Whether a message never continues with the cleaned line ``text``.
-
-    The lines ``_continuation`` stops at whatever the message before them: a shell or REPL
-    prompt, another tool's line (pytest's rules, workflow commands, shell xtrace), a
-    traceback header, a chain sentence, a frame line. The record scan asks it of the line
-    after an exception line it would otherwise read alone.
-    """
+    """Whether no message continues with the cleaned line ``text`` (``_continuation``'s stops)."""
     return bool(
         _PROMPT_RE.match(text)
         or _FOREIGN_LINE_RE.match(text)
@@ -1003,12 +948,7 @@ def ends_message(text: str) -> bool:
 def _printed(parts: list[str], numbers: list[int]) -> int:
     """Cut a traceback's message to what the exception printed; return how many lines it has.
 
-    CPython ends a traceback with the exception line, and a plain log goes on with whatever the
-    program (or the CI runner) writes next, at the margin: ``Got exit code 1``, ``+ cleanup``.
-    Nothing in such a line tells a second line of the message from the next output, so only the
-    lines indented past the margin (a message's own layout: ``  expected (3, 4)``, notes) stay
-    in it. The unindented lines after it are still offered (``message_lines``) and rejoined only
-    where a record's pattern confirms the joined text, and they are parsed again on their own.
+    Only lines indented past the margin stay; the others are offered (``message_lines``).
     """
     keep = 1
     while keep < len(parts) and parts[keep][:1] in (" ", "\t"):
@@ -1063,18 +1003,10 @@ def _ipython_function(raw: str) -> str:
 
 
 def exception_line(raw: str, *, ends_traceback: bool = False) -> tuple[str, str] | None:
-    r"""(class, message) of one physical line read alone as the parser reads it, or None.
+    """(class, message) of one physical line read alone as the parser reads it, or None.
 
-    The one reader of an exception line outside a parse: the line is cleaned as ``normalize``
-    cleans it (colours, ``\r`` segments and every prefix of the one table,
-    ``errkb.parse.prefixes``), so where its class begins is the table's word, then read by the
-    parser's own shapes. ``ends_traceback``: the line ends a traceback (its header's own prefix
-    already cut), so any class name ends it; otherwise the line is a single one
-    (``Class: message`` or ``Class:`` with a known class, ``path:12: Class: message``, or
-    pytest's ``FAILED node - Class: message``), as ``_single_line`` reports it.
-
-    A pure function of its arguments: a short line's answer is kept (``_read_short``), since
-    logs repeat their lines (every rank, every retry) and the scan asks about each.
+    Cleaned as ``normalize`` cleans it, then read by the parser's shapes: any class name when
+    ``ends_traceback``, else as ``_single_line`` reports it. Pure; short lines' answers cached.
     """
     if len(raw) <= CACHED_LINE_CHARS:
         return _read_short(raw, ends_traceback)
@@ -1091,8 +1023,7 @@ def _read_line(raw: str, ends_traceback: bool) -> tuple[str, str] | None:
 
 #: Characters of one line ``exception_line`` reads at most (as the scan always read them).
 MAX_LINE_READ = 1 << 16
-#: Lines up to this long have their answers kept, the last ``CACHED_LINES`` of them (at most a
-#: few MiB whatever the input).
+#: Lines up to this long have their answers kept, the last ``CACHED_LINES`` of them.
 CACHED_LINE_CHARS = 512
 CACHED_LINES = 4096
 _read_short = functools.lru_cache(maxsize=CACHED_LINES)(_read_line)

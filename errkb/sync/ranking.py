@@ -1,13 +1,7 @@
 """The sync's feed: ``errkb.match.feed.FEED`` that can also rank a few records by stored counts.
 
-The match index holds each live record's ``TOKENS_PER_RECORD`` rarest index words, rarity
-being how many live records hold a word (then the longer word, then the word itself:
-``errkb.match.index.rank_words``). ``FEED`` ranks from every live record's words; a write
-that changes a few records asks the store's counts instead (``store.CountedRank``): the store
-keeps each word's count (``match_word_counts``) and hands over only the records whose rows
-can change, with the counts of their words. ``rank_counted`` orders each record's words by
-those counts exactly as ``rank_words`` orders them by the counts it takes itself, so the rows
-are the ones a whole ranking would write (the store's tests compare the two).
+``rank_counted`` ranks the records whose rows can change by the store's word counts
+(``store.CountedRank``), giving the rows a whole ranking (``index.rank_words``) would write.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """A large sync's records written while the next repository files are still being checked.
 
-Without it a sync plans first (every repository file downloaded, cross-checked, validated and
-spooled to disk) and only then applies: the transaction started after the last worker finished,
-and for most of a first sync at 500,000 records one core was idle (1.27 cores busy on
-average). ``StreamedApply`` starts the transaction as the plan starts, in a writer thread of
-its own, and hands it each checked record as it comes: the workers check while the writer
-writes, through a bounded queue (``QUEUE_CHUNKS`` chunks of ``CHUNK`` records), so memory holds
-a few chunks, never the dataset, and a writer that falls behind holds the plan back.
+``StreamedApply`` opens the transaction (or SQLite's fresh build) in a writer thread as the plan
+starts and feeds it checked records through a bounded queue (``QUEUE_CHUNKS`` chunks of
+``CHUNK``): memory holds a few chunks, a slow writer holds the plan back. It commits only after
+the plan ended well (``finish``); any failure, deadline or stop rolls it back (``abort``), and a
+writer's error stops the plan at its next record.
 
-Nothing changes for the rules: the plan still decides everything before anything is committed.
-The transaction (or SQLite's fresh build of ``<db>.new``) commits only after the plan ended
-well (``finish``); a plan that fails, an invalid record without ``--skip-invalid``, a deadline,
-Ctrl-C or a kill roll it back (``abort``), and readers never see a part of it. A failure in
-the writer stops the plan at its next record (the writer's error, as it would have been raised
-by the apply).
-
-Used for a sync that brings at least ``MIN_RECORDS`` records with distinct ids of which few are
-stored already (a first sync, or one after the bundled sample): a fresh build needs, before its
-first write, the content hash of each incoming record already stored (``Rebuild.copy``), so the
-repositories holding those are checked first (``overlap``), and the copy waits for them
-(``overlap_done``). Any other sync spools as before.
+Used for a sync of at least ``MIN_RECORDS`` distinct records, at most ``MAX_OVERLAP`` of them
+stored already: their hashes (a fresh build's copy) wait for ``overlap_done``.
 """
 
 from __future__ import annotations
@@ -73,12 +61,10 @@ _ABORT = object()
 
 
 class StreamedApply(Collection[Incoming]):
-    """Checked records, written by a writer thread as they come (see the module doc).
+    """Checked records, written by a writer thread as they come.
 
-    The plan calls ``add_line`` for each record (a ``Spool``'s interface), ``overlap_done``
-    once the stored records among them have come, then ``finish`` or ``abort``. The writer's
-    unit of work iterates it (``Incoming`` records, in the order they came), asks
-    ``content_hashes`` (a fresh build's copy) and ``ending`` (``store.Streamed``).
+    The plan: ``add_line`` each record, ``overlap_done``, then ``finish`` or ``abort``. The
+    writer iterates it and asks ``content_hashes`` and ``ending`` (``store.Streamed``).
     """
 
     def __init__(self, store: Store, expected: int, overlap: frozenset[str]) -> None:
@@ -122,9 +108,7 @@ class StreamedApply(Collection[Incoming]):
             self._send(chunk)
 
     def _send(self, chunk: list[tuple[str, str]]) -> None:
-        # Until the fresh build's copy may run, the writer reads nothing: the chunks of the
-        # repositories holding stored records (checked first, few) wait here, not in the
-        # bounded queue, which would stop the plan before it reached their last record.
+        # Held here until ``overlap_done``: the bounded queue would stop the plan first.
         if self._copy_ready.is_set():
             self._put(chunk)
         else:
@@ -138,11 +122,7 @@ class StreamedApply(Collection[Incoming]):
             self._put(chunk)
 
     def finish(self, ending: Ending, state: str | None, state_key: str) -> tuple[int, ApplyCounts]:
-        """The plan ended well: let the writer finish and commit; its (version id, counts).
-
-        ``state`` is the sync state's JSON (without ``versionId``), written under
-        ``state_key`` in the same transaction.
-        """
+        """Commit; the (version id, counts). ``state`` (JSON) is written under ``state_key``."""
         self.overlap_done()
         if self._chunk:
             chunk, self._chunk = self._chunk, []

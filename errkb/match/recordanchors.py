@@ -714,20 +714,39 @@ class WordRecords:
 
     def holding(self, line: bytes, text: str, *, starts: bool = True) -> Iterator[int]:
         """The groups (by index) whose literals ``text`` holds; ``starts``: line starts too."""
-        finder = self._finder
-        chosen: Iterable[int]
-        if finder is None:
-            chosen = range(len(self.groups))
-        else:
-            found = {key for key, _, _ in finder(text)}
-            chosen = [*self._always, *(g for key in found for g in self._by_key[key])]
         groups = self.groups
-        for number in chosen:
+        for number in self._chosen(text):
             lits, begins, _ = groups[number]
-            if all(holds(text, lit) for lit in lits) and (
+            if _holds_all(text, lits) and (
                 not starts or not begins or begins_a_line(line, text, begins)
             ):
                 yield number
+
+    def keeps(self, line: bytes, text: str) -> bool:
+        """Whether some group's literals and line starts hold on ``line`` (``text``, decoded)."""
+        groups = self.groups
+        for number in self._chosen(text):
+            lits, begins, _ = groups[number]
+            if _holds_all(text, lits) and (not begins or begins_a_line(line, text, begins)):
+                return True
+        return False
+
+    def _chosen(self, text: str) -> Iterable[int]:
+        """The groups a line's ``text`` may hold: all, or past ``CROWD`` those its keys name."""
+        finder = self._finder
+        if finder is None:
+            return range(len(self.groups))
+        found = {key for key, _, _ in finder(text)}
+        return [*self._always, *(g for key in found for g in self._by_key[key])]
+
+
+def _holds_all(text: str, literals: Sequence[str]) -> bool:
+    """Whether ``text`` may print each of ``literals`` (``holds``; the substring test first)."""
+    # A loop, not ``all`` over a generator: this runs once a hit in the rejects.
+    for literal in literals:  # noqa: SIM110
+        if literal not in text and not holds(text, literal):
+            return False
+    return True
 
 
 class RecordAnchors:
@@ -981,7 +1000,7 @@ class RecordAnchors:
                 text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
             check = self.records_of(word)
             keep = bool(check.fixed) and _ends_message(text, word_text(word))
-            keep = keep or next(check.holding(line, text), None) is not None
+            keep = keep or check.keeps(line, text)
         if keep:
             out.append((previous + 1, start))
         return out

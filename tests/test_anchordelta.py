@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb
+from errkb.errors import SyncInterruptedError
 from errkb.explain import Thresholds
 from errkb.match import anchordb, anchordelta, recordanchors
 from errkb.match.anchordelta import BuildKind, Compaction, hashes_path
@@ -201,6 +202,7 @@ def test_the_first_explain_after_any_write_compiles_nothing_and_equals_a_rebuild
             got = _report(kb)
         assert counted["compiles"] == 0 and counted["maps"] == 0, step
         assert got == _fresh_report(records, tmp / f"fresh{n}"), step
+        assert check_anchor_files(db), step
 
 
 def test_a_write_compiles_only_the_records_it_changed(
@@ -254,3 +256,80 @@ def test_files_of_another_key_are_not_extended(tmp_path: Path, counted: dict[str
     stored = anchordb.read_anchor_db(record_anchordb_path(db), state, version, "hyperscan")
     assert stored.delta == (0, 0)
     assert first == _fresh_report(POOL[1:9], tmp_path / "fresh")
+
+
+def words_to_records(words: tuple[str, ...], maps: recordanchors.RecordMaps) -> dict[str, Any]:
+    """Each word's records (by id: fixed flag and literals), words standing for none left out."""
+    out: dict[str, set[tuple[str, bool, tuple[str, ...]]]] = {}
+    for w, word in enumerate(words):
+        records = maps.word_records[maps.word_offsets[w] : maps.word_offsets[w + 1]]
+        for r in records:
+            entry = (maps.record_id(r), maps.fixed[r] == 1, maps.record_literals(r))
+            out.setdefault(word, set()).add(entry)
+    return out
+
+
+def check_anchor_files(db: str | Path) -> bool:
+    """The record anchors' files of ``db``'s current key say what its live rows say.
+
+    False when they are not there for the current key (a reader reads the rows then); an
+    AssertionError when they are and disagree with the rows.
+    """
+    from errkb.store import open_store
+
+    store = open_store(db)
+    try:
+        with store.snapshot() as view:
+            key, version = anchors_key(view.meta_value)
+            rows_maps, rows_words = recordanchors.record_maps(view.anchor_rows())
+    finally:
+        store.close()
+    path = record_anchordb_path(Path(db))
+    try:
+        stored = anchordb.read_anchor_db(path, key, version, anchordb.default_engine())
+    except anchordb.AnchorDatabaseError:
+        return False
+    maps = recordanchors.read_maps(maps_path(path), key, version, stored.digest, verify=True)
+    if maps is None:
+        return False
+    assert words_to_records(stored.words, maps) == words_to_records(rows_words, rows_maps)
+    ids = [maps.record_id(r) for r in range(len(maps.fixed))]
+    assert ids == sorted(rows_maps.record_id(r) for r in range(len(rows_maps.fixed)))
+    assert all(maps.position(rid) == r for r, rid in enumerate(ids))
+    return True
+
+
+@pytest.mark.parametrize("dies", ["maps", "anchors", "hashes"])
+def test_a_build_that_dies_between_its_files_leaves_old_or_new(
+    tmp_path: Path, counted: dict[str, int], monkeypatch: pytest.MonkeyPatch, dies: str
+) -> None:
+    db = tmp_path / "kb.sqlite3"
+    with errkb.open(db, bundled=False) as kb:
+        kb.scan_engine = "hyperscan"
+        kb.compaction = LOOSE
+        kb.sync(_write(tmp_path / "v1.jsonl", POOL[:7], "2026-12-01T00:00:00.000Z"), full=True)
+    assert check_anchor_files(db)
+    name = {"maps": "write_maps", "anchors": "store_extended", "hashes": "write_hashes"}[dies]
+    real = getattr(anchordelta, name)
+
+    def killed(*args: Any, **kwargs: Any) -> Any:
+        real(*args, **kwargs)  # the file is written, then the process dies
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(anchordelta, name, killed)
+        with errkb.open(db) as kb, pytest.raises(SyncInterruptedError):
+            kb.scan_engine = "hyperscan"
+            kb.compaction = LOOSE
+            kb.sync(_write(tmp_path / "v2.jsonl", POOL[1:8], "2026-12-02T00:00:00.000Z"), full=True)
+    check_anchor_files(db)  # the current key's files, where they are there, agree with the rows
+    with errkb.open(db) as kb:
+        assert _report(kb) == _fresh_report(POOL[1:8], tmp_path / "fresh1")
+        kb.compaction = LOOSE
+        kb.sync(_write(tmp_path / "v3.jsonl", POOL[2:9], "2026-12-03T00:00:00.000Z"), full=True)
+    assert check_anchor_files(db)
+    counted.update(compiles=0, maps=0)
+    with errkb.open(db) as kb:
+        got = _report(kb)
+    assert counted["compiles"] == 0 and counted["maps"] == 0
+    assert got == _fresh_report(POOL[2:9], tmp_path / "fresh2")

@@ -88,7 +88,8 @@ class BuildKind(StrEnum):
 class AnchorBuild:
     """What ``build_record_anchors`` did: its kind, and the records and words it compiled.
 
-    ``delta_words``: the anchor words now in delta parts (0 after a whole build).
+    ``words``: the words a delta compiled; ``delta_words``: the anchor words now in delta
+    parts (0 after a whole build).
     """
 
     kind: BuildKind
@@ -230,12 +231,10 @@ class _Held:
     hashes: dict[str, str]
 
 
-def _held(store_at: Path, engine: str, compiler: str) -> _Held | None:
-    """The previous key's files when all three are intact and agree, else None."""
-    found = key_of(hashes_path(store_at), HASHES_KIND)
-    if found is None:
-        return None
-    key, version = found
+def _held(
+    store_at: Path, engine: str, compiler: str, key: str, version: str | None
+) -> _Held | None:
+    """The files of ``key`` when all three are intact and agree, else None."""
     stored = read_hashes(hashes_path(store_at), key, version)
     if stored is None or stored[1] != compiler:
         return None
@@ -258,9 +257,12 @@ def _extended(
     policy: Compaction,
 ) -> AnchorBuild | None:
     """Extend the previous key's files with this write's delta; None: compile every record."""
+    found = key_of(hashes_path(store_at), HASHES_KIND)
+    if found is None or found == (state, dataset_version):
+        return None  # nothing to extend, or this key's files (current, or a build cut short)
     compiler = view.meta_value(COMPILER_KEY) or ""
-    held = _held(store_at, engine, compiler)
-    if held is None or (held.key, held.version) == (state, dataset_version):
+    held = _held(store_at, engine, compiler, *found)
+    if held is None:
         return None
     live = {rid: digest[:HASH_CHARS] for rid, digest in view.live_hashes()}
     changed = [rid for rid, digest in live.items() if held.hashes.get(rid) != digest]
@@ -303,7 +305,6 @@ def build_record_anchors(
         extended = _extended(view, engine, store_at, state, dataset_version, policy)
         if extended is not None:
             return extended
-    held = stored_words(store_at, state, dataset_version, engine)
     compiled = store_record_anchors(
         view.anchor_rows,
         engine,
@@ -314,11 +315,9 @@ def build_record_anchors(
     )
     path = hashes_path(store_at)
     compiler = view.meta_value(COMPILER_KEY) or ""
-    found = key_of(path, HASHES_KIND)
-    if found != (state, dataset_version) or read_hashes(path, state, dataset_version) is None:
+    if compiled or key_of(path, HASHES_KIND) != (state, dataset_version):
         live = {rid: digest[:HASH_CHARS] for rid, digest in view.live_hashes()}
         write_hashes(path, live, compiler, state, dataset_version)
     if not compiled:
-        delta = held.delta[0] if held is not None else 0
-        return AnchorBuild(BuildKind.CURRENT, delta_words=delta)
+        return AnchorBuild(BuildKind.CURRENT)
     return AnchorBuild(BuildKind.WHOLE, compiled, 0, 0)

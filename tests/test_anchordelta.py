@@ -25,6 +25,7 @@ from errkb.match.anchordelta import BuildKind, Compaction, hashes_path
 from errkb.match.recordanchors import maps_path, record_anchordb_path
 from errkb.store import anchors_key
 from tests.conftest import load_seed_envelopes, make_record, query
+from tests.test_recordanchors import _row
 from tests.tiers import examples
 
 SMALL = Thresholds(scan_from=4097, paste_upto=4096)
@@ -256,6 +257,47 @@ def test_files_of_another_key_are_not_extended(tmp_path: Path, counted: dict[str
     stored = anchordb.read_anchor_db(record_anchordb_path(db), state, version, "hyperscan")
     assert stored.delta == (0, 0)
     assert first == _fresh_report(POOL[1:9], tmp_path / "fresh")
+
+
+#: Rows of a pool (``test_recordanchors._row``): shared anchors, fixed messages, quotes.
+ROW_POOL = [
+    _row(f"{n:016x}", template, literals, fixed)
+    for n, (template, literals, fixed) in enumerate(
+        [
+            ("fill", ("fill",), True),
+            ("cannot open shard ", ("cannot open shard ",), False),
+            ("bad dtype for ", ("bad dtype for ", " in layer"), False),
+            ("can't load 'x'", ("can't load 'x'",), True),
+            ("cannot open shard ", ("cannot open shard ", " now"), False),
+            ("fill", ("fill",), True),
+            ("bad dtype for ", ("bad dtype for ",), False),
+            ("a & b failed", ("a & b failed",), True),
+        ]
+    )
+]
+
+
+@given(
+    before=st.frozensets(st.integers(0, len(ROW_POOL) - 1)),
+    after=st.frozensets(st.integers(0, len(ROW_POOL) - 1)),
+    changed=st.frozensets(st.integers(0, len(ROW_POOL) - 1)),
+)
+def test_merged_maps_say_what_maps_of_the_rows_say(
+    before: frozenset[int], after: frozenset[int], changed: frozenset[int]
+) -> None:
+    # ``changed``: records of both whose rows are compiled again anyway (a new hash).
+    old, old_words = recordanchors.record_maps([ROW_POOL[k] for k in sorted(before)])
+    fresh = sorted((after - before) | (after & changed))
+    gone = [ROW_POOL[k][0] for k in sorted((before - after) | (before & after & changed))]
+    delta, delta_words = recordanchors.record_maps([ROW_POOL[k] for k in fresh])
+    merged = anchordelta.merged_maps(old, gone, delta)
+    whole, whole_words = recordanchors.record_maps([ROW_POOL[k] for k in sorted(after)])
+    got = words_to_records((*old_words, *delta_words), merged)
+    assert got == words_to_records(whole_words, whole)
+    assert [merged.record_id(r) for r in range(len(merged.fixed))] == [
+        whole.record_id(r) for r in range(len(whole.fixed))
+    ]
+    assert merged.ends == old.ends + delta.ends and len(merged) == len(old) + len(delta)
 
 
 def words_to_records(words: tuple[str, ...], maps: recordanchors.RecordMaps) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import pytest
 from conftest import is_pg
 from published import build_tree, hashes, make_record
 
+import errkb
 from errkb.errors import SyncLockedError
 from errkb.report import SyncStatus
 from errkb.store import open_store
@@ -50,6 +51,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 ZYGOTE = """
 import os, sys
 from pathlib import Path
+import errkb
 from errkb import records
 from errkb.store import open_store
 from errkb.sync import Stage, sync
@@ -73,6 +75,10 @@ for line in sys.stdin:
         try:
             report = sync(open_store(db), tree, allow_downgrade=True, progress=progress)
             print("DONE", os.getpid(), report.status.value, flush=True)
+            # Then the files beside the database, as ``KnowledgeBase.sync`` builds them after
+            # its commit: a kill may land in their build too.
+            with errkb.open(db) as kb:
+                kb.build_anchor_files()
         finally:
             os._exit(0)
     print("PID", pid, flush=True)
@@ -277,6 +283,8 @@ def test_sigkill_at_random_moments_leaves_old_or_new(
     store = open_store(db)
     report = sync(store, two_versions[target], allow_downgrade=True)
     store.close()
+    with errkb.open(db) as kb:
+        kb.build_anchor_files()
     assert report.status is SyncStatus.APPLIED
     assert _check_db(db, expected) == target
     assert is_pg(db) or check_anchor_files(db)  # the completed sync left them current

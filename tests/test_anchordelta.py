@@ -375,3 +375,21 @@ def test_a_build_that_dies_between_its_files_leaves_old_or_new(
         got = _report(kb)
     assert counted["compiles"] == 0 and counted["maps"] == 0
     assert got == _fresh_report(POOL[2:9], tmp_path / "fresh2")
+
+
+def test_both_backends_extend_the_files_and_explain_as_a_rebuild(
+    db_target: str, tmp_path: Path, counted: dict[str, int]
+) -> None:
+    with errkb.open(db_target, bundled=False) as kb:
+        kb.scan_engine = "hyperscan"
+        kb.compaction = LOOSE
+        kb.sync(_write(tmp_path / "v1.jsonl", POOL[:8], "2026-12-01T00:00:00.000Z"), full=True)
+        kb.sync(_write(tmp_path / "v2.jsonl", POOL[1:9], "2026-12-02T00:00:00.000Z"), full=True)
+        state, version = anchors_key(kb.store.meta_value)
+        path = record_anchordb_path(kb.path)
+    assert anchordb.read_anchor_db(path, state, version, "hyperscan").delta[0] > 0
+    counted.update(compiles=0, maps=0)
+    with errkb.open(db_target) as kb:
+        got = _report(kb)
+    assert counted["compiles"] == 0 and counted["maps"] == 0
+    assert got == _fresh_report(POOL[1:9], tmp_path / "fresh")

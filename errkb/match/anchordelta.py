@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import array
 import hashlib
+import sys
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from errkb.match.anchordb import (
     AnchorDatabaseError,
@@ -51,6 +52,9 @@ from errkb.match.recordanchors import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from errkb.store.interface import ReadView
 
 #: The kind of file (``beside.Stamp``) the held records' hashes are stored as.
@@ -103,52 +107,167 @@ def hashes_path(anchordb_path: Path) -> Path:
     return anchordb_path.with_name(anchordb_path.name + ".hashes")
 
 
-def encode_hashes(hashes: dict[str, str], compiler: str) -> bytes:
-    r"""``<count> <compiler or ->\n`` then ``<id> <hash prefix>\n`` per record, by id."""
-    lines = [f"{rid} {hashes[rid][:HASH_CHARS]}\n" for rid in sorted(hashes)]
-    return f"{len(lines)} {compiler or '-'}\n{''.join(lines)}".encode()
+@dataclass(frozen=True)
+class Hashes:
+    """Records by id (sorted, as fixed-width bytes) and a prefix of their content hash."""
+
+    ids: npt.NDArray[np.bytes_]
+    digests: npt.NDArray[np.bytes_]
+    compiler: str
 
 
-def read_hashes(path: Path, key: str, version: str | None) -> tuple[dict[str, str], str] | None:
-    """(id -> hash prefix, compiler) stored at ``path`` for this key, else None."""
+def hashes_of(pairs: Iterable[tuple[str, str]], compiler: str) -> Hashes:
+    """The ``Hashes`` of (id, content hash) pairs (``ReadView.live_hashes``), sorted by id."""
+    import numpy as np
+
+    ids: list[bytes] = []
+    digests: list[bytes] = []
+    for rid, digest in pairs:
+        ids.append(rid.encode("utf-8"))
+        digests.append(digest[:HASH_CHARS].encode("utf-8"))
+    # A fixed-width array pads with NUL bytes, which no id holds: compared as their bytes.
+    width = max(map(len, ids), default=1)
+    array_ids = np.array(ids, dtype=f"S{width}")
+    order = np.argsort(array_ids, kind="stable")
+    return Hashes(array_ids[order], np.array(digests, dtype=f"S{HASH_CHARS}")[order], compiler)
+
+
+def encode_hashes(hashes: Hashes) -> bytes:
+    r"""``<count> <id width> <compiler or ->\n``, the ids (fixed width), then their hashes."""
+    head = f"{len(hashes.ids)} {hashes.ids.dtype.itemsize} {hashes.compiler or '-'}\n"
+    return head.encode() + hashes.ids.tobytes() + hashes.digests.tobytes()
+
+
+def read_hashes(path: Path, key: str, version: str | None) -> Hashes | None:
+    """The ``Hashes`` stored at ``path`` for this key, else None (refused or inconsistent)."""
+    import numpy as np
+
     try:
         body = bytes(read_beside(path, Stamp(HASHES_KIND, key, version), verify=True))
     except AnchorDatabaseError:
         return None
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
+    head, _, rest = body.partition(b"\n")
+    fields = head.decode("utf-8", "replace").split(" ")
+    if len(fields) != 3 or not (fields[0].isdigit() and fields[1].isdigit()):
         return None
-    head, _, rest = text.partition("\n")
-    fields = head.split(" ")
-    if len(fields) != 2 or not fields[0].isdigit():
+    count, width = int(fields[0]), int(fields[1])
+    if width < 1 or len(rest) != count * (width + HASH_CHARS):
         return None
-    pairs = [line.split(" ") for line in rest.split("\n")[:-1]]
-    if len(pairs) != int(fields[0]) or any(len(pair) != 2 for pair in pairs):
+    ids = np.frombuffer(rest[: count * width], dtype=f"S{width}")
+    digests = np.frombuffer(rest[count * width :], dtype=f"S{HASH_CHARS}")
+    if count > 1 and not bool(np.all(ids[:-1] < ids[1:])):
         return None
-    return {pair[0]: pair[1] for pair in pairs}, ("" if fields[1] == "-" else fields[1])
+    return Hashes(ids, digests, "" if fields[2] == "-" else fields[2])
 
 
-def write_hashes(
-    path: Path, hashes: dict[str, str], compiler: str, key: str, version: str | None
-) -> bool:
+def write_hashes(path: Path, hashes: Hashes, key: str, version: str | None) -> bool:
     """Store the held records' hashes beside the database; False if refused."""
-    body = encode_hashes(hashes, compiler)
+    body = encode_hashes(hashes)
     return write_beside(
         path, Stamp(HASHES_KIND, key, version), body, path.with_suffix("").with_suffix("")
     )
 
 
-def _uints(values: Iterable[int]) -> array.array[int]:
+def changes(held: Hashes, live: Hashes) -> tuple[list[str], list[str]]:
+    """(ids live and added or changed since ``held``, ids of ``held`` retired or changed)."""
+    import numpy as np
+
+    width = max(held.ids.dtype.itemsize, live.ids.dtype.itemsize)
+    old, new = held.ids.astype(f"S{width}"), live.ids.astype(f"S{width}")
+
+    def same(
+        a: npt.NDArray[np.bytes_],
+        a_digests: npt.NDArray[np.bytes_],
+        b: npt.NDArray[np.bytes_],
+        b_digests: npt.NDArray[np.bytes_],
+    ) -> npt.NDArray[np.bool_]:
+        # Whether each of ``a`` is in ``b`` with the same digest.
+        if not len(b):
+            return np.zeros(len(a), dtype=bool)
+        at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+        found: npt.NDArray[np.bool_] = (b[at] == a) & (b_digests[at] == a_digests)
+        return found
+
+    changed = new[~same(new, live.digests, old, held.digests)]
+    gone = old[~same(old, held.digests, new, live.digests)]
+    return (
+        [rid.decode("utf-8") for rid in changed.tolist()],
+        [rid.decode("utf-8") for rid in gone.tolist()],
+    )
+
+
+def _uints(values: npt.NDArray[np.int64]) -> array.array[int]:
+    import numpy as np
+
     out = array.array("I")
     if out.itemsize != 4:  # pragma: no cover - every platform errkb runs on
         out = array.array("L")
-    out.extend(values)
+    out.frombytes(np.asarray(values, dtype=f"<u{out.itemsize}").tobytes())
+    if sys.byteorder == "big":  # pragma: no cover
+        out.byteswap()
     return out
 
 
-def _slices(blob: bytes, offsets: array.array[int], records: Iterable[int]) -> list[bytes]:
-    return [blob[offsets[r] : offsets[r + 1]] for r in records]
+def _ids(maps: RecordMaps) -> npt.NDArray[np.bytes_]:
+    """The records' ids as one fixed-width array (a view of the blob where they are one width)."""
+    import numpy as np
+
+    offsets = np.asarray(maps.id_offsets, dtype=np.int64)
+    count = len(offsets) - 1
+    if count > 0 and offsets[1] > 0 and bool(np.all(np.diff(offsets) == offsets[1])):
+        return np.frombuffer(maps.ids, dtype=f"S{offsets[1]}")
+    ids = [maps.ids[offsets[r] : offsets[r + 1]] for r in range(count)]
+    return np.array(ids, dtype=f"S{max(map(len, ids), default=1)}")
+
+
+def _pick(
+    is_new: npt.NDArray[np.bool_],
+    source: npt.NDArray[np.int64],
+    old_values: npt.NDArray[Any],
+    new_values: npt.NDArray[Any],
+) -> npt.NDArray[np.int64]:
+    """Per merged record, ``new_values[source]`` where it is new, else ``old_values[source]``."""
+    import numpy as np
+
+    # A value appended to each (index -1): what the other side's records read, never kept.
+    olds = np.append(np.asarray(old_values, dtype=np.int64), 0)[np.where(is_new, -1, source)]
+    news = np.append(np.asarray(new_values, dtype=np.int64), 0)[np.where(is_new, source, -1)]
+    picked: npt.NDArray[np.int64] = np.where(is_new, news, olds)
+    return picked
+
+
+def _runs(
+    is_new: npt.NDArray[np.bool_], source: npt.NDArray[np.int64]
+) -> list[tuple[bool, int, int]]:
+    """(from the delta, first, last + 1) of each run of consecutive records of one source."""
+    import numpy as np
+
+    if not len(source):
+        return []
+    cut = np.flatnonzero((is_new[1:] != is_new[:-1]) | (source[1:] != source[:-1] + 1)) + 1
+    firsts = np.concatenate([[0], cut])
+    lasts = np.concatenate([cut, [len(source)]]) - 1
+    return list(
+        zip(
+            is_new[firsts].tolist(),
+            source[firsts].tolist(),
+            (source[lasts] + 1).tolist(),
+            strict=True,
+        )
+    )
+
+
+def _gathered(
+    runs: list[tuple[bool, int, int]],
+    old: tuple[bytes, array.array[int]],
+    new: tuple[bytes, array.array[int]],
+) -> bytes:
+    """The blob of each record's slice (``offsets``) in the merged order, one slice a run."""
+    pieces = []
+    for from_new, first, stop in runs:
+        blob, offsets = new if from_new else old
+        pieces.append(blob[offsets[first] : offsets[stop]])
+    return b"".join(pieces)
 
 
 def merged_maps(old: RecordMaps, gone: Collection[str], delta: RecordMaps) -> RecordMaps:
@@ -158,21 +277,22 @@ def merged_maps(old: RecordMaps, gone: Collection[str], delta: RecordMaps) -> Re
     order of their ids. A word that lost a record is no longer ``sure`` (its other records'
     literals are tested); one left with no record is plain and not sure, so its hits keep no
     line. What ``record_maps`` of the live rows gives, but for the words it would not hold
-    and those flags, which only send more hits to the rejects.
+    and those flags, which only send more hits to the rejects. Most records keep their
+    order, so the blobs are copied a run of records at a time.
     """
     import numpy as np
 
-    old_ids = _slices(old.ids, old.id_offsets, range(len(old.fixed)))
-    gone_ids = {rid.encode("utf-8") for rid in gone}
-    keep = [r for r, rid in enumerate(old_ids) if rid not in gone_ids]
-    new_ids = _slices(delta.ids, delta.id_offsets, range(len(delta.fixed)))
-    merged = [old_ids[r] for r in keep] + new_ids
-    order = sorted(range(len(merged)), key=merged.__getitem__)
+    old_ids, new_ids = _ids(old), _ids(delta)
+    width = max(old_ids.dtype.itemsize, new_ids.dtype.itemsize)
+    gone_ids = np.array([rid.encode("utf-8") for rid in gone], dtype=f"S{width}")
+    kept = np.flatnonzero(~np.isin(old_ids.astype(f"S{width}"), gone_ids))
+    merged = np.concatenate([old_ids[kept].astype(f"S{width}"), new_ids.astype(f"S{width}")])
+    order = np.argsort(merged, kind="stable")
     number = np.empty(len(merged), dtype=np.int64)
-    number[np.asarray(order, dtype=np.int64)] = np.arange(len(merged), dtype=np.int64)
+    number[order] = np.arange(len(merged), dtype=np.int64)
     of_old = np.full(len(old.fixed), -1, dtype=np.int64)
-    of_old[np.asarray(keep, dtype=np.int64)] = number[: len(keep)]
-    of_delta = number[len(keep) :]
+    of_old[kept] = number[: len(kept)]
+    of_delta = number[len(kept) :]
     old_words, new_words = len(old), len(delta)
     old_entries = of_old[np.asarray(old.word_records, dtype=np.int64)]
     old_word = np.repeat(np.arange(old_words), np.diff(np.asarray(old.word_offsets)))
@@ -182,42 +302,45 @@ def merged_maps(old: RecordMaps, gone: Collection[str], delta: RecordMaps) -> Re
     words = np.concatenate([old_word[held], new_word + old_words])
     records = np.concatenate([old_entries[held], new_entries])
     by = np.lexsort((records, words))
-    words, records = words[by], records[by]
-    counts = np.bincount(words, minlength=old_words + new_words)
+    counts = np.bincount(words[by], minlength=old_words + new_words)
     lost = counts[:old_words] < np.diff(np.asarray(old.word_offsets))
     plain = np.frombuffer(old.plain, dtype=np.uint8).copy()
     sure = np.frombuffer(old.sure, dtype=np.uint8).copy()
     sure[lost] = 0
     plain[counts[:old_words] == 0] = 1
-    sources = [(old, r) for r in keep] + [(delta, r) for r in range(len(delta.fixed))]
-    ordered = [sources[k] for k in order]
+    # Where each record of the merged order comes from: a kept record of ``old``, or ``delta``.
+    is_new = order >= len(kept)
+    source = np.where(is_new, order - len(kept), np.append(kept, 0)[np.where(is_new, -1, order)])
+    runs = _runs(is_new, source)
+
+    def offsets(of_old: array.array[int], of_new: array.array[int]) -> array.array[int]:
+        sizes_old = np.diff(np.asarray(of_old, dtype=np.int64))
+        sizes_new = np.diff(np.asarray(of_new, dtype=np.int64))
+        sizes = _pick(is_new, source, sizes_old, sizes_new)
+        return _uints(np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]))
+
+    fixed = _pick(
+        is_new,
+        source,
+        np.frombuffer(old.fixed, dtype=np.uint8),
+        np.frombuffer(delta.fixed, dtype=np.uint8),
+    )
     return RecordMaps(
         complete=old.complete and delta.complete,
         plain=plain.tobytes() + delta.plain,
         sure=sure.tobytes() + delta.sure,
         ends=old.ends + delta.ends,
         edges=old.edges + delta.edges,
-        word_offsets=_uints(np.concatenate([[0], np.cumsum(counts)]).tolist()),
-        word_records=_uints(records.tolist()),
-        literal_offsets=_offsets(
-            m.literal_offsets[r + 1] - m.literal_offsets[r] for m, r in ordered
+        word_offsets=_uints(np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])),
+        word_records=_uints(records[by]),
+        literal_offsets=offsets(old.literal_offsets, delta.literal_offsets),
+        literals=_gathered(
+            runs, (old.literals, old.literal_offsets), (delta.literals, delta.literal_offsets)
         ),
-        literals=b"".join(
-            m.literals[m.literal_offsets[r] : m.literal_offsets[r + 1]] for m, r in ordered
-        ),
-        fixed=bytes(m.fixed[r] for m, r in ordered),
-        id_offsets=_offsets(len(merged[k]) for k in order),
-        ids=b"".join(merged[k] for k in order),
+        fixed=fixed.astype(np.uint8).tobytes(),
+        id_offsets=offsets(old.id_offsets, delta.id_offsets),
+        ids=_gathered(runs, (old.ids, old.id_offsets), (delta.ids, delta.id_offsets)),
     )
-
-
-def _offsets(sizes: Iterable[int]) -> array.array[int]:
-    out = _uints([0])
-    total = 0
-    for size in sizes:
-        total += size
-        out.append(total)
-    return out
 
 
 @dataclass(frozen=True)
@@ -228,7 +351,7 @@ class _Held:
     version: str | None
     words: StoredWords
     maps: RecordMaps
-    hashes: dict[str, str]
+    hashes: Hashes
 
 
 def _held(
@@ -236,7 +359,7 @@ def _held(
 ) -> _Held | None:
     """The files of ``key`` when all three are intact and agree, else None."""
     stored = read_hashes(hashes_path(store_at), key, version)
-    if stored is None or stored[1] != compiler:
+    if stored is None or stored.compiler != compiler:
         return None
     words = stored_words(store_at, key, version, engine, verify=True)
     if words is None:
@@ -245,7 +368,7 @@ def _held(
     maps = read_maps(maps_path(store_at), key, version, digest, verify=True)
     if maps is None or not maps.complete or len(maps) != len(words.ends) or maps.ends != words.ends:
         return None
-    return _Held(key, version, words, maps, stored[0])
+    return _Held(key, version, words, maps, stored)
 
 
 def _extended(
@@ -264,10 +387,9 @@ def _extended(
     held = _held(store_at, engine, compiler, *found)
     if held is None:
         return None
-    live = {rid: digest[:HASH_CHARS] for rid, digest in view.live_hashes()}
-    changed = [rid for rid, digest in live.items() if held.hashes.get(rid) != digest]
-    gone = [rid for rid, digest in held.hashes.items() if live.get(rid) != digest]
-    if len(changed) > policy.share * max(len(live), 1) or held.words.delta[1] >= policy.images:
+    live = hashes_of(view.live_hashes(), compiler)
+    changed, gone = changes(held.hashes, live)
+    if len(changed) > policy.share * max(len(live.ids), 1) or held.words.delta[1] >= policy.images:
         return None  # compact
     maps, words = record_maps(view.anchor_rows_of(changed))
     blob = "".join(w + "\n" for w in words).encode("utf-8")
@@ -281,7 +403,7 @@ def _extended(
     release_heap()
     database = store_at.with_suffix("")
     store_extended(store_at, held.words, blob, maps.ends, state, dataset_version, database, engine)
-    write_hashes(hashes_path(store_at), live, compiler, state, dataset_version)
+    write_hashes(hashes_path(store_at), live, state, dataset_version)
     return AnchorBuild(BuildKind.DELTA, len(maps.fixed), len(words), delta_words)
 
 
@@ -316,8 +438,7 @@ def build_record_anchors(
     path = hashes_path(store_at)
     compiler = view.meta_value(COMPILER_KEY) or ""
     if compiled or key_of(path, HASHES_KIND) != (state, dataset_version):
-        live = {rid: digest[:HASH_CHARS] for rid, digest in view.live_hashes()}
-        write_hashes(path, live, compiler, state, dataset_version)
+        write_hashes(path, hashes_of(view.live_hashes(), compiler), state, dataset_version)
     if not compiled:
         return AnchorBuild(BuildKind.CURRENT)
     return AnchorBuild(BuildKind.WHOLE, compiled, 0, 0)

@@ -120,16 +120,30 @@ def hashes_of(pairs: Iterable[tuple[str, str]], compiler: str) -> Hashes:
     """The ``Hashes`` of (id, content hash) pairs (``ReadView.live_hashes``), sorted by id."""
     import numpy as np
 
-    ids: list[bytes] = []
-    digests: list[bytes] = []
-    for rid, digest in pairs:
-        ids.append(rid.encode("utf-8"))
-        digests.append(digest[:HASH_CHARS].encode("utf-8"))
-    # A fixed-width array pads with NUL bytes, which no id holds: compared as their bytes.
-    width = max(map(len, ids), default=1)
-    array_ids = np.array(ids, dtype=f"S{width}")
+    rows = list(pairs)
+    rids: list[str] = [rid for rid, _ in rows]
+    digests: list[str] = [digest for _, digest in rows]
+    del rows
+    # One blob each where every id (every hash) is one ASCII width, the usual case; a
+    # fixed-width array pads with NUL bytes, which no id holds: compared as their bytes.
+    array_ids = _fixed(rids)
+    hashes = _fixed(digests).astype(f"S{HASH_CHARS}")
     order = np.argsort(array_ids, kind="stable")
-    return Hashes(array_ids[order], np.array(digests, dtype=f"S{HASH_CHARS}")[order], compiler)
+    return Hashes(array_ids[order], hashes[order], compiler)
+
+
+def _fixed(texts: list[str]) -> npt.NDArray[np.bytes_]:
+    """``texts`` as a fixed-width bytes array (UTF-8)."""
+    import numpy as np
+
+    widths = set(map(len, texts))
+    if len(widths) == 1:
+        blob = "".join(texts).encode("utf-8")
+        (width,) = widths
+        if width and len(blob) == width * len(texts):
+            return np.frombuffer(blob, dtype=f"S{width}")
+    encoded = [text.encode("utf-8") for text in texts]
+    return np.array(encoded, dtype=f"S{max(map(len, encoded), default=1)}")
 
 
 def encode_hashes(hashes: Hashes) -> bytes:

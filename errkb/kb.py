@@ -133,7 +133,8 @@ class KnowledgeBase:
     def compact_anchor_files(self) -> AnchorBuild:
         """Compile every record's anchors, folding the delta parts in (``errkb maint compact``)."""
         self._writable("compact its anchor files")
-        built = self._engine.build_anchor_files(compact=True)
+        with self.store.sync_lock():  # not beside a sync: SyncLockedError at once
+            built = self._engine.build_anchor_files(compact=True)
         if built is None:  # pragma: no cover - ``_writable`` refused a read-only store
             raise StoreReadOnlyError(f"knowledge base {self.store.describe()} is read-only")
         return built

@@ -214,28 +214,81 @@ CHANGED_VERSION = "2026-09-30T00:00:00.000Z"  #: the changed tree's datasetVersi
 
 
 def _sync_pair(
-    tree: Path, db: Path, work: Path, label: str, changed: dict[str, Path] | None = None
+    tree: Path,
+    db: Path,
+    work: Path,
+    label: str,
+    changed: dict[str, Path] | None = None,
+    *,
+    synced: Path | None = None,
 ) -> dict[str, Any]:
     """A full sync of ``tree`` into ``db``, an unchanged re-sync, then each changed version.
 
     Each changed version (``Change``) is synced into its own copy of the database as the
     re-sync left it (the files beside it too), so every incremental figure starts from the
-    same state.
+    same state. ``synced``: a database synced before (``--db``) is copied to ``db`` instead of
+    the full sync and re-sync, and its anchor files compacted by this errkb first.
     """
     out: dict[str, Any] = {"errkb": label}
+    if synced is not None:
+        _copy_db(synced, db)
+        out["compact"] = run_cpu(_errkb("--db", str(db), "maint", "compact"))
+        print(f"{label}: compact {_line(out['compact'])}", flush=True)
     for name in _RUNS:
+        if synced is not None and name != "incremental":
+            continue
         if name == "incremental":
             for kind, source in (changed or {}).items():
                 copy = work / f"{label.replace(' ', '_')}-{kind}" / db.name
-                copy.parent.mkdir(parents=True, exist_ok=True)
-                for f in db.parent.glob(db.name + "*"):
-                    if f.is_file() and not f.name.endswith(".lock"):
-                        shutil.copy2(f, copy.parent / f.name)
+                _copy_db(db, copy)
                 out[f"incremental_{kind}"] = _one(copy, source, work, label, f"incremental_{kind}")
+                out[f"anchors_{kind}"] = _anchor_build(db, copy, label, kind)
                 shutil.rmtree(copy.parent, ignore_errors=True)
             continue
         out[name] = _one(db, tree, work, label, name)
     return out
+
+
+def _copy_db(db: Path, to: Path) -> None:
+    """``db`` and the files beside it, copied to ``to`` (its directory made)."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    for f in db.parent.glob(db.name + "*"):
+        if f.is_file() and not f.name.endswith(".lock"):
+            shutil.copy2(f, to.parent / (to.name + f.name[len(db.name) :]))
+
+
+#: A child that builds the anchor files of a database (``KnowledgeBase.build_anchor_files``)
+#: and prints what the record anchors' build did, as JSON.
+_BUILD = """
+import json, sys, errkb
+with errkb.open(sys.argv[1]) as kb:
+    built = kb.build_anchor_files()
+print(json.dumps(None if built is None else {
+    "kind": str(built.kind), "records": built.records, "words": built.words,
+    "delta_words": built.delta_words}))
+"""
+
+
+def _anchor_build(before: Path, after: Path, label: str, kind: str) -> dict[str, Any]:
+    """The anchor files' build of an incremental sync again, alone: CPU, peak RSS, delta size.
+
+    The database ``after`` the sync gets back the files beside it ``before`` the sync, and a
+    child builds them for its state as the sync did (what the sync's own figure includes).
+    """
+    for f in before.parent.glob(before.name + ".*"):
+        if f.is_file() and (".anchors" in f.name or ".recordanchors" in f.name):
+            shutil.copy2(f, after.parent / (after.name + f.name[len(before.name) :]))
+    printed = after.parent / "build.json"
+    got = run_cpu([bench_run.PYTHON, "-c", _BUILD, str(after)], stdout=printed)
+    text = printed.read_text(encoding="utf-8").strip()
+    built = json.loads(text) if got["returncode"] == 0 and text else None
+    sizes = {
+        f.name[len(after.name) :]: f.stat().st_size
+        for f in after.parent.glob(after.name + ".*")
+        if f.is_file() and (".anchors" in f.name or ".recordanchors" in f.name)
+    }
+    print(f"{label}: anchor files of the {kind} sync, alone: {_line(got)}; {built}", flush=True)
+    return {**got, "built": built, "sizes": sizes}
 
 
 def _one(db: Path, source: Path, work: Path, label: str, name: str) -> dict[str, Any]:
@@ -265,8 +318,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
         corpus_dir = build_corpus(records=args.records, seed=args.seed).directory
     tree = corpus_dir / "tree"
+    kinds = [Change(k) for k in args.kinds.split(",")] if args.kinds else list(Change)
     changed = (
-        {c.value: changed_tree(corpus_dir, args.changed, change=c) for c in Change}
+        {c.value: changed_tree(corpus_dir, args.changed, change=c) for c in kinds}
         if args.changed > 0
         else None
     )
@@ -282,13 +336,16 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         results["floor"] = floor
         print(f"floor (read + parse the tree): {_line(floor)}", flush=True)
         new_db = work / "new.sqlite3"
-        results["new"] = _sync_pair(tree, new_db, work, "working tree", changed)
+        synced = args.db.resolve() if args.db is not None else None
+        results["new"] = _sync_pair(tree, new_db, work, "working tree", changed, synced=synced)
         if args.rev:
             saved = bench_run.TARGET
             bench_run.TARGET = bench_run.export_rev(args.rev, work / "rev")
             try:
                 old_db = work / "old.sqlite3"
-                results["old"] = _sync_pair(tree, old_db, work, f"rev {args.rev}", changed)
+                results["old"] = _sync_pair(
+                    tree, old_db, work, f"rev {args.rev}", changed, synced=synced
+                )
             finally:
                 bench_run.TARGET = saved
                 (work / "old.sqlite3").unlink(missing_ok=True)
@@ -366,6 +423,12 @@ def table(r: dict[str, Any]) -> str:
             f"| incremental, {kind}: peak RSS | {cell('new', run, 'rss')} | "
             f"{cell('old', run, 'rss')} | | |"
         )
+        anchors = f"anchors_{kind}"
+        rows.append(
+            f"| its anchor files built again alone | {cell('new', anchors, 's')}, "
+            f"{cell('new', anchors, 'rss')}; {_built(r, 'new', anchors)} | "
+            f"{cell('old', anchors, 's')}, {cell('old', anchors, 'rss')} | | |"
+        )
     if "old" in r:
         ratios = [
             f"{run} {r['new'][run]['cpu_seconds'] / r['old'][run]['cpu_seconds']:.2f}×"
@@ -382,6 +445,19 @@ def table(r: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _built(r: dict[str, Any], side: str, run: str) -> str:
+    """What the record anchors' build did and the files' sizes (``_anchor_build``)."""
+    got = r.get(side, {}).get(run) or {}
+    built = got.get("built")
+    sizes = ", ".join(f"{n} {b / MIB:.1f} MiB" for n, b in sorted(got.get("sizes", {}).items()))
+    if not built:
+        return sizes
+    return (
+        f"{built['kind']}: {built['records']} records, {built['words']} words compiled, "
+        f"{built['delta_words']} words in deltas; {sizes}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=500_000)
@@ -394,6 +470,16 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         default=0.01,
         help="share of records the incremental sync's version changes (0: no incremental)",
+    )
+    parser.add_argument(
+        "--kinds", default=None, help="the incremental kinds to measure (docs,messages: both)"
+    )
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="a database synced from the corpus before (--keep): its copy starts the "
+        "incremental syncs, no full sync or re-sync measured",
     )
     parser.add_argument("--workdir", type=Path, default=None, help="where the databases go")
     parser.add_argument("--keep", action="store_true", help="keep the databases")

@@ -23,6 +23,7 @@ from errkb.report import RecordView, Report
 from errkb.store import Store, open_store
 
 if TYPE_CHECKING:
+    from errkb.match.anchordelta import AnchorBuild, Compaction
     from errkb.match.recordscan import Limits
     from errkb.records import Record
     from errkb.report.check import CheckReport
@@ -53,6 +54,15 @@ class KnowledgeBase:
     @scan_engine.setter
     def scan_engine(self, engine: str | None) -> None:
         self._engine.scan_engine = engine
+
+    @property
+    def compaction(self) -> Compaction | None:
+        """When a write compiles every record's anchors, not a delta; None: the default."""
+        return self._engine.compaction
+
+    @compaction.setter
+    def compaction(self, policy: Compaction | None) -> None:
+        self._engine.compaction = policy
 
     @property
     def prepare_ahead(self) -> bool:
@@ -113,9 +123,21 @@ class KnowledgeBase:
         """Load what a large input's explain reads, for the current state; True if it changed."""
         return self._engine.prepare()
 
-    def build_anchor_files(self) -> None:
-        """Build every file a large input's explain reads, for the store's current state."""
-        self._engine.build_anchor_files()
+    def build_anchor_files(self) -> AnchorBuild | None:
+        """Build every file a large input's explain reads, for the store's current state.
+
+        The record anchors compile only what changed where they can; None: a read-only store.
+        """
+        return self._engine.build_anchor_files()
+
+    def compact_anchor_files(self) -> AnchorBuild:
+        """Compile every record's anchors, folding the delta parts in (``errkb maint compact``)."""
+        self._writable("compact its anchor files")
+        with self.store.sync_lock():  # not beside a sync: SyncLockedError at once
+            built = self._engine.build_anchor_files(compact=True)
+        if built is None:  # pragma: no cover - ``_writable`` refused a read-only store
+            raise StoreReadOnlyError(f"knowledge base {self.store.describe()} is read-only")
+        return built
 
     def _after_commit(self, interrupted: Callable[[], BaseException]) -> None:
         """``build_anchor_files`` after a committed write; Ctrl-C raises ``interrupted()``."""

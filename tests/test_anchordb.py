@@ -446,9 +446,9 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seen: list[int] = []
     real = anchordb.compile_images
 
-    def counted(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, bytes]]:
+    def counted(encoded: list[bytes], ends: bytes, first: int = 0) -> Iterator[tuple[bytes, bytes]]:
         seen.append(len(encoded))
-        return real(encoded, ends)
+        return real(encoded, ends, first)
 
     monkeypatch.setattr(anchordb, "compile_images", counted)
     return seen

@@ -77,3 +77,17 @@ def test_cli_extract_bad_repo_is_an_error() -> None:
     assert result.exit_code == 2
     assert "errkb: error: repo must look like owner/name, got 'nope'" in result.stderr
     assert result.stdout == ""
+
+
+def test_cli_maint_compact_finds_a_whole_build_compact(tmp_path: Path) -> None:
+    # (A knowledge base holding delta parts: tests/test_anchordelta.py.)
+    pytest.importorskip("hyperscan")
+    from tests.cli import run
+    from tests.conftest import DATASET
+
+    db = tmp_path / "kb.sqlite3"
+    assert run(db, "sync", str(DATASET)).exit_code == 0
+    result = run(db, "maint", "compact")
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.exit_code == 0
+    assert result.stdout == "record anchors: current, already compact\n", result.output

@@ -136,6 +136,24 @@ def test_an_update_replaces_the_spec_and_retired_records_have_none_read(store: A
     assert query(store, "SELECT count(*) FROM pattern_specs")[0][0] == len(seeds)
 
 
+def test_the_anchor_rows_of_some_ids_and_the_live_hashes_are_the_live_records_only(
+    store: Any,
+) -> None:
+    seeds = _seeds()
+    _ingest(store, [Incoming(r, None) for r in seeds])
+    _ingest(store, [Incoming(r, None) for r in seeds[1:]], full=True)  # seeds[0] retired
+    ids = [r["id"] for r in seeds]
+    with store.snapshot() as view:
+        whole = {row[0]: row for row in view.anchor_rows()}
+        some = view.anchor_rows_of([*reversed(ids), "no-such-id"])
+        hashes = dict(view.live_hashes())
+    assert [row[0] for row in some] == sorted(ids[1:], key=str.encode)
+    assert all(whole[row[0]] == row for row in some)
+    assert set(hashes) == set(ids[1:])
+    stored = query(store, "SELECT id, content_hash FROM records WHERE retired = 0")
+    assert hashes == dict(stored)
+
+
 def test_specs_of_another_compiler_are_compiled_again_by_the_next_write(store: Any) -> None:
     seeds = _seeds()
     _ingest(store, [Incoming(r, None) for r in seeds])

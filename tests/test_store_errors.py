@@ -97,6 +97,8 @@ UNDER_LOCK: dict[str, tuple[tuple[str, ...], bool]] = {
     "lint": (("lint", str(DATASET)), False),
     "extract": (("extract", "--repo", "me/errkb", str(ROOT / "errkb" / "errors.py")), False),
     "triage": (("triage", "-j", "1", str(EXAMPLES / "quanto-incompatible-scale.log")), False),
+    # Reads one snapshot and writes only the files beside the database, never the database.
+    "maint": (("maint", "compact"), False),
 }
 #: Long-running servers, read-only by design (tests/test_cli_serve.py, tests/test_serve_http.py).
 SERVERS = {"mcp", "serve"}

@@ -39,7 +39,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "errkb.cli.data": ("ingest", "export"),
     "errkb.cli.check": ("check",),
     "errkb.cli.sync": ("sync", "versions", "history", "rollback"),
-    "errkb.cli.maint": ("lint", "extract"),
+    "errkb.cli.maint": ("lint", "extract", "maint"),
     "errkb.cli.search": ("search",),
     "errkb.cli.serve": ("mcp", "serve"),
     "errkb.cli.triage": ("triage",),

@@ -1,4 +1,4 @@
-"""Dataset maintainers' commands: ``errkb lint`` and ``errkb extract``, thin like every other."""
+"""Maintainers' commands: ``errkb lint``, ``errkb extract``, ``errkb maint compact``; thin."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import click
 
-from errkb.cli import cli, finish, format_option, out
+from errkb.cli import cli, finish, format_option, open_kb, out
 from errkb.maint.extract import DEFAULT_SHA, extract, write_jsonl
 from errkb.maint.lint import lint
 from errkb.report.lint import LintReport, LintRule
@@ -71,3 +71,21 @@ def extract_command(
         with atomic_write_text(output) as fh:
             count = write_jsonl(records, fh, envelope=envelope)
     out(f"extracted {count} record(s)" + (f" to {output}" if output else "") + "\n", err=True)
+
+
+@cli.group("maint")
+def maint_group() -> None:
+    """Upkeep of a knowledge base's files."""
+
+
+@maint_group.command("compact")
+@click.pass_context
+def compact_command(ctx: click.Context) -> None:
+    """Compile every record's anchors again, folding in what syncs added since.
+
+    A sync compiles only the records it added or changed, after the anchors it found; past
+    10% of the anchors a sync compacts them itself. Exit 0, 2 on error.
+    """
+    built = open_kb(ctx).compact_anchor_files()
+    what = f"{built.records} record(s) compiled" if built.records else "already compact"
+    out(f"record anchors: {built.kind.value}, {what}\n")

@@ -27,6 +27,7 @@ from errkb.report import Confidence, KnowledgeBaseInfo, Match, Report, Unmatched
 from errkb.store import ReadView, RecordJSON, Store, anchors_key, gc_paused
 
 if TYPE_CHECKING:
+    from errkb.match.anchordelta import AnchorBuild, Compaction
     from errkb.match.beside import AnchorFault
     from errkb.match.recordanchors import RecordAnchors
     from errkb.match.recordscan import Decider, Limits
@@ -91,6 +92,9 @@ class Engine:
         #: The record anchors' engine (``errkb.match.anchordb.ENGINES``); None: the fastest
         #: installed.
         self.scan_engine: str | None = None
+        #: When a write compiles every record's anchors instead of a delta
+        #: (``anchordelta.Compaction``); None: the default.
+        self.compaction: Compaction | None = None
         self._explains = 0
         # One anchor-table build at a time: concurrent reports after a sync wait for it (or, for
         # a small input, go on with the database's index) instead of each building their own.
@@ -489,23 +493,27 @@ class Engine:
                 prepare_passes()
         return changed
 
-    def build_anchor_files(self) -> None:
+    def build_anchor_files(self, *, compact: bool = False) -> AnchorBuild | None:
         """Build, for the store's current state, every file a large input's explain reads.
 
         The record anchors (``<db>.recordanchors`` and its maps) and the anchor table
         (``<db>.anchors``), each beside the knowledge base (a PostgreSQL one: beside its sync
         lock in the local data directory, per machine), written whole under a temporary name
         and renamed, keyed by the anchor key (``store.anchors_key``) and engine; a file already
-        current is kept, not compiled again. ``sync``, ``ingest`` and ``rollback`` call it after
+        current is kept, not compiled again. The record anchors compile only the records
+        changed since the files were built where they can (``anchordelta``); ``compact``:
+        every record (the files hold no delta part after). Returns what that build did, None
+        for a read-only store. ``sync``, ``ingest`` and ``rollback`` call it after
         their commit, so that no explain compiles them and a knowledge base mounted read-only
         afterwards never does. Each file is built and dropped before the next (held together
         they were the sync's peak). A file an older errkb left that no route reads (the buffer
         pass's ``<db>.anchordb``) is removed. Nothing here touches the store's transaction.
         """
         if self.store.read_only:
-            return
+            return None
         from errkb.match.anchordb import default_engine, release_heap
-        from errkb.match.recordanchors import record_anchordb_path, store_record_anchors
+        from errkb.match.anchordelta import DEFAULT_COMPACTION, build_record_anchors
+        from errkb.match.recordanchors import record_anchordb_path
         from errkb.match.scan import table_body
 
         engine = self.scan_engine or default_engine()
@@ -514,17 +522,20 @@ class Engine:
             # Keyed by the last write that changed what they are built from: a write that
             # left every input as it was finds them current (``store.anchors_key``).
             state, dataset_version = anchors_key(view.meta_value)
-            store_record_anchors(
-                view.anchor_rows,
+            built = build_record_anchors(
+                view,
                 engine,
                 store_at=record_anchordb_path(self.store.path),
                 state=state,
                 dataset_version=dataset_version,
+                policy=self.compaction or DEFAULT_COMPACTION,
+                compact=compact,
             )
             release_heap()
             table_body(view, self.store.path, state, dataset_version)
             release_heap()
         _remove_stale(self.store.path.with_name(self.store.path.name + ".anchordb"))
+        return built
 
     def refresh(self) -> bool:
         """Drop compiled records if the store changed since they were compiled; True if so."""

@@ -111,6 +111,11 @@ START_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3"
 #: in a log) is looked at for them by ``_trailing_hits``. Longer words hit rarely; ten
 #: literals each would be ten times as many to compile.
 SHORT_ENDED = 8
+#: Hyperscan's id of a ``SHORT_ENDED`` word's two-part literal: the word's number plus this
+#: times the bytes the literal adds (one or two). Fixed, not the word count, so that a delta
+#: part compiled later for the words after a base's (``store_extended``) numbers its literals
+#: as a compile of all the words would.
+VARIANT_STRIDE = 1 << 26
 _FOLLOWS = [bytes((b,)) for b in CLOSER_BYTES + b"\n"]
 #: ``edges`` bits (``AnchorDB.hits``): a space or the line's start must come before a hit of
 #: the word, a space or the line's end after it.
@@ -148,6 +153,7 @@ class AnchorDB:
         *,
         ends: bytes | None = None,
         blob: bytes | None = None,
+        delta: tuple[int, int] = (0, 0),
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"unknown scan engine {engine!r} (one of {', '.join(ENGINES)})")
@@ -175,6 +181,9 @@ class AnchorDB:
         self.compiled = serialised is None or engine != "hyperscan"
         #: Why the stored file was not used, when ``load_anchor_db`` compiled this one.
         self.fault: AnchorFault | None = None
+        #: (words, Hyperscan images) at the end compiled as delta parts after a base
+        #: (``store_extended``); (0, 0) for a whole compile.
+        self.delta = delta
         self._lengths: npt.NDArray[np.int64] | None = None
         self._stop_at: npt.NDArray[np.int64] | None = None
         self._short: list[tuple[int, bytes]] | None = None
@@ -430,10 +439,10 @@ class AnchorDB:
         if self.engine == "hyperscan" and not whole_words and self._short_ended():
             # A two-part literal (``SHORT_ENDED``): its word, which ends one or two bytes
             # earlier; and the short words that end a line before its trailing bytes.
-            variant = ids >= self._count
+            variant = ids >= VARIANT_STRIDE
             if variant.any():
-                shift = ids[variant] // self._count
-                ids[variant] -= shift * self._count
+                shift = ids[variant] // VARIANT_STRIDE
+                ids[variant] -= shift * VARIANT_STRIDE
                 ends[variant] -= shift
             extra_ids, extra_ends = self._trailing_hits(data, _trailing_lines(buf, newlines))
             if extra_ids:
@@ -587,8 +596,12 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return found
 
 
-def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, bytes]]:
+def compile_images(
+    encoded: list[bytes], ends: bytes, first: int = 0
+) -> Iterator[tuple[bytes, bytes]]:
     """The Hyperscan images of ``encoded`` (``AnchorDB``'s words, end flags ``ends``), in parts.
+
+    ``first``: the number of the first word (a delta part's words follow its base's).
 
     Each image comes with its gate's letter (``gate_of``; ``PLAIN``: none): a part's
     literals all hold one of its gate's bytes, and it is scanned over the lines that hold
@@ -598,19 +611,20 @@ def compile_images(encoded: list[bytes], ends: bytes) -> Iterator[tuple[bytes, b
     literals, ~110 MB as bytes and ints, were all held to the end).
     """
     release_heap()  # what the caller freed before (the rows it derived the words from)
-    count = len(encoded)
+    if first + len(encoded) >= VARIANT_STRIDE:
+        raise ValueError(f"more than {VARIANT_STRIDE} anchor words")
     literals: list[bytes] = []
     numbers: list[int] = []
     gated: dict[bytes, tuple[list[bytes], list[int]]] = {gate: ([], []) for gate in GATES}
-    for index, word in enumerate(encoded):
-        if _short_ended(word, ends[index]):
+    for index, word in enumerate(encoded, first):
+        if _short_ended(word, ends[index - first]):
             # The word and what may follow it where its condition holds, numbered past the
             # words by the bytes they add (``hit_arrays`` maps them back). Never gated: what
             # follows may be a newline, which no gathered line holds.
             literals.extend(word + follow for follow in _FOLLOWS)
-            numbers.extend([count + index] * len(_FOLLOWS))
+            numbers.extend([VARIANT_STRIDE + index] * len(_FOLLOWS))
             literals.append(word + b"\r\n")
-            numbers.append(2 * count + index)
+            numbers.append(2 * VARIANT_STRIDE + index)
         elif (gate := gate_of(word)) != PLAIN:
             gated[gate][0].append(word)
             gated[gate][1].append(index)
@@ -702,7 +716,7 @@ def store_compiled(
                     yield chunk
 
             table = _image_table(lengths, kinds)
-            head = [b"%d %d %d\n" % (count, len(blob), SHORT_ENDED), blob, ends, table]
+            head = [_words_table(count, len(blob), (0, 0)), blob, ends, table]
             stamp = Stamp(KIND, state, version, "hyperscan")
 
             def pieces() -> Iterator[bytes]:
@@ -732,6 +746,17 @@ def _split_images(payload: bytes | memoryview) -> list[tuple[bytes, bytes]]:
     Each image is the one copy ``hyperscan.loadb`` needs (it takes bytes only).
     """
     view = memoryview(payload)
+    cut, lengths, letters = _images_table(view)
+    images: list[tuple[bytes, bytes]] = []
+    at = cut + 1
+    for length, letter in zip(lengths, letters, strict=False):
+        images.append((bytes(view[at : at + length]), bytes((letter,))))
+        at += length
+    return images
+
+
+def _images_table(view: memoryview) -> tuple[int, list[int], bytes]:
+    """(where the table line ends, each image's length, their gates) of a ``_join_images``."""
     head = bytes(view[:4096])
     cut = head.find(b"\n")
     fields = head[:cut].split(b" ")
@@ -749,12 +774,51 @@ def _split_images(payload: bytes | memoryview) -> list[tuple[bytes, bytes]]:
     lengths = [int(f) for f in numbers[1:]]
     if sum(lengths) != len(view) - cut - 1:
         raise RuntimeError("hyperscan: image lengths do not add up to the payload")
-    images: list[tuple[bytes, bytes]] = []
-    at = cut + 1
-    for length, letter in zip(lengths, letters, strict=False):
-        images.append((bytes(view[at : at + length]), bytes((letter,))))
-        at += length
-    return images
+    return cut, lengths, letters if lengths else b""
+
+
+def store_extended(
+    path: Path,
+    base: StoredWords,
+    blob: bytes,
+    ends: bytes,
+    state: str,
+    version: str | None,
+    database: Path,
+    engine: str = "hyperscan",
+) -> bool:
+    """Store at ``path`` the words of ``base`` and then ``blob``'s, compiling only ``blob``'s.
+
+    ``base``: a stored database (``stored_words``, checked); ``blob``, ``ends``: the delta's
+    words and end flags, numbered after the base's. The file holds the base's Hyperscan images
+    as they were and the delta's after them (``AnchorDB.delta`` counts what the base's own
+    delta held and this one's), so a reader loads one file, as for a whole compile, and every
+    hit is numbered as a whole compile of the same words would number it. False when the
+    directory refuses the file (as ``write_anchor_db``).
+    """
+    count = len(base.ends) + blob.count(b"\n")
+    words = base.blob + blob
+    flags = base.ends + ends
+    delta_words = base.delta[0] + blob.count(b"\n")
+    if engine != "hyperscan" or base.serialised is None:  # the words are all it stores
+        body = _words_table(count, len(words), (delta_words, 0)) + words + flags
+        return write_beside(path, Stamp(KIND, state, version, engine), body, database)
+    view = base.serialised
+    cut, lengths, letters = _images_table(view)
+    fresh: list[tuple[bytes, bytes]] = list(
+        compile_images(blob.split(b"\n")[:-1], ends, first=len(base.ends))
+    )
+    delta_images = base.delta[1] + len(fresh)
+    gates = [*(bytes((g,)) for g in letters), *(g for _i, g in fresh)]
+    table = _image_table([*lengths, *(len(i) for i, _g in fresh)], gates)
+    head = [_words_table(count, len(words), (delta_words, delta_images)), words, flags, table]
+    stamp = Stamp(KIND, state, version, "hyperscan")
+
+    def pieces() -> Iterator[bytes | memoryview]:
+        return itertools.chain(head, (view[cut + 1 :],), (image for image, _g in fresh))
+
+    checked = sum(map(len, head[:3]))
+    return write_beside(path, stamp, pieces, database, checked=checked)
 
 
 _WORD_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -775,11 +839,11 @@ def _hits_counted(
     kept: set[tuple[int, int]] = set()
     size = len(data)
     if db.engine == "hyperscan" and not whole_words and db._short_ended():
-        count = len(db)
+        stride = VARIANT_STRIDE
         # Two-part literals back to their words (``SHORT_ENDED``), and the short words that
         # end a line before its trailing bytes: as ``AnchorDB.hit_arrays``, without numpy.
-        ends = [end - index // count for index, end in zip(ids, ends, strict=True)]
-        ids = [index % count for index in ids]
+        ends = [end - index // stride for index, end in zip(ids, ends, strict=True)]
+        ids = [index % stride for index in ids]
         extra_ids, extra_ends = db._trailing_hits(data, _trailing_stops(data))
         ids, ends = ids + extra_ids, ends + extra_ends
     for index, end in zip(ids, ends, strict=True):
@@ -1082,15 +1146,21 @@ def encode(db: AnchorDB) -> bytes:
 
 def _words_part(db: AnchorDB) -> bytes:
     """The body's part before the engine's images: its table, words and end flags."""
-    table = b"%d %d %d\n" % (len(db), len(db.blob), SHORT_ENDED)
-    return b"".join((table, db.blob, db.ends))
+    return b"".join((_words_table(len(db), len(db.blob), db.delta), db.blob, db.ends))
+
+
+def _words_table(count: int, size: int, delta: tuple[int, int]) -> bytes:
+    """The body's first line: words, their bytes, ``SHORT_ENDED``, the delta's words and images."""
+    return b"%d %d %d %d %d\n" % (count, size, SHORT_ENDED, *delta)
 
 
 def read_anchor_db(path: Path, state: str, version: str | None, engine: str) -> AnchorDB:
     """The database stored at ``path``; ``AnchorDatabaseError`` saying why it cannot be used."""
     stored = _read_stored(path, state, version, engine)
     try:
-        return AnchorDB((), engine, stored.serialised, ends=stored.ends, blob=stored.blob)
+        return AnchorDB(
+            (), engine, stored.serialised, ends=stored.ends, blob=stored.blob, delta=stored.delta
+        )
     except Exception as exc:  # hyperscan.error: the engine refused the serialised image
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, f"{engine}: {exc}") from None
 
@@ -1102,6 +1172,7 @@ class StoredWords:
     blob: bytes  #: the words, each ended by a newline (``AnchorDB.blob``)
     ends: bytes  #: a flag byte per word (``AnchorDB.ends``)
     serialised: memoryview | None  #: Hyperscan's images (None for another engine)
+    delta: tuple[int, int] = (0, 0)  #: ``AnchorDB.delta``
 
 
 def stored_words(
@@ -1125,9 +1196,13 @@ def _read_stored(
     body = read_beside(path, Stamp(KIND, state, version, engine), verify=verify)
     stop = _find(body, b"\n", 0, 64)
     counts = bytes(body[:stop]).split(b" ") if stop >= 0 else []
-    if len(counts) != 3 or not all(c.isdigit() for c in counts):
+    if len(counts) == 3:
+        raise AnchorDatabaseError(
+            path, AnchorFault.STALE, "an older errkb's numbering of the two-part literals"
+        )
+    if len(counts) != 5 or not all(c.isdigit() for c in counts):
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "word list: bad table")
-    count, blob_size, short = map(int, counts)
+    count, blob_size, short, delta_words, delta_images = map(int, counts)
     if short != SHORT_ENDED and engine == "hyperscan":
         raise AnchorDatabaseError(
             path,
@@ -1153,7 +1228,9 @@ def _read_stored(
     serialised = body[at + blob_size + count :] if engine == "hyperscan" else None
     if serialised is None and len(body) != at + blob_size + count:
         raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "bytes after the word list")
-    return StoredWords(blob, ends, serialised)
+    if delta_words > count:
+        raise AnchorDatabaseError(path, AnchorFault.CORRUPT, "word list: bad delta")
+    return StoredWords(blob, ends, serialised, (delta_words, delta_images))
 
 
 def _find(view: memoryview, needle: bytes, start: int, stop: int) -> int:

@@ -37,6 +37,7 @@ __all__ = [
     "AnchorDatabaseError",
     "AnchorFault",
     "Stamp",
+    "key_of",
     "platform_name",
     "read",
     "write",
@@ -154,6 +155,28 @@ def read(path: Path, stamp: Stamp, *, verify: bool = False) -> memoryview:
     return body
 
 
+def key_of(path: Path, kind: str) -> tuple[str, str | None] | None:
+    """(key, dataset version) the header of the ``kind`` file at ``path`` names, else None.
+
+    Only the header is read, and nothing is trusted: a caller reads the file with ``read``
+    and the stamp these make, which checks it all. What an incremental build asks first: the
+    key the files it extends were built for.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        head = fh.read(HEADER_MAX) or b""
+    fields = head.partition(b"\n")[0].split(b" ")
+    if len(fields) < 5 or b" ".join(fields[:2]) != FORMAT or fields[2] != kind.encode():
+        return None
+    key, version = fields[3].decode("utf-8", "replace"), fields[4].decode("utf-8", "replace")
+    return key, None if version == "-" else version
+
+
 def _checked_header(path: Path, head: bytes, stamp: Stamp) -> tuple[int, int, int, int, str]:
     """(header, body, checked bytes, CRC-32, sha256) of ``stamp``'s header, else raises."""
     cut = head.find(b"\n")
@@ -192,7 +215,7 @@ def _checked_header(path: Path, head: bytes, stamp: Stamp) -> tuple[int, int, in
 def write(
     path: Path,
     stamp: Stamp,
-    body: bytes | Callable[[], Iterable[bytes]],
+    body: bytes | Callable[[], Iterable[bytes | memoryview]],
     database: Path,
     *,
     checked: int | None = None,
@@ -207,7 +230,9 @@ def write(
     import tempfile
     import zlib
 
-    pieces: Callable[[], Iterable[bytes]] = (lambda: (body,)) if isinstance(body, bytes) else body
+    pieces: Callable[[], Iterable[bytes | memoryview]] = (
+        (lambda: (body,)) if isinstance(body, bytes) else body
+    )
     digest = hashlib.sha256()
     size = crc = 0
     for piece in pieces():

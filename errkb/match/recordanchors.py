@@ -598,8 +598,12 @@ def store_record_anchors(
     store_at: Path,
     state: str,
     dataset_version: str | None,
-) -> None:
+    whole: bool = False,
+) -> int:
     """Make the files ``RecordAnchors`` loads for this state current, loading nothing to scan.
+
+    Returns the records compiled: 0 when the files were current. ``whole``: files holding
+    delta parts (``anchordelta``) are not current, every record is compiled (a compaction).
 
     What a write's ``build_anchor_files`` calls: the process that commits never scans with
     them, so the maps are written and dropped before Hyperscan compiles, and the compiled
@@ -611,8 +615,12 @@ def store_record_anchors(
     """
     engine = engine or default_engine()
     if engine != "hyperscan":
-        RecordAnchors(rows, engine, store_at=store_at, state=state, dataset_version=dataset_version)
-        return
+        if whole:
+            _remove_file(store_at)
+        built = RecordAnchors(
+            rows, engine, store_at=store_at, state=state, dataset_version=dataset_version
+        )
+        return 0 if built.db.fault is None else len(built.maps.fixed)
     import hashlib
 
     # Checked as ``RecordAnchors`` would read them and by their sha256 (a write keeps only
@@ -623,8 +631,9 @@ def store_record_anchors(
     if db is not None:
         words_digest = hashlib.sha256(db.blob).hexdigest()
         stored = read_maps(where, state, dataset_version, words_digest, verify=True)
-        if stored is not None and len(stored) == len(db.ends) and stored.ends == db.ends:
-            return
+        current = stored is not None and len(stored) == len(db.ends) and stored.ends == db.ends
+        if current and not (whole and db.delta != (0, 0)):
+            return 0
     # What the write left behind goes back to the system first: the compile below is the
     # sync's peak, on top of whatever the process still holds (a first 500k sync's largest
     # process peaked at 473-509 MiB across runs, the transaction's freed objects under it).
@@ -633,6 +642,7 @@ def store_record_anchors(
     gc.collect()
     release_heap()
     maps, words = record_maps(rows())
+    compiled = len(maps.fixed)
     ends = maps.ends
     blob = "".join(w + "\n" for w in words).encode("utf-8")
     del words
@@ -644,11 +654,22 @@ def store_record_anchors(
         and db.blob == blob
         and db.ends == ends
         and stored_words(store_at, state, dataset_version, engine, verify=True) is not None
+        and not whole
     ):
-        return  # the stored database holds these very words: only the maps were missing
+        return compiled  # the stored database holds these very words: only the maps were missing
     del db
     release_heap()
     store_compiled(store_at, blob, ends, state, dataset_version, store_at.with_suffix(""))
+    return compiled
+
+
+def _remove_file(path: Path) -> None:
+    """Remove ``path`` when it is a regular file (never a link's target)."""
+    try:
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+    except OSError:
+        pass
 
 
 #: Distinct literal sets a word's hit line is checked against one by one; past it, through an

@@ -200,6 +200,47 @@ def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
         )
 
 
+#: The anchor rows of some live records (``anchor_rows_of``).
+_SOME_ANCHOR_SQL = (
+    "SELECT r.id, s.anchor, s.literals, s.regex, s.template FROM records r "
+    "LEFT JOIN pattern_specs s ON s.record_id = r.id WHERE r.retired = FALSE AND r.id $IDS"
+)
+
+
+def anchor_rows_of(sql: Sql, ids: Sequence[str]) -> list[AnchorRow]:
+    """``anchor_rows`` of the live records among ``ids``, in the byte order of their ids.
+
+    What an incremental anchor build reads: the rows of the records a write added or changed,
+    not every live record's.
+    """
+    rows = [
+        (
+            str(rid),
+            None if anchor is None else str(anchor),
+            _tuple(literals),
+            str(regex or ""),
+            str(template or ""),
+        )
+        for rid, anchor, literals, regex, template in sql.in_ids(_SOME_ANCHOR_SQL, sorted(set(ids)))
+    ]
+    rows.sort(key=lambda row: row[0].encode("utf-8"))
+    return rows
+
+
+#: Every live record's id and content hash (``ix_records_inventory`` covers it).
+_LIVE_HASHES_SQL = "SELECT id, content_hash FROM records WHERE retired = FALSE"
+
+
+def live_hashes(sql: Sql) -> Iterator[tuple[str, str]]:
+    """(id, content hash) of every live record, in no set order.
+
+    What an incremental anchor build compares with the records its files hold, to find
+    those added, changed or retired since: an index read, no record decoded.
+    """
+    for rid, content_hash in sql.rows(_LIVE_HASHES_SQL):
+        yield str(rid), str(content_hash)
+
+
 def _same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
     """Whether a record's index words (None: not live) are the same before and after."""
     if before is None or now is None:

@@ -209,6 +209,17 @@ class ReadView(Protocol):
         """``AnchorRow`` of every live record by id; consume it inside the snapshot."""
         ...
 
+    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
+        """``AnchorRow`` of the live records among ``ids``, in the byte order of their ids."""
+        ...
+
+    def live_hashes(self) -> Iterable[tuple[str, str]]:
+        """(id, content hash) of every live record, in no set order (an index read).
+
+        May be a stream: consume it inside the snapshot it came from.
+        """
+        ...
+
     def token_rows(self) -> Iterable[tuple[str, str, int]]:
         """(record id, token, rank) of the match index by record, rank; consume in the snapshot."""
         ...

@@ -345,6 +345,12 @@ class PgView(PgSql):
     def anchor_rows(self) -> Iterator[AnchorRow]:
         return engine.anchor_rows(self)
 
+    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
+        return engine.anchor_rows_of(self, ids)
+
+    def live_hashes(self) -> Iterator[tuple[str, str]]:
+        return engine.live_hashes(self)
+
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         if not ids:
             return []

@@ -218,6 +218,12 @@ class SqliteView(SqliteSql):
     def anchor_rows(self) -> Iterator[AnchorRow]:
         return engine.anchor_rows(self)
 
+    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
+        return engine.anchor_rows_of(self, ids)
+
+    def live_hashes(self) -> Iterator[tuple[str, str]]:
+        return engine.live_hashes(self)
+
     def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for chunk in _chunks(ids):

@@ -191,3 +191,25 @@ def test_a_specific_template_alone_is_exact_and_says_why(kb: errkb.KnowledgeBase
 )
 def test_class_agrees(printed: str | None, expected: str | None, agrees: bool | None) -> None:
     assert class_agrees(printed, expected) is agrees
+
+
+def test_an_exception_only_possible_matches_explain_is_marked_so_its_batches_agree() -> None:
+    # The scan decides in batches and asks for suggestions at the end: the leftovers say which
+    # exceptions only possible matches explained (no suggestions for them, as on a paste).
+    from errkb.match.decide import _dedupe_unmatched
+    from errkb.parse.events import EventKind, LogEvent
+
+    plain = LogEvent(EventKind.BARE, "KeyError", "'k'", (2,))
+    explained = LogEvent(EventKind.BARE, "RuntimeError", "wrapped: inner", (4,))
+    both = LogEvent(EventKind.BARE, "OSError", "disk", (6,))
+    again = LogEvent(EventKind.BARE, "OSError", "disk", (8,))
+    out = {u.message: u for u in _dedupe_unmatched([plain, both], [explained, again])}
+    assert not out["'k'"].possible and out["wrapped: inner"].possible
+    assert not out["disk"].possible and out["disk"].lines == (6, 8)
+    assert out["wrapped: inner"].to_dict() == {  # never serialized
+        "class": "RuntimeError",
+        "message": "wrapped: inner",
+        "line": 4,
+        "lines": [4],
+        "occurrences": 1,
+    }

@@ -1092,3 +1092,23 @@ def test_folded_counts_the_distinct_entries_it_cuts_in_8_bytes_each() -> None:
     assert truncation.unmatched == distinct - 10
     assert truncation.unmatched_occurrences == 200_000 - sum(u.occurrences for u in unmatched)
     assert len(folded._cut_unmatched) < 2 * distinct  # not one hash per cut line (190k)
+
+
+def test_folded_suggests_only_for_exceptions_some_plain_occurrence_left_unmatched() -> None:
+    # ``decide``'s rule on every route: an exception only possible matches explain is listed
+    # with them and gets no suggestions; the scan folds batches, so the flag travels.
+    from errkb.report import Unmatched
+
+    folded = recordscan.Folded(Limits())
+    folded.add_unmatched(
+        [
+            Unmatched("RuntimeError", "wrapped: inner", 3, lines=(3,), possible=True),
+            Unmatched("KeyError", "'k'", 5, lines=(5,)),
+            Unmatched("OSError", "disk", 7, lines=(7,), possible=True),
+        ]
+    )
+    folded.add_unmatched([Unmatched("OSError", "disk", 9, lines=(9,))])  # a plain one, later
+    asked = [(e.exc_class, e.message, e.lines) for e in folded.unmatched_events(10)]
+    assert asked == [("KeyError", "'k'", (5,)), ("OSError", "disk", (7,))]
+    _, unmatched, _ = folded.result()
+    assert [u.message for u in unmatched] == ["wrapped: inner", "'k'", "disk"]  # all listed

@@ -349,7 +349,7 @@ def decide(
         )
     matches.sort(key=lambda m: m.confidence is not Confidence.EXACT)
     suggestions = similar_matches(unmatched, matcher, record) if similar else []
-    leftovers = _dedupe_unmatched([*unmatched, *unexplained])
+    leftovers = _dedupe_unmatched(unmatched, unexplained)
     return tuple(matches) + tuple(suggestions), tuple(leftovers)
 
 
@@ -809,11 +809,17 @@ def _representative(events: Sequence[LogEvent], spec: PatternSpec) -> LogEvent:
     return events[0]
 
 
-def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
-    """One entry per distinct (class, message), with every line it was seen at."""
+def _dedupe_unmatched(
+    events: Sequence[LogEvent], unexplained: Sequence[LogEvent] = ()
+) -> list[Unmatched]:
+    """One entry per distinct (class, message), with every line it was seen at.
+
+    An entry only ``unexplained`` events (possible matches alone) make is marked ``possible``.
+    """
     lines: dict[tuple[str | None, str], set[int]] = {}
     repeats: dict[tuple[str | None, str], int] = {}
-    for event in events:
+    plain = {(event.exc_class, event.message) for event in events}
+    for event in [*events, *unexplained]:
         key = (event.exc_class, event.message)
         at = lines.setdefault(key, set())
         if event.lines:
@@ -825,7 +831,16 @@ def _dedupe_unmatched(events: Sequence[LogEvent]) -> list[Unmatched]:
         ordered = sorted(found)
         count = len(ordered) + repeats.get((cls, message), 0)
         first = ordered[0] if ordered else 0
-        out.append(Unmatched(cls, message, first, lines=tuple(ordered), occurrences=max(count, 1)))
+        out.append(
+            Unmatched(
+                cls,
+                message,
+                first,
+                lines=tuple(ordered),
+                occurrences=max(count, 1),
+                possible=(cls, message) not in plain,
+            )
+        )
     return out
 
 

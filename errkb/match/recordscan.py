@@ -796,6 +796,8 @@ class Folded:
         self._unmatched_lines: dict[tuple[str | None, str], set[int]] = {}
         # Each entry's first line, kept as lines are added.
         self._unmatched_first: dict[tuple[str | None, str], int] = {}
+        # Held entries some plain occurrence made (not only possible matches): suggested.
+        self._suggested: set[tuple[str | None, str]] = set()
         self.cut_matches = 0
         self.cut_match_occurrences = 0
         self.cut_records: dict[str, int] = {}
@@ -898,10 +900,14 @@ class Folded:
                     self.cut_unmatched_occurrences += u.occurrences
                     continue
                 self._unmatched[key] = u
+                if not u.possible:
+                    self._suggested.add(key)
                 self._head_of(u.cls, u.message).append(key)
                 self._unmatched_lines[key] = seen = set(u.lines or (u.line,))
                 self._unmatched_first[key] = min(seen)
                 continue
+            if not u.possible:
+                self._suggested.add(key)
             lines = self._unmatched_lines[key]
             new = set(u.lines or (u.line,)) - lines
             lines.update(new)
@@ -914,12 +920,16 @@ class Folded:
         return self._unmatched_first.get(item[0], item[1].line)
 
     def unmatched_events(self, count: int) -> list[LogEvent]:
-        """The first ``count`` distinct unmatched messages as events (for suggestions)."""
+        """The first ``count`` distinct unmatched messages as events (for suggestions).
+
+        A message only possible matches explain has those in place of suggestions (``decide``'s
+        rule on every route): it is left out.
+        """
         out: list[LogEvent] = []
         seen: set[str] = set()
         for item in sorted(self._unmatched.items(), key=self._first_line):
             u = item[1]
-            if u.message in seen:
+            if u.message in seen or item[0] not in self._suggested:
                 continue
             seen.add(u.message)
             out.append(LogEvent(EventKind.BARE, u.cls, u.message, (self._first_line(item),)))

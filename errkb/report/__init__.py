@@ -244,6 +244,8 @@ class Unmatched:
     source: str | None = None  #: the input file, when several were explained together
     lines: tuple[int, ...] = ()  #: every line the same class and message are at, in order
     occurrences: int = 1
+    #: Only possible matches explain it: they stand in place of suggestions (not serialized).
+    possible: bool = field(default=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {

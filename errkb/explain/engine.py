@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb import __version__
-from errkb.explain.routes import DEFAULT_THRESHOLDS, Route, Scannable, Thresholds, choose_route
+from errkb.explain.routes import (
+    DEFAULT_THRESHOLDS,
+    Route,
+    Scannable,
+    Thresholds,
+    choose_route,
+)
 from errkb.match.decide import decide
 from errkb.match.matcher import IndexedMatcher, SpecCache
 from errkb.parse.events import EventKind, LogEvent
@@ -126,7 +132,10 @@ class Engine:
 
         data = bytes(text) if isinstance(text, bytearray) else text
         sizes = thresholds or self.thresholds
-        route, scannable = choose_route(data, sizes)
+        # Asked only where it can matter: a paste imports nothing of the scan.
+        large = len(data) >= sizes.scan_from and sizes.cold_ratio > 0
+        unloaded = self._unloaded_anchors() if large else 0
+        route, scannable = choose_route(data, sizes, unloaded)
         if route is Route.SCAN and scannable is not None:
             with self.store.snapshot() as view:
                 report = self._scanned(view, scannable, limits, sizes)
@@ -147,6 +156,18 @@ class Engine:
         # The region parse's report is kept within the same ``Limits`` as the scan's (the
         # scan hands it what it does not hold: millions of distinct tracebacks).
         return _within(report, _chosen_limits(len(data), limits, sizes))
+
+    def _unloaded_anchors(self) -> int:
+        """The stored bytes of record anchors a scan would load first (0: loaded, or none)."""
+        from errkb.match.recordanchors import record_anchordb_path
+
+        with self._lock:
+            if self._anchors is not None:
+                return 0
+        try:
+            return record_anchordb_path(self.store.path).stat().st_size
+        except (OSError, ValueError):
+            return 0
 
     def explain_in(
         self,

@@ -25,15 +25,18 @@ class Thresholds:
 
     ``scan_from``: plain text or JSON lines this large are scanned. ``paste_upto``: up to this an
     input is parsed and reported whole. ``release_from``: a scan this large returns the C heap's
-    free memory.
+    free memory. ``cold_ratio``: a process whose record anchors are not loaded yet parses an
+    input whole, not scanned, while it is at most the anchors' stored size over this (and
+    ``paste_upto``): the whole parse costs less than loading them (0: always scan).
     """
 
     scan_from: int = 1 << 18
     paste_upto: int = 1 << 20
     release_from: int = 8 << 20
+    cold_ratio: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("scan_from", "paste_upto", "release_from"):
+        for name in ("scan_from", "paste_upto", "release_from", "cold_ratio"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Thresholds.{name} must be at least 0")
 
@@ -49,19 +52,37 @@ class Scannable:
     json_lines: bool
 
 
-def choose_route(data: str | bytes, thresholds: Thresholds) -> tuple[Route, Scannable | None]:
+def choose_route(
+    data: str | bytes, thresholds: Thresholds, unloaded: int = 0
+) -> tuple[Route, Scannable | None]:
     """The route that reads ``data``, and for ``SCAN`` the bytes it reads.
 
     ``SCAN``: plain text (JSON lines decoded) of at least ``scan_from``; else ``PASTE`` up to
     ``paste_upto``; else ``REGIONS``. UTF-16, NUL-ridden, JSON document, markup and YAML-fold
-    inputs are never scanned.
+    inputs are never scanned. ``unloaded``: the stored bytes of record anchors a scan would
+    load first (0: loaded); an input ``cold_paste`` names is a ``PASTE``.
     """
     size = len(data)
+    if cold_paste(size, thresholds, unloaded):
+        return Route.PASTE, None
     if size >= thresholds.scan_from:
         scannable = _scannable(data)
         if scannable is not None:
             return Route.SCAN, scannable
     return (Route.PASTE if size <= thresholds.paste_upto else Route.REGIONS), None
+
+
+def cold_paste(size: int, thresholds: Thresholds, unloaded: int) -> bool:
+    """Whether an input of ``size`` that could be scanned is parsed whole instead.
+
+    So in a process with ``unloaded`` bytes of record anchors still to load (a one-shot
+    ``errkb explain``): loading 116 MB of them took more CPU than parsing 1.4 MB of a dense log
+    whole (BENCHMARKS.md, stop 45), and both routes give one report.
+    """
+    ratio = thresholds.cold_ratio
+    if not unloaded or not ratio or size < thresholds.scan_from:
+        return False
+    return size <= min(thresholds.paste_upto, unloaded // ratio)
 
 
 def _scannable(data: str | bytes) -> Scannable | None:

@@ -158,11 +158,15 @@ class Engine:
         return _within(report, _chosen_limits(len(data), limits, sizes))
 
     def _unloaded_anchors(self) -> int:
-        """The stored bytes of record anchors a scan would load first (0: loaded, or none)."""
+        """The stored bytes of record anchors a scan would load first (0: loaded, or none).
+
+        Only a process's first report counts them: one that goes on (several files, triage's
+        workers, a server) loads them once and scans from then on.
+        """
         from errkb.match.recordanchors import record_anchordb_path
 
         with self._lock:
-            if self._anchors is not None:
+            if self._anchors is not None or self._explains > 0 or self.prepare_ahead:
                 return 0
         try:
             return record_anchordb_path(self.store.path).stat().st_size

@@ -1,18 +1,14 @@
-r"""The record-driven scan's anchors: every record's anchor, compiled and stored as flat arrays.
+"""The record-driven scan's anchors: every record's anchor, compiled and stored as flat arrays.
 
 ``RecordAnchors.hit_lines`` names the lines of a large input that can hold a known message
-(issue 21): one native pass over every record's anchor (its template's longest literal; a
-multi-line one's longest line, stripped) and the anchor's escaped forms (repr, JSON, HTML),
-then the literal rejects: a plain anchor's hit keeps its line only when the line holds every
-one-line literal of one of the anchor's records (a literal after a template's line break only
-where it begins the line: ``LINE_START``); a fixed message's only when the anchor ends the
-line or a quoted value; an escaped form's always.
+(issue 21): one native pass over every record's anchor (its longest literal line, stripped)
+and escaped forms (repr, JSON, HTML), then the literal rejects: a plain anchor's hit keeps
+its line only when the line holds every one-line literal of one of its records (``LINE_START``
+ones at its start); a fixed message's only where it ends the line or a quoted value.
 
-Two files beside the knowledge base (``beside``), built after a write's commit
-(``KnowledgeBase.build_anchor_files``): ``<db>.recordanchors`` (``anchordb``: the words and
-their automaton) and ``<db>.recordanchors.maps`` (``RecordMaps``, tied to those words by their
-sha256). A file refused or inconsistent is derived again from ``ReadView.anchor_rows`` and
-stored (kept in memory where the directory refuses it).
+Stored beside the knowledge base after a write's commit: ``<db>.recordanchors`` (``anchordb``)
+and ``<db>.recordanchors.maps`` (``RecordMaps``, tied to its words by their sha256); either
+refused is derived again from ``ReadView.anchor_rows``.
 """
 
 from __future__ import annotations
@@ -208,11 +204,7 @@ def one_line_literal(literal: str) -> str:
 
 
 def holds(text: str, literal: str) -> bool:
-    """Whether ``text`` (one line) may print ``literal`` (``one_line_literal``'s form).
-
-    A kept edge space may be where a renderer wrapped the message: the literal's core at the
-    start (a leading space) or at the end (a trailing one) of the line's text counts too.
-    """
+    """Whether one line's ``text`` may print ``literal`` (a kept edge space: or the line's edge)."""
     if literal in text:
         return True
     lead, trail = literal[:1] == " ", literal[-1:] == " "
@@ -225,17 +217,12 @@ def holds(text: str, literal: str) -> bool:
     return body.startswith(core) if lead else body.endswith(core)
 
 
-#: Bytes that make a line's messages other than plain substrings of it: escapes a span
-#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
+#: Bytes a message span decodes or the parser cuts out of a line (escapes, controls).
 _NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
 
 
 def verbatim(line: bytes) -> bool:
-    """Whether every message the parser reads on ``line`` is a substring of its text.
-
-    True when nothing on it is cleaned out (controls, ANSI colours and remnants) or decoded
-    by a message span (a backslash escape, an HTML character reference).
-    """
+    """Whether every message the parser reads on ``line`` is a substring of it (nothing cleaned)."""
     if len(line.translate(None, _NOT_VERBATIM)) != len(line):
         return False
     # A colour's remnant (``[31m``) is cut out of the line's text.
@@ -246,17 +233,12 @@ def verbatim(line: bytes) -> bool:
     )
 
 
-#: Marks, in the maps' literals, one that follows a line break in its template: printed at
-#: the start of a line once its prefix is cleaned (``begins_a_line``).
+#: Marks, in the maps' literals, one after a template's line break (``begins_a_line``).
 LINE_START = "\x01"
 
 
 def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
-    r"""Whether one of ``cores`` begins ``line`` (``text``, decoded) once its prefix is cleaned.
-
-    True whenever the line alone cannot tell (not ``verbatim``). Indentation, a mail's ``>``
-    quoting and a CRLF line's ``\r`` are not the text.
-    """
+    """Whether one of ``cores`` begins ``line`` once cleaned; True where the line cannot tell."""
     if line.endswith(b"\r"):
         line, text = line[:-1], text[:-1]
     if not verbatim(line):
@@ -266,11 +248,7 @@ def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
 
 
 def record_edges(line: str, kept: Sequence[str]) -> int:
-    """The ``edges`` bits of anchor ``line``: the edge spaces of its literal among ``kept``.
-
-    The first of the record's one-line literals whose core the line is decides; the anchor
-    pass then drops, as arrays, hits without a space or the line's edge on that side.
-    """
+    """The ``edges`` bits of anchor ``line``: the edge spaces of its literal among ``kept``."""
     for part in kept:
         if part.strip(" ") == line:
             return (EDGE_BEFORE if part[0] == " " else 0) | (EDGE_AFTER if part[-1] == " " else 0)
@@ -533,10 +511,8 @@ def store_record_anchors(
 ) -> int:
     """Make the files ``RecordAnchors`` loads for this state current, loading nothing to scan.
 
-    Returns the records compiled: 0 when the files were current. ``whole``: files holding
-    delta parts (``anchordelta``) are not current (a compaction). The maps are written and
-    dropped before Hyperscan compiles, and the images stored never loaded back
-    (``anchordb.store_compiled``), so they are never held at once.
+    Returns the records compiled (0: current). ``whole``: delta parts are not current. The
+    maps are written and dropped before the compile (``anchordb.store_compiled``).
     """
     engine = engine or default_engine()
     if engine != "hyperscan":
@@ -593,8 +569,7 @@ def _remove_file(path: Path) -> None:
         pass
 
 
-#: Distinct literal sets a word's hit line is checked against one by one; past it, through an
-#: automaton of one key literal each (``WordRecords``).
+#: Literal groups a word's hit line is checked against one by one (``WordRecords``).
 CROWD = 8
 
 
@@ -762,11 +737,7 @@ class RecordAnchors:
         return bool(self.matchable([rid], text))
 
     def matchable(self, rids: Sequence[str], text: str) -> list[str]:
-        """The ids of ``rids`` whose record may match ``text``, in their order.
-
-        Left out: a record one of whose one-line literals ``text`` lacks. A record the maps
-        do not hold (no anchor, no stored spec) is kept.
-        """
+        """``rids``, in order, but those whose held record has a one-line literal ``text`` lacks."""
         maps = self.maps
         kept: list[str] = []
         for rid, record in zip(rids, self._positions(rids), strict=True):
@@ -787,11 +758,7 @@ class RecordAnchors:
         return sorted_positions(table, [rid.encode("utf-8") for rid in rids])
 
     def id_table(self) -> npt.NDArray[np.bytes_] | None:
-        """The ids as one sorted fixed-width numpy array over the maps' blob, or None.
-
-        None where the ids differ in length, are not in byte order, or numpy cannot be
-        imported (``RecordMaps.position`` bisects then). Built once (``KnowledgeBase.prepare``).
-        """
+        """The ids as one sorted fixed-width array, or None (widths differ, unsorted, no numpy)."""
         if not self._ids_built:
             self._ids_built = True
             maps = self.maps
@@ -836,8 +803,7 @@ class RecordAnchors:
     ) -> list[tuple[int, int]]:
         """(1-based line number, start offset) of each line that passes the literal rejects.
 
-        No record can match a message printed on another line alone. ``newlines``: ``data``'s
-        newline offsets, if known; ``raw``: given, the pass's hits are appended to it.
+        ``newlines``: ``data``'s newline offsets, if known; ``raw``: receives the pass's hits.
         """
         kept, later = self.split_hit_lines(data, newlines, raw)
         return sorted([*kept, *later.take()])

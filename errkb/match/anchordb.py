@@ -72,19 +72,16 @@ CLOSER_BYTES = b"'\"\\)]}<&"
 #: Bytes that may trail a fixed message on its line (ASCII whitespace and separators, every
 #: non-ASCII byte): a superset of ``recordanchors._ends_message``'s test.
 TRAILING_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f" + bytes(range(0x80, 0x100))
-#: The bytes such a run may begin with (lead bytes of U+0085/U+00A0: C2, U+1680: E1,
-#: U+2000-U+205F: E2, U+3000: E3).
+#: The bytes such a run may begin with (with the lead bytes of Unicode spaces: C2, E1-E3).
 START_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3"
 #: Words with an end condition at most this long (bytes), ending in a byte not in
 #: ``TRAILING_BYTES``, are compiled as their two-part literals (the word, then a closer, a
 #: newline or a CR LF): such short words otherwise hit inside filler lines.
 SHORT_ENDED = 8
-#: Hyperscan's id of a two-part literal: the word's number plus this times the bytes it adds
-#: (fixed, so a delta part numbers its literals as a whole compile would).
+#: Hyperscan's id of a two-part literal: the word's number plus this times the bytes it adds.
 VARIANT_STRIDE = 1 << 26
 _FOLLOWS = [bytes((b,)) for b in CLOSER_BYTES + b"\n"]
-#: ``edges`` bits (``AnchorDB.hits``): a space or the line's start must come before a hit of
-#: the word, a space or the line's end after it.
+#: ``edges`` bits (``AnchorDB.hits``): a space or the line's edge must be before/after a hit.
 EDGE_BEFORE, EDGE_AFTER = 1, 2
 #: The bytes that may stand on such a side of a hit.
 EDGE_BYTES = TRAILING_BYTES + b"\n"
@@ -125,8 +122,7 @@ class AnchorDB:
         if len(self.ends) != self._count:
             raise ValueError("one end flag per word")
         self.engine = engine
-        #: The Hyperscan images this process compiled, to be stored (``encode``); None when
-        #: loaded (not kept: Hyperscan holds its own copy).
+        #: The Hyperscan images this process compiled, to be stored (``encode``); None if loaded.
         self.serialised: bytes | memoryview | None = None
         #: False when Hyperscan loaded a stored image.
         self.compiled = serialised is None or engine != "hyperscan"
@@ -318,10 +314,8 @@ class AnchorDB:
         r"""The whole-word hits in ``data``, mapped to lines, each (line, word) once.
 
         A hit counts when no word byte (ASCII ``\w`` or >= 0x80) touches it; with
-        ``whole_words=False`` every hit counts, but a word's ``ends`` condition and its
-        ``edges`` bits (``EDGE_BEFORE``/``EDGE_AFTER``, ``RecordMaps.edges``) must hold. Both
-        engines, and the numpy and counted (no numpy) mappings, give the same hits.
-        ``newlines``: ``data``'s ``newline_offsets`` when the caller has them.
+        ``whole_words=False`` when its word's ``ends`` condition and ``edges`` bits hold.
+        Same hits with either engine, with or without numpy. ``newlines``: if known.
         """
         ids, ends = self._raw(data)
         if not ids and (whole_words or self.engine != "hyperscan" or not self._short_ended()):
@@ -522,8 +516,7 @@ def compile_images(
 ) -> Iterator[tuple[bytes, bytes]]:
     """The Hyperscan images of ``encoded`` (end flags ``ends``) in parts, each with its gate.
 
-    ``first``: the first word's number. Plain parts first, then each gate's (``gate_of``).
-    ``encoded`` is emptied, and each part's literals dropped once compiled.
+    ``first``: the first word's number. Plain parts first; ``encoded`` is emptied.
     """
     release_heap()  # what the caller freed before (the rows it derived the words from)
     if first + len(encoded) >= VARIANT_STRIDE:
@@ -592,10 +585,9 @@ def store_compiled(
     version: str | None,
     database: Path,
 ) -> bool:
-    """Compile ``blob``'s words for Hyperscan and store them at ``path``, never loaded here.
+    """Compile ``blob``'s words for Hyperscan and store them at ``path``; False if refused.
 
-    Each image is spooled to a temporary file as it is compiled, so the words and one part
-    are all that is held. False when the directory refuses the file (as ``write_anchor_db``).
+    Each image is spooled to a temporary file as compiled, never loaded back.
     """
     import tempfile
 
@@ -688,9 +680,8 @@ def store_extended(
 ) -> bool:
     """Store at ``path`` the words of ``base`` and then ``blob``'s, compiling only ``blob``'s.
 
-    ``base``: a checked stored database (``stored_words``); ``blob``, ``ends``: the delta's
-    words and flags, numbered after the base's. The base's images are kept, the delta's
-    follow; hits are numbered as a whole compile's. False when the directory refuses the file.
+    The base's images (``stored_words``) are kept, the delta's follow; hits are numbered as a
+    whole compile's. False when the directory refuses the file.
     """
     count = len(base.ends) + blob.count(b"\n")
     words = base.blob + blob
@@ -777,8 +768,7 @@ def _hits_counted(
 
 #: The letter of a part scanned over the whole input (``compile_images``).
 PLAIN = b"p"
-#: The bytes every escaped form of a literal holds one of (``recordanchors.escaped_forms``:
-#: a repr's or a JSON string's backslash, an HTML entity's ampersand).
+#: The bytes every escaped form of a literal holds one of (``recordanchors.escaped_forms``).
 ESCAPE_BYTES = b"\\&"
 #: Gates, by letter: a word holding one of a gate's bytes can hit only on a line holding it,
 #: so its part scans those lines alone (``gated_lines``). ``e``: escaped forms; ``q``: a quote.
@@ -798,10 +788,9 @@ def gate_of(word: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class GatedLines:
-    """The input's lines that hold one of a gate's bytes, as one text to scan.
+    """The input's lines that hold one of a gate's bytes, each with a newline, as ``text``.
 
-    ``text``: those lines, each followed by a newline; ``starts[k]``/``origins[k]``: line
-    ``k``'s offset in ``text``/the input. ``starts`` None: ``text`` is the input itself.
+    ``starts[k]``/``origins[k]``: line ``k``'s offset in ``text``/the input; None: all of it.
     """
 
     text: bytes
@@ -856,11 +845,7 @@ def _short_ended(word: bytes, ends: int) -> bool:
 
 
 def _trailing_lines(buf: npt.NDArray[np.uint8], newlines: npt.NDArray[np.int64]) -> list[int]:
-    """Where each line that ends in ``TRAILING_BYTES`` ends (numpy).
-
-    A lone CR before the newline does not count (a CR LF literal holds those lines); at the
-    end of the buffer it does.
-    """
+    """Where each line ending in ``TRAILING_BYTES`` ends (numpy; a CR before a newline not)."""
     import numpy as np
 
     size = len(buf)
@@ -1013,7 +998,6 @@ def _word_bytes() -> npt.NDArray[np.bool_]:
 def encode(db: AnchorDB) -> bytes:
     """The stored body of ``db`` (``beside`` puts the header in front)."""
     if db.engine == "hyperscan" and db.serialised is None and len(db):
-        # (A database of no words has no image: stored as its empty word list.)
         raise ValueError("a loaded Hyperscan database is not stored again: its images are gone")
     return _words_part(db) + (db.serialised or b"")
 
@@ -1127,9 +1111,8 @@ def load_anchor_db(
 ) -> AnchorDB:
     """The stored database if usable; else one compiled from ``words()`` (and stored).
 
-    ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
-    ``ends``: the words' end flags (``AnchorDB``) for a compile; ``blob``: the words as
-    ``AnchorDB.blob`` holds them, used instead of ``words()``.
+    ``rebuild=False``: raise the ``AnchorDatabaseError`` instead. ``ends``, ``blob``: the
+    compile's end flags and words (``AnchorDB``), ``blob`` instead of ``words()``.
     """
     engine = engine or default_engine()
     fault = AnchorFault.MISSING

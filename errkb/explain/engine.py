@@ -37,8 +37,7 @@ class DefaultLimits:
     """The type of ``DEFAULT``: a report's default ``Limits``."""
 
 
-#: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()`` for an input
-#: over ``Thresholds.paste_upto``, none for a smaller one.
+#: ``explain``'s default ``limits``: ``Limits()`` over ``Thresholds.paste_upto``, else none.
 DEFAULT = DefaultLimits()
 
 
@@ -77,23 +76,18 @@ class Engine:
 
     def __init__(self, store: Store, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
         self.store = store
-        #: The sizes that choose each input's route (``errkb.explain.Thresholds``), unless an
-        #: ``explain`` is given its own.
-        self.thresholds = thresholds
+        self.thresholds = thresholds  #: choose each input's route, unless ``explain`` is given some
         self._lock = threading.Lock()
         self._cache: SpecCache | None = None
         self._state: str | None = None
         self._table: AnchorTable | None = None
-        #: The record anchors' engine (``errkb.match.anchordb.ENGINES``); None: the fastest
-        #: installed.
+        #: The record anchors' engine (``anchordb.ENGINES``); None: the fastest installed.
         self.scan_engine: str | None = None
-        #: When a write compiles every record's anchors instead of a delta
-        #: (``anchordelta.Compaction``); None: the default.
+        #: When a write compiles every record's anchors (``Compaction``); None: the default.
         self.compaction: Compaction | None = None
         self._explains = 0
         self._build_lock = threading.Lock()  # one anchor build at a time
-        #: When True, a small input never builds the anchor table (it uses the one
-        #: ``prepare()`` loaded, else the database's index): a server calls ``prepare()``.
+        #: True: a small input never builds the anchor table (a server calls ``prepare()``).
         self.prepare_ahead = False
         self._anchors: RecordAnchors | None = None
         self._warned: set[Path] = set()  # the files beside the database said to be bad
@@ -151,11 +145,7 @@ class Engine:
         limits: Limits | DefaultLimits | None,
         thresholds: Thresholds,
     ) -> Report | None:
-        """The record-driven scan's report of ``scannable``, or None.
-
-        None when the store cannot feed it, or when the shape pass names more lines than the
-        scan holds (``TooManyShapes``): the region parse reads the input then.
-        """
+        """The record-driven scan's report, or None (store cannot feed it, ``TooManyShapes``)."""
         from errkb.match.decide import MAX_SIMILAR_QUERIES, similar_matches
         from errkb.match.msgfirst import found_at
         from errkb.match.recordscan import Folded, TooManyShapes, record_scan
@@ -223,11 +213,7 @@ class Engine:
             return anchors
 
     def _say_rebuilt(self, path: Path, fault: AnchorFault | None, words: int = -1) -> None:
-        """Log once per file that a file beside the database could not be used.
-
-        Writable: only when it was there and bad (it was rebuilt). Read-only: always, with the
-        fix (``words``: the record anchors compiled in memory).
-        """
+        """Log once per file that a file beside the database was bad (read-only: or missing)."""
         from errkb.match.beside import AnchorFault
 
         writable = not self.store.read_only
@@ -401,10 +387,7 @@ class Engine:
         *,
         large: bool,
     ) -> list[LogEvent]:
-        """``FOUND`` events for the lines of ``text`` no event covers.
-
-        Candidates: a large input's record-anchor hit lines, else all lines.
-        """
+        """``FOUND`` events for the lines no event covers (a large input's: anchor hit lines)."""
         from errkb.match.msgfirst import covered_lines, found_at, message_first
 
         if large:
@@ -421,11 +404,7 @@ class Engine:
         return message_first(text, events, matcher)
 
     def prepare(self) -> bool:
-        """Load what a large input's explain reads, for the current state; True if it changed.
-
-        The anchor table (warmed) and its suggestion index, the record anchors and the shape
-        pass. A long-running process calls it after a sync (see ``prepare_ahead``).
-        """
+        """Load what a large input's explain reads, for the current state; True if it changed."""
         with self.store.snapshot() as view:
             state = view.meta_value("state") or "0"
             with self._lock:
@@ -450,11 +429,9 @@ class Engine:
     def build_anchor_files(self, *, compact: bool = False) -> AnchorBuild | None:
         """Build, for the store's current state, every file a large input's explain reads.
 
-        The record anchors (``<db>.recordanchors`` and its maps; a delta where it can:
-        ``anchordelta``; ``compact``: every record) and the anchor table (``<db>.anchors``),
-        beside the knowledge base, keyed by ``store.anchors_key`` and engine; current files
-        are kept. One file at a time. A stale ``<db>.anchordb`` is removed. Returns what the
-        record anchors' build did, None for a read-only store. Called after a write's commit.
+        The record anchors (a delta where it can; ``compact``: every record) and the anchor
+        table, one at a time, keyed by ``store.anchors_key``; current files are kept. Returns
+        the record anchors' ``AnchorBuild``, None for a read-only store.
         """
         if self.store.read_only:
             return None
@@ -491,8 +468,7 @@ class Engine:
         return changed
 
 
-#: Meta key written after the bundled sample is ingested into a new database: the state
-#: counter then, so it holds only until the next change (nothing has to clear it).
+#: Meta key set to the state counter when the bundled sample is ingested (true until a change).
 BUNDLED_SAMPLE_KEY = "bundled_sample"
 
 

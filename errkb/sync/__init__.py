@@ -87,9 +87,8 @@ ProgressCallback = Callable[[Progress], None]
 class Spool(Collection[Incoming]):
     """Validated records on their way to the transaction, one JSON line each in a file.
 
-    Iterating yields packed ``Incoming`` records in id order (one file per id prefix, each
-    sorted stably as it is read; memory holds one bucket at a time), so the transaction's
-    id-keyed B-trees grow by appending.
+    Iterating yields packed ``Incoming`` records in id order (stable), a bucket of one id
+    prefix at a time, so the transaction's id-keyed B-trees grow by appending.
     """
 
     PREFIX = 2  #: id characters naming a bucket
@@ -106,7 +105,6 @@ class Spool(Collection[Incoming]):
         weakref.finalize(self, _close_quietly, self._out)
 
     def _file(self, key: str) -> Path:
-        # Named by the prefix's UTF-8 in hex: any id makes a safe file name.
         return self.path / (key.encode("utf-8").hex() or "_")
 
     def _bucket(self, rid: str) -> IO[str]:
@@ -452,8 +450,7 @@ def _plan_published(
 ) -> _Plan | SyncReport:
     """Read, cross-check and validate what the tree's version changes (see the module doc).
 
-    ``streams``: where a ``StreamedApply`` (``sync.stream``) that is the plan's ``incoming``
-    is put, for the caller to roll back if anything fails before ``_execute`` commits.
+    ``streams``: receives a plan's ``StreamedApply``, for the caller to roll back on failure.
     """
     options = fetch_options or _FetchOptions()
     latest = store.latest_version()
@@ -859,10 +856,9 @@ def _streamed(
     by_repo: Mapping[str, Sequence[str]],
     stored: Mapping[str, str],
 ) -> StreamedApply | None:
-    """A ``StreamedApply`` for the records of ``fetch``, when streaming them is sound and pays.
+    """A ``StreamedApply`` for ``fetch``'s records when sound and worth it (``stream``'s limits).
 
-    At least ``stream.MIN_RECORDS`` records, each id once, at most ``stream.MAX_OVERLAP``
-    stored already, and no repository to revalidate (it may turn out rewritten).
+    Each id once, and no repository to revalidate (it may turn out rewritten).
     """
     if revalidate_pending:
         return None
@@ -893,11 +889,7 @@ _HASH_AHEAD = 8
 def _bodies_judged(
     files: Iterable[fetching.Got], validators: _Validators
 ) -> Iterator[tuple[fetching.Got, bool]]:
-    """Each file, in order, with whether it is the very body applied last time.
-
-    A revalidated file's sha256 is taken in a thread, a few files ahead (``hashlib`` lets go
-    of the GIL).
-    """
+    """Each file, in order, with whether it is the body applied last time (hashed in threads)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     ahead: deque[tuple[fetching.Got, Future[bool] | None]] = deque()
@@ -922,10 +914,8 @@ def _bodies_judged(
 class _Validators:
     """What tells a repository file applied last time from a rewritten one.
 
-    Kept in the sync state beside the ETags: each file's ``Last-Modified`` (by URL or path)
-    and the sha256 of the body applied (by ``RepoJob.rel``, so another folder or mirror of
-    the same bytes is hashed, not parsed again). Only files applied exactly as published are
-    carried into the next state.
+    In the sync state: each file's ``Last-Modified`` (by URL or path) and the sha256 of the
+    body applied (by ``RepoJob.rel``). Only files applied exactly as published are carried.
     """
 
     modified: dict[str, str] = field(default_factory=dict)
@@ -933,8 +923,7 @@ class _Validators:
     new_modified: dict[str, str] = field(default_factory=dict)
     new_bodies: dict[str, str] = field(default_factory=dict)
     hashed: dict[str, str] = field(default_factory=dict)  #: rel -> sha256 of a body just read
-    #: A local tree's files: rel -> the file's ``_signature`` when its body sha256 was taken
-    #: (the same signature now: unwritten since, not hashed again).
+    #: A local tree's files: rel -> ``_signature`` when hashed (unchanged: not hashed again).
     stats: dict[str, list[int]] = field(default_factory=dict)
     new_stats: dict[str, list[int]] = field(default_factory=dict)
     signed: dict[str, list[int]] = field(default_factory=dict)  #: rel -> signature just taken
@@ -1001,8 +990,7 @@ class _Validators:
         return found
 
 
-#: A file whose status changed less than this before its sha256 was taken is hashed again
-#: next time: a timestamp's clock tick is far coarser than its nanoseconds.
+#: A file changed less than this before its sha256 was taken is hashed again next time.
 _RACY_NS = 2_000_000_000
 
 
@@ -1128,8 +1116,7 @@ def _fetch_verified(
 ) -> tuple[publish.Fetched, publish.Content]:
     """Fetch a hashed file and verify it; on a mismatch over http, once more past every cache.
 
-    ``streamed``: a gzip file's decompressed checks may run as it is parsed
-    (``publish.verify_file``); the caller reads all of it before anything is written.
+    ``streamed``: a gzip file's decompressed checks may run as it is parsed (``verify_file``).
     """
     got = tree.fetch(entry.path, dest, max_bytes=max_bytes)
     try:
@@ -1388,8 +1375,7 @@ def _fresh_build(
 ) -> AbstractContextManager[WriteTx] | None:
     """A large sync's new file put in place whole (SQLite), or None: one transaction.
 
-    Only for spooled records with distinct ids; the store decides whether it pays (always
-    asked with ``rebuild``).
+    Only for spooled records with distinct ids; the store decides whether it pays.
     """
     incoming = plan.incoming
     if not isinstance(incoming, Spool) or not incoming.distinct():

@@ -76,11 +76,7 @@ class BuildKind(StrEnum):
 
 @dataclass(frozen=True)
 class AnchorBuild:
-    """What ``build_record_anchors`` did: its kind, and the records and words it compiled.
-
-    ``words``: the words a delta compiled; ``delta_words``: the anchor words now in delta
-    parts (0 after a whole build).
-    """
+    """What ``build_record_anchors`` did: its kind, records and words compiled, words in deltas."""
 
     kind: BuildKind
     records: int = 0
@@ -414,8 +410,7 @@ def build_record_anchors(
 ) -> AnchorBuild:
     """Make the record anchors' files current for this key: a delta where it can, else whole.
 
-    ``compact``: every record is compiled (the files hold no delta part after), unless the
-    files are current and hold none already.
+    ``compact``: no delta part after (every record compiled unless already so and current).
     """
     engine = engine or default_engine()
     if not compact:

@@ -3,7 +3,7 @@
 An ``Engine`` (one per ``KnowledgeBase``) runs the route ``choose_route`` picks inside one read
 snapshot and keeps the report within its ``Limits``. Per-state artefacts (compiled records,
 anchor table, record anchors) are built once under one lock and dropped when the state
-changes; ``build_anchor_files`` stores them for later processes. Thread-safe.
+changes; ``build_anchor_files`` stores the anchor files for later processes. Thread-safe.
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ class Engine:
         sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
         with self._lock:
             self._explains += 1
-            # A small paste's first report never loads the anchor table.
+            # A small input's first report (with ``prepare_ahead``: every one) never builds it.
             want = anchors or (self._explains > 1 and not self.prepare_ahead)
             table = self._table
             record_anchors = self._anchors if self._state == state else None

@@ -126,7 +126,7 @@ def _unpacked(image: bytes) -> array.array[int]:
 class RecordMaps:
     """What the anchor pass's rejects need of every live record, as flat arrays.
 
-    Words are the anchor database's (by number); records are numbered in id order.
+    Words are the anchor database's (by number); records in row order.
     ``word_records[word_offsets[w]:word_offsets[w + 1]]``: word ``w``'s records;
     ``plain[w]``: 1 for an anchor as printed (not only an escaped form); ``sure[w]``: 1 when
     any plain hit keeps its line; ``ends[w]``: 1 when all its records are fixed messages;
@@ -569,7 +569,7 @@ def _remove_file(path: Path) -> None:
         pass
 
 
-#: Literal groups a word's hit line is checked against one by one (``WordRecords``).
+#: Literal groups a hit line is checked against one by one at most; past it, by key.
 CROWD = 8
 
 

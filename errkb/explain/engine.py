@@ -1,12 +1,9 @@
 """The explain engine of one knowledge base: its routes run over the prepared per-state artefacts.
 
-An ``Engine`` belongs to one ``KnowledgeBase`` (the facade, ``errkb.kb``) and does its explains:
-it asks ``choose_route`` which route reads an input (``PASTE``, ``SCAN``, ``REGIONS``), runs it
-inside one read transaction of the store, and keeps a report within its ``Limits``. What it
-prepares per state of the store (the compiled records' cache, the anchor table, the record
-anchors) is built once under one lock and dropped when the state changes (a sync in any
-process); ``build_anchor_files`` writes the files a later process loads instead of compiling.
-It is safe to share between threads: each explain reads through its own snapshot.
+An ``Engine`` (one per ``KnowledgeBase``) runs the route ``choose_route`` picks inside one read
+snapshot and keeps the report within its ``Limits``. Per-state artefacts (compiled records,
+anchor table, record anchors) are built once under one lock and dropped when the state
+changes; ``build_anchor_files`` stores the anchor files for later processes. Thread-safe.
 """
 
 from __future__ import annotations
@@ -46,8 +43,7 @@ class DefaultLimits:
     """The type of ``DEFAULT``: a report's default ``Limits``."""
 
 
-#: ``explain``'s ``limits`` when not given: ``errkb.match.recordscan.Limits()`` for an input
-#: over ``Thresholds.paste_upto``, none for a smaller one.
+#: ``explain``'s default ``limits``: ``Limits()`` over ``Thresholds.paste_upto``, else none.
 DEFAULT = DefaultLimits()
 
 
@@ -58,8 +54,6 @@ def _chosen_limits(
     from errkb.match.recordscan import UNLIMITED, Limits
 
     if isinstance(limits, DefaultLimits):
-        # Cut past a paste's size only: a scanned input of at most that size (every serving
-        # call's text) holds too few lines for an unbounded report.
         return Limits() if size > thresholds.paste_upto else UNLIMITED
     return limits or UNLIMITED
 
@@ -88,27 +82,18 @@ class Engine:
 
     def __init__(self, store: Store, thresholds: Thresholds = DEFAULT_THRESHOLDS) -> None:
         self.store = store
-        #: The sizes that choose each input's route (``errkb.explain.Thresholds``), unless an
-        #: ``explain`` is given its own.
-        self.thresholds = thresholds
+        self.thresholds = thresholds  #: choose each input's route, unless ``explain`` is given some
         self._lock = threading.Lock()
         self._cache: SpecCache | None = None
         self._state: str | None = None
         self._table: AnchorTable | None = None
-        #: The record anchors' engine (``errkb.match.anchordb.ENGINES``); None: the fastest
-        #: installed.
+        #: The record anchors' engine (``anchordb.ENGINES``); None: the fastest installed.
         self.scan_engine: str | None = None
-        #: When a write compiles every record's anchors instead of a delta
-        #: (``anchordelta.Compaction``); None: the default.
+        #: When a write compiles every record's anchors (``Compaction``); None: the default.
         self.compaction: Compaction | None = None
         self._explains = 0
-        # One anchor-table build at a time: concurrent reports after a sync wait for it (or, for
-        # a small input, go on with the database's index) instead of each building their own.
-        self._build_lock = threading.Lock()
-        #: When True, a small input never builds the anchor table: it uses the table once
-        #: ``prepare()`` has loaded it, else the database's index. A long-running server sets
-        #: it and calls ``prepare()`` from one background thread after each sync, so no request
-        #: waits for a build (seconds at 500,000 records).
+        self._build_lock = threading.Lock()  # one anchor build at a time
+        #: True: a small input never builds the anchor table (a server calls ``prepare()``).
         self.prepare_ahead = False
         self._anchors: RecordAnchors | None = None
         self._warned: set[Path] = set()  # the files beside the database said to be bad
@@ -122,11 +107,9 @@ class Engine:
     ) -> Report:
         """Find every known error in ``text`` (a log, a traceback, any pasted output).
 
-        A large input's report keeps at
-        most ``limits`` entries (``errkb.match.recordscan.Limits``; None keeps all; by default,
-        an input of at most ``Thresholds.paste_upto`` keeps all), counts exact, and says what
-        it cut (``Report.omitted``). ``thresholds`` (default: the knowledge base's) choose the
-        route that reads it (``errkb.explain.choose_route``).
+        The report keeps at most ``limits`` entries (``recordscan.Limits``; None: all; default:
+        all up to ``Thresholds.paste_upto``) and says what it cut (``Report.omitted``).
+        ``thresholds`` (default: the knowledge base's) choose the route.
         """
         from errkb.parse.regions import parse_input
 
@@ -142,9 +125,7 @@ class Engine:
             if len(scannable.data) >= sizes.release_from:
                 from errkb.match.anchordb import release_heap
 
-                # What the scan freed (its windows' events, hit arrays, decoded lines, the
-                # folded entries) stays in glibc's heap until given back.
-                release_heap()
+                release_heap()  # what the scan freed
             if report is not None:
                 return report
             route = Route.PASTE if len(data) <= sizes.paste_upto else Route.REGIONS
@@ -153,8 +134,6 @@ class Engine:
             report = self.explain_in(view, data, events, sizes)
         if route is Route.PASTE and isinstance(limits, DefaultLimits):
             return report  # a paste: reported whole, nothing more imported
-        # The region parse's report is kept within the same ``Limits`` as the scan's (the
-        # scan hands it what it does not hold: millions of distinct tracebacks).
         return _within(report, _chosen_limits(len(data), limits, sizes))
 
     def _unloaded_anchors(self) -> int:
@@ -191,11 +170,7 @@ class Engine:
         limits: Limits | DefaultLimits | None,
         thresholds: Thresholds,
     ) -> Report | None:
-        """The record-driven scan's report of ``scannable``, or None.
-
-        None when the store cannot feed it, or when the shape pass names more lines than the
-        scan holds (``TooManyShapes``): the region parse reads the input then.
-        """
+        """The record-driven scan's report, or None (store cannot feed it, ``TooManyShapes``)."""
         from errkb.match.decide import MAX_SIMILAR_QUERIES, similar_matches
         from errkb.match.msgfirst import found_at
         from errkb.match.recordscan import Folded, TooManyShapes, record_scan
@@ -212,10 +187,7 @@ class Engine:
         raw = scannable.data
         folded = Folded(_chosen_limits(len(raw), limits, thresholds))
         try:
-            # The scan makes millions of small acyclic objects (lines, events, hits) and
-            # frees them by reference counting; the cyclic collector's passes over them found
-            # nothing to collect and took 0.57 s of a 4.7 s scan (dense 50 MB bench log, 150k
-            # records: 751 young, 68 middle and 7 full collections, 0 objects collected).
+            # Millions of small acyclic objects: the cyclic collector finds nothing in them.
             with gc_paused():
                 record_scan(
                     raw,
@@ -241,11 +213,7 @@ class Engine:
         )
 
     def _record_anchors(self, view: ReadView, state: str) -> RecordAnchors:
-        """The state's record anchors (built once, under the build lock; stored beside).
-
-        The files beside the knowledge base are keyed by ``anchors_key``: the state of the
-        last write that changed what they are built from.
-        """
+        """The state's record anchors (built once, under the build lock)."""
         from errkb.match.recordanchors import RecordAnchors, record_anchordb_path
 
         with self._build_lock:
@@ -270,14 +238,7 @@ class Engine:
             return anchors
 
     def _say_rebuilt(self, path: Path, fault: AnchorFault | None, words: int = -1) -> None:
-        """Say once per file that a file beside the database could not be used.
-
-        A writable knowledge base rebuilt and stored it; that is news only when the file was
-        there and bad (stale, truncated, corrupt, not a regular file). A read-only one used
-        the database's rows instead (the record anchors, ``words`` of them: compiled in memory,
-        as every process that scans a large input will, which a user should hear about, once,
-        with the fix).
-        """
+        """Log once per file that a file beside the database was bad (read-only: or missing)."""
         from errkb.match.beside import AnchorFault
 
         writable = not self.store.read_only
@@ -327,11 +288,7 @@ class Engine:
         )
         matches, unmatched = decide_events(events)
         if text is not None and not any(m.confidence is Confidence.EXACT for m in matches):
-            # Structure-first parsing explained nothing: the message-first pass looks for
-            # known messages on the lines no event covers (a large input's: the record
-            # anchors' hit lines, as the scan's). Its events only ever give exact matches,
-            # never unmatched or similar entries, so they are decided on their own and put
-            # first.
+            # Nothing exact: the message-first pass's events (exact matches only) go first.
             found = self._message_first(view, state, text, events, matcher, large=anchors)
             if found:
                 extra, _none = decide_events(found)
@@ -352,14 +309,9 @@ class Engine:
         Callable[[str], RecordJSON | None],
         KnowledgeBaseInfo | None,
     ]:
-        """What deciding over ``view`` needs.
-
-        Decide over events, the matcher, record look-up and the bundled-sample note.
-        """
+        """What deciding over ``view`` needs: decide, the matcher, record look-up, sample note."""
         from errkb.validators import admits, diagnose, records_with_validators
 
-        # Asked once per match (thousands in a dense log): a set test, not a walk of every
-        # validator's rules.
         validated = frozenset(records_with_validators())
 
         def has_validator(rid: str) -> bool:
@@ -374,15 +326,13 @@ class Engine:
         sample = _bundled_sample(view.meta_value(BUNDLED_SAMPLE_KEY), state)
         with self._lock:
             self._explains += 1
-            # A one-shot CLI run of a small paste never loads the anchor table; a large
-            # input or a long-running process (second report on) does, once per state.
+            # A small input's first report (with ``prepare_ahead``: every one) never builds it.
             want = anchors or (self._explains > 1 and not self.prepare_ahead)
             table = self._table
             record_anchors = self._anchors if self._state == state else None
         if table is None and want:
             table = self._anchor_table(view, state, wait=anchors)
             if table is not None and not anchors:
-                # A long-running process (its second report): suggestions from memory too.
                 table.build_related()
         matcher = IndexedMatcher(
             view,
@@ -399,7 +349,6 @@ class Engine:
             return records[rid]
 
         def prefetch(rids: Sequence[str]) -> None:
-            # One query per chunk for a batch's matches, not one per record.
             missing = [rid for rid in rids if rid not in records]
             if missing:
                 read = view.raw_records(missing)
@@ -423,8 +372,7 @@ class Engine:
         return decide_events, matcher, lookup, sample
 
     def _cache_for(self, state: str) -> SpecCache:
-        # Compiled records are valid for one state of the store: a sync (in any process)
-        # bumps the state, and the next report starts a fresh cache and anchor table.
+        """The compiled records' cache of ``state`` (a new state drops every artefact)."""
         with self._lock:
             if self._cache is None or self._state != state:
                 self._cache = SpecCache()
@@ -436,7 +384,6 @@ class Engine:
     def _anchor_table(self, view: ReadView, state: str, *, wait: bool = True) -> AnchorTable | None:
         from errkb.match.scan import load_table
 
-        # A small input does not wait for another thread's build: the index answers it as well.
         if not self._build_lock.acquire(blocking=wait):
             return None
         try:
@@ -465,12 +412,7 @@ class Engine:
         *,
         large: bool,
     ) -> list[LogEvent]:
-        """``FOUND`` events for the lines of ``text`` no event covers.
-
-        A large input's candidate lines are the record anchors' hit lines (one whole-buffer
-        pass, the scan's); a small one's, or one whose store cannot feed the record anchors,
-        are all its lines (``msgfirst.message_first``).
-        """
+        """``FOUND`` events for the lines no event covers (a large input's: anchor hit lines)."""
         from errkb.match.msgfirst import covered_lines, found_at, message_first
 
         if large:
@@ -487,14 +429,7 @@ class Engine:
         return message_first(text, events, matcher)
 
     def prepare(self) -> bool:
-        """Load what a large input's explain reads, for the current state; True if it changed.
-
-        The anchor table (its longest entry lists parsed ahead: ``AnchorTable.warm``) and its
-        suggestion index, and the record scan's anchors (``<db>.recordanchors`` and its maps) and
-        its shape pass, which a first large input would otherwise pay for. A long-running process
-        calls this after a sync (``errkb serve`` does, from a background thread, see
-        ``prepare_ahead``) so that no request pays for the loads.
-        """
+        """Load what a large input's explain reads, for the current state; True if it changed."""
         with self.store.snapshot() as view:
             state = view.meta_value("state") or "0"
             with self._lock:
@@ -510,8 +445,6 @@ class Engine:
             if not anchors_ready:
                 from errkb.match.recordscan import prepare_passes
 
-                # With the id table the single-traceback path's literal test reads, and the
-                # arrays the anchor pass derives from its words.
                 anchors = self._record_anchors(view, state)
                 anchors.id_table()
                 anchors.db.prepare()
@@ -521,18 +454,9 @@ class Engine:
     def build_anchor_files(self, *, compact: bool = False) -> AnchorBuild | None:
         """Build, for the store's current state, every file a large input's explain reads.
 
-        The record anchors (``<db>.recordanchors`` and its maps) and the anchor table
-        (``<db>.anchors``), each beside the knowledge base (a PostgreSQL one: beside its sync
-        lock in the local data directory, per machine), written whole under a temporary name
-        and renamed, keyed by the anchor key (``store.anchors_key``) and engine; a file already
-        current is kept, not compiled again. The record anchors compile only the records
-        changed since the files were built where they can (``anchordelta``); ``compact``:
-        every record (the files hold no delta part after). Returns what that build did, None
-        for a read-only store. ``sync``, ``ingest`` and ``rollback`` call it after
-        their commit, so that no explain compiles them and a knowledge base mounted read-only
-        afterwards never does. Each file is built and dropped before the next (held together
-        they were the sync's peak). A file an older errkb left that no route reads (the buffer
-        pass's ``<db>.anchordb``) is removed. Nothing here touches the store's transaction.
+        The record anchors (a delta where it can; ``compact``: every record) and the anchor
+        table, one at a time, keyed by ``store.anchors_key``; current files are kept. Returns
+        the record anchors' ``AnchorBuild``, None for a read-only store.
         """
         if self.store.read_only:
             return None
@@ -544,8 +468,6 @@ class Engine:
         engine = self.scan_engine or default_engine()
         with self.store.snapshot() as view, self._build_lock:
             self._cache_for(view.meta_value("state") or "0")
-            # Keyed by the last write that changed what they are built from: a write that
-            # left every input as it was finds them current (``store.anchors_key``).
             state, dataset_version = anchors_key(view.meta_value)
             built = build_record_anchors(
                 view,
@@ -571,10 +493,7 @@ class Engine:
         return changed
 
 
-#: Meta key written after the bundled sample is ingested into a new database: the store's state
-#: counter then. Every later change (sync, ingest, rollback) bumps the counter, so the key is
-#: true only while the sample is all there is, nothing has to clear it, and explain, which
-#: reads the counter anyway, pays one more meta read for it.
+#: Meta key set to the state counter when the bundled sample is ingested (true until a change).
 BUNDLED_SAMPLE_KEY = "bundled_sample"
 
 

@@ -1,38 +1,17 @@
 r"""The anchor database: the record anchors' compiled automaton, stored beside the knowledge base.
 
-The record scan (``errkb.match.recordanchors.RecordAnchors``) looks for every record's anchor
-and its escaped forms in one native pass over the whole buffer (Hyperscan, else Aho-Corasick).
-Compiling that automaton is the pass's one large fixed cost, so it is compiled once per anchor
-key (``store.anchors_key``) by the write that moves the key and stored in
-``<db>.recordanchors``; every later process loads it (Hyperscan's own ``dumpb``/``loadb``: a
-byte image the library validates itself, nothing in it is executed; never pickle).
-Aho-Corasick has no serialised form; its automaton is built from the word list the same file
-holds.
+The record scan (``recordanchors.RecordAnchors``) finds every record's anchor and its escaped
+forms in one native pass over the buffer (Hyperscan, else Aho-Corasick). The automaton is
+compiled once per anchor key (``store.anchors_key``) by the write that moves the key and
+stored in ``<db>.recordanchors`` (``beside``: one header; Hyperscan's own ``dumpb``/``loadb``
+images, never pickle); Aho-Corasick is built from the stored word list. Body::
 
-The file is one of the files beside the database (``errkb.match.beside``: one header, the
-anchor key, engine and platform, opened as untrusted input). Its body::
+    <word count> <word bytes> <SHORT_ENDED> <delta words> <delta images>\n<word>\n...<end flags>
+    then, for hyperscan: <count> <length of each> <gate letters>\n<each image>
 
-    <word count> <word bytes> <SHORT_ENDED>\n<word>\n...<one end flag byte per word>
-    then, for hyperscan, the serialised databases:
-    <count> <length of each> <each one's gate letter: p, or one of GATES>\n<each image>
-    (at most ``CHUNK_WORDS`` literals each; a gate's literals in parts of their own)
-
-Reading does not split the words (``AnchorDB.words`` decodes them when asked): a count of
-their newlines, one UTF-8 check and the flags' values, each one C pass, then Hyperscan's
-``loadb``, which validates its images itself. A file that cannot be used raises
-``AnchorDatabaseError`` naming it and the fault (``AnchorFault``); ``load_anchor_db`` rebuilds
-on any of them and stores the new file, unless asked to refuse (``rebuild=False``). A knowledge
-base whose file is missing, stale or damaged still explains: a writable one rebuilds and stores
-it (once), a read-only one compiles it in memory (``KnowledgeBase`` says so once).
-
-Each Hyperscan part is a pass over the whole input, so a part is *gated* where it can be
-(``GATES``): the words holding a backslash or an ampersand (every escaped form of a literal)
-or a quote compile in parts of their own, scanned over the lines that hold such a byte alone
-(``gated_lines``), gathered with ``bytes.find`` and mapped back by ``bisect``.
-
-Hits are mapped to lines without a Python loop over lines: a newline index of the buffer
-(``numpy.flatnonzero``) and ``searchsorted`` of the hit offsets; word-boundary tests are array
-operations too. Python then runs once per distinct hit line, not once per hit or per line.
+A file that cannot be used raises ``AnchorDatabaseError`` (``AnchorFault``); ``load_anchor_db``
+rebuilds and stores it unless ``rebuild=False``. Parts whose words hold a gate's byte
+(``GATES``) are scanned over the lines holding it alone. Hits map to lines by array operations.
 """
 
 from __future__ import annotations
@@ -59,14 +38,11 @@ if TYPE_CHECKING:
 
 #: The kind of file (``beside.Stamp``) the record anchors' automaton is stored as.
 KIND = "recordanchors"
-#: Anchors per Hyperscan database at most (split into equal parts): a part's compile memory
-#: stays within a sync's budget; each further part is one more pass over the input
-#: (BENCHMARKS.md, "Explain engine figures").
+#: Anchors per Hyperscan database at most (equal parts): bounds a part's compile memory.
 CHUNK_WORDS = 100_000
 #: Engines of the pass, fastest first.
 ENGINES = ("hyperscan", "ahocorasick")
-#: Raw hits the pass keeps at most (see ``scan.MAX_SCAN_HITS``): a log of nothing but scan
-#: words keeps what it found so far; the pass only adds findings, it never hides one.
+#: Raw hits the pass keeps at most (as ``scan.MAX_SCAN_HITS``).
 MAX_HITS = 2_000_000
 
 
@@ -91,58 +67,34 @@ class Hits:
     words: list[int]
 
 
-#: Bytes that, right after a fixed message's anchor (``ends``), close a quote, a call or a
-#: markup element around it (a repr, a JSON string, an HTML page): the hit counts.
+#: Bytes that, right after a fixed message's anchor (``ends``), make the hit count.
 CLOSER_BYTES = b"'\"\\)]}<&"
-#: Bytes that may trail a fixed message on its line: ASCII whitespace, the separators
-#: ``str.isspace`` counts, and every byte of a non-ASCII character (so that no Unicode space
-#: is lost). A hit also counts when only these follow it to the end of its line. Both tests
-#: are a superset of ``recordanchors._ends_message``, which decides on the decoded line.
+#: Bytes that may trail a fixed message on its line (ASCII whitespace and separators, every
+#: non-ASCII byte): a superset of ``recordanchors._ends_message``'s test.
 TRAILING_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f" + bytes(range(0x80, 0x100))
-#: The bytes such a run may begin with: ASCII whitespace and the separators, and the lead
-#: bytes of every character ``str.isspace`` counts beyond ASCII (U+0085 and U+00A0: C2;
-#: U+1680: E1; U+2000-U+205F: E2; U+3000: E3).
+#: The bytes such a run may begin with (with the lead bytes of Unicode spaces: C2, E1-E3).
 START_BYTES = b" \t\r\x0b\x0c\x1c\x1d\x1e\x1f\xc2\xe1\xe2\xe3"
 #: Words with an end condition at most this long (bytes), ending in a byte not in
-#: ``TRAILING_BYTES``, are compiled into Hyperscan as their ten two-part literals (the word,
-#: then a closer, a newline or a CR LF) instead of the word: on the sparse bench log 288 such
-#: words of 4-8 bytes ("fill", "ending", "models") made 162k of its 169k raw hits, each a
-#: Python callback, almost all inside filler lines. A line that ends in trailing bytes (rare
-#: in a log) is looked at for them by ``_trailing_hits``. Longer words hit rarely; ten
-#: literals each would be ten times as many to compile.
+#: ``TRAILING_BYTES``, are compiled as their two-part literals (the word, then a closer, a
+#: newline or a CR LF): such short words otherwise hit inside filler lines.
 SHORT_ENDED = 8
-#: Hyperscan's id of a ``SHORT_ENDED`` word's two-part literal: the word's number plus this
-#: times the bytes the literal adds (one or two). Fixed, not the word count, so that a delta
-#: part compiled later for the words after a base's (``store_extended``) numbers its literals
-#: as a compile of all the words would.
+#: Hyperscan's id of a two-part literal: the word's number plus this times the bytes it adds.
 VARIANT_STRIDE = 1 << 26
 _FOLLOWS = [bytes((b,)) for b in CLOSER_BYTES + b"\n"]
-#: ``edges`` bits (``AnchorDB.hits``): a space or the line's start must come before a hit of
-#: the word, a space or the line's end after it.
+#: ``edges`` bits (``AnchorDB.hits``): a space or the line's edge must be before/after a hit.
 EDGE_BEFORE, EDGE_AFTER = 1, 2
-#: The bytes that may stand on such a side of a hit: a space, a newline, and the bytes a run
-#: of whitespace to the line's edge may hold (``TRAILING_BYTES``: ASCII whitespace, the
-#: separators ``str.strip`` removes, every byte of a non-ASCII character).
+#: The bytes that may stand on such a side of a hit.
 EDGE_BYTES = TRAILING_BYTES + b"\n"
-#: Steps the array walk back over trailing bytes takes before the few hits left are
-#: finished one by one (a line ending in a long run of spaces).
+#: Steps of the array walk back over trailing bytes before the rest go one by one.
 _TRAIL_STEPS = 32
 
 
 class AnchorDB:
     """A compiled automaton over ``words`` (one engine), safe to share between threads.
 
-    ``ends[i]`` (a byte, 1 or 0): word ``i`` counts only where a ``CLOSER_BYTES`` byte
-    follows it or nothing but ``TRAILING_BYTES`` up to the end of its line (a fixed message is
-    the whole message: its text ends its line or a quoted value), tested as arrays, before
-    any Python sees it. Hyperscan holds the short ones (``SHORT_ENDED``) as two-part literals,
-    so their hits inside filler lines cost no callback either. Compiling the condition as a
-    regex instead (``word(?:[...]|$)``, multiline) took 20.8 s of CPU and 7.4 MB for 5,000 of
-    the 75,498 such words of 150k records. Only the record-driven scan's hits
-    (``whole_words=False``) use ``ends``.
-
-    The words are held as one blob (each word and a newline), the form they are stored in:
-    loading decodes no word until ``words`` is asked for.
+    ``ends[i]`` (1 or 0): with ``whole_words=False``, word ``i`` counts only where a
+    ``CLOSER_BYTES`` byte or nothing but ``TRAILING_BYTES`` to its line's end follows it.
+    The words are held as one blob (each word and a newline), decoded only when asked.
     """
 
     def __init__(
@@ -158,8 +110,6 @@ class AnchorDB:
         if engine not in ENGINES:
             raise ValueError(f"unknown scan engine {engine!r} (one of {', '.join(ENGINES)})")
         if blob is None:
-            # Held as the blob only (decoded again if asked for): 215k words are 25 MB of
-            # str objects beside an 11.5 MB blob, for the life of the process.
             self._words: tuple[str, ...] | None = None
             blob = "".join(w + "\n" for w in words).encode("utf-8")
             self._count = blob.count(b"\n")
@@ -172,17 +122,13 @@ class AnchorDB:
         if len(self.ends) != self._count:
             raise ValueError("one end flag per word")
         self.engine = engine
-        #: The Hyperscan images this process compiled, to be stored (``encode``). None when
-        #: they were loaded: Hyperscan copies each image into its own database, and the view
-        #: into the file read kept the whole file alive beside it (110 MB at 500k records).
+        #: The Hyperscan images this process compiled, to be stored (``encode``); None if loaded.
         self.serialised: bytes | memoryview | None = None
-        #: True when this process compiled the automaton (Aho-Corasick always: it has no
-        #: serialised form); False when Hyperscan loaded a stored image.
+        #: False when Hyperscan loaded a stored image.
         self.compiled = serialised is None or engine != "hyperscan"
         #: Why the stored file was not used, when ``load_anchor_db`` compiled this one.
         self.fault: AnchorFault | None = None
-        #: (words, Hyperscan images) at the end compiled as delta parts after a base
-        #: (``store_extended``); (0, 0) for a whole compile.
+        #: (words, Hyperscan images) compiled as delta parts after a base (``store_extended``).
         self.delta = delta
         self._lengths: npt.NDArray[np.int64] | None = None
         self._stop_at: npt.NDArray[np.int64] | None = None
@@ -218,13 +164,7 @@ class AnchorDB:
         return self._digest
 
     def prepare(self) -> bool:
-        """Derive now the arrays a first pass would (``KnowledgeBase.prepare``); False: none.
-
-        Each word's end (the blob's newlines), its length, and the short words with an end
-        condition that ``hit_arrays`` adds back: at 500k records 0.15-0.3 s of a process's
-        first large scan (py-spy, the dense 50 MB bench log). Nothing without numpy (the
-        counted mapping needs none of them).
-        """
+        """Derive now the arrays a first pass would (``KnowledgeBase.prepare``); False: no numpy."""
         try:
             _numpy()
             import numpy  # noqa: F401
@@ -265,7 +205,6 @@ class AnchorDB:
                     if _short_ended(word, self.ends[index])
                 ]
                 return self._short
-            # As arrays: a Python pass over 215k words took 0.3 s of a sparse scan's CPU.
             stops = self._stops()
             lengths = self.lengths()
             last = np.frombuffer(self.blob, dtype=np.uint8)[np.maximum(stops - 1, 0)]
@@ -328,7 +267,6 @@ class AnchorDB:
             ends: list[int] = []
             add_id, add_end = ids.append, ends.append
 
-            # Nothing but two appends here: the callback runs once per raw hit.
             def on_match(index: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
                 add_id(index)
                 add_end(end)
@@ -341,8 +279,6 @@ class AnchorDB:
                     database.scratch = scratch
                     text, first, lines = data, len(ends), None
                     if gate != PLAIN:
-                        # Its literals each hold one of the gate's bytes: only the lines
-                        # that hold one can hold them.
                         lines = gathered.get(gate)
                         if lines is None:
                             lines = gathered[gate] = gated_lines(data, GATES[gate])
@@ -358,8 +294,7 @@ class AnchorDB:
                         break
                 self.scanned = scanned
             if data and data[-1] != 10:
-                # A short word with an end condition that ends the buffer: no byte follows
-                # it, so none of its literals can hit.
+                # A short ended word ending the buffer: none of its literals can hit.
                 for index, word in self._short_ended():
                     if data.endswith(word):
                         add_id(index)
@@ -378,17 +313,9 @@ class AnchorDB:
     ) -> Hits:
         r"""The whole-word hits in ``data``, mapped to lines, each (line, word) once.
 
-        A hit counts when no word byte (ASCII ``\w`` or any byte >= 0x80) touches it on
-        either side; with ``whole_words=False`` (the record-driven scan's literal anchors,
-        which a placeholder's value may touch) every hit counts, but a word with an end
-        condition (``ends``) counts only where it holds. Both engines give the same hits, and
-        so do the two mappings: numpy's arrays, or, where numpy cannot be imported (a process
-        whose address space is capped below what OpenBLAS maps at import), a count of
-        newlines between consecutive hits. ``newlines``: ``data``'s newline offsets
-        (``newline_offsets``) when the caller has them already, so they are found once a scan.
-        ``edges`` (with ``whole_words=False``): a byte per word, ``EDGE_BEFORE`` and
-        ``EDGE_AFTER`` bits: a hit of such a word counts only where a space or the line's edge
-        (past ``TRAILING_BYTES``) is on that side of it (``recordanchors.RecordMaps.edges``).
+        A hit counts when no word byte (ASCII ``\w`` or >= 0x80) touches it; with
+        ``whole_words=False`` when its word's ``ends`` condition and ``edges`` bits hold.
+        Same hits with either engine, with or without numpy. ``newlines``: if known.
         """
         ids, ends = self._raw(data)
         if not ids and (whole_words or self.engine != "hyperscan" or not self._short_ended()):
@@ -437,8 +364,7 @@ class AnchorDB:
         if newlines is None:
             newlines = newline_offsets(data)
         if self.engine == "hyperscan" and not whole_words and self._short_ended():
-            # A two-part literal (``SHORT_ENDED``): its word, which ends one or two bytes
-            # earlier; and the short words that end a line before its trailing bytes.
+            # Two-part literals back to their words; short words ending before trailing bytes.
             variant = ids >= VARIANT_STRIDE
             if variant.any():
                 shift = ids[variant] // VARIANT_STRIDE
@@ -475,12 +401,7 @@ class AnchorDB:
         return lines, ids, line_starts
 
     def _trailing_hits(self, data: bytes, stops: Sequence[int]) -> tuple[list[int], list[int]]:
-        """The short words with an end condition that end a line before trailing bytes.
-
-        ``stops``: where each line that ends in ``TRAILING_BYTES`` ends (its newline or the
-        end of the buffer). Such a word ends its line's text exactly (its last byte is not a
-        trailing one), so one slice per word length tells.
-        """
+        """The short ended words that end a line's text before trailing bytes (``stops``)."""
         short = self._short_ended()
         by_length: dict[int, dict[bytes, int]] = {}
         for index, word in short:
@@ -551,8 +472,7 @@ class AnchorDB:
         closer = np.zeros(len(at), dtype=bool)
         some = at < stop
         closer[some] = _byte_table(CLOSER_BYTES)[buf[at[some]]]
-        # Walk back from the line's end over trailing bytes, all hits at once: a hit counts
-        # when the walk reaches it. Most lines end in none or one.
+        # Walk back from the line's end over trailing bytes: a hit counts when reached.
         trailing = _byte_table(TRAILING_BYTES)
         last = stop - 1
         begins = np.zeros(len(at), dtype=bool)
@@ -573,12 +493,7 @@ class AnchorDB:
 
 
 def release_heap() -> None:
-    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``).
-
-    Hyperscan's compile allocates and frees hundreds of MB; glibc keeps what was freed in its
-    heap, so a sync process that had compiled the record anchors (215k words) still held
-    371 MB, and everything built after counted on top of it. Elsewhere, nothing.
-    """
+    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``; else nothing)."""
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
@@ -599,16 +514,9 @@ def _malloc_trim() -> Callable[[int], int] | None:
 def compile_images(
     encoded: list[bytes], ends: bytes, first: int = 0
 ) -> Iterator[tuple[bytes, bytes]]:
-    """The Hyperscan images of ``encoded`` (``AnchorDB``'s words, end flags ``ends``), in parts.
+    """The Hyperscan images of ``encoded`` (end flags ``ends``) in parts, each with its gate.
 
-    ``first``: the number of the first word (a delta part's words follow its base's).
-
-    Each image comes with its gate's letter (``gate_of``; ``PLAIN``: none): a part's
-    literals all hold one of its gate's bytes, and it is scanned over the lines that hold
-    one alone; the plain parts come first, then each gate's. ``encoded`` is consumed
-    (emptied): the literals replace it, and each part's literals are dropped once it is
-    compiled, so the last part compiles beside its own literals only (at 500k records ~1M
-    literals, ~110 MB as bytes and ints, were all held to the end).
+    ``first``: the first word's number. Plain parts first; ``encoded`` is emptied.
     """
     release_heap()  # what the caller freed before (the rows it derived the words from)
     if first + len(encoded) >= VARIANT_STRIDE:
@@ -618,9 +526,7 @@ def compile_images(
     gated: dict[bytes, tuple[list[bytes], list[int]]] = {gate: ([], []) for gate in GATES}
     for index, word in enumerate(encoded, first):
         if _short_ended(word, ends[index - first]):
-            # The word and what may follow it where its condition holds, numbered past the
-            # words by the bytes they add (``hit_arrays`` maps them back). Never gated: what
-            # follows may be a newline, which no gathered line holds.
+            # Never gated: what follows may be a newline, which no gathered line holds.
             literals.extend(word + follow for follow in _FOLLOWS)
             numbers.extend([VARIANT_STRIDE + index] * len(_FOLLOWS))
             literals.append(word + b"\r\n")
@@ -643,14 +549,10 @@ def _compiled_parts(literals: list[bytes], numbers: list[int]) -> Iterator[bytes
     """The images of ``literals`` (ids ``numbers``) in parts; both lists are emptied."""
     import hyperscan
 
-    # Parts by length, shortest first: a part of long literals scans faster (the sparse 50 MB
-    # log, 150k records: parts of 4-33, 33-54 and 54-563 bytes took 0.17, 0.12 and 0.09 s,
-    # 0.35-0.40 s in all, against 0.39-0.44 s for parts in word order).
+    # Parts by length, shortest first: a part of long literals scans faster.
     sizes = [len(literal) for literal in literals]
     order = sorted(range(len(sizes)), key=sizes.__getitem__)
     del sizes
-    # At most ``CHUNK_WORDS`` anchors per database (equal parts), compiled one after the
-    # other: the compile's memory follows the part, not the knowledge base.
     parts = -(-len(order) // CHUNK_WORDS) if order else 0
     size = -(-len(order) // parts) if parts else 1
     pending = [
@@ -670,11 +572,8 @@ def _compiled_parts(literals: list[bytes], numbers: list[int]) -> Iterator[bytes
         database.compile(expressions=part, ids=ids, elements=len(part), flags=0, literal=True)
         del part, ids
         image = hyperscan.dumpb(database)
-        # Only the image is kept while the next part compiles (a scan loads the database back
-        # from it): at 150k records each part's database and image were ~8 MB each, and a
-        # 500k build compiles eight parts.
-        del database
-        release_heap()  # what the compile freed goes back to the system before the next
+        del database  # only the image is kept while the next part compiles
+        release_heap()
         yield image
 
 
@@ -686,14 +585,9 @@ def store_compiled(
     version: str | None,
     database: Path,
 ) -> bool:
-    """Compile ``blob``'s words for Hyperscan and store them at ``path``, never loaded here.
+    """Compile ``blob``'s words for Hyperscan and store them at ``path``; False if refused.
 
-    What ``read_anchor_db`` reads, written by a process that will not scan with it (a sync's
-    ``build_anchor_files``): no database is loaded back from its images, and each image goes
-    to a temporary file as it is compiled, so the words and one part are all that is held.
-    At 500k records the images are ~80 MB; loading them back (another copy inside
-    Hyperscan), joining them and the file's body (two more) were the top of the sync's peak.
-    False when the directory refuses the file (as ``write_anchor_db``).
+    Each image is spooled to a temporary file as compiled, never loaded back.
     """
     import tempfile
 
@@ -741,10 +635,7 @@ def _join_images(images: Sequence[tuple[bytes, bytes]]) -> bytes:
 
 
 def _split_images(payload: bytes | memoryview) -> list[tuple[bytes, bytes]]:
-    """The images of ``_join_images`` and their gates; ``RuntimeError`` for another payload.
-
-    Each image is the one copy ``hyperscan.loadb`` needs (it takes bytes only).
-    """
+    """The images of ``_join_images`` and their gates; ``RuntimeError`` for another payload."""
     view = memoryview(payload)
     cut, lengths, letters = _images_table(view)
     images: list[tuple[bytes, bytes]] = []
@@ -789,12 +680,8 @@ def store_extended(
 ) -> bool:
     """Store at ``path`` the words of ``base`` and then ``blob``'s, compiling only ``blob``'s.
 
-    ``base``: a stored database (``stored_words``, checked); ``blob``, ``ends``: the delta's
-    words and end flags, numbered after the base's. The file holds the base's Hyperscan images
-    as they were and the delta's after them (``AnchorDB.delta`` counts what the base's own
-    delta held and this one's), so a reader loads one file, as for a whole compile, and every
-    hit is numbered as a whole compile of the same words would number it. False when the
-    directory refuses the file (as ``write_anchor_db``).
+    The base's images (``stored_words``) are kept, the delta's follow; hits are numbered as a
+    whole compile's. False when the directory refuses the file.
     """
     count = len(base.ends) + blob.count(b"\n")
     words = base.blob + blob
@@ -839,9 +726,7 @@ def _hits_counted(
     kept: set[tuple[int, int]] = set()
     size = len(data)
     if db.engine == "hyperscan" and not whole_words and db._short_ended():
-        stride = VARIANT_STRIDE
-        # Two-part literals back to their words (``SHORT_ENDED``), and the short words that
-        # end a line before its trailing bytes: as ``AnchorDB.hit_arrays``, without numpy.
+        stride = VARIANT_STRIDE  # as ``AnchorDB.hit_arrays``
         ends = [end - index // stride for index, end in zip(ids, ends, strict=True)]
         ids = [index % stride for index in ids]
         extra_ids, extra_ends = db._trailing_hits(data, _trailing_stops(data))
@@ -883,21 +768,12 @@ def _hits_counted(
 
 #: The letter of a part scanned over the whole input (``compile_images``).
 PLAIN = b"p"
-#: The bytes every escaped form of a literal holds one of (``recordanchors.escaped_forms``:
-#: a repr's or a JSON string's backslash, an HTML entity's ampersand).
+#: The bytes every escaped form of a literal holds one of (``recordanchors.escaped_forms``).
 ESCAPE_BYTES = b"\\&"
-#: Gates, by letter: a word holding one of a gate's bytes can hit only on a line that holds
-#: it, so its part is scanned over those lines alone (``gated_lines``). Each part is a pass
-#: over the whole input otherwise (0.08 s of CPU on a 50 MB log at 500k records). ``e``:
-#: every escaped form of a literal (a repr's or a JSON string's, an HTML page's:
-#: ``recordanchors.escaped_forms``) holds a backslash or an ampersand; at 500k records
-#: 266,510 of the 729,828 anchor words, where the bench logs' lines holding either are 64
-#: of the sparse log's 354,481 (6.9 KB) and 529 of the dense one's 429,589. ``q``: 79,456
-#: words more hold a quote (a repr's ``'x'``), on 1.9% of the dense log's bytes.
+#: Gates, by letter: a word holding one of a gate's bytes can hit only on a line holding it,
+#: so its part scans those lines alone (``gated_lines``). ``e``: escaped forms; ``q``: a quote.
 GATES: dict[bytes, bytes] = {b"e": ESCAPE_BYTES, b"q": b"'"}
-#: Lines holding a gate's byte, one per this many bytes of the input at most, for its parts
-#: to scan those lines alone; past it they scan the whole input (finding the lines is a
-#: Python step each: ~25k on a 50 MB log, a few milliseconds).
+#: Gated lines, one per this many input bytes at most; past it a gate's parts scan it all.
 GATE_LINE_BYTES = 2048
 
 
@@ -912,11 +788,9 @@ def gate_of(word: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class GatedLines:
-    """The input's lines that hold one of a gate's bytes, as one text to scan.
+    """The input's lines that hold one of a gate's bytes, each with a newline, as ``text``.
 
-    ``text``: those lines, each followed by a newline (no literal holds one, so none hits
-    across two); ``starts[k]``: line ``k``'s offset in ``text``, ``origins[k]`` in the input.
-    ``starts`` None: ``text`` is the input itself (too many such lines to gather).
+    ``starts[k]``/``origins[k]``: line ``k``'s offset in ``text``/the input; None: all of it.
     """
 
     text: bytes
@@ -971,11 +845,7 @@ def _short_ended(word: bytes, ends: int) -> bool:
 
 
 def _trailing_lines(buf: npt.NDArray[np.uint8], newlines: npt.NDArray[np.int64]) -> list[int]:
-    """Where each line that ends in ``TRAILING_BYTES`` ends (numpy).
-
-    A lone CR before the newline does not count (a CR LF literal holds those lines); at the
-    end of the buffer it does.
-    """
+    """Where each line ending in ``TRAILING_BYTES`` ends (numpy; a CR before a newline not)."""
     import numpy as np
 
     size = len(buf)
@@ -1033,11 +903,9 @@ _WORD_TABLE: npt.NDArray[np.bool_] | None = None
 
 
 def sorted_positions(table: npt.NDArray[np.bytes_], keys: Sequence[bytes]) -> list[int | None]:
-    """Each key's index in ``table`` (sorted, fixed-width bytes), None where it is not there.
+    """Each key's index in ``table`` (sorted, fixed-width bytes, no entry ending in NUL), or None.
 
-    One ``searchsorted`` for all of them (numpy; the caller imported it). A key longer than
-    the table's width would be cut to fit, and an empty one pads to nothing: neither is
-    looked up. The table's entries must not end in NUL, which such an array strips.
+    Keys empty or wider than the table are never found (numpy; the caller imported it).
     """
     import numpy as np
 
@@ -1054,11 +922,7 @@ def sorted_positions(table: npt.NDArray[np.bytes_], keys: Sequence[bytes]) -> li
 
 
 def _numpy() -> None:
-    """Prepare numpy's import for one BLAS thread (errkb does no linear algebra).
-
-    OpenBLAS maps a buffer per core at import (40 MB of address space here), which counts
-    against the ``RLIMIT_AS`` a hardened caller runs ``errkb explain`` under.
-    """
+    """Prepare numpy's import for one BLAS thread; ``ImportError`` if ``RLIMIT_AS`` is too low."""
     import os
     import sys
 
@@ -1066,12 +930,11 @@ def _numpy() -> None:
         for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
             os.environ.setdefault(name, "1")
         if _address_space_left() < _NUMPY_ADDRESS_SPACE:
-            # OpenBLAS does not raise when it cannot map its buffers: it prints "Memory
-            # allocation still failed" and exits 1, errkb's "nothing known". Count instead.
+            # OpenBLAS exits 1 (errkb's "nothing known") when it cannot map its buffers.
             raise ImportError("too little address space left under RLIMIT_AS to import numpy")
 
 
-#: Address space numpy's import maps with one BLAS thread (about 90 MB here), with room to spare.
+#: Address space numpy's import needs with one BLAS thread, with room to spare.
 _NUMPY_ADDRESS_SPACE = 160 << 20
 
 
@@ -1091,11 +954,7 @@ def _address_space_left() -> int:
 
 
 def newline_offsets(data: bytes) -> npt.NDArray[np.int64]:
-    r"""The offset of every ``\n`` in ``data``, ascending (numpy; the caller imported it).
-
-    Slice by slice: ``frombuffer(data) == 10`` over the whole buffer made a boolean copy of
-    it (200 MB more for a 200 MB log); a slice's copy is 8 MiB.
-    """
+    r"""The offset of every ``\n`` in ``data``, ascending (numpy), slice by slice (bounded copy)."""
     import numpy as np
 
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -1139,7 +998,6 @@ def _word_bytes() -> npt.NDArray[np.bool_]:
 def encode(db: AnchorDB) -> bytes:
     """The stored body of ``db`` (``beside`` puts the header in front)."""
     if db.engine == "hyperscan" and db.serialised is None and len(db):
-        # (A database of no words has no image: stored as its empty word list.)
         raise ValueError("a loaded Hyperscan database is not stored again: its images are gone")
     return _words_part(db) + (db.serialised or b"")
 
@@ -1178,11 +1036,9 @@ class StoredWords:
 def stored_words(
     path: Path, state: str, version: str | None, engine: str, *, verify: bool = False
 ) -> StoredWords | None:
-    """The words of the database at ``path`` when it is current and intact, else None.
+    """The words of the database at ``path`` when current and intact (images not loaded), else None.
 
-    Every check ``read_anchor_db`` makes but the engine's own load of its images: what a
-    write's ``build_anchor_files`` needs to find a file current without deserialising
-    Hyperscan's databases. ``verify``: the body's sha256 is checked too.
+    ``verify``: the body's sha256 is checked too.
     """
     try:
         return _read_stored(path, state, version, engine, verify=verify)
@@ -1213,10 +1069,7 @@ def _read_stored(
     at = stop + 1
     blob = bytes(body[at : at + blob_size])
     ends = bytes(body[at + blob_size : at + blob_size + count])
-    # The words are not split or decoded here (``AnchorDB.words`` does it when asked): a
-    # count of their newlines and the flags' values, each one C pass. A file built to hold
-    # invalid UTF-8 decodes with replacement characters, which no input's text holds where
-    # its bytes are (the anchor never matches there).
+    # Not split or decoded here; invalid UTF-8 decodes to replacement characters (never hit).
     if (
         len(blob) != blob_size
         or len(ends) != count
@@ -1258,9 +1111,8 @@ def load_anchor_db(
 ) -> AnchorDB:
     """The stored database if usable; else one compiled from ``words()`` (and stored).
 
-    ``rebuild=False`` refuses instead: the ``AnchorDatabaseError`` saying what was wrong.
-    ``ends``: the words' end flags (``AnchorDB``) for a compile; ``blob``: the words as
-    ``AnchorDB.blob`` holds them, used instead of ``words()``.
+    ``rebuild=False``: raise the ``AnchorDatabaseError`` instead. ``ends``, ``blob``: the
+    compile's end flags and words (``AnchorDB``), ``blob`` instead of ``words()``.
     """
     engine = engine or default_engine()
     fault = AnchorFault.MISSING

@@ -1,23 +1,13 @@
 """Incremental record anchors: a write compiles the records it added or changed, not all (issue 48).
 
-The record anchors' files beside the database (``<db>.recordanchors`` and its maps,
-``errkb.match.recordanchors``) are built by every write that moves the anchor key. Here a
-write whose files for the previous key are intact extends them instead of compiling every
-record again: a third file, ``<db>.recordanchors.hashes`` (kind ``HASHES_KIND``, keyed like
-the others), lists the records the files hold with their content hash and the compiler that
-derived their specs; the live records' hashes (``ReadView.live_hashes``, an index read) name
-those added, changed or retired since. Only the added and changed records' anchor rows are
-read (``ReadView.anchor_rows_of``); their words are compiled alone, numbered after the held
-words (``anchordb.store_extended``: the held Hyperscan images are kept as they are, the
-delta's follow them in the same file); the maps are the held maps with every retired or
-changed record masked out (it keeps no line: a word left with no record never keeps one) and
-the delta's records merged in, in the byte order of their ids (``merged_maps``). The files a
-reader loads keep their shape: one anchor database, one ``RecordMaps``, each one file under
-one header, so a reader sees the old key's files or the new key's, and a file of another
-key is refused as before (the rows are read then). Past a share of the words in delta parts
-or a number of delta images (``Compaction``), or when the held files cannot be used (missing,
-stale, of another compiler, not ``complete``), the write compiles every record: the
-compaction, which ``errkb maint compact`` also asks for (``compact``).
+A write whose files for the previous anchor key are intact extends them: a third file,
+``<db>.recordanchors.hashes`` (``HASHES_KIND``), lists the held records' content hashes and
+compiler; against ``ReadView.live_hashes`` they name the records added, changed or retired.
+Only the added and changed records are compiled, their words numbered after the held ones
+(``anchordb.store_extended``); the maps are the held ones with retired and changed records
+masked out and the delta's merged in (``merged_maps``). A reader still loads one anchor
+database and one ``RecordMaps`` of one key. Past ``Compaction``'s limits, or when the held
+files cannot be used, every record is compiled (also ``compact``: ``errkb maint compact``).
 """
 
 from __future__ import annotations
@@ -67,11 +57,7 @@ HASH_CHARS = 16
 
 @dataclass(frozen=True)
 class Compaction:
-    """When a write compiles every record instead of a delta.
-
-    ``share``: past this share of the anchor words in delta parts; ``images``: past this many
-    delta Hyperscan images (each is one more pass over an input).
-    """
+    """When a write compiles every record: past ``share`` of words or ``images`` in delta parts."""
 
     share: float = 0.10
     images: int = 12
@@ -90,11 +76,7 @@ class BuildKind(StrEnum):
 
 @dataclass(frozen=True)
 class AnchorBuild:
-    """What ``build_record_anchors`` did: its kind, and the records and words it compiled.
-
-    ``words``: the words a delta compiled; ``delta_words``: the anchor words now in delta
-    parts (0 after a whole build).
-    """
+    """What ``build_record_anchors`` did: its kind, records and words compiled, words in deltas."""
 
     kind: BuildKind
     records: int = 0
@@ -124,8 +106,6 @@ def hashes_of(pairs: Iterable[tuple[str, str]], compiler: str) -> Hashes:
     rids: list[str] = [rid for rid, _ in rows]
     digests: list[str] = [digest for _, digest in rows]
     del rows
-    # One blob each where every id (every hash) is one ASCII width, the usual case; a
-    # fixed-width array pads with NUL bytes, which no id holds: compared as their bytes.
     array_ids = _fixed(rids)
     hashes = _fixed(digests).astype(f"S{HASH_CHARS}")
     order = np.argsort(array_ids, kind="stable")
@@ -287,12 +267,9 @@ def _gathered(
 def merged_maps(old: RecordMaps, gone: Collection[str], delta: RecordMaps) -> RecordMaps:
     """``old`` with the records ``gone`` masked out and ``delta``'s merged in (numpy).
 
-    ``delta``'s words are numbered after ``old``'s; the records are renumbered in the byte
-    order of their ids. A word that lost a record is no longer ``sure`` (its other records'
-    literals are tested); one left with no record is plain and not sure, so its hits keep no
-    line. What ``record_maps`` of the live rows gives, but for the words it would not hold
-    and those flags, which only send more hits to the rejects. Most records keep their
-    order, so the blobs are copied a run of records at a time.
+    ``delta``'s words follow ``old``'s; records are renumbered in their ids' byte order. A
+    word that lost a record is no longer ``sure``; one left with none keeps no line. Otherwise
+    what ``record_maps`` of the live rows gives.
     """
     import numpy as np
 
@@ -433,8 +410,7 @@ def build_record_anchors(
 ) -> AnchorBuild:
     """Make the record anchors' files current for this key: a delta where it can, else whole.
 
-    ``compact``: every record is compiled (the files hold no delta part after), unless the
-    files are current and hold none already.
+    ``compact``: no delta part after (every record compiled unless already so and current).
     """
     engine = engine or default_engine()
     if not compact:

@@ -1,35 +1,14 @@
-r"""The record-driven scan's anchors: every record's anchor, compiled and stored as flat arrays.
+"""The record-driven scan's anchors: every record's anchor, compiled and stored as flat arrays.
 
-Issue 21 (``shared/notes/SCAN.md``). ``errkb.match.recordscan`` asks ``RecordAnchors.hit_lines``
-which lines of a large input can hold a known message: one native pass over every record's
-anchor (its template's longest literal, a multi-line one by its longest line, stripped) and
-the anchor's escaped forms (inside a repr, a JSON string, an HTML page), then the literal
-rejects: a line hit by a record's plain anchor is kept only when it holds every literal of
-one of the records that anchor stands for (a literal that follows a line break in a template
-over several lines only where it begins the line once its prefix is cleaned: ``LINE_START``,
-``begins_a_line``); a fixed message (no placeholder) only when its anchor ends the line or a
-quoted value; a hit by an escaped form is kept as is (why the line-start rule: BENCHMARKS.md,
-"Explain engine figures").
+``RecordAnchors.hit_lines`` names the lines of a large input that can hold a known message
+(issue 21): one native pass over every record's anchor (its longest literal line, stripped)
+and escaped forms (repr, JSON, HTML), then the literal rejects: a plain anchor's hit keeps
+its line only when the line holds every one-line literal of one of its records (``LINE_START``
+ones at its start); a fixed message's only where it ends the line or a quoted value.
 
-Two files beside the knowledge base (``errkb.match.beside``: one header with the anchor key,
-engine and platform; opened as untrusted input), both built after the commit of a write that
-changes what they are built from (``KnowledgeBase.build_anchor_files``):
-
-- ``<db>.recordanchors``: the words and their automaton (``errkb.match.anchordb``'s body,
-  Hyperscan's own serialisation). A word whose records are all fixed messages is compiled
-  with its end-of-message condition (``AnchorDB.ends``).
-- ``<db>.recordanchors.maps``: what the rejects need, as flat arrays (``RecordMaps``): per
-  word its records (offsets into one array of record numbers), whether it is a plain anchor,
-  whether any hit keeps its line outright (``sure``: a record whose literals all lie inside
-  the anchor), its end flag; per record its literals (offsets into one UTF-8 blob) and
-  whether it is fixed. Reading it is a few ``array.frombytes`` and no parse: nothing is
-  decoded until a hit needs it.
-
-Both are refused when ``beside.read`` refuses them (missing, stale, truncated, not a regular
-file) or inconsistent (lengths, offsets, flags); the maps also when they were made for other
-words (the anchor database's words, by their sha256). Then the rows are read
-(``ReadView.anchor_rows``: no template parsed), both are derived again and stored, or kept in
-memory where the directory refuses them.
+Stored beside the knowledge base after a write's commit: ``<db>.recordanchors`` (``anchordb``)
+and ``<db>.recordanchors.maps`` (``RecordMaps``, tied to its words by their sha256); either
+refused is derived again from ``ReadView.anchor_rows``.
 """
 
 from __future__ import annotations
@@ -87,9 +66,7 @@ def escaped_forms(anchor: str) -> list[str]:
     Only forms that differ from ``anchor`` are returned, each once.
     """
     if anchor.isascii() and anchor.isprintable() and _UNESCAPED.fullmatch(anchor):
-        # Nothing a repr, JSON or HTML escapes: every form is the anchor itself. Most anchors
-        # are such: building the seven forms of 150k anchors took 1.1 s of a scan's CPU.
-        return []
+        return []  # nothing a repr, JSON or HTML escapes (most anchors)
     forms = [
         anchor.replace("\\", "\\\\").replace("'", "\\'"),
         anchor.replace("\\", "\\\\").replace('"', '\\"'),
@@ -115,8 +92,7 @@ def anchor_line(anchor: str) -> str:
     return max((part.strip() for part in anchor.split("\n")), key=len, default="")
 
 
-#: What may follow a fixed message's text on its line: nothing, or what closes a quote, a
-#: call or a markup element around it (a repr, a JSON string, an HTML page).
+#: What may follow a fixed message's text on its line (besides nothing).
 _CLOSERS = frozenset("'\"\\)]}<&")
 
 
@@ -150,19 +126,14 @@ def _unpacked(image: bytes) -> array.array[int]:
 class RecordMaps:
     """What the anchor pass's rejects need of every live record, as flat arrays.
 
-    Words are the anchor database's (by number); records are numbered in row order (their
-    ids are never needed: a reject only asks whether some record keeps the line).
-    ``word_records[word_offsets[w]:word_offsets[w + 1]]``: the records word ``w`` stands
-    for; ``plain[w]``: 1 when it is an anchor as printed (not only an escaped form);
-    ``sure[w]``: 1 when any plain hit of it keeps its line (a record not fixed whose one-line
-    literals all lie inside the word); ``ends[w]``: 1 when every record it stands for is a
-    fixed message (``AnchorDB.ends``); ``literals[literal_offsets[r]:literal_offsets[r+1]]``:
-    record ``r``'s one-line literals, stripped, each followed by a newline (UTF-8), one that
-    must begin its line after ``LINE_START``;
-    ``fixed[r]``: 1 when its template has no placeholder; ``ids[id_offsets[r]:id_offsets[r +
-    1]]``: record ``r``'s id (UTF-8), for the candidates a hit line names (``record_id``);
-    ``edges[w]``: the sides (``anchordb.EDGE_BEFORE``, ``EDGE_AFTER``) on which every record
-    ``w`` stands for keeps a space beside it (``record_edges``).
+    Words are the anchor database's (by number); records in row order.
+    ``word_records[word_offsets[w]:word_offsets[w + 1]]``: word ``w``'s records;
+    ``plain[w]``: 1 for an anchor as printed (not only an escaped form); ``sure[w]``: 1 when
+    any plain hit keeps its line; ``ends[w]``: 1 when all its records are fixed messages;
+    ``edges[w]``: ``EDGE_BEFORE``/``EDGE_AFTER`` bits (``record_edges``).
+    ``literals[literal_offsets[r]:literal_offsets[r + 1]]``: record ``r``'s one-line literals,
+    each followed by a newline (UTF-8; ``LINE_START`` first where it must begin its line);
+    ``fixed[r]``: 1 for no placeholder; ``ids[id_offsets[r]:id_offsets[r + 1]]``: its id.
     """
 
     complete: bool
@@ -200,12 +171,9 @@ class RecordMaps:
         return self.ids[self.id_offsets[record] : self.id_offsets[record + 1]].decode("utf-8")
 
     def position(self, rid: str) -> int | None:
-        """The number of record ``rid``, or None when it is not found.
+        """The number of record ``rid`` (a bisection of the ids as UTF-8 bytes), or None.
 
-        Rows come in id order (``ReadView.anchor_rows``), so a bisection over the id blob
-        finds it with no dict of 500k ids in memory (~50 MB); ids are compared as UTF-8
-        bytes, which sort as their strings do. Where a backend's collation ordered them
-        otherwise, an id may not be found: None, never another record's number.
+        Where a backend's collation ordered the ids otherwise, None, never another record's.
         """
         key = rid.encode("utf-8")
         ids, offsets = self.ids, self.id_offsets
@@ -224,12 +192,8 @@ class RecordMaps:
 def one_line_literal(literal: str) -> str:
     """What the one-line rejects test of a template literal: "" when it cannot be tested.
 
-    The literal stripped, as the anchor is, but for one space at an edge, which is kept: the
-    pattern matches the literal's own characters, so a message holding ``%r side`` holds
-    `` side`` with its space wherever it is printed on one line, and a line holding only
-    ``Consider`` cannot print it (at 500k records that one record kept 17,466 filler lines of
-    the dense bench log for the parser). Two or more spaces, or other whitespace, at an edge
-    are stripped as before (renderers may change them). A literal over several lines: "".
+    The literal stripped, but for one lone space at an edge, which is kept (the pattern
+    matches it wherever the message is printed on one line). A literal over several lines: "".
     """
     core = literal.strip()
     if not core or "\n" in core:
@@ -240,11 +204,7 @@ def one_line_literal(literal: str) -> str:
 
 
 def holds(text: str, literal: str) -> bool:
-    """Whether ``text`` (one line) may print ``literal`` (``one_line_literal``'s form).
-
-    A kept edge space may be where a renderer wrapped the message: the literal's core at the
-    start (a leading space) or at the end (a trailing one) of the line's text counts too.
-    """
+    """Whether one line's ``text`` may print ``literal`` (a kept edge space: or the line's edge)."""
     if literal in text:
         return True
     lead, trail = literal[:1] == " ", literal[-1:] == " "
@@ -257,19 +217,12 @@ def holds(text: str, literal: str) -> bool:
     return body.startswith(core) if lead else body.endswith(core)
 
 
-#: Bytes that make a line's messages other than plain substrings of it: escapes a span
-#: decodes (``\\``, ``&``), and controls the parser cuts out (ANSI colours, ``\r`` segments).
+#: Bytes a message span decodes or the parser cuts out of a line (escapes, controls).
 _NOT_VERBATIM = bytes([*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F, ord("\\"), ord("&")])
 
 
 def verbatim(line: bytes) -> bool:
-    """Whether every message the parser reads on ``line`` is a substring of its text.
-
-    Nothing on it that cleaning removes from inside the line (controls, ANSI colours and their
-    remnants such as ``[31m``) or that a message span decodes (a backslash escape, an HTML
-    character reference): then a record whose pattern matches one of its messages holds
-    all its literals on the line itself, and the literal rejects name every candidate.
-    """
+    """Whether every message the parser reads on ``line`` is a substring of it (nothing cleaned)."""
     if len(line.translate(None, _NOT_VERBATIM)) != len(line):
         return False
     # A colour's remnant (``[31m``) is cut out of the line's text.
@@ -280,21 +233,12 @@ def verbatim(line: bytes) -> bool:
     )
 
 
-#: Marks, in the maps' literals, a literal that follows a line break in its template: a
-#: template over several lines prints it at the start of a line (its first printed character,
-#: once the line's prefix and indentation are cleaned off: ``begins_a_line``); a literal over
-#: a break itself is never tested on one line (``one_line_literal``).
+#: Marks, in the maps' literals, one after a template's line break (``begins_a_line``).
 LINE_START = "\x01"
 
 
 def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
-    r"""Whether one of ``cores`` begins ``line`` (``text``, decoded) once its prefix is cleaned.
-
-    True whenever that cannot be told from the line alone: where cleaning or a message span
-    would change more than its prefix (``verbatim``: colours, ``\r`` segments, escapes, a
-    message over several lines quoted inside a repr or a JSON string). Indentation and a
-    mail's ``>`` quoting are not the text, and neither is a CRLF line's ``\r``.
-    """
+    """Whether one of ``cores`` begins ``line`` once cleaned; True where the line cannot tell."""
     if line.endswith(b"\r"):
         line, text = line[:-1], text[:-1]
     if not verbatim(line):
@@ -304,16 +248,7 @@ def begins_a_line(line: bytes, text: str, cores: Sequence[str]) -> bool:
 
 
 def record_edges(line: str, kept: Sequence[str]) -> int:
-    """The ``edges`` bits of anchor ``line``: the edge spaces of its literal among ``kept``.
-
-    The first of the record's one-line literals whose core the line is decides. Such a
-    literal holds on a line only where a hit of its core has a space, or nothing but
-    whitespace up to the line's edge, on that side (``holds``): the anchor pass tests that
-    byte as arrays, so a hit it fails never reaches the rejects in Python. At 500k records
-    the dense bench log's hits of ``usage`` (153,956, inside ``token usage: 0.32``), of
-    ``Pending`` (``Pending: 3 reqs``), ``handler``, ``Error`` and ``side`` were 272k of its
-    458k, each a reject in Python; ``usage `` with its space is on 5 lines.
-    """
+    """The ``edges`` bits of anchor ``line``: the edge spaces of its literal among ``kept``."""
     for part in kept:
         if part.strip(" ") == line:
             return (EDGE_BEFORE if part[0] == " " else 0) | (EDGE_AFTER if part[-1] == " " else 0)
@@ -332,18 +267,10 @@ def _stands_for(
 
 
 def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]:
-    """The maps of ``rows`` (``ReadView.anchor_rows``) and their words: no template parsed.
-
-    1.5 s of CPU at 150k records before its fast paths (most anchors are one line with
-    nothing to escape, a regex with a named group is never a fixed template), 1.2 s after.
-    """
+    """The maps of ``rows`` (``ReadView.anchor_rows``) and their words: no template parsed."""
     from errkb.records.patterns import re2_escape
 
-    # Nearly every word stands for one record: its number is the value, and a list only
-    # where a word has more (``more``); the ids and literals grow in place. A list per word
-    # and a bytes object per id and per literal took record_maps to 360 MiB at 500k records
-    # (717k words), the top of a sync's anchor build; now 224 MiB, and 7.2 -> 6.0 s of CPU
-    # (``ReadView.anchor_rows`` read whole, this function alone, a fresh process each).
+    # A word's one record as the value, a list only where it has more (``more``).
     by_word: dict[str, int] = {}
     more: dict[str, list[int]] = {}
     plain: set[str] = set()
@@ -373,9 +300,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
         id_offsets.append(id_size)
         _stands_for(by_word, more, line, record)
         plain.add(line)
-        # The rejects test one line: literals that fit on it, stripped as the anchor is; one
-        # that follows a line break in the template only where it begins the line (marked).
-        # (A literal's own leading ``LINE_START`` characters are dropped: the marker is ours.)
+        # One-line literals; one after a template's line break marked (``LINE_START``).
         kept: list[str] = []
         marked: list[str] = []
         starts = False
@@ -396,16 +321,9 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
             and "\n" not in template
             and regex == f"(?s)^(?:{re2_escape(template)})$"
         )
-        # A fixed message (no placeholder): the whole message, so its text ends its line,
-        # or a quote closes it. Half the records of a large dataset are such single words
-        # or phrases ("call", "True"), and their lines are everywhere.
         fixed.append(1 if is_fixed else 0)
-        # A fixed message's reject is where it ends, not its literals: no edge.
         edge_of.append(0 if is_fixed else record_edges(line, kept))
-        # A literal with an edge space is never sure: the anchor's hit does not say the space
-        # is there (``holds``).
-        # A literal that must begin the line neither: the hit does not say where the line's
-        # text begins.
+        # Never sure: a literal with an edge space, or one that must begin the line.
         sure_of.append(not is_fixed and not starts and all(part in line for part in kept))
         if line.isascii() and line.isprintable() and unescaped(line):
             continue  # every escaped form is the line itself (``escaped_forms``)
@@ -428,9 +346,7 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
             # A plain hit checks every record the word stands for (escaped-form ones too).
             sure[w] = any(sure_of[r] for r in records)
             ends[w] = all(fixed[r] for r in records)
-            # Every escaped form holds one of ``ESCAPE_BYTES``: a word without them stands
-            # for each of its records as that record's own line, and its hit needs the
-            # sides all of them need.
+            # A word without ``ESCAPE_BYTES`` is each record's own line: the sides all need.
             if not any(char in word for char in _ESCAPE_CHARS):
                 side = EDGE_BEFORE | EDGE_AFTER
                 for r in records:
@@ -453,8 +369,6 @@ def record_maps(rows: Iterable[AnchorRow]) -> tuple[RecordMaps, tuple[str, ...]]
     return maps, words
 
 
-#: The first word of a stored maps file's header line (then its state, dataset version and
-#: the sha256 of the body after the header).
 #: The kind of file (``beside.Stamp``) the maps are stored as (its body's version in its name).
 MAPS_KIND = "recordmaps-6"
 
@@ -509,12 +423,9 @@ def read_maps(
     verify: bool = False,
     faults: dict[Path, AnchorFault] | None = None,
 ) -> RecordMaps | None:
-    """The maps stored at ``path`` for this key, dataset version and words, else None.
+    """The maps stored at ``path`` for this key and words (``words_digest``), else None.
 
-    None when ``beside.read`` refuses the file, or it was made for other words
-    (``words_digest``, the anchor database's) or is inconsistent (lengths, offsets out of
-    bounds): the caller derives them from the rows. ``verify``: the body's sha256 is checked.
-    ``faults``: given, why the file was not used is noted there.
+    ``verify``: the body's sha256 is checked; ``faults``: why the file was not used is noted.
     """
     try:
         body = bytes(read_beside(path, Stamp(MAPS_KIND, state, version), verify=verify))
@@ -548,8 +459,7 @@ def _maps_of(body: bytes, words_digest: str) -> RecordMaps | None:
         at += length
     plain, sure, ends, edges, fixed = parts[:5]
     word_offsets, word_records, literal_offsets, id_offsets = map(_unpacked, parts[5:9])
-    # Offsets that end where their arrays do and record numbers in range: a file that
-    # passes these indexes nothing outside itself.
+    # A file that passes these indexes nothing outside itself.
     if (
         word_offsets[0] != 0
         or word_offsets[-1] != entries
@@ -582,7 +492,6 @@ def write_maps(
     path: Path, maps: RecordMaps, state: str, version: str | None, words_digest: str
 ) -> bool:
     """Store ``maps`` beside the database (``beside.write``); False if refused."""
-    # ``<db>.recordanchors.maps``: the database's permission bits.
     return write_beside(
         path,
         Stamp(MAPS_KIND, state, version),
@@ -602,16 +511,8 @@ def store_record_anchors(
 ) -> int:
     """Make the files ``RecordAnchors`` loads for this state current, loading nothing to scan.
 
-    Returns the records compiled: 0 when the files were current. ``whole``: files holding
-    delta parts (``anchordelta``) are not current, every record is compiled (a compaction).
-
-    What a write's ``build_anchor_files`` calls: the process that commits never scans with
-    them, so the maps are written and dropped before Hyperscan compiles, and the compiled
-    images are written as they are (``anchordb.store_compiled``), never loaded back, so the
-    maps, the images, their join and the loaded databases are never held at once (the sync's
-    peak: BENCHMARKS.md). Files already current (as ``RecordAnchors`` reads
-    them) are left alone; with another engine than Hyperscan nothing is compiled to store
-    apart from the words, and ``RecordAnchors`` stores them.
+    Returns the records compiled (0: current). ``whole``: delta parts are not current. The
+    maps are written and dropped before the compile (``anchordb.store_compiled``).
     """
     engine = engine or default_engine()
     if engine != "hyperscan":
@@ -623,9 +524,7 @@ def store_record_anchors(
         return 0 if built.db.fault is None else len(built.maps.fixed)
     import hashlib
 
-    # Checked as ``RecordAnchors`` would read them and by their sha256 (a write keeps only
-    # files whose bodies hash to their headers), but Hyperscan's images are not loaded:
-    # nothing here scans.
+    # Checked as ``RecordAnchors`` reads them, and by their sha256; images not loaded.
     db = stored_words(store_at, state, dataset_version, engine, verify=True)
     where = maps_path(store_at)
     if db is not None:
@@ -634,9 +533,7 @@ def store_record_anchors(
         current = stored is not None and len(stored) == len(db.ends) and stored.ends == db.ends
         if current and not (whole and db.delta != (0, 0)):
             return 0
-    # What the write left behind goes back to the system first: the compile below is the
-    # sync's peak, on top of whatever the process still holds (a first 500k sync's largest
-    # process peaked at 473-509 MiB across runs, the transaction's freed objects under it).
+    # What the write left behind goes back to the system first: the compile is the peak.
     import gc
 
     gc.collect()
@@ -672,20 +569,16 @@ def _remove_file(path: Path) -> None:
         pass
 
 
-#: Distinct literal sets a word's hit line is checked against one by one; past it, through an
-#: automaton of one key literal each (``WordRecords``).
+#: Literal groups a hit line is checked against one by one at most; past it, by key.
 CROWD = 8
 
 
 class WordRecords:
     """The records one anchor word stands for, grouped for the literal rejects.
 
-    Fixed records (their end condition is the word's own: checked once per line) apart, the
-    others grouped by their one-line literals and line starts, so records with equal sets are
-    checked once. Past ``CROWD`` groups each is reached through a key, its longest literal
-    not inside the word, found on a line by one Aho-Corasick pass: a line costs its own
-    length and the groups whose key it holds, however many records share the word (issue 50,
-    row 13: 5,000 records sharing one phrase made every line holding it 5,000 checks).
+    Fixed records apart, the others grouped by their one-line literals and line starts (equal
+    sets checked once). Past ``CROWD`` groups each is reached through a key, its longest
+    literal not inside the word, found by one Aho-Corasick pass over the line (issue 50).
     """
 
     __slots__ = ("_always", "_by_key", "_finder", "bare", "fixed", "groups")
@@ -782,15 +675,12 @@ class RecordAnchors:
         state: str = "0",
         dataset_version: str | None = None,
     ) -> None:
-        # ``rows`` as a callable: read only when the files stored beside the knowledge base
-        # are missing, stale or damaged.
+        # ``rows`` as a callable: read only when the stored files cannot be used.
         maps = None
         db: AnchorDB | None = None
         #: The files beside the database found bad (not merely missing), and why.
         self.faults: dict[Path, AnchorFault] = {}
         if callable(rows) and store_at is not None:
-            # The stored anchor database holds the words; the maps what the rejects need of
-            # them, tied to those very words by their sha256.
             try:
                 db = read_anchor_db(store_at, state, dataset_version, engine or default_engine())
             except AnchorDatabaseError:
@@ -804,8 +694,6 @@ class RecordAnchors:
         if maps is None or db is None:
             maps, words = record_maps(rows() if callable(rows) else rows)
             ends = maps.ends
-            # The words as ``AnchorDB`` holds them (one blob), and not as 215k str objects
-            # (20 MiB at 150k records) through the Hyperscan compile.
             blob = "".join(w + "\n" for w in words).encode("utf-8")
             del words
             db = load_anchor_db(
@@ -820,14 +708,11 @@ class RecordAnchors:
                     write_anchor_db(store_at, db, state, dataset_version)
             if store_at is not None:
                 write_maps(maps_path(store_at), maps, state, dataset_version, db.digest)
-        #: False when some live record has no stored spec (a database from before migration
-        #: 0006): the scan cannot know its anchor, so the caller keeps the region parse.
+        #: False when some live record has no stored spec (before migration 0006).
         self.complete = maps.complete
         self.maps = maps
         self.db = db
         self._checks: dict[int, WordRecords] = {}
-        # The ids as a sorted numpy array (``id_table``): by ``KnowledgeBase.prepare``, else
-        # when first asked.
         self._ids: npt.NDArray[np.bytes_] | None = None
         self._ids_built = False
 
@@ -852,14 +737,7 @@ class RecordAnchors:
         return bool(self.matchable([rid], text))
 
     def matchable(self, rids: Sequence[str], text: str) -> list[str]:
-        """The ids of ``rids`` whose record may match ``text``, in their order.
-
-        Every text a record's pattern matches holds each of its literals (``LazyRegex``'s
-        reject), so each stripped one-line piece of them too: a record whose pieces ``text``
-        lacks is left out. A record the maps do not hold (no anchor, no stored spec) may
-        match: kept. The single-traceback path asks this before loading its candidates' spec
-        rows: at 500k records the bench's 2,000 tracebacks read 8,600 rows, 3,730 with it.
-        """
+        """``rids``, in order, but those whose held record has a one-line literal ``text`` lacks."""
         maps = self.maps
         kept: list[str] = []
         for rid, record in zip(rids, self._positions(rids), strict=True):
@@ -880,14 +758,7 @@ class RecordAnchors:
         return sorted_positions(table, [rid.encode("utf-8") for rid in rids])
 
     def id_table(self) -> npt.NDArray[np.bytes_] | None:
-        """The ids as one sorted fixed-width numpy array over the maps' blob, or None.
-
-        None where the ids differ in length, are not in byte order, or numpy cannot be
-        imported: ``RecordMaps.position`` bisects then (~19 slices in Python per id at 500k,
-        6% of the single-traceback path in py-spy, against one call per message here). Built
-        once, 117 ms at 500k records (mostly the order check): ``KnowledgeBase.prepare`` builds
-        it, so that no request after a sync pays for it.
-        """
+        """The ids as one sorted fixed-width array, or None (widths differ, unsorted, no numpy)."""
         if not self._ids_built:
             self._ids_built = True
             maps = self.maps
@@ -932,11 +803,7 @@ class RecordAnchors:
     ) -> list[tuple[int, int]]:
         """(1-based line number, start offset) of each line that passes the literal rejects.
 
-        A line not among them holds no record's anchor with that record's literals (or an
-        escaped form of one), so no record can match a message printed on it alone.
-        ``newlines``: ``data``'s newline offsets, when the caller found them already.
-        ``raw``: given, the pass's hits are appended to it (``recordscan.LineRecords`` reads
-        the records of a kept line from them).
+        ``newlines``: ``data``'s newline offsets, if known; ``raw``: receives the pass's hits.
         """
         kept, later = self.split_hit_lines(data, newlines, raw)
         return sorted([*kept, *later.take()])
@@ -950,10 +817,8 @@ class RecordAnchors:
     ) -> tuple[list[tuple[int, int]], Deferred]:
         """``hit_lines``, the rejects in Python run now only on the lines ``wanted`` names.
 
-        ``wanted`` maps 0-based line numbers to whether they are needed now; the lines it
-        leaves out that need a reject in Python (the others are kept or dropped as arrays)
-        are returned as a ``Deferred``, whose ``take`` runs the rejects on them when (and
-        where) the caller needs them. Without ``wanted`` every line is needed now.
+        ``wanted`` maps 0-based line numbers to a mask; the lines left out that need a reject
+        in Python come back as a ``Deferred``. Without ``wanted`` every line is needed now.
         """
         try:
             from errkb.match.anchordb import _numpy
@@ -974,8 +839,7 @@ class RecordAnchors:
             raw.append(Hits(lines.tolist(), starts.tolist(), ids.tolist()))
         if not len(lines):
             return [], Deferred(self, data)
-        # Hits that keep their line whatever it holds (an escaped form, a word some record's
-        # literals all lie inside) are kept here, as arrays; Python sees only the rest.
+        # Escaped forms and ``sure`` words keep their line as arrays; Python sees the rest.
         plain = np.frombuffer(self.maps.plain, dtype=np.uint8)[ids]
         sure = np.frombuffer(self.maps.sure, dtype=np.uint8)[ids]
         quick = (plain == 0) | (sure == 1)
@@ -1041,11 +905,8 @@ def _ends_message(text: str, anchor: str) -> bool:
 class Deferred:
     """Hit lines whose literal rejects have not run yet (``RecordAnchors.split_hit_lines``).
 
-    Each ``take`` runs them on the lines its predicate names (all that are left, without
-    one) and forgets those; every line is rejected at most once, and the lines it keeps are
-    those ``hit_lines`` keeps. On the sparse 50 MB bench log at 500k records the rejects in
-    Python were a third of the anchor pass (0.36 s a scan, filler lines that hold a short
-    anchor such as ``Pending:``), on lines no window of the scan takes in.
+    Each ``take`` runs them on the lines its predicate names (all left, without one) and
+    forgets those: each line rejected at most once, keeping what ``hit_lines`` keeps.
     """
 
     def __init__(

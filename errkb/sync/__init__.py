@@ -1,28 +1,16 @@
 """Dataset sync: bring the knowledge base to one dataset version, whole or not at all.
 
-A sync has two phases, and only the second touches the database:
+1. Plan: read the source (record files, a local published tree or its http(s) URL), verify
+   every published hash, cross-check each repository file against the hashed index, validate
+   every record. Anything wrong stops here: nothing has changed.
+2. Apply: one transaction upserts the records, retires those a full snapshot no longer lists,
+   writes history and the version row, and bumps the state counter. A crash leaves the
+   previous version intact.
 
-1. Plan. Read the source (plain record files, a local copy of the published tree, or its
-   http(s) URL), verify every published hash, cross-check each per-repository file against the
-   hashed index, and validate every record. Anything wrong stops here: nothing has changed.
-2. Apply. One ``BEGIN IMMEDIATE`` transaction (``Store.write`` + ``Store.apply``) upserts the
-   records, retires those a full snapshot no longer lists, writes history rows and the version
-   row, and bumps the state counter readers poll. A crash or kill mid-transaction leaves the
-   previous version intact (SQLite's WAL rolls the partial transaction back).
-
-Repositories whose ``analyzedSha``, ids and ``contentChangedAt`` did not change since the last
-sync are only revalidated (upstream rewrites records in place at the same commit): a conditional
-request with the stored ETag / Last-Modified, and a 304 or a body with the sha256 (or the
-records) applied last time keeps them; their stored records are fed back to ``Store.apply`` as
-they are, so they count as unchanged and a full snapshot does not retire them. The facts that
-make this safe (each repository's fingerprint, ETags, Last-Modified, body sha256) are kept in
-the ``meta`` table in the same transaction as the version they describe, and trusted only
-while that version is still the latest one: an ingest or rollback in between makes the next
-sync fetch everything again.
-
-One sync at a time per database: the store's sync lock (``Store.sync_lock``) is held for the
-whole run, so a second sync fails at once instead of downloading in vain and then waiting for
-the write lock.
+Repositories whose fingerprint (``analyzedSha``, ids, ``contentChangedAt``) is unchanged are
+only revalidated (a conditional request; a 304 or the body applied last time keeps their
+stored records). The validators are kept in ``meta`` with the version they describe and
+trusted only while it is the latest. One sync at a time per database (``Store.sync_lock``).
 """
 
 from __future__ import annotations
@@ -99,15 +87,8 @@ ProgressCallback = Callable[[Progress], None]
 class Spool(Collection[Incoming]):
     """Validated records on their way to the transaction, one JSON line each in a file.
 
-    Iterating yields packed ``Incoming`` records (their compact JSON text doubles as the stored
-    ``raw_json``), so memory holds one bucket at a time, never the whole dataset.
-
-    They come back in record id order, whatever order they were added in: lines go to one file
-    per id prefix (two characters: 256 files for upstream's hex ids, about 1/256 of the dataset
-    each), and each file is sorted as it is read. Every id-keyed B-tree the transaction writes
-    (the records' key, child rows, history, search keys) then grows by appending instead of
-    by random inserts, which at 500,000 records no page cache holds. Records with the same id
-    keep the order they were added in (the sort is stable).
+    Iterating yields packed ``Incoming`` records in id order (stable), a bucket of one id
+    prefix at a time, so the transaction's id-keyed B-trees grow by appending.
     """
 
     PREFIX = 2  #: id characters naming a bucket
@@ -119,15 +100,11 @@ class Spool(Collection[Incoming]):
         path.mkdir()
         self._keys: set[str] = set()
         self._out: dict[str, IO[str]] = {}
-        # (id, content hash) of each record, one line each: a fresh build reads these to copy
-        # what stays without reading the records back (``content_hashes``).
-        self._hashes_path = path / "hashes"
-        # A sync that fails while planning never reads its spool back: the buckets are closed
-        # when the spool goes, whichever way it goes.
+        self._hashes_path = path / "hashes"  # (id, content hash) lines: ``content_hashes``
+        # The buckets are closed however the spool goes.
         weakref.finalize(self, _close_quietly, self._out)
 
     def _file(self, key: str) -> Path:
-        # Named by the prefix's UTF-8 in hex: any id makes a safe file name.
         return self.path / (key.encode("utf-8").hex() or "_")
 
     def _bucket(self, rid: str) -> IO[str]:
@@ -139,8 +116,6 @@ class Spool(Collection[Incoming]):
         return out
 
     def _failed(self, exc: OSError) -> SyncError:
-        # A full disk (or a file-size limit) while spooling is the machine's fault, not the
-        # data's: one clear line naming the folder, and the database is not touched yet.
         return SyncError(
             f"{self.path}: cannot write validated records to the sync's spool "
             f"({exc.strerror or exc}); free some space there; nothing was changed"
@@ -206,14 +181,10 @@ class Spool(Collection[Incoming]):
 
     def __iter__(self) -> Iterator[Incoming]:
         self.close()
-        # A sync spools every record with the same datasetVersion: each distinct JSON text is
-        # decoded once (decoding it per line was 2% of a 150k fresh build's apply).
-        versions: dict[str, str | None] = {}
+        versions: dict[str, str | None] = {}  # each distinct version text decoded once
         for key in sorted(self._keys):
             with self._file(key).open(encoding="utf-8", newline="\n") as fh:
-                # "\n" only: JSON escapes it, but not U+2028 or U+0085, which splitlines()
-                # would also split on.
-                lines = fh.read().split("\n")
+                lines = fh.read().split("\n")  # not splitlines(): U+2028 is not escaped
             lines.pop()  # after the last newline
             lines.sort(key=lambda line: line[: line.index("\t")])
             for line in lines:
@@ -298,36 +269,26 @@ def sync(
 ) -> SyncReport:
     """Bring the knowledge base to the dataset version ``source`` holds, in one transaction.
 
-    ``source`` is a record file or directory (a partial source: nothing is retired unless
-    ``full``), a local published tree (its root, its ``data/`` directory or the manifest), or an
-    http(s) URL of one (a full snapshot unless ``full=False``). Invalid records refuse the whole
-    version (``RecordError``) unless ``skip_invalid``, which applies the rest, writes the rejects
-    as JSON Lines to ``reject_report`` (default ``<db>.rejects.jsonl``) and marks the version
-    partial. An older version than the current one is refused unless ``allow_downgrade``.
-    Without ``source``: ``$ERRKB_SOURCE``, else ErrLookup's site (``publish.default_source``).
+    ``source``: a record file or directory (partial unless ``full``), a local published tree
+    (root, ``data/`` or manifest) or an http(s) URL of one (full unless ``full=False``);
+    default ``$ERRKB_SOURCE``, else ``publish.default_source``. Invalid records refuse the
+    version (``RecordError``) unless ``skip_invalid``: the rest applied, the rejects written
+    to ``reject_report`` (default ``<db>.rejects.jsonl``), the version partial. An older
+    version is refused unless ``allow_downgrade``.
 
-    Over http(s), repository files are downloaded by ``workers`` threads and kept, once
-    verified, in a download cache (``cache_dir``, default under the user cache directory,
-    at most ``cache_max_bytes``) that a rerun after an interrupted sync reuses and a successful
-    apply empties. ``timeout`` bounds each read, ``deadline`` (seconds) the whole sync.
-    Repository files are read, cross-checked and validated by ``plan_workers`` processes
-    (``errkb.sync.workers``; default: one per CPU for a large tree, none for a small one, 0:
-    none) while the next ones download; the result is the same as without them.
-    Redirects to another host are refused unless ``allow_redirect_hosts`` names it (a mirror),
-    and redirects from https to http always.
-    ``max_bytes`` caps any one file (downloaded or decompressed); ``limits`` caps what a
-    published tree may hold (index rows, repositories, bytes per repository file), so a sync's
-    memory stays bounded whatever the source serves. Ctrl-C after the commit raises
-    ``SyncInterruptedError`` naming the version applied (before it: ``KeyboardInterrupt``).
+    Over http(s): ``workers`` download threads; verified files kept in ``cache_dir`` (at most
+    ``cache_max_bytes``) until an apply succeeds; ``timeout`` per read, ``deadline`` for the
+    sync; redirects to another host only to ``allow_redirect_hosts``, never https to http.
+    ``plan_workers`` processes check repository files (``sync.workers``; None: by machine and
+    size; 0: none), with the same result. ``max_bytes`` caps any one file, ``limits`` what a
+    tree may hold. Ctrl-C after the commit raises ``SyncInterruptedError``.
     """
     store.ensure_schema()
     started = time.monotonic()
     notify = progress or (lambda _p: None)
     limit = transport.Deadline(deadline)
     applied: list[SyncReport] = []  # set the moment the transaction commits
-    # A streamed apply's writer (``errkb.sync.stream``), rolled back on any way out but its
-    # commit (after which ``abort`` does nothing).
-    streams: list[StreamedApply] = []
+    streams: list[StreamedApply] = []  # a streamed apply's writer, rolled back unless committed
     with (
         _interrupt_says(applied),
         store.sync_lock(),
@@ -371,8 +332,7 @@ def sync(
         if isinstance(planned, SyncReport):
             if cache is not None:
                 cache.clear()
-            # The dataset is as stored, errkb may not be: records an older errkb compiled are
-            # compiled again here (a sync that writes does it in its own transaction).
+            # Records an older errkb compiled are compiled again.
             recompiled = 0 if dry_run else store.recompile(FEED)
             return replace(planned, recompiled=recompiled, elapsed=time.monotonic() - started)
         if tree is None:
@@ -406,12 +366,7 @@ def _aborting(streams: list[StreamedApply]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _interrupt_says(applied: list[SyncReport]) -> Iterator[None]:
-    """Ctrl-C once ``applied`` holds the committed report: say which version is in place.
-
-    After the commit (the cache, the work directory, the lock still to let go of) the new
-    version stands, and the caller must hear which one; before it, nothing changed and the
-    interrupt goes on as it is.
-    """
+    """Ctrl-C once ``applied`` holds the committed report: ``SyncInterruptedError`` naming it."""
     try:
         yield
     except KeyboardInterrupt:
@@ -444,8 +399,7 @@ class _FetchOptions:
 def _workdir(db_path: Path) -> Iterator[Path]:
     """Yield a temporary download directory beside the database, removed afterwards.
 
-    Called with the lock held, so leftovers of a killed sync of this database (same prefix)
-    can be removed safely first.
+    Called with the lock held: a killed sync's leftovers (same prefix) are removed first.
     """
     prefix = f".{db_path.name}.sync-"
     for stale in db_path.parent.glob(prefix + "*"):
@@ -461,14 +415,11 @@ def _plan_records(
     from errkb.ingest import validate_sources
 
     notify(Progress(Stage.VALIDATE, 0, 1))
-    # Valid records wait on disk, as a published tree's do: memory holds their ids only.
     incoming = Spool(tmp / "incoming")
     validated = validate_sources([path], sink=incoming.add)
     incoming.close()
     notify(Progress(Stage.VALIDATE, 1, 1))
     if not validated.accepted and not validated.problems:
-        # An empty folder (or a file of no records) is no dataset version: applying it would
-        # record an empty version each time, and as a full snapshot retire everything.
         raise SyncError(f"{path}: holds no records; nothing to apply")
     kept = {p.record_id for p in validated.problems if p.record_id} if full else set()
     return _Plan(
@@ -499,9 +450,7 @@ def _plan_published(
 ) -> _Plan | SyncReport:
     """Read, cross-check and validate what the tree's version changes (see the module doc).
 
-    ``streams``: a large enough sync of new records has them written as they are checked
-    (``errkb.sync.stream``): its ``StreamedApply`` is the plan's ``incoming`` and is put in
-    ``streams``, for the caller to roll back if anything fails before ``_execute`` commits.
+    ``streams``: receives a plan's ``StreamedApply``, for the caller to roll back on failure.
     """
     options = fetch_options or _FetchOptions()
     latest = store.latest_version()
@@ -533,9 +482,7 @@ def _plan_published(
     ):
         return _up_to_date(tree.location, version, current)
     _refuse_downgrade(where, version, current, allow_downgrade)
-    # From here on every data file is requested for this version (?v=...): the manifest's
-    # hashes pin it, and a CDN edge keeping an older version's bytes is bypassed.
-    tree = tree.for_version(version)
+    tree = tree.for_version(version)  # every data file requested with ?v=<version>
 
     # 2. The hashed metadata files.
     notify(Progress(Stage.INDEX, 0, 2))
@@ -551,8 +498,7 @@ def _plan_published(
         repos_raw, repos_file.where, max_repos=limits.repos, max_row_bytes=limits.row_bytes
     )
     notify(Progress(Stage.INDEX, 1, 2))
-    # repos.json first: the index's row digests are summed only for the repositories whose
-    # fingerprint changed (the ones fetched); any other's is read on first use (``_Digests``).
+    # Row digests summed only for repositories whose fingerprint changed (``_Digests``).
     previous: Mapping[str, Any] = state.get("repos", {}) if state else {}
 
     def fetched_by_fingerprint(repo: str) -> bool:
@@ -570,10 +516,7 @@ def _plan_published(
     live, stored = inventory.live_by_repo, inventory.hashes
     unindexed: _Unindexed | None = None
     if read is None:
-        # No index in any form (upstream changed shape again): the hashed repos.json says
-        # which repositories there are and how many records each holds; their files are
-        # cross-checked against it instead (``_Unindexed``). Ids per repository are taken
-        # as stored, so unchanged repositories are still only revalidated.
+        # No index: files cross-checked against repos.json (``_Unindexed``), ids as stored.
         index = publish.IndexRows({r: sorted(live.get(r, ())) for r in sorted(repos)}, {})
         index_where, index_hashes = repos_file.where, list[tuple[str, str]]()
         unindexed = _Unindexed(repos_file.where, errors_count)
@@ -609,9 +552,7 @@ def _plan_published(
         else:
             fetch.append(repo)
 
-    # 4. Fetch, cross-check and validate each of them.
-    # Validated records wait on disk, not in memory: a full snapshot is as large as the
-    # dataset (about 700 MB of records for 150,000), and the transaction streams them back.
+    # 4. Fetch, cross-check and validate each of them (validated records wait on disk).
     streamed: StreamedApply | None = None
     if streams is not None and full:
         streamed = _streamed(
@@ -625,8 +566,7 @@ def _plan_published(
         assert streams is not None  # noqa: S101 - asked for by the caller
         streams.append(streamed)
         streamed.start(stream.Begin(shown_url(tree.location), version, full, dict(hashes) or None))
-    # Repositories holding records already stored come first: a streamed fresh build's
-    # copy waits for their content hashes (``StreamedApply.overlap_done``).
+    # Repositories holding stored records first (``StreamedApply.overlap_done`` waits).
     holding = {
         r for r in fetch if streamed is not None and not streamed.overlap.isdisjoint(by_repo[r])
     }
@@ -636,11 +576,7 @@ def _plan_published(
     new_etags: dict[str, str] = {}
     if fetched.etag:
         new_etags[where] = fetched.etag
-    # Same commit and same ids do not mean same records: upstream rewrites published records
-    # in place (a tag backfill, reverify), so every repository the fingerprints would skip is
-    # revalidated with a conditional request (its stored ETag / Last-Modified). A 304, or a
-    # body whose sha256 is the one applied, keeps it as it is (no write); anything else is read
-    # like any changed repository.
+    # Fingerprint-kept repositories are revalidated (upstream rewrites records in place).
     validators = _Validators.load(state, local=isinstance(tree, publish.LocalTree))
     revalidate = set(skipped)
     skipped = []
@@ -651,8 +587,7 @@ def _plan_published(
     jobs: list[fetching.RepoJob] = []
     for repo in sorted([*fetch, *revalidate], key=lambda r: (r not in holding, r)):
         rel = publish.repo_file(repo)
-        # A 304 means "the file you applied last time": usable only while our stored records
-        # of that repository are exactly the ones that file held.
+        # A 304 is usable only while the stored records are exactly that file's.
         same_ids = live.get(repo, frozenset()) == frozenset(by_repo[repo])
         etag = etags.get(tree.where(rel)) if state and same_ids else None
         modified = validators.modified.get(tree.where(rel)) if state and same_ids else None
@@ -664,8 +599,6 @@ def _plan_published(
         cache.retain({job.key for job in jobs})
     downloaded = fetching.Counter()
     notify(Progress(Stage.REPOS, 0, len(jobs)))
-    # Repository files carry no hash and are parsed whole: a cap of their own, well below
-    # the cap on any download, bounds the memory one of them can take.
     repo_max = min(max_bytes, limits.repo_file_bytes)
     files = fetching.fetch_all(
         tree,
@@ -853,11 +786,8 @@ _SAME_BODY = -1  #: in place of a worker's ticket: a revalidated file's body is 
 class _Unindexed:
     """A tree whose manifest lists no index: its repository files checked against repos.json.
 
-    Each file must hold ``errorCount`` records all claiming its repository (``read_repo``'s
-    ``listed``); across files no id may appear twice, and the total must be the manifest's
-    ``counts.errors`` when it gives one and every file could be read (``skip_invalid`` applies
-    the others when one cannot). Weaker than the hashed index (no row digests), so the
-    sync says so in a warning.
+    Each file holds ``errorCount`` records of its repository (``Listed``); no id in two files;
+    the total is the manifest's ``counts.errors`` when given and every file was readable.
     """
 
     def __init__(self, where: str, errors: object) -> None:
@@ -926,11 +856,9 @@ def _streamed(
     by_repo: Mapping[str, Sequence[str]],
     stored: Mapping[str, str],
 ) -> StreamedApply | None:
-    """A ``StreamedApply`` for the records of ``fetch``, when streaming them is sound and pays.
+    """A ``StreamedApply`` for ``fetch``'s records when sound and worth it (``stream``'s limits).
 
-    It is for a sync that fetches at least ``stream.MIN_RECORDS`` records, each id once, few
-    of them stored already (``stream.MAX_OVERLAP``), and revalidates none: a fingerprint-kept
-    repository may turn out rewritten, which the writer could not know before its first write.
+    Each id once, and no repository to revalidate (it may turn out rewritten).
     """
     if revalidate_pending:
         return None
@@ -961,13 +889,7 @@ _HASH_AHEAD = 8
 def _bodies_judged(
     files: Iterable[fetching.Got], validators: _Validators
 ) -> Iterator[tuple[fetching.Got, bool]]:
-    """Each file, in order, with whether it is the very body applied last time.
-
-    A revalidated file's sha256 is taken in a thread, a few files ahead (``hashlib`` lets go
-    of the GIL while it hashes): at 500,000 records a version that rewrote 1% came from
-    another folder, and the 871 unchanged files (1.4 GB) were hashed one after another in
-    the loop, 1.2-1.6 s of a 15 s sync; two threads take 0.65 s.
-    """
+    """Each file, in order, with whether it is the body applied last time (hashed in threads)."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
     ahead: deque[tuple[fetching.Got, Future[bool] | None]] = deque()
@@ -992,13 +914,8 @@ def _bodies_judged(
 class _Validators:
     """What tells a repository file applied last time from a rewritten one.
 
-    Kept in the sync state (the ``meta`` table, in the version's transaction) beside the ETags:
-    each file's ``Last-Modified`` (by its URL or path: a server's validator) and the sha256 of
-    the body applied (by its path in the tree, ``RepoJob.rel``: the same bytes are the same
-    records wherever they are read from, so a tree synced from another folder or mirror is
-    hashed, not parsed and validated again; at 150,000 records with 1% changed from a second
-    folder, reading the 871 unchanged files was 38% of the sync's CPU). Only files applied
-    exactly as published are carried into the next state.
+    In the sync state: each file's ``Last-Modified`` (by URL or path) and the sha256 of the
+    body applied (by ``RepoJob.rel``). Only files applied exactly as published are carried.
     """
 
     modified: dict[str, str] = field(default_factory=dict)
@@ -1006,10 +923,7 @@ class _Validators:
     new_modified: dict[str, str] = field(default_factory=dict)
     new_bodies: dict[str, str] = field(default_factory=dict)
     hashed: dict[str, str] = field(default_factory=dict)  #: rel -> sha256 of a body just read
-    #: A local tree's files: rel -> the file's ``_signature`` when its body sha256 was taken.
-    #: The same signature now is the same file, unwritten since: its sha256 is not taken again
-    #: (at 500,000 records, 1.4 GB of unchanged files read and hashed on every sync of a
-    #: changed version; any write, replacement or copy changes size, times or inode).
+    #: A local tree's files: rel -> ``_signature`` when hashed (unchanged: not hashed again).
     stats: dict[str, list[int]] = field(default_factory=dict)
     new_stats: dict[str, list[int]] = field(default_factory=dict)
     signed: dict[str, list[int]] = field(default_factory=dict)  #: rel -> signature just taken
@@ -1047,8 +961,7 @@ class _Validators:
         started = time.time_ns()
         before = _signature(path) if self.local else None
         sha = self.hashed[rel] = fetching.file_sha256(path)
-        # Noted only for a file unchanged while it was read and last changed well before:
-        # a write in the same clock tick as the read would leave the times as they were.
+        # Noted only for a file unchanged while read and last changed well before (``_RACY_NS``).
         if before is not None and before[2] < started - _RACY_NS and before == _signature(path):
             self.signed[rel] = before
         return sha
@@ -1077,8 +990,7 @@ class _Validators:
         return found
 
 
-#: A file whose status changed less than this before its sha256 was taken is hashed again
-#: next time: a timestamp's clock tick is far coarser than its nanoseconds.
+#: A file changed less than this before its sha256 was taken is hashed again next time.
 _RACY_NS = 2_000_000_000
 
 
@@ -1101,10 +1013,7 @@ def _same_content(lines: Sequence[tuple[str, str]], stored: Mapping[str, str]) -
 
 
 def _schema_warnings(tree: publish.Tree, tmp: Path) -> tuple[str, ...]:
-    """Compare the site's ``schema.json`` with the fields errkb knows, when it has one.
-
-    Optional: a tree without it (or a server that cannot serve it) is compared with nothing.
-    """
+    """Compare the site's ``schema.json``, when it serves one, with the fields errkb knows."""
     try:
         got = tree.fetch(
             publish.SCHEMA_PATH, tmp / "schema.json", max_bytes=publish.SCHEMA_MAX_BYTES
@@ -1121,11 +1030,7 @@ def _schema_warnings(tree: publish.Tree, tmp: Path) -> tuple[str, ...]:
 class _Digests(Mapping[str, str]):
     """The index's row digests by repository; the ones its first read left out on first use.
 
-    A sync sums the digests of the repositories it will fetch (their fingerprint changed)
-    and leaves the others' (``publish.IndexRows.undigested``): at 500,000 records with 1%
-    rewritten, 0.9 s of CPU for digests nothing compared. A repository it reads all the same
-    (revalidated, its file rewritten in place upstream) asks here: the index is read again
-    once, for every one left out, so any number of them costs one more read.
+    The first of those asked reads the index again once, for every one left out.
     """
 
     def __init__(self, rows: publish.IndexRows, reread: Reread | None) -> None:
@@ -1160,14 +1065,10 @@ def _read_index(
     limits: publish.Limits,
     digest: Callable[[str], bool] | None = None,
 ) -> tuple[publish.IndexRows, str, list[tuple[str, str]], Reread] | None:
-    """Fetch, verify and read the index, one file or every part; return it, where, its hashes.
+    """Fetch, verify and read the index (one file or every part): rows, where, hashes, reread.
 
-    And how to read it again for other repositories' digests (``digest``: the ones summed).
-    None when the manifest lists no index in any form (the caller falls back to repos.json).
-
-    A split index (``manifest.index_parts``) is read whole before anything is judged: each
-    part's sha256 (where listed), its ``datasetVersion``, and ``{part, parts}`` covering
-    1..parts exactly once (``publish.read_index_parts``).
+    ``digest``: the repositories whose digests are summed; the reread sums others'. None when
+    the manifest lists no index. A split index is read whole (``publish.read_index_parts``).
     """
     where = tree.where(tree.manifest_path)
     files = manifest.index_files()
@@ -1215,8 +1116,7 @@ def _fetch_verified(
 ) -> tuple[publish.Fetched, publish.Content]:
     """Fetch a hashed file and verify it; on a mismatch over http, once more past every cache.
 
-    ``streamed``: a gzip file's decompressed checks may run as it is parsed
-    (``publish.verify_file``); the caller reads all of it before anything is written.
+    ``streamed``: a gzip file's decompressed checks may run as it is parsed (``verify_file``).
     """
     got = tree.fetch(entry.path, dest, max_bytes=max_bytes)
     try:
@@ -1252,11 +1152,7 @@ def _parse_checked(
     listed: Listed | None = None,
     specs: Mapping[str, str] | None = None,
 ) -> tuple[RepoFile, Path]:
-    """Parse and cross-check one repository file; on a mismatch over http, fetch it once more.
-
-    Repository files carry no hash of their own, so a stale edge shows up as a file that does
-    not match the (hashed) index; the second request bypasses caches (``fresh``).
-    """
+    """Parse and cross-check one repository file; on a mismatch over http, fetch it again fresh."""
     path = got.fetched.path
     assert path is not None  # noqa: S101 - not_modified is handled by the caller
     try:
@@ -1285,13 +1181,7 @@ def _parse_checked(
 def _same_manifest(
     tree: publish.Tree, manifest: publish.Manifest, tmp: Path, jobs: Sequence[fetching.RepoJob]
 ) -> None:
-    """Refuse if a new version was published while the repository files were downloading.
-
-    Repository files carry no hash, and an origin serves only its newest version whatever
-    ``?v=`` says, so files fetched after a publish may belong to the next version. If the
-    manifest is the same after the last download, every file came from the version its hashes
-    pin (the origin flips versions at once); otherwise nothing is applied.
-    """
+    """Refuse if the manifest changed while the (unhashed) repository files downloaded."""
     if not isinstance(tree, publish.HttpTree) or not jobs:
         return
     where = tree.where(tree.manifest_path)
@@ -1485,9 +1375,7 @@ def _fresh_build(
 ) -> AbstractContextManager[WriteTx] | None:
     """A large sync's new file put in place whole (SQLite), or None: one transaction.
 
-    Asked for when the records are many and (nearly) all bring new content, or always with
-    ``rebuild`` (``--full``); the store decides whether it pays. Only spooled records whose
-    ids are distinct can be: a rebuild classifies each against the old file once.
+    Only for spooled records with distinct ids; the store decides whether it pays.
     """
     incoming = plan.incoming
     if not isinstance(incoming, Spool) or not incoming.distinct():

@@ -324,6 +324,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.changed > 0
         else None
     )
+    if args.workdir is not None:
+        args.workdir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-sync-scale-", dir=args.workdir))
     results: dict[str, Any] = {"corpus": str(corpus_dir), "provenance": bench_run.provenance()}
     if changed is not None:

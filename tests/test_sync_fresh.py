@@ -353,12 +353,12 @@ def test_a_version_rewriting_only_documentation_compiles_nothing(
     db = tmp_path / "kb.sqlite3"
     store = _opened(db, tree)
     compiled: list[str] = []
-    real_checker, real_feed = repofile.derive, feed_module._Feed.derive
+    real_checker, real_feed = repofile.derive, feed_module.IndexFeed.derive
     monkeypatch.setattr(
         repofile, "derive", lambda r: compiled.append(str(r["id"])) or real_checker(r)
     )
     monkeypatch.setattr(
-        feed_module._Feed,
+        feed_module.IndexFeed,
         "derive",
         lambda self, r: compiled.append(str(r["id"])) or real_feed(self, r),
     )

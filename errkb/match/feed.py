@@ -100,7 +100,7 @@ def _same(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
     return tuple(before) == tuple(now)
 
 
-class _Feed:
+class IndexFeed:
     """``derive`` and ``rank`` as the store's ``Feed``."""
 
     compiler = str(COMPILER_VERSION)
@@ -122,4 +122,4 @@ class _Feed:
 
 
 #: The one feed every writer passes to ``WriteTx.apply`` and ``Store.reindex``.
-FEED = _Feed()
+FEED = IndexFeed()

@@ -8,29 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from errkb.match.feed import FEED
+from errkb.match.feed import IndexFeed
 from errkb.match.index import rank_record
-from errkb.store import Derived, RecordJSON
 
 
-class CountingFeed:
+class CountingFeed(IndexFeed):
     """``FEED`` with ``rank_counted`` (``errkb.store.CountedRank``); otherwise the same."""
-
-    compiler = FEED.compiler
-
-    def derive(self, record: RecordJSON) -> Derived:
-        return FEED.derive(record)
-
-    def rank(self, words: Iterable[tuple[str, Sequence[str]]]) -> Iterator[tuple[str, str, int]]:
-        return FEED.rank(words)
-
-    def rerank(
-        self,
-        words: Iterable[tuple[str, Sequence[str]]],
-        previous: Mapping[str, Sequence[str] | None],
-        after: Mapping[str, Sequence[str]],
-    ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
-        return FEED.rerank(words, previous, after)
 
     def rank_counted(
         self, words: Iterable[tuple[str, Sequence[str]]], count: Mapping[str, int]

@@ -62,13 +62,13 @@ def test_a_process_with_its_record_anchors_unloaded_parses_what_costs_less_whole
     data = PLAIN * 5  # 140 bytes: scanned when the anchors are loaded
     sizes = Thresholds(scan_from=100, paste_upto=200, cold_ratio=10)
     assert choose_route(data, sizes)[0] is Route.SCAN
-    assert choose_route(data, sizes, unloaded=10 * len(data))[0] is Route.PASTE
-    assert choose_route(data, sizes, unloaded=10 * len(data) - 1)[0] is Route.SCAN
+    assert choose_route(data, sizes, unloaded=lambda: 10 * len(data))[0] is Route.PASTE
+    assert choose_route(data, sizes, unloaded=lambda: 10 * len(data) - 1)[0] is Route.SCAN
     # Never past paste_upto, never with the rule off, never below scan_from's own paste.
-    assert choose_route(PLAIN * 8, sizes, unloaded=1 << 30)[0] is Route.SCAN
+    assert choose_route(PLAIN * 8, sizes, unloaded=lambda: 1 << 30)[0] is Route.SCAN
     off = Thresholds(scan_from=100, paste_upto=200, cold_ratio=0)
-    assert choose_route(data, off, unloaded=1 << 30)[0] is Route.SCAN
-    assert not cold_paste(50, sizes, 1 << 30)
+    assert choose_route(data, off, unloaded=lambda: 1 << 30)[0] is Route.SCAN
+    assert not cold_paste(50, sizes, lambda: 1 << 30)
 
 
 def test_a_cold_explain_of_a_scannable_input_is_a_paste_with_the_scan_s_report(

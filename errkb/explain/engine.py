@@ -115,10 +115,7 @@ class Engine:
 
         data = bytes(text) if isinstance(text, bytearray) else text
         sizes = thresholds or self.thresholds
-        # Asked only where it can matter: a paste imports nothing of the scan.
-        large = len(data) >= sizes.scan_from and sizes.cold_ratio > 0
-        unloaded = self._unloaded_anchors() if large else 0
-        route, scannable = choose_route(data, sizes, unloaded)
+        route, scannable = choose_route(data, sizes, self._unloaded_anchors)
         if route is Route.SCAN and scannable is not None:
             with self.store.snapshot() as view:
                 report = self._scanned(view, scannable, limits, sizes)

@@ -6,6 +6,7 @@ A route that cannot read its input hands it to ``REGIONS``.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["DEFAULT_THRESHOLDS", "Route", "Scannable", "Thresholds", "choose_route"]
@@ -53,17 +54,18 @@ class Scannable:
 
 
 def choose_route(
-    data: str | bytes, thresholds: Thresholds, unloaded: int = 0
+    data: str | bytes, thresholds: Thresholds, unloaded: Callable[[], int] | None = None
 ) -> tuple[Route, Scannable | None]:
     """The route that reads ``data``, and for ``SCAN`` the bytes it reads.
 
     ``SCAN``: plain text (JSON lines decoded) of at least ``scan_from``; else ``PASTE`` up to
     ``paste_upto``; else ``REGIONS``. UTF-16, NUL-ridden, JSON document, markup and YAML-fold
     inputs are never scanned. ``unloaded``: the stored bytes of record anchors a scan would
-    load first (0: loaded); an input ``cold_paste`` names is a ``PASTE``.
+    load first (0: loaded), asked only of an input that could be scanned; an input
+    ``cold_paste`` names is a ``PASTE``.
     """
     size = len(data)
-    if cold_paste(size, thresholds, unloaded):
+    if unloaded is not None and cold_paste(size, thresholds, unloaded):
         return Route.PASTE, None
     if size >= thresholds.scan_from:
         scannable = _scannable(data)
@@ -72,17 +74,17 @@ def choose_route(
     return (Route.PASTE if size <= thresholds.paste_upto else Route.REGIONS), None
 
 
-def cold_paste(size: int, thresholds: Thresholds, unloaded: int) -> bool:
+def cold_paste(size: int, thresholds: Thresholds, unloaded: Callable[[], int]) -> bool:
     """Whether an input of ``size`` that could be scanned is parsed whole instead.
 
-    So in a process with ``unloaded`` bytes of record anchors still to load (a one-shot
-    ``errkb explain``): loading 116 MB of them took more CPU than parsing 1.4 MB of a dense log
-    whole (BENCHMARKS.md, stop 45), and both routes give one report.
+    So while ``unloaded()`` bytes of record anchors are still to load (a one-shot
+    ``errkb explain``) and parsing the input whole costs less than loading them (the ratio:
+    BENCHMARKS.md, "A cold explain's route"); both routes give one report.
     """
     ratio = thresholds.cold_ratio
-    if not unloaded or not ratio or size < thresholds.scan_from:
+    if not ratio or not thresholds.scan_from <= size <= thresholds.paste_upto:
         return False
-    return size <= min(thresholds.paste_upto, unloaded // ratio)
+    return size <= unloaded() // ratio
 
 
 def _scannable(data: str | bytes) -> Scannable | None:

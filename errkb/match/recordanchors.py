@@ -44,6 +44,7 @@ from errkb.match.beside import write as write_beside
 from errkb.parse.text import _ANSI_REMNANT_RE, line_text
 
 if TYPE_CHECKING:
+    import ahocorasick_rs
     import numpy as np
     import numpy.typing as npt
 
@@ -599,7 +600,7 @@ class WordRecords:
         self.groups = tuple((lits, starts, tuple(rs)) for (lits, starts), rs in grouped.items())
         #: Whether some record has no one-line literal (a hand-written pattern).
         self.bare = any(not lits for lits, _, _ in self.groups)
-        self._finder: Callable[[str], list[tuple[int, int, int]]] | None = None
+        self._finder: ahocorasick_rs.AhoCorasick | None = None
         self._by_key: list[list[int]] = []
         self._always: list[int] = []
         if len(self.groups) > CROWD:
@@ -619,38 +620,28 @@ class WordRecords:
             if at == len(self._by_key):
                 self._by_key.append([])
             self._by_key[at].append(number)
-        finder = ahocorasick_rs.AhoCorasick(list(keys))
-
-        def find(line: str) -> list[tuple[int, int, int]]:
-            return list(finder.find_matches_as_indexes(line, overlapping=True))
-
-        self._finder = find
+        self._finder = ahocorasick_rs.AhoCorasick(list(keys))
 
     def holding(self, line: bytes, text: str, *, starts: bool = True) -> Iterator[int]:
         """The groups (by index) whose literals ``text`` holds; ``starts``: line starts too."""
-        groups = self.groups
-        for number in self._chosen(text):
-            lits, begins, _ = groups[number]
-            if _holds_all(text, lits) and (
-                not starts or not begins or begins_a_line(line, text, begins)
-            ):
-                yield number
+        return (n for n in self._chosen(text) if self._holds(n, line, text, starts))
 
     def keeps(self, line: bytes, text: str) -> bool:
         """Whether some group's literals and line starts hold on ``line`` (``text``, decoded)."""
-        groups = self.groups
-        for number in self._chosen(text):
-            lits, begins, _ = groups[number]
-            if _holds_all(text, lits) and (not begins or begins_a_line(line, text, begins)):
-                return True
-        return False
+        return any(self._holds(n, line, text, True) for n in self._chosen(text))
+
+    def _holds(self, number: int, line: bytes, text: str, starts: bool) -> bool:
+        lits, begins, _ = self.groups[number]
+        return _holds_all(text, lits) and (
+            not starts or not begins or begins_a_line(line, text, begins)
+        )
 
     def _chosen(self, text: str) -> Iterable[int]:
         """The groups a line's ``text`` may hold: all, or past ``CROWD`` those its keys name."""
         finder = self._finder
         if finder is None:
             return range(len(self.groups))
-        found = {key for key, _, _ in finder(text)}
+        found = {key for key, _, _ in finder.find_matches_as_indexes(text, overlapping=True)}
         return [*self._always, *(g for key in found for g in self._by_key[key])]
 
 

@@ -210,7 +210,7 @@ def prepare_passes() -> None:
     newline_index(b"\n")
 
 
-#: Line numbers, ascending: 8 bytes each (a list of ints held ~36, a dict's keys ~100).
+#: Line numbers, ascending, 8 bytes each: the scan's per-line memory (BENCHMARKS.md, row 14).
 Lines: TypeAlias = "array.array[int]"
 
 
@@ -312,9 +312,8 @@ def shape_lines(
     hard_from = exceptions_from + len(EXCEPTION_WORDS)
     overlap = max(len(w) for w in _shape_words()) - 1
     # Per kind, each line once (0 headers, 1 chains, 2 keywords, 3 exceptions, 4 hard), and
-    # every line's start: arrays, 8 bytes a line (dicts of ints held ~250 bytes a line, 12x
-    # an input of exception lines). A line is seen again only in the chunk after it (a word
-    # across the chunks' overlap): the sets of two chunks tell.
+    # every line's start, as arrays (``Lines``). A line is seen again only in the chunk after
+    # it (a word across the chunks' overlap): the sets of two chunks tell.
     kinds = [_lines() for _ in range(5)]
     numbers, offsets = _lines(), _lines()
     table = [
@@ -1503,7 +1502,7 @@ def _line_cutter(scan: _Scan) -> Callable[[Sequence[Sequence[int]]], Iterator[tu
         ordered = sorted(known)
         return lambda spans: _cut(data, spans, known, ordered)
     size = len(data)
-    ends = newlines.tolist() if len(newlines) < 4096 else newlines
+    ends = newlines
 
     def cut(spans: Sequence[Sequence[int]]) -> Iterator[tuple[int, bytes]]:
         count = len(ends)

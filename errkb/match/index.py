@@ -72,25 +72,29 @@ def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[s
         offsets.append(len(flat))
     del number
 
-    def rarity(k: int) -> tuple[int, int, str]:
-        word = vocabulary[k]
-        return frequency[k], -len(word), word
+    # Each word's rarity once (``rarity``), looked up by number while sorting.
+    rarity_of = [rarity(frequency[k], word) for k, word in enumerate(vocabulary)].__getitem__
 
     order: Iterable[int] = (
         range(len(rids)) if ordered else sorted(range(len(rids)), key=rids.__getitem__)
     )
     for r in order:
         rid = rids[r]
-        ranked = sorted(flat[offsets[r] : offsets[r + 1]], key=rarity)
+        ranked = sorted(flat[offsets[r] : offsets[r + 1]], key=rarity_of)
         for rank, k in enumerate(ranked[:TOKENS_PER_RECORD]):
             yield vocabulary[k], rid, rank
+
+
+def rarity(count: int, word: str) -> tuple[int, int, str]:
+    """The index's rarity order: fewer records first, then the longer word, then the word."""
+    return count, -len(word), word
 
 
 def rank_record(
     rid: str, words: Iterable[str], count: Mapping[str, int]
 ) -> Iterator[tuple[str, str, int]]:
     """One record's (token, record id, rank) rows, its words ranked by ``count``."""
-    ranked = sorted(words, key=lambda w: (count[w], -len(w), w))
+    ranked = sorted(words, key=lambda w: rarity(count[w], w))
     for rank, word in enumerate(ranked[:TOKENS_PER_RECORD]):
         yield word, rid, rank
 

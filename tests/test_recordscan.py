@@ -1091,7 +1091,32 @@ def test_folded_counts_the_distinct_entries_it_cuts_in_8_bytes_each() -> None:
     assert len(unmatched) == 10 and truncation is not None
     assert truncation.unmatched == distinct - 10
     assert truncation.unmatched_occurrences == 200_000 - sum(u.occurrences for u in unmatched)
-    assert len(folded._cut_unmatched) < 2 * distinct  # not one hash per cut line (190k)
+    assert len(folded._cut_unmatched._held) < 2 * distinct  # not one hash per cut line (190k)
+
+
+def test_distinct_hashes_past_what_it_holds_are_counted_exactly_from_files(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 50, row 14: a gigabyte of distinct cut lines would hold 8 bytes each; past
+    # ``HELD`` the hashes go out to files by part, and the count stays exact.
+    import random
+
+    pytest.importorskip("numpy")
+    monkeypatch.setattr(recordscan.DistinctHashes, "HELD", 5000)
+    counter = recordscan.DistinctHashes()
+    rng = random.Random(7)
+    values = [rng.getrandbits(64) - (1 << 63) for _ in range(200_000)]
+    most, added = 0, set()
+    for k in range(300_000):
+        value = values[k % len(values)] if k % 3 else values[(k * 7) % 1000]
+        counter.add(value)
+        added.add(value)
+        most = max(most, len(counter._held))
+    assert counter._spilled is not None and most < 150_000  # never all of them at once
+    folder = counter._spilled.name
+    assert counter.count() == len(added) > 150_000 and counter.added == 300_000
+    assert not os.path.exists(folder)  # the files are gone once counted
+    assert counter.count() == len(added)
 
 
 def test_folded_suggests_only_for_exceptions_some_plain_occurrence_left_unmatched() -> None:
@@ -1112,3 +1137,121 @@ def test_folded_suggests_only_for_exceptions_some_plain_occurrence_left_unmatche
     assert asked == [("KeyError", "'k'", (5,)), ("OSError", "disk", (7,))]
     _, unmatched, _ = folded.result()
     assert [u.message for u in unmatched] == ["wrapped: inner", "'k'", "disk"]  # all listed
+
+
+# ---------------------------------------------------------------------------- segments
+def _row14_lines(count: int, start: int = 0) -> str:
+    """Distinct exception-like lines (issue 50, row 14's shape: every line a shape line)."""
+    classes = ("ValueError", "RuntimeError", "KeyError", "OSError")
+    return "".join(
+        f"{classes[k % 4]}: worker {k} failed while loading shard {k * 7 % 1000}\n"
+        for k in range(start, start + count)
+    )
+
+
+def _segmented_log() -> bytes:
+    """Every shape of ``_mixed_log`` several times over, and runs with no quiet line in them."""
+    parts = [_mixed_log(), _row14_lines(300), _mixed_log(2), _row14_lines(200, 300)]
+    # A header every few lines and error words on the rest: no clean or calm cut anywhere.
+    busy = "".join(
+        f"ERROR step {n} failed\n" if n % 4 else f"[w{n}] Traceback (most recent call last):\n"
+        for n in range(400)
+    )
+    return "".join([*parts, busy, _mixed_log()]).encode()
+
+
+@pytest.mark.parametrize("segment", [4096, 5000, 11000])
+def test_a_segmented_scan_reports_what_the_whole_scan_does(
+    small_kb: errkb.KnowledgeBase, segment: int
+) -> None:
+    # Issue 50, row 14: a large input is scanned a segment at a time so the per-line arrays
+    # are a segment's; its report is the whole scan's, line numbers and cuts included.
+    data = _segmented_log()
+    whole = small_kb.explain(data, thresholds=dataclasses.replace(SMALL, segment=0))
+    cut = dataclasses.replace(SMALL, segment=segment)
+    assert len(data) > 10 * segment
+    assert small_kb.explain(data, thresholds=cut).to_dict() == whole.to_dict()
+    unlimited = small_kb.explain(data, thresholds=cut, limits=None)
+    assert unlimited.to_dict() == small_kb.explain(data, thresholds=SMALL, limits=None).to_dict()
+    assert {m.id for m in whole.exact} >= {COMFY} and len(whole.unmatched) > 500
+
+
+def test_every_shapes_corpus_log_scans_in_segments_as_it_does_whole(
+    rs_kb: errkb.KnowledgeBase,
+) -> None:
+    # The corpus's files one after another, cut every 4 KiB: each cut lands at a quiet line
+    # where one is near, so the report is the whole scan's.
+    from tests.test_shapes_corpus import SHAPES
+
+    data = b"\n".join((SHAPES / name).read_bytes() for name in _shapes_files())
+    sizes = Thresholds(scan_from=257, paste_upto=256, segment=0)
+    whole = rs_kb.explain(data, thresholds=sizes).to_dict()
+    assert (
+        rs_kb.explain(data, thresholds=dataclasses.replace(sizes, segment=4096)).to_dict() == whole
+    )
+
+
+def test_a_segment_s_arrays_are_its_own_not_the_input_s(
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a segment's passes hold is counted: each reads at most a segment (and a line), the
+    # shape lines of none is more than its share, and every line is read once.
+    data = _row14_lines(6000).encode()  # ~380 KB, every line a shape line
+    passes: list[tuple[int, int]] = []
+    real = recordscan._passes
+
+    def counted(piece: bytes, anchors: recordanchors.RecordAnchors) -> Any:
+        scan = real(piece, anchors)
+        passes.append((len(piece), len(scan.shapes.exceptions)))
+        return scan
+
+    monkeypatch.setattr(recordscan, "_passes", counted)
+    segment = 16384
+    report = small_kb.explain(data, thresholds=dataclasses.replace(SMALL, segment=segment))
+    assert len(passes) >= len(data) // segment
+    assert max(size for size, _ in passes) <= segment + 100
+    assert sum(lines for _, lines in passes) == 6000
+    assert report.omitted is not None and report.omitted.unmatched == 6000 - len(report.unmatched)
+    assert [u.line for u in report.unmatched] == list(range(1, len(report.unmatched) + 1))
+
+
+def _anchors_of(kb: errkb.KnowledgeBase) -> recordanchors.RecordAnchors:
+    kb.explain(_mixed_log(), thresholds=SMALL)  # the scan builds them
+    anchors = kb._engine._anchors
+    assert anchors is not None
+    return anchors
+
+
+def test_a_cut_falls_at_a_quiet_line_not_inside_a_traceback(small_kb: errkb.KnowledgeBase) -> None:
+    anchors = _anchors_of(small_kb)
+    before = _filler(200).encode()
+    long_traceback = _traceback("ValueError", MESSAGE.format(p="x")).encode()
+    data = before + long_traceback * 3 + _filler(200, 300).encode()
+    size = len(before) + len(long_traceback)  # the nominal end inside the tracebacks
+    segments = recordscan.cuts(data, size, anchors)
+    assert [s[0] for s in segments[1:]] == [s[1] for s in segments[:-1]]
+    assert segments[0][0] == 0 and segments[-1][1] == len(data)
+    stop = segments[0][1]
+    assert data[stop - 1 : stop] == b"\n" and stop < len(before)  # before the first header
+    quiet = data[:stop].splitlines()[-recordscan.QUIET_LINES :]
+    assert all(b"Error" not in line and b"Traceback" not in line for line in quiet)
+
+
+def test_a_cut_through_exception_lines_is_calm_and_else_at_the_nominal_end(
+    small_kb: errkb.KnowledgeBase,
+) -> None:
+    anchors = _anchors_of(small_kb)
+    dense = _row14_lines(400).encode()  # no quiet line, no traceback: calm at the nominal end
+    nominal = len(dense) // 2
+    stop = recordscan.cuts(dense, nominal, anchors)[0][1]
+    assert stop == dense.index(b"\n", nominal - 1) + 1
+    headers = b"".join(
+        b"ERROR %d failed\n" % n if n % 4 else b"Traceback (most recent call last):\n"
+        for n in range(2000)
+    )
+    nominal = len(headers) // 2
+    stop = recordscan.cuts(headers, nominal, anchors)[0][1]
+    assert stop == headers.index(b"\n", nominal - 1) + 1  # neither clean nor calm: forced
+    segments = recordscan.cuts(headers, 1000, anchors)
+    assert [s[0] for s in segments[1:]] == [s[1] for s in segments[:-1]]
+    assert segments[0][0] == 0 and segments[-1][1] == len(headers)

@@ -195,6 +195,7 @@ class Engine:
                     may_match=matcher.may_match_alone,
                     load=matcher.load,
                     json_lines=scannable.json_lines,
+                    segment=thresholds.segment,
                 )
         except TooManyShapes:
             return None  # millions of exception lines: the region parse folds them as it goes

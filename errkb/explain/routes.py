@@ -29,15 +29,18 @@ class Thresholds:
     free memory. ``cold_ratio``: a process whose record anchors are not loaded yet parses an
     input whole, not scanned, while it is at most the anchors' stored size over this (and
     ``paste_upto``): the whole parse costs less than loading them (0: always scan).
+    ``segment``: a larger scanned input is read one segment of about this size at a time, so
+    the scan's per-line arrays are a segment's (0: whole).
     """
 
     scan_from: int = 1 << 18
     paste_upto: int = 1 << 20
     release_from: int = 8 << 20
     cold_ratio: int = 64
+    segment: int = 32 << 20
 
     def __post_init__(self) -> None:
-        for name in ("scan_from", "paste_upto", "release_from", "cold_ratio"):
+        for name in ("scan_from", "paste_upto", "release_from", "cold_ratio", "segment"):
             if getattr(self, name) < 0:
                 raise ValueError(f"Thresholds.{name} must be at least 0")
 

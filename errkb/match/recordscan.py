@@ -10,7 +10,10 @@ parse reads it). Its steps over one ``_Scan``:
 4. ``_hard_windows``: shapes only the full parser reads, in the region parse's own windows.
 5. ``_decide_windows``: the windows parsed and decided in batches.
 6. ``_fold_read_alone``: each line read alone becomes an ``Unmatched`` entry.
-7. ``_message_first``: with nothing exact found, the uncovered hit lines (``msgfirst``).
+7. with nothing exact found in the whole input, the uncovered hit lines (``msgfirst``).
+
+An input past ``segment`` bytes goes through steps 1-6 one segment at a time (``cuts``: at a
+line no window, traceback or hard shape crosses when one is near), numbered as the whole input.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from __future__ import annotations
 import array
 import bisect
 import heapq
+import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -520,6 +525,127 @@ def windows(hits: Sequence[int], tracebacks: _Tracebacks, total_lines: int) -> l
     return spans
 
 
+# ---------------------------------------------------------------------------- segments
+#: Lines either side of a clean cut that hold no shape word and no anchor hit.
+QUIET_LINES = 2 * (BEFORE + AFTER)
+#: Bytes before a segment's nominal end searched for its cut (at most half the segment).
+CUT_SEARCH = 1 << 20
+
+
+def cuts(data: bytes, size: int, anchors: RecordAnchors) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive segments of ``data``, cut at line starts, about ``size`` each.
+
+    A cut is the *clean* line start nearest the nominal end, in the ``CUT_SEARCH`` bytes before
+    it, else as many after it: within ``QUIET_LINES`` lines of it no shape word, anchor hit or
+    indented line, and no traceback walked from a header reaching it, so nothing the scan reads
+    as one crosses it. Else a *calm* one (no hard shape in the search; within ``QUIET_LINES``
+    lines no hit, traceback, chain sentence or indented line; the next line an exception line
+    of its own or the previous none: row 14's lines); else the nominal end's line start.
+    """
+    out: list[tuple[int, int]] = []
+    start = 0
+    while len(data) - start > size:
+        stop = _cut_point(data, start, start + size, anchors)
+        if stop >= len(data):
+            break
+        out.append((start, stop))
+        start = stop
+    out.append((start, len(data)))
+    return out
+
+
+def _cut_point(data: bytes, start: int, nominal: int, anchors: RecordAnchors) -> int:
+    """Where the segment from ``start`` ends, near ``nominal`` (``cuts``' rule)."""
+    eol = data.find(b"\n", nominal - 1)
+    if eol < 0:
+        return len(data)
+    last = eol + 1  # the nominal end's line start
+    search = min(CUT_SEARCH, (nominal - start) // 2)
+    # Before the nominal end (a near cut is usual: its 64 KiB first), else after it, as far.
+    ranges = [(max(start, last - width), last, True) for width in (min(search, 1 << 16), search)]
+    for low, high, back in [*ranges, (last, last + search, False)]:
+        found = _quiet_cut(data, low, high, anchors, back)
+        if found is not None:
+            return found
+    return last
+
+
+def _quiet_cut(data: bytes, low: int, high: int, anchors: RecordAnchors, back: bool) -> int | None:
+    """The clean line start in (``low``, ``high``] nearest ``high`` (``back``, else ``low``).
+
+    Else the calm one nearest it; None when neither is there.
+    """
+    import numpy as np
+
+    # The lines a cut's quiet reaches beyond the range (within 64 KiB) are read too.
+    begin, ahead = low, min(high, len(data))
+    for _ in range(QUIET_LINES + 1):
+        eol = data.rfind(b"\n", max(0, low - (1 << 16)), max(0, begin - 1))
+        begin = begin if eol < 0 else eol + 1
+        eol = data.find(b"\n", ahead, ahead + (1 << 16))
+        ahead = ahead if eol < 0 else eol + 1
+    piece = data[begin:ahead]
+    newlines = newline_index(piece)
+    if newlines is None:  # pragma: no cover - numpy is a dependency of the fast path
+        return None
+    shapes = shape_lines(piece, line_index(piece, newlines), anchors.engine)
+    hits = [number for number, _start in anchors.hit_lines(piece, newlines)]
+    lines = len(newlines) + 2
+    starts = np.concatenate(([0], newlines + 1))  # 1-based line n starts at starts[n - 1]
+    # Marks per line: what reads as one with its neighbours (hits, tracebacks walked from
+    # their headers, chain sentences, indented lines), and every other shape word.
+    held = np.zeros(lines, dtype=np.int64)
+    np.add.at(held, np.asarray(hits, dtype=np.int64), 1)
+    np.add.at(held, np.asarray(shapes.chains, dtype=np.int64), 1)
+    heads = np.frombuffer(piece, dtype=np.uint8)[starts[starts < len(piece)]]
+    held[1 : len(heads) + 1] += (heads == 32) | (heads == 9)  # a frame's, a wrapped line's
+    tracebacks = _Tracebacks(piece, shapes)
+    for header in shapes.headers:
+        reach = tracebacks.end(header)
+        if tracebacks.prefixed(header):
+            reach = max(reach, header + PREFIXED_REACH)
+        held[header : min(lines, reach + AFTER + 1)] += 1
+    busy = held.copy()
+    for kind in (shapes.keywords, shapes.exceptions, shapes.hard):
+        np.add.at(busy, np.asarray(kind, dtype=np.int64), 1)
+    clean, apart = _clear_around(busy), _clear_around(held)
+    calm = not len(shapes.hard)  # a hard shape's region window runs over keyword lines
+    exceptions = shapes.exceptions
+    first = int(np.searchsorted(starts, (high if back else low) - begin, "right"))
+    numbers = range(first, 1, -1) if back else range(first + 1, len(starts) + 1)
+    fallback = None
+    for number in numbers:
+        at = int(starts[number - 1])
+        if not low < begin + at <= high:
+            break
+        if clean(number):
+            return begin + at
+        if (
+            fallback is None
+            and calm
+            and apart(number)
+            and (not _holds(exceptions, number - 1) or exception_of(piece, at) is not None)
+        ):
+            fallback = begin + at
+    return fallback
+
+
+def _clear_around(marks: npt.NDArray[np.int64]) -> Callable[[int], bool]:
+    """Whether no line within ``QUIET_LINES`` of a cut before line ``n`` is marked."""
+    import numpy as np
+
+    total = np.concatenate(([0], np.cumsum(marks)))
+    size = len(marks)
+
+    def clear(n: int) -> bool:
+        first, stop = n - QUIET_LINES, n + QUIET_LINES
+        if first < 1 or stop > size:
+            return False
+        return bool(total[stop] == total[first])
+
+    return clear
+
+
 # ---------------------------------------------------------------------------- hard shapes
 #: Keyword lines walked back, at most, for a point where the region parse holds nothing open.
 QUIET_REACH = 4096
@@ -800,8 +926,7 @@ class Folded:
         self.cut_matches = 0
         self.cut_match_occurrences = 0
         self.cut_records: dict[str, int] = {}
-        self._cut_unmatched = array.array("q")
-        self._cut_compact = 1 << 16  # made distinct again when it holds this many
+        self._cut_unmatched = DistinctHashes()
         self.cut_unmatched_occurrences = 0
         self.cut_lines = 0
 
@@ -891,11 +1016,7 @@ class Folded:
             held = self._unmatched.get(key)
             if held is None:
                 if len(self._unmatched) >= self.limits.unmatched:
-                    cut = self._cut_unmatched
-                    cut.append(hash(key))
-                    if len(cut) >= self._cut_compact:
-                        self._cut_unmatched = cut = _distinct_hashes(cut)
-                        self._cut_compact = max(self._cut_compact, 2 * len(cut))
+                    self._cut_unmatched.add(hash(key))
                     self.cut_unmatched_occurrences += u.occurrences
                     continue
                 self._unmatched[key] = u
@@ -954,16 +1075,79 @@ class Folded:
                 lines = lines[:cap]
             unmatched.append(replace(u, line=lines[0], lines=tuple(lines), occurrences=count))
         truncation = None
-        if self.cut_matches or self._cut_unmatched or self.cut_lines:
+        if self.cut_matches or self._cut_unmatched.added or self.cut_lines:
             truncation = Truncation(
                 matches=self.cut_matches,
                 match_occurrences=self.cut_match_occurrences,
                 records=tuple(sorted(self.cut_records.items(), key=lambda kv: (-kv[1], kv[0]))),
-                unmatched=len(_distinct_hashes(self._cut_unmatched)),
+                unmatched=self._cut_unmatched.count(),
                 unmatched_occurrences=self.cut_unmatched_occurrences,
                 lines=self.cut_lines,
             )
         return tuple(matches), tuple(unmatched), truncation
+
+
+class DistinctHashes:
+    """Counts distinct 64-bit hashes exactly in bounded memory.
+
+    An array made distinct in place as it grows; past ``HELD`` distinct values it is written
+    out to temporary files, one per ``PARTS`` of the hash range, each counted alone at the end.
+    """
+
+    HELD = 1 << 20
+    PARTS = 64
+
+    def __init__(self) -> None:
+        self._held = array.array("q")
+        self._compact = 1 << 16  # made distinct again when it holds this many
+        self._spilled: tempfile.TemporaryDirectory[str] | None = None
+        self.added = 0
+        self._done = 0  # the values counted from the files
+
+    def add(self, value: int) -> None:
+        self.added += 1
+        self._held.append(value)
+        if len(self._held) >= self._compact:
+            self._held = _distinct_hashes(self._held)
+            self._compact = max(self._compact, 2 * len(self._held))
+            if len(self._held) >= self.HELD and _spills():
+                self._spill()
+
+    def _spill(self) -> None:
+        import numpy as np
+
+        if self._spilled is None:
+            self._spilled = tempfile.TemporaryDirectory(prefix="errkb-distinct-")
+        values = np.frombuffer(self._held, dtype=np.int64)
+        parts = values.view(np.uint64) >> np.uint64(64 - self.PARTS.bit_length() + 1)
+        for part in np.unique(parts).tolist():
+            with open(os.path.join(self._spilled.name, str(part)), "ab") as out:
+                out.write(values[parts == part].tobytes())
+        self._held, self._compact = array.array("q"), 1 << 16
+
+    def count(self) -> int:
+        """The distinct values added: once, at the end (the files are read and removed)."""
+        if self._spilled is None:
+            return self._done + len(_distinct_hashes(self._held))
+        import numpy as np
+
+        self._spill()
+        with self._spilled as folder:
+            self._spilled = None
+            self._done = sum(
+                len(np.unique(np.fromfile(os.path.join(folder, name), dtype=np.int64)))
+                for name in os.listdir(folder)
+            )
+        return self._done
+
+
+def _spills() -> bool:
+    """Whether ``DistinctHashes`` can write its runs out (numpy reads them back)."""
+    try:
+        import numpy  # noqa: F401
+    except ImportError:  # pragma: no cover - numpy is a dependency of the fast path
+        return False
+    return True
 
 
 def _distinct_hashes(hashes: array.array[int]) -> array.array[int]:
@@ -1023,6 +1207,7 @@ def record_scan(
     json_lines: bool = False,
     may_match: Callable[[str, Sequence[str]], bool] | None = None,
     load: Callable[[Sequence[str]], object] | None = None,
+    segment: int = 0,
 ) -> ScanCounts:
     """Scan ``data`` (plain-text bytes) into ``folded``: matches and unmatched entries.
 
@@ -1030,23 +1215,41 @@ def record_scan(
     ``json_lines``: JSON object lines are read as the container path reads them.
     ``may_match``: whether an exception line's records can match it alone (``_may_open``).
     ``load``: told the records the kept lines name before they are looked up.
+    ``segment``: an input larger than this is scanned one segment (``cuts``) at a time, each
+    folded before the next is read, so the per-line arrays are a segment's (0: whole).
     """
-    scan = _passes(data, anchors)
-    _open_windows(scan, may_match, load, json_lines)
-    _read_alone(scan, json_lines)
-    _hard_windows(scan)
-    window_lines = _decide_windows(scan, decide, folded, json_lines)
-    read_alone = _fold_read_alone(scan, folded)
+    whole = not segment or len(data) <= segment
+    pieces = [(0, len(data))] if whole else cuts(data, segment, anchors)
+    counts = ScanCounts(0, 0, 0, 0)
+    base = index = 0
+    waiting: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # for the message-first pass
+    for begin, end in pieces:
+        scan = _passes(data if whole else data[begin:end], anchors)
+        scan.base, scan.index = base, index
+        _open_windows(scan, may_match, load, json_lines)
+        _read_alone(scan, json_lines)
+        _hard_windows(scan)
+        window_lines = _decide_windows(scan, decide, folded, json_lines)
+        read_alone = _fold_read_alone(scan, folded)
+        if found is not None and not folded.exact:
+            waiting.append((begin, end, base, _uncovered(scan)))
+        base, index = base + scan.total, scan.index
+        counts = ScanCounts(
+            counts.anchor_lines + len(scan.hits),
+            counts.windows + len(scan.spans) + len(scan.hard),
+            counts.window_lines + window_lines,
+            counts.shape_unmatched + read_alone,
+            counts.hard_windows + len(scan.hard),
+            counts.hard_lines + sum(last - first + 1 for first, last in scan.hard),
+        )
+        del scan  # the next segment's arrays take its place
     if found is not None and not folded.exact:
-        _message_first(scan, found, decide, folded)
-    return ScanCounts(
-        len(scan.hits),
-        len(scan.spans) + len(scan.hard),
-        window_lines,
-        read_alone,
-        len(scan.hard),
-        sum(last - first + 1 for first, last in scan.hard),
-    )
+        for begin, end, at, uncovered in waiting:
+            extra = found(data if whole else data[begin:end], uncovered)
+            if extra:
+                matches, _none = decide(extra)
+                folded.add_matches(_shifted(matches, at))
+    return counts
 
 
 @dataclass
@@ -1076,6 +1279,7 @@ class _Scan:
     line_starts: LineStarts = field(default_factory=lambda: LineStarts(_lines(), _lines()))
     covered: set[int] = field(default_factory=set)  #: lines a decided event covers
     index: int = 0  #: regions parsed so far (chain ids kept apart across batches)
+    base: int = 0  #: the input's lines before this segment's (its line 1 is ``base + 1``)
     newlines: npt.NDArray[np.int64] | None = None  #: the input's newline offsets (numpy)
 
 
@@ -1198,8 +1402,9 @@ def _decide_windows(scan: _Scan, decide: Decider, folded: Folded, json_lines: bo
     def decided(events: list[LogEvent], plain: bool = False) -> None:
         # ``can_match`` for plain windows only (not JSON lines, not hard windows).
         matches, unmatched = decide(events, scan.can_match if plain else None)
-        folded.add_matches(matches)
-        folded.add_unmatched([u for u in unmatched if not _summary_copy(scan, folded, u)])
+        folded.add_matches(_shifted(matches, scan.base))
+        kept = [u for u in unmatched if not _summary_copy(scan, folded, u)]
+        folded.add_unmatched(_shifted_unmatched(kept, scan.base))
         scan.covered.update(covered_lines(events))
 
     kinded = sorted([*((span, False) for span in scan.spans), *((s, True) for s in scan.hard)])
@@ -1249,10 +1454,11 @@ def _fold_read_alone(scan: _Scan, folded: Folded) -> int:
         if (
             parsed[1].endswith("...")
             and _PYTEST_SUMMARY.search(_line_text(scan.data, scan.line_starts[number]))
-            and folded.add_copy(parsed[0], parsed[1][:-3], number)
+            and folded.add_copy(parsed[0], parsed[1][:-3], number + scan.base)
         ):
             continue
-        entries.append(Unmatched(parsed[0], parsed[1], number, lines=(number,)))
+        at = number + scan.base
+        entries.append(Unmatched(parsed[0], parsed[1], at, lines=(at,)))
         if len(entries) >= BATCH_LINES:
             folded.add_unmatched(entries)
             count += len(entries)
@@ -1270,26 +1476,31 @@ def _summary_copy(scan: _Scan, folded: Folded, entry: Unmatched) -> bool:
     if start is None or not _PYTEST_SUMMARY.search(_line_text(scan.data, start)):
         return False
     head = entry.message[:-3] if entry.message.endswith("...") else entry.message
-    return folded.add_copy(entry.cls, head, number)
+    return folded.add_copy(entry.cls, head, number + scan.base)
 
 
 #: pytest's short-summary line (``FAILED tests/t.py::t - Cls: msg...``), prefixes aside.
 _PYTEST_SUMMARY = re.compile(r"(?:^|\s)(?:FAILED|ERROR) (?:\[[\d.]{1,16}s\] )?\S{1,2048} - ")
 
 
-def _message_first(
-    scan: _Scan,
-    found: Callable[[bytes, Sequence[tuple[int, int]]], list[LogEvent]],
-    decide: Decider,
-    folded: Folded,
-) -> None:
-    """``FOUND`` events for the hit lines no decided event covers, decided into ``folded``."""
+def _uncovered(scan: _Scan) -> list[tuple[int, int]]:
+    """The hit lines no decided event covers (the message-first pass reads them)."""
     rest = [(n, o) for n, o in scan.later.take() if not _in_frames(scan.data, o)]
-    uncovered = [(n, o) for n, o in sorted([*scan.hits, *rest]) if n not in scan.covered]
-    extra = found(scan.data, uncovered)
-    if extra:
-        matches, _none = decide(extra)
-        folded.add_matches(matches)
+    return [(n, o) for n, o in sorted([*scan.hits, *rest]) if n not in scan.covered]
+
+
+def _shifted(matches: Sequence[Match], base: int) -> Sequence[Match]:
+    """``matches`` with their lines ``base`` further on (a segment's numbers to the input's)."""
+    if not base:
+        return matches
+    return [replace(m, lines=tuple(n + base for n in m.lines)) for m in matches]
+
+
+def _shifted_unmatched(entries: Sequence[Unmatched], base: int) -> Sequence[Unmatched]:
+    """``_shifted`` for unmatched entries."""
+    if not base:
+        return entries
+    return [replace(u, line=u.line + base, lines=tuple(n + base for n in u.lines)) for u in entries]
 
 
 #: Quotes a message may end before (``_may_open``).

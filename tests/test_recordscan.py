@@ -1255,3 +1255,41 @@ def test_a_cut_through_exception_lines_is_calm_and_else_at_the_nominal_end(
     segments = recordscan.cuts(headers, 1000, anchors)
     assert [s[0] for s in segments[1:]] == [s[1] for s in segments[:-1]]
     assert segments[0][0] == 0 and segments[-1][1] == len(headers)
+
+
+@pytest.mark.slow
+def test_memory_past_the_input_does_not_grow_with_it_in_segments(tmp_path: Path) -> None:
+    # Issue 50, row 14: exception-like lines held about 72 bytes a line past the input (2.1 GB
+    # for 1,000 MiB). In segments, what an explain adds to the input it holds is the same for
+    # 6 and 24 MiB, but for the cut entries' hashes (8 bytes a distinct line).
+    import subprocess
+    import sys
+
+    script = f"""
+import json, resource, sys
+import errkb
+from errkb.explain import Thresholds
+kb = errkb.open({str(tmp_path / "kb.sqlite3")!r}, thresholds=Thresholds(segment=int(sys.argv[2])))
+data = open(sys.argv[1], "rb").read()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+report = kb.explain(data)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({{"cut": report.omitted.unmatched, "extra_kib": after - before}}))
+"""
+    with errkb.open(tmp_path / "kb.sqlite3"):
+        pass  # made here: its first sync is no part of either peak
+    extra = {}
+    for mib in (6, 24):
+        log = tmp_path / f"{mib}.log"
+        log.write_text(_row14_lines((mib << 20) // 64), encoding="utf-8")
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(log), str(2 << 20)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        result = json.loads(proc.stdout)
+        assert result["cut"] == (mib << 20) // 64 - 2000  # every distinct line counted
+        extra[mib] = result["extra_kib"]
+    lines = ((24 - 6) << 20) // 64
+    assert extra[24] - extra[6] < lines * 24 // 1024, extra  # KiB, not 72 bytes a line

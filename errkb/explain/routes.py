@@ -37,7 +37,7 @@ class Thresholds:
     paste_upto: int = 1 << 20
     release_from: int = 8 << 20
     cold_ratio: int = 64
-    segment: int = 32 << 20
+    segment: int = 8 << 20
 
     def __post_init__(self) -> None:
         for name in ("scan_from", "paste_upto", "release_from", "cold_ratio", "segment"):

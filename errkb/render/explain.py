@@ -9,7 +9,7 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from errkb.render import OutputFormat, RenderOptions, json_text, renders
+from errkb.render import OutputFormat, RenderOptions, renders, renders_json
 from errkb.render.answers import (
     POSSIBLE_TITLE,
     Entry,
@@ -27,10 +27,7 @@ def _plain(text: str, **_kw: Any) -> str:
     return text
 
 
-@renders(Report, OutputFormat.JSON)
-def report_json(report: Report, options: RenderOptions) -> str:
-    """``Report.to_dict()``, indented: the ``schemas/explanation.schema.json`` object."""
-    return json_text(report.to_dict())
+renders_json(Report, Report.to_dict)  # schemas/explanation.schema.json
 
 
 @renders(Report, OutputFormat.TEXT)
@@ -216,10 +213,7 @@ def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
     return lines
 
 
-@renders(RecordView, OutputFormat.JSON)
-def record_json(view: RecordView, options: RenderOptions) -> str:
-    """The record's JSON object, exactly."""
-    return json_text(view.to_dict())
+renders_json(RecordView, RecordView.to_dict)
 
 
 @renders(RecordView, OutputFormat.MARKDOWN)

@@ -13,7 +13,6 @@ import pytest
 import errkb
 from errkb.match.index import (
     candidate_ids,
-    index_rows,
     message_tokens,
     rank_words,
     related_ids,
@@ -141,4 +140,6 @@ def test_ranked_rows_are_the_rarest_words_per_record_by_id_in_any_input_order() 
 
 
 def _rows(records: Iterable[tuple[str, str]]) -> list[tuple[str, str, int]]:
-    return list(index_rows(records))
+    """(token, record id, rank) rows: each record's rarest words across ``records`` (by id)."""
+    tokens = ((rid, dict.fromkeys(template_tokens(parse_template(m)))) for rid, m in records)
+    return list(rank_words(tokens))

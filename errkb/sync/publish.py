@@ -388,24 +388,6 @@ def repo_file(repo: str) -> str:
     return f"data/repos/{repo}.json"
 
 
-# ---------------------------------------------------------------------------- downloads
-def download(
-    url: str,
-    dest: Path,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    etag: str | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-) -> Fetched:
-    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``."""
-    client = HttpClient(read_timeout=timeout)
-    try:
-        got = client.get(url, dest, max_bytes=max_bytes, etag=etag)
-    finally:
-        client.close()
-    return Fetched(url, got.path, got.etag, got.bytes)
-
-
 # ---------------------------------------------------------------------------- parsing
 def parse_manifest(data: bytes, where: str) -> Manifest:
     """Parse and check a manifest's shape (hashes are checked when the files are fetched)."""

@@ -19,7 +19,7 @@ from errkb.match.index import (
     template_tokens,
 )
 from errkb.records.template import parse_template
-from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
+from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID, index_rows
 
 
 @pytest.mark.parametrize(
@@ -140,6 +140,4 @@ def test_ranked_rows_are_the_rarest_words_per_record_by_id_in_any_input_order() 
 
 
 def _rows(records: Iterable[tuple[str, str]]) -> list[tuple[str, str, int]]:
-    """(token, record id, rank) rows: each record's rarest words across ``records`` (by id)."""
-    tokens = ((rid, dict.fromkeys(template_tokens(parse_template(m)))) for rid, m in records)
-    return list(rank_words(tokens))
+    return list(index_rows(records))

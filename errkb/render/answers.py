@@ -114,11 +114,6 @@ def _entry(group: Sequence[Match]) -> Entry:
     return Entry(first, rows, common, varying, first.diagnosis if shared else None)
 
 
-def answered(report: Report) -> tuple[Entry, ...]:
-    """The entries of the report's exact matches: what counts as explained."""
-    return entries(report.exact)
-
-
 def file_answers(report: Report) -> tuple[tuple[str, str, bool], ...]:
     """Each input of a several-file report: (name, its answer in a few words, read or not)."""
     out = []
@@ -151,7 +146,6 @@ __all__ = [
     "POSSIBLE_TITLE",
     "Entry",
     "Occurrence",
-    "answered",
     "entries",
     "file_answers",
     "omitted_note",

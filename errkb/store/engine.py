@@ -190,14 +190,18 @@ _ANCHOR_SQL = (
 
 def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
     """(record id, anchor or None, literals, regex, template) of live records by id, streamed."""
-    for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
-        yield (
-            str(rid),
-            None if anchor is None else str(anchor),
-            _tuple(literals),
-            str(regex or ""),
-            str(template or ""),
-        )
+    return map(_anchor_row, sql.rows(_ANCHOR_SQL))
+
+
+def _anchor_row(row: Sequence[Any]) -> AnchorRow:
+    rid, anchor, literals, regex, template = row
+    return (
+        str(rid),
+        None if anchor is None else str(anchor),
+        _tuple(literals),
+        str(regex or ""),
+        str(template or ""),
+    )
 
 
 #: The anchor rows of some live records (``anchor_rows_of``).
@@ -213,16 +217,7 @@ def anchor_rows_of(sql: Sql, ids: Sequence[str]) -> list[AnchorRow]:
     What an incremental anchor build reads: the rows of the records a write added or changed,
     not every live record's.
     """
-    rows = [
-        (
-            str(rid),
-            None if anchor is None else str(anchor),
-            _tuple(literals),
-            str(regex or ""),
-            str(template or ""),
-        )
-        for rid, anchor, literals, regex, template in sql.in_ids(_SOME_ANCHOR_SQL, sorted(set(ids)))
-    ]
+    rows = [_anchor_row(row) for row in sql.in_ids(_SOME_ANCHOR_SQL, sorted(set(ids)))]
     rows.sort(key=lambda row: row[0].encode("utf-8"))
     return rows
 

@@ -277,9 +277,6 @@ def _reads_as_conversion(following_reversed: list[str]) -> bool:
     return bool(segments) and isinstance(segments[0], Placeholder)
 
 
-# ---------------------------------------------------------------------- raise sites
-
-
 @dataclass(frozen=True)
 class RaiseSite:
     """One ``raise Class(message)`` with a message that has literal text."""
@@ -348,9 +345,6 @@ def _callee_name(func: ast.expr) -> str | None:
 def _looks_like_exception(name: str) -> bool:
     """Accept class names (``ValueError``) and lowercase aliases (``re.error``, ``timeout``)."""
     return name[:1].isupper() or name.lower().endswith(_EXCEPTION_SUFFIXES) or name == "timeout"
-
-
-# ---------------------------------------------------------------------- records
 
 
 def github_url(repo: str, sha: str, file_path: str, start: int, end: int | None = None) -> str:
@@ -426,9 +420,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-# ---------------------------------------------------------------------- files
 
 
 def _excluded(rel: str, exclude: Sequence[str]) -> bool:

@@ -50,7 +50,6 @@ def _style(color: bool) -> Style:
     return click.style
 
 
-# ---------------------------------------------------------------------------------------- text
 def _text_report(report: Report, style: Style) -> str:
     out: list[str] = []
     cut = omitted_note(report.omitted)
@@ -287,7 +286,6 @@ def _wrap(text: str, indent: int, first: str | None = None) -> list[str]:
     return out
 
 
-# ------------------------------------------------------------------------------------ markdown
 def _markdown_report(report: Report) -> str:
     out: list[str] = []
     cut = omitted_note(report.omitted)

@@ -11,7 +11,6 @@ from errkb.report.lint import LintReport, Severity
 from errkb.report.records import RecordList, Stats
 
 
-# ------------------------------------------------------------------------------------- list
 @renders(RecordList, OutputFormat.TEXT)
 def list_text(report: RecordList, options: RenderOptions) -> str:
     """One ``id  repo  class  slug`` line per record."""
@@ -23,7 +22,6 @@ def list_text(report: RecordList, options: RenderOptions) -> str:
 renders_json(RecordList, RecordList.to_dict, ensure_ascii=False)
 
 
-# ------------------------------------------------------------------------------------ stats
 @renders(Stats, OutputFormat.TEXT)
 def stats_text(s: Stats, options: RenderOptions) -> str:
     """Counts, one per line, then the ten largest error classes."""
@@ -41,7 +39,6 @@ def stats_text(s: Stats, options: RenderOptions) -> str:
 renders_json(Stats, Stats.to_dict)
 
 
-# ----------------------------------------------------------------------------------- ingest
 @renders(IngestReport, OutputFormat.TEXT)
 def ingest_text(report: IngestReport, options: RenderOptions) -> str:
     """The one summary line (rejects and warnings go to standard error, see :func:`problems`)."""
@@ -52,7 +49,6 @@ def ingest_text(report: IngestReport, options: RenderOptions) -> str:
 renders_json(IngestReport, IngestReport.to_dict, ensure_ascii=False)
 
 
-# ------------------------------------------------------------------------------------- lint
 @renders(LintReport, OutputFormat.TEXT)
 def lint_text(report: LintReport, options: RenderOptions) -> str:
     """One ``path location [id] rule: message`` line per finding, then the counts."""

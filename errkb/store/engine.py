@@ -104,7 +104,6 @@ class WriteSql(Sql, Protocol):
         ...
 
 
-# ---------------------------------------------------------------------------- pattern specs
 #: The ``pattern_specs`` columns after ``record_id``, in ``Derived.spec`` order (tuples as JSON).
 SPEC_COLUMNS = (
     "regex",
@@ -247,7 +246,6 @@ def _tuple(text: object) -> tuple[str, ...]:
     return tuple(json.loads(text)) if isinstance(text, str) and text != "[]" else ()
 
 
-# ---------------------------------------------------------------------------- classifying
 class _Write(enum.Enum):
     """How one classified record is written."""
 
@@ -437,7 +435,6 @@ def _to_retire(sql: Sql, spare: set[str]) -> list[str]:
     return [str(rid) for (rid,) in sql.rows(query) if rid not in spare]
 
 
-# ---------------------------------------------------------------------------- writing
 _KEEP_ON_UPDATE = frozenset({"id", "added_in"})  #: a record's identity and when it first came
 _UPDATE_COLUMNS = tuple(c for c in RECORD_COLUMNS if c not in _KEEP_ON_UPDATE)
 _UPDATE_RECORD = (
@@ -1091,7 +1088,6 @@ class UnitOfWork:
         )
 
 
-# ---------------------------------------------------------------------------- the schema
 def upgrade_schema(
     name: str,
     revision: str | None,
@@ -1136,7 +1132,6 @@ def upgrade_schema(
         raise
 
 
-# ---------------------------------------------------------------------------- reading
 def _version(row: Sequence[Any]) -> VersionInfo:
     from errkb.store.values import ApplyCounts, VersionInfo
 

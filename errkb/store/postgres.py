@@ -130,7 +130,6 @@ def _local_dir(url: str) -> Path:
     return Path(user_data_dir("errkb", appauthor=False)) / "postgres" / digest
 
 
-# ---------------------------------------------------------------------------- the read view
 #: Record JSON texts kept per state of the knowledge base (see ``RecordCache``).
 RECORD_CACHE_SIZE = 8192
 #: One statement opens every read: the transaction and the whole meta table in one round trip.
@@ -372,7 +371,6 @@ class PgView(PgSql):
         return pgsearch.candidates(self.conn, planned, filters, limit)
 
 
-# ---------------------------------------------------------------------------- the store
 class PostgresStore(StoreEngine):
     """One knowledge base in a PostgreSQL database (or schema)."""
 
@@ -417,7 +415,6 @@ class PostgresStore(StoreEngine):
             self._read_only = bool(row and row[0])
         return self._read_only
 
-    # ------------------------------------------------------------------ connections
     def pool(self) -> ConnectionPool[Any]:
         with self._open_lock:
             if self._pool is None:
@@ -680,7 +677,6 @@ class PostgresStore(StoreEngine):
             with contextlib.suppress(Exception):
                 conn.close()
 
-    # ------------------------------------------------------------------ opening and schema
     def ensure_schema(self) -> bool:
         """Bring the schema to head; return True when the database was just created."""
         try:
@@ -708,7 +704,6 @@ class PostgresStore(StoreEngine):
             prepare=lock,
         )
 
-    # ------------------------------------------------------------------ reads
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:

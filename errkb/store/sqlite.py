@@ -115,7 +115,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-# ---------------------------------------------------------------------------- the read view
 class SqliteSql:
     """The engine's ``Sql`` on one SQLite connection: ``?`` placeholders, ids in chunks."""
 
@@ -243,7 +242,6 @@ class SqliteView(SqliteSql):
         return fts.candidates(self.conn, fts.plan(self.conn, words, max_terms), filters, limit)
 
 
-# ---------------------------------------------------------------------------- the store
 class SqliteStore(StoreEngine):
     """One SQLite knowledge-base file."""
 
@@ -278,7 +276,6 @@ class SqliteStore(StoreEngine):
         fast = self._read("reading", _grouped_inventory)
         return fast if fast is not None else super().inventory()
 
-    # ------------------------------------------------------------------ opening and schema
     def ensure_schema(self) -> bool:
         """Bring the schema to head; return True when the database was just created."""
         if self.path.exists() and not self.path.is_file():
@@ -332,7 +329,6 @@ class SqliteStore(StoreEngine):
             str(self.path), revision, self.engine(), is_db_error=_is_db_error, fail=self._fail
         )
 
-    # ------------------------------------------------------------------ connections
     @property
     def read_only(self) -> bool:
         """True when this process cannot write the database file, its directory or disk."""
@@ -450,7 +446,6 @@ class SqliteStore(StoreEngine):
         if self._engine is not None:
             self._engine.dispose()
 
-    # ------------------------------------------------------------------ fresh builds
     def fresh_build(
         self, records: int, *, changed: int | None = None
     ) -> AbstractContextManager[UnitOfWork] | None:
@@ -535,7 +530,6 @@ class SqliteStore(StoreEngine):
             _remove(self.path.with_name(self.path.name + ".new"))
             yield path
 
-    # ------------------------------------------------------------------ reads
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:

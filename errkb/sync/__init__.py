@@ -246,7 +246,6 @@ class _Plan:
     warnings: tuple[str, ...] = ()
 
 
-# ---------------------------------------------------------------------------- entry point
 def sync(
     store: Store,
     source: str | os.PathLike[str] | None = None,
@@ -408,7 +407,6 @@ def _workdir(db_path: Path) -> Iterator[Path]:
         yield Path(tmp)
 
 
-# ---------------------------------------------------------------------------- planning
 def _plan_records(
     store: Store, path: Path, tmp: Path, *, full: bool, notify: ProgressCallback
 ) -> _Plan:
@@ -1246,7 +1244,6 @@ def _check_downgrade(plan: _Plan, allow: bool) -> None:
         _refuse_downgrade(plan.source, plan.dataset_version, plan.previous_version, allow)
 
 
-# ---------------------------------------------------------------------------- state
 def _load_state(store: Store, latest: VersionInfo | None) -> dict[str, Any] | None:
     """Return the last sync's state if that sync is still the latest change to the database."""
     text = store.meta_value(_STATE_KEY)
@@ -1268,7 +1265,6 @@ def sync_state(store: Store) -> Mapping[str, Any] | None:
     return _load_state(store, store.latest_version())
 
 
-# ---------------------------------------------------------------------------- applying
 def _execute(
     store: Store,
     plan: _Plan,

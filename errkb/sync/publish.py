@@ -67,7 +67,6 @@ _INDEX_KEY = re.compile(r"^index(?:[-_.]?\d+|[-_.]?parts?|[-_.]?files)?$", re.IG
 _INDEX_PART = re.compile(r"(?:^|/)index[-_.]?(\d+)\.json(?:\.gz)?$")
 
 
-# ---------------------------------------------------------------------------- values
 @dataclass(frozen=True)
 class Limits:
     """What a published tree may hold; past any of these a sync refuses, nothing changed."""
@@ -152,7 +151,6 @@ class Fetched:
         return self.path is None
 
 
-# ---------------------------------------------------------------------------- trees
 class Tree(Protocol):
     """A published tree errkb can fetch files from."""
 
@@ -388,7 +386,6 @@ def repo_file(repo: str) -> str:
     return f"data/repos/{repo}.json"
 
 
-# ---------------------------------------------------------------------------- parsing
 def parse_manifest(data: bytes, where: str) -> Manifest:
     """Parse and check a manifest's shape (hashes are checked when the files are fetched)."""
     try:

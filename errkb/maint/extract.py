@@ -88,9 +88,6 @@ Part = Text | Field
 OnSkip = Callable[[str, str], None]
 
 
-# ---------------------------------------------------------------------- messages -> parts
-
-
 def unreviewed_fields() -> dict[str, Any]:
     """The fields every draft record leaves for a maintainer (extracted or triaged alike)."""
     return {
@@ -236,9 +233,6 @@ def _printf_parts(fmt: str) -> list[Part]:
     if pos < len(fmt):
         parts.append(Text(fmt[pos:], printf=True))
     return parts
-
-
-# ---------------------------------------------------------------------- parts -> template
 
 
 def build_template(parts: Sequence[Part]) -> str:

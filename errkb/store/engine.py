@@ -36,6 +36,7 @@ from errkb.store.interface import (
     CountedRank,
     Feed,
     Keep,
+    PatternRow,
     RecordJSON,
     Streamed,
     VersionKind,
@@ -233,6 +234,35 @@ def live_hashes(sql: Sql) -> Iterator[tuple[str, str]]:
     """
     for rid, content_hash in sql.rows(_LIVE_HASHES_SQL):
         yield str(rid), str(content_hash)
+
+
+_PATTERN_ROWS_SQL = (
+    "SELECT id, error_message, message_pattern, error_class, file_path, line_number, "
+    "source_code FROM records WHERE retired = FALSE AND id $IDS"
+)
+
+
+class EngineReads(Sql):
+    """The reads written once here, for a backend's read view (its ``Sql`` methods first)."""
+
+    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
+        return [PatternRow(*row) for row in self.in_ids(_PATTERN_ROWS_SQL, ids)]
+
+    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        rows = self.in_ids("SELECT id, error_message FROM records WHERE id $IDS", ids)
+        return [(str(rid), str(message)) for rid, message in rows]
+
+    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
+        return pattern_specs(self, ids)
+
+    def anchor_rows(self) -> Iterator[AnchorRow]:
+        return anchor_rows(self)
+
+    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
+        return anchor_rows_of(self, ids)
+
+    def live_hashes(self) -> Iterator[tuple[str, str]]:
+        return live_hashes(self)
 
 
 def _same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:

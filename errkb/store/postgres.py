@@ -32,8 +32,6 @@ from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_rec
 from errkb.store.interface import (
     RELATED_COMMON,
     SCHEMA_HEAD,
-    AnchorRow,
-    PatternRow,
     RecordJSON,
     gc_paused,
 )
@@ -44,7 +42,6 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
     from sqlalchemy.engine import Engine
 
-    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
     from errkb.store.values import Incoming
@@ -259,7 +256,7 @@ class PgSql:
             yield from cur.fetchall()
 
 
-class PgView(PgSql):
+class PgView(PgSql, engine.EngineReads):
     """Reads on one connection (inside ``snapshot``, one committed state)."""
 
     def __init__(
@@ -328,33 +325,6 @@ class PgView(PgSql):
             'ORDER BY count(*) DESC, record_id COLLATE "C" LIMIT %s'
         )
         return [str(r[0]) for r in self.rows(sql, (list(tokens), common + 1, common, limit))]
-
-    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
-        if not ids:
-            return []
-        sql = (
-            "SELECT id, error_message, message_pattern, error_class, file_path, line_number, "
-            "source_code FROM records WHERE NOT retired AND id = ANY(%s)"
-        )
-        return [PatternRow(*row) for row in self.rows(sql, (list(ids),))]
-
-    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
-        return engine.pattern_specs(self, ids)
-
-    def anchor_rows(self) -> Iterator[AnchorRow]:
-        return engine.anchor_rows(self)
-
-    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
-        return engine.anchor_rows_of(self, ids)
-
-    def live_hashes(self) -> Iterator[tuple[str, str]]:
-        return engine.live_hashes(self)
-
-    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        if not ids:
-            return []
-        sql = "SELECT id, error_message FROM records WHERE id = ANY(%s)"
-        return [(str(r), str(m)) for r, m in self.rows(sql, (list(ids),))]
 
     def token_rows(self) -> list[tuple[str, str, int]]:
         rows = self.rows(

@@ -35,8 +35,6 @@ from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_rec
 from errkb.store.interface import (
     RELATED_COMMON,
     SCHEMA_HEAD,
-    AnchorRow,
-    PatternRow,
     RecordJSON,
     gc_paused,
 )
@@ -44,7 +42,6 @@ from errkb.store.interface import (
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
     from errkb.store.values import Incoming, Inventory
@@ -141,7 +138,7 @@ class SqliteSql:
             )
 
 
-class SqliteView(SqliteSql):
+class SqliteView(SqliteSql, engine.EngineReads):
     """Reads on one connection (inside ``snapshot``, one committed state)."""
 
     def meta_value(self, key: str) -> str | None:
@@ -198,41 +195,6 @@ class SqliteView(SqliteSql):
         )
         for rid, token, rank in rows:
             yield str(rid), str(token), int(rank)
-
-    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
-        out: list[PatternRow] = []
-        for chunk in _chunks(ids):
-            sql = (
-                "SELECT id, error_message, message_pattern, error_class, file_path, "  # noqa: S608
-                "line_number, source_code FROM records WHERE retired = 0 AND id IN ("
-                + _marks(len(chunk))
-                + ")"
-            )
-            out += [PatternRow(*row) for row in self.conn.execute(sql, tuple(chunk))]
-        return out
-
-    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
-        return engine.pattern_specs(self, ids)
-
-    def anchor_rows(self) -> Iterator[AnchorRow]:
-        return engine.anchor_rows(self)
-
-    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
-        return engine.anchor_rows_of(self, ids)
-
-    def live_hashes(self) -> Iterator[tuple[str, str]]:
-        return engine.live_hashes(self)
-
-    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for chunk in _chunks(ids):
-            sql = (
-                "SELECT id, error_message FROM records WHERE id IN ("  # noqa: S608
-                + _marks(len(chunk))
-                + ")"
-            )
-            out += [(str(r), str(m)) for r, m in self.conn.execute(sql, tuple(chunk))]
-        return out
 
     def search(
         self, words: Sequence[str], filters: SearchFilters, limit: int, max_terms: int

@@ -245,6 +245,11 @@ _PATTERN_ROWS_SQL = (
 class EngineReads(Sql):
     """The reads written once here, for a backend's read view (its ``Sql`` methods first)."""
 
+    def raw_record(self, record_id: str) -> RecordJSON | None:
+        return self.raw_records([record_id]).get(record_id)
+
+    raw_records: Callable[[Sequence[str]], dict[str, RecordJSON]]  #: the backend's own
+
     def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
         return [PatternRow(*row) for row in self.in_ids(_PATTERN_ROWS_SQL, ids)]
 

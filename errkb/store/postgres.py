@@ -277,9 +277,6 @@ class PgView(PgSql, engine.EngineReads):
         found = self.one("SELECT value FROM meta WHERE key = %s", (key,))
         return None if found is None else str(found[0])
 
-    def raw_record(self, record_id: str) -> RecordJSON | None:
-        return self.raw_records([record_id]).get(record_id)
-
     def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
         state = self._state
         cache = self._records if state is not None else None

@@ -145,15 +145,6 @@ class SqliteView(SqliteSql, engine.EngineReads):
         found = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if found is None else str(found[0])
 
-    def raw_record(self, record_id: str) -> RecordJSON | None:
-        row = self.conn.execute(
-            "SELECT raw_json FROM records WHERE id = ?", (record_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        decoded: RecordJSON = json.loads(row[0])
-        return decoded
-
     def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
         return {rid: json.loads(text) for rid, text in raw_record_texts(self, record_ids).items()}
 

@@ -135,6 +135,12 @@ def file_answers(report: Report) -> tuple[tuple[str, str, bool], ...]:
 
 #: The heading of the short section of ``possible`` matches, after the answers.
 POSSIBLE_TITLE = "Possible, not counted"
+#: A record's prose fields as every format titles them, in the order shown.
+PROSE_SECTIONS = (
+    ("What it means", "documentation"),
+    ("When it happens", "triggerScenarios"),
+    ("Common situations", "commonSituations"),
+)
 
 
 def possible_entries(report: Report) -> tuple[Entry, ...]:
@@ -144,6 +150,7 @@ def possible_entries(report: Report) -> tuple[Entry, ...]:
 
 __all__ = [
     "POSSIBLE_TITLE",
+    "PROSE_SECTIONS",
     "Entry",
     "Occurrence",
     "entries",

@@ -12,6 +12,7 @@ from typing import Any
 from errkb.render import OutputFormat, RenderOptions, renders, renders_json
 from errkb.render.answers import (
     POSSIBLE_TITLE,
+    PROSE_SECTIONS,
     Entry,
     entries,
     file_answers,
@@ -189,11 +190,7 @@ def _occurrence_table(entry: Entry) -> list[str]:
 
 def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
     lines: list[str] = []
-    for title, key in (
-        ("What it means", "documentation"),
-        ("When it happens", "triggerScenarios"),
-        ("Common situations", "commonSituations"),
-    ):
+    for title, key in PROSE_SECTIONS:
         if rec.get(key):
             lines += ["", style(f"  {title}", bold=True), *_wrap(str(rec[key]), 4)]
     solutions: Sequence[str] = rec.get("solutions") or ()
@@ -404,11 +401,7 @@ def _markdown_record(rec: Mapping[str, Any], validated: bool) -> list[str]:
     out: list[str] = []
     if validated:
         out += ["_Checked by a reference validator (`errkb check`)._", ""]
-    for title, key in (
-        ("What it means", "documentation"),
-        ("When it happens", "triggerScenarios"),
-        ("Common situations", "commonSituations"),
-    ):
+    for title, key in PROSE_SECTIONS:
         if rec.get(key):
             out += [f"**{title}.** {rec[key]}", ""]
     if rec.get("solutions"):

@@ -197,7 +197,7 @@ def test_too_many_repositories_are_refused(tmp_path: Path) -> None:
         publish.parse_repos(json.dumps(entries).encode(), "r", max_repos=3)
     rows = [{"id": str(n), "repo": f"o/r{n}"} for n in range(5)]
     with pytest.raises(SyncError, match="i: names more than 3 repositories"):
-        publish.read_index(json.dumps(rows).encode(), "i", NEW, max_repos=3)
+        publish.read_index(json.dumps(rows).encode(), "i", NEW, limits=publish.Limits(repos=3))
 
 
 def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:

@@ -965,14 +965,8 @@ def rows_digest(rows: Iterable[tuple[Any, Any, Any, Any]]) -> str:
 class _IndexReader:
     """Rows of one index, read from one file or from every part of a split one."""
 
-    def __init__(
-        self,
-        max_rows: int,
-        max_repos: int,
-        max_row_bytes: int,
-        digest: Callable[[str], bool] | None = None,
-    ) -> None:
-        self.max_rows, self.max_repos, self.max_row_bytes = max_rows, max_repos, max_row_bytes
+    def __init__(self, limits: Limits, digest: Callable[[str], bool] | None = None) -> None:
+        self.limits = limits
         self.digest = digest
         self.by_repo: dict[str, list[str]] = {}
         self.sums: dict[str, int] = {}
@@ -985,7 +979,7 @@ class _IndexReader:
         """Read one file's rows; return its other top-level members (``part``, ``parts``...)."""
         meta: dict[str, Any] = {}
         rows = _array_rows(
-            raw, where, "errors", meta, "the index holds no 'errors' array", self.max_row_bytes
+            raw, where, "errors", meta, "the index holds no 'errors' array", self.limits.row_bytes
         )
         try:
             self._read(rows, where)
@@ -1002,10 +996,10 @@ class _IndexReader:
     def _read(self, rows: Iterator[Any], where: str) -> None:
         by_repo, sums, seen = self.by_repo, self.sums, self.seen
         for n, row in enumerate(rows):
-            if self.count >= self.max_rows:
+            if self.count >= self.limits.index_rows:
                 raise SyncError(
-                    f"{where}: lists more than {self.max_rows} rows (the index row limit); "
-                    "nothing changed"
+                    f"{where}: lists more than {self.limits.index_rows} rows (the index row "
+                    "limit); nothing changed"
                 )
             self.count += 1
             if (
@@ -1020,9 +1014,9 @@ class _IndexReader:
             seen.add(rid)
             ids = by_repo.get(repo)
             if ids is None:
-                if len(by_repo) >= self.max_repos:
+                if len(by_repo) >= self.limits.repos:
                     raise SyncError(
-                        f"{where}: names more than {self.max_repos} repositories (the "
+                        f"{where}: names more than {self.limits.repos} repositories (the "
                         "repository limit); nothing changed"
                     )
                 ids = by_repo[repo] = []
@@ -1044,31 +1038,16 @@ class _IndexReader:
         return IndexRows(self.by_repo, digests, frozenset(self.undigested))
 
 
-def _reader(
-    limits: Limits | None,
-    max_rows: int,
-    max_repos: int,
-    max_row: int,
-    digest: Callable[[str], bool] | None = None,
-) -> _IndexReader:
-    if limits is not None:
-        return _IndexReader(limits.index_rows, limits.repos, limits.row_bytes, digest)
-    return _IndexReader(max_rows, max_repos, max_row, digest)
-
-
 def read_index(
     raw: bytes | Content,
     where: str,
     dataset_version: str,
     *,
-    limits: Limits | None = None,
-    max_rows: int = DEFAULT_MAX_INDEX_ROWS,
-    max_repos: int = DEFAULT_MAX_REPOS,
-    max_row: int = MAX_ROW_BYTES,
+    limits: Limits = DEFAULT_LIMITS,
     digest: Callable[[str], bool] | None = None,
 ) -> IndexRows:
     """Ids per repository and message digests (``IndexRows``) of ``{errors: [...]}`` or an array."""
-    reader = _reader(limits, max_rows, max_repos, max_row, digest)
+    reader = _IndexReader(limits, digest)
     meta = reader.read(raw, where)
     other = meta.get("datasetVersion")
     if isinstance(other, str) and other != dataset_version:
@@ -1091,7 +1070,7 @@ def read_index_parts(
     Each part carries the manifest's ``datasetVersion``, one ``parts`` count (at most
     :data:`MAX_INDEX_PARTS`) and a distinct number 1..parts; else one error, before any write.
     """
-    reader = _reader(limits, 0, 0, 0, digest)
+    reader = _IndexReader(limits, digest)
     numbers: dict[int, str] = {}
     counts: set[int] = set()
     for content in parts:

@@ -492,9 +492,7 @@ def _plan_published(
         )
     repos_entry = manifest.entry("repos", where)
     repos_file, repos_raw = _fetch_verified(tree, repos_entry, tmp / "repos.json", max_bytes)
-    repos = publish.parse_repos(
-        repos_raw, repos_file.where, max_repos=limits.repos, max_row_bytes=limits.row_bytes
-    )
+    repos = publish.parse_repos(repos_raw, repos_file.where, limits)
     notify(Progress(Stage.INDEX, 1, 2))
     # Row digests summed only for repositories whose fingerprint changed (``_Digests``).
     previous: Mapping[str, Any] = state.get("repos", {}) if state else {}

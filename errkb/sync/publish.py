@@ -1124,21 +1124,17 @@ def read_index_parts(
 
 
 def parse_repos(
-    raw: bytes | Content,
-    where: str,
-    *,
-    max_repos: int = DEFAULT_MAX_REPOS,
-    max_row_bytes: int = MAX_ROW_BYTES,
+    raw: bytes | Content, where: str, limits: Limits = DEFAULT_LIMITS
 ) -> dict[str, RepoInfo]:
     """``repos.json`` (a bare array or ``{repos: [...]}``), by repository name."""
     out: dict[str, RepoInfo] = {}
     rows = _array_rows(
-        raw, where, "repos", {}, "repos.json holds no array of repositories", max_row_bytes
+        raw, where, "repos", {}, "repos.json holds no array of repositories", limits.row_bytes
     )
     for n, entry in enumerate(rows):
-        if n >= max_repos:
+        if n >= limits.repos:
             raise SyncError(
-                f"{where}: lists more than {max_repos} repositories (the repository limit); "
+                f"{where}: lists more than {limits.repos} repositories (the repository limit); "
                 "nothing changed"
             )
         if not isinstance(entry, dict) or not isinstance(entry.get("repo"), str):

@@ -353,7 +353,7 @@ def test_non_regular_files_in_a_local_tree_are_refused(
         victim = tree / "data" / "index.json.gz"
         victim.unlink()
         victim.symlink_to(target)
-        expected = "not a regular file (a device)"
+        expected = "not a regular file (a character device)"
     with pytest.raises(SyncError, match=re.escape(expected)):
         sync(store, tree)
     assert live(store) == {}

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
 from errkb.errors import IntegrityError, SyncError
+from errkb.inputs import file_kind
 from errkb.records import dataset_version_problem, orjson_functions
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient, shown_url
 
@@ -217,7 +218,7 @@ class LocalTree:
             raise SyncError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         # A device (/dev/zero) never ends and a FIFO blocks the reader: only regular files.
         if not stat.S_ISREG(info.st_mode):
-            raise SyncError(f"{path}: not a regular file ({_file_kind(info.st_mode)}); refused")
+            raise SyncError(f"{path}: not a regular file ({file_kind(info.st_mode)}); refused")
         size = info.st_size
         if size > max_bytes:
             raise SyncError(f"{path}: {size} bytes is over the {max_bytes}-byte cap")
@@ -314,16 +315,6 @@ def default_source() -> str:
 def resolve_source(source: str | os.PathLike[str] | None) -> str:
     """The source a sync reads: ``source`` itself, or the default when it is None."""
     return default_source() if source is None else os.fspath(source)
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
 
 
 def locate(source: str) -> Tree | None:

@@ -181,13 +181,16 @@ def test_every_store_value_resolves_lazily_to_its_definition() -> None:
     import importlib
 
     import errkb.store as store
+    import errkb.store.interface as interface
     import errkb.store.values as values
 
-    for name, (module, attr) in store._LAZY.items():
-        assert module == values.__name__ and attr in values.__all__, name
-        assert getattr(store, name) is getattr(importlib.import_module(module), attr), name
-    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
-        store.Nope  # noqa: B018 - the look-up is the test
+    for package in (store, interface):
+        for name, (module, attr) in package._LAZY.items():
+            assert module == values.__name__ and attr in values.__all__, name
+            assert getattr(package, name) is getattr(importlib.import_module(module), attr), name
+        with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+            package.Nope  # noqa: B018 - the look-up is the test
+    assert set(interface._LAZY) == set(values.__all__)
     # The package re-exports every value (not the row helpers), as it did before they moved.
     assert set(store._LAZY) == {n for n in values.__all__ if not n.endswith("_from")}
 

@@ -9,7 +9,7 @@ from errkb.report.diagnostics import Diagnostics
 
 if TYPE_CHECKING:
     from errkb.errors import Problem
-    from errkb.store.values import ApplyCounts
+    from errkb.store.interface import ApplyCounts
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from errkb.report.diagnostics import MAX_SHOWN_PROBLEMS, Diagnostics
-from errkb.store.values import ApplyCounts
+from errkb.store.interface import ApplyCounts
 
 if TYPE_CHECKING:
     from errkb.errors import Problem
-    from errkb.store.interface import ChangeKind, RecordJSON, VersionKind
-    from errkb.store.values import Diff, VersionInfo
+    from errkb.store.interface import ChangeKind, Diff, RecordJSON, VersionInfo, VersionKind
 
 
 @dataclass(frozen=True)

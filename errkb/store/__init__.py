@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from errkb import _lazy
 from errkb.errors import UsageError
+from errkb.store.interface import _LAZY as _INTERFACE_LAZY
 from errkb.store.interface import (
     NO_KEEP,
     SCHEMA_HEAD,
@@ -115,21 +116,8 @@ __all__ = [
 ]
 
 #: The values of writes, history and inventory (``errkb.store.values``), imported on first use:
-#: explain needs none of them.
-_LAZY = {
-    name: ("errkb.store.values", name)
-    for name in [
-        "ApplyCounts",
-        "Derived",
-        "Diff",
-        "Incoming",
-        "Inventory",
-        "RecordChange",
-        "StoreCounts",
-        "StoredRecord",
-        "VersionInfo",
-    ]
-}
+#: explain needs none of them. The same table as the interface's, less its row helpers.
+_LAZY = {name: where for name, where in _INTERFACE_LAZY.items() if name in __all__}
 
 
 def __getattr__(name: str) -> object:

@@ -2,8 +2,8 @@
 
 ``Store`` / ``ReadView`` / ``WriteTx``, ``PatternRow`` and the enums live here so the backends
 import them without the factory (``open_store``), which imports the backends: no cycle. The
-values of writes live in ``errkb.store.values``; import all of them from ``errkb.store``. No
-database driver is imported here.
+values of writes (``errkb.store.values``) are re-exported here on first use; import all of
+them from ``errkb.store``. No database driver is imported here.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from errkb import _lazy
 from errkb.errors import UsageError
 
 if TYPE_CHECKING:
@@ -34,6 +35,10 @@ if TYPE_CHECKING:
         StoreCounts,
         StoredRecord,
         VersionInfo,
+        diff_from,
+        inventory_from,
+        record_changes_from,
+        state_from,
     )
 
 #: A token in more records' indexed words than this is left out of ``related_ids``: it says
@@ -429,27 +434,65 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+#: The values of errkb.store.values, re-exported on first use (PEP 562).
+_LAZY: dict[str, tuple[str, str]] = {
+    name: ("errkb.store.values", name)
+    for name in (
+        "ApplyCounts",
+        "Derived",
+        "Diff",
+        "Incoming",
+        "Inventory",
+        "RecordChange",
+        "StoreCounts",
+        "StoredRecord",
+        "VersionInfo",
+        "diff_from",
+        "inventory_from",
+        "record_changes_from",
+        "state_from",
+    )
+}
+
+
+def __getattr__(name: str) -> object:
+    return _lazy.load(__name__, globals(), _LAZY, name)
+
+
 __all__ = [
     "NO_KEEP",
     "SCHEMA_HEAD",
     "AnchorRow",
+    "ApplyCounts",
     "Change",
     "ChangeKind",
     "CountedRank",
+    "Derived",
+    "Diff",
     "Ending",
     "Feed",
+    "Incoming",
+    "Inventory",
     "Keep",
     "PatternRow",
     "ReadView",
+    "RecordChange",
     "RecordJSON",
     "Store",
+    "StoreCounts",
+    "StoredRecord",
     "Streamed",
+    "VersionInfo",
     "VersionKind",
     "WriteTx",
     "classify",
+    "diff_from",
     "gc_paused",
+    "inventory_from",
     "is_server_url",
     "now_iso",
+    "record_changes_from",
     "resolve_db_path",
     "resolve_target",
+    "state_from",
 ]

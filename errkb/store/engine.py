@@ -270,7 +270,7 @@ class EngineReads(Sql):
         return live_hashes(self)
 
 
-def _same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
+def same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
     """Whether a record's index words (None: not live) are the same before and after."""
     if before is None or now is None:
         return before is now
@@ -688,7 +688,7 @@ class UnitOfWork:
         came: list[tuple[str, str]] = []
         for rid, before in previous.items():
             now = after.get(rid)
-            if _same_words(before, now):
+            if same_words(before, now):
                 continue
             delta.subtract(before or ())
             delta.update(now or ())
@@ -737,7 +737,7 @@ class UnitOfWork:
         """
         import bisect  # only here: explain imports this module, and never ranks
 
-        noted = {rid for rid, before in previous.items() if not _same_words(before, after.get(rid))}
+        noted = {rid for rid, before in previous.items() if not same_words(before, after.get(rid))}
         if not noted:
             return 0
         held: Counter[str] = Counter()  # holders among the noted records, now

@@ -715,7 +715,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log_path,
         single_tracebacks,
     )
-    from errkb._resources import examples_dir
+    from errkb._resources import bundle_path
 
     quick = args.quick
     timings: dict[str, float] = {}
@@ -759,7 +759,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="run-", dir=corpus.directory))
     try:
         results = _measure(
-            args, corpus, records, log, extra, lat_path, work, examples_dir(), timings
+            args,
+            corpus,
+            records,
+            log,
+            extra,
+            lat_path,
+            work,
+            bundle_path("data") / "examples",
+            timings,
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)

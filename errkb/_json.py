@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 
 def _finite(value: object) -> object:
@@ -29,22 +30,13 @@ def dumps(
     sort_keys: bool = False,
 ) -> str:
     """``json.dumps`` that never writes ``NaN``/``Infinity``: those become ``null``."""
+    options: dict[str, Any] = {
+        "indent": indent,
+        "ensure_ascii": ensure_ascii,
+        "sort_keys": sort_keys,
+    }
     try:
-        return json.dumps(
-            value,
-            indent=indent,
-            ensure_ascii=ensure_ascii,
-            separators=separators,
-            sort_keys=sort_keys,
-            allow_nan=False,
-        )
+        return json.dumps(value, separators=separators, allow_nan=False, **options)
     except ValueError:
         # Only a non-finite float raises ValueError here (circular data cannot come from JSON).
-        return json.dumps(
-            _finite(value),
-            indent=indent,
-            ensure_ascii=ensure_ascii,
-            separators=separators,
-            sort_keys=sort_keys,
-            allow_nan=False,
-        )
+        return json.dumps(_finite(value), separators=separators, allow_nan=False, **options)

@@ -30,8 +30,3 @@ def schema_path(filename: str) -> Path:
 def bundled_dataset_dir() -> Path:
     """The directory holding the bundled records."""
     return bundle_path("data") / "dataset"
-
-
-def examples_dir() -> Path:
-    """The directory holding the example logs."""
-    return bundle_path("data") / "examples"

@@ -18,7 +18,7 @@ import time
 import urllib.parse
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -399,3 +399,13 @@ def errkb_listening(
     finally:
         proc.terminate()
         proc.communicate(timeout=30)  # reaps it and closes the pipe
+
+
+def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
+    """(token, record id, rank) rows: each record's rarest words across (id, message) records."""
+    from errkb.match.index import rank_words, template_tokens
+    from errkb.records.template import parse_template
+
+    return rank_words(
+        (rid, dict.fromkeys(template_tokens(parse_template(m)))) for rid, m in records
+    )

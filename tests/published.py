@@ -23,6 +23,8 @@ from typing import Any
 from bench.publish_tree import write_tree
 from errkb import records as rec
 from errkb.records import upstream
+from errkb.sync import publish
+from errkb.sync.transport import HttpClient
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SEED_DIR = REPO_ROOT / "data" / "dataset"
@@ -216,3 +218,20 @@ def serve(root: Path) -> Iterator[Server]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(5)
+
+
+def download(
+    url: str,
+    dest: Path,
+    *,
+    max_bytes: int = publish.DEFAULT_MAX_BYTES,
+    etag: str | None = None,
+    timeout: float = publish.DEFAULT_TIMEOUT,
+) -> publish.Fetched:
+    """GET ``url`` into ``dest`` with errkb's client (streamed, capped); 304: ``not_modified``."""
+    client = HttpClient(read_timeout=timeout)
+    try:
+        got = client.get(url, dest, max_bytes=max_bytes, etag=etag)
+    finally:
+        client.close()
+    return publish.Fetched(url, got.path, got.etag, got.bytes)

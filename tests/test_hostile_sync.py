@@ -194,10 +194,10 @@ def test_a_manifest_listing_too_many_index_parts_is_refused_before_any_is_fetche
 def test_too_many_repositories_are_refused(tmp_path: Path) -> None:
     entries = [{"repo": f"o/r{n}"} for n in range(5)]
     with pytest.raises(SyncError, match="r: lists more than 3 repositories"):
-        publish.parse_repos(json.dumps(entries).encode(), "r", max_repos=3)
+        publish.parse_repos(json.dumps(entries).encode(), "r", publish.Limits(repos=3))
     rows = [{"id": str(n), "repo": f"o/r{n}"} for n in range(5)]
     with pytest.raises(SyncError, match="i: names more than 3 repositories"):
-        publish.read_index(json.dumps(rows).encode(), "i", NEW, max_repos=3)
+        publish.read_index(json.dumps(rows).encode(), "i", NEW, limits=publish.Limits(repos=3))
 
 
 def test_the_streamed_index_reads_every_shape(tmp_path: Path) -> None:

@@ -13,14 +13,13 @@ import pytest
 import errkb
 from errkb.match.index import (
     candidate_ids,
-    index_rows,
     message_tokens,
     rank_words,
     related_ids,
     template_tokens,
 )
 from errkb.records.template import parse_template
-from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID
+from tests.conftest import COMFY_ID, LINEAR_ID, QUANTO_ID, index_rows
 
 
 @pytest.mark.parametrize(

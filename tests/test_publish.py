@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require_extra
-from published import build_tree, make_records, serve
+from published import build_tree, download, make_records, serve
 
 from errkb.errors import IntegrityError, NetworkError, SyncError
 from errkb.sync import publish
@@ -402,10 +402,10 @@ def test_parse_repos_accepts_both_shapes() -> None:
 def test_download_and_conditional_request(tree: Path, tmp_path: Path) -> None:
     with serve(tree) as server:
         url = f"{server.base}/data/repos.json"
-        got = publish.download(url, tmp_path / "a")
+        got = download(url, tmp_path / "a")
         assert got.path is not None and got.etag
         assert got.path.read_bytes() == (tree / "data" / "repos.json").read_bytes()
-        again = publish.download(url, tmp_path / "b", etag=got.etag)
+        again = download(url, tmp_path / "b", etag=got.etag)
         assert again.not_modified and not (tmp_path / "b").exists()
         assert server.requests[-1] == ("/data/repos.json", got.etag)
 
@@ -427,7 +427,7 @@ def test_download_failures_are_network_errors(
     with serve(tree) as server:
         server.faults["/data/repos.json"] = fault
         with pytest.raises(NetworkError, match=message):
-            publish.download(f"{server.base}/data/repos.json", tmp_path / "x", timeout=5)
+            download(f"{server.base}/data/repos.json", tmp_path / "x", timeout=5)
 
 
 def test_download_caps_the_size(tree: Path, tmp_path: Path) -> None:
@@ -435,12 +435,12 @@ def test_download_caps_the_size(tree: Path, tmp_path: Path) -> None:
     with serve(tree) as server:
         url = f"{server.base}/data/repos.json"
         with pytest.raises(NetworkError, match=f"{size} bytes is over the 100-byte cap"):
-            publish.download(url, tmp_path / "x", max_bytes=100)
+            download(url, tmp_path / "x", max_bytes=100)
         # Without a Content-Length the cap is enforced while streaming.
         server.faults["/data/repos.json"] = "nolength"
         with pytest.raises(NetworkError, match="body is over the 100-byte cap"):
-            publish.download(url, tmp_path / "y", max_bytes=100)
-        assert publish.download(url, tmp_path / "z").path is not None
+            download(url, tmp_path / "y", max_bytes=100)
+        assert download(url, tmp_path / "z").path is not None
 
 
 def test_download_connection_refused(tmp_path: Path) -> None:
@@ -449,12 +449,12 @@ def test_download_connection_refused(tmp_path: Path) -> None:
         port = sock.getsockname()[1]
     # Nothing listens on the port any more.
     with pytest.raises(NetworkError, match="connection refused"):
-        publish.download(f"http://127.0.0.1:{port}/data/manifest.json", tmp_path / "x")
+        download(f"http://127.0.0.1:{port}/data/manifest.json", tmp_path / "x")
 
 
 def test_download_refuses_other_schemes(tmp_path: Path) -> None:
     with pytest.raises(NetworkError, match="only http and https"):
-        publish.download("file:///etc/passwd", tmp_path / "x")
+        download("file:///etc/passwd", tmp_path / "x")
 
 
 def test_a_streamed_read_stopped_early_leaves_no_thread_behind(tmp_path: Path) -> None:

@@ -52,6 +52,12 @@ def _body(kb: errkb.KnowledgeBase) -> str:
         return scan.build_body(view.token_rows())
 
 
+def _stored_table(path: Path, state: str, version: str | None) -> scan.AnchorTable | None:
+    """The table stored at ``path`` if it belongs to this state and is intact; else None."""
+    body = scan._read_body(path, state, version)
+    return None if body is None else scan.AnchorTable(body)
+
+
 def _messages(records: list[dict[str, Any]]) -> list[str]:
     rng = random.Random(7)
     out: list[str] = []
@@ -174,7 +180,7 @@ def test_a_large_input_stores_the_table_beside_the_database(
     new_key = anchors_key(kb.store.meta_value)[0]
     assert new_key != key
     assert path.read_text(encoding="utf-8").split()[3] == new_key
-    assert scan.read_table(path, key, kb.store.meta_value("dataset_version")) is None
+    assert _stored_table(path, key, kb.store.meta_value("dataset_version")) is None
     path.unlink()  # a write by an older errkb, or a file lost: the next large input builds it
     errkb.open(kb.path).explain(data)
     assert path.read_text(encoding="utf-8").split()[3] == new_key
@@ -188,7 +194,7 @@ def test_a_damaged_or_unwritable_table_is_rebuilt_in_memory(kb: errkb.KnowledgeB
     # Same header, body changed: the CRC no longer agrees, so the file is not trusted.
     path.write_text(text.replace("Quanto", "Qu4nto"), encoding="utf-8")
     key, version = anchors_key(kb.store.meta_value)
-    assert scan.read_table(path, key, version) is None
+    assert _stored_table(path, key, version) is None
     assert errkb.open(kb.path).explain(data).to_dict() == want
     path.unlink()
     path.mkdir()  # nothing can be written there
@@ -284,7 +290,7 @@ def test_a_write_builds_the_files_without_the_scan_s_structures(
     # none of what a scan holds; no buffer-pass file (``<db>.anchordb``) is written any more.
     assert big_kb._engine._anchors is None and big_kb._engine._table is None
     state, version = anchors_key(big_kb.store.meta_value)
-    table = scan.read_table(scan.anchor_path(big_kb.path), state, version)
+    table = _stored_table(scan.anchor_path(big_kb.path), state, version)
     assert table is not None and len(table) > 100
     assert not big_kb.path.with_name(big_kb.path.name + ".anchordb").exists()
 

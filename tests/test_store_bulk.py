@@ -19,10 +19,9 @@ import pytest
 
 import errkb
 from errkb.match.feed import FEED
-from errkb.match.index import index_rows
 from errkb.store import Incoming, VersionKind, engine
 from errkb.store import sqlite as sqlite_store
-from tests.conftest import QUANTO_ID, make_record
+from tests.conftest import QUANTO_ID, index_rows, make_record
 from tests.test_search import fts_integrity, ids
 
 VERSION = "2026-12-01T00:00:00.000Z"

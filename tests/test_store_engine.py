@@ -17,13 +17,12 @@ import pytest
 
 import errkb
 from errkb.match.feed import FEED, derive
-from errkb.match.index import index_rows
 from errkb.match.matcher import load_specs
 from errkb.records.patterns import compile_record
 from errkb.store import Incoming, RecordJSON, VersionKind, anchors_key, open_store
 from errkb.store.engine import spec_columns, spec_from
 from errkb.store.values import Derived
-from tests.conftest import DATASET, QUANTO_ID, ROOT, is_pg, make_record, query
+from tests.conftest import DATASET, QUANTO_ID, ROOT, index_rows, is_pg, make_record, query
 
 STORE = ROOT / "errkb" / "store"
 

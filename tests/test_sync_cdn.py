@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from cdn import Cdn, Request, serve_cdn
 from click.testing import CliRunner
-from published import build_tree, hashes, make_record, make_records
+from published import build_tree, download, hashes, make_record, make_records
 
 import errkb
 import errkb.cli.sync  # registers the sync commands
@@ -88,8 +88,8 @@ def cache_files(store: Store) -> list[Path]:
 # ---------------------------------------------------------------------------- stale edges
 def test_the_emulator_serves_stale_bytes_without_the_right_v(cdn: Cdn, tmp_path: Path) -> None:
     url = f"{cdn.base}/data/index.json.gz"
-    old = publish.download(url, tmp_path / "a").path
-    new = publish.download(f"{url}?v={V2}", tmp_path / "b").path
+    old = download(url, tmp_path / "a").path
+    new = download(f"{url}?v={V2}", tmp_path / "b").path
     assert old is not None and new is not None
     assert old.read_bytes() == (cdn.versions[V1] / "data" / "index.json.gz").read_bytes()
     assert new.read_bytes() == (cdn.versions[V2] / "data" / "index.json.gz").read_bytes()
@@ -353,7 +353,7 @@ def test_non_regular_files_in_a_local_tree_are_refused(
         victim = tree / "data" / "index.json.gz"
         victim.unlink()
         victim.symlink_to(target)
-        expected = "not a regular file (a device)"
+        expected = "not a regular file (a character device)"
     with pytest.raises(SyncError, match=re.escape(expected)):
         sync(store, tree)
     assert live(store) == {}

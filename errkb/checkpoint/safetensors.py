@@ -16,6 +16,7 @@ counts checked against the size while multiplied. Only a regular file is opened.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Mapping, Sequence
@@ -82,10 +83,7 @@ class TensorInfo:
 
     @property
     def numel(self) -> int:
-        n = 1
-        for dim in self.shape:
-            n *= dim
-        return n
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:

@@ -161,7 +161,6 @@ def cli(ctx: click.Context, db: str | None, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-# ----------------------------------------------------------------------------- shared pieces
 def open_kb(ctx: click.Context) -> KnowledgeBase:
     """Open the knowledge base ``--db`` names (closed when the command ends)."""
     with _long_lived():  # the library's rooms and the open store live as long as the command
@@ -236,7 +235,6 @@ def read_input(name: str) -> bytes:
     return inputs.decompress_input(data, name, MAX_INPUT_BYTES)  # .gz, .bz2, .xz: by content
 
 
-# ------------------------------------------------------------------------------- entry point
 def _flush_stdout(code: int) -> int:
     """Flush standard output now, while a failure can still be reported (not at shutdown)."""
     if sys.stdout is None:

@@ -88,9 +88,6 @@ Part = Text | Field
 OnSkip = Callable[[str, str], None]
 
 
-# ---------------------------------------------------------------------- messages -> parts
-
-
 def unreviewed_fields() -> dict[str, Any]:
     """The fields every draft record leaves for a maintainer (extracted or triaged alike)."""
     return {
@@ -238,9 +235,6 @@ def _printf_parts(fmt: str) -> list[Part]:
     return parts
 
 
-# ---------------------------------------------------------------------- parts -> template
-
-
 def build_template(parts: Sequence[Part]) -> str:
     """Write the errorMessage for ``parts``: ``parse_template`` reads the same parts back."""
     out: list[str] = []  # finished pieces, in reverse order
@@ -275,9 +269,6 @@ def _reads_as_conversion(following_reversed: list[str]) -> bool:
         return True  # "%%" would collapse into one "%"
     segments = parse_template(text).segments
     return bool(segments) and isinstance(segments[0], Placeholder)
-
-
-# ---------------------------------------------------------------------- raise sites
 
 
 @dataclass(frozen=True)
@@ -348,9 +339,6 @@ def _callee_name(func: ast.expr) -> str | None:
 def _looks_like_exception(name: str) -> bool:
     """Accept class names (``ValueError``) and lowercase aliases (``re.error``, ``timeout``)."""
     return name[:1].isupper() or name.lower().endswith(_EXCEPTION_SUFFIXES) or name == "timeout"
-
-
-# ---------------------------------------------------------------------- records
 
 
 def github_url(repo: str, sha: str, file_path: str, start: int, end: int | None = None) -> str:
@@ -426,9 +414,6 @@ def _encodable(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-# ---------------------------------------------------------------------- files
 
 
 def _excluded(rel: str, exclude: Sequence[str]) -> bool:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from errkb.match.index import rank_record, rank_words, template_tokens
 from errkb.records.patterns import COMPILER_VERSION, PatternSpec, compile_record
 from errkb.records.template import Template, parse_template
-from errkb.store.engine import spec_columns
+from errkb.store.engine import same_words, spec_columns
 
 if TYPE_CHECKING:
     from errkb.store import RecordJSON
@@ -67,7 +67,7 @@ def rerank(
     (the changed ones, and holders of a word whose count moved) and their rows, or (None, no rows)
     past ``RERANK_MOST``. When no record's words changed, ``words`` is not read.
     """
-    if all(_same(before, after.get(rid)) for rid, before in previous.items()):
+    if all(same_words(before, after.get(rid)) for rid, before in previous.items()):
         return frozenset(), iter(())
     moved: Counter[str] = Counter()
     for rid, before in previous.items():
@@ -91,13 +91,6 @@ def rerank(
             yield from rank_record(rid, held[rid], frequency)
 
     return redo, rows()
-
-
-def _same(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
-    """Whether a record's index words (None: not live) are the same before and after."""
-    if before is None or now is None:
-        return before is now
-    return tuple(before) == tuple(now)
 
 
 class IndexFeed:

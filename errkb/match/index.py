@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
-from errkb.records.template import Literal, Template, parse_template
+from errkb.records.template import Literal, Template
 from errkb.store.interface import RELATED_COMMON
 
 MIN_TOKEN = 3
@@ -39,13 +39,6 @@ def message_tokens(text: str) -> list[str]:
     """The distinct words of a message (bounded, for one query)."""
     seen = dict.fromkeys(w for w in _WORD.findall(text) if len(w) >= MIN_TOKEN)
     return list(seen)[:MAX_QUERY_TOKENS]
-
-
-def index_rows(records: Iterable[tuple[str, str]]) -> Iterator[tuple[str, str, int]]:
-    """(token, record id, rank) rows: each record's rarest words across ``records`` (by id)."""
-    return rank_words(
-        (rid, dict.fromkeys(template_tokens(parse_template(message)))) for rid, message in records
-    )
 
 
 def rank_words(records: Iterable[tuple[str, Iterable[str]]]) -> Iterator[tuple[str, str, int]]:

@@ -283,12 +283,6 @@ class _Related:
         return [bytes(ids[at]).decode("utf-8") for at in picked]
 
 
-def read_table(path: Path, state: str, dataset_version: str | None) -> AnchorTable | None:
-    """The table stored at ``path`` if it belongs to this state and is intact; else None."""
-    body = _read_body(path, state, dataset_version)
-    return None if body is None else AnchorTable(body)
-
-
 def _read_body(
     path: Path,
     state: str,

@@ -149,9 +149,6 @@ def decode_containers(text: str, worth: Container[int] | None = None) -> Decoded
     return decoded
 
 
-# --- MIME mail -------------------------------------------------------------------------------
-
-
 def _decode_mime(text: str) -> Decoded:
     """A mail's text parts as views (``errkb.parse.mime``); an HTML part's markup decoded too."""
     from errkb.parse.mime import mime_parts
@@ -180,9 +177,6 @@ def _decode_strace(text: str) -> Decoded:
         physical.pop()
     numbers, lines = unquote_lines(range(1, len(physical) + 1), physical)
     return Decoded(None, (View("\n".join(lines), tuple(numbers), "strace", value=False),))
-
-
-# --- JSON ------------------------------------------------------------------------------------
 
 
 class _Obj(list[tuple[str, object]]):
@@ -532,8 +526,6 @@ def _string_list(items: list[_Str], path: str, out: _Out) -> None:
         out.views.append(View(text, tuple(lines), path))
 
 
-# --- YAML double-quoted scalars ---------------------------------------------------------------
-
 # A line that opens a double-quoted scalar: group 1 is everything before the quote.
 _yaml_open_re = _lazy.pattern("^(" + YAML_FOLD[1 : YAML_FOLD.rindex('"(?:')] + ')"')
 #: A folded scalar longer than this many lines is not decoded (it never closed: not YAML).
@@ -646,9 +638,6 @@ def _yaml_escape(line: str, pos: int, acc: _ScalarText) -> int:
     decoded = _YAML_ESCAPES.get(ch)
     acc.add(decoded if decoded is not None else "\\" + ch)
     return pos + 2
-
-
-# --- markup ----------------------------------------------------------------------------------
 
 
 class _Lines:

@@ -244,8 +244,6 @@ def rule_for(match: re.Match[str]) -> PrefixRule:
     return _BY_GROUP[match.lastgroup or ""]
 
 
-# --- the alternation by first character ------------------------------------------------------
-
 #: Every ASCII character: what a shape may begin with when its analysis cannot say.
 _ASCII = frozenset(chr(c) for c in range(128))
 

@@ -316,9 +316,6 @@ def parse_regions(regions: Iterable[tuple[int, bytes]], first_index: int = 0) ->
     return events.events()
 
 
-# --- containers: one clearly separated step before the line parser -------------------------
-
-
 def json_line_events(line: str, number: int, region: int) -> list[LogEvent]:
     """The events of one JSON object line (input line ``number``) of a large input."""
     found = _parse_containers(line, large=True)

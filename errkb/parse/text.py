@@ -34,7 +34,6 @@ PREFIX_HEAD = 2048
 #: At most this many stacked prefixes are stripped from one line.
 MAX_PREFIXES = 8
 
-# --- whole-text cleaning ---------------------------------------------------------------------
 
 # A real escape sequence (CSI, OSC, DCS/PM/APC, charset selection, two-byte), ESC or "␛".
 _ANSI_RE = re.compile(
@@ -63,7 +62,6 @@ _progress_re = _lazy.pattern(
     r"(?: ?\[[^\]\n]{0,256}\])?"
 )
 
-# --- per-line prefixes -----------------------------------------------------------------------
 
 # The prefix shapes are one table (errkb.parse.prefixes); this is its one compiled alternation.
 _PREFIX_RE = compiled_prefixes()

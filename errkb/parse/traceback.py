@@ -234,8 +234,6 @@ class _StreamParser:
         self._messages: dict[str, list[tuple[str, str, str]]] = {}
         self._indexed = 0
 
-    # --- driver -------------------------------------------------------------------------------
-
     def run(self) -> list[LogEvent]:
         lines, n = self.lines, self.n
         i = 0
@@ -331,8 +329,6 @@ class _StreamParser:
         self.events.extend(nested.run())
         return last + 1
 
-    # --- chains -------------------------------------------------------------------------------
-
     def _chain(self, i: int) -> int:
         j, drafts = self._chain_drafts(i)
         self._emit_chain(drafts)
@@ -400,8 +396,6 @@ class _StreamParser:
         if t.endswith(_TB_TAIL):
             return self._plain(i, headerless=False)
         return self._plain(i, headerless=True)
-
-    # --- CPython tracebacks -------------------------------------------------------------------
 
     def _plain(self, h: int, *, headerless: bool) -> tuple[int, list[_Draft]]:
         lines, n = self.lines, self.n
@@ -601,8 +595,6 @@ class _StreamParser:
             out.append(MessageLine(text, line.number, length, length + line.pad))
         return tuple(out)
 
-    # --- IPython / Jupyter --------------------------------------------------------------------
-
     def _ipython(self, h: int) -> tuple[int, list[_Draft]]:
         lines, n = self.lines, self.n
         frames: list[Frame] = []
@@ -662,8 +654,6 @@ class _StreamParser:
         draft.order = lines[h].number
         draft.message_lines = wrap
         return j, [draft]
-
-    # --- exception groups ---------------------------------------------------------------------
 
     def _group_end(self, i: int) -> int:
         """Return the end of the exception-group block starting at ``i``, or ``i`` if none."""
@@ -744,8 +734,6 @@ class _StreamParser:
             i += 1
         return drafts
 
-    # --- pytest -------------------------------------------------------------------------------
-
     def _pytest_marker(self, i: int) -> bool:
         """Record pytest frame context at line ``i``; tell whether the line was such context."""
         t = self.lines[i].text
@@ -814,8 +802,6 @@ class _StreamParser:
         self.events.append(self._event(draft, self._pt_chain, self._pt_position))
         self._pt_frames, self._pt_source, self._pt_link = [], None, None
         return j
-
-    # --- single lines -------------------------------------------------------------------------
 
     def _single_line(self, line: LogLine, i: int) -> None:
         """Report a line that carries an error on its own (no traceback around it)."""
@@ -997,9 +983,6 @@ def _ipython_function(raw: str) -> str:
         return raw[: end + 1] if end > 0 else raw
     paren = raw.find("(")
     return raw[:paren] if paren > 0 else raw
-
-
-# --- one exception line read alone ------------------------------------------------------------
 
 
 def exception_line(raw: str, *, ends_traceback: bool = False) -> tuple[str, str] | None:

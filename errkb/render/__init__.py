@@ -98,6 +98,15 @@ def renders(report_type: type[R], fmt: OutputFormat) -> Callable[[Renderer[R]], 
     return register
 
 
+def renders_json(
+    report_type: type[R], to_json: Callable[[R], object], *, ensure_ascii: bool = True
+) -> None:
+    """Register ``report_type``'s JSON renderer: ``to_json(report)`` as :func:`json_text`."""
+    renders(report_type, OutputFormat.JSON)(
+        lambda report, _options: json_text(to_json(report), ensure_ascii=ensure_ascii)
+    )
+
+
 def _load(report_type: type[Any] | None = None) -> None:
     if report_type is None:
         for module in sorted(set(_MODULES.values()) | set(_FORMAT_MODULES.values())):

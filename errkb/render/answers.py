@@ -114,11 +114,6 @@ def _entry(group: Sequence[Match]) -> Entry:
     return Entry(first, rows, common, varying, first.diagnosis if shared else None)
 
 
-def answered(report: Report) -> tuple[Entry, ...]:
-    """The entries of the report's exact matches: what counts as explained."""
-    return entries(report.exact)
-
-
 def file_answers(report: Report) -> tuple[tuple[str, str, bool], ...]:
     """Each input of a several-file report: (name, its answer in a few words, read or not)."""
     out = []
@@ -140,6 +135,12 @@ def file_answers(report: Report) -> tuple[tuple[str, str, bool], ...]:
 
 #: The heading of the short section of ``possible`` matches, after the answers.
 POSSIBLE_TITLE = "Possible, not counted"
+#: A record's prose fields as every format titles them, in the order shown.
+PROSE_SECTIONS = (
+    ("What it means", "documentation"),
+    ("When it happens", "triggerScenarios"),
+    ("Common situations", "commonSituations"),
+)
 
 
 def possible_entries(report: Report) -> tuple[Entry, ...]:
@@ -149,9 +150,9 @@ def possible_entries(report: Report) -> tuple[Entry, ...]:
 
 __all__ = [
     "POSSIBLE_TITLE",
+    "PROSE_SECTIONS",
     "Entry",
     "Occurrence",
-    "answered",
     "entries",
     "file_answers",
     "omitted_note",

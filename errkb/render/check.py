@@ -43,7 +43,8 @@ _SARIF_LEVEL = {"critical": "error", "error": "error", "warning": "warning", "in
 _GITHUB_COMMAND = {"critical": "error", "error": "error", "warning": "warning", "info": "notice"}
 
 
-def render_text(report: CheckReport) -> str:
+@renders(CheckReport, OutputFormat.TEXT)
+def render_text(report: CheckReport, options: RenderOptions | None = None) -> str:
     """Render like a linter: ``path: prefix: message [rule]`` and an indented one-line fix."""
     lines: list[str] = []
     for finding in report.findings:
@@ -62,7 +63,8 @@ def render_text(report: CheckReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(report: CheckReport) -> str:
+@renders(CheckReport, OutputFormat.JSON)
+def render_json(report: CheckReport, options: RenderOptions | None = None) -> str:
     """Render ``report.to_dict()`` as indented JSON."""
     return json_text(report.to_dict())
 
@@ -165,7 +167,8 @@ def sarif_run(
     }
 
 
-def render_sarif(report: CheckReport) -> str:
+@renders(CheckReport, OutputFormat.SARIF)
+def render_sarif(report: CheckReport, options: RenderOptions | None = None) -> str:
     """Render the report as a SARIF 2.1.0 log (ruleId = record id, or the sibling rule id)."""
     return json_text(sarif_document(report))
 
@@ -180,7 +183,8 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render_github(report: CheckReport) -> str:
+@renders(CheckReport, OutputFormat.GITHUB)
+def render_github(report: CheckReport, options: RenderOptions | None = None) -> str:
     """Render GitHub Actions workflow commands: one ``::error file=...,title=...::`` per item."""
     lines: list[str] = []
     for finding in report.findings:
@@ -201,27 +205,3 @@ def render_github(report: CheckReport) -> str:
             f"title={escape_property('errkb: cannot check')}::{escape_data(error.message)}"
         )
     return "".join(line + "\n" for line in lines)
-
-
-@renders(CheckReport, OutputFormat.TEXT)
-def check_text(report: CheckReport, options: RenderOptions) -> str:
-    """Linter-style lines (see :func:`render_text`)."""
-    return render_text(report)
-
-
-@renders(CheckReport, OutputFormat.JSON)
-def check_json(report: CheckReport, options: RenderOptions) -> str:
-    """``CheckReport.to_dict()`` as JSON."""
-    return render_json(report)
-
-
-@renders(CheckReport, OutputFormat.SARIF)
-def check_sarif(report: CheckReport, options: RenderOptions) -> str:
-    """A SARIF 2.1.0 log."""
-    return render_sarif(report)
-
-
-@renders(CheckReport, OutputFormat.GITHUB)
-def check_github(report: CheckReport, options: RenderOptions) -> str:
-    """GitHub Actions workflow commands."""
-    return render_github(report)

@@ -77,7 +77,6 @@ def _command(level: str, message: str, *, file: str | None, line: int | None, ti
     return f"::{level} {','.join(props)}::{escape_data(message)}"
 
 
-# --------------------------------------------------------------------------------- explain
 @renders(Report, OutputFormat.GITHUB)
 def report_github(report: Report, options: RenderOptions) -> str:
     """GitHub workflow commands: one annotation per record and file, on its first line."""
@@ -241,7 +240,6 @@ def report_sarif(report: Report, options: RenderOptions) -> str:
     return json_text(sarif_explanation(report, options))
 
 
-# ---------------------------------------------------------------------------------- triage
 def verdict(report: TriageReport) -> str:
     """One line a CI owner reads first: what is new or unknown, what is known, what is unread."""
     unread = f", {len(report.errors)} unreadable" if report.errors else ""

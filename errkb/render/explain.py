@@ -9,9 +9,10 @@ import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from errkb.render import OutputFormat, RenderOptions, json_text, renders
+from errkb.render import OutputFormat, RenderOptions, renders, renders_json
 from errkb.render.answers import (
     POSSIBLE_TITLE,
+    PROSE_SECTIONS,
     Entry,
     entries,
     file_answers,
@@ -27,10 +28,7 @@ def _plain(text: str, **_kw: Any) -> str:
     return text
 
 
-@renders(Report, OutputFormat.JSON)
-def report_json(report: Report, options: RenderOptions) -> str:
-    """``Report.to_dict()``, indented: the ``schemas/explanation.schema.json`` object."""
-    return json_text(report.to_dict())
+renders_json(Report, Report.to_dict)  # schemas/explanation.schema.json
 
 
 @renders(Report, OutputFormat.TEXT)
@@ -53,7 +51,6 @@ def _style(color: bool) -> Style:
     return click.style
 
 
-# ---------------------------------------------------------------------------------------- text
 def _text_report(report: Report, style: Style) -> str:
     out: list[str] = []
     cut = omitted_note(report.omitted)
@@ -193,11 +190,7 @@ def _occurrence_table(entry: Entry) -> list[str]:
 
 def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
     lines: list[str] = []
-    for title, key in (
-        ("What it means", "documentation"),
-        ("When it happens", "triggerScenarios"),
-        ("Common situations", "commonSituations"),
-    ):
+    for title, key in PROSE_SECTIONS:
         if rec.get(key):
             lines += ["", style(f"  {title}", bold=True), *_wrap(str(rec[key]), 4)]
     solutions: Sequence[str] = rec.get("solutions") or ()
@@ -216,10 +209,7 @@ def _record_sections(rec: Mapping[str, Any], style: Style) -> list[str]:
     return lines
 
 
-@renders(RecordView, OutputFormat.JSON)
-def record_json(view: RecordView, options: RenderOptions) -> str:
-    """The record's JSON object, exactly."""
-    return json_text(view.to_dict())
+renders_json(RecordView, RecordView.to_dict)
 
 
 @renders(RecordView, OutputFormat.MARKDOWN)
@@ -293,7 +283,6 @@ def _wrap(text: str, indent: int, first: str | None = None) -> list[str]:
     return out
 
 
-# ------------------------------------------------------------------------------------ markdown
 def _markdown_report(report: Report) -> str:
     out: list[str] = []
     cut = omitted_note(report.omitted)
@@ -412,11 +401,7 @@ def _markdown_record(rec: Mapping[str, Any], validated: bool) -> list[str]:
     out: list[str] = []
     if validated:
         out += ["_Checked by a reference validator (`errkb check`)._", ""]
-    for title, key in (
-        ("What it means", "documentation"),
-        ("When it happens", "triggerScenarios"),
-        ("Common situations", "commonSituations"),
-    ):
+    for title, key in PROSE_SECTIONS:
         if rec.get(key):
             out += [f"**{title}.** {rec[key]}", ""]
     if rec.get("solutions"):

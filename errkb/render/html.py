@@ -14,6 +14,7 @@ from typing import Any
 from errkb.render import OutputFormat, RenderOptions, renders
 from errkb.render.answers import (
     POSSIBLE_TITLE,
+    PROSE_SECTIONS,
     Entry,
     entries,
     file_answers,
@@ -405,15 +406,7 @@ def _record_html(rec: Mapping[str, Any]) -> str:
             )
             + "</details>"
         )
-    docs = [
-        (title, rec.get(key))
-        for title, key in (
-            ("What it means", "documentation"),
-            ("When it happens", "triggerScenarios"),
-            ("Common situations", "commonSituations"),
-        )
-        if rec.get(key)
-    ]
+    docs = [(title, rec.get(key)) for title, key in PROSE_SECTIONS if rec.get(key)]
     tips = rec.get("preventionTips") or []
     if docs or tips:
         parts.append(

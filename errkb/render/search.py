@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from errkb.render import OutputFormat, RenderOptions, json_text, renders
+from errkb.render import OutputFormat, RenderOptions, renders, renders_json
 from errkb.search import SearchReport
 
-
-@renders(SearchReport, OutputFormat.JSON)
-def search_json(report: SearchReport, options: RenderOptions) -> str:
-    """``SearchReport.to_dict()``, indented: the ``schemas/search.schema.json`` object."""
-    return json_text(report.to_dict())
+renders_json(SearchReport, SearchReport.to_dict)  # schemas/search.schema.json
 
 
 @renders(SearchReport, OutputFormat.TEXT)

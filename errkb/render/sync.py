@@ -5,7 +5,7 @@ Registered in :mod:`errkb.render`'s registry for text and JSON; pure like every 
 
 from __future__ import annotations
 
-from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
+from errkb.render import OutputFormat, RenderOptions, renders, renders_json, text_lines
 from errkb.report.sync import RecordHistory, SyncReport, UpdateCheck, VersionList
 
 
@@ -17,10 +17,7 @@ def sync_text(report: SyncReport, options: RenderOptions) -> str:
     return report.summary() + "\n"
 
 
-@renders(SyncReport, OutputFormat.JSON)
-def sync_json(report: SyncReport, options: RenderOptions) -> str:
-    """``SyncReport.to_dict()``."""
-    return json_text(report.to_dict())
+renders_json(SyncReport, SyncReport.to_dict)
 
 
 @renders(UpdateCheck, OutputFormat.TEXT)
@@ -29,10 +26,7 @@ def update_check_text(report: UpdateCheck, options: RenderOptions) -> str:
     return report.summary() + "\n"
 
 
-@renders(UpdateCheck, OutputFormat.JSON)
-def update_check_json(report: UpdateCheck, options: RenderOptions) -> str:
-    """``UpdateCheck.to_dict()``."""
-    return json_text(report.to_dict())
+renders_json(UpdateCheck, UpdateCheck.to_dict)
 
 
 @renders(VersionList, OutputFormat.TEXT)
@@ -54,10 +48,7 @@ def versions_text(report: VersionList, options: RenderOptions) -> str:
     return text_lines(lines)
 
 
-@renders(VersionList, OutputFormat.JSON)
-def versions_json(report: VersionList, options: RenderOptions) -> str:
-    """A JSON list of ``VersionInfo.to_dict()``."""
-    return json_text(report.to_json())
+renders_json(VersionList, VersionList.to_json)
 
 
 @renders(RecordHistory, OutputFormat.TEXT)
@@ -74,7 +65,4 @@ def history_text(report: RecordHistory, options: RenderOptions) -> str:
     return text_lines(lines)
 
 
-@renders(RecordHistory, OutputFormat.JSON)
-def history_json(report: RecordHistory, options: RenderOptions) -> str:
-    """A JSON list of ``HistoryEntry.to_dict()`` (each with the record's content)."""
-    return json_text(report.to_json(), ensure_ascii=False)
+renders_json(RecordHistory, RecordHistory.to_json, ensure_ascii=False)

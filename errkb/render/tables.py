@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
+from errkb.render import OutputFormat, RenderOptions, renders, renders_json, text_lines
 from errkb.report.diagnostics import Diagnostics
 from errkb.report.ingest import IngestReport
 from errkb.report.lint import LintReport, Severity
 from errkb.report.records import RecordList, Stats
 
 
-# ------------------------------------------------------------------------------------- list
 @renders(RecordList, OutputFormat.TEXT)
 def list_text(report: RecordList, options: RenderOptions) -> str:
     """One ``id  repo  class  slug`` line per record."""
@@ -20,13 +19,9 @@ def list_text(report: RecordList, options: RenderOptions) -> str:
     )
 
 
-@renders(RecordList, OutputFormat.JSON)
-def list_json(report: RecordList, options: RenderOptions) -> str:
-    """``{"records": [{"id", "repo", "errorClass", "slug"}, ...]}``."""
-    return json_text(report.to_dict(), ensure_ascii=False)
+renders_json(RecordList, RecordList.to_dict, ensure_ascii=False)
 
 
-# ------------------------------------------------------------------------------------ stats
 @renders(Stats, OutputFormat.TEXT)
 def stats_text(s: Stats, options: RenderOptions) -> str:
     """Counts, one per line, then the ten largest error classes."""
@@ -41,13 +36,9 @@ def stats_text(s: Stats, options: RenderOptions) -> str:
     )
 
 
-@renders(Stats, OutputFormat.JSON)
-def stats_json(s: Stats, options: RenderOptions) -> str:
-    """``Stats.to_dict()``."""
-    return json_text(s.to_dict())
+renders_json(Stats, Stats.to_dict)
 
 
-# ----------------------------------------------------------------------------------- ingest
 @renders(IngestReport, OutputFormat.TEXT)
 def ingest_text(report: IngestReport, options: RenderOptions) -> str:
     """The one summary line (rejects and warnings go to standard error, see :func:`problems`)."""
@@ -55,13 +46,9 @@ def ingest_text(report: IngestReport, options: RenderOptions) -> str:
     return f"added {c.added}, updated {c.updated}, unchanged {c.unchanged}, rejected {c.rejected}\n"
 
 
-@renders(IngestReport, OutputFormat.JSON)
-def ingest_json(report: IngestReport, options: RenderOptions) -> str:
-    """``IngestReport.to_dict()``."""
-    return json_text(report.to_dict(), ensure_ascii=False)
+renders_json(IngestReport, IngestReport.to_dict, ensure_ascii=False)
 
 
-# ------------------------------------------------------------------------------------- lint
 @renders(LintReport, OutputFormat.TEXT)
 def lint_text(report: LintReport, options: RenderOptions) -> str:
     """One ``path location [id] rule: message`` line per finding, then the counts."""
@@ -75,10 +62,7 @@ def lint_text(report: LintReport, options: RenderOptions) -> str:
     return text_lines(lines)
 
 
-@renders(LintReport, OutputFormat.JSON)
-def lint_json(report: LintReport, options: RenderOptions) -> str:
-    """``LintReport.to_dict()``."""
-    return json_text(report.to_dict(), ensure_ascii=False)
+renders_json(LintReport, LintReport.to_dict, ensure_ascii=False)
 
 
 def _problems(items: Sequence[str], *, label: str, limit: int | None = None) -> list[str]:

@@ -12,7 +12,7 @@ import csv
 import io
 
 from errkb import _json
-from errkb.render import OutputFormat, RenderOptions, json_text, renders, text_lines
+from errkb.render import OutputFormat, RenderOptions, renders, renders_json, text_lines
 from errkb.report.triage import TriageReport
 
 #: Groups of each kind the text summary lists.
@@ -92,10 +92,7 @@ def triage_text(report: TriageReport, options: RenderOptions) -> str:
     return text_lines(out)
 
 
-@renders(TriageReport, OutputFormat.JSON)
-def triage_json(report: TriageReport, options: RenderOptions) -> str:
-    """``TriageReport.to_dict()``: the ``schemas/triage.schema.json`` object."""
-    return json_text(report.to_dict())
+renders_json(TriageReport, TriageReport.to_dict)  # schemas/triage.schema.json
 
 
 @renders(TriageReport, OutputFormat.JSONL)

@@ -179,7 +179,6 @@ class TriageReport:
         }
 
 
-# ------------------------------------------------------------------------- one log's share
 @dataclass(frozen=True)
 class KnownHit:
     """One record matched in one log (with one set of captured values)."""

@@ -99,7 +99,6 @@ class Service:
             thread.join()
             self.kb.prepare_ahead = False
 
-    # ------------------------------------------------------------------ operations
     def explain(self, text: str, detail: str | None = None, offset: int = 0) -> dict[str, Any]:
         """Every known error in ``text``: the JSON object, or a ``detail`` page from ``offset``."""
         _cap("text", text, MAX_TEXT_CHARS)

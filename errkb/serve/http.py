@@ -256,6 +256,22 @@ def openapi_document() -> dict[str, Any]:
         },
         query("offset", "with detail: start at this match (a page's nextOffset)", kind="integer"),
     ]
+
+    def operation(
+        op_id: str, summary: str, answer: dict[str, Any], *, errors: bool = True, **fields: Any
+    ) -> dict[str, Any]:
+        responses = {"200": answer, "default": error} if errors else {"200": answer}
+        return {"operationId": op_id, "summary": summary, **fields, "responses": responses}
+
+    explanation = "#/components/schemas/Explanation"
+    text_body = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}}
+    record_id = {
+        "name": "id",
+        "in": "path",
+        "required": True,
+        "description": "record id or slug",
+        "schema": {"type": "string"},
+    }
     return {
         "openapi": "3.1.0",
         "info": {
@@ -266,56 +282,43 @@ def openapi_document() -> dict[str, Any]:
         },
         "paths": {
             "/v1/explain": {
-                "post": {
-                    "operationId": "explainLog",
-                    "summary": "Explain every known error in a log or traceback",
-                    "description": 'The body (text/plain, or JSON {"text": ...}) is at most '
+                "post": operation(
+                    "explainLog",
+                    "Explain every known error in a log or traceback",
+                    ok(
+                        "the errkb explain --format json object (explanation.schema.json)",
+                        explanation,
+                    ),
+                    description='The body (text/plain, or JSON {"text": ...}) is at most '
                     f"{MAX_TEXT_CHARS:,} characters and {MAX_BODY_BYTES:,} bytes.",
-                    "parameters": view_params,
-                    "requestBody": {
+                    parameters=view_params,
+                    requestBody={
                         "required": True,
                         "content": {
                             "text/plain": {"schema": {"type": "string"}},
-                            "application/json": {
-                                "schema": {
-                                    "type": "object",
-                                    "required": ["text"],
-                                    "properties": {"text": {"type": "string"}},
-                                }
-                            },
+                            "application/json": {"schema": text_body},
                         },
                     },
-                    "responses": {
-                        "200": ok(
-                            "the errkb explain --format json object (explanation.schema.json)",
-                            "#/components/schemas/Explanation",
-                        ),
-                        "default": error,
-                    },
-                }
+                )
             },
             "/v1/match": {
-                "get": {
-                    "operationId": "matchMessage",
-                    "summary": "Explain one exception message",
-                    "parameters": [
+                "get": operation(
+                    "matchMessage",
+                    "Explain one exception message",
+                    ok("as /v1/explain, for one message", explanation),
+                    parameters=[
                         query("message", "the exception message", required=True),
                         query("class", "the exception class, if known"),
                         *view_params,
                     ],
-                    "responses": {
-                        "200": ok(
-                            "as /v1/explain, for one message", "#/components/schemas/Explanation"
-                        ),
-                        "default": error,
-                    },
-                }
+                )
             },
             "/v1/search": {
-                "get": {
-                    "operationId": "searchErrors",
-                    "summary": "Find records by words, a message or a whole traceback",
-                    "parameters": [
+                "get": operation(
+                    "searchErrors",
+                    "Find records by words, a message or a whole traceback",
+                    ok("the search report", "#/components/schemas/SearchReport"),
+                    parameters=[
                         query("q", "the query", required=True),
                         query("repo", "only records of this repository"),
                         query("tag", "only records with this tag"),
@@ -323,48 +326,24 @@ def openapi_document() -> dict[str, Any]:
                         query("severity", "only records of this severity"),
                         query("limit", "at most this many records", kind="integer"),
                     ],
-                    "responses": {
-                        "200": ok("the search report", "#/components/schemas/SearchReport"),
-                        "default": error,
-                    },
-                }
+                )
             },
             "/v1/errors/{id}": {
-                "get": {
-                    "operationId": "getError",
-                    "summary": "One record in full, its validator backing and history",
-                    "parameters": [
-                        {
-                            "name": "id",
-                            "in": "path",
-                            "required": True,
-                            "description": "record id or slug",
-                            "schema": {"type": "string"},
-                        }
-                    ],
-                    "responses": {
-                        "200": ok("the record", "#/components/schemas/RecordDetail"),
-                        "default": error,
-                    },
-                }
+                "get": operation(
+                    "getError",
+                    "One record in full, its validator backing and history",
+                    ok("the record", "#/components/schemas/RecordDetail"),
+                    parameters=[record_id],
+                )
             },
             "/v1/status": {
-                "get": {
-                    "operationId": "datasetStatus",
-                    "summary": "Dataset version, counts and the last sync",
-                    "responses": {
-                        "200": ok("the status", "#/components/schemas/Status"),
-                        "default": error,
-                    },
-                }
+                "get": operation(
+                    "datasetStatus",
+                    "Dataset version, counts and the last sync",
+                    ok("the status", "#/components/schemas/Status"),
+                )
             },
-            "/healthz": {
-                "get": {
-                    "operationId": "health",
-                    "summary": "Liveness",
-                    "responses": {"200": ok('{"ok": true}')},
-                }
-            },
+            "/healthz": {"get": operation("health", "Liveness", ok('{"ok": true}'), errors=False)},
         },
         "components": {
             "schemas": {

@@ -149,7 +149,6 @@ class WorkerPool:
         self.killed = 0  #: workers killed at their deadline (a figure for tests and logs)
         self._admitted = 0
 
-    # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         """Start every worker and wait until each has opened the knowledge base."""
         # Launched together, awaited in turn: each opens the knowledge base in parallel.
@@ -217,7 +216,6 @@ class WorkerPool:
 
         threading.Thread(target=start, name="errkb-worker-start", daemon=True).start()
 
-    # ------------------------------------------------------------------ calls
     def call(self, op: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """Run ``op`` in a worker; its result, or the error the worker raised, here."""
         result: dict[str, Any] = json.loads(self.call_json(op, args))

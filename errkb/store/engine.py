@@ -36,6 +36,7 @@ from errkb.store.interface import (
     CountedRank,
     Feed,
     Keep,
+    PatternRow,
     RecordJSON,
     Streamed,
     VersionKind,
@@ -104,7 +105,6 @@ class WriteSql(Sql, Protocol):
         ...
 
 
-# ---------------------------------------------------------------------------- pattern specs
 #: The ``pattern_specs`` columns after ``record_id``, in ``Derived.spec`` order (tuples as JSON).
 SPEC_COLUMNS = (
     "regex",
@@ -190,14 +190,18 @@ _ANCHOR_SQL = (
 
 def anchor_rows(sql: Sql) -> Iterator[AnchorRow]:
     """(record id, anchor or None, literals, regex, template) of live records by id, streamed."""
-    for rid, anchor, literals, regex, template in sql.rows(_ANCHOR_SQL):
-        yield (
-            str(rid),
-            None if anchor is None else str(anchor),
-            _tuple(literals),
-            str(regex or ""),
-            str(template or ""),
-        )
+    return map(_anchor_row, sql.rows(_ANCHOR_SQL))
+
+
+def _anchor_row(row: Sequence[Any]) -> AnchorRow:
+    rid, anchor, literals, regex, template = row
+    return (
+        str(rid),
+        None if anchor is None else str(anchor),
+        _tuple(literals),
+        str(regex or ""),
+        str(template or ""),
+    )
 
 
 #: The anchor rows of some live records (``anchor_rows_of``).
@@ -213,16 +217,7 @@ def anchor_rows_of(sql: Sql, ids: Sequence[str]) -> list[AnchorRow]:
     What an incremental anchor build reads: the rows of the records a write added or changed,
     not every live record's.
     """
-    rows = [
-        (
-            str(rid),
-            None if anchor is None else str(anchor),
-            _tuple(literals),
-            str(regex or ""),
-            str(template or ""),
-        )
-        for rid, anchor, literals, regex, template in sql.in_ids(_SOME_ANCHOR_SQL, sorted(set(ids)))
-    ]
+    rows = [_anchor_row(row) for row in sql.in_ids(_SOME_ANCHOR_SQL, sorted(set(ids)))]
     rows.sort(key=lambda row: row[0].encode("utf-8"))
     return rows
 
@@ -241,7 +236,41 @@ def live_hashes(sql: Sql) -> Iterator[tuple[str, str]]:
         yield str(rid), str(content_hash)
 
 
-def _same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
+_PATTERN_ROWS_SQL = (
+    "SELECT id, error_message, message_pattern, error_class, file_path, line_number, "
+    "source_code FROM records WHERE retired = FALSE AND id $IDS"
+)
+
+
+class EngineReads(Sql):
+    """The reads written once here, for a backend's read view (its ``Sql`` methods first)."""
+
+    def raw_record(self, record_id: str) -> RecordJSON | None:
+        return self.raw_records([record_id]).get(record_id)
+
+    raw_records: Callable[[Sequence[str]], dict[str, RecordJSON]]  #: the backend's own
+
+    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
+        return [PatternRow(*row) for row in self.in_ids(_PATTERN_ROWS_SQL, ids)]
+
+    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        rows = self.in_ids("SELECT id, error_message FROM records WHERE id $IDS", ids)
+        return [(str(rid), str(message)) for rid, message in rows]
+
+    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
+        return pattern_specs(self, ids)
+
+    def anchor_rows(self) -> Iterator[AnchorRow]:
+        return anchor_rows(self)
+
+    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
+        return anchor_rows_of(self, ids)
+
+    def live_hashes(self) -> Iterator[tuple[str, str]]:
+        return live_hashes(self)
+
+
+def same_words(before: Sequence[str] | None, now: Sequence[str] | None) -> bool:
     """Whether a record's index words (None: not live) are the same before and after."""
     if before is None or now is None:
         return before is now
@@ -252,7 +281,6 @@ def _tuple(text: object) -> tuple[str, ...]:
     return tuple(json.loads(text)) if isinstance(text, str) and text != "[]" else ()
 
 
-# ---------------------------------------------------------------------------- classifying
 class _Write(enum.Enum):
     """How one classified record is written."""
 
@@ -442,7 +470,6 @@ def _to_retire(sql: Sql, spare: set[str]) -> list[str]:
     return [str(rid) for (rid,) in sql.rows(query) if rid not in spare]
 
 
-# ---------------------------------------------------------------------------- writing
 _KEEP_ON_UPDATE = frozenset({"id", "added_in"})  #: a record's identity and when it first came
 _UPDATE_COLUMNS = tuple(c for c in RECORD_COLUMNS if c not in _KEEP_ON_UPDATE)
 _UPDATE_RECORD = (
@@ -661,7 +688,7 @@ class UnitOfWork:
         came: list[tuple[str, str]] = []
         for rid, before in previous.items():
             now = after.get(rid)
-            if _same_words(before, now):
+            if same_words(before, now):
                 continue
             delta.subtract(before or ())
             delta.update(now or ())
@@ -710,7 +737,7 @@ class UnitOfWork:
         """
         import bisect  # only here: explain imports this module, and never ranks
 
-        noted = {rid for rid, before in previous.items() if not _same_words(before, after.get(rid))}
+        noted = {rid for rid, before in previous.items() if not same_words(before, after.get(rid))}
         if not noted:
             return 0
         held: Counter[str] = Counter()  # holders among the noted records, now
@@ -1096,7 +1123,6 @@ class UnitOfWork:
         )
 
 
-# ---------------------------------------------------------------------------- the schema
 def upgrade_schema(
     name: str,
     revision: str | None,
@@ -1141,7 +1167,6 @@ def upgrade_schema(
         raise
 
 
-# ---------------------------------------------------------------------------- reading
 def _version(row: Sequence[Any]) -> VersionInfo:
     from errkb.store.values import ApplyCounts, VersionInfo
 

@@ -71,33 +71,30 @@ class RecordRow(Base):
     )
 
 
-class SolutionRow(Base):
+class _ListItem:
+    """A row of one of a record's lists: which record, and where in the list."""
+
+    record_id: Mapped[str] = mapped_column(
+        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+
+
+class SolutionRow(_ListItem, Base):
     __tablename__ = "record_solutions"
 
-    record_id: Mapped[str] = mapped_column(
-        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
-    )
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     text: Mapped[str] = mapped_column(Text)
 
 
-class PreventionTipRow(Base):
+class PreventionTipRow(_ListItem, Base):
     __tablename__ = "record_prevention_tips"
 
-    record_id: Mapped[str] = mapped_column(
-        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
-    )
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     text: Mapped[str] = mapped_column(Text)
 
 
-class TagRow(Base):
+class TagRow(_ListItem, Base):
     __tablename__ = "record_tags"
 
-    record_id: Mapped[str] = mapped_column(
-        ForeignKey("records.id", ondelete="CASCADE"), primary_key=True
-    )
-    position: Mapped[int] = mapped_column(Integer, primary_key=True)
     tag: Mapped[str] = mapped_column(String, index=True)
 
 

@@ -32,8 +32,6 @@ from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_rec
 from errkb.store.interface import (
     RELATED_COMMON,
     SCHEMA_HEAD,
-    AnchorRow,
-    PatternRow,
     RecordJSON,
     gc_paused,
 )
@@ -44,7 +42,6 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
     from sqlalchemy.engine import Engine
 
-    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
     from errkb.store.values import Incoming
@@ -130,7 +127,6 @@ def _local_dir(url: str) -> Path:
     return Path(user_data_dir("errkb", appauthor=False)) / "postgres" / digest
 
 
-# ---------------------------------------------------------------------------- the read view
 #: Record JSON texts kept per state of the knowledge base (see ``RecordCache``).
 RECORD_CACHE_SIZE = 8192
 #: One statement opens every read: the transaction and the whole meta table in one round trip.
@@ -260,7 +256,7 @@ class PgSql:
             yield from cur.fetchall()
 
 
-class PgView(PgSql):
+class PgView(PgSql, engine.EngineReads):
     """Reads on one connection (inside ``snapshot``, one committed state)."""
 
     def __init__(
@@ -280,9 +276,6 @@ class PgView(PgSql):
             return self._meta.get(key)
         found = self.one("SELECT value FROM meta WHERE key = %s", (key,))
         return None if found is None else str(found[0])
-
-    def raw_record(self, record_id: str) -> RecordJSON | None:
-        return self.raw_records([record_id]).get(record_id)
 
     def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
         state = self._state
@@ -330,33 +323,6 @@ class PgView(PgSql):
         )
         return [str(r[0]) for r in self.rows(sql, (list(tokens), common + 1, common, limit))]
 
-    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
-        if not ids:
-            return []
-        sql = (
-            "SELECT id, error_message, message_pattern, error_class, file_path, line_number, "
-            "source_code FROM records WHERE NOT retired AND id = ANY(%s)"
-        )
-        return [PatternRow(*row) for row in self.rows(sql, (list(ids),))]
-
-    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
-        return engine.pattern_specs(self, ids)
-
-    def anchor_rows(self) -> Iterator[AnchorRow]:
-        return engine.anchor_rows(self)
-
-    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
-        return engine.anchor_rows_of(self, ids)
-
-    def live_hashes(self) -> Iterator[tuple[str, str]]:
-        return engine.live_hashes(self)
-
-    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        if not ids:
-            return []
-        sql = "SELECT id, error_message FROM records WHERE id = ANY(%s)"
-        return [(str(r), str(m)) for r, m in self.rows(sql, (list(ids),))]
-
     def token_rows(self) -> list[tuple[str, str, int]]:
         rows = self.rows(
             'SELECT record_id, token, rank FROM match_tokens ORDER BY record_id COLLATE "C", rank'
@@ -372,7 +338,6 @@ class PgView(PgSql):
         return pgsearch.candidates(self.conn, planned, filters, limit)
 
 
-# ---------------------------------------------------------------------------- the store
 class PostgresStore(StoreEngine):
     """One knowledge base in a PostgreSQL database (or schema)."""
 
@@ -417,7 +382,6 @@ class PostgresStore(StoreEngine):
             self._read_only = bool(row and row[0])
         return self._read_only
 
-    # ------------------------------------------------------------------ connections
     def pool(self) -> ConnectionPool[Any]:
         with self._open_lock:
             if self._pool is None:
@@ -680,7 +644,6 @@ class PostgresStore(StoreEngine):
             with contextlib.suppress(Exception):
                 conn.close()
 
-    # ------------------------------------------------------------------ opening and schema
     def ensure_schema(self) -> bool:
         """Bring the schema to head; return True when the database was just created."""
         try:
@@ -708,7 +671,6 @@ class PostgresStore(StoreEngine):
             prepare=lock,
         )
 
-    # ------------------------------------------------------------------ reads
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:

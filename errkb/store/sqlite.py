@@ -35,8 +35,6 @@ from errkb.store.engine import StoreEngine, UnitOfWork, envelopes_query, raw_rec
 from errkb.store.interface import (
     RELATED_COMMON,
     SCHEMA_HEAD,
-    AnchorRow,
-    PatternRow,
     RecordJSON,
     gc_paused,
 )
@@ -44,7 +42,6 @@ from errkb.store.interface import (
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection, Engine
 
-    from errkb.records.patterns import PatternSpec
     from errkb.store.search import Candidate as SearchCandidate
     from errkb.store.search import Filters as SearchFilters
     from errkb.store.values import Incoming, Inventory
@@ -115,7 +112,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-# ---------------------------------------------------------------------------- the read view
 class SqliteSql:
     """The engine's ``Sql`` on one SQLite connection: ``?`` placeholders, ids in chunks."""
 
@@ -142,21 +138,12 @@ class SqliteSql:
             )
 
 
-class SqliteView(SqliteSql):
+class SqliteView(SqliteSql, engine.EngineReads):
     """Reads on one connection (inside ``snapshot``, one committed state)."""
 
     def meta_value(self, key: str) -> str | None:
         found = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if found is None else str(found[0])
-
-    def raw_record(self, record_id: str) -> RecordJSON | None:
-        row = self.conn.execute(
-            "SELECT raw_json FROM records WHERE id = ?", (record_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        decoded: RecordJSON = json.loads(row[0])
-        return decoded
 
     def raw_records(self, record_ids: Sequence[str]) -> dict[str, RecordJSON]:
         return {rid: json.loads(text) for rid, text in raw_record_texts(self, record_ids).items()}
@@ -200,41 +187,6 @@ class SqliteView(SqliteSql):
         for rid, token, rank in rows:
             yield str(rid), str(token), int(rank)
 
-    def pattern_rows(self, ids: Sequence[str]) -> list[PatternRow]:
-        out: list[PatternRow] = []
-        for chunk in _chunks(ids):
-            sql = (
-                "SELECT id, error_message, message_pattern, error_class, file_path, "  # noqa: S608
-                "line_number, source_code FROM records WHERE retired = 0 AND id IN ("
-                + _marks(len(chunk))
-                + ")"
-            )
-            out += [PatternRow(*row) for row in self.conn.execute(sql, tuple(chunk))]
-        return out
-
-    def pattern_specs(self, ids: Sequence[str]) -> list[PatternSpec]:
-        return engine.pattern_specs(self, ids)
-
-    def anchor_rows(self) -> Iterator[AnchorRow]:
-        return engine.anchor_rows(self)
-
-    def anchor_rows_of(self, ids: Sequence[str]) -> list[AnchorRow]:
-        return engine.anchor_rows_of(self, ids)
-
-    def live_hashes(self) -> Iterator[tuple[str, str]]:
-        return engine.live_hashes(self)
-
-    def messages(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        out: list[tuple[str, str]] = []
-        for chunk in _chunks(ids):
-            sql = (
-                "SELECT id, error_message FROM records WHERE id IN ("  # noqa: S608
-                + _marks(len(chunk))
-                + ")"
-            )
-            out += [(str(r), str(m)) for r, m in self.conn.execute(sql, tuple(chunk))]
-        return out
-
     def search(
         self, words: Sequence[str], filters: SearchFilters, limit: int, max_terms: int
     ) -> list[SearchCandidate]:
@@ -243,7 +195,6 @@ class SqliteView(SqliteSql):
         return fts.candidates(self.conn, fts.plan(self.conn, words, max_terms), filters, limit)
 
 
-# ---------------------------------------------------------------------------- the store
 class SqliteStore(StoreEngine):
     """One SQLite knowledge-base file."""
 
@@ -278,7 +229,6 @@ class SqliteStore(StoreEngine):
         fast = self._read("reading", _grouped_inventory)
         return fast if fast is not None else super().inventory()
 
-    # ------------------------------------------------------------------ opening and schema
     def ensure_schema(self) -> bool:
         """Bring the schema to head; return True when the database was just created."""
         if self.path.exists() and not self.path.is_file():
@@ -332,7 +282,6 @@ class SqliteStore(StoreEngine):
             str(self.path), revision, self.engine(), is_db_error=_is_db_error, fail=self._fail
         )
 
-    # ------------------------------------------------------------------ connections
     @property
     def read_only(self) -> bool:
         """True when this process cannot write the database file, its directory or disk."""
@@ -450,7 +399,6 @@ class SqliteStore(StoreEngine):
         if self._engine is not None:
             self._engine.dispose()
 
-    # ------------------------------------------------------------------ fresh builds
     def fresh_build(
         self, records: int, *, changed: int | None = None
     ) -> AbstractContextManager[UnitOfWork] | None:
@@ -535,7 +483,6 @@ class SqliteStore(StoreEngine):
             _remove(self.path.with_name(self.path.name + ".new"))
             yield path
 
-    # ------------------------------------------------------------------ reads
     def envelopes(
         self, *, include_retired: bool = False
     ) -> Iterator[tuple[RecordJSON, str | None]]:

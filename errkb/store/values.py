@@ -168,7 +168,6 @@ class StoreCounts:
     by_class: tuple[tuple[str, int], ...]  #: the ten most common error classes of live records
 
 
-# ---------------------------------------------------------------------------- rows to values
 # What each backend's rows mean is written once, here.
 def record_changes_from(rows: Iterable[Sequence[Any]]) -> list[RecordChange]:
     """History rows (version id, dataset version, kind, finished, change, previous) as values."""

@@ -246,7 +246,6 @@ class _Plan:
     warnings: tuple[str, ...] = ()
 
 
-# ---------------------------------------------------------------------------- entry point
 def sync(
     store: Store,
     source: str | os.PathLike[str] | None = None,
@@ -408,7 +407,6 @@ def _workdir(db_path: Path) -> Iterator[Path]:
         yield Path(tmp)
 
 
-# ---------------------------------------------------------------------------- planning
 def _plan_records(
     store: Store, path: Path, tmp: Path, *, full: bool, notify: ProgressCallback
 ) -> _Plan:
@@ -494,9 +492,7 @@ def _plan_published(
         )
     repos_entry = manifest.entry("repos", where)
     repos_file, repos_raw = _fetch_verified(tree, repos_entry, tmp / "repos.json", max_bytes)
-    repos = publish.parse_repos(
-        repos_raw, repos_file.where, max_repos=limits.repos, max_row_bytes=limits.row_bytes
-    )
+    repos = publish.parse_repos(repos_raw, repos_file.where, limits)
     notify(Progress(Stage.INDEX, 1, 2))
     # Row digests summed only for repositories whose fingerprint changed (``_Digests``).
     previous: Mapping[str, Any] = state.get("repos", {}) if state else {}
@@ -537,18 +533,13 @@ def _plan_published(
         hashes.append(("repos", repos_entry.sha256))
 
     # 3. Which repositories to fetch: those whose fingerprint changed since our last sync.
+    # Fingerprint-kept repositories are revalidated (upstream rewrites records in place).
     fetch: list[str] = []
-    skipped: list[str] = []
+    revalidate: set[str] = set()
     for repo in sorted(by_repo):
-        info = repos.get(repo)
         same_ids = live.get(repo, frozenset()) == frozenset(by_repo[repo])
-        if (
-            info is not None
-            and info.analyzed_sha is not None
-            and previous.get(repo) == list(info.fingerprint)
-            and same_ids
-        ):
-            skipped.append(repo)
+        if same_ids and not fetched_by_fingerprint(repo):
+            revalidate.add(repo)
         else:
             fetch.append(repo)
 
@@ -556,7 +547,7 @@ def _plan_published(
     streamed: StreamedApply | None = None
     if streams is not None and full:
         streamed = _streamed(
-            store, fetch, revalidate_pending=bool(skipped), by_repo=by_repo, stored=stored
+            store, fetch, revalidate_pending=bool(revalidate), by_repo=by_repo, stored=stored
         )
     incoming: Spool | StreamedApply
     if streamed is None:
@@ -576,10 +567,8 @@ def _plan_published(
     new_etags: dict[str, str] = {}
     if fetched.etag:
         new_etags[where] = fetched.etag
-    # Fingerprint-kept repositories are revalidated (upstream rewrites records in place).
     validators = _Validators.load(state, local=isinstance(tree, publish.LocalTree))
-    revalidate = set(skipped)
-    skipped = []
+    skipped: list[str] = []
     clean: list[str] = []  # repositories applied exactly as published
     tally = _Revalidation()
     fetched_count = 0
@@ -619,7 +608,14 @@ def _plan_published(
             spec_keys[repo] = _spec_keys(store, ids, stored)
         return spec_keys[repo]
 
-    def collect(n: int, got: fetching.Got, pending: int | None) -> None:
+    def kept(repo: str, repo_where: str, got: fetching.Got, etag: str) -> None:
+        # The repository's stored records stay as they are: the file applied is this one.
+        skipped.append(repo)
+        clean.append(repo)
+        new_etags[repo_where] = etag
+        validators.carry(repo_where, got)
+
+    def collect(got: fetching.Got, pending: int | None) -> None:
         # One file's outcome, in the files' order whoever checked it.
         nonlocal fetched_count, cached_count, rejected
         repo, repo_where, ids = got.job.repo, tree.where(got.job.rel), by_repo[got.job.repo]
@@ -628,15 +624,11 @@ def _plan_published(
         if got.fetched.not_modified or same_body:
             if unindexed is not None:
                 unindexed.count(repo, ids)
-            skipped.append(repo)
-            clean.append(repo)
-            new_etags[repo_where] = got.fetched.etag or got.job.etag or ""
-            validators.carry(repo_where, got)
+            kept(repo, repo_where, got, got.fetched.etag or got.job.etag or "")
             if got.job.revalidate:
                 tally.count(not_modified=got.fetched.not_modified)
             if same_body and got.fetched.path is not None and got.fetched.path.is_relative_to(tmp):
                 got.fetched.path.unlink()
-            notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
             return
         if got.cached:
             cached_count += 1
@@ -676,12 +668,8 @@ def _plan_published(
             unindexed.count(repo, ids if done.broken else [r for r, _ in done.lines] + [*done.bad])
         if got.job.revalidate and not done.bad and _same_content(done.lines, stored):
             # Another body, the same records (a re-serialised file): kept as stored, no write.
-            skipped.append(repo)
-            clean.append(repo)
+            kept(repo, repo_where, got, got.fetched.etag or "")
             tally.count(not_modified=False)
-            new_etags[repo_where] = got.fetched.etag or ""
-            validators.carry(repo_where, got)
-            notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
             return
         if got.job.revalidate:
             tally.rewritten += 1
@@ -695,10 +683,10 @@ def _plan_published(
             if got.fetched.etag:
                 new_etags[repo_where] = got.fetched.etag
             validators.carry(repo_where, got)
-        notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
 
     def collected(n: int, got: fetching.Got, pending: int | None) -> None:
-        collect(n, got, pending)
+        collect(got, pending)
+        notify(Progress(Stage.REPOS, n + 1, len(jobs), downloaded.value))
         if streamed is not None and got.job.repo in holding:
             holding.discard(got.job.repo)
             if not holding:
@@ -1246,7 +1234,6 @@ def _check_downgrade(plan: _Plan, allow: bool) -> None:
         _refuse_downgrade(plan.source, plan.dataset_version, plan.previous_version, allow)
 
 
-# ---------------------------------------------------------------------------- state
 def _load_state(store: Store, latest: VersionInfo | None) -> dict[str, Any] | None:
     """Return the last sync's state if that sync is still the latest change to the database."""
     text = store.meta_value(_STATE_KEY)
@@ -1268,7 +1255,6 @@ def sync_state(store: Store) -> Mapping[str, Any] | None:
     return _load_state(store, store.latest_version())
 
 
-# ---------------------------------------------------------------------------- applying
 def _execute(
     store: Store,
     plan: _Plan,

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
 from errkb.errors import IntegrityError, SyncError
+from errkb.inputs import file_kind
 from errkb.records import dataset_version_problem, orjson_functions
 from errkb.sync.transport import DEFAULT_READ_TIMEOUT, HttpClient, shown_url
 
@@ -67,7 +68,6 @@ _INDEX_KEY = re.compile(r"^index(?:[-_.]?\d+|[-_.]?parts?|[-_.]?files)?$", re.IG
 _INDEX_PART = re.compile(r"(?:^|/)index[-_.]?(\d+)\.json(?:\.gz)?$")
 
 
-# ---------------------------------------------------------------------------- values
 @dataclass(frozen=True)
 class Limits:
     """What a published tree may hold; past any of these a sync refuses, nothing changed."""
@@ -152,7 +152,6 @@ class Fetched:
         return self.path is None
 
 
-# ---------------------------------------------------------------------------- trees
 class Tree(Protocol):
     """A published tree errkb can fetch files from."""
 
@@ -219,7 +218,7 @@ class LocalTree:
             raise SyncError(f"{path}: cannot read: {exc.strerror or exc}") from exc
         # A device (/dev/zero) never ends and a FIFO blocks the reader: only regular files.
         if not stat.S_ISREG(info.st_mode):
-            raise SyncError(f"{path}: not a regular file ({_file_kind(info.st_mode)}); refused")
+            raise SyncError(f"{path}: not a regular file ({file_kind(info.st_mode)}); refused")
         size = info.st_size
         if size > max_bytes:
             raise SyncError(f"{path}: {size} bytes is over the {max_bytes}-byte cap")
@@ -318,16 +317,6 @@ def resolve_source(source: str | os.PathLike[str] | None) -> str:
     return default_source() if source is None else os.fspath(source)
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a directory" if stat.S_ISDIR(mode) else "not a regular file"
-
-
 def locate(source: str) -> Tree | None:
     """Return the published tree ``source`` names (local or http(s)), or None for plain records."""
     try:
@@ -388,25 +377,6 @@ def repo_file(repo: str) -> str:
     return f"data/repos/{repo}.json"
 
 
-# ---------------------------------------------------------------------------- downloads
-def download(
-    url: str,
-    dest: Path,
-    *,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-    etag: str | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-) -> Fetched:
-    """GET ``url`` into ``dest`` (streamed, capped, length-checked); 304 gives ``not_modified``."""
-    client = HttpClient(read_timeout=timeout)
-    try:
-        got = client.get(url, dest, max_bytes=max_bytes, etag=etag)
-    finally:
-        client.close()
-    return Fetched(url, got.path, got.etag, got.bytes)
-
-
-# ---------------------------------------------------------------------------- parsing
 def parse_manifest(data: bytes, where: str) -> Manifest:
     """Parse and check a manifest's shape (hashes are checked when the files are fetched)."""
     try:
@@ -986,14 +956,8 @@ def rows_digest(rows: Iterable[tuple[Any, Any, Any, Any]]) -> str:
 class _IndexReader:
     """Rows of one index, read from one file or from every part of a split one."""
 
-    def __init__(
-        self,
-        max_rows: int,
-        max_repos: int,
-        max_row_bytes: int,
-        digest: Callable[[str], bool] | None = None,
-    ) -> None:
-        self.max_rows, self.max_repos, self.max_row_bytes = max_rows, max_repos, max_row_bytes
+    def __init__(self, limits: Limits, digest: Callable[[str], bool] | None = None) -> None:
+        self.limits = limits
         self.digest = digest
         self.by_repo: dict[str, list[str]] = {}
         self.sums: dict[str, int] = {}
@@ -1006,7 +970,7 @@ class _IndexReader:
         """Read one file's rows; return its other top-level members (``part``, ``parts``...)."""
         meta: dict[str, Any] = {}
         rows = _array_rows(
-            raw, where, "errors", meta, "the index holds no 'errors' array", self.max_row_bytes
+            raw, where, "errors", meta, "the index holds no 'errors' array", self.limits.row_bytes
         )
         try:
             self._read(rows, where)
@@ -1023,10 +987,10 @@ class _IndexReader:
     def _read(self, rows: Iterator[Any], where: str) -> None:
         by_repo, sums, seen = self.by_repo, self.sums, self.seen
         for n, row in enumerate(rows):
-            if self.count >= self.max_rows:
+            if self.count >= self.limits.index_rows:
                 raise SyncError(
-                    f"{where}: lists more than {self.max_rows} rows (the index row limit); "
-                    "nothing changed"
+                    f"{where}: lists more than {self.limits.index_rows} rows (the index row "
+                    "limit); nothing changed"
                 )
             self.count += 1
             if (
@@ -1041,9 +1005,9 @@ class _IndexReader:
             seen.add(rid)
             ids = by_repo.get(repo)
             if ids is None:
-                if len(by_repo) >= self.max_repos:
+                if len(by_repo) >= self.limits.repos:
                     raise SyncError(
-                        f"{where}: names more than {self.max_repos} repositories (the "
+                        f"{where}: names more than {self.limits.repos} repositories (the "
                         "repository limit); nothing changed"
                     )
                 ids = by_repo[repo] = []
@@ -1065,31 +1029,16 @@ class _IndexReader:
         return IndexRows(self.by_repo, digests, frozenset(self.undigested))
 
 
-def _reader(
-    limits: Limits | None,
-    max_rows: int,
-    max_repos: int,
-    max_row: int,
-    digest: Callable[[str], bool] | None = None,
-) -> _IndexReader:
-    if limits is not None:
-        return _IndexReader(limits.index_rows, limits.repos, limits.row_bytes, digest)
-    return _IndexReader(max_rows, max_repos, max_row, digest)
-
-
 def read_index(
     raw: bytes | Content,
     where: str,
     dataset_version: str,
     *,
-    limits: Limits | None = None,
-    max_rows: int = DEFAULT_MAX_INDEX_ROWS,
-    max_repos: int = DEFAULT_MAX_REPOS,
-    max_row: int = MAX_ROW_BYTES,
+    limits: Limits = DEFAULT_LIMITS,
     digest: Callable[[str], bool] | None = None,
 ) -> IndexRows:
     """Ids per repository and message digests (``IndexRows``) of ``{errors: [...]}`` or an array."""
-    reader = _reader(limits, max_rows, max_repos, max_row, digest)
+    reader = _IndexReader(limits, digest)
     meta = reader.read(raw, where)
     other = meta.get("datasetVersion")
     if isinstance(other, str) and other != dataset_version:
@@ -1112,7 +1061,7 @@ def read_index_parts(
     Each part carries the manifest's ``datasetVersion``, one ``parts`` count (at most
     :data:`MAX_INDEX_PARTS`) and a distinct number 1..parts; else one error, before any write.
     """
-    reader = _reader(limits, 0, 0, 0, digest)
+    reader = _IndexReader(limits, digest)
     numbers: dict[int, str] = {}
     counts: set[int] = set()
     for content in parts:
@@ -1166,21 +1115,17 @@ def read_index_parts(
 
 
 def parse_repos(
-    raw: bytes | Content,
-    where: str,
-    *,
-    max_repos: int = DEFAULT_MAX_REPOS,
-    max_row_bytes: int = MAX_ROW_BYTES,
+    raw: bytes | Content, where: str, limits: Limits = DEFAULT_LIMITS
 ) -> dict[str, RepoInfo]:
     """``repos.json`` (a bare array or ``{repos: [...]}``), by repository name."""
     out: dict[str, RepoInfo] = {}
     rows = _array_rows(
-        raw, where, "repos", {}, "repos.json holds no array of repositories", max_row_bytes
+        raw, where, "repos", {}, "repos.json holds no array of repositories", limits.row_bytes
     )
     for n, entry in enumerate(rows):
-        if n >= max_repos:
+        if n >= limits.repos:
             raise SyncError(
-                f"{where}: lists more than {max_repos} repositories (the repository limit); "
+                f"{where}: lists more than {limits.repos} repositories (the repository limit); "
                 "nothing changed"
             )
         if not isinstance(entry, dict) or not isinstance(entry.get("repo"), str):

@@ -85,7 +85,6 @@ class StreamedApply(Collection[Incoming]):
         self.error: BaseException | None = None
         self.result: tuple[int, ApplyCounts] | None = None
 
-    # ------------------------------------------------------------------ the plan's side
     def start(self, begin: Begin) -> None:
         """Open the transaction in the writer thread; records may be added from now on."""
         self._begin = begin
@@ -163,7 +162,6 @@ class StreamedApply(Collection[Incoming]):
         if self._thread is not None:
             self._thread.join()
 
-    # ------------------------------------------------------------------ the writer's side
     def _write(self) -> None:
         begin = self._begin
         assert begin is not None  # noqa: S101 - started by ``start``

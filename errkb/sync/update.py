@@ -41,9 +41,7 @@ def check_for_update(
             client = transport.HttpClient(
                 read_timeout=timeout, deadline=limit, allow_hosts=allow_redirect_hosts
             )
-            tree = publish.HttpTree(
-                tree.base, tree.manifest_path, timeout, client=client, query=tree.query
-            )
+            tree = replace(tree, timeout=timeout, client=client)
         try:
             from errkb.sync import sync_state
 

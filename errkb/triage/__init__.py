@@ -28,7 +28,6 @@ from errkb.triage.core import (
 )
 
 
-# ------------------------------------------------------------------------------ the front door
 def triage(
     paths: Iterable[str],
     *,

@@ -51,7 +51,6 @@ _STAMP = re.compile(
 )
 
 
-# ------------------------------------------------------------------------------ the inputs
 def expand(paths: Iterable[str]) -> tuple[list[str], list[LogError]]:
     """Files named, found under directories or by globs; sorted, each once (nothing: an error)."""
     found: set[str] = set()
@@ -82,7 +81,6 @@ def _add(path: str, found: set[str], errors: list[LogError]) -> None:
         found.add(path)
 
 
-# ---------------------------------------------------------------------- the per-log function
 def _stamp(m: re.Match[bytes]) -> str | None:
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     frac = (m.group(7) or b"0").decode()[:6].ljust(6, "0")
@@ -186,7 +184,6 @@ def _reason(path: str, message: str) -> str:
     return message[len(prefix) :] if message.startswith(prefix) else message
 
 
-# -------------------------------------------------------------------------------- the reduce
 def _capped(values: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(set(values)))[:MAX_VALUES]
 
@@ -391,7 +388,6 @@ def _unknown(
     return tuple(sorted(groups, key=lambda g: (-g.count, -g.logs, g.cluster)))
 
 
-# -------------------------------------------------------------------------- drafts of groups
 #: The source file of a draft made from logs: unknown until a maintainer finds the raise site.
 DRAFT_FILE = "UNKNOWN-find-the-raise-site.py"
 

@@ -1293,3 +1293,19 @@ print(json.dumps({{"cut": report.omitted.unmatched, "extra_kib": after - before}
         extra[mib] = result["extra_kib"]
     lines = ((24 - 6) << 20) // 64
     assert extra[24] - extra[6] < lines * 24 // 1024, extra  # KiB, not 72 bytes a line
+
+
+def test_the_message_first_pass_reads_every_segment_s_uncovered_lines(
+    small_kb: errkb.KnowledgeBase,
+) -> None:
+    # Nothing exact in any window: the message-first pass runs once, at the end, over the hit
+    # lines no event covered in every segment, numbered as the whole input.
+    lines = [_filler(300), f"[worker 3] {MESSAGE.format(p='a.b')}\n", _filler(300, 300)]
+    lines += [f"[worker 5] {MESSAGE.format(p='c.d')}\n", _filler(300, 600)]
+    data = "".join(lines).encode()
+    whole = small_kb.explain(data, thresholds=dataclasses.replace(SMALL, segment=0))
+    found = [(m.captures, m.lines) for m in whole.matches if m.id == COMFY]
+    assert [lines for _c, lines in found] == [(301,), (602,)]
+    for segment in (8192, 20000):
+        cut = small_kb.explain(data, thresholds=dataclasses.replace(SMALL, segment=segment))
+        assert cut.to_dict() == whole.to_dict()

@@ -1222,7 +1222,8 @@ def record_scan(
     pieces = [(0, len(data))] if whole else cuts(data, segment, anchors)
     counts = ScanCounts(0, 0, 0, 0)
     base = index = 0
-    waiting: list[tuple[int, int, int, list[tuple[int, int]]]] = []  # for the message-first pass
+    # Each segment's uncovered hit lines, 16 bytes each, for the message-first pass.
+    waiting: list[tuple[int, int, int, Lines, Lines]] = []
     for begin, end in pieces:
         scan = _passes(data if whole else data[begin:end], anchors)
         scan.base, scan.index = base, index
@@ -1231,8 +1232,12 @@ def record_scan(
         _hard_windows(scan)
         window_lines = _decide_windows(scan, decide, folded, json_lines)
         read_alone = _fold_read_alone(scan, folded)
-        if found is not None and not folded.exact:
-            waiting.append((begin, end, base, _uncovered(scan)))
+        if folded.exact:
+            waiting.clear()  # the message-first pass will not run
+        elif found is not None:
+            uncovered = _uncovered(scan)
+            numbers, starts = _lines(n for n, _ in uncovered), _lines(o for _, o in uncovered)
+            waiting.append((begin, end, base, numbers, starts))
         base, index = base + scan.total, scan.index
         counts = ScanCounts(
             counts.anchor_lines + len(scan.hits),
@@ -1244,8 +1249,9 @@ def record_scan(
         )
         del scan  # the next segment's arrays take its place
     if found is not None and not folded.exact:
-        for begin, end, at, uncovered in waiting:
-            extra = found(data if whole else data[begin:end], uncovered)
+        for begin, end, at, numbers, starts in waiting:
+            lines = list(zip(numbers, starts, strict=True))
+            extra = found(data if whole else data[begin:end], lines)
             if extra:
                 matches, _none = decide(extra)
                 folded.add_matches(_shifted(matches, at))

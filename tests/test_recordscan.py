@@ -1117,6 +1117,16 @@ def test_distinct_hashes_past_what_it_holds_are_counted_exactly_from_files(
     assert counter.count() == len(added) > 150_000 and counter.added == 300_000
     assert not os.path.exists(folder)  # the files are gone once counted
     assert counter.count() == len(added)
+    # With no temporary folder to write to, the hashes stay in memory and the count is exact.
+    monkeypatch.setattr(recordscan.tempfile, "TemporaryDirectory", _refused)
+    unwritable = recordscan.DistinctHashes()
+    for value in values:
+        unwritable.add(value)
+    assert unwritable._spilled is None and unwritable.count() == len(set(values))
+
+
+def _refused(*args: object, **kwargs: object) -> None:
+    raise PermissionError("read-only temporary folder")
 
 
 def test_folded_suggests_only_for_exceptions_some_plain_occurrence_left_unmatched() -> None:

@@ -1111,7 +1111,10 @@ class DistinctHashes:
             self._held = _distinct_hashes(self._held)
             self._compact = max(self._compact, 2 * len(self._held))
             if len(self._held) >= self.HELD and _spills():
-                self._spill()
+                try:
+                    self._spill()
+                except OSError:  # no temporary folder to write to: they stay in memory
+                    self.HELD = 1 << 62
 
     def _spill(self) -> None:
         import numpy as np
@@ -1119,25 +1122,33 @@ class DistinctHashes:
         if self._spilled is None:
             self._spilled = tempfile.TemporaryDirectory(prefix="errkb-distinct-")
         values = np.frombuffer(self._held, dtype=np.int64)
-        parts = values.view(np.uint64) >> np.uint64(64 - self.PARTS.bit_length() + 1)
+        parts = self._parts(values)
         for part in np.unique(parts).tolist():
             with open(os.path.join(self._spilled.name, str(part)), "ab") as out:
                 out.write(values[parts == part].tobytes())
         self._held, self._compact = array.array("q"), 1 << 16
 
-    def count(self) -> int:
-        """The distinct values added: once, at the end (the files are read and removed)."""
-        if self._spilled is None:
-            return self._done + len(_distinct_hashes(self._held))
+    def _parts(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
         import numpy as np
 
-        self._spill()
+        return values.view(np.uint64) >> np.uint64(64 - self.PARTS.bit_length() + 1)
+
+    def count(self) -> int:
+        """The distinct values added: once, at the end (the files are read and removed)."""
+        held = _distinct_hashes(self._held)
+        if self._spilled is None:
+            return self._done + len(held)
+        import numpy as np
+
+        values = np.frombuffer(held, dtype=np.int64)
+        parts = self._parts(values)
         with self._spilled as folder:
             self._spilled = None
-            self._done = sum(
-                len(np.unique(np.fromfile(os.path.join(folder, name), dtype=np.int64)))
-                for name in os.listdir(folder)
-            )
+            for part in range(self.PARTS):
+                path = os.path.join(folder, str(part))
+                spilled = np.fromfile(path, dtype=np.int64) if os.path.exists(path) else values[:0]
+                self._done += len(np.unique(np.concatenate((values[parts == part], spilled))))
+        self._held = array.array("q")
         return self._done
 
 

@@ -1187,26 +1187,27 @@ def test_a_segmented_scan_reports_what_the_whole_scan_does(
 
 
 def test_every_shapes_corpus_log_scans_in_segments_as_it_does_whole(
-    rs_kb: errkb.KnowledgeBase,
+    rs_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The corpus's files one after another, cut every 4 KiB: each cut lands at a quiet line
-    # where one is near, so the report is the whole scan's.
+    # The corpus's plain-text files one after another (a traceback every few lines), cut
+    # every 64 KiB: each cut lands at a quiet line within its search, so the report is the
+    # whole scan's. (Cut every 16 KiB, a search of 8 KiB finds none in some places.)
+    from errkb.explain.routes import Route, choose_route
     from tests.test_shapes_corpus import SHAPES
 
-    data = b"\n".join((SHAPES / name).read_bytes() for name in _shapes_files())
     sizes = Thresholds(scan_from=257, paste_upto=256, segment=0)
+    files = [(SHAPES / name).read_bytes() for name in _shapes_files()]
+    data = b"\n".join(f for f in files if choose_route(f, sizes)[0] is Route.SCAN)
+    assert choose_route(data, sizes)[0] is Route.SCAN and len(data) > 5 * 65536
     whole = rs_kb.explain(data, thresholds=sizes).to_dict()
-    assert (
-        rs_kb.explain(data, thresholds=dataclasses.replace(sizes, segment=4096)).to_dict() == whole
-    )
+    passes = _counted_passes(monkeypatch)
+    cut = dataclasses.replace(sizes, segment=65536)
+    assert rs_kb.explain(data, thresholds=cut).to_dict() == whole
+    assert len(passes) > 5
 
 
-def test_a_segment_s_arrays_are_its_own_not_the_input_s(
-    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # What a segment's passes hold is counted: each reads at most a segment (and a line), the
-    # shape lines of none is more than its share, and every line is read once.
-    data = _row14_lines(6000).encode()  # ~380 KB, every line a shape line
+def _counted_passes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(bytes, exception lines) of every segment's passes from now on."""
     passes: list[tuple[int, int]] = []
     real = recordscan._passes
 
@@ -1216,6 +1217,16 @@ def test_a_segment_s_arrays_are_its_own_not_the_input_s(
         return scan
 
     monkeypatch.setattr(recordscan, "_passes", counted)
+    return passes
+
+
+def test_a_segment_s_arrays_are_its_own_not_the_input_s(
+    small_kb: errkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a segment's passes hold is counted: each reads at most a segment (and a line), the
+    # shape lines of none is more than its share, and every line is read once.
+    data = _row14_lines(6000).encode()  # ~380 KB, every line a shape line
+    passes = _counted_passes(monkeypatch)
     segment = 16384
     report = small_kb.explain(data, thresholds=dataclasses.replace(SMALL, segment=segment))
     assert len(passes) >= len(data) // segment
@@ -1247,7 +1258,7 @@ def test_a_cut_falls_at_a_quiet_line_not_inside_a_traceback(small_kb: errkb.Know
     assert all(b"Error" not in line and b"Traceback" not in line for line in quiet)
 
 
-def test_a_cut_through_exception_lines_is_calm_and_else_at_the_nominal_end(
+def test_a_cut_through_exception_lines_is_calm_and_else_farthest_from_any_shape(
     small_kb: errkb.KnowledgeBase,
 ) -> None:
     anchors = _anchors_of(small_kb)
@@ -1256,12 +1267,18 @@ def test_a_cut_through_exception_lines_is_calm_and_else_at_the_nominal_end(
     stop = recordscan.cuts(dense, nominal, anchors)[0][1]
     assert stop == dense.index(b"\n", nominal - 1) + 1
     headers = b"".join(
-        b"ERROR %d failed\n" % n if n % 4 else b"Traceback (most recent call last):\n"
+        b"ERROR %d failed\n" % n if n % 12 else b"Traceback (most recent call last):\n"
         for n in range(2000)
     )
     nominal = len(headers) // 2
     stop = recordscan.cuts(headers, nominal, anchors)[0][1]
     assert stop == headers.index(b"\n", nominal - 1) + 1  # neither clean nor calm: forced
+    # A few plain lines, too few for a clean cut: the cut falls in their middle.
+    plain = b"".join(b"INFO step %d\n" % n for n in range(5))
+    gap = headers.index(b"ERROR 908 failed\n")  # past the reach of the traceback at 900
+    mixed = headers[:gap] + plain + headers[gap:]
+    stop = recordscan.cuts(mixed, nominal, anchors)[0][1]
+    assert mixed[stop:].startswith((b"INFO step 2\n", b"INFO step 3\n"))
     segments = recordscan.cuts(headers, 1000, anchors)
     assert [s[0] for s in segments[1:]] == [s[1] for s in segments[:-1]]
     assert segments[0][0] == 0 and segments[-1][1] == len(headers)

@@ -540,7 +540,8 @@ def cuts(data: bytes, size: int, anchors: RecordAnchors) -> list[tuple[int, int]
     indented line, and no traceback walked from a header reaching it, so nothing the scan reads
     as one crosses it. Else a *calm* one (no hard shape in the search; within ``QUIET_LINES``
     lines no hit, traceback, chain sentence or indented line; the next line an exception line
-    of its own or the previous none: row 14's lines); else the nominal end's line start.
+    of its own or the previous none: row 14's lines); else the line start farthest from any
+    of those (a cut there may read the windows either side of it apart).
     """
     out: list[tuple[int, int]] = []
     start = 0
@@ -563,17 +564,22 @@ def _cut_point(data: bytes, start: int, nominal: int, anchors: RecordAnchors) ->
     search = min(CUT_SEARCH, (nominal - start) // 2)
     # Before the nominal end (a near cut is usual: its 64 KiB first), else after it, as far.
     ranges = [(max(start, last - width), last, True) for width in (min(search, 1 << 16), search)]
+    spare = (0, last)  # else the line start farthest from anything read as one with others
     for low, high, back in [*ranges, (last, last + search, False)]:
-        found = _quiet_cut(data, low, high, anchors, back)
+        found, apart = _quiet_cut(data, low, high, anchors, back)
         if found is not None:
             return found
-    return last
+        spare = max(spare, apart, key=lambda s: s[0])
+    return spare[1]
 
 
-def _quiet_cut(data: bytes, low: int, high: int, anchors: RecordAnchors, back: bool) -> int | None:
+def _quiet_cut(
+    data: bytes, low: int, high: int, anchors: RecordAnchors, back: bool
+) -> tuple[int | None, tuple[int, int]]:
     """The clean line start in (``low``, ``high``] nearest ``high`` (``back``, else ``low``).
 
-    Else the calm one nearest it; None when neither is there.
+    Else the calm one nearest it; None when neither is there. With it, (lines, line start):
+    the line start farthest from any shape word, hit, traceback or indented line.
     """
     import numpy as np
 
@@ -587,7 +593,7 @@ def _quiet_cut(data: bytes, low: int, high: int, anchors: RecordAnchors, back: b
     piece = data[begin:ahead]
     newlines = newline_index(piece)
     if newlines is None:  # pragma: no cover - numpy is a dependency of the fast path
-        return None
+        return None, (0, high)
     shapes = shape_lines(piece, line_index(piece, newlines), anchors.engine)
     hits = [number for number, _start in anchors.hit_lines(piece, newlines)]
     lines = len(newlines) + 2
@@ -613,13 +619,14 @@ def _quiet_cut(data: bytes, low: int, high: int, anchors: RecordAnchors, back: b
     exceptions = shapes.exceptions
     first = int(np.searchsorted(starts, (high if back else low) - begin, "right"))
     numbers = range(first, 1, -1) if back else range(first + 1, len(starts) + 1)
-    fallback = None
+    marked = np.flatnonzero(busy).tolist()
+    fallback, spare = None, (0, high)
     for number in numbers:
         at = int(starts[number - 1])
         if not low < begin + at <= high:
             break
         if clean(number):
-            return begin + at
+            return begin + at, spare
         if (
             fallback is None
             and calm
@@ -627,7 +634,11 @@ def _quiet_cut(data: bytes, low: int, high: int, anchors: RecordAnchors, back: b
             and (not _holds(exceptions, number - 1) or exception_of(piece, at) is not None)
         ):
             fallback = begin + at
-    return fallback
+        k = bisect.bisect_left(marked, number)
+        after = marked[k] - number + 1 if k < len(marked) else lines
+        before = number - marked[k - 1] if k else number
+        spare = max(spare, (min(before, after), begin + at), key=lambda s: s[0])
+    return fallback, spare
 
 
 def _clear_around(marks: npt.NDArray[np.int64]) -> Callable[[int], bool]:

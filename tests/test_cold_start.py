@@ -228,3 +228,31 @@ def test_the_collector_is_tuned_only_in_the_commands_own_process(built: Path) ->
     words = proc.stdout.split()
     at = words.index("frozen")
     assert int(words[at + 1]) > 1000 and words[at + 2] == "True"  # frozen, collector back on
+
+
+def test_no_collection_runs_while_the_command_line_imports(built: Path) -> None:
+    # What importing the command line makes lives until exit, so the collector is held off
+    # until errkb.cli is imported (a collection then would free nothing), and on again after.
+    probe = (
+        "import atexit, gc, sys\n"
+        "during = []\n"
+        "def seen(phase, info):\n"
+        "    cli = sys.modules.get('errkb.cli')\n"  # __all__ is its last statement
+        "    if phase == 'start' and cli is not None and not hasattr(cli, '__all__'):\n"
+        "        during.append(info['generation'])\n"
+        "gc.callbacks.append(seen)\n"
+        "atexit.register(lambda: print('during', len(during), gc.isenabled()))\n"
+        "sys.argv[0] = 'errkb'\n"
+        "from errkb._entry import main\n"
+        "main()\n"
+    )
+    example = EXAMPLES / "quanto-incompatible-scale.log"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "--db", str(built), "explain", str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["during", "0", "True"]

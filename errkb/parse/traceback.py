@@ -12,7 +12,6 @@ import functools
 import itertools
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from errkb import _lazy
 from errkb.parse.events import (
@@ -196,18 +195,40 @@ def _looks_reversed(lines: Sequence[LogLine]) -> bool:
     return backward > forward
 
 
-@dataclass
 class _Draft:
-    """An event being built; turned into a frozen LogEvent once its chain is complete."""
+    """An event being built; turned into a frozen LogEvent once its chain is complete.
 
-    kind: EventKind
-    exc_class: str | None
-    message: str
-    lines: list[int]
-    frames: list[Frame] = field(default_factory=list)
-    link: ChainLink = ChainLink.NONE
-    order: int = 0  #: print position of the traceback's first line (for sorting group members)
-    message_lines: tuple[MessageLine, ...] = ()
+    A plain class (cheap to define, unlike a dataclass).
+    """
+
+    __slots__ = (
+        "exc_class",
+        "frames",
+        "kind",
+        "lines",
+        "link",
+        "message",
+        "message_lines",
+        "order",
+    )
+
+    def __init__(
+        self,
+        kind: EventKind,
+        exc_class: str | None,
+        message: str,
+        lines: list[int],
+        frames: list[Frame],
+    ) -> None:
+        self.kind = kind
+        self.exc_class = exc_class
+        self.message = message
+        self.lines = lines
+        self.frames = frames
+        self.link = ChainLink.NONE
+        #: print position of the traceback's first line (for sorting group members)
+        self.order = 0
+        self.message_lines: tuple[MessageLine, ...] = ()
 
 
 class _StreamParser:

@@ -15,6 +15,7 @@ import enum
 import functools
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from errkb import _lazy
 from errkb.records.template import Literal, Placeholder, Template
@@ -132,9 +133,8 @@ def grammar(kind: SlotKind, placeholder: Placeholder) -> str:
     return body
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """What a placeholder's format spec does to the printed value."""
+class _Layout(NamedTuple):
+    """What a placeholder's format spec does to the printed value (a named tuple: cheap to make)."""
 
     type: str = ""  #: the conversion type character ("" when none)
     padded: bool = False  #: a width: the value may be padded with spaces
@@ -187,8 +187,7 @@ def is_placeholder_text(value: str) -> bool:
 # -- inference ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _FormatSpec:
+class _FormatSpec(NamedTuple):
     """A Python format spec: ``[[fill]align][sign][z][#][0][width][grouping][.precision][type]``."""
 
     fill: str

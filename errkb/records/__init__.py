@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from errkb import _lazy
 from errkb._resources import schema_path
 from errkb.errors import Problem
 from errkb.records import upstream
@@ -131,16 +132,17 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
     return Checked(tuple(problems), tuple(warnings))
 
 
-_ID = re.compile(r"[0-9a-f]{16}")
-_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_SHA = re.compile(r"[0-9a-f]{40}")
-_NONSPACE = re.compile(r"\S")
+# Only a write checks records: compiled on first use.
+_ID = _lazy.pattern(r"[0-9a-f]{16}")
+_REPO = _lazy.pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_KEBAB = _lazy.pattern(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SHA = _lazy.pattern(r"[0-9a-f]{40}")
+_NONSPACE = _lazy.pattern(r"\S")
 # Conservative shapes: anything else is left to jsonschema's format checkers.
-_HTTP_URL = re.compile(
+_HTTP_URL = _lazy.pattern(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
 )
-_DATE_TIME = re.compile(
+_DATE_TIME = _lazy.pattern(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )
 _ERROR_TYPES: frozenset[str | None] = frozenset(
@@ -154,7 +156,7 @@ _REQUIRED = frozenset(f.name for f in FIELDS if not f.optional)
 
 
 def _date_time(value: object) -> bool:
-    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value):
+    if not isinstance(value, str) or not _DATE_TIME().fullmatch(value):
         return False
     import datetime as dt
 
@@ -175,7 +177,7 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
         return (
             isinstance(value, str)
             and len(value) <= MAX_PROSE_CHARS
-            and (not nonblank or bool(_NONSPACE.search(value)))
+            and (not nonblank or bool(_NONSPACE().search(value)))
         )
 
     def integer(key: str, low: int, high: int = MAX_INT) -> bool:
@@ -216,7 +218,7 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
     if _REQUIRED - obj.keys():
         return False
     return (
-        shaped("id", _ID) and shaped("repo", _REPO) and shaped("slug", _KEBAB)
+        shaped("id", _ID()) and shaped("repo", _REPO()) and shaped("slug", _KEBAB())
         and len(obj["slug"]) <= 50
         and nonempty("errorCode", True) and nonempty("errorMessage")
         and nonempty("messagePattern") and choice("errorType", _ERROR_TYPES)
@@ -224,17 +226,17 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
         and choice("severity", _SEVERITIES) and nonempty("filePath")
         and integer("lineNumber", 1) and text("sourceCode", nullable=True)
         and integer("sourceCodeStart", 1) and integer("sourceCodeEnd", 1)
-        and shaped("githubUrl", _HTTP_URL)
+        and shaped("githubUrl", _HTTP_URL())
         and text("documentation", nonblank=True) and text("triggerScenarios", nonblank=True)
         and text("commonSituations", nonblank=True) and strings("solutions")
         and text("exampleFix", nullable=True) and choice("handlingStrategy", _STRATEGIES)
         and text("validationCode", nullable=True) and text("typeGuard", nullable=True)
         and text("tryCatchPattern", nullable=True) and strings("preventionTips")
-        and strings("tags", _KEBAB, MAX_TAG_CHARS)
-        and shaped("backgroundTag", _KEBAB, nullable=True)
+        and strings("tags", _KEBAB(), MAX_TAG_CHARS)
+        and shaped("backgroundTag", _KEBAB(), nullable=True)
         and len(obj.get("backgroundTag") or "") <= MAX_TAG_CHARS
         and (obj.get("contentChangedAt") is None or _date_time(obj["contentChangedAt"]))
-        and shaped("analyzedSha", _SHA) and _date_time(obj["analyzedAt"])
+        and shaped("analyzedSha", _SHA()) and _date_time(obj["analyzedAt"])
         and type(obj["schemaVersion"]) is int and obj["schemaVersion"] == 2
     )  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Records: the schemaVersion-2 error record, its validation, and its typed value.
+"""Records: the schemaVersion-2 error record, its validation, and its typed value (``Record``).
 
 ``schemas/record.v2.schema.json`` says what JSON Schema can; ``_code_rules`` adds the rest;
 ``_limit_rules`` bounds what one record can cost everyone (``MAX_MESSAGE_CHARS``,
@@ -14,14 +14,17 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from errkb import _lazy
 from errkb._resources import schema_path
 from errkb.errors import Problem
 from errkb.records import upstream
 from errkb.records.fields import FIELDS, KNOWN_FIELDS
+
+if TYPE_CHECKING:
+    from errkb.records.record import Record as Record
 
 # The fields the contract knows come from the one field table, errkb.records.fields.
 _KNOWN = frozenset(KNOWN_FIELDS)
@@ -415,59 +418,10 @@ def content_hash(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
     return hashlib.sha256(_CANONICAL(obj).encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class Record:
-    """A validated record. ``raw`` is the record exactly as it came in, unknown fields included."""
+#: The typed value, defined in its own module and imported on first use (PEP 562): explaining
+#: reads records as JSON and never builds one.
+_LAZY: dict[str, tuple[str, str]] = {"Record": ("errkb.records.record", "Record")}
 
-    id: str
-    repo: str
-    slug: str
-    error_code: str | None
-    error_message: str
-    message_pattern: str
-    error_type: str
-    error_class: str | None
-    http_status: int | None
-    severity: str
-    file_path: str
-    line_number: int | None
-    github_url: str
-    documentation: str
-    trigger_scenarios: str
-    common_situations: str
-    solutions: tuple[str, ...]
-    example_fix: str | None
-    prevention_tips: tuple[str, ...]
-    tags: tuple[str, ...]
-    raw: Mapping[str, Any] = field(repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> Record:
-        """Build from a record object that passed ``check_record``."""
-        return cls(
-            id=obj["id"],
-            repo=obj["repo"],
-            slug=obj["slug"],
-            error_code=obj["errorCode"],
-            error_message=obj["errorMessage"],
-            message_pattern=obj["messagePattern"],
-            error_type=obj["errorType"],
-            error_class=obj["errorClass"],
-            http_status=obj["httpStatus"],
-            severity=obj["severity"],
-            file_path=obj["filePath"],
-            line_number=obj["lineNumber"],
-            github_url=obj["githubUrl"],
-            documentation=obj["documentation"],
-            trigger_scenarios=obj["triggerScenarios"],
-            common_situations=obj["commonSituations"],
-            solutions=tuple(obj["solutions"]),
-            example_fix=obj["exampleFix"],
-            prevention_tips=tuple(obj["preventionTips"]),
-            tags=tuple(obj["tags"]),
-            raw=obj,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as it came in (a copy)."""
-        return json.loads(verbatim_json(self.raw))  # type: ignore[no-any-return]
+def __getattr__(name: str) -> object:
+    return _lazy.load(__name__, globals(), _LAZY, name)

@@ -174,7 +174,9 @@ def decode_input(data: bytes) -> str:
             return data.decode("utf-16", errors="replace").replace("\x00", "")
         if _looks_utf16le(data):
             return data.decode("utf-16-le", errors="replace").replace("\x00", "")
-        return data.decode("utf-8-sig", errors="replace").replace("\x00", "")
+        # "utf-8-sig" without its codec module: a leading BOM dropped, then UTF-8.
+        body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+        return body.decode("utf-8", errors="replace").replace("\x00", "")
     except Exception:  # decoding must be total, and latin-1 cannot fail
         return data.decode("latin-1").replace("\x00", "")
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from errkb import _lazy
 from errkb._resources import schema_path
 from errkb.errors import Problem
-from errkb.records import upstream
 from errkb.records.fields import FIELDS, KNOWN_FIELDS
 
 if TYPE_CHECKING:
@@ -115,6 +114,8 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
         problems.extend(problem(f"{path_prefix}.{p}", r) for p, r in _limit_rules(obj))
     warnings: list[Problem] = []
     if isinstance(obj, dict) and not problems:
+        from errkb.records import upstream
+
         try:
             expected = upstream.record_id(
                 obj["repo"], obj["errorCode"], obj["errorMessage"], obj["filePath"]

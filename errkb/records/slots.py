@@ -15,10 +15,12 @@ import enum
 import functools
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from errkb import _lazy
-from errkb.records.template import Literal, Placeholder, Template
+
+if TYPE_CHECKING:
+    from errkb.records.template import Placeholder, Template
 
 
 class SlotKind(enum.StrEnum):
@@ -294,6 +296,8 @@ _REPR_SAME = frozenset(
 
 def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inferred, ...]:
     """One :class:`Inferred` per placeholder of ``template``, in order; plain repeats agree."""
+    from errkb.records.template import Literal, Placeholder  # only a write infers kinds
+
     assignments = _Assignments(source_code or "")
     out: list[Inferred] = []
     plain: list[Placeholder | None] = []  # the occurrence, when it prints its value plainly

@@ -12,10 +12,13 @@ installed, as ``bench.run`` measures it, else the same runs' own clock) and CPU 
 system of the child, from ``wait4``), which a busy shared machine disturbs far less than wall
 time. Runs are interleaved so that a change in the machine's load hits every command alike.
 Targets (issue 11): the working tree within 2.5x ``import click``, and no slower than any
-``--rev`` given.
+``--rev`` given. ``--db`` explains against that knowledge base instead (every target the same
+one; explaining a paste reads it only, but copy one you care about): issue 46's figure is the
+500,000-record one.
 
     python -m bench.cold                       # the working tree
     python -m bench.cold --rev 39cae5a --runs 20
+    python -m bench.cold --rev 60ab691 --runs 30 --db /tmp/kb500.sqlite3
 """
 
 from __future__ import annotations
@@ -89,8 +92,13 @@ def cpu_times(commands: dict[str, Command], runs: int) -> tuple[dict[str, float]
     return {n: median(v) for n, v in times.items()}, {n: median(v) for n, v in walls.items()}
 
 
-def measure(revs: list[str], runs: int, work: Path) -> dict[str, dict[str, float]]:
-    """Wall and CPU medians (seconds) of import click, the working tree and each revision."""
+def measure(
+    revs: list[str], runs: int, work: Path, db: Path | None = None
+) -> dict[str, dict[str, float]]:
+    """Wall and CPU medians (seconds) of import click, the working tree and each revision.
+
+    Each target explains against its own bundled knowledge base, or every one against ``db``.
+    """
     targets = {"working tree": Target()}
     for rev in revs:
         targets[f"commit {rev}"] = export_rev(rev, work / f"rev-{rev}")
@@ -106,17 +114,18 @@ def measure(revs: list[str], runs: int, work: Path) -> dict[str, dict[str, float
         CLICK: (shlex.join([PYTHON, "-c", "import click"]), _env(Target()), str(REPO_ROOT))
     }
     for label, target in targets.items():
-        db = work / f"{label.replace(' ', '-')}.sqlite3"
+        kb = db or work / f"{label.replace(' ', '-')}.sqlite3"
         env = _env(target)
-        # The bundled records are ingested by this first run, not by a measured one.
+        # The bundled records are ingested by this first run, not by a measured one (with
+        # ``db``: its first open under this target's code, whatever that does once, is here).
         subprocess.run(
-            [PYTHON, "-m", "errkb", "--db", str(db), "stats"],
+            [PYTHON, "-m", "errkb", "--db", str(kb), "stats"],
             env=env,
             check=True,
             stdout=subprocess.DEVNULL,
             cwd=target.cwd,
         )
-        commands[label] = (_explain(target, db), env, target.cwd or str(REPO_ROOT))
+        commands[label] = (_explain(target, kb), env, target.cwd or str(REPO_ROOT))
     wall: dict[str, float] = {}
     if shutil.which("hyperfine"):
         # hyperfine runs every command with one environment and directory: name both per line.
@@ -163,10 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cold", description=__doc__)
     parser.add_argument("--rev", action="append", default=[], help="also measure this commit")
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--db", type=Path, help="explain against this knowledge base, every target")
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="errkb-cold-"))
     try:
-        results = measure(args.rev, args.runs, work)
+        results = measure(args.rev, args.runs, work, args.db)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(table(results))

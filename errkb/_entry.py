@@ -1,11 +1,14 @@
 """The ``errkb`` script's entry point: Ctrl-C while the command line is still importing.
 
 Until ``errkb.cli`` is imported, SIGINT exits 130 with nothing printed, as it does once a
-command runs. This module imports nothing but ``signal``.
+command runs. The collector is held off meanwhile: what the imports make lives until the
+process exits, so a collection then would free nothing (``errkb.cli.main`` freezes it). This
+module imports nothing but ``gc`` and ``signal``.
 """
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 from types import FrameType
@@ -25,9 +28,13 @@ def main() -> NoReturn:
             previous = signal.signal(signal.SIGINT, _quiet)
         except ValueError:  # not the main thread: leave signals alone
             previous = None
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         from errkb.cli import main as cli_main
     finally:
+        if collecting:
+            gc.enable()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
     cli_main()

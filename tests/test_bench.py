@@ -229,6 +229,22 @@ def test_cold_start_figure_against_a_revision(tmp_path: Path) -> None:
     assert len(verdicts) == 2 and "x import click" in verdicts[0] and "commit HEAD" in verdicts[1]
 
 
+@pytest.mark.slow
+def test_cold_start_figure_against_a_given_knowledge_base(tmp_path: Path) -> None:
+    db = tmp_path / "given.sqlite3"  # not there yet: the first (unmeasured) open makes it
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.cold", "--runs", "1", "--db", str(db)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert db.is_file()  # the working tree explained against it, not against one of its own
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0] for r in rows[1:]] == [
+        "| import click",
+        "| errkb explain <example>, working tree",
+    ]
+
+
 @pytest.mark.parametrize(
     ("template", "kinds", "quoted"),
     [

@@ -228,3 +228,102 @@ def test_the_collector_is_tuned_only_in_the_commands_own_process(built: Path) ->
     words = proc.stdout.split()
     at = words.index("frozen")
     assert int(words[at + 1]) > 1000 and words[at + 2] == "True"  # frozen, collector back on
+
+
+def test_no_collection_runs_while_the_command_line_imports(built: Path) -> None:
+    # What importing the command line makes lives until exit, so the collector is held off
+    # until errkb.cli is imported (a collection then would free nothing), and on again after.
+    probe = (
+        "import atexit, gc, sys\n"
+        "during = []\n"
+        "def seen(phase, info):\n"
+        "    cli = sys.modules.get('errkb.cli')\n"  # __all__ is its last statement
+        "    if phase == 'start' and cli is not None and not hasattr(cli, '__all__'):\n"
+        "        during.append(info['generation'])\n"
+        "gc.callbacks.append(seen)\n"
+        "atexit.register(lambda: print('during', len(during), gc.isenabled()))\n"
+        "sys.argv[0] = 'errkb'\n"
+        "from errkb._entry import main\n"
+        "main()\n"
+    )
+    example = EXAMPLES / "quanto-incompatible-scale.log"
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "--db", str(built), "explain", str(example)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["during", "0", "True"]
+
+
+#: What a cold explain of one known traceback makes at import, in errkb's own modules, at most:
+#: each frozen dataclass costs about half a millisecond to define and each Python regex about as
+#: much to compile, so a new one on this path is a choice to make, not an accident (raise a
+#: budget with the reason; BENCHMARKS.md "Stop 46" has the measured cost).
+DATACLASS_BUDGET = 36
+REGEX_BUDGET = 24
+
+#: Lists, at exit, each dataclass and compiled regex errkb's loaded modules define at module
+#: level, and what the shared prefix table built (``prefixes.ByFirst``).
+MADE_PROBE = """
+import atexit, dataclasses, re, runpy, sys
+
+def made():
+    out = []
+    for mod in sorted(m for m in sys.modules if m.startswith("errkb")):
+        for name, value in vars(sys.modules[mod]).items():
+            if isinstance(value, type) and value.__module__ == mod:
+                if dataclasses.is_dataclass(value):
+                    out.append(f"dataclass:{mod}.{name}")
+            elif isinstance(value, re.Pattern):
+                out.append(f"regex:{mod}.{name}")
+    table = sys.modules["errkb.parse.prefixes"].by_first()
+    out.append(f"subsets:{len(table._subsets)}:{table._firsts is not None}")
+    return "\\n".join(out)
+
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(made()))
+sys.argv[0] = "errkb"
+runpy.run_module("errkb", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_cold_explain_defines_and_compiles_within_its_budget(built: Path, tmp_path: Path) -> None:
+    listing = tmp_path / "made.txt"
+    example = EXAMPLES / "quanto-incompatible-scale.log"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            MADE_PROBE,
+            str(listing),
+            "--db",
+            str(built),
+            "explain",
+            str(example),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    made = listing.read_text().split()
+    dataclasses = [m for m in made if m.startswith("dataclass:")]
+    regexes = [m for m in made if m.startswith("regex:")]
+    # The probe sees them: explain's own values and the prefix table's one alternation.
+    assert {"dataclass:errkb.report.Match", "regex:errkb.parse.prefixes._COMPILED"} <= set(made)
+    assert len(dataclasses) <= DATACLASS_BUDGET, dataclasses
+    assert len(regexes) <= REGEX_BUDGET, regexes
+    # Values only writes, checks and other commands build are defined elsewhere, on first use.
+    elsewhere = {
+        "dataclass:errkb.records.record.Record",
+        "dataclass:errkb.records.template.Template",
+        "dataclass:errkb.store.values.Ending",
+    }
+    assert not elsewhere & set(made)
+    # A paste's few lines are read with the whole alternation: no rule's first characters are
+    # parsed and no per-character subset is compiled.
+    assert "subsets:0:False" in made

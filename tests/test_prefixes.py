@@ -16,6 +16,7 @@ import errkb
 from errkb.explain import Route, Thresholds, choose_route
 from errkb.parse.prefixes import (
     RULES,
+    WARM_AFTER,
     ByFirst,
     PrefixRule,
     by_first,
@@ -117,11 +118,11 @@ _FRAGMENTS = (
 )
 
 
-def _same_match(line: str, pos: int) -> None:
+def _same_match(line: str, pos: int, table: ByFirst | None = None) -> None:
     """The subset for the character at ``pos`` matches there exactly as the whole alternation."""
     end = min(len(line), pos + 64)
     want = compiled().match(line, pos, end)
-    rules = by_first()[line[pos] if pos < end else ""]
+    rules = (table if table is not None else by_first())[line[pos] if pos < end else ""]
     got = None if rules is None else rules.match(line, pos, end)
     if want is None:
         assert got is None, (line, pos)
@@ -150,6 +151,32 @@ def test_the_alternation_by_first_char_matches_as_the_whole_one(parts: list[str]
     line = "".join(parts)
     for pos in range(len(line) + 1):
         _same_match(line, pos)
+
+
+#: A table that built its subsets from its first look-up on (the shared one waits).
+_WARM = ByFirst(RULES, compiled())
+
+
+@pytest.mark.parametrize("piece", _PIECES)
+def test_a_warm_table_dispatches_every_character_as_the_whole_alternation(piece: str) -> None:
+    # The shared table answers its first look-ups by the whole alternation: this one never does.
+    for code in range(128):
+        for line in (chr(code) + piece[1:], chr(code) + piece):
+            _same_match(line, 0, _WARM)
+            _same_match(line, 1, _WARM)
+
+
+def test_the_table_answers_by_the_whole_alternation_until_it_is_warm() -> None:
+    table = ByFirst(RULES, compiled(), warm_after=3)
+    assert [table["V"], table["["], table["V"]] == [compiled()] * 3
+    # A short input read no rule's first characters, compiled no subset and kept nothing.
+    assert (len(table), table._firsts, table._subsets) == (0, None, {})
+    subset = table["V"]
+    assert subset is not None and "K_level" not in subset.groupindex
+    assert table["V"] is subset and dict(table) == {"V": subset}
+    assert table["é"] is compiled()
+    # The shared table waits as long; a paste of a few lines stays far below it.
+    assert WARM_AFTER >= 1000 and by_first()._whole is compiled()
 
 
 MESSAGE = (

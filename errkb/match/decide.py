@@ -18,7 +18,7 @@ import builtins
 import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Protocol
 
 from errkb.match.matcher import Hit, IndexedMatcher, MatcherLike
@@ -69,16 +69,26 @@ WRAPPER_CLASSES = frozenset(
 )
 
 
-@dataclass
 class _Found:
-    """Accumulates one (record, captures) across events."""
+    """Accumulates one (record, captures) across events (a plain class: cheap to define)."""
 
-    hit: Hit
-    events: list[LogEvent]
-    score: float
-    evidence: tuple[str, ...]
-    alternatives: dict[str, float]
-    decision: Decision
+    __slots__ = ("alternatives", "decision", "events", "evidence", "hit", "score")
+
+    def __init__(
+        self,
+        hit: Hit,
+        events: list[LogEvent],
+        score: float,
+        evidence: tuple[str, ...],
+        alternatives: dict[str, float],
+        decision: Decision,
+    ) -> None:
+        self.hit = hit
+        self.events = events
+        self.score = score
+        self.evidence = evidence
+        self.alternatives = alternatives
+        self.decision = decision
 
 
 RecordLookup = Callable[[str], Mapping[str, Any] | None]

@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from errkb.records.template import Literal, Template
 from errkb.store.interface import RELATED_COMMON
+
+if TYPE_CHECKING:
+    from errkb.records.template import Template
 
 MIN_TOKEN = 3
 #: How many of a record's rarest words are stored (rank 0 selects, the rest must be there).
@@ -30,6 +32,8 @@ MARK = _MARK = "\u02b0"
 
 def template_tokens(template: Template) -> list[str]:
     """The words a message rendered from ``template`` is sure to contain, in template order."""
+    from errkb.records.template import Literal  # a write indexes; explain reads the index
+
     # Placeholders become the marker, so a word touching one is dropped: one regex pass.
     text = "".join(s.text if isinstance(s, Literal) else _MARK for s in template.segments)
     return [w for w in _WORD.findall(text) if len(w) >= MIN_TOKEN and _MARK not in w]

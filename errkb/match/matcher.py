@@ -12,13 +12,13 @@ has no usable literal are never candidates: they would "explain" any message.
 from __future__ import annotations
 
 import functools
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from errkb import _lazy
 from errkb.records.patterns import (
     PatternOrigin,
     PatternSpec,
@@ -239,13 +239,13 @@ class SpecCache:
 
 
 #: A template field that is a plain name (``{name}``, ``{obj.attr!r}``): one placeholder each.
-_PLAIN_FIELD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_.]{0,150}(?:![rsa])?\}")
+_PLAIN_FIELD = _lazy.pattern(r"\{[A-Za-z_][A-Za-z0-9_.]{0,150}(?:![rsa])?\}")
 
 
 def masked_template(message: str, mask: str = " ") -> str:
     """``parse_template(message).masked(mask)``, one regex split for plain names."""
     if "%" not in message and "$" not in message:
-        parts = _PLAIN_FIELD.split(message)
+        parts = _PLAIN_FIELD().split(message)
         if not any("{" in part or "}" in part for part in parts):
             return mask.join(parts)
     from errkb.records.template import parse_template

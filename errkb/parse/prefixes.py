@@ -3,8 +3,9 @@ r"""Per-line prefix rules: one table of named shapes, each with an example that 
 Each shape is one :class:`PrefixRule`: a name, a regex, what it tells about the line
 (:class:`PrefixKind`), and an example with the text that must remain once that rule stripped
 it (``tests/test_prefixes.py`` runs them all). The rules are compiled into ONE alternation
-(``match.lastgroup`` names the rule), tried with only the rules that can begin with the
-character at hand (``by_first``). Order matters where shapes overlap. Every repetition is
+(``match.lastgroup`` names the rule), tried, once the table has served a few thousand
+look-ups, with only the rules that can begin with the character at hand (``by_first``). Order
+matters where shapes overlap. Every repetition is
 bounded and every rule anchored: nothing backtracks catastrophically.
 """
 
@@ -21,6 +22,7 @@ from errkb.parse.vocabulary import CLOUD_SEVERITIES, level_alternation
 
 __all__ = [
     "RULES",
+    "WARM_AFTER",
     "ByFirst",
     "PrefixKind",
     "PrefixRule",
@@ -362,12 +364,21 @@ def _category(name: str) -> set[str]:
 
 
 class ByFirst(dict[str, "re.Pattern[str] | None"]):
-    """Character -> the alternation of the rules that can begin with it, or None: no rule can."""
+    """Character -> the alternation of the rules that can begin with it, or None: no rule can.
 
-    def __init__(self, rules: tuple[PrefixRule, ...], whole: re.Pattern[str]) -> None:
+    A subset matches exactly as ``whole`` does at a position starting with its character, only
+    sooner; reading the rules' first characters and compiling the subsets costs more than a short
+    input's lines gain from it. So the first ``warm_after`` look-ups are answered by ``whole``
+    and not kept: a table used fewer times never builds a subset.
+    """
+
+    def __init__(
+        self, rules: tuple[PrefixRule, ...], whole: re.Pattern[str], *, warm_after: int = 0
+    ) -> None:
         super().__init__()
         self._rules = rules
         self._whole = whole
+        self._cold = warm_after  #: look-ups still to answer by ``whole`` alone
         self._firsts: list[frozenset[str] | None] | None = None
         self._subsets: dict[tuple[int, ...], re.Pattern[str] | None] = {}
         self._lock = threading.Lock()
@@ -375,6 +386,9 @@ class ByFirst(dict[str, "re.Pattern[str] | None"]):
     def __missing__(self, char: str) -> re.Pattern[str] | None:
         with self._lock:
             if len(char) != 1 or char not in _ASCII:
+                return self._whole
+            if self._cold > 0:
+                self._cold -= 1
                 return self._whole
             if self._firsts is None:
                 self._firsts = [first_chars(rule.shape) for rule in self._rules]
@@ -391,9 +405,15 @@ class ByFirst(dict[str, "re.Pattern[str] | None"]):
             return found
 
 
-_BY_FIRST = ByFirst(RULES, _COMPILED)
+#: Look-ups of the shared table answered by the whole alternation before it builds its subsets
+#: (a line takes one to three): a paste of a few thousand lines compiles no subset.
+WARM_AFTER = 4096
+_BY_FIRST = ByFirst(RULES, _COMPILED, warm_after=WARM_AFTER)
 
 
 def by_first() -> ByFirst:
-    """The rules' alternation by the first character at the match position (``ByFirst``)."""
+    """The rules' alternation by the first character at the match position (``ByFirst``).
+
+    Shared by every caller; its first ``WARM_AFTER`` look-ups are answered by :func:`compiled`.
+    """
     return _BY_FIRST

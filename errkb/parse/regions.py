@@ -12,12 +12,12 @@ not seen (``match_message`` reads such text).
 from __future__ import annotations
 
 import collections
-import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from errkb import _lazy
 from errkb.parse.events import EventKind, Frame, LogEvent, MessageLine, evolve
 from errkb.parse.repeats import Repeats
 from errkb.parse.vocabulary import REGION_KEYWORDS, REGION_PYTEST_E, REGION_TRACEBACK
@@ -379,7 +379,7 @@ def _parse_containers(
 
 
 # A glog / torch record header ("E0828 05:10:05.123456 ..."): an error level with no error word.
-_GLOG_HINT = re.compile(r"[EF]\d{3,4} \d{2}:\d{2}:\d{2}\.")
+_GLOG_HINT = _lazy.pattern(r"[EF]\d{3,4} \d{2}:\d{2}:\d{2}\.")
 
 
 def _prose_views(views: Sequence[View]) -> set[int]:
@@ -392,7 +392,7 @@ def _prose_views(views: Sequence[View]) -> set[int]:
         and "\r" not in view.text
         and "\x1b" not in view.text
         and "\u241b" not in view.text
-        and _GLOG_HINT.search(view.text, 0, 256) is None
+        and _GLOG_HINT().search(view.text, 0, 256) is None
     ]
     if not candidates:
         return set()

@@ -13,6 +13,7 @@ import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from errkb import _lazy
 from errkb.parse.sniff import unescape_markup
@@ -105,8 +106,9 @@ def decode_string_literal(body: str) -> str:
     return text
 
 
-@dataclass(frozen=True)
-class _Candidate:
+class _Candidate(NamedTuple):
+    """One text to look into (a named tuple: cheaper to define than a frozen dataclass)."""
+
     text: str
     offset: int | None
     depth: int

@@ -97,11 +97,11 @@ _RULE_GROUPS = _rule_groups()
 # Ray's log deduplication appends " [repeated 3x across cluster]" to a line it folded.
 _ray_repeated_re = _lazy.pattern(r" {0,8}\[repeated \d{1,9}x across cluster\]$")
 # docker compose "svc-1  | " only ever comes first: elsewhere "word | " is ordinary text.
-_COMPOSE_RE = re.compile(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
+_compose_re = _lazy.pattern(r"(?P<svc>[A-Za-z0-9][\w.-]{0,63}) {1,32}\| ?")
 #: Where the " |" of a compose prefix ends at the latest: 1 + 63 name characters + 32 spaces + "|".
 _COMPOSE_BAR_END = 1 + 63 + 32 + 1
 # A bracketed tag names a stream when it looks like a rank or a worker: "TP0", "gw3", "gpu=0".
-_TAG_IDENTITY_RE = re.compile(r"[A-Za-z][A-Za-z_-]{0,31}=?\d{1,6}")
+_tag_identity_re = _lazy.pattern(r"[A-Za-z][A-Za-z_-]{0,31}=?\d{1,6}")
 
 _TS = 1
 _LEVEL = 2
@@ -172,7 +172,9 @@ def decode_input(data: bytes) -> str:
             return data.decode("utf-16", errors="replace").replace("\x00", "")
         if _looks_utf16le(data):
             return data.decode("utf-16-le", errors="replace").replace("\x00", "")
-        return data.decode("utf-8-sig", errors="replace").replace("\x00", "")
+        # "utf-8-sig" without its codec module: a leading BOM dropped, then UTF-8.
+        body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
+        return body.decode("utf-8", errors="replace").replace("\x00", "")
     except Exception:  # decoding must be total, and latin-1 cannot fail
         return data.decode("latin-1").replace("\x00", "")
 
@@ -388,7 +390,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
     pytest_error = False
 
     # A compose prefix has its " |" within the first 97 characters: a C test spares the regex.
-    m = _COMPOSE_RE.match(line, 0, end) if line.find(" |", 0, _COMPOSE_BAR_END) >= 0 else None
+    m = _compose_re().match(line, 0, end) if line.find(" |", 0, _COMPOSE_BAR_END) >= 0 else None
     if m is not None and not _PREFIX_RE.match(line, 0, end):
         transport.append(m.group("svc"))
         pos = m.end()
@@ -427,7 +429,7 @@ def _clean_line(number: int, raw: str, state: _State) -> LogLine:
                 new_pos = start + 10 if new_pos - start >= 10 else m.start(pad_group) + 1
         elif kind is PrefixKind.TAG:
             tag = m.group(tag_group)
-            if _TAG_IDENTITY_RE.fullmatch(tag):
+            if _tag_identity_re().fullmatch(tag):
                 record = tag
         elif kind is PrefixKind.PYTEST:
             pytest_error = True

@@ -12,7 +12,6 @@ import functools
 import itertools
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from errkb import _lazy
 from errkb.parse.events import (
@@ -59,11 +58,11 @@ _EXC_LINE_RE = re.compile(
     r"(?P<colon>: ?(?P<msg>.*))?$"
 )
 # Django's copy-and-paste traceback: ``Exception Type: X at /path``, ``Exception Value: msg``.
-_DJANGO_TYPE_RE = re.compile(
+_django_type_re = _lazy.pattern(
     r"Exception Type: (?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24})"
     r"(?: at \S.{0,4096})?$"
 )
-_DJANGO_VALUE_RE = re.compile(r"Exception Value: ?(?P<msg>.*)$")
+_django_value_re = _lazy.pattern(r"Exception Value: ?(?P<msg>.*)$")
 # A ``Class: message`` line outside any traceback; the class is then checked by name.
 _BARE_RE = re.compile(r"(?P<cls>[A-Za-z_]\w{0,127}(?:\.[A-Za-z_]\w{0,127}){0,24}): (?P<msg>\S.*)$")
 # ``Class:`` ending its line (a wrapper moved the message to the next line).
@@ -196,18 +195,40 @@ def _looks_reversed(lines: Sequence[LogLine]) -> bool:
     return backward > forward
 
 
-@dataclass
 class _Draft:
-    """An event being built; turned into a frozen LogEvent once its chain is complete."""
+    """An event being built; turned into a frozen LogEvent once its chain is complete.
 
-    kind: EventKind
-    exc_class: str | None
-    message: str
-    lines: list[int]
-    frames: list[Frame] = field(default_factory=list)
-    link: ChainLink = ChainLink.NONE
-    order: int = 0  #: print position of the traceback's first line (for sorting group members)
-    message_lines: tuple[MessageLine, ...] = ()
+    A plain class (cheap to define, unlike a dataclass).
+    """
+
+    __slots__ = (
+        "exc_class",
+        "frames",
+        "kind",
+        "lines",
+        "link",
+        "message",
+        "message_lines",
+        "order",
+    )
+
+    def __init__(
+        self,
+        kind: EventKind,
+        exc_class: str | None,
+        message: str,
+        lines: list[int],
+        frames: list[Frame],
+    ) -> None:
+        self.kind = kind
+        self.exc_class = exc_class
+        self.message = message
+        self.lines = lines
+        self.frames = frames
+        self.link = ChainLink.NONE
+        #: print position of the traceback's first line (for sorting group members)
+        self.order = 0
+        self.message_lines: tuple[MessageLine, ...] = ()
 
 
 class _StreamParser:
@@ -433,7 +454,7 @@ class _StreamParser:
                         and path is not None
                         and (
                             self._exception_line_at(k)
-                            or _DJANGO_TYPE_RE.match(lines[k].text.strip())
+                            or _django_type_re().match(lines[k].text.strip())
                         )
                     ):
                         j = k
@@ -489,10 +510,10 @@ class _StreamParser:
         self, j: int, base: int, every: bool, frames: list[Frame], order: int
     ) -> tuple[int, list[_Draft]] | None:
         """Django's ``Exception Type: X at /path`` + ``Exception Value: msg`` ending at ``j``."""
-        kind = _DJANGO_TYPE_RE.match(_dedent(self.lines[j].text, base) or "")
+        kind = _django_type_re().match(_dedent(self.lines[j].text, base) or "")
         if kind is None or j + 1 >= self.n:
             return None
-        value = _DJANGO_VALUE_RE.match(_dedent(self.lines[j + 1].text, base) or "")
+        value = _django_value_re().match(_dedent(self.lines[j + 1].text, base) or "")
         if value is None:
             return None
         parts = [value.group("msg")]

@@ -1,4 +1,4 @@
-"""Records: the schemaVersion-2 error record, its validation, and its typed value.
+"""Records: the schemaVersion-2 error record, its validation, and its typed value (``Record``).
 
 ``schemas/record.v2.schema.json`` says what JSON Schema can; ``_code_rules`` adds the rest;
 ``_limit_rules`` bounds what one record can cost everyone (``MAX_MESSAGE_CHARS``,
@@ -14,13 +14,16 @@ import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from errkb import _lazy
 from errkb._resources import schema_path
 from errkb.errors import Problem
-from errkb.records import upstream
 from errkb.records.fields import FIELDS, KNOWN_FIELDS
+
+if TYPE_CHECKING:
+    from errkb.records.record import Record as Record
 
 # The fields the contract knows come from the one field table, errkb.records.fields.
 _KNOWN = frozenset(KNOWN_FIELDS)
@@ -111,6 +114,8 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
         problems.extend(problem(f"{path_prefix}.{p}", r) for p, r in _limit_rules(obj))
     warnings: list[Problem] = []
     if isinstance(obj, dict) and not problems:
+        from errkb.records import upstream
+
         try:
             expected = upstream.record_id(
                 obj["repo"], obj["errorCode"], obj["errorMessage"], obj["filePath"]
@@ -131,16 +136,17 @@ def check_record(obj: Any, *, source: str, location: str = "", path_prefix: str 
     return Checked(tuple(problems), tuple(warnings))
 
 
-_ID = re.compile(r"[0-9a-f]{16}")
-_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
-_KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
-_SHA = re.compile(r"[0-9a-f]{40}")
-_NONSPACE = re.compile(r"\S")
+# Only a write checks records: compiled on first use.
+_ID = _lazy.pattern(r"[0-9a-f]{16}")
+_REPO = _lazy.pattern(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_KEBAB = _lazy.pattern(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_SHA = _lazy.pattern(r"[0-9a-f]{40}")
+_NONSPACE = _lazy.pattern(r"\S")
 # Conservative shapes: anything else is left to jsonschema's format checkers.
-_HTTP_URL = re.compile(
+_HTTP_URL = _lazy.pattern(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~!$&'()*+,;=:@/-]*)?(?:#[A-Za-z0-9._~!$&'()*+,;=:@/?-]*)?"
 )
-_DATE_TIME = re.compile(
+_DATE_TIME = _lazy.pattern(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?(?:Z|[+-][0-9]{2}:[0-9]{2})"
 )
 _ERROR_TYPES: frozenset[str | None] = frozenset(
@@ -154,7 +160,7 @@ _REQUIRED = frozenset(f.name for f in FIELDS if not f.optional)
 
 
 def _date_time(value: object) -> bool:
-    if not isinstance(value, str) or not _DATE_TIME.fullmatch(value):
+    if not isinstance(value, str) or not _DATE_TIME().fullmatch(value):
         return False
     import datetime as dt
 
@@ -175,7 +181,7 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
         return (
             isinstance(value, str)
             and len(value) <= MAX_PROSE_CHARS
-            and (not nonblank or bool(_NONSPACE.search(value)))
+            and (not nonblank or bool(_NONSPACE().search(value)))
         )
 
     def integer(key: str, low: int, high: int = MAX_INT) -> bool:
@@ -216,7 +222,7 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
     if _REQUIRED - obj.keys():
         return False
     return (
-        shaped("id", _ID) and shaped("repo", _REPO) and shaped("slug", _KEBAB)
+        shaped("id", _ID()) and shaped("repo", _REPO()) and shaped("slug", _KEBAB())
         and len(obj["slug"]) <= 50
         and nonempty("errorCode", True) and nonempty("errorMessage")
         and nonempty("messagePattern") and choice("errorType", _ERROR_TYPES)
@@ -224,17 +230,17 @@ def fast_valid(obj: Mapping[str, Any]) -> bool:
         and choice("severity", _SEVERITIES) and nonempty("filePath")
         and integer("lineNumber", 1) and text("sourceCode", nullable=True)
         and integer("sourceCodeStart", 1) and integer("sourceCodeEnd", 1)
-        and shaped("githubUrl", _HTTP_URL)
+        and shaped("githubUrl", _HTTP_URL())
         and text("documentation", nonblank=True) and text("triggerScenarios", nonblank=True)
         and text("commonSituations", nonblank=True) and strings("solutions")
         and text("exampleFix", nullable=True) and choice("handlingStrategy", _STRATEGIES)
         and text("validationCode", nullable=True) and text("typeGuard", nullable=True)
         and text("tryCatchPattern", nullable=True) and strings("preventionTips")
-        and strings("tags", _KEBAB, MAX_TAG_CHARS)
-        and shaped("backgroundTag", _KEBAB, nullable=True)
+        and strings("tags", _KEBAB(), MAX_TAG_CHARS)
+        and shaped("backgroundTag", _KEBAB(), nullable=True)
         and len(obj.get("backgroundTag") or "") <= MAX_TAG_CHARS
         and (obj.get("contentChangedAt") is None or _date_time(obj["contentChangedAt"]))
-        and shaped("analyzedSha", _SHA) and _date_time(obj["analyzedAt"])
+        and shaped("analyzedSha", _SHA()) and _date_time(obj["analyzedAt"])
         and type(obj["schemaVersion"]) is int and obj["schemaVersion"] == 2
     )  # fmt: skip
 
@@ -413,59 +419,10 @@ def content_hash(obj: Mapping[str, Any], *, floatless: bool = False) -> str:
     return hashlib.sha256(_CANONICAL(obj).encode("utf-8")).hexdigest()
 
 
-@dataclass(frozen=True)
-class Record:
-    """A validated record. ``raw`` is the record exactly as it came in, unknown fields included."""
+#: The typed value, defined in its own module and imported on first use (PEP 562): explaining
+#: reads records as JSON and never builds one.
+_LAZY: dict[str, tuple[str, str]] = {"Record": ("errkb.records.record", "Record")}
 
-    id: str
-    repo: str
-    slug: str
-    error_code: str | None
-    error_message: str
-    message_pattern: str
-    error_type: str
-    error_class: str | None
-    http_status: int | None
-    severity: str
-    file_path: str
-    line_number: int | None
-    github_url: str
-    documentation: str
-    trigger_scenarios: str
-    common_situations: str
-    solutions: tuple[str, ...]
-    example_fix: str | None
-    prevention_tips: tuple[str, ...]
-    tags: tuple[str, ...]
-    raw: Mapping[str, Any] = field(repr=False, compare=False)
 
-    @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> Record:
-        """Build from a record object that passed ``check_record``."""
-        return cls(
-            id=obj["id"],
-            repo=obj["repo"],
-            slug=obj["slug"],
-            error_code=obj["errorCode"],
-            error_message=obj["errorMessage"],
-            message_pattern=obj["messagePattern"],
-            error_type=obj["errorType"],
-            error_class=obj["errorClass"],
-            http_status=obj["httpStatus"],
-            severity=obj["severity"],
-            file_path=obj["filePath"],
-            line_number=obj["lineNumber"],
-            github_url=obj["githubUrl"],
-            documentation=obj["documentation"],
-            trigger_scenarios=obj["triggerScenarios"],
-            common_situations=obj["commonSituations"],
-            solutions=tuple(obj["solutions"]),
-            example_fix=obj["exampleFix"],
-            prevention_tips=tuple(obj["preventionTips"]),
-            tags=tuple(obj["tags"]),
-            raw=obj,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as it came in (a copy)."""
-        return json.loads(verbatim_json(self.raw))  # type: ignore[no-any-return]
+def __getattr__(name: str) -> object:
+    return _lazy.load(__name__, globals(), _LAZY, name)

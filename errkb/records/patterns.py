@@ -17,13 +17,14 @@ import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from errkb import _lazy
-from errkb.records import upstream
 from errkb.records.slots import SELF_DELIMITING, TAIL, SlotKind, grammar, infer_kinds
 from errkb.records.specificity import specificity
-from errkb.records.template import Literal, Placeholder, Template, parse_template
+
+if TYPE_CHECKING:
+    from errkb.records.template import Placeholder, Template
 
 #: Prefilter anchors shorter than this match too much text to be useful.
 MIN_ANCHOR_CHARS = 4
@@ -138,6 +139,8 @@ def compile_record(
     template: Template | None = None,
 ) -> PatternSpec:
     """Build the PatternSpec of one record (never raises: a bad pattern falls back)."""
+    from errkb.records.template import parse_template  # writes compile; explain reads specs
+
     if template is None:
         template = parse_template(error_message)
     kinds = tuple(inferred.kind for inferred in infer_kinds(template, source_code))
@@ -172,6 +175,8 @@ def choose_anchor(template: Template) -> str:
 
 def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
     """An anchored RE2 regex for the template, groups c0..cN in ``kinds``' slot grammars."""
+    from errkb.records.template import Literal
+
     parts: list[str] = []
     index = 0
     for seg in template.segments:
@@ -188,6 +193,8 @@ def template_regex(template: Template, kinds: tuple[SlotKind, ...] = ()) -> str:
 
 def _judges_tail(template: Template, kinds: tuple[SlotKind, ...]) -> bool:
     """Tell whether text after the message can be told from it (a typed, self-ending template)."""
+    from errkb.records.template import Literal
+
     count = len(template.placeholders)
     if not template.segments or not any(k in SELF_DELIMITING for k in kinds[:count]):
         return False
@@ -213,6 +220,8 @@ def _anchor(body: str, start: bool) -> str:
 def _choose_regex(
     template: Template, pattern: str, kinds: tuple[SlotKind, ...] = ()
 ) -> tuple[PatternOrigin, str, str | None]:
+    from errkb.records import upstream
+
     own = template_regex(template, kinds)
     if template.placeholders and pattern == upstream.template_pattern(template):
         return PatternOrigin.TEMPLATE, own, None

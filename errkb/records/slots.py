@@ -15,9 +15,12 @@ import enum
 import functools
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from errkb import _lazy
-from errkb.records.template import Literal, Placeholder, Template
+
+if TYPE_CHECKING:
+    from errkb.records.template import Placeholder, Template
 
 
 class SlotKind(enum.StrEnum):
@@ -132,9 +135,8 @@ def grammar(kind: SlotKind, placeholder: Placeholder) -> str:
     return body
 
 
-@dataclass(frozen=True)
-class _Layout:
-    """What a placeholder's format spec does to the printed value."""
+class _Layout(NamedTuple):
+    """What a placeholder's format spec does to the printed value (a named tuple: cheap to make)."""
 
     type: str = ""  #: the conversion type character ("" when none)
     padded: bool = False  #: a width: the value may be padded with spaces
@@ -187,8 +189,7 @@ def is_placeholder_text(value: str) -> bool:
 # -- inference ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _FormatSpec:
+class _FormatSpec(NamedTuple):
     """A Python format spec: ``[[fill]align][sign][z][#][0][width][grouping][.precision][type]``."""
 
     fill: str
@@ -295,6 +296,8 @@ _REPR_SAME = frozenset(
 
 def infer_kinds(template: Template, source_code: str | None = None) -> tuple[Inferred, ...]:
     """One :class:`Inferred` per placeholder of ``template``, in order; plain repeats agree."""
+    from errkb.records.template import Literal, Placeholder  # only a write infers kinds
+
     assignments = _Assignments(source_code or "")
     out: list[Inferred] = []
     plain: list[Placeholder | None] = []  # the occurrence, when it prints its value plainly

@@ -13,9 +13,12 @@ HALF)``, capped for those shapes; ``SPECIFIC_LINE`` divides generic from specifi
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from errkb import _lazy
-from errkb.records.template import Literal, Template, parse_template
+
+if TYPE_CHECKING:
+    from errkb.records.template import Template
 
 __all__ = [
     "COMMON_WORDS",
@@ -143,6 +146,8 @@ INTERPRETER_MESSAGES: frozenset[str] = frozenset(
 def specificity(template: Template | str) -> float:
     """The template's specificity in [0, 1], rounded to three places (see the module text)."""
     if isinstance(template, str):
+        from errkb.records.template import parse_template  # a write scores; explain reads
+
         template = parse_template(template)
     words = informative_words(template.literals)
     weight = sum(_weight(w) for w in words)
@@ -179,6 +184,8 @@ def interpreter_message(template: Template) -> bool:
 
 def masked_text(template: Template) -> str:
     """The template in lower case with each placeholder (and the quotes around it) as ``{}``."""
+    from errkb.records.template import Literal
+
     parts = [s.text if isinstance(s, Literal) else _PLACEHOLDER for s in template.segments]
     text = _QUOTED_SLOT().sub("{}", "".join(parts))
     return _SPACES().sub(" ", text).strip().rstrip(".").lower()

@@ -8,12 +8,13 @@ stays literal.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from errkb import _lazy
+
 _PRINTF_CONVERSIONS = frozenset("sdifFgGeExXorcau")
-_SPECIAL = re.compile(r"[{}%$]")
+_SPECIAL = _lazy.pattern(r"[{}%$]")
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,10 @@ def parse_template(message: str) -> Template:
             segments.append(Literal("".join(buf)))
             buf.clear()
 
+    special_re = _SPECIAL()
     while i < n:
         # Jump over plain text in one step: only these characters can start a field.
-        special = _SPECIAL.search(message, i)
+        special = special_re.search(message, i)
         if special is None:
             buf.append(message[i:])
             break

@@ -5,16 +5,15 @@ Used to check ingested ids (off-formula: a warning) and to write upstream-shaped
 
 from __future__ import annotations
 
-import re
-
+from errkb import _lazy
 from errkb.records.template import Literal, Template, parse_template
 
 #: Upstream falls back to the escaped literal message when a template has less literal text
 #: than this: a pattern made mostly of wildcards would match nearly anything.
 MIN_LITERAL_CHARS = 6
 
-_SLUG_RUN = re.compile(r"[^a-z0-9]+")
-_JS_METACHARS = re.compile(r"[.*+?^${}()|\[\]\\]")
+_SLUG_RUN = _lazy.pattern(r"[^a-z0-9]+")
+_JS_METACHARS = _lazy.pattern(r"[.*+?^${}()|\[\]\\]")
 
 
 def record_id(repo: str, error_code: str | None, error_message: str, file_path: str) -> str:
@@ -28,12 +27,12 @@ def record_id(repo: str, error_code: str | None, error_message: str, file_path: 
 def slug(error_code: str | None, error_message: str) -> str:
     """First 50 chars of errorCode or errorMessage, lowercased, non-alphanumeric runs -> '-'."""
     text = (error_code or error_message)[:50].lower()
-    return _SLUG_RUN.sub("-", text).strip("-")
+    return _SLUG_RUN().sub("-", text).strip("-")
 
 
 def js_escape(text: str) -> str:
     """Escape ``text`` the way upstream's JavaScript escapes regex metacharacters."""
-    return _JS_METACHARS.sub(lambda m: "\\" + m.group(0), text)
+    return _JS_METACHARS().sub(lambda m: "\\" + m.group(0), text)
 
 
 def message_pattern(error_message: str) -> str:

@@ -2,8 +2,9 @@
 
 ``Store`` / ``ReadView`` / ``WriteTx``, ``PatternRow`` and the enums live here so the backends
 import them without the factory (``open_store``), which imports the backends: no cycle. The
-values of writes (``errkb.store.values``) are re-exported here on first use; import all of
-them from ``errkb.store``. No database driver is imported here.
+values of writes (``errkb.store.values``, a streamed apply's ``Ending`` among them) are
+re-exported here on first use; import all of them from ``errkb.store``. No database driver is
+imported here.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         ApplyCounts,
         Derived,
         Diff,
+        Ending,
         Incoming,
         Inventory,
         RecordChange,
@@ -149,15 +151,6 @@ class Feed(Protocol):
     ) -> tuple[frozenset[str] | None, Iterator[tuple[str, str, int]]]:
         """``rank``'s rows of only the records whose rows change, and their ids (None: rank all)."""
         ...
-
-
-@dataclass(frozen=True)
-class Ending:
-    """What a streamed apply learns only once its records have all come (``Streamed``)."""
-
-    keep: Keep = NO_KEEP
-    partial: bool = False
-    rejected: int = 0
 
 
 @runtime_checkable
@@ -441,6 +434,7 @@ _LAZY: dict[str, tuple[str, str]] = {
         "ApplyCounts",
         "Derived",
         "Diff",
+        "Ending",
         "Incoming",
         "Inventory",
         "RecordChange",

@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from errkb.records import decode_json
-from errkb.store.interface import ChangeKind, RecordJSON, VersionKind
+from errkb.store.interface import NO_KEEP, ChangeKind, Keep, RecordJSON, VersionKind
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a streamed apply learns only once its records have all come (``Streamed``)."""
+
+    keep: Keep = NO_KEEP
+    partial: bool = False
+    rejected: int = 0
 
 
 @dataclass(frozen=True)
@@ -239,6 +248,7 @@ __all__ = [
     "ApplyCounts",
     "Derived",
     "Diff",
+    "Ending",
     "Incoming",
     "Inventory",
     "RecordChange",

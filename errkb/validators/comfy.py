@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -132,18 +131,32 @@ class _Stop(Exception):
     """First failure reached in first-failure-wins mode (internal, never escapes)."""
 
 
-@dataclass
 class _Run:
-    """The state of one inspection, mirroring upstream's local variables."""
+    """The state of one inspection, mirroring upstream's local variables.
 
-    all_layers: bool
-    findings: list[Finding] = field(default_factory=list)
-    meta: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
-    where: dict[str, str] = field(default_factory=dict)  #: tensor name -> file it came from
-    markers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    marker_file: dict[str, str] = field(default_factory=dict)
-    marked_weights: set[str] = field(default_factory=set)
-    failed: set[str] = field(default_factory=set)  #: prefixes already reported
+    A plain class, not a dataclass: every explain imports the validators and never inspects.
+    """
+
+    __slots__ = (
+        "all_layers",
+        "failed",
+        "findings",
+        "marked_weights",
+        "marker_file",
+        "markers",
+        "meta",
+        "where",
+    )
+
+    def __init__(self, all_layers: bool) -> None:
+        self.all_layers = all_layers
+        self.findings: list[Finding] = []
+        self.meta: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self.where: dict[str, str] = {}  #: tensor name -> file it came from
+        self.markers: dict[str, dict[str, Any]] = {}
+        self.marker_file: dict[str, str] = {}
+        self.marked_weights: set[str] = set()
+        self.failed: set[str] = set()  #: prefixes already reported
 
     def report(
         self, rule: Rule, message: str, path: str, prefix: str | None, tensor: str | None

@@ -628,7 +628,12 @@ class WordRecords:
 
     def keeps(self, line: bytes, text: str) -> bool:
         """Whether some group's literals and line starts hold on ``line`` (``text``, decoded)."""
-        return any(self._holds(n, line, text, True) for n in self._chosen(text))
+        groups = self.groups
+        for n in self._chosen(text):  # a loop: this runs once a hit in the rejects
+            lits, begins, _ = groups[n]
+            if _holds_all(text, lits) and (not begins or begins_a_line(line, text, begins)):
+                return True
+        return False
 
     def _holds(self, number: int, line: bytes, text: str, starts: bool) -> bool:
         lits, begins, _ = self.groups[number]

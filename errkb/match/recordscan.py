@@ -243,10 +243,10 @@ class LineStarts:
         return self._extra.get(number, default)
 
     def __getitem__(self, number: int) -> int:
-        found = self.get(number)
-        if found is None:
-            raise KeyError(number)
-        return found
+        at = bisect.bisect_left(self._numbers, number)
+        if at < len(self._numbers) and self._numbers[at] == number:
+            return self._offsets[at]
+        return self._extra[number]
 
     def __setitem__(self, number: int, offset: int) -> None:
         if self.get(number) is None:

@@ -781,13 +781,20 @@ _SHORT_OF = {
 
 def same_file(frame_path: str, record_path: str) -> bool:
     """Whether a traceback path and a record's repo path name one file (from the package on)."""
-    record_parts = [p for p in record_path.replace("\\", "/").split("/") if p]
-    while len(record_parts) > 1 and record_parts[0] in _SOURCE_ROOTS:
-        record_parts = record_parts[1:]
-    frame_parts = [p for p in frame_path.replace("\\", "/").split("/") if p]
+    record_parts = _path_parts(record_path, True)
+    frame_parts = _path_parts(frame_path, False)
     if not record_parts or len(frame_parts) < len(record_parts):
         return False
     return frame_parts[-len(record_parts) :] == record_parts
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _path_parts(path: str, record: bool) -> tuple[str, ...]:
+    """A path's parts; a record's without its leading source roots (``_SOURCE_ROOTS``)."""
+    parts = tuple(p for p in path.replace("\\", "/").split("/") if p)
+    while record and len(parts) > 1 and parts[0] in _SOURCE_ROOTS:
+        parts = parts[1:]
+    return parts
 
 
 def _frame_agreement(spec: PatternSpec, frames: Sequence[Frame]) -> tuple[float, str]:

@@ -78,12 +78,24 @@ def verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None = Non
     No hit when a value is a shown placeholder or ``admits`` vetoes it; a container's trailer
     ending ``text`` is cut first (``slots.trailer_start``).
     """
+    found = verify_each([(spec, regex)], text, admits)
+    return found[0] if found else None
+
+
+def verify_each(
+    compiled: Iterable[tuple[PatternSpec, Any]], text: str, admits: Admits | None = None
+) -> list[Hit]:
+    """``verify`` of each (spec, regex) on one ``text``, its trailer looked for once."""
     cut = trailer_start(text)
-    if cut is not None:
-        hit = _verify(spec, regex, text[:cut], admits)
+    head = text[:cut] if cut is not None else None
+    hits = []
+    for spec, regex in compiled:
+        hit = None if head is None else _verify(spec, regex, head, admits)
+        if hit is None:
+            hit = _verify(spec, regex, text, admits)
         if hit is not None:
-            return hit
-    return _verify(spec, regex, text, admits)
+            hits.append(hit)
+    return hits
 
 
 def _verify(spec: PatternSpec, regex: Any, text: str, admits: Admits | None) -> Hit | None:
@@ -520,12 +532,7 @@ class IndexedMatcher:
             if unread:
                 dropped = set(unread).difference(matchable(unread, text))
                 ids = [rid for rid in ids if rid not in dropped]
-        hits = []
-        for spec, regex in self._specs(ids):
-            hit = verify(spec, regex, text, self._admits)
-            if hit is not None:
-                hits.append(hit)
-        return hits
+        return verify_each(self._specs(ids), text, self._admits)
 
     def load(self, ids: Sequence[str]) -> bool:
         """Read (and compile) the specs of ``ids`` ahead; False, reading none, past the bound."""

@@ -582,7 +582,7 @@ class WordRecords:
     literal not inside the word, found by one Aho-Corasick pass over the line (issue 50).
     """
 
-    __slots__ = ("_always", "_by_key", "_finder", "bare", "fixed", "groups")
+    __slots__ = ("_always", "_by_key", "_finder", "bare", "fixed", "groups", "word")
 
     def __init__(self, maps: RecordMaps, word: int, text: str) -> None:
         records = maps.word_records[maps.word_offsets[word] : maps.word_offsets[word + 1]]
@@ -594,8 +594,8 @@ class WordRecords:
             else:
                 key = (maps.record_literals(record), maps.record_line_starts(record))
                 grouped.setdefault(key, []).append(record)
-        #: The fixed records' numbers.
-        self.fixed = tuple(fixed)
+        #: The fixed records' numbers, and the word's text.
+        self.fixed, self.word = tuple(fixed), text
         #: (literals, line starts, record numbers) of each group.
         self.groups = tuple((lits, starts, tuple(rs)) for (lits, starts), rs in grouped.items())
         #: Whether some record has no one-line literal (a hand-written pattern).
@@ -628,7 +628,12 @@ class WordRecords:
 
     def keeps(self, line: bytes, text: str) -> bool:
         """Whether some group's literals and line starts hold on ``line`` (``text``, decoded)."""
-        return any(self._holds(n, line, text, True) for n in self._chosen(text))
+        groups = self.groups
+        for n in self._chosen(text):  # a loop: this runs once a hit in the rejects
+            lits, begins, _ = groups[n]
+            if _holds_all(text, lits) and (not begins or begins_a_line(line, text, begins)):
+                return True
+        return False
 
     def _holds(self, number: int, line: bytes, text: str, starts: bool) -> bool:
         lits, begins, _ = self.groups[number]
@@ -820,8 +825,8 @@ class RecordAnchors:
             hits = self.db.hits(data, whole_words=False, edges=self.maps.edges)
             if raw is not None:
                 raw.append(hits)
-            words = self.db.words  # decoded once: ``AnchorDB.word`` needs numpy
-            kept = self._rejected(data, hits.lines, hits.line_starts, hits.words, words.__getitem__)
+            _ = self.db.words  # decoded once: ``AnchorDB.word`` needs numpy else
+            kept = self._rejected(data, hits.lines, hits.line_starts, hits.words)
             return kept, Deferred(self, data)
         lines, ids, starts = self.db.hit_arrays(
             data, whole_words=False, newlines=newlines, edges=self.maps.edges
@@ -849,7 +854,6 @@ class RecordAnchors:
         lines: Sequence[int],
         line_starts: Sequence[int],
         words: Sequence[int],
-        word_text: Callable[[int], str],
     ) -> list[tuple[int, int]]:
         """The hit lines among ``lines`` (ascending, 0-based) that pass the literal rejects."""
         plain = self.maps.plain
@@ -875,7 +879,7 @@ class RecordAnchors:
             if not text:
                 text = line.decode() if line.isascii() else line.decode("utf-8", "replace")
             check = self.records_of(word)
-            keep = bool(check.fixed) and _ends_message(text, word_text(word))
+            keep = bool(check.fixed) and _ends_message(text, check.word)
             keep = keep or check.keeps(line, text)
         if keep:
             out.append((previous + 1, start))
@@ -933,6 +937,4 @@ class Deferred:
             self._lines, self._starts, self._ids = lines[later], starts[later], ids[later]
             lines, starts, ids = lines[now], starts[now], ids[now]
         del now
-        return self._anchors._rejected(
-            self._data, lines.tolist(), starts.tolist(), ids.tolist(), self._anchors.db.word
-        )
+        return self._anchors._rejected(self._data, lines.tolist(), starts.tolist(), ids.tolist())

@@ -243,10 +243,10 @@ class LineStarts:
         return self._extra.get(number, default)
 
     def __getitem__(self, number: int) -> int:
-        found = self.get(number)
-        if found is None:
-            raise KeyError(number)
-        return found
+        at = bisect.bisect_left(self._numbers, number)
+        if at < len(self._numbers) and self._numbers[at] == number:
+            return self._offsets[at]
+        return self._extra[number]
 
     def __setitem__(self, number: int, offset: int) -> None:
         if self.get(number) is None:
@@ -436,14 +436,15 @@ class _Tracebacks:
     ends: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def end(self, header: int) -> int:
-        return self.extent(header)[0]
+        got = self.ends.get(header)
+        return (got if got is not None else self.extent(header))[0]
 
     def extent(self, header: int) -> tuple[int, int]:
         """(Exception line, its start offset) of the traceback whose header is ``header``."""
-        from errkb.parse.regions import exception_line
-
         got = self.ends.get(header)
         if got is None:
+            from errkb.parse.regions import exception_line
+
             start, number = exception_line(self.data, self.shapes.starts[header], header)
             got = self.ends[header] = (number, start)
         return got

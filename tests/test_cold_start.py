@@ -217,15 +217,7 @@ def test_the_collector_is_tuned_only_in_the_commands_own_process(built: Path) ->
         "sys.argv[0] = 'errkb'\n"
         "runpy.run_module('errkb', run_name='__main__', alter_sys=True)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", probe, "--db", str(built), "explain", str(QUANTO_LOG)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    words = proc.stdout.split()
+    words = _probed(probe, built, QUANTO_LOG).split()
     at = words.index("frozen")
     assert int(words[at + 1]) > 1000 and words[at + 2] == "True"  # frozen, collector back on
 
@@ -247,15 +239,20 @@ def test_no_collection_runs_while_the_command_line_imports(built: Path) -> None:
         "main()\n"
     )
     example = EXAMPLES / "quanto-incompatible-scale.log"
+    assert _probed(probe, built, example).split()[-3:] == ["during", "0", "True"]
+
+
+def _probed(probe: str, built: Path, log: Path) -> str:
+    """What ``probe`` printed, run as ``errkb --db built explain log`` in a fresh process."""
     proc = subprocess.run(
-        [sys.executable, "-c", probe, "--db", str(built), "explain", str(example)],
+        [sys.executable, "-c", probe, "--db", str(built), "explain", str(log)],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.split()[-3:] == ["during", "0", "True"]
+    return proc.stdout
 
 
 #: What a cold explain of one known traceback makes at import, in errkb's own modules, at most:

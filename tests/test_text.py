@@ -555,7 +555,10 @@ def test_every_explain_route_strips_the_same_escapes(
 ) -> None:
     # An unknown exception line outside every window is read straight from its line by the
     # record scan: with only CSI stripped there, OSC 8 and OSC 9;4 stayed in its message.
+    from dataclasses import replace
+
     import errkb
+    from errkb.explain import Thresholds
     from errkb.parse import regions
 
     monkeypatch.setattr(regions, "NARROW_ABOVE", 4096)
@@ -564,10 +567,11 @@ def test_every_explain_route_strips_the_same_escapes(
         f"\x1b]9;4;1;{n}\x07KeyError: 'grapefruit {n}' in {OSC8} \x1b]9;4;0\x07" for n in range(3)
     ]
     data = (filler + "\n".join(lines) + "\n" + filler).encode()
-    with errkb.open(tmp_path_factory.mktemp("escapes") / "kb.sqlite3") as kb:
+    scan = Thresholds(scan_from=4097, paste_upto=4096)
+    with errkb.open(tmp_path_factory.mktemp("escapes") / "kb.sqlite3", thresholds=scan) as kb:
         scanned = kb.explain(data).to_dict()
-        kb.record_scan = False
-        parsed = kb.explain(data).to_dict()
+        assert kb._engine._anchors is not None  # the scan read it
+        parsed = kb.explain(data, thresholds=replace(scan, scan_from=1 << 62)).to_dict()
     assert scanned == parsed
     messages = {u["message"] for u in scanned["unmatched"]}
     assert "'grapefruit 1' in load.py" in messages, messages

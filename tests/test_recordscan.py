@@ -1118,7 +1118,9 @@ def test_distinct_hashes_past_what_it_holds_are_counted_exactly_from_files(
     assert not os.path.exists(folder)  # the files are gone once counted
     assert counter.count() == len(added)
     # With no temporary folder to write to, the hashes stay in memory and the count is exact.
-    monkeypatch.setattr(recordscan.tempfile, "TemporaryDirectory", _refused)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", _refused)
     unwritable = recordscan.DistinctHashes()
     for value in values:
         unwritable.add(value)

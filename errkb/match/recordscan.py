@@ -23,10 +23,9 @@ import bisect
 import heapq
 import os
 import re
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from errkb.match.anchordb import Hits
@@ -37,6 +36,8 @@ from errkb.report import Alternative, Confidence, Match, Unmatched
 from errkb.report.limits import Truncation
 
 if TYPE_CHECKING:
+    import tempfile
+
     import numpy as np
     import numpy.typing as npt
 
@@ -596,6 +597,7 @@ def _quiet_cut(
     if newlines is None:  # pragma: no cover - numpy is a dependency of the fast path
         return None, (0, high)
     shapes = shape_lines(piece, line_index(piece, newlines), anchors.engine)
+    tracebacks = _Tracebacks(piece, shapes)
     hits = [number for number, _start in anchors.hit_lines(piece, newlines)]
     lines = len(newlines) + 2
     starts = np.concatenate(([0], newlines + 1))  # 1-based line n starts at starts[n - 1]
@@ -606,7 +608,6 @@ def _quiet_cut(
     np.add.at(held, np.asarray(shapes.chains, dtype=np.int64), 1)
     heads = np.frombuffer(piece, dtype=np.uint8)[starts[starts < len(piece)]]
     held[1 : len(heads) + 1] += (heads == 32) | (heads == 9)  # a frame's, a wrapped line's
-    tracebacks = _Tracebacks(piece, shapes)
     for header in shapes.headers:
         reach = tracebacks.end(header)
         if tracebacks.prefixed(header):
@@ -1115,6 +1116,7 @@ class DistinctHashes:
         self._spilled: tempfile.TemporaryDirectory[str] | None = None
         self.added = 0
         self._done = 0  # the values counted from the files
+        self._can_spill = True  # until numpy or the temporary folder says otherwise
 
     def add(self, value: int) -> None:
         self.added += 1
@@ -1122,13 +1124,15 @@ class DistinctHashes:
         if len(self._held) >= self._compact:
             self._held = _distinct_hashes(self._held)
             self._compact = max(self._compact, 2 * len(self._held))
-            if len(self._held) >= self.HELD and _spills():
+            if self._can_spill and len(self._held) >= self.HELD:
                 try:
                     self._spill()
-                except OSError:  # no temporary folder to write to: they stay in memory
-                    self.HELD = 1 << 62
+                except (OSError, ImportError):  # no folder to write to, or no numpy: held
+                    self._can_spill = False
 
     def _spill(self) -> None:
+        import tempfile
+
         import numpy as np
 
         if self._spilled is None:
@@ -1162,15 +1166,6 @@ class DistinctHashes:
                 self._done += len(np.unique(np.concatenate((values[parts == part], spilled))))
         self._held = array.array("q")
         return self._done
-
-
-def _spills() -> bool:
-    """Whether ``DistinctHashes`` can write its runs out (numpy reads them back)."""
-    try:
-        import numpy  # noqa: F401
-    except ImportError:  # pragma: no cover - numpy is a dependency of the fast path
-        return False
-    return True
 
 
 def _distinct_hashes(hashes: array.array[int]) -> array.array[int]:
@@ -1219,6 +1214,10 @@ class ScanCounts:
     hard_windows: int = 0
     hard_lines: int = 0
 
+    def __add__(self, other: ScanCounts) -> ScanCounts:
+        """Two segments' counts together."""
+        return ScanCounts(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
 
 def record_scan(
     data: bytes,
@@ -1262,13 +1261,13 @@ def record_scan(
             numbers, starts = _lines(n for n, _ in uncovered), _lines(o for _, o in uncovered)
             waiting.append((begin, end, base, numbers, starts))
         base, index = base + scan.total, scan.index
-        counts = ScanCounts(
-            counts.anchor_lines + len(scan.hits),
-            counts.windows + len(scan.spans) + len(scan.hard),
-            counts.window_lines + window_lines,
-            counts.shape_unmatched + read_alone,
-            counts.hard_windows + len(scan.hard),
-            counts.hard_lines + sum(last - first + 1 for first, last in scan.hard),
+        counts += ScanCounts(
+            len(scan.hits),
+            len(scan.spans) + len(scan.hard),
+            window_lines,
+            read_alone,
+            len(scan.hard),
+            sum(last - first + 1 for first, last in scan.hard),
         )
         del scan  # the next segment's arrays take its place
     if found is not None and not folded.exact:

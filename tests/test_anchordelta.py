@@ -8,6 +8,7 @@ rollbacks.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,15 @@ def _log() -> bytes:
 
 
 LOG = _log()
+
+
+@contextlib.contextmanager
+def _delta_kb(target: str | Path, **options: Any) -> Iterator[errkb.KnowledgeBase]:
+    """The knowledge base at ``target`` with Hyperscan anchors, compacted only past ``LOOSE``."""
+    with errkb.open(target, **options) as kb:
+        kb.scan_engine = "hyperscan"
+        kb.compaction = LOOSE
+        yield kb
 
 
 def _write(path: Path, records: list[dict[str, Any]], version: str) -> Path:
@@ -190,14 +200,10 @@ def test_the_first_explain_after_any_write_compiles_nothing_and_equals_a_rebuild
 ) -> None:
     tmp = tmp_path_factory.mktemp("delta")
     db = tmp / "kb.sqlite3"
-    with errkb.open(db, bundled=False) as kb:
-        kb.scan_engine = "hyperscan"
-        kb.compaction = LOOSE
+    with _delta_kb(db, bundled=False) as kb:
         kb.sync(_write(tmp / "v0.jsonl", POOL[:6], "2026-12-01T12:00:00.000Z"), full=True)
     for n, step in enumerate(steps):
-        with errkb.open(db) as kb:
-            kb.scan_engine = "hyperscan"
-            kb.compaction = LOOSE
+        with _delta_kb(db) as kb:
             _apply(kb, step, n, tmp)
             records = _live(kb)
         counted.update(compiles=0, maps=0)
@@ -212,9 +218,7 @@ def test_a_write_compiles_only_the_records_it_changed(
     tmp_path: Path, counted: dict[str, int]
 ) -> None:
     db = tmp_path / "kb.sqlite3"
-    with errkb.open(db, bundled=False) as kb:
-        kb.scan_engine = "hyperscan"
-        kb.compaction = LOOSE
+    with _delta_kb(db, bundled=False) as kb:
         kb.sync(_write(tmp_path / "v1.jsonl", POOL[:8], "2026-12-01T00:00:00.000Z"), full=True)
         whole = counted["words"]
         counted.update(words=0)
@@ -236,9 +240,7 @@ def test_a_write_compiles_only_the_records_it_changed(
 
 def test_a_delta_past_the_share_compacts(tmp_path: Path, counted: dict[str, int]) -> None:
     db = tmp_path / "kb.sqlite3"
-    with errkb.open(db, bundled=False) as kb:
-        kb.scan_engine = "hyperscan"
-        kb.compaction = LOOSE
+    with _delta_kb(db, bundled=False) as kb:
         kb.sync(_write(tmp_path / "v1.jsonl", POOL[:3], "2026-12-01T00:00:00.000Z"), full=True)
         kb.sync(_write(tmp_path / "v2.jsonl", POOL[3:], "2026-12-02T00:00:00.000Z"), full=True)
         state, version = anchors_key(kb.store.meta_value)
@@ -348,9 +350,7 @@ def test_a_build_that_dies_between_its_files_leaves_old_or_new(
     tmp_path: Path, counted: dict[str, int], monkeypatch: pytest.MonkeyPatch, dies: str
 ) -> None:
     db = tmp_path / "kb.sqlite3"
-    with errkb.open(db, bundled=False) as kb:
-        kb.scan_engine = "hyperscan"
-        kb.compaction = LOOSE
+    with _delta_kb(db, bundled=False) as kb:
         kb.sync(_write(tmp_path / "v1.jsonl", POOL[:7], "2026-12-01T00:00:00.000Z"), full=True)
     assert check_anchor_files(db)
     name = {"maps": "write_maps", "anchors": "store_extended", "hashes": "write_hashes"}[dies]
@@ -362,9 +362,7 @@ def test_a_build_that_dies_between_its_files_leaves_old_or_new(
 
     with monkeypatch.context() as patched:
         patched.setattr(anchordelta, name, killed)
-        with errkb.open(db) as kb, pytest.raises(SyncInterruptedError):
-            kb.scan_engine = "hyperscan"
-            kb.compaction = LOOSE
+        with _delta_kb(db) as kb, pytest.raises(SyncInterruptedError):
             kb.sync(_write(tmp_path / "v2.jsonl", POOL[1:8], "2026-12-02T00:00:00.000Z"), full=True)
     check_anchor_files(db)  # the current key's files, where they are there, agree with the rows
     with errkb.open(db) as kb:
@@ -382,9 +380,7 @@ def test_a_build_that_dies_between_its_files_leaves_old_or_new(
 def test_both_backends_extend_the_files_and_explain_as_a_rebuild(
     db_target: str, tmp_path: Path, counted: dict[str, int]
 ) -> None:
-    with errkb.open(db_target, bundled=False) as kb:
-        kb.scan_engine = "hyperscan"
-        kb.compaction = LOOSE
+    with _delta_kb(db_target, bundled=False) as kb:
         kb.sync(_write(tmp_path / "v1.jsonl", POOL[:8], "2026-12-01T00:00:00.000Z"), full=True)
         kb.sync(_write(tmp_path / "v2.jsonl", POOL[1:9], "2026-12-02T00:00:00.000Z"), full=True)
         state, version = anchors_key(kb.store.meta_value)

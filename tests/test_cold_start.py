@@ -61,6 +61,15 @@ NOT_ON_EXPLAIN = {
 }
 
 
+#: The end of a probe: the command line run as ``python -m errkb`` runs it, and at exit what
+#: the probe's function ``what`` returns written to the file named by the first argument.
+_RUN_WRITING_AT_EXIT = """
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write({what}()))
+sys.argv[0] = "errkb"
+runpy.run_module("errkb", run_name="__main__", alter_sys=True)
+"""
+
 #: Runs the command line as ``python -m errkb`` does, then lists ``sys.modules`` at exit (not
 #: ``-X importtime``, which misses modules loaded by ``importlib.import_module``), and as
 #: ``pattern:MODULE.NAME`` each regex made by ``errkb._lazy.pattern`` that was compiled.
@@ -76,12 +85,7 @@ def listing():
                 if value.cache_info().currsize:
                     names.append(f"pattern:{mod}.{name}")
     return "\\n".join(names)
-
-out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(listing()))
-sys.argv[0] = "errkb"
-runpy.run_module("errkb", run_name="__main__", alter_sys=True)
-"""
+""" + _RUN_WRITING_AT_EXIT.format(what="listing")
 
 
 def _imported(argv: list[str], tmp_path: Path, code: int = 0) -> tuple[str, set[str]]:
@@ -279,12 +283,7 @@ def made():
     table = sys.modules["errkb.parse.prefixes"].by_first()
     out.append(f"subsets:{len(table._subsets)}:{table._firsts is not None}")
     return "\\n".join(out)
-
-out = sys.argv.pop(1)
-atexit.register(lambda: open(out, "w").write(made()))
-sys.argv[0] = "errkb"
-runpy.run_module("errkb", run_name="__main__", alter_sys=True)
-"""
+""" + _RUN_WRITING_AT_EXIT.format(what="made")
 
 
 def test_cold_explain_defines_and_compiles_within_its_budget(built: Path, tmp_path: Path) -> None:
